@@ -1,0 +1,233 @@
+//! The built-in CPU allocator: 64-byte aligned memory from malloc, with
+//! the size kept in a small header so a free needs no lookup.
+//!
+//! Layout of an allocation: `malloc(n + 64)` returns `raw`; the data starts
+//! at the first 64-byte boundary at least 16 bytes past `raw`; the 16 bytes
+//! before the data hold `raw` and `n`. The context handed out is the data
+//! address itself (as c10's CPU allocator), so raw allocate/deallocate work.
+//! With transparent huge pages on, requests of 2 MiB or more are aligned to
+//! 2 MiB instead and advised with `MADV_HUGEPAGE`.
+
+use super::{Allocator, AllocatorImpl, RawAllocator};
+use crate::data_ptr::{DataPtr, DeleterFn};
+use crate::device::Device;
+use crate::error::Result;
+use crate::refcount::Ref;
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// Alignment of every CPU allocation, in bytes.
+pub const ALIGNMENT: usize = 64;
+const HEADER: usize = 16;
+const HUGE_PAGE: usize = 2 << 20;
+/// The pattern junk-fill writes (reads as NaN in float32, a huge integer
+/// otherwise).
+pub const JUNK_PATTERN: u32 = 0x7fed_beef;
+
+static ZERO_FILL: AtomicBool = AtomicBool::new(false);
+static JUNK_FILL: AtomicBool = AtomicBool::new(false);
+static HUGE_PAGES: AtomicBool = AtomicBool::new(false);
+
+/// Process-wide options of the built-in CPU allocator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuOptions {
+    /// Zero new memory.
+    pub zero_fill: bool,
+    /// Fill new memory with [`JUNK_PATTERN`] (to expose reads of
+    /// uninitialized memory). Exclusive with `zero_fill`.
+    pub junk_fill: bool,
+    /// Align requests of 2 MiB or more to 2 MiB and advise transparent huge
+    /// pages.
+    pub huge_pages: bool,
+}
+
+/// Sets the options; zero-fill and junk-fill together are refused.
+pub fn set_options(options: CpuOptions) -> Result<()> {
+    crate::ensure!(
+        !(options.zero_fill && options.junk_fill),
+        InvalidArgument,
+        "zero_fill and junk_fill are both on: expected at most one of them"
+    );
+    ZERO_FILL.store(options.zero_fill, Relaxed);
+    JUNK_FILL.store(options.junk_fill, Relaxed);
+    HUGE_PAGES.store(options.huge_pages, Relaxed);
+    Ok(())
+}
+
+/// The current options.
+pub fn options() -> CpuOptions {
+    CpuOptions {
+        zero_fill: ZERO_FILL.load(Relaxed),
+        junk_fill: JUNK_FILL.load(Relaxed),
+        huge_pages: HUGE_PAGES.load(Relaxed),
+    }
+}
+
+struct CpuBackend;
+
+static BUILTIN: OnceLock<Allocator> = OnceLock::new();
+
+/// The built-in CPU allocator.
+pub fn builtin() -> Allocator {
+    builtin_ref().clone()
+}
+
+fn builtin_ref() -> &'static Allocator {
+    BUILTIN.get_or_init(|| Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)))
+}
+
+fn oom(nbytes: usize, reason: &str) -> crate::error::Error {
+    crate::err!(
+        OutOfMemory,
+        "tsr CPU allocator: can't allocate memory: you tried to allocate {nbytes} bytes ({reason})"
+    )
+}
+
+/// Allocates `nbytes` (> 0) and returns the data address, or None.
+fn alloc_block(nbytes: usize) -> std::result::Result<*mut u8, String> {
+    let opts_huge = HUGE_PAGES.load(Relaxed) && nbytes >= HUGE_PAGE;
+    let zero = ZERO_FILL.load(Relaxed);
+    let (raw, data) = if opts_huge {
+        let total = nbytes
+            .checked_add(HUGE_PAGE)
+            .ok_or_else(|| "size overflow".to_string())?;
+        let mut raw: *mut c_void = std::ptr::null_mut();
+        // SAFETY: posix_memalign writes a pointer to `raw` on success.
+        let rc = unsafe { libc::posix_memalign(&mut raw, HUGE_PAGE, total) };
+        if rc != 0 || raw.is_null() {
+            return Err(std::io::Error::from_raw_os_error(rc).to_string());
+        }
+        let raw = raw as *mut u8;
+        // SAFETY: HUGE_PAGE < total, so raw + HUGE_PAGE is inside the block.
+        let data = unsafe { raw.add(HUGE_PAGE) };
+        // SAFETY: [data, data + nbytes) lies in the block; madvise only
+        // advises (a failure leaves normal pages).
+        unsafe { libc::madvise(data as *mut c_void, nbytes & !(4095), libc::MADV_HUGEPAGE) };
+        if zero {
+            // SAFETY: the data range is inside the block.
+            unsafe { std::ptr::write_bytes(data, 0, nbytes) };
+        }
+        (raw, data)
+    } else {
+        let total = nbytes
+            .checked_add(ALIGNMENT)
+            .ok_or_else(|| "size overflow".to_string())?;
+        // SAFETY: plain C allocation; checked for NULL below.
+        let raw = unsafe {
+            if zero {
+                libc::calloc(1, total)
+            } else {
+                libc::malloc(total)
+            }
+        } as *mut u8;
+        if raw.is_null() {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        let addr = raw as usize;
+        let data = (addr + HEADER + ALIGNMENT - 1) & !(ALIGNMENT - 1);
+        // malloc aligns to 16, so data - raw is in [16, 64] and the data
+        // fits: data + nbytes <= raw + 64 + nbytes.
+        (raw, data as *mut u8)
+    };
+    // SAFETY: data - HEADER >= raw (data is at least HEADER past raw), and
+    // the header is 8-aligned (data is 64-aligned).
+    unsafe {
+        let header = data.sub(HEADER) as *mut usize;
+        header.write(raw as usize);
+        header.add(1).write(nbytes);
+    }
+    if JUNK_FILL.load(Relaxed) {
+        let words = nbytes / 4;
+        // SAFETY: data is 64-aligned and valid for nbytes bytes.
+        let slice = unsafe { std::slice::from_raw_parts_mut(data as *mut u32, words) };
+        slice.fill(JUNK_PATTERN);
+        // SAFETY: the tail bytes are inside the block.
+        unsafe { std::ptr::write_bytes(data.add(words * 4), 0x7f, nbytes - words * 4) };
+    }
+    Ok(data)
+}
+
+/// Reads the header of a block: (raw pointer, size).
+///
+/// # Safety
+/// `data` must come from `alloc_block` and not be freed.
+unsafe fn header(data: *mut c_void) -> (*mut c_void, usize) {
+    // SAFETY: alloc_block wrote both words just before data.
+    unsafe {
+        let h = (data as *mut u8).sub(HEADER) as *const usize;
+        (h.read() as *mut c_void, h.add(1).read())
+    }
+}
+
+unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
+    // SAFETY: ctx is the data address of a live block from alloc_block
+    // (this deleter is only attached to those).
+    let (raw, nbytes) = unsafe { header(ctx) };
+    builtin_ref().0.stats.record_free(ctx, nbytes, Device::CPU);
+    // SAFETY: raw is what malloc/calloc/posix_memalign returned.
+    unsafe { libc::free(raw) };
+}
+
+impl RawAllocator for CpuBackend {
+    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        allocate_cpu(&builtin_ref().0, nbytes, device)
+    }
+
+    fn raw_deleter(&self) -> Option<DeleterFn> {
+        Some(cpu_free)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn keeps_own_stats(&self) -> bool {
+        true
+    }
+
+    fn allocate_tracked(
+        &self,
+        owner: &Ref<AllocatorImpl>,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<DataPtr> {
+        allocate_cpu(owner, nbytes, device)
+    }
+}
+
+#[inline]
+fn allocate_cpu(owner: &AllocatorImpl, nbytes: usize, device: Device) -> Result<DataPtr> {
+    crate::ensure!(
+        device.is_cpu(),
+        Device,
+        "the CPU allocator cannot allocate on {device}"
+    );
+    if nbytes == 0 {
+        return Ok(DataPtr::empty(Device::CPU));
+    }
+    if nbytes > isize::MAX as usize - HUGE_PAGE {
+        owner.stats.record_failure();
+        return Err(oom(
+            nbytes,
+            &format!(
+                "more than the largest allocation, {} bytes",
+                isize::MAX as usize - HUGE_PAGE
+            ),
+        ));
+    }
+    match alloc_block(nbytes) {
+        Ok(data) => {
+            let data = data as *mut c_void;
+            owner.stats.record_alloc(data, nbytes, Device::CPU);
+            // SAFETY: cpu_free frees exactly a block from alloc_block, given
+            // its data address.
+            Ok(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
+        }
+        Err(reason) => {
+            owner.stats.record_failure();
+            Err(oom(nbytes, &reason))
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Allocators: the [`RawAllocator`] trait backends implement, the
+//! refcounted [`Allocator`] handle with statistics, the per-device-type
+//! registry, the built-in CPU allocator and the memory reporter.
+
+pub mod cpu;
+pub mod registry;
+pub mod reporter;
+pub mod stats;
+pub(crate) mod tracked;
+
+pub use registry::{get_allocator, set_allocator};
+pub use reporter::{set_memory_reporter, MemoryEvent, MemoryReporter};
+pub use stats::{Stats, StatsSnapshot};
+
+use crate::data_ptr::{DataPtr, DeleterFn};
+use crate::device::Device;
+use crate::error::Result;
+use crate::refcount::{RcTarget, Ref};
+use std::any::Any;
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr, CString};
+use std::sync::Mutex;
+
+/// What a memory backend implements. tessera wraps it in an [`Allocator`],
+/// which adds statistics and reference counting.
+pub trait RawAllocator: Send + Sync + 'static {
+    /// Allocates `nbytes` on `device`. The result's deleter must free the
+    /// memory from any thread. Statistics are kept by the wrapper.
+    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr>;
+
+    /// A deleter that frees a pointer returned by [`RawAllocator::allocate`]
+    /// when given its data address (the allocation's context equals its
+    /// data). Enables raw allocate/deallocate.
+    fn raw_deleter(&self) -> Option<DeleterFn> {
+        None
+    }
+
+    /// Copies `nbytes` between two allocations of this allocator (or from
+    /// / to host memory for device allocators). The default is memcpy.
+    ///
+    /// # Safety
+    /// `dst` and `src` must be valid for `nbytes` bytes and not overlap.
+    unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
+        if nbytes > 0 {
+            // SAFETY: forwarded from the caller.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, nbytes) };
+        }
+        Ok(())
+    }
+
+    /// Returns cached memory to the system, for caching allocators.
+    fn empty_cache(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The backend as `Any`, to reach backend-specific queries.
+    fn as_any(&self) -> &dyn Any;
+
+    /// Whether this backend keeps the owning allocator's statistics itself
+    /// (its `allocate_tracked` records allocations and the deleters it
+    /// attaches record frees), so the generic wrapper adds nothing. The
+    /// built-in CPU and caching allocators do, to stay on the fast path.
+    fn keeps_own_stats(&self) -> bool {
+        false
+    }
+
+    /// For backends that keep their own statistics: allocates for `owner`,
+    /// recording into `owner.stats()`. Only called when
+    /// [`RawAllocator::keeps_own_stats`] is true.
+    fn allocate_tracked(
+        &self,
+        owner: &Ref<AllocatorImpl>,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<DataPtr> {
+        let _ = owner;
+        self.allocate(nbytes, device)
+    }
+}
+
+/// The object behind an [`Allocator`] handle.
+pub struct AllocatorImpl {
+    /// NUL-terminated so the C API can hand it out.
+    name: CString,
+    default_device: Device,
+    stats: Stats,
+    /// Sizes of raw allocations (raw_allocate / raw_deallocate), which carry
+    /// no size on free.
+    raw_sizes: Mutex<HashMap<usize, usize>>,
+    backend: Box<dyn RawAllocator>,
+}
+
+impl RcTarget for AllocatorImpl {}
+
+impl AllocatorImpl {
+    /// The statistics.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> &str {
+        self.name.to_str().unwrap_or("?")
+    }
+
+    /// The name as a C string.
+    pub fn c_name(&self) -> &CStr {
+        &self.name
+    }
+
+    /// The device `allocate` uses.
+    pub fn default_device(&self) -> Device {
+        self.default_device
+    }
+}
+
+/// A refcounted allocator handle. Cloning shares the allocator; the backend
+/// is dropped (a C plugin's `release` runs) when the last handle and the
+/// last allocation made by it are gone.
+#[derive(Clone)]
+pub struct Allocator(pub(crate) Ref<AllocatorImpl>);
+
+impl Allocator {
+    /// Wraps a backend. `default_device` is what [`Allocator::allocate`]
+    /// allocates on.
+    pub fn new(
+        name: impl Into<String>,
+        default_device: Device,
+        backend: Box<dyn RawAllocator>,
+    ) -> Allocator {
+        let name: String = name.into();
+        Allocator(Ref::new(AllocatorImpl {
+            name: CString::new(name.replace('\0', "")).unwrap_or_default(),
+            default_device,
+            stats: Stats::default(),
+            raw_sizes: Mutex::new(HashMap::new()),
+            backend,
+        }))
+    }
+
+    /// The built-in CPU allocator (always the same object).
+    pub fn cpu() -> Allocator {
+        cpu::builtin()
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// The device [`Allocator::allocate`] uses.
+    pub fn default_device(&self) -> Device {
+        self.0.default_device
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.0.stats.snapshot()
+    }
+
+    /// Sets the peak to the current allocated bytes.
+    pub fn reset_peak(&self) {
+        self.0.stats.reset_peak()
+    }
+
+    /// The backend, for backend-specific queries.
+    pub fn backend(&self) -> &dyn RawAllocator {
+        &*self.0.backend
+    }
+
+    /// Allocates `nbytes` on the default device.
+    pub fn allocate(&self, nbytes: usize) -> Result<DataPtr> {
+        self.allocate_on(nbytes, self.0.default_device)
+    }
+
+    /// Allocates `nbytes` on `device`, recording statistics; the returned
+    /// pointer keeps this allocator alive until it is freed.
+    pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        if self.0.backend.keeps_own_stats() {
+            return self.0.backend.allocate_tracked(&self.0, nbytes, device);
+        }
+        tracked::allocate(self, nbytes, device)
+    }
+
+    /// Allocates and returns only the address (c10's raw_allocate); needs
+    /// a backend with a raw deleter. Free with [`Allocator::raw_deallocate`].
+    pub fn raw_allocate(&self, nbytes: usize) -> Result<*mut c_void> {
+        let Some(raw_deleter) = self.0.backend.raw_deleter() else {
+            crate::bail!(
+                Unsupported,
+                "allocator '{}' has no raw deleter: raw allocation needs one",
+                self.name()
+            );
+        };
+        let own_stats = self.0.backend.keeps_own_stats();
+        let device = self.0.default_device;
+        let dp = if own_stats {
+            self.0.backend.allocate_tracked(&self.0, nbytes, device)?
+        } else {
+            self.0
+                .backend
+                .allocate(nbytes, device)
+                .inspect_err(|_| self.0.stats.record_failure())?
+        };
+        let (data, ctx, deleter, device) = dp.into_raw_parts();
+        if ctx != data || !crate::data_ptr::same_deleter(deleter, Some(raw_deleter)) {
+            // Give the memory back before failing.
+            // SAFETY: the parts came from the backend's DataPtr just now.
+            drop(unsafe { DataPtr::from_raw_parts(data, ctx, deleter, device) });
+            crate::bail!(
+                Internal,
+                "allocator '{}' returned a pointer whose context is not its data: raw \
+                 allocation needs context == data and the raw deleter",
+                self.name()
+            );
+        }
+        if !own_stats && !data.is_null() {
+            self.raw_sizes().insert(data as usize, nbytes);
+            self.0.stats.record_alloc(data, nbytes, device);
+        }
+        Ok(data)
+    }
+
+    fn raw_sizes(&self) -> std::sync::MutexGuard<'_, HashMap<usize, usize>> {
+        self.0.raw_sizes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Frees an address from [`Allocator::raw_allocate`] with the raw
+    /// deleter.
+    ///
+    /// # Safety
+    /// `ptr` must come from `raw_allocate` of this allocator and not have
+    /// been freed.
+    pub unsafe fn raw_deallocate(&self, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let Some(raw_deleter) = self.0.backend.raw_deleter() else {
+            crate::bail!(
+                Unsupported,
+                "allocator '{}' has no raw deleter",
+                self.name()
+            );
+        };
+        if !self.0.backend.keeps_own_stats() {
+            let Some(size) = self.raw_sizes().remove(&(ptr as usize)) else {
+                crate::bail!(
+                    InvalidArgument,
+                    "pointer {ptr:?} was not returned by raw_allocate of allocator '{}'",
+                    self.name()
+                );
+            };
+            self.0.stats.record_free(ptr, size, self.0.default_device);
+        }
+        // SAFETY: the caller guarantees ptr came from raw_allocate, whose
+        // context equals the data address and whose deleter is raw_deleter.
+        unsafe { raw_deleter(ptr) };
+        Ok(())
+    }
+
+    /// Copies with the backend's copy function.
+    ///
+    /// # Safety
+    /// As [`RawAllocator::copy_data`].
+    pub unsafe fn copy_data(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        nbytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.backend.copy_data(dst, src, nbytes) }
+    }
+
+    /// Returns cached memory (caching allocators; a no-op otherwise).
+    pub fn empty_cache(&self) -> Result<()> {
+        self.0.backend.empty_cache()
+    }
+
+    /// Whether two handles are the same allocator.
+    pub fn ptr_eq(a: &Allocator, b: &Allocator) -> bool {
+        Ref::ptr_eq(&a.0, &b.0)
+    }
+
+    /// The refcounted object (for the C handle).
+    pub fn as_ref(&self) -> &Ref<AllocatorImpl> {
+        &self.0
+    }
+
+    /// Wraps a refcounted object.
+    pub fn from_ref(r: Ref<AllocatorImpl>) -> Allocator {
+        Allocator(r)
+    }
+
+    /// Unwraps into the refcounted object.
+    pub fn into_ref(self) -> Ref<AllocatorImpl> {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator")
+            .field("name", &self.name())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

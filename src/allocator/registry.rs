@@ -1,0 +1,76 @@
+//! One allocator slot per device type, with c10's priority rule: a new
+//! allocator replaces the slot's when its priority is >= the current one
+//! (equal priority: the last one wins). Thread-safe at any time; replacing
+//! an allocator never frees it under its users, since every storage and
+//! every allocation holds a reference to the allocator that made it.
+
+use super::Allocator;
+use crate::device::DeviceType;
+use std::sync::RwLock;
+
+struct Slot {
+    allocator: Allocator,
+    priority: u8,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: RwLock<Option<Slot>> = RwLock::new(None);
+static SLOTS: [RwLock<Option<Slot>>; DeviceType::SLOTS] = [EMPTY; DeviceType::SLOTS];
+
+fn slot(t: DeviceType) -> &'static RwLock<Option<Slot>> {
+    &SLOTS[t as u8 as usize]
+}
+
+/// Installs `allocator` for `device_type` if `priority` >= the current
+/// slot's priority; returns whether it was installed (c10's SetAllocator,
+/// which silently keeps a higher-priority allocator).
+pub fn set_allocator(device_type: DeviceType, allocator: &Allocator, priority: u8) -> bool {
+    let mut guard = slot(device_type).write().unwrap_or_else(|e| e.into_inner());
+    let current = match guard.as_ref() {
+        Some(s) => Some(s.priority),
+        // The CPU slot holds the built-in allocator at priority 0 until
+        // someone replaces it.
+        None if device_type == DeviceType::Cpu => Some(0),
+        None => None,
+    };
+    if let Some(p) = current {
+        if priority < p {
+            return false;
+        }
+    }
+    let old = guard.replace(Slot {
+        allocator: allocator.clone(),
+        priority,
+    });
+    drop(guard);
+    // The previous allocator is released outside the lock: its release
+    // callback may call back into the registry.
+    drop(old);
+    true
+}
+
+/// The allocator for `device_type` (the built-in one for CPU unless
+/// replaced), or None.
+pub fn get_allocator(device_type: DeviceType) -> Option<Allocator> {
+    let guard = slot(device_type).read().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(s) => Some(s.allocator.clone()),
+        None if device_type == DeviceType::Cpu => Some(Allocator::cpu()),
+        None => None,
+    }
+}
+
+/// The priority of the slot for `device_type` (0 when empty).
+pub fn priority(device_type: DeviceType) -> u8 {
+    let guard = slot(device_type).read().unwrap_or_else(|e| e.into_inner());
+    guard.as_ref().map_or(0, |s| s.priority)
+}
+
+/// Empties the slot (tests and shutdown); returns the allocator it held.
+pub fn clear_allocator(device_type: DeviceType) -> Option<Allocator> {
+    let old = slot(device_type)
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    old.map(|s| s.allocator)
+}

@@ -1,0 +1,145 @@
+//! dtypes and scalars.
+
+use super::error::{check_not_null, guard, guard_value, write_out};
+use super::types::*;
+use crate::dtype::{self, DType, Scalar};
+use std::ffi::c_char;
+
+/// Bytes per element of `dtype`; 0 for a number that is not a supported
+/// dtype.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_itemsize(dtype: TsrDType) -> usize {
+    guard_value("tsr_dtype_itemsize", 0, || {
+        DType::try_from_raw(dtype).map_or(0, |d| d.itemsize())
+    })
+}
+
+/// c10's name of `dtype` ("Float", "BFloat16", "ComplexFloat", ...), or
+/// "Undefined" for an unsupported number. Static; never NULL.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_name(dtype: TsrDType) -> *const c_char {
+    guard_value("tsr_dtype_name", c"Undefined".as_ptr(), || {
+        let name: &'static std::ffi::CStr = match DType::try_from_raw(dtype) {
+            None => c"Undefined",
+            Some(d) => match d {
+                DType::Byte => c"Byte",
+                DType::Char => c"Char",
+                DType::Short => c"Short",
+                DType::Int => c"Int",
+                DType::Long => c"Long",
+                DType::Half => c"Half",
+                DType::Float => c"Float",
+                DType::Double => c"Double",
+                DType::ComplexHalf => c"ComplexHalf",
+                DType::ComplexFloat => c"ComplexFloat",
+                DType::ComplexDouble => c"ComplexDouble",
+                DType::Bool => c"Bool",
+                DType::QInt8 => c"QInt8",
+                DType::QUInt8 => c"QUInt8",
+                DType::QInt32 => c"QInt32",
+                DType::BFloat16 => c"BFloat16",
+                DType::Float8E5M2 => c"Float8_e5m2",
+                DType::Float8E4M3Fn => c"Float8_e4m3fn",
+                DType::UInt16 => c"UInt16",
+                DType::UInt32 => c"UInt32",
+                DType::UInt64 => c"UInt64",
+            },
+        };
+        name.as_ptr()
+    })
+}
+
+/// Whether `dtype` is a supported dtype number.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_is_valid(dtype: TsrDType) -> bool {
+    guard_value("tsr_dtype_is_valid", false, || {
+        DType::try_from_raw(dtype).is_some()
+    })
+}
+
+/// Whether `dtype` is a real floating type (Half, Float, Double, BFloat16,
+/// float8); false for unsupported numbers.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_is_floating(dtype: TsrDType) -> bool {
+    guard_value("tsr_dtype_is_floating", false, || {
+        DType::try_from_raw(dtype).is_some_and(|d| d.is_floating())
+    })
+}
+
+/// Whether `dtype` is complex; false for unsupported numbers.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_is_complex(dtype: TsrDType) -> bool {
+    guard_value("tsr_dtype_is_complex", false, || {
+        DType::try_from_raw(dtype).is_some_and(|d| d.is_complex())
+    })
+}
+
+/// Writes to `*out` the dtype both `a` and `b` promote to, by c10's table.
+///
+/// Errors: TSR_ERR_NULL_POINTER if `out` is NULL; TSR_ERR_INVALID_ARGUMENT
+/// for an unsupported dtype number; TSR_ERR_DTYPE for pairs c10 does not
+/// promote (quantized or float8 types with another type, UInt16/32/64 with
+/// a non-floating type). `*out` is untouched on error.
+///
+/// # Safety
+/// `out` must be NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_promote_types(
+    a: TsrDType,
+    b: TsrDType,
+    out: *mut TsrDType,
+) -> TsrStatus {
+    guard("tsr_promote_types", || {
+        check_not_null(out, "out")?;
+        let a = DType::from_raw(a).map_err(|e| e.context("argument 'a'"))?;
+        let b = DType::from_raw(b).map_err(|e| e.context("argument 'b'"))?;
+        let r = dtype::promote_types(a, b)?;
+        // SAFETY: out checked non-NULL; the caller guarantees it is writable.
+        unsafe { write_out(out, r.raw()) };
+        Ok(())
+    })
+}
+
+/// Whether an operation that enforces safe casting may write a `from` value
+/// into a `to` output (c10's canCast): false for complex -> non-complex,
+/// floating -> integral or bool, and non-bool -> bool; false if either
+/// number is not a supported dtype.
+#[no_mangle]
+pub extern "C" fn tsr_can_cast(from: TsrDType, to: TsrDType) -> bool {
+    guard_value("tsr_can_cast", false, || {
+        match (DType::try_from_raw(from), DType::try_from_raw(to)) {
+            (Some(f), Some(t)) => dtype::can_cast(f, t),
+            _ => false,
+        }
+    })
+}
+
+/// A scalar holding an integer, tagged TSR_LONG.
+#[no_mangle]
+pub extern "C" fn tsr_scalar_int(value: i64) -> TsrScalar {
+    TsrScalar::from_core(Scalar::Int(value))
+}
+
+/// A scalar holding an unsigned integer, tagged TSR_UINT64.
+#[no_mangle]
+pub extern "C" fn tsr_scalar_uint(value: u64) -> TsrScalar {
+    TsrScalar::from_core(Scalar::UInt(value))
+}
+
+/// A scalar holding a floating value, tagged TSR_DOUBLE.
+#[no_mangle]
+pub extern "C" fn tsr_scalar_float(value: f64) -> TsrScalar {
+    TsrScalar::from_core(Scalar::Float(value))
+}
+
+/// A scalar holding a bool, tagged TSR_BOOL.
+#[no_mangle]
+pub extern "C" fn tsr_scalar_bool(value: bool) -> TsrScalar {
+    TsrScalar::from_core(Scalar::Bool(value))
+}
+
+/// A scalar holding a complex value, tagged TSR_COMPLEX_DOUBLE.
+#[no_mangle]
+pub extern "C" fn tsr_scalar_complex(re: f64, im: f64) -> TsrScalar {
+    TsrScalar::from_core(Scalar::Complex(re, im))
+}

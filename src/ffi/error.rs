@@ -1,0 +1,234 @@
+//! The error side of the ABI: status codes from core errors, the
+//! thread-local last-error message, the panic guard every exported function
+//! runs in, and argument checks.
+
+use super::types::*;
+use crate::error::{Error, ErrorKind, Result};
+use std::any::Any;
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// The status code of an error kind.
+pub(crate) fn status_of(kind: ErrorKind) -> TsrStatus {
+    match kind {
+        ErrorKind::InvalidArgument => TSR_ERR_INVALID_ARGUMENT,
+        ErrorKind::NullPointer => TSR_ERR_NULL_POINTER,
+        ErrorKind::OutOfMemory => TSR_ERR_OUT_OF_MEMORY,
+        ErrorKind::Shape => TSR_ERR_SHAPE,
+        ErrorKind::DType => TSR_ERR_DTYPE,
+        ErrorKind::Device => TSR_ERR_DEVICE,
+        ErrorKind::Overlap => TSR_ERR_OVERLAP,
+        ErrorKind::NotResizable => TSR_ERR_NOT_RESIZABLE,
+        ErrorKind::Unsupported => TSR_ERR_UNSUPPORTED,
+        ErrorKind::Internal => TSR_ERR_INTERNAL,
+        ErrorKind::DeadObject => TSR_ERR_DEAD_OBJECT,
+        ErrorKind::ZeroDivision => TSR_ERR_ZERO_DIVISION,
+    }
+}
+
+/// The error kind of a status code (for statuses returned by C plugins).
+pub(crate) fn kind_of(status: TsrStatus) -> ErrorKind {
+    match status {
+        TSR_ERR_INVALID_ARGUMENT => ErrorKind::InvalidArgument,
+        TSR_ERR_NULL_POINTER => ErrorKind::NullPointer,
+        TSR_ERR_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
+        TSR_ERR_SHAPE => ErrorKind::Shape,
+        TSR_ERR_DTYPE => ErrorKind::DType,
+        TSR_ERR_DEVICE => ErrorKind::Device,
+        TSR_ERR_OVERLAP => ErrorKind::Overlap,
+        TSR_ERR_NOT_RESIZABLE => ErrorKind::NotResizable,
+        TSR_ERR_UNSUPPORTED => ErrorKind::Unsupported,
+        TSR_ERR_DEAD_OBJECT => ErrorKind::DeadObject,
+        TSR_ERR_ZERO_DIVISION => ErrorKind::ZeroDivision,
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn store_message(message: String) {
+    // Interior NULs cannot be represented in a C string: replace them.
+    let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    LAST_ERROR.with(|slot| *slot.borrow_mut() = c);
+}
+
+/// Records `err` as the calling thread's last error, prefixed with the
+/// function name, and returns its status.
+pub(crate) fn fail(fname: &str, err: &Error) -> TsrStatus {
+    store_message(format!("{fname}: {}", err.message()));
+    status_of(err.kind())
+}
+
+/// The message of a caught panic payload.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+/// Runs the body of a fallible exported function: maps its error to a
+/// status and message, and a panic to TSR_ERR_INTERNAL.
+pub(crate) fn guard(fname: &str, body: impl FnOnce() -> Result<()>) -> TsrStatus {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => TSR_OK,
+        Ok(Err(e)) => fail(fname, &e),
+        Err(payload) => {
+            store_message(format!(
+                "{fname}: internal error (caught panic): {}",
+                panic_message(&*payload)
+            ));
+            TSR_ERR_INTERNAL
+        }
+    }
+}
+
+/// Runs the body of an infallible exported function (a getter); a panic
+/// returns `fallback` and records the message.
+pub(crate) fn guard_value<T>(fname: &str, fallback: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(payload) => {
+            store_message(format!(
+                "{fname}: internal error (caught panic): {}",
+                panic_message(&*payload)
+            ));
+            fallback
+        }
+    }
+}
+
+/// The error for a NULL pointer argument.
+pub(crate) fn null_arg(name: &str) -> Error {
+    Error::new(
+        ErrorKind::NullPointer,
+        format!("argument '{name}' is NULL: expected a valid pointer"),
+    )
+}
+
+/// Checks that a pointer argument is not NULL.
+pub(crate) fn check_not_null<T>(p: *const T, name: &str) -> Result<()> {
+    if p.is_null() {
+        Err(null_arg(name))
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes `value` through a checked out-pointer.
+///
+/// # Safety
+/// `out` must be NULL or valid for a write of `T`.
+pub(crate) unsafe fn write_out<T>(out: *mut T, value: T) {
+    debug_assert!(!out.is_null());
+    // SAFETY: forwarded from the caller; checked non-NULL before the body.
+    unsafe { out.write(value) };
+}
+
+/// Reads `n` int64 values from a C array; NULL is allowed when n == 0.
+///
+/// # Safety
+/// `p` must be NULL or valid for `n` reads.
+pub(crate) unsafe fn i64_slice<'a>(p: *const i64, n: i64, name: &str) -> Result<&'a [i64]> {
+    crate::ensure!(
+        n >= 0,
+        InvalidArgument,
+        "argument '{name}' has length {n}: expected a non-negative length"
+    );
+    crate::ensure!(
+        n <= TSR_MAX_DIMS,
+        Shape,
+        "argument '{name}' has {n} entries: at most {TSR_MAX_DIMS} dims are supported"
+    );
+    if n == 0 {
+        return Ok(&[]);
+    }
+    check_not_null(p, name)?;
+    // SAFETY: forwarded from the caller: p is valid for n reads.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+/// The message of the last failure on the calling thread, or "" if none.
+/// The string stays valid until this thread's next failing call. Never
+/// NULL.
+#[no_mangle]
+pub extern "C" fn tsr_last_error_message() -> *const c_char {
+    guard_value("tsr_last_error_message", c"".as_ptr(), || {
+        LAST_ERROR.with(|slot| slot.borrow().as_ptr())
+    })
+}
+
+/// Clears the calling thread's last error message.
+#[no_mangle]
+pub extern "C" fn tsr_clear_last_error() {
+    guard_value("tsr_clear_last_error", (), || {
+        LAST_ERROR.with(|slot| *slot.borrow_mut() = CString::default())
+    })
+}
+
+/// Records a message as the calling thread's last error. For allocator
+/// plugins and other callbacks: a callback that fails calls this, then
+/// returns its error status; tessera passes the message on to the caller.
+/// `message` NULL records "". Returns `status` unchanged, so a plugin can
+/// write `return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "...");`.
+///
+/// # Safety
+/// `message` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_set_last_error(
+    status: TsrStatus,
+    message: *const c_char,
+) -> TsrStatus {
+    guard_value("tsr_set_last_error", status, || {
+        let text = if message.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the caller passes a NUL-terminated string.
+            unsafe { CStr::from_ptr(message) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        store_message(text);
+        status
+    })
+}
+
+/// Takes the calling thread's last error message, clearing it.
+pub(crate) fn take_last_message() -> String {
+    LAST_ERROR.with(|slot| {
+        std::mem::take(&mut *slot.borrow_mut())
+            .into_string()
+            .unwrap_or_default()
+    })
+}
+
+/// The name of a status code ("TSR_OK", "TSR_ERR_SHAPE", ...), or
+/// "TSR_ERR_UNKNOWN" for a number that is not a status. Never NULL; static.
+#[no_mangle]
+pub extern "C" fn tsr_status_name(status: TsrStatus) -> *const c_char {
+    guard_value("tsr_status_name", c"TSR_ERR_UNKNOWN".as_ptr(), || {
+        let name: &'static CStr = match status {
+            TSR_OK => c"TSR_OK",
+            TSR_ERR_INVALID_ARGUMENT => c"TSR_ERR_INVALID_ARGUMENT",
+            TSR_ERR_NULL_POINTER => c"TSR_ERR_NULL_POINTER",
+            TSR_ERR_OUT_OF_MEMORY => c"TSR_ERR_OUT_OF_MEMORY",
+            TSR_ERR_SHAPE => c"TSR_ERR_SHAPE",
+            TSR_ERR_DTYPE => c"TSR_ERR_DTYPE",
+            TSR_ERR_DEVICE => c"TSR_ERR_DEVICE",
+            TSR_ERR_OVERLAP => c"TSR_ERR_OVERLAP",
+            TSR_ERR_NOT_RESIZABLE => c"TSR_ERR_NOT_RESIZABLE",
+            TSR_ERR_UNSUPPORTED => c"TSR_ERR_UNSUPPORTED",
+            TSR_ERR_INTERNAL => c"TSR_ERR_INTERNAL",
+            TSR_ERR_DEAD_OBJECT => c"TSR_ERR_DEAD_OBJECT",
+            TSR_ERR_ZERO_DIVISION => c"TSR_ERR_ZERO_DIVISION",
+            _ => c"TSR_ERR_UNKNOWN",
+        };
+        name.as_ptr()
+    })
+}

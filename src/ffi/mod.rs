@@ -1,0 +1,20 @@
+//! The C ABI: every `extern "C"` function of tessera, each a thin
+//! conversion over the safe core. Only this module deals with raw C
+//! pointers, status codes and the thread-local last-error slot.
+//!
+//! Conventions (../shared/design/ABI.md): fallible functions return
+//! `TsrStatus` and write results through out-pointers, untouched on failure;
+//! every function runs inside a panic guard; NULL handles are
+//! `TSR_ERR_NULL_POINTER`; handles returned are new references.
+
+pub mod allocator;
+pub mod data_ptr;
+pub mod dtype;
+pub mod error;
+pub mod library;
+pub mod object;
+pub(crate) mod refcount;
+pub mod types;
+
+pub use error::*;
+pub use types::*;

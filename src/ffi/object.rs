@@ -1,0 +1,307 @@
+//! Host objects: a refcounted block of bytes a C host fills in, with the
+//! same strong/weak counts as every tessera handle (c10's
+//! intrusive_ptr_target for C).
+
+use super::error::{check_not_null, guard, guard_value, write_out};
+use super::refcount as rc;
+use super::types::*;
+use crate::refcount::{RcTarget, Ref};
+use std::ffi::c_void;
+
+/// Callbacks of a host object; both optional.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TsrObjectVTable {
+    /// sizeof(TsrObjectVTable) as compiled by the host.
+    pub struct_size: u32,
+    /// Called with the object's data when the strong count reaches 0 while
+    /// weak references remain (free expensive resources here). Not called
+    /// when the object is destroyed with no weak references left.
+    pub release_resources: Option<unsafe extern "C" fn(obj: *mut c_void)>,
+    /// Called with the object's data when the object is destroyed (the
+    /// weak count reached 0), just before its bytes are freed.
+    pub destroy: Option<unsafe extern "C" fn(obj: *mut c_void)>,
+}
+
+/// A refcounted host object (opaque).
+pub struct TsrObject {
+    _private: [u8; 0],
+}
+
+/// A weak reference to a host object (opaque; a distinct type so a weak
+/// handle cannot be passed where a strong one is needed).
+pub struct TsrWeakObject {
+    _private: [u8; 0],
+}
+
+pub(crate) struct HostObject {
+    data: *mut c_void,
+    vtable: TsrObjectVTable,
+}
+
+// SAFETY: the data block is plain memory owned by this object; the host's
+// callbacks are documented as callable from whichever thread drops the
+// last reference.
+unsafe impl Send for HostObject {}
+// SAFETY: tessera never reads or writes the data block itself; hosts
+// synchronize their own accesses to it.
+unsafe impl Sync for HostObject {}
+
+impl RcTarget for HostObject {
+    fn release_resources(&mut self) {
+        if let Some(f) = self.vtable.release_resources {
+            // SAFETY: the host's callback receives the block it filled in.
+            unsafe { f(self.data) };
+        }
+    }
+}
+
+impl Drop for HostObject {
+    fn drop(&mut self) {
+        if let Some(f) = self.vtable.destroy {
+            // SAFETY: as release_resources; called once, before the free.
+            unsafe { f(self.data) };
+        }
+        // SAFETY: data came from calloc in tsr_object_new.
+        unsafe { libc::free(self.data) };
+    }
+}
+
+/// Reads a host-provided struct that starts with `struct_size`: copies the
+/// bytes the host has and leaves later fields zero (NULL), so hosts built
+/// against an older, shorter struct keep working.
+///
+/// # Safety
+/// `p` must be valid for reads of `struct_size` bytes, `struct_size` being
+/// its first u32.
+pub(crate) unsafe fn read_sized<T: Copy>(
+    p: *const T,
+    min_size: usize,
+    what: &str,
+) -> crate::Result<T> {
+    // SAFETY: every struct read this way starts with a u32 struct_size.
+    let size = unsafe { (p as *const u32).read_unaligned() } as usize;
+    crate::ensure!(
+        (min_size..=65536).contains(&size),
+        InvalidArgument,
+        "{what}.struct_size is {size}: expected sizeof({what}) as compiled ({} in this \
+         version, at least {min_size})",
+        std::mem::size_of::<T>()
+    );
+    let mut value = std::mem::MaybeUninit::<T>::zeroed();
+    let n = size.min(std::mem::size_of::<T>());
+    // SAFETY: p is valid for `size` >= n bytes; value has room for
+    // size_of::<T>() >= n bytes; they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(p as *const u8, value.as_mut_ptr() as *mut u8, n) };
+    // SAFETY: all structs read this way consist of integers, raw pointers
+    // and Option<fn> fields, valid for any bytes copied from C and for
+    // zeroes in the rest.
+    Ok(unsafe { value.assume_init() })
+}
+
+/// Creates a host object with `size` zeroed bytes (tsr_object_data) and
+/// the callbacks in `vtable` (copied; NULL for none). Writes a new strong
+/// reference (strong 1, weak 1) to `*out`.
+///
+/// Errors: TSR_ERR_NULL_POINTER (out NULL), TSR_ERR_INVALID_ARGUMENT
+/// (vtable->struct_size too small), TSR_ERR_OUT_OF_MEMORY.
+///
+/// # Safety
+/// `vtable` NULL or valid for reads of its struct_size; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_new(
+    size: usize,
+    vtable: *const TsrObjectVTable,
+    out: *mut *mut TsrObject,
+) -> TsrStatus {
+    guard("tsr_object_new", || {
+        check_not_null(out, "out")?;
+        let vtable = if vtable.is_null() {
+            TsrObjectVTable {
+                struct_size: std::mem::size_of::<TsrObjectVTable>() as u32,
+                release_resources: None,
+                destroy: None,
+            }
+        } else {
+            // SAFETY: the caller passes a readable vtable.
+            unsafe { read_sized(vtable, 4, "TsrObjectVTable")? }
+        };
+        crate::ensure!(
+            size <= isize::MAX as usize,
+            OutOfMemory,
+            "size {size} is too large for an object"
+        );
+        // SAFETY: plain allocation, checked below, freed in Drop.
+        let data = unsafe { libc::calloc(1, size.max(1)) };
+        crate::ensure!(
+            !data.is_null(),
+            OutOfMemory,
+            "cannot allocate {size} bytes for the object"
+        );
+        let r = Ref::new(HostObject { data, vtable });
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, rc::into_handle(r)) };
+        Ok(())
+    })
+}
+
+/// The object's data block (`size` bytes given at creation); NULL if `obj`
+/// is NULL. Valid until the object is destroyed.
+///
+/// # Safety
+/// `obj` NULL or a live object handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_data(obj: *const TsrObject) -> *mut c_void {
+    guard_value("tsr_object_data", std::ptr::null_mut(), || {
+        // SAFETY: forwarded from the caller.
+        match unsafe { rc::borrow::<HostObject, _>(obj, "obj") } {
+            Ok(o) => o.data,
+            Err(e) => {
+                super::error::fail("tsr_object_data", &e);
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// The data block reached through a weak handle (valid until the object
+/// is destroyed, even after it expired); NULL if `weak` is NULL.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_data(weak: *const TsrWeakObject) -> *mut c_void {
+    guard_value("tsr_weak_object_data", std::ptr::null_mut(), || {
+        if weak.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: a weak handle keeps the block (and the HostObject value,
+        // destroyed only with it) alive; `data` is never mutated.
+        unsafe { Ref::borrow_raw(weak as *const crate::refcount::RcBox<HostObject>) }.data
+    })
+}
+
+/// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER;
+/// TSR_ERR_DEAD_OBJECT if the strong count already reached 0.
+///
+/// # Safety
+/// `obj` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_incref(obj: *mut TsrObject) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::incref::<HostObject, _>("tsr_object_incref", obj) }
+}
+
+/// Drops a strong reference; the last one runs release_resources (if weak
+/// references remain) or destroys the object. Errors:
+/// TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT if the strong count is
+/// already 0 (detectable only while weak references keep the memory).
+///
+/// # Safety
+/// `obj` NULL or a handle whose memory is alive; the caller gives up one
+/// strong reference.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_decref(obj: *mut TsrObject) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::decref::<HostObject, _>("tsr_object_decref", obj) }
+}
+
+/// The strong count; 0 for NULL.
+///
+/// # Safety
+/// `obj` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_use_count(obj: *const TsrObject) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<HostObject, _>("tsr_object_use_count", obj).0 }
+}
+
+/// The raw weak count (weak references + 1 while strong > 0); 0 for NULL.
+///
+/// # Safety
+/// `obj` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_weak_use_count(obj: *const TsrObject) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<HostObject, _>("tsr_object_weak_use_count", obj).1 }
+}
+
+/// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+/// TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `obj` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_object_downgrade(
+    obj: *mut TsrObject,
+    out: *mut *mut TsrWeakObject,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::downgrade::<HostObject, _, _>("tsr_object_downgrade", obj, out) }
+}
+
+/// Writes a new strong reference to `*out`, or NULL once the object
+/// expired (not an error). Errors: TSR_ERR_NULL_POINTER.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_lock(
+    weak: *mut TsrWeakObject,
+    out: *mut *mut TsrObject,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::lock::<HostObject, _, _>("tsr_weak_object_lock", weak, out) }
+}
+
+/// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_incref(weak: *mut TsrWeakObject) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::weak_incref::<HostObject, _>("tsr_weak_object_incref", weak) }
+}
+
+/// Drops a weak reference; the last reference of any kind destroys the
+/// object. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle the caller owns.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_decref(weak: *mut TsrWeakObject) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::weak_decref::<HostObject, _>("tsr_weak_object_decref", weak) }
+}
+
+/// Whether the object expired (strong count 0); true for NULL.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_expired(weak: *const TsrWeakObject) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::expired::<HostObject, _>("tsr_weak_object_expired", weak) }
+}
+
+/// The strong count seen through a weak handle; 0 for NULL.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_use_count(weak: *const TsrWeakObject) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<HostObject, _>("tsr_weak_object_use_count", weak).0 }
+}
+
+/// The raw weak count seen through a weak handle; 0 for NULL.
+///
+/// # Safety
+/// `weak` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_object_weak_use_count(weak: *const TsrWeakObject) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<HostObject, _>("tsr_weak_object_weak_use_count", weak).1 }
+}

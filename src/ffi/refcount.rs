@@ -1,0 +1,169 @@
+//! Shared bodies of the per-handle refcount functions (tsr_X_incref, ...).
+//! Each exported function in the handle's own file is a one-line call to
+//! one of these, so cbindgen sees every function written out.
+
+use super::error::{check_not_null, fail, guard, guard_value, null_arg};
+use super::types::*;
+use crate::error::Result;
+use crate::refcount::{self as rc, RcBox, RcTarget, Ref};
+
+fn raw<T, H>(h: *const H) -> *const RcBox<T> {
+    h as *const RcBox<T>
+}
+
+/// Borrows the value behind a strong handle after checking it is not NULL
+/// and its strong count is not zero.
+///
+/// # Safety
+/// `h` must be NULL or a handle of type T whose memory is alive.
+pub(crate) unsafe fn borrow<'a, T: RcTarget, H>(h: *const H, name: &str) -> Result<&'a T> {
+    check_not_null(h, name)?;
+    // SAFETY: forwarded from the caller: h points at a live block.
+    let (strong, _) = unsafe { rc::counts_raw(raw::<T, H>(h)) };
+    crate::ensure!(
+        strong > 0,
+        DeadObject,
+        "argument '{name}' was already released (strong count 0): expected a live handle"
+    );
+    // SAFETY: the strong count is non-zero and the caller holds it for the
+    // duration of the call.
+    Ok(unsafe { Ref::borrow_raw(raw::<T, H>(h)) })
+}
+
+/// A new strong reference from a borrowed handle.
+///
+/// # Safety
+/// As [`borrow`].
+pub(crate) unsafe fn clone_ref<T: RcTarget, H>(h: *const H, name: &str) -> Result<Ref<T>> {
+    check_not_null(h, name)?;
+    // SAFETY: forwarded from the caller.
+    unsafe { Ref::clone_from_raw(raw::<T, H>(h)) }
+        .map_err(|e| e.context(format!("argument '{name}'")))
+}
+
+/// Turns a strong reference into a C handle the caller owns.
+pub(crate) fn into_handle<T: RcTarget, H>(r: Ref<T>) -> *mut H {
+    Ref::into_raw(r) as *mut H
+}
+
+/// Body of tsr_X_incref.
+///
+/// # Safety
+/// `h` must be NULL or a handle of type T whose memory is alive.
+pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(h, "handle")?;
+        // SAFETY: forwarded from the caller.
+        unsafe { rc::incref_raw(raw::<T, H>(h)) }
+    })
+}
+
+/// Body of tsr_X_decref.
+///
+/// # Safety
+/// `h` must be NULL or a handle of type T whose memory is alive, and the
+/// caller must own the strong reference it gives up.
+pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(h, "handle")?;
+        // SAFETY: forwarded from the caller.
+        unsafe { rc::decref_raw(raw::<T, H>(h)) }
+    })
+}
+
+/// Body of tsr_weak_X_incref.
+///
+/// # Safety
+/// `h` must be NULL or a (weak) handle of type T whose memory is alive.
+pub(crate) unsafe fn weak_incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(h, "weak")?;
+        // SAFETY: forwarded from the caller.
+        unsafe { rc::weak_incref_raw(raw::<T, H>(h)) }
+    })
+}
+
+/// Body of tsr_weak_X_decref.
+///
+/// # Safety
+/// As [`weak_incref`], and the caller must own the weak reference it gives up.
+pub(crate) unsafe fn weak_decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(h, "weak")?;
+        // SAFETY: forwarded from the caller.
+        unsafe { rc::weak_decref_raw(raw::<T, H>(h)) }
+    })
+}
+
+/// Body of the count getters: (strong, weak) of a handle, (0, 0) for NULL
+/// (with a last-error message).
+///
+/// # Safety
+/// `h` must be NULL or a handle of type T whose memory is alive.
+pub(crate) unsafe fn counts<T: RcTarget, H>(fname: &str, h: *const H) -> (usize, usize) {
+    guard_value(fname, (0, 0), || {
+        if h.is_null() {
+            fail(fname, &null_arg("handle"));
+            return (0, 0);
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { rc::counts_raw(raw::<T, H>(h)) }
+    })
+}
+
+/// Body of tsr_X_downgrade: writes a new weak handle to `out`.
+///
+/// # Safety
+/// `h` as [`borrow`]; `out` NULL or writable.
+pub(crate) unsafe fn downgrade<T: RcTarget, H, W>(
+    fname: &str,
+    h: *const H,
+    out: *mut *mut W,
+) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(h, "handle")?;
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        unsafe { rc::downgrade_raw(raw::<T, H>(h))? };
+        // SAFETY: out checked non-NULL.
+        unsafe { out.write(h as *mut W) };
+        Ok(())
+    })
+}
+
+/// Body of tsr_weak_X_lock: writes a new strong handle, or NULL once the
+/// object expired.
+///
+/// # Safety
+/// `w` NULL or a weak handle of type T whose memory is alive; `out` NULL
+/// or writable.
+pub(crate) unsafe fn lock<T: RcTarget, W, H>(
+    fname: &str,
+    w: *const W,
+    out: *mut *mut H,
+) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(w, "weak")?;
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let locked = unsafe { rc::lock_raw(raw::<T, W>(w)) };
+        let result = if locked {
+            w as *mut H
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: out checked non-NULL.
+        unsafe { out.write(result) };
+        Ok(())
+    })
+}
+
+/// Body of tsr_weak_X_expired: true for NULL.
+///
+/// # Safety
+/// `w` NULL or a weak handle of type T whose memory is alive.
+pub(crate) unsafe fn expired<T: RcTarget, W>(fname: &str, w: *const W) -> bool {
+    // SAFETY: forwarded from the caller.
+    let (strong, _) = unsafe { counts::<T, W>(fname, w) };
+    strong == 0
+}

@@ -1,0 +1,277 @@
+//! Plain-data types and constants that cross the ABI.
+
+use crate::device::{Device, DeviceType};
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use std::ffi::c_void;
+
+/// Status of a fallible call: `TSR_OK` (0) or an error code. Codes are
+/// never renumbered once released.
+pub type TsrStatus = i32;
+/// Success.
+pub const TSR_OK: TsrStatus = 0;
+/// An argument has a value outside what the function accepts.
+pub const TSR_ERR_INVALID_ARGUMENT: TsrStatus = 1;
+/// A required pointer argument was NULL.
+pub const TSR_ERR_NULL_POINTER: TsrStatus = 2;
+/// An allocation failed, or its size cannot be represented.
+pub const TSR_ERR_OUT_OF_MEMORY: TsrStatus = 3;
+/// Sizes, strides or dims do not fit together.
+pub const TSR_ERR_SHAPE: TsrStatus = 4;
+/// A dtype is not accepted, or two dtypes do not go together.
+pub const TSR_ERR_DTYPE: TsrStatus = 5;
+/// A device is not accepted or available, or two devices differ.
+pub const TSR_ERR_DEVICE: TsrStatus = 6;
+/// Operands overlap in memory in a way the operation refuses.
+pub const TSR_ERR_OVERLAP: TsrStatus = 7;
+/// A storage that is not resizable was asked to resize.
+pub const TSR_ERR_NOT_RESIZABLE: TsrStatus = 8;
+/// A valid request this build does not implement.
+pub const TSR_ERR_UNSUPPORTED: TsrStatus = 9;
+/// A bug in tessera (a broken invariant or a caught panic).
+pub const TSR_ERR_INTERNAL: TsrStatus = 10;
+/// A handle whose strong count already reached zero was used.
+pub const TSR_ERR_DEAD_OBJECT: TsrStatus = 11;
+/// An integer division by zero.
+pub const TSR_ERR_ZERO_DIVISION: TsrStatus = 12;
+
+/// An element type: c10's ScalarType number, 8 bits wide.
+pub type TsrDType = i8;
+/// uint8 (c10 Byte).
+pub const TSR_BYTE: TsrDType = 0;
+/// int8 (c10 Char).
+pub const TSR_CHAR: TsrDType = 1;
+/// int16 (c10 Short).
+pub const TSR_SHORT: TsrDType = 2;
+/// int32 (c10 Int).
+pub const TSR_INT: TsrDType = 3;
+/// int64 (c10 Long).
+pub const TSR_LONG: TsrDType = 4;
+/// IEEE float16 (c10 Half).
+pub const TSR_HALF: TsrDType = 5;
+/// float32 (c10 Float).
+pub const TSR_FLOAT: TsrDType = 6;
+/// float64 (c10 Double).
+pub const TSR_DOUBLE: TsrDType = 7;
+/// complex of float16.
+pub const TSR_COMPLEX_HALF: TsrDType = 8;
+/// complex of float32.
+pub const TSR_COMPLEX_FLOAT: TsrDType = 9;
+/// complex of float64.
+pub const TSR_COMPLEX_DOUBLE: TsrDType = 10;
+/// bool (one byte, 0 or 1).
+pub const TSR_BOOL: TsrDType = 11;
+/// quantized int8 (storage only).
+pub const TSR_QINT8: TsrDType = 12;
+/// quantized uint8 (storage only).
+pub const TSR_QUINT8: TsrDType = 13;
+/// quantized int32 (storage only).
+pub const TSR_QINT32: TsrDType = 14;
+/// bfloat16.
+pub const TSR_BFLOAT16: TsrDType = 15;
+/// float8 e5m2.
+pub const TSR_FLOAT8_E5M2: TsrDType = 23;
+/// float8 e4m3fn.
+pub const TSR_FLOAT8_E4M3FN: TsrDType = 24;
+/// uint16.
+pub const TSR_UINT16: TsrDType = 27;
+/// uint32.
+pub const TSR_UINT32: TsrDType = 28;
+/// uint64.
+pub const TSR_UINT64: TsrDType = 29;
+/// Alias of TSR_BYTE.
+pub const TSR_UINT8: TsrDType = 0;
+/// Alias of TSR_CHAR.
+pub const TSR_INT8: TsrDType = 1;
+/// Alias of TSR_SHORT.
+pub const TSR_INT16: TsrDType = 2;
+/// Alias of TSR_INT.
+pub const TSR_INT32: TsrDType = 3;
+/// Alias of TSR_LONG.
+pub const TSR_INT64: TsrDType = 4;
+/// Alias of TSR_HALF.
+pub const TSR_FLOAT16: TsrDType = 5;
+/// Alias of TSR_FLOAT.
+pub const TSR_FLOAT32: TsrDType = 6;
+/// Alias of TSR_DOUBLE.
+pub const TSR_FLOAT64: TsrDType = 7;
+
+/// A device type: c10's DeviceType number, 8 bits wide.
+pub type TsrDeviceType = i8;
+/// Host memory.
+pub const TSR_CPU: TsrDeviceType = 0;
+/// NVIDIA GPUs.
+pub const TSR_CUDA: TsrDeviceType = 1;
+/// AMD GPUs.
+pub const TSR_HIP: TsrDeviceType = 6;
+/// Intel GPUs.
+pub const TSR_XPU: TsrDeviceType = 12;
+/// Apple GPUs.
+pub const TSR_MPS: TsrDeviceType = 13;
+/// Metadata-only tensors.
+pub const TSR_META: TsrDeviceType = 14;
+/// Out-of-tree backends.
+pub const TSR_PRIVATE_USE1: TsrDeviceType = 20;
+
+/// A memory format: c10's MemoryFormat number, 32 bits wide.
+pub type TsrMemoryFormat = i32;
+/// Row-major contiguous.
+pub const TSR_CONTIGUOUS: TsrMemoryFormat = 0;
+/// Keep the input's layout (for copies).
+pub const TSR_PRESERVE: TsrMemoryFormat = 1;
+/// NHWC for 4-d tensors.
+pub const TSR_CHANNELS_LAST: TsrMemoryFormat = 2;
+/// NDHWC for 5-d tensors.
+pub const TSR_CHANNELS_LAST_3D: TsrMemoryFormat = 3;
+/// Alias of TSR_CONTIGUOUS (torch.contiguous_format).
+pub const TSR_CONTIGUOUS_FORMAT: TsrMemoryFormat = 0;
+/// Alias of TSR_PRESERVE (torch.preserve_format).
+pub const TSR_PRESERVE_FORMAT: TsrMemoryFormat = 1;
+
+/// The largest number of dims a tensor or iterator accepts.
+pub const TSR_MAX_DIMS: i64 = 64;
+
+/// A device: type and index (-1 = the current device of that type).
+/// Two bytes.
+///
+/// cbindgen:field-names=[type, index]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TsrDevice {
+    /// The device type (TSR_CPU, TSR_CUDA, ...).
+    pub device_type: TsrDeviceType,
+    /// The index, -1 for the current device.
+    pub index: i8,
+}
+
+/// A deleter: frees the context it receives. Must be callable from any
+/// thread.
+pub type TsrDeleterFn = Option<unsafe extern "C" fn(ctx: *mut c_void)>;
+
+/// Memory with its owner (c10's DataPtr): `data` is the address used, `ctx`
+/// what `deleter` receives. The deleter runs exactly once, with ctx, when
+/// ctx is non-NULL; a NULL deleter frees nothing.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TsrDataPtr {
+    /// The data address.
+    pub data: *mut c_void,
+    /// The context passed to the deleter.
+    pub ctx: *mut c_void,
+    /// The deleter, or NULL.
+    pub deleter: TsrDeleterFn,
+    /// Where the memory lives.
+    pub device: TsrDevice,
+}
+
+/// Real and imaginary parts of a complex scalar.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TsrComplex {
+    /// Real part.
+    pub re: f64,
+    /// Imaginary part.
+    pub im: f64,
+}
+
+/// The value of a TsrScalar; which member is read depends on its dtype:
+/// `b` for TSR_BOOL, `u` for TSR_UINT64 (and the other unsigned wide
+/// types), `i` for the other integer types, `f` for floating types, `c` for
+/// complex types.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union TsrScalarValue {
+    /// Signed integers.
+    pub i: i64,
+    /// UInt16/32/64.
+    pub u: u64,
+    /// Floating values.
+    pub f: f64,
+    /// Complex values.
+    pub c: TsrComplex,
+    /// Bool.
+    pub b: bool,
+}
+
+/// A tagged number (fill values, alpha). Build one with tsr_scalar_int,
+/// tsr_scalar_float, tsr_scalar_bool or tsr_scalar_complex.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TsrScalar {
+    /// The dtype that says which member of `v` holds the value.
+    pub dtype: TsrDType,
+    /// The value.
+    pub v: TsrScalarValue,
+}
+
+impl TsrDevice {
+    pub(crate) fn to_core(self) -> Result<Device> {
+        Device::new(DeviceType::from_raw(self.device_type)?, self.index)
+    }
+
+    pub(crate) fn from_core(d: Device) -> TsrDevice {
+        TsrDevice {
+            device_type: d.device_type.raw(),
+            index: d.index,
+        }
+    }
+}
+
+impl TsrScalar {
+    pub(crate) fn to_core(self) -> Result<Scalar> {
+        let dtype = DType::from_raw(self.dtype)?;
+        // SAFETY: every member is plain old data of at most 16 bytes; the
+        // dtype selects which one the host wrote. Bool is read through its
+        // byte so any non-zero byte means true without an invalid bool.
+        Ok(unsafe {
+            if dtype == DType::Bool {
+                Scalar::Bool(*(&self.v as *const TsrScalarValue as *const u8) != 0)
+            } else if dtype.is_complex() {
+                Scalar::Complex(self.v.c.re, self.v.c.im)
+            } else if dtype.is_floating() {
+                Scalar::Float(self.v.f)
+            } else if dtype.is_barebones_unsigned() {
+                Scalar::UInt(self.v.u)
+            } else {
+                Scalar::Int(self.v.i)
+            }
+        })
+    }
+
+    pub(crate) fn from_core(s: Scalar) -> TsrScalar {
+        match s {
+            Scalar::Bool(b) => TsrScalar {
+                dtype: TSR_BOOL,
+                v: TsrScalarValue { b },
+            },
+            Scalar::Int(i) => TsrScalar {
+                dtype: TSR_LONG,
+                v: TsrScalarValue { i },
+            },
+            Scalar::UInt(u) => TsrScalar {
+                dtype: TSR_UINT64,
+                v: TsrScalarValue { u },
+            },
+            Scalar::Float(f) => TsrScalar {
+                dtype: TSR_DOUBLE,
+                v: TsrScalarValue { f },
+            },
+            Scalar::Complex(re, im) => TsrScalar {
+                dtype: TSR_COMPLEX_DOUBLE,
+                v: TsrScalarValue {
+                    c: TsrComplex { re, im },
+                },
+            },
+        }
+    }
+}
+
+/// Converts a C dtype number, naming the function's argument on error.
+pub(crate) fn dtype_arg(raw: TsrDType) -> Result<DType> {
+    DType::from_raw(raw)
+}
+
+/// Converts a C device-type number.
+pub(crate) fn device_type_arg(raw: TsrDeviceType) -> Result<DeviceType> {
+    DeviceType::from_raw(raw)
+}

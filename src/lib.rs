@@ -1,0 +1,31 @@
+//! tessera: a tensor memory core with a C ABI.
+//!
+//! The safe Rust core — devices, dtypes, intrusive refcounts, data
+//! pointers, allocators, storages, tensors, the iterator and its kernels —
+//! is usable directly from Rust. The `ffi` module exports it to C as
+//! `tsr_*` functions declared in the generated header `include/tessera.h`;
+//! only that module deals with raw C pointers, status codes and the
+//! last-error slot.
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod error;
+
+pub mod allocator;
+pub mod data_ptr;
+pub mod device;
+pub mod dtype;
+pub mod refcount;
+
+pub mod ffi;
+
+pub use allocator::Allocator;
+pub use data_ptr::DataPtr;
+pub use device::{Device, DeviceType};
+pub use dtype::{DType, Scalar};
+pub use error::{Error, ErrorKind, Result};
+pub use refcount::{RcTarget, Ref, WeakRef};
+
+/// The library version, "MAJOR.MINOR.PATCH".
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
