@@ -17,6 +17,8 @@ pub mod data_ptr;
 pub mod device;
 pub mod dtype;
 pub mod refcount;
+pub mod storage;
+pub mod tensor;
 
 pub mod ffi;
 
@@ -26,6 +28,8 @@ pub use device::{Device, DeviceType};
 pub use dtype::{DType, Scalar};
 pub use error::{Error, ErrorKind, Result};
 pub use refcount::{RcTarget, Ref, WeakRef};
+pub use storage::{Storage, WeakStorage};
+pub use tensor::{MemoryFormat, Tensor, WeakTensor};
 
 /// The library version, "MAJOR.MINOR.PATCH".
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

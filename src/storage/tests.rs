@@ -1,0 +1,121 @@
+use super::*;
+use crate::allocator::RawAllocator;
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+struct Counting {
+    live: Arc<AtomicUsize>,
+}
+
+unsafe extern "C" fn free_ctx(ctx: *mut c_void) {
+    // SAFETY: ctx came from libc::malloc below.
+    unsafe { libc::free(ctx) }
+}
+
+impl RawAllocator for Counting {
+    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        self.live.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: plain allocation freed by free_ctx.
+        let p = unsafe { libc::malloc(nbytes.max(1)) };
+        // SAFETY: free_ctx frees p once.
+        Ok(unsafe { DataPtr::from_raw_parts(p, p, Some(free_ctx), device) })
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn counting() -> Allocator {
+    Allocator::new(
+        "counting",
+        Device::CPU,
+        Box::new(Counting {
+            live: Arc::new(AtomicUsize::new(0)),
+        }),
+    )
+}
+
+#[test]
+fn new_fill_copy_clone() {
+    let s = Storage::new(16, Device::CPU, false).unwrap();
+    assert_eq!(s.nbytes(), 16);
+    assert!(!s.resizable());
+    assert!(s.device().is_cpu());
+    s.fill(7).unwrap();
+    let c = s.clone_storage().unwrap();
+    assert!(!Storage::ptr_eq(&s, &c));
+    assert_ne!(c.data(), s.data());
+    // SAFETY: c owns 16 bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(c.data() as *const u8, 16) };
+    assert!(bytes.iter().all(|b| *b == 7));
+    let d = Storage::new(8, Device::CPU, false).unwrap();
+    let e = d.copy_from(&s).unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Shape);
+}
+
+#[test]
+fn resize_keeps_prefix() {
+    let a = counting();
+    let s = Storage::with_allocator(4, &a, true).unwrap();
+    // SAFETY: s owns 4 bytes.
+    unsafe { std::ptr::copy_nonoverlapping([1u8, 2, 3, 4].as_ptr(), s.data() as *mut u8, 4) };
+    // SAFETY: no other thread uses s.
+    unsafe { s.resize(8).unwrap() };
+    assert_eq!(s.nbytes(), 8);
+    // SAFETY: s owns 8 bytes now.
+    let bytes = unsafe { std::slice::from_raw_parts(s.data() as *const u8, 4) };
+    assert_eq!(bytes, &[1, 2, 3, 4]);
+    assert_eq!(a.stats().allocated_bytes, 8);
+    // SAFETY: no other thread uses s.
+    unsafe { s.resize(2).unwrap() };
+    assert_eq!(a.stats().allocated_bytes, 2);
+    let fixed = Storage::new(4, Device::CPU, false).unwrap();
+    // SAFETY: no other thread uses it.
+    let e = unsafe { fixed.resize(8) }.unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::NotResizable);
+}
+
+#[test]
+fn weak_storage_frees_data() {
+    let a = counting();
+    let s = Storage::with_allocator(100, &a, false).unwrap();
+    let w = s.downgrade();
+    assert_eq!(a.stats().allocated_bytes, 100);
+    drop(s);
+    assert!(w.expired());
+    assert!(w.lock().is_none());
+    assert_eq!(
+        a.stats().allocated_bytes,
+        0,
+        "the data is freed while a weak ref remains"
+    );
+    assert_eq!(a.stats().num_frees, 1);
+}
+
+#[test]
+fn share_external_needs_unique() {
+    let s = Storage::new(4, Device::CPU, true).unwrap();
+    let other = s.clone();
+    let mut buf = [0u8; 8];
+    // SAFETY: buf outlives every use below (the storage is dropped first).
+    let dp = unsafe { DataPtr::borrowed(buf.as_mut_ptr() as *mut c_void, Device::CPU) };
+    // SAFETY: no other thread uses s.
+    let e = unsafe { s.share_external(dp, 8) }.unwrap_err();
+    assert!(e.message().contains("2 strong references"), "{e}");
+    drop(other);
+    // SAFETY: as above.
+    let dp = unsafe { DataPtr::borrowed(buf.as_mut_ptr() as *mut c_void, Device::CPU) };
+    // SAFETY: no other thread uses s.
+    unsafe { s.share_external(dp, 8).unwrap() };
+    assert_eq!(s.data(), buf.as_mut_ptr() as *mut c_void);
+    assert!(!s.resizable());
+    assert!(s.allocator().is_none());
+}
+
+#[test]
+fn meta_storage_has_no_data() {
+    let s = Storage::new(1 << 40, Device::new(DeviceType::Meta, -1).unwrap(), true).unwrap();
+    assert!(s.data().is_null());
+    assert_eq!(s.nbytes(), 1 << 40);
+}

@@ -1,0 +1,430 @@
+//! Tensors: sizes, strides and an offset over a shared storage (c10's
+//! TensorImpl), with cached layout flags and a version counter shared by
+//! views.
+//!
+//! Reads are safe. Changing the metadata of a tensor shared between
+//! threads (`set_`) is `unsafe`: no other thread may use the tensor during
+//! the call (c10's rule).
+
+pub mod copy;
+pub mod layout;
+pub mod shape;
+mod version;
+mod views;
+
+pub use layout::{LayoutFlags, MemoryFormat};
+pub use shape::Dims;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::refcount::{RcTarget, Ref, WeakRef};
+use crate::storage::Storage;
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use version::VersionSlot;
+
+/// The most dims a tensor may have.
+pub const MAX_DIMS: usize = 64;
+
+struct TensorMeta {
+    /// None only after the last strong reference went (release_resources).
+    storage: Option<Storage>,
+    offset: i64,
+    sizes: Dims,
+    strides: Dims,
+    numel: i64,
+    flags: LayoutFlags,
+}
+
+/// The object behind a [`Tensor`] handle.
+pub struct TensorImpl {
+    dtype: DType,
+    meta: UnsafeCell<TensorMeta>,
+    version: VersionSlot,
+}
+
+// SAFETY: shared access only reads `meta`; writes go through `set_`,
+// whose contract forbids concurrent use, or through `&mut` access.
+unsafe impl Sync for TensorImpl {}
+// SAFETY: every field is Send.
+unsafe impl Send for TensorImpl {}
+
+impl RcTarget for TensorImpl {
+    fn release_resources(&mut self) {
+        self.meta.get_mut().storage = None;
+    }
+}
+
+impl TensorImpl {
+    fn meta(&self) -> &TensorMeta {
+        // SAFETY: writes happen only under set_'s no-concurrent-use
+        // contract, so none overlaps this read.
+        unsafe { &*self.meta.get() }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The number of dims.
+    pub fn ndim(&self) -> usize {
+        self.meta().sizes.len()
+    }
+
+    /// The sizes.
+    pub fn sizes(&self) -> &[i64] {
+        &self.meta().sizes
+    }
+
+    /// The strides, in elements.
+    pub fn strides(&self) -> &[i64] {
+        &self.meta().strides
+    }
+
+    /// The offset of the first element in the storage, in elements.
+    pub fn storage_offset(&self) -> i64 {
+        self.meta().offset
+    }
+
+    /// The number of elements (1 for 0-dim tensors).
+    pub fn numel(&self) -> i64 {
+        self.meta().numel
+    }
+
+    /// Bytes per element.
+    pub fn itemsize(&self) -> usize {
+        self.dtype.itemsize()
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &Storage {
+        self.meta()
+            .storage
+            .as_ref()
+            .expect("a tensor reached through a strong reference has its storage")
+    }
+
+    /// The device.
+    pub fn device(&self) -> Device {
+        self.storage().device()
+    }
+
+    /// The address of the first element; NULL when the tensor is empty.
+    pub fn data_ptr(&self) -> *mut c_void {
+        let m = self.meta();
+        if m.numel == 0 {
+            return std::ptr::null_mut();
+        }
+        let base = self.storage().data() as *mut u8;
+        if base.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the bounds check at construction guarantees the offset
+        // lies inside the storage.
+        unsafe { base.add(m.offset as usize * self.dtype.itemsize()) as *mut c_void }
+    }
+
+    /// The cached layout flags.
+    pub fn layout_flags(&self) -> LayoutFlags {
+        self.meta().flags
+    }
+
+    /// Whether the tensor is contiguous in `format` (Preserve asks for
+    /// row-major contiguity).
+    pub fn is_contiguous(&self, format: MemoryFormat) -> bool {
+        let f = self.meta().flags;
+        match format {
+            MemoryFormat::Contiguous | MemoryFormat::Preserve => f.contiguous,
+            MemoryFormat::ChannelsLast => f.channels_last,
+            MemoryFormat::ChannelsLast3d => f.channels_last_3d,
+        }
+    }
+
+    /// Whether some permutation of the dims is contiguous.
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        self.meta().flags.non_overlapping_and_dense
+    }
+
+    /// The version shared with views (bumped by in-place writes).
+    pub fn version(&self) -> u64 {
+        self.version.get()
+    }
+
+    /// Records an in-place write.
+    pub fn bump_version(&self) {
+        self.version.bump()
+    }
+}
+
+/// A refcounted tensor handle; clones share the same tensor (views are
+/// separate tensors sharing the storage).
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Ref<TensorImpl>);
+
+/// A weak tensor handle.
+#[derive(Clone)]
+pub struct WeakTensor(pub(crate) WeakRef<TensorImpl>);
+
+impl std::ops::Deref for Tensor {
+    type Target = TensorImpl;
+    fn deref(&self) -> &TensorImpl {
+        &self.0
+    }
+}
+
+fn check_dims(sizes: &[i64], strides: &[i64]) -> Result<()> {
+    crate::ensure!(
+        sizes.len() <= MAX_DIMS,
+        Shape,
+        "{} dims requested: at most {MAX_DIMS} are supported",
+        sizes.len()
+    );
+    crate::ensure!(
+        sizes.len() == strides.len(),
+        Shape,
+        "sizes {sizes:?} and strides {strides:?} have different lengths"
+    );
+    Ok(())
+}
+
+/// Checks that a view of `sizes`/`strides`/`offset` fits in `storage`.
+fn check_bounds(
+    storage: &Storage,
+    sizes: &[i64],
+    strides: &[i64],
+    offset: i64,
+    dtype: DType,
+) -> Result<()> {
+    let needed = layout::storage_nbytes_needed(sizes, strides, offset, dtype.itemsize())?;
+    let have = storage.nbytes();
+    crate::ensure!(
+        needed <= have,
+        Shape,
+        "sizes {sizes:?}, strides {strides:?}, storage offset {offset} and itemsize {} requiring \
+         a storage size of {needed} are out of bounds for storage of size {have}",
+        dtype.itemsize()
+    );
+    Ok(())
+}
+
+impl Tensor {
+    fn build(
+        storage: Storage,
+        offset: i64,
+        sizes: Dims,
+        strides: Dims,
+        dtype: DType,
+        version: VersionSlot,
+    ) -> Result<Tensor> {
+        check_dims(&sizes, &strides)?;
+        let numel = layout::checked_numel(&sizes)?;
+        check_bounds(&storage, &sizes, &strides, offset, dtype)?;
+        let flags = LayoutFlags::compute(&sizes, &strides, numel);
+        Ok(Tensor(Ref::new(TensorImpl {
+            dtype,
+            meta: UnsafeCell::new(TensorMeta {
+                storage: Some(storage),
+                offset,
+                sizes,
+                strides,
+                numel,
+                flags,
+            }),
+            version,
+        })))
+    }
+
+    /// An uninitialized contiguous tensor on `device`, from the allocator
+    /// registered for the device type.
+    pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
+        Tensor::empty_with_format(sizes, dtype, device, MemoryFormat::Contiguous)
+    }
+
+    /// An uninitialized tensor laid out in `format`.
+    pub fn empty_with_format(
+        sizes: &[i64],
+        dtype: DType,
+        device: Device,
+        format: MemoryFormat,
+    ) -> Result<Tensor> {
+        let strides = layout::strides_for_format(sizes, format)?;
+        Tensor::empty_strided(sizes, &strides, dtype, device)
+    }
+
+    /// An uninitialized tensor with the given strides (storage just large
+    /// enough for them).
+    pub fn empty_strided(
+        sizes: &[i64],
+        strides: &[i64],
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        check_dims(sizes, strides)?;
+        layout::checked_numel(sizes)?;
+        let nbytes = layout::storage_nbytes_needed(sizes, strides, 0, dtype.itemsize())?;
+        let storage = Storage::new(nbytes, device, true)?;
+        Tensor::build(
+            storage,
+            0,
+            sizes.iter().copied().collect(),
+            strides.iter().copied().collect(),
+            dtype,
+            VersionSlot::new(),
+        )
+    }
+
+    /// A tensor viewing `storage` (strides None: contiguous).
+    pub fn from_storage(
+        storage: &Storage,
+        offset: i64,
+        sizes: &[i64],
+        strides: Option<&[i64]>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let strides: Dims = match strides {
+            Some(s) => s.iter().copied().collect(),
+            None => layout::contiguous_strides(sizes),
+        };
+        Tensor::build(
+            storage.clone(),
+            offset,
+            sizes.iter().copied().collect(),
+            strides,
+            dtype,
+            VersionSlot::new(),
+        )
+    }
+
+    /// An uninitialized tensor with this one's sizes, dtype and device, laid
+    /// out in `format` (Preserve: same strides when this tensor is
+    /// non-overlapping and dense, else the suggested format).
+    pub fn empty_like(&self, format: MemoryFormat) -> Result<Tensor> {
+        match format {
+            MemoryFormat::Preserve if self.is_non_overlapping_and_dense() => {
+                Tensor::empty_strided(self.sizes(), self.strides(), self.dtype(), self.device())
+            }
+            MemoryFormat::Preserve => Tensor::empty_with_format(
+                self.sizes(),
+                self.dtype(),
+                self.device(),
+                self.suggest_memory_format(),
+            ),
+            f => Tensor::empty_with_format(self.sizes(), self.dtype(), self.device(), f),
+        }
+    }
+
+    /// Channels-last (3d) when the strides are laid out that way and the
+    /// tensor is not plainly contiguous, else contiguous.
+    pub fn suggest_memory_format(&self) -> MemoryFormat {
+        let f = self.layout_flags();
+        if !f.contiguous && f.channels_last {
+            MemoryFormat::ChannelsLast
+        } else if !f.contiguous && f.channels_last_3d {
+            MemoryFormat::ChannelsLast3d
+        } else {
+            MemoryFormat::Contiguous
+        }
+    }
+
+    /// A tensor sharing this one's storage and version counter.
+    pub(crate) fn alias(&self, offset: i64, sizes: Dims, strides: Dims) -> Result<Tensor> {
+        Tensor::build(
+            self.storage().clone(),
+            offset,
+            sizes,
+            strides,
+            self.dtype(),
+            VersionSlot::shared_with(&self.version),
+        )
+    }
+
+    /// Points this tensor at `storage` with new offset, sizes and strides
+    /// (c10's set_); bumps the version.
+    ///
+    /// # Safety
+    /// No other thread may use this tensor during the call, and slices
+    /// from `sizes()`/`strides()` taken before it must not be used after.
+    pub unsafe fn set_(
+        &self,
+        storage: &Storage,
+        offset: i64,
+        sizes: &[i64],
+        strides: Option<&[i64]>,
+    ) -> Result<()> {
+        let strides: Dims = match strides {
+            Some(s) => s.iter().copied().collect(),
+            None => layout::contiguous_strides(sizes),
+        };
+        check_dims(sizes, &strides)?;
+        let numel = layout::checked_numel(sizes)?;
+        check_bounds(storage, sizes, &strides, offset, self.dtype())?;
+        let flags = LayoutFlags::compute(sizes, &strides, numel);
+        let new_meta = TensorMeta {
+            storage: Some(storage.clone()),
+            offset,
+            sizes: sizes.iter().copied().collect(),
+            strides,
+            numel,
+            flags,
+        };
+        // SAFETY: forwarded from the caller: exclusive use for the call.
+        let old = std::mem::replace(unsafe { &mut *self.meta.get() }, new_meta);
+        drop(old);
+        self.bump_version();
+        Ok(())
+    }
+
+    /// The strong count.
+    pub fn use_count(&self) -> usize {
+        Ref::use_count(&self.0)
+    }
+
+    /// A weak handle.
+    pub fn downgrade(&self) -> WeakTensor {
+        WeakTensor(Ref::downgrade(&self.0))
+    }
+
+    /// Whether two handles are the same tensor.
+    pub fn ptr_eq(a: &Tensor, b: &Tensor) -> bool {
+        Ref::ptr_eq(&a.0, &b.0)
+    }
+
+    /// The refcounted object (for the C handle).
+    pub fn as_ref(&self) -> &Ref<TensorImpl> {
+        &self.0
+    }
+
+    /// Wraps a refcounted object.
+    pub fn from_ref(r: Ref<TensorImpl>) -> Tensor {
+        Tensor(r)
+    }
+
+    /// Unwraps into the refcounted object.
+    pub fn into_ref(self) -> Ref<TensorImpl> {
+        self.0
+    }
+}
+
+impl WeakTensor {
+    /// A strong handle, or None once expired.
+    pub fn lock(&self) -> Option<Tensor> {
+        self.0.lock().map(Tensor)
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("sizes", &self.sizes())
+            .field("strides", &self.strides())
+            .field("offset", &self.storage_offset())
+            .field("dtype", &self.dtype())
+            .field("device", &self.device())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;
