@@ -52,6 +52,18 @@ typedef struct TsrAllocator TsrAllocator;
 typedef struct TsrObject TsrObject;
 
 /**
+ * A refcounted storage: bytes plus the allocator that made them (opaque).
+ */
+typedef struct TsrStorage TsrStorage;
+
+/**
+ * A refcounted tensor: sizes, strides and an offset over a storage
+ * (opaque). Metadata reads are thread-safe; tsr_tensor_set must not run
+ * while other threads use the same tensor.
+ */
+typedef struct TsrTensor TsrTensor;
+
+/**
  * A weak reference to an allocator (opaque).
  */
 typedef struct TsrWeakAllocator TsrWeakAllocator;
@@ -61,6 +73,17 @@ typedef struct TsrWeakAllocator TsrWeakAllocator;
  * handle cannot be passed where a strong one is needed).
  */
 typedef struct TsrWeakObject TsrWeakObject;
+
+/**
+ * A weak reference to a storage (opaque). It does not keep the bytes:
+ * they are freed when the last strong reference goes.
+ */
+typedef struct TsrWeakStorage TsrWeakStorage;
+
+/**
+ * A weak reference to a tensor (opaque).
+ */
+typedef struct TsrWeakTensor TsrWeakTensor;
 
 /**
  * Status of a fallible call: `TSR_OK` (0) or an error code. Codes are
@@ -1118,6 +1141,760 @@ size_t tsr_weak_object_use_count(const struct TsrWeakObject *weak);
  * `weak` NULL or a live weak handle.
  */
 size_t tsr_weak_object_weak_use_count(const struct TsrWeakObject *weak);
+
+/**
+ * Allocates a storage of `nbytes` on `device` with the allocator
+ * registered for its type, and writes a new reference to `*out`. Meta
+ * storages hold no data.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (out); TSR_ERR_INVALID_ARGUMENT (device);
+ * TSR_ERR_DEVICE (no allocator registered for the device type);
+ * TSR_ERR_OUT_OF_MEMORY.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_storage_new(size_t nbytes,
+                          struct TsrDevice device,
+                          bool resizable,
+                          struct TsrStorage **out);
+
+/**
+ * Allocates a storage of `nbytes` with `allocator` (borrowed; the storage
+ * keeps its own reference) on the allocator's default device.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; the allocator's
+ * error (TSR_ERR_OUT_OF_MEMORY, ...).
+ *
+ * # Safety
+ * `allocator` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_new_with_allocator(size_t nbytes,
+                                         struct TsrAllocator *allocator,
+                                         bool resizable,
+                                         struct TsrStorage **out);
+
+/**
+ * Wraps external memory (c10's from_blob): `*data_ptr` is consumed (zeroed
+ * on success; its deleter runs exactly once, when the storage's data is
+ * released). The storage is not resizable and has no allocator.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (data_ptr or out); TSR_ERR_INVALID_ARGUMENT
+ * (invalid device in *data_ptr, or NULL data with nbytes > 0). On error
+ * `*data_ptr` is untouched and still owned by the caller.
+ *
+ * # Safety
+ * `data_ptr` NULL or a valid TsrDataPtr whose data spans `nbytes`; `out`
+ * NULL or writable.
+ */
+TsrStatus tsr_storage_from_data_ptr(struct TsrDataPtr *data_ptr,
+                                    size_t nbytes,
+                                    struct TsrStorage **out);
+
+/**
+ * The size in bytes; 0 for NULL.
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+size_t tsr_storage_nbytes(const struct TsrStorage *s);
+
+/**
+ * The data address (NULL for empty storages, meta storages and NULL).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+void *tsr_storage_data(const struct TsrStorage *s);
+
+/**
+ * The device; {-1, -1} for NULL.
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+struct TsrDevice tsr_storage_device(const struct TsrStorage *s);
+
+/**
+ * Whether the storage may be resized; false for NULL.
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+bool tsr_storage_resizable(const struct TsrStorage *s);
+
+/**
+ * A new reference to the allocator that made the data, or NULL (external
+ * memory, or NULL `s`).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+struct TsrAllocator *tsr_storage_allocator(const struct TsrStorage *s);
+
+/**
+ * Resizes to `nbytes` (c10's rules): new memory from the storage's
+ * allocator, the first min(old, new) bytes kept, the rest uninitialized.
+ * Pointers to the old data become invalid. Not thread-safe: no other
+ * thread may use the storage (or tensors on it) during the call.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_NOT_RESIZABLE; TSR_ERR_OUT_OF_MEMORY
+ * (the storage is unchanged).
+ *
+ * # Safety
+ * `s` NULL or a live handle, not used concurrently.
+ */
+TsrStatus tsr_storage_resize(struct TsrStorage *s, size_t nbytes);
+
+/**
+ * Sets every byte to `byte` (CPU storages).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_UNSUPPORTED (not on the CPU).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+TsrStatus tsr_storage_fill(struct TsrStorage *s, uint8_t byte);
+
+/**
+ * Copies every byte of `src` into `dst`; both must have the same nbytes.
+ * Copies to or from a device go through the device allocator's copy
+ * function.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (sizes differ); the
+ * allocator's copy error.
+ *
+ * # Safety
+ * `dst`, `src` NULL or live handles.
+ */
+TsrStatus tsr_storage_copy(struct TsrStorage *dst, const struct TsrStorage *src);
+
+/**
+ * A new storage on the same device, from the same allocator, holding a
+ * copy of the bytes; a new reference is written to `*out`.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_OUT_OF_MEMORY.
+ *
+ * # Safety
+ * `s` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_clone(const struct TsrStorage *s, struct TsrStorage **out);
+
+/**
+ * Replaces the storage's data with external memory (c10's
+ * UniqueStorageShareExternalPointer): only when `s` is the only strong
+ * reference. `*data_ptr` is consumed (zeroed) on success; the old data is
+ * freed; the storage becomes non-resizable without allocator.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
+ * other strong references, or an invalid device). On error `*data_ptr` is
+ * untouched.
+ *
+ * # Safety
+ * `s` NULL or a live handle not used concurrently; `data_ptr` NULL or a
+ * valid TsrDataPtr spanning `nbytes`.
+ */
+TsrStatus tsr_storage_share_external(struct TsrStorage *s,
+                                     struct TsrDataPtr *data_ptr,
+                                     size_t nbytes);
+
+/**
+ * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `s` NULL or a handle whose memory is alive.
+ */
+TsrStatus tsr_storage_incref(struct TsrStorage *s);
+
+/**
+ * Drops a strong reference; the last one frees the data (weak references
+ * keep only the object). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `s` NULL or a live handle the caller owns a reference of.
+ */
+TsrStatus tsr_storage_decref(struct TsrStorage *s);
+
+/**
+ * The strong count; 0 for NULL.
+ *
+ * # Safety
+ * `s` NULL or a handle whose memory is alive.
+ */
+size_t tsr_storage_use_count(const struct TsrStorage *s);
+
+/**
+ * The raw weak count; 0 for NULL.
+ *
+ * # Safety
+ * `s` NULL or a handle whose memory is alive.
+ */
+size_t tsr_storage_weak_use_count(const struct TsrStorage *s);
+
+/**
+ * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+ * TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `s` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_downgrade(struct TsrStorage *s, struct TsrWeakStorage **out);
+
+/**
+ * Writes a new strong reference to `*out`, or NULL once expired.
+ * Errors: TSR_ERR_NULL_POINTER.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle; `out` NULL or writable.
+ */
+TsrStatus tsr_weak_storage_lock(struct TsrWeakStorage *w, struct TsrStorage **out);
+
+/**
+ * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+TsrStatus tsr_weak_storage_incref(struct TsrWeakStorage *w);
+
+/**
+ * Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle the caller owns.
+ */
+TsrStatus tsr_weak_storage_decref(struct TsrWeakStorage *w);
+
+/**
+ * Whether the storage expired (its data is freed); true for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+bool tsr_weak_storage_expired(const struct TsrWeakStorage *w);
+
+/**
+ * The strong count through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_storage_use_count(const struct TsrWeakStorage *w);
+
+/**
+ * The raw weak count through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
+
+/**
+ * Allocates an uninitialized contiguous tensor with the allocator
+ * registered for `device`'s type and writes a new reference to `*out`.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (out, or sizes with ndim > 0);
+ * TSR_ERR_SHAPE (negative sizes, ndim > TSR_MAX_DIMS);
+ * TSR_ERR_INVALID_ARGUMENT (dtype or device number); TSR_ERR_DEVICE (no
+ * allocator for the device); TSR_ERR_OUT_OF_MEMORY (including
+ * numel * itemsize overflow).
+ *
+ * # Safety
+ * `sizes` NULL or readable for `ndim` values; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_empty(int64_t ndim,
+                           const int64_t *sizes,
+                           TsrDType dtype,
+                           struct TsrDevice device,
+                           struct TsrTensor **out);
+
+/**
+ * As tsr_tensor_empty, laid out in `format` (TSR_CHANNELS_LAST needs 4
+ * dims, TSR_CHANNELS_LAST_3D 5).
+ *
+ * # Safety
+ * As tsr_tensor_empty.
+ */
+TsrStatus tsr_tensor_empty_format(int64_t ndim,
+                                  const int64_t *sizes,
+                                  TsrDType dtype,
+                                  struct TsrDevice device,
+                                  TsrMemoryFormat format,
+                                  struct TsrTensor **out);
+
+/**
+ * Allocates an uninitialized tensor with the given strides (in
+ * elements; a storage just large enough for them).
+ *
+ * Errors: as tsr_tensor_empty, plus TSR_ERR_INVALID_ARGUMENT for negative
+ * strides.
+ *
+ * # Safety
+ * `sizes`/`strides` NULL or readable for `ndim` values; `out` NULL or
+ * writable.
+ */
+TsrStatus tsr_tensor_empty_strided(int64_t ndim,
+                                   const int64_t *sizes,
+                                   const int64_t *strides,
+                                   TsrDType dtype,
+                                   struct TsrDevice device,
+                                   struct TsrTensor **out);
+
+/**
+ * An uninitialized tensor with `t`'s sizes, dtype and device, laid out in
+ * `format` (TSR_PRESERVE keeps t's strides when t is dense).
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_empty_like(const struct TsrTensor *t,
+                                TsrMemoryFormat format,
+                                struct TsrTensor **out);
+
+/**
+ * A tensor viewing `storage` (borrowed; the tensor keeps a reference):
+ * `ndim` sizes, strides in elements (NULL: contiguous), offset in
+ * elements. The highest addressed element must lie inside the storage.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds, with the
+ * storage size required); TSR_ERR_INVALID_ARGUMENT (dtype, negative
+ * offset or strides).
+ *
+ * # Safety
+ * `storage` NULL or a live handle; arrays readable for `ndim` values;
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_from_storage(struct TsrStorage *storage,
+                                  int64_t storage_offset,
+                                  int64_t ndim,
+                                  const int64_t *sizes,
+                                  const int64_t *strides,
+                                  TsrDType dtype,
+                                  struct TsrTensor **out);
+
+/**
+ * The number of dims; -1 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+int64_t tsr_tensor_ndim(const struct TsrTensor *t);
+
+/**
+ * The sizes (ndim values), borrowed: valid while `t` lives and is not
+ * changed by tsr_tensor_set. NULL for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+const int64_t *tsr_tensor_sizes(const struct TsrTensor *t);
+
+/**
+ * The strides in elements (ndim values), borrowed like tsr_tensor_sizes.
+ * NULL for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+const int64_t *tsr_tensor_strides(const struct TsrTensor *t);
+
+/**
+ * The size of `dim` (negative dims wrap); -1 for NULL or a dim out of
+ * range (with a last-error message).
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+int64_t tsr_tensor_size(const struct TsrTensor *t, int64_t dim);
+
+/**
+ * The stride of `dim` in elements (negative dims wrap); -1 for NULL or a
+ * dim out of range.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+int64_t tsr_tensor_stride(const struct TsrTensor *t, int64_t dim);
+
+/**
+ * The storage offset in elements; -1 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+int64_t tsr_tensor_storage_offset(const struct TsrTensor *t);
+
+/**
+ * The number of elements (1 for 0-dim tensors); -1 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+int64_t tsr_tensor_numel(const struct TsrTensor *t);
+
+/**
+ * The dtype; -1 (not a dtype) for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+TsrDType tsr_tensor_dtype(const struct TsrTensor *t);
+
+/**
+ * Bytes per element; 0 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+size_t tsr_tensor_itemsize(const struct TsrTensor *t);
+
+/**
+ * The device; {-1, -1} for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+struct TsrDevice tsr_tensor_device(const struct TsrTensor *t);
+
+/**
+ * The address of the first element (storage data + itemsize * offset);
+ * NULL when the tensor has no elements, and for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+void *tsr_tensor_data(const struct TsrTensor *t);
+
+/**
+ * A new reference to the tensor's storage; NULL for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+struct TsrStorage *tsr_tensor_storage(const struct TsrTensor *t);
+
+/**
+ * Whether the tensor is contiguous in `format` (TSR_CONTIGUOUS,
+ * TSR_CHANNELS_LAST, TSR_CHANNELS_LAST_3D; TSR_PRESERVE asks for
+ * TSR_CONTIGUOUS). Cached, refreshed on every metadata change. false for
+ * NULL or an unknown format.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+bool tsr_tensor_is_contiguous(const struct TsrTensor *t, TsrMemoryFormat format);
+
+/**
+ * Whether some permutation of the dims is contiguous (no gaps, no
+ * overlap). false for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+bool tsr_tensor_is_non_overlapping_and_dense(const struct TsrTensor *t);
+
+/**
+ * The version counter shared with views: bumped by every in-place write
+ * (fill, copy into, out= kernels, set). 0 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+uint64_t tsr_tensor_version(const struct TsrTensor *t);
+
+/**
+ * Points `t` at `storage` (borrowed) with a new offset, sizes and strides
+ * (NULL: contiguous), in place (c10's set_); the dtype stays. Every other
+ * handle to `t` sees the change; views made earlier keep the old storage.
+ * Not thread-safe: no other thread may use `t` during the call; pointers
+ * from tsr_tensor_sizes/strides become invalid.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds); on error `t`
+ * is unchanged.
+ *
+ * # Safety
+ * Handles NULL or live; arrays readable for `ndim` values.
+ */
+TsrStatus tsr_tensor_set(struct TsrTensor *t,
+                         struct TsrStorage *storage,
+                         int64_t storage_offset,
+                         int64_t ndim,
+                         const int64_t *sizes,
+                         const int64_t *strides);
+
+/**
+ * Sets every element to `value` converted to the tensor's dtype (C-like
+ * conversion; half/bfloat16 round to nearest even). Bumps the version.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+ * TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
+
+/**
+ * Copies `src` into `dst`, broadcasting `src` to `dst`'s sizes. Bumps
+ * dst's version.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+ * TSR_ERR_DTYPE / TSR_ERR_DEVICE where a conversion is not supported.
+ *
+ * # Safety
+ * `dst`, `src` NULL or live handles.
+ */
+TsrStatus tsr_tensor_copy(struct TsrTensor *dst, const struct TsrTensor *src);
+
+/**
+ * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `t` NULL or a handle whose memory is alive.
+ */
+TsrStatus tsr_tensor_incref(struct TsrTensor *t);
+
+/**
+ * Drops a strong reference; the last one releases the tensor's storage
+ * reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `t` NULL or a live handle the caller owns a reference of.
+ */
+TsrStatus tsr_tensor_decref(struct TsrTensor *t);
+
+/**
+ * The strong count; 0 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a handle whose memory is alive.
+ */
+size_t tsr_tensor_use_count(const struct TsrTensor *t);
+
+/**
+ * The raw weak count; 0 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a handle whose memory is alive.
+ */
+size_t tsr_tensor_weak_use_count(const struct TsrTensor *t);
+
+/**
+ * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+ * TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_downgrade(struct TsrTensor *t, struct TsrWeakTensor **out);
+
+/**
+ * Writes a new strong reference to `*out`, or NULL once expired.
+ * Errors: TSR_ERR_NULL_POINTER.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle; `out` NULL or writable.
+ */
+TsrStatus tsr_weak_tensor_lock(struct TsrWeakTensor *w, struct TsrTensor **out);
+
+/**
+ * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+TsrStatus tsr_weak_tensor_incref(struct TsrWeakTensor *w);
+
+/**
+ * Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle the caller owns.
+ */
+TsrStatus tsr_weak_tensor_decref(struct TsrWeakTensor *w);
+
+/**
+ * Whether the tensor expired; true for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+bool tsr_weak_tensor_expired(const struct TsrWeakTensor *w);
+
+/**
+ * The strong count through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_tensor_use_count(const struct TsrWeakTensor *w);
+
+/**
+ * The raw weak count through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_tensor_weak_use_count(const struct TsrWeakTensor *w);
+
+/**
+ * A view with explicit sizes, strides (elements) and storage offset;
+ * bounds-checked against the storage.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds, lengths);
+ * TSR_ERR_INVALID_ARGUMENT (negative strides or offset).
+ *
+ * # Safety
+ * `t` NULL or live; arrays readable for `ndim` values; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_as_strided(const struct TsrTensor *t,
+                                int64_t ndim,
+                                const int64_t *sizes,
+                                const int64_t *strides,
+                                int64_t storage_offset,
+                                struct TsrTensor **out);
+
+/**
+ * The same elements with a new shape, without copying; one size may be
+ * -1. Errors: TSR_ERR_SHAPE when the shape does not match the number of
+ * elements ("shape [3, 5] is invalid for input of size 16") or the strides
+ * do not allow a view (use tsr_tensor_reshape).
+ *
+ * # Safety
+ * `t` NULL or live; `sizes` readable for `ndim` values; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_view(const struct TsrTensor *t,
+                          int64_t ndim,
+                          const int64_t *sizes,
+                          struct TsrTensor **out);
+
+/**
+ * A view with the new shape when the strides allow it, else a contiguous
+ * copy (new storage) with that shape; one size may be -1.
+ *
+ * # Safety
+ * As tsr_tensor_view.
+ */
+TsrStatus tsr_tensor_reshape(const struct TsrTensor *t,
+                             int64_t ndim,
+                             const int64_t *sizes,
+                             struct TsrTensor **out);
+
+/**
+ * Reorders dims: dim i of the result is dim dims[i] of the input. `ndim`
+ * must equal the tensor's number of dims and dims must not repeat.
+ *
+ * # Safety
+ * `t` NULL or live; `dims` readable for `ndim` values; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_permute(const struct TsrTensor *t,
+                             int64_t ndim,
+                             const int64_t *dims,
+                             struct TsrTensor **out);
+
+/**
+ * Swaps two dims.
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_transpose(const struct TsrTensor *t,
+                               int64_t dim0,
+                               int64_t dim1,
+                               struct TsrTensor **out);
+
+/**
+ * Broadcasts to `sizes` without copying: size-1 dims and new leading dims
+ * get stride 0; -1 keeps a size. Errors: TSR_ERR_SHAPE naming the target
+ * size, the existing size and the dim.
+ *
+ * # Safety
+ * `t` NULL or live; `sizes` readable for `ndim` values; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_expand(const struct TsrTensor *t,
+                            int64_t ndim,
+                            const int64_t *sizes,
+                            struct TsrTensor **out);
+
+/**
+ * Elements start..start+length of `dim` (start may be negative).
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_narrow(const struct TsrTensor *t,
+                            int64_t dim,
+                            int64_t start,
+                            int64_t length,
+                            struct TsrTensor **out);
+
+/**
+ * Index `index` of `dim`, removing the dim (index may be negative).
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_select(const struct TsrTensor *t,
+                            int64_t dim,
+                            int64_t index,
+                            struct TsrTensor **out);
+
+/**
+ * Removes `dim` if its size is 1, else returns an unchanged view.
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_squeeze(const struct TsrTensor *t, int64_t dim, struct TsrTensor **out);
+
+/**
+ * Removes every size-1 dim.
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_squeeze_all(const struct TsrTensor *t, struct TsrTensor **out);
+
+/**
+ * Inserts a size-1 dim at `dim`, in [-(ndim+1), ndim].
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_unsqueeze(const struct TsrTensor *t, int64_t dim, struct TsrTensor **out);
+
+/**
+ * Merges dims start_dim..=end_dim into one (a view when possible, else a
+ * copy, as reshape).
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_flatten(const struct TsrTensor *t,
+                             int64_t start_dim,
+                             int64_t end_dim,
+                             struct TsrTensor **out);
+
+/**
+ * `t` itself (a new reference) if it is contiguous in `format`, else a
+ * copy laid out in `format`.
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_contiguous(const struct TsrTensor *t,
+                                TsrMemoryFormat format,
+                                struct TsrTensor **out);
+
+/**
+ * A copy with its own storage that keeps `t`'s strides when t is dense
+ * (c10's clone with preserve_format), else laid out contiguously or
+ * channels-last as t suggests.
+ *
+ * # Safety
+ * `t` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_clone(const struct TsrTensor *t, struct TsrTensor **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -81,6 +81,114 @@ impl StorageImpl {
         }
     }
 
+    /// Swaps in external memory: non-resizable, no allocator; the old data
+    /// is freed. Callers check uniqueness first (share_external).
+    ///
+    /// # Safety
+    /// No other thread may use this storage during the call.
+    pub(crate) unsafe fn replace_data(&self, data_ptr: DataPtr, nbytes: usize) {
+        // SAFETY: forwarded from the caller.
+        let state = unsafe { self.state_mut() };
+        state.data_ptr = data_ptr;
+        state.nbytes = nbytes;
+        state.resizable = false;
+        state.allocator = None;
+    }
+
+    /// Resizes to `nbytes` (c10's rules): only a resizable storage; new
+    /// memory from its allocator; the first min(old, new) bytes are kept,
+    /// the rest is uninitialized.
+    ///
+    /// # Safety
+    /// No other thread may use this storage (through any handle, or a
+    /// tensor on it) during the call; pointers to the old data become
+    /// dangling.
+    pub unsafe fn resize(&self, nbytes: usize) -> Result<()> {
+        crate::ensure!(
+            self.resizable(),
+            NotResizable,
+            "storage of {} bytes is not resizable: cannot resize it to {nbytes} bytes",
+            self.nbytes()
+        );
+        let device = self.device();
+        if device.device_type == DeviceType::Meta {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.state_mut() }.nbytes = nbytes;
+            return Ok(());
+        }
+        let alloc = self.allocator_for_device()?;
+        let new_ptr = alloc.allocate_on(nbytes, device)?;
+        let keep = self.nbytes().min(nbytes);
+        if keep > 0 {
+            // SAFETY: both buffers hold at least `keep` bytes and are
+            // distinct allocations.
+            unsafe { alloc.copy_data(new_ptr.get(), self.data(), keep)? };
+        }
+        // SAFETY: forwarded from the caller.
+        let state = unsafe { self.state_mut() };
+        state.data_ptr = new_ptr;
+        state.nbytes = nbytes;
+        Ok(())
+    }
+
+    /// Sets every byte to `byte`.
+    pub fn fill(&self, byte: u8) -> Result<()> {
+        let n = self.nbytes();
+        if n == 0 {
+            return Ok(());
+        }
+        crate::ensure!(
+            self.device().is_cpu(),
+            Unsupported,
+            "fill of a {} storage: only CPU storages can be filled byte-wise",
+            self.device()
+        );
+        // SAFETY: the storage owns n bytes of host memory at data().
+        unsafe { std::ptr::write_bytes(self.data() as *mut u8, byte, n) };
+        Ok(())
+    }
+
+    /// Copies all bytes of `src` into `self` (same nbytes); across devices
+    /// through the device allocator's copy function.
+    pub fn copy_from(&self, src: &StorageImpl) -> Result<()> {
+        let (n, m) = (self.nbytes(), src.nbytes());
+        crate::ensure!(
+            n == m,
+            Shape,
+            "storage sizes differ: destination has {n} bytes, source {m}: expected equal sizes"
+        );
+        if n == 0 || self.data() == src.data() {
+            return Ok(());
+        }
+        let copier = if !self.device().is_cpu() {
+            self.allocator_for_device()?
+        } else if !src.device().is_cpu() {
+            src.allocator_for_device()?
+        } else {
+            // SAFETY: two distinct host buffers of n bytes each (equal
+            // addresses returned early); they may overlap only if two
+            // storages alias the same memory, which memmove handles.
+            unsafe { std::ptr::copy(src.data() as *const u8, self.data() as *mut u8, n) };
+            return Ok(());
+        };
+        // SAFETY: both buffers hold n bytes.
+        unsafe { copier.copy_data(self.data(), src.data(), n) }
+    }
+
+    /// A new storage on the same device (same allocator) with a copy of
+    /// the bytes.
+    pub fn clone_storage(&self) -> Result<Storage> {
+        let device = self.device();
+        let copy = if device.device_type == DeviceType::Meta {
+            Storage::new(self.nbytes(), device, self.resizable())?
+        } else {
+            let alloc = self.allocator_for_device()?;
+            Storage::new_on(self.nbytes(), &alloc, device, self.resizable())?
+        };
+        copy.copy_from(self)?;
+        Ok(copy)
+    }
+
     /// # Safety
     /// No other thread may use the storage during the call.
     #[allow(clippy::mut_from_ref)]
@@ -184,42 +292,6 @@ impl Storage {
         Ref::ptr_eq(&a.0, &b.0)
     }
 
-    /// Resizes to `nbytes` (c10's rules): only a resizable storage; new
-    /// memory from its allocator; the first min(old, new) bytes are kept,
-    /// the rest is uninitialized.
-    ///
-    /// # Safety
-    /// No other thread may use this storage (through any handle, or a
-    /// tensor on it) during the call; pointers to the old data become
-    /// dangling.
-    pub unsafe fn resize(&self, nbytes: usize) -> Result<()> {
-        crate::ensure!(
-            self.resizable(),
-            NotResizable,
-            "storage of {} bytes is not resizable: cannot resize it to {nbytes} bytes",
-            self.nbytes()
-        );
-        let device = self.device();
-        if device.device_type == DeviceType::Meta {
-            // SAFETY: forwarded from the caller.
-            unsafe { self.state_mut() }.nbytes = nbytes;
-            return Ok(());
-        }
-        let alloc = self.allocator_for_device()?;
-        let new_ptr = alloc.allocate_on(nbytes, device)?;
-        let keep = self.nbytes().min(nbytes);
-        if keep > 0 {
-            // SAFETY: both buffers hold at least `keep` bytes and are
-            // distinct allocations.
-            unsafe { alloc.copy_data(new_ptr.get(), self.data(), keep)? };
-        }
-        // SAFETY: forwarded from the caller.
-        let state = unsafe { self.state_mut() };
-        state.data_ptr = new_ptr;
-        state.nbytes = nbytes;
-        Ok(())
-    }
-
     /// Replaces the data with external memory (c10's
     /// UniqueStorageShareExternalPointer): only when this is the only
     /// strong reference; the storage becomes non-resizable and drops its
@@ -235,70 +307,8 @@ impl Storage {
             "the storage has {n} strong references: sharing an external pointer needs it uniquely owned"
         );
         // SAFETY: forwarded from the caller.
-        let state = unsafe { self.state_mut() };
-        state.data_ptr = data_ptr;
-        state.nbytes = nbytes;
-        state.resizable = false;
-        state.allocator = None;
+        unsafe { self.0.replace_data(data_ptr, nbytes) };
         Ok(())
-    }
-
-    /// Sets every byte to `byte`.
-    pub fn fill(&self, byte: u8) -> Result<()> {
-        let n = self.nbytes();
-        if n == 0 {
-            return Ok(());
-        }
-        crate::ensure!(
-            self.device().is_cpu(),
-            Unsupported,
-            "fill of a {} storage: only CPU storages can be filled byte-wise",
-            self.device()
-        );
-        // SAFETY: the storage owns n bytes of host memory at data().
-        unsafe { std::ptr::write_bytes(self.data() as *mut u8, byte, n) };
-        Ok(())
-    }
-
-    /// Copies all bytes of `src` into `self` (same nbytes); across devices
-    /// through the device allocator's copy function.
-    pub fn copy_from(&self, src: &Storage) -> Result<()> {
-        let (n, m) = (self.nbytes(), src.nbytes());
-        crate::ensure!(
-            n == m,
-            Shape,
-            "storage sizes differ: destination has {n} bytes, source {m}: expected equal sizes"
-        );
-        if n == 0 || self.data() == src.data() {
-            return Ok(());
-        }
-        let copier = if !self.device().is_cpu() {
-            self.allocator_for_device()?
-        } else if !src.device().is_cpu() {
-            src.allocator_for_device()?
-        } else {
-            // SAFETY: two distinct host buffers of n bytes each (equal
-            // addresses returned early); they may overlap only if two
-            // storages alias the same memory, which memmove handles.
-            unsafe { std::ptr::copy(src.data() as *const u8, self.data() as *mut u8, n) };
-            return Ok(());
-        };
-        // SAFETY: both buffers hold n bytes.
-        unsafe { copier.copy_data(self.data(), src.data(), n) }
-    }
-
-    /// A new storage on the same device (same allocator) with a copy of
-    /// the bytes.
-    pub fn clone_storage(&self) -> Result<Storage> {
-        let device = self.device();
-        let copy = if device.device_type == DeviceType::Meta {
-            Storage::new(self.nbytes(), device, self.resizable())?
-        } else {
-            let alloc = self.allocator_for_device()?;
-            Storage::new_on(self.nbytes(), &alloc, device, self.resizable())?
-        };
-        copy.copy_from(self)?;
-        Ok(copy)
     }
 
     /// The refcounted object (for the C handle).

@@ -1,5 +1,6 @@
 //! Element types, numbered as c10's `ScalarType`.
 
+pub mod convert;
 mod promote;
 mod scalar;
 

@@ -14,7 +14,10 @@ pub mod error;
 pub mod library;
 pub mod object;
 pub(crate) mod refcount;
+pub mod storage;
+pub mod tensor;
 pub mod types;
+pub mod views;
 
 pub use error::*;
 pub use types::*;

@@ -7,6 +7,7 @@
 //! the call (c10's rule).
 
 pub mod copy;
+mod fill;
 pub mod layout;
 pub mod shape;
 mod version;

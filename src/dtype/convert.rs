@@ -1,0 +1,91 @@
+//! Scalar values written as one element of any dtype, with C-like
+//! conversions (floats to integers truncate; out-of-range saturates;
+//! half and bfloat16 round to nearest even through the `half` crate).
+
+use super::{DType, Scalar};
+use crate::error::Result;
+
+/// The bytes of one element of `dtype` holding `value` (little-endian, in
+/// the first `dtype.itemsize()` bytes).
+pub fn scalar_to_bytes(value: Scalar, dtype: DType) -> Result<[u8; 16]> {
+    let mut out = [0u8; 16];
+    macro_rules! put {
+        ($v:expr) => {{
+            let b = $v.to_ne_bytes();
+            out[..b.len()].copy_from_slice(&b);
+        }};
+    }
+    match dtype {
+        DType::Bool => out[0] = value.to_bool() as u8,
+        DType::Byte => put!(int_or_float(value, |i| i as u8, |f| f as u8)),
+        DType::Char => put!(int_or_float(value, |i| i as i8, |f| f as i8)),
+        DType::Short => put!(int_or_float(value, |i| i as i16, |f| f as i16)),
+        DType::Int => put!(int_or_float(value, |i| i as i32, |f| f as i32)),
+        DType::Long => put!(int_or_float(value, |i| i, |f| f as i64)),
+        DType::UInt16 => put!(uint_or_float(value, |u| u as u16, |f| f as u16)),
+        DType::UInt32 => put!(uint_or_float(value, |u| u as u32, |f| f as u32)),
+        DType::UInt64 => put!(uint_or_float(value, |u| u, |f| f as u64)),
+        DType::Half => put!(half::f16::from_f64(value.to_f64())),
+        DType::BFloat16 => put!(half::bf16::from_f64(value.to_f64())),
+        DType::Float => put!(value.to_f64() as f32),
+        DType::Double => put!(value.to_f64()),
+        DType::ComplexHalf => {
+            let (re, im) = value.to_complex();
+            out[..2].copy_from_slice(&half::f16::from_f64(re).to_ne_bytes());
+            out[2..4].copy_from_slice(&half::f16::from_f64(im).to_ne_bytes());
+        }
+        DType::ComplexFloat => {
+            let (re, im) = value.to_complex();
+            out[..4].copy_from_slice(&(re as f32).to_ne_bytes());
+            out[4..8].copy_from_slice(&(im as f32).to_ne_bytes());
+        }
+        DType::ComplexDouble => {
+            let (re, im) = value.to_complex();
+            out[..8].copy_from_slice(&re.to_ne_bytes());
+            out[8..16].copy_from_slice(&im.to_ne_bytes());
+        }
+        DType::Float8E5M2 | DType::Float8E4M3Fn | DType::QInt8 | DType::QUInt8 | DType::QInt32 => {
+            crate::bail!(Unsupported, "writing a scalar as {dtype} is not supported")
+        }
+    }
+    Ok(out)
+}
+
+fn int_or_float<T>(v: Scalar, from_int: impl Fn(i64) -> T, from_float: impl Fn(f64) -> T) -> T {
+    if v.is_integral() {
+        from_int(v.to_i64())
+    } else {
+        from_float(v.to_f64())
+    }
+}
+
+fn uint_or_float<T>(v: Scalar, from_uint: impl Fn(u64) -> T, from_float: impl Fn(f64) -> T) -> T {
+    if v.is_integral() {
+        from_uint(v.to_u64())
+    } else {
+        from_float(v.to_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_bytes() {
+        let b = scalar_to_bytes(Scalar::Int(-2), DType::Short).unwrap();
+        assert_eq!(i16::from_ne_bytes([b[0], b[1]]), -2);
+        let b = scalar_to_bytes(Scalar::Float(2.75), DType::Int).unwrap();
+        assert_eq!(i32::from_ne_bytes(b[..4].try_into().unwrap()), 2);
+        let b = scalar_to_bytes(Scalar::Float(1.0 / 3.0), DType::Half).unwrap();
+        assert_eq!(
+            half::f16::from_ne_bytes([b[0], b[1]]),
+            half::f16::from_f64(1.0 / 3.0)
+        );
+        let b = scalar_to_bytes(Scalar::Complex(1.5, -2.0), DType::ComplexFloat).unwrap();
+        assert_eq!(f32::from_ne_bytes(b[4..8].try_into().unwrap()), -2.0);
+        let b = scalar_to_bytes(Scalar::Float(0.5), DType::Bool).unwrap();
+        assert_eq!(b[0], 1);
+        assert!(scalar_to_bytes(Scalar::Int(1), DType::QInt8).is_err());
+    }
+}

@@ -1,0 +1,458 @@
+//! Storages at the ABI.
+
+use super::allocator::{allocator_clone, allocator_handle, TsrAllocator};
+use super::error::{check_not_null, fail, guard, guard_value, write_out};
+use super::refcount as rc;
+use super::types::*;
+use crate::error::Result;
+use crate::storage::{Storage, StorageImpl};
+use std::ffi::c_void;
+
+/// A refcounted storage: bytes plus the allocator that made them (opaque).
+pub struct TsrStorage {
+    _private: [u8; 0],
+}
+
+/// A weak reference to a storage (opaque). It does not keep the bytes:
+/// they are freed when the last strong reference goes.
+pub struct TsrWeakStorage {
+    _private: [u8; 0],
+}
+
+/// Borrows the storage behind a handle.
+///
+/// # Safety
+/// `s` NULL or a live storage handle.
+pub(crate) unsafe fn storage_arg(s: *const TsrStorage, name: &str) -> Result<Storage> {
+    // SAFETY: forwarded from the caller.
+    Ok(Storage::from_ref(unsafe {
+        rc::clone_ref::<StorageImpl, _>(s, name)?
+    }))
+}
+
+/// Borrows the storage implementation behind a handle without a new ref.
+///
+/// # Safety
+/// `s` NULL or a live storage handle.
+unsafe fn storage_impl<'a>(s: *const TsrStorage, name: &str) -> Result<&'a StorageImpl> {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::borrow::<StorageImpl, _>(s, name) }
+}
+
+pub(crate) fn storage_handle(s: Storage) -> *mut TsrStorage {
+    rc::into_handle(s.into_ref())
+}
+
+/// Allocates a storage of `nbytes` on `device` with the allocator
+/// registered for its type, and writes a new reference to `*out`. Meta
+/// storages hold no data.
+///
+/// Errors: TSR_ERR_NULL_POINTER (out); TSR_ERR_INVALID_ARGUMENT (device);
+/// TSR_ERR_DEVICE (no allocator registered for the device type);
+/// TSR_ERR_OUT_OF_MEMORY.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_new(
+    nbytes: usize,
+    device: TsrDevice,
+    resizable: bool,
+    out: *mut *mut TsrStorage,
+) -> TsrStatus {
+    guard("tsr_storage_new", || {
+        check_not_null(out, "out")?;
+        let s = Storage::new(nbytes, device.to_core()?, resizable)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, storage_handle(s)) };
+        Ok(())
+    })
+}
+
+/// Allocates a storage of `nbytes` with `allocator` (borrowed; the storage
+/// keeps its own reference) on the allocator's default device.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; the allocator's
+/// error (TSR_ERR_OUT_OF_MEMORY, ...).
+///
+/// # Safety
+/// `allocator` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_new_with_allocator(
+    nbytes: usize,
+    allocator: *mut TsrAllocator,
+    resizable: bool,
+    out: *mut *mut TsrStorage,
+) -> TsrStatus {
+    guard("tsr_storage_new_with_allocator", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let s = Storage::with_allocator(nbytes, &a, resizable)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, storage_handle(s)) };
+        Ok(())
+    })
+}
+
+/// Wraps external memory (c10's from_blob): `*data_ptr` is consumed (zeroed
+/// on success; its deleter runs exactly once, when the storage's data is
+/// released). The storage is not resizable and has no allocator.
+///
+/// Errors: TSR_ERR_NULL_POINTER (data_ptr or out); TSR_ERR_INVALID_ARGUMENT
+/// (invalid device in *data_ptr, or NULL data with nbytes > 0). On error
+/// `*data_ptr` is untouched and still owned by the caller.
+///
+/// # Safety
+/// `data_ptr` NULL or a valid TsrDataPtr whose data spans `nbytes`; `out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_from_data_ptr(
+    data_ptr: *mut TsrDataPtr,
+    nbytes: usize,
+    out: *mut *mut TsrStorage,
+) -> TsrStatus {
+    guard("tsr_storage_from_data_ptr", || {
+        check_not_null(data_ptr, "data_ptr")?;
+        check_not_null(out, "out")?;
+        // SAFETY: data_ptr checked non-NULL and valid per the caller.
+        let dp = unsafe { &mut *data_ptr };
+        dp.device.to_core()?;
+        crate::ensure!(
+            !(dp.data.is_null() && nbytes > 0),
+            InvalidArgument,
+            "data_ptr->data is NULL but nbytes is {nbytes}: expected memory of that size"
+        );
+        // SAFETY: the caller hands over a TsrDataPtr following its contract.
+        let core = unsafe { dp.take() };
+        let s = Storage::from_data_ptr(core, nbytes);
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, storage_handle(s)) };
+        Ok(())
+    })
+}
+
+/// The size in bytes; 0 for NULL.
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_nbytes(s: *const TsrStorage) -> usize {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_storage_nbytes", 0, || {
+        Ok(unsafe { storage_impl(s, "s")? }.nbytes())
+    })
+}
+
+/// The data address (NULL for empty storages, meta storages and NULL).
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_data(s: *const TsrStorage) -> *mut c_void {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_storage_data", std::ptr::null_mut(), || {
+        Ok(unsafe { storage_impl(s, "s")? }.data())
+    })
+}
+
+/// The device; {-1, -1} for NULL.
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_device(s: *const TsrStorage) -> TsrDevice {
+    let bad = TsrDevice {
+        device_type: -1,
+        index: -1,
+    };
+    // SAFETY: forwarded from the caller.
+    getter("tsr_storage_device", bad, || {
+        Ok(TsrDevice::from_core(
+            unsafe { storage_impl(s, "s")? }.device(),
+        ))
+    })
+}
+
+/// Whether the storage may be resized; false for NULL.
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_resizable(s: *const TsrStorage) -> bool {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_storage_resizable", false, || {
+        Ok(unsafe { storage_impl(s, "s")? }.resizable())
+    })
+}
+
+/// A new reference to the allocator that made the data, or NULL (external
+/// memory, or NULL `s`).
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_allocator(s: *const TsrStorage) -> *mut TsrAllocator {
+    getter("tsr_storage_allocator", std::ptr::null_mut(), || {
+        // SAFETY: forwarded from the caller.
+        let st = unsafe { storage_impl(s, "s")? };
+        Ok(st
+            .allocator()
+            .cloned()
+            .map_or(std::ptr::null_mut(), allocator_handle))
+    })
+}
+
+/// Runs a getter body: errors record a message and give `fallback`.
+pub(crate) fn getter<T>(fname: &str, fallback: T, body: impl FnOnce() -> Result<T>) -> T
+where
+    T: Copy,
+{
+    guard_value(fname, fallback, || match body() {
+        Ok(v) => v,
+        Err(e) => {
+            fail(fname, &e);
+            fallback
+        }
+    })
+}
+
+/// Resizes to `nbytes` (c10's rules): new memory from the storage's
+/// allocator, the first min(old, new) bytes kept, the rest uninitialized.
+/// Pointers to the old data become invalid. Not thread-safe: no other
+/// thread may use the storage (or tensors on it) during the call.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_NOT_RESIZABLE; TSR_ERR_OUT_OF_MEMORY
+/// (the storage is unchanged).
+///
+/// # Safety
+/// `s` NULL or a live handle, not used concurrently.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_resize(s: *mut TsrStorage, nbytes: usize) -> TsrStatus {
+    guard("tsr_storage_resize", || {
+        // SAFETY: forwarded from the caller.
+        let st = unsafe { storage_arg(s, "s")? };
+        // SAFETY: the header documents that the storage must not be used
+        // concurrently during a resize (c10's rule).
+        unsafe { st.resize(nbytes) }
+    })
+}
+
+/// Sets every byte to `byte` (CPU storages).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_UNSUPPORTED (not on the CPU).
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_fill(s: *mut TsrStorage, byte: u8) -> TsrStatus {
+    guard("tsr_storage_fill", || {
+        // SAFETY: forwarded from the caller.
+        unsafe { storage_impl(s, "s")? }.fill(byte)
+    })
+}
+
+/// Copies every byte of `src` into `dst`; both must have the same nbytes.
+/// Copies to or from a device go through the device allocator's copy
+/// function.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (sizes differ); the
+/// allocator's copy error.
+///
+/// # Safety
+/// `dst`, `src` NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_copy(
+    dst: *mut TsrStorage,
+    src: *const TsrStorage,
+) -> TsrStatus {
+    guard("tsr_storage_copy", || {
+        // SAFETY: forwarded from the caller.
+        let (d, s) = unsafe { (storage_arg(dst, "dst")?, storage_arg(src, "src")?) };
+        d.copy_from(&s)
+    })
+}
+
+/// A new storage on the same device, from the same allocator, holding a
+/// copy of the bytes; a new reference is written to `*out`.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_OUT_OF_MEMORY.
+///
+/// # Safety
+/// `s` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_clone(
+    s: *const TsrStorage,
+    out: *mut *mut TsrStorage,
+) -> TsrStatus {
+    guard("tsr_storage_clone", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let c = unsafe { storage_arg(s, "s")? }.clone_storage()?;
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, storage_handle(c)) };
+        Ok(())
+    })
+}
+
+/// Replaces the storage's data with external memory (c10's
+/// UniqueStorageShareExternalPointer): only when `s` is the only strong
+/// reference. `*data_ptr` is consumed (zeroed) on success; the old data is
+/// freed; the storage becomes non-resizable without allocator.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
+/// other strong references, or an invalid device). On error `*data_ptr` is
+/// untouched.
+///
+/// # Safety
+/// `s` NULL or a live handle not used concurrently; `data_ptr` NULL or a
+/// valid TsrDataPtr spanning `nbytes`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_share_external(
+    s: *mut TsrStorage,
+    data_ptr: *mut TsrDataPtr,
+    nbytes: usize,
+) -> TsrStatus {
+    guard("tsr_storage_share_external", || {
+        check_not_null(data_ptr, "data_ptr")?;
+        // SAFETY: forwarded from the caller.
+        let st = unsafe { storage_impl(s, "s")? };
+        // SAFETY: s is live (checked above).
+        let n = unsafe {
+            crate::refcount::counts_raw(s as *const crate::refcount::RcBox<StorageImpl>).0
+        };
+        crate::ensure!(
+            n == 1,
+            InvalidArgument,
+            "the storage has {n} strong references: sharing an external pointer needs it uniquely owned"
+        );
+        // SAFETY: data_ptr checked non-NULL.
+        let dp = unsafe { &mut *data_ptr };
+        dp.device.to_core()?;
+        // SAFETY: the caller hands over a valid TsrDataPtr.
+        let core = unsafe { dp.take() };
+        // SAFETY: the header documents no concurrent use during the call;
+        // uniqueness was checked above.
+        unsafe { st.replace_data(core, nbytes) };
+        Ok(())
+    })
+}
+
+/// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `s` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_incref(s: *mut TsrStorage) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::incref::<StorageImpl, _>("tsr_storage_incref", s) }
+}
+
+/// Drops a strong reference; the last one frees the data (weak references
+/// keep only the object). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `s` NULL or a live handle the caller owns a reference of.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_decref(s: *mut TsrStorage) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::decref::<StorageImpl, _>("tsr_storage_decref", s) }
+}
+
+/// The strong count; 0 for NULL.
+///
+/// # Safety
+/// `s` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_use_count(s: *const TsrStorage) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<StorageImpl, _>("tsr_storage_use_count", s).0 }
+}
+
+/// The raw weak count; 0 for NULL.
+///
+/// # Safety
+/// `s` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_weak_use_count(s: *const TsrStorage) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<StorageImpl, _>("tsr_storage_weak_use_count", s).1 }
+}
+
+/// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+/// TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `s` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_downgrade(
+    s: *mut TsrStorage,
+    out: *mut *mut TsrWeakStorage,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::downgrade::<StorageImpl, _, _>("tsr_storage_downgrade", s, out) }
+}
+
+/// Writes a new strong reference to `*out`, or NULL once expired.
+/// Errors: TSR_ERR_NULL_POINTER.
+///
+/// # Safety
+/// `w` NULL or a live weak handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_storage_lock(
+    w: *mut TsrWeakStorage,
+    out: *mut *mut TsrStorage,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::lock::<StorageImpl, _, _>("tsr_weak_storage_lock", w, out) }
+}
+
+/// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_storage_incref(w: *mut TsrWeakStorage) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::weak_incref::<StorageImpl, _>("tsr_weak_storage_incref", w) }
+}
+
+/// Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `w` NULL or a live weak handle the caller owns.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_storage_decref(w: *mut TsrWeakStorage) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::weak_decref::<StorageImpl, _>("tsr_weak_storage_decref", w) }
+}
+
+/// Whether the storage expired (its data is freed); true for NULL.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_storage_expired(w: *const TsrWeakStorage) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::expired::<StorageImpl, _>("tsr_weak_storage_expired", w) }
+}
+
+/// The strong count through a weak handle; 0 for NULL.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_storage_use_count(w: *const TsrWeakStorage) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<StorageImpl, _>("tsr_weak_storage_use_count", w).0 }
+}
+
+/// The raw weak count through a weak handle; 0 for NULL.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_storage_weak_use_count(w: *const TsrWeakStorage) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<StorageImpl, _>("tsr_weak_storage_weak_use_count", w).1 }
+}

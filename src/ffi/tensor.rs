@@ -1,0 +1,609 @@
+//! Tensors at the ABI: creation, getters, set_, copies and refcounts.
+//! View functions live in ffi/views.rs.
+
+use super::error::{check_not_null, guard, i64_slice, write_out};
+use super::refcount as rc;
+use super::storage::{getter, storage_arg, storage_handle, TsrStorage};
+use super::types::*;
+use crate::error::Result;
+use crate::tensor::{MemoryFormat, Tensor, TensorImpl};
+use std::ffi::c_void;
+
+/// A refcounted tensor: sizes, strides and an offset over a storage
+/// (opaque). Metadata reads are thread-safe; tsr_tensor_set must not run
+/// while other threads use the same tensor.
+pub struct TsrTensor {
+    _private: [u8; 0],
+}
+
+/// A weak reference to a tensor (opaque).
+pub struct TsrWeakTensor {
+    _private: [u8; 0],
+}
+
+/// Borrows the tensor behind a handle (a new reference).
+///
+/// # Safety
+/// `t` NULL or a live tensor handle.
+pub(crate) unsafe fn tensor_arg(t: *const TsrTensor, name: &str) -> Result<Tensor> {
+    // SAFETY: forwarded from the caller.
+    Ok(Tensor::from_ref(unsafe {
+        rc::clone_ref::<TensorImpl, _>(t, name)?
+    }))
+}
+
+/// Borrows the tensor implementation behind a handle without a new ref.
+///
+/// # Safety
+/// `t` NULL or a live tensor handle that stays alive for 'a.
+pub(crate) unsafe fn tensor_impl<'a>(t: *const TsrTensor, name: &str) -> Result<&'a TensorImpl> {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::borrow::<TensorImpl, _>(t, name) }
+}
+
+/// Turns a tensor into a handle the caller owns.
+pub(crate) fn tensor_handle(t: Tensor) -> *mut TsrTensor {
+    rc::into_handle(t.into_ref())
+}
+
+/// Writes a new tensor handle through a checked out-pointer.
+///
+/// # Safety
+/// `out` non-NULL and writable.
+pub(crate) unsafe fn put_tensor(out: *mut *mut TsrTensor, t: Tensor) {
+    // SAFETY: forwarded from the caller.
+    unsafe { write_out(out, tensor_handle(t)) }
+}
+
+/// Reads a memory format argument.
+pub(crate) fn format_arg(format: TsrMemoryFormat) -> Result<MemoryFormat> {
+    MemoryFormat::from_raw(format)
+}
+
+/// Allocates an uninitialized contiguous tensor with the allocator
+/// registered for `device`'s type and writes a new reference to `*out`.
+///
+/// Errors: TSR_ERR_NULL_POINTER (out, or sizes with ndim > 0);
+/// TSR_ERR_SHAPE (negative sizes, ndim > TSR_MAX_DIMS);
+/// TSR_ERR_INVALID_ARGUMENT (dtype or device number); TSR_ERR_DEVICE (no
+/// allocator for the device); TSR_ERR_OUT_OF_MEMORY (including
+/// numel * itemsize overflow).
+///
+/// # Safety
+/// `sizes` NULL or readable for `ndim` values; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_empty(
+    ndim: i64,
+    sizes: *const i64,
+    dtype: TsrDType,
+    device: TsrDevice,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_empty", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
+        let t = Tensor::empty(sizes, dtype_arg(dtype)?, device.to_core()?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}
+
+/// As tsr_tensor_empty, laid out in `format` (TSR_CHANNELS_LAST needs 4
+/// dims, TSR_CHANNELS_LAST_3D 5).
+///
+/// # Safety
+/// As tsr_tensor_empty.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_empty_format(
+    ndim: i64,
+    sizes: *const i64,
+    dtype: TsrDType,
+    device: TsrDevice,
+    format: TsrMemoryFormat,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_empty_format", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
+        let t = Tensor::empty_with_format(
+            sizes,
+            dtype_arg(dtype)?,
+            device.to_core()?,
+            format_arg(format)?,
+        )?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}
+
+/// Allocates an uninitialized tensor with the given strides (in
+/// elements; a storage just large enough for them).
+///
+/// Errors: as tsr_tensor_empty, plus TSR_ERR_INVALID_ARGUMENT for negative
+/// strides.
+///
+/// # Safety
+/// `sizes`/`strides` NULL or readable for `ndim` values; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_empty_strided(
+    ndim: i64,
+    sizes: *const i64,
+    strides: *const i64,
+    dtype: TsrDType,
+    device: TsrDevice,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_empty_strided", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
+        // SAFETY: forwarded from the caller.
+        let strides = unsafe { i64_slice(strides, ndim, "strides")? };
+        let t = Tensor::empty_strided(sizes, strides, dtype_arg(dtype)?, device.to_core()?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}
+
+/// An uninitialized tensor with `t`'s sizes, dtype and device, laid out in
+/// `format` (TSR_PRESERVE keeps t's strides when t is dense).
+///
+/// # Safety
+/// `t` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_empty_like(
+    t: *const TsrTensor,
+    format: TsrMemoryFormat,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_empty_like", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { tensor_arg(t, "t")? }.empty_like(format_arg(format)?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, r) };
+        Ok(())
+    })
+}
+
+/// A tensor viewing `storage` (borrowed; the tensor keeps a reference):
+/// `ndim` sizes, strides in elements (NULL: contiguous), offset in
+/// elements. The highest addressed element must lie inside the storage.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds, with the
+/// storage size required); TSR_ERR_INVALID_ARGUMENT (dtype, negative
+/// offset or strides).
+///
+/// # Safety
+/// `storage` NULL or a live handle; arrays readable for `ndim` values;
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_from_storage(
+    storage: *mut TsrStorage,
+    storage_offset: i64,
+    ndim: i64,
+    sizes: *const i64,
+    strides: *const i64,
+    dtype: TsrDType,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_from_storage", || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let s = unsafe { storage_arg(storage, "storage")? };
+        // SAFETY: forwarded from the caller.
+        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
+        let strides = if strides.is_null() {
+            None
+        } else {
+            // SAFETY: forwarded from the caller.
+            Some(unsafe { i64_slice(strides, ndim, "strides")? })
+        };
+        let t = Tensor::from_storage(&s, storage_offset, sizes, strides, dtype_arg(dtype)?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}
+
+/// The number of dims; -1 for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_ndim(t: *const TsrTensor) -> i64 {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_ndim", -1, || {
+        Ok(unsafe { tensor_impl(t, "t")? }.ndim() as i64)
+    })
+}
+
+/// The sizes (ndim values), borrowed: valid while `t` lives and is not
+/// changed by tsr_tensor_set. NULL for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_sizes(t: *const TsrTensor) -> *const i64 {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_sizes", std::ptr::null(), || {
+        Ok(unsafe { tensor_impl(t, "t")? }.sizes().as_ptr())
+    })
+}
+
+/// The strides in elements (ndim values), borrowed like tsr_tensor_sizes.
+/// NULL for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_strides(t: *const TsrTensor) -> *const i64 {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_strides", std::ptr::null(), || {
+        Ok(unsafe { tensor_impl(t, "t")? }.strides().as_ptr())
+    })
+}
+
+/// The size of `dim` (negative dims wrap); -1 for NULL or a dim out of
+/// range (with a last-error message).
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_size(t: *const TsrTensor, dim: i64) -> i64 {
+    getter("tsr_tensor_size", -1, || {
+        // SAFETY: forwarded from the caller.
+        let t = unsafe { tensor_impl(t, "t")? };
+        crate::ensure!(t.ndim() > 0, Shape, "size of dim {dim} of a 0-dim tensor");
+        Ok(t.sizes()[crate::tensor::shape::wrap_dim(dim, t.ndim())?])
+    })
+}
+
+/// The stride of `dim` in elements (negative dims wrap); -1 for NULL or a
+/// dim out of range.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_stride(t: *const TsrTensor, dim: i64) -> i64 {
+    getter("tsr_tensor_stride", -1, || {
+        // SAFETY: forwarded from the caller.
+        let t = unsafe { tensor_impl(t, "t")? };
+        crate::ensure!(t.ndim() > 0, Shape, "stride of dim {dim} of a 0-dim tensor");
+        Ok(t.strides()[crate::tensor::shape::wrap_dim(dim, t.ndim())?])
+    })
+}
+
+/// The storage offset in elements; -1 for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_storage_offset(t: *const TsrTensor) -> i64 {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_storage_offset", -1, || {
+        Ok(unsafe { tensor_impl(t, "t")? }.storage_offset())
+    })
+}
+
+/// The number of elements (1 for 0-dim tensors); -1 for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_numel(t: *const TsrTensor) -> i64 {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_numel", -1, || {
+        Ok(unsafe { tensor_impl(t, "t")? }.numel())
+    })
+}
+
+/// The dtype; -1 (not a dtype) for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_dtype(t: *const TsrTensor) -> TsrDType {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_dtype", -1, || {
+        Ok(unsafe { tensor_impl(t, "t")? }.dtype().raw())
+    })
+}
+
+/// Bytes per element; 0 for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_itemsize(t: *const TsrTensor) -> usize {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_itemsize", 0, || {
+        Ok(unsafe { tensor_impl(t, "t")? }.itemsize())
+    })
+}
+
+/// The device; {-1, -1} for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_device(t: *const TsrTensor) -> TsrDevice {
+    let bad = TsrDevice {
+        device_type: -1,
+        index: -1,
+    };
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_device", bad, || {
+        Ok(TsrDevice::from_core(
+            unsafe { tensor_impl(t, "t")? }.device(),
+        ))
+    })
+}
+
+/// The address of the first element (storage data + itemsize * offset);
+/// NULL when the tensor has no elements, and for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_data(t: *const TsrTensor) -> *mut c_void {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_data", std::ptr::null_mut(), || {
+        Ok(unsafe { tensor_impl(t, "t")? }.data_ptr())
+    })
+}
+
+/// A new reference to the tensor's storage; NULL for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_storage(t: *const TsrTensor) -> *mut TsrStorage {
+    getter("tsr_tensor_storage", std::ptr::null_mut(), || {
+        // SAFETY: forwarded from the caller.
+        Ok(storage_handle(
+            unsafe { tensor_impl(t, "t")? }.storage().clone(),
+        ))
+    })
+}
+
+/// Whether the tensor is contiguous in `format` (TSR_CONTIGUOUS,
+/// TSR_CHANNELS_LAST, TSR_CHANNELS_LAST_3D; TSR_PRESERVE asks for
+/// TSR_CONTIGUOUS). Cached, refreshed on every metadata change. false for
+/// NULL or an unknown format.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_is_contiguous(
+    t: *const TsrTensor,
+    format: TsrMemoryFormat,
+) -> bool {
+    getter("tsr_tensor_is_contiguous", false, || {
+        // SAFETY: forwarded from the caller.
+        Ok(unsafe { tensor_impl(t, "t")? }.is_contiguous(format_arg(format)?))
+    })
+}
+
+/// Whether some permutation of the dims is contiguous (no gaps, no
+/// overlap). false for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_is_non_overlapping_and_dense(t: *const TsrTensor) -> bool {
+    getter("tsr_tensor_is_non_overlapping_and_dense", false, || {
+        // SAFETY: forwarded from the caller.
+        Ok(unsafe { tensor_impl(t, "t")? }.is_non_overlapping_and_dense())
+    })
+}
+
+/// The version counter shared with views: bumped by every in-place write
+/// (fill, copy into, out= kernels, set). 0 for NULL.
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_version(t: *const TsrTensor) -> u64 {
+    // SAFETY: forwarded from the caller.
+    getter("tsr_tensor_version", 0, || {
+        Ok(unsafe { tensor_impl(t, "t")? }.version())
+    })
+}
+
+/// Points `t` at `storage` (borrowed) with a new offset, sizes and strides
+/// (NULL: contiguous), in place (c10's set_); the dtype stays. Every other
+/// handle to `t` sees the change; views made earlier keep the old storage.
+/// Not thread-safe: no other thread may use `t` during the call; pointers
+/// from tsr_tensor_sizes/strides become invalid.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds); on error `t`
+/// is unchanged.
+///
+/// # Safety
+/// Handles NULL or live; arrays readable for `ndim` values.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_set(
+    t: *mut TsrTensor,
+    storage: *mut TsrStorage,
+    storage_offset: i64,
+    ndim: i64,
+    sizes: *const i64,
+    strides: *const i64,
+) -> TsrStatus {
+    guard("tsr_tensor_set", || {
+        // SAFETY: forwarded from the caller.
+        let tensor = unsafe { tensor_arg(t, "t")? };
+        // SAFETY: forwarded from the caller.
+        let s = unsafe { storage_arg(storage, "storage")? };
+        // SAFETY: forwarded from the caller.
+        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
+        let strides = if strides.is_null() {
+            None
+        } else {
+            // SAFETY: forwarded from the caller.
+            Some(unsafe { i64_slice(strides, ndim, "strides")? })
+        };
+        // SAFETY: the header documents that t must not be used by other
+        // threads during the call.
+        unsafe { tensor.set_(&s, storage_offset, sizes, strides) }
+    })
+}
+
+/// Sets every element to `value` converted to the tensor's dtype (C-like
+/// conversion; half/bfloat16 round to nearest even). Bumps the version.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+/// TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) -> TsrStatus {
+    guard("tsr_tensor_fill", || {
+        // SAFETY: forwarded from the caller.
+        unsafe { tensor_arg(t, "t")? }.fill_(value.to_core()?)
+    })
+}
+
+/// Copies `src` into `dst`, broadcasting `src` to `dst`'s sizes. Bumps
+/// dst's version.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+/// TSR_ERR_DTYPE / TSR_ERR_DEVICE where a conversion is not supported.
+///
+/// # Safety
+/// `dst`, `src` NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_copy(dst: *mut TsrTensor, src: *const TsrTensor) -> TsrStatus {
+    guard("tsr_tensor_copy", || {
+        // SAFETY: forwarded from the caller.
+        let (d, s) = unsafe { (tensor_arg(dst, "dst")?, tensor_arg(src, "src")?) };
+        crate::tensor::copy::copy_(&d, &s)
+    })
+}
+
+/// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `t` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_incref(t: *mut TsrTensor) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::incref::<TensorImpl, _>("tsr_tensor_incref", t) }
+}
+
+/// Drops a strong reference; the last one releases the tensor's storage
+/// reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `t` NULL or a live handle the caller owns a reference of.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_decref(t: *mut TsrTensor) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::decref::<TensorImpl, _>("tsr_tensor_decref", t) }
+}
+
+/// The strong count; 0 for NULL.
+///
+/// # Safety
+/// `t` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_use_count(t: *const TsrTensor) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<TensorImpl, _>("tsr_tensor_use_count", t).0 }
+}
+
+/// The raw weak count; 0 for NULL.
+///
+/// # Safety
+/// `t` NULL or a handle whose memory is alive.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_weak_use_count(t: *const TsrTensor) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<TensorImpl, _>("tsr_tensor_weak_use_count", t).1 }
+}
+
+/// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+/// TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `t` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_downgrade(
+    t: *mut TsrTensor,
+    out: *mut *mut TsrWeakTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::downgrade::<TensorImpl, _, _>("tsr_tensor_downgrade", t, out) }
+}
+
+/// Writes a new strong reference to `*out`, or NULL once expired.
+/// Errors: TSR_ERR_NULL_POINTER.
+///
+/// # Safety
+/// `w` NULL or a live weak handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_tensor_lock(
+    w: *mut TsrWeakTensor,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::lock::<TensorImpl, _, _>("tsr_weak_tensor_lock", w, out) }
+}
+
+/// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_tensor_incref(w: *mut TsrWeakTensor) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::weak_incref::<TensorImpl, _>("tsr_weak_tensor_incref", w) }
+}
+
+/// Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+///
+/// # Safety
+/// `w` NULL or a live weak handle the caller owns.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_tensor_decref(w: *mut TsrWeakTensor) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::weak_decref::<TensorImpl, _>("tsr_weak_tensor_decref", w) }
+}
+
+/// Whether the tensor expired; true for NULL.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_tensor_expired(w: *const TsrWeakTensor) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::expired::<TensorImpl, _>("tsr_weak_tensor_expired", w) }
+}
+
+/// The strong count through a weak handle; 0 for NULL.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_tensor_use_count(w: *const TsrWeakTensor) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<TensorImpl, _>("tsr_weak_tensor_use_count", w).0 }
+}
+
+/// The raw weak count through a weak handle; 0 for NULL.
+///
+/// # Safety
+/// `w` NULL or a live weak handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_weak_tensor_weak_use_count(w: *const TsrWeakTensor) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rc::counts::<TensorImpl, _>("tsr_weak_tensor_weak_use_count", w).1 }
+}
