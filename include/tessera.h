@@ -47,6 +47,18 @@
 typedef struct TsrAllocator TsrAllocator;
 
 /**
+ * A built iterator (opaque, single owner: free it with tsr_iter_free).
+ * Queries and loops may run from several threads at once.
+ */
+typedef struct TsrIter TsrIter;
+
+/**
+ * An iterator configuration (opaque, single owner: free it with
+ * tsr_iter_config_free). Not thread-safe.
+ */
+typedef struct TsrIterConfig TsrIterConfig;
+
+/**
  * A refcounted host object (opaque).
  */
 typedef struct TsrObject TsrObject;
@@ -283,6 +295,40 @@ typedef struct TsrScalar {
      */
     union TsrScalarValue v;
 } TsrScalar;
+
+/**
+ * A 2-D loop body. `data[arg]` is the first element of operand arg
+ * (outputs first); `strides` holds the dim-0 byte strides of every
+ * operand, then the dim-1 byte strides; the body handles
+ * `data[arg] + i*strides[arg] + j*strides[ntensors+arg]` for i < size0,
+ * j < size1. It may change its copy of `data`. tsr_iter_for_each calls it
+ * from several threads at once; it must not unwind (C++ exceptions).
+ */
+typedef void (*TsrLoop2d)(void *user,
+                          char **data,
+                          const int64_t *strides,
+                          int64_t size0,
+                          int64_t size1);
+
+/**
+ * A reduction loop body: as TsrLoop2d with the calling chunk's accumulator.
+ */
+typedef void (*TsrReduceLoop)(void *user,
+                              void *acc,
+                              char **data,
+                              const int64_t *strides,
+                              int64_t size0,
+                              int64_t size1);
+
+/**
+ * Combines accumulator `other` into `acc`.
+ */
+typedef void (*TsrReduceCombine)(void *user, void *acc, const void *other);
+
+/**
+ * Called with a sub-iterator (borrowed for the call only; do not free it).
+ */
+typedef void (*TsrSubIterFn)(void *user, struct TsrIter *sub);
 
 /**
  * Callbacks of a host object; both optional.
@@ -1010,9 +1056,531 @@ TsrStatus tsr_set_last_error(TsrStatus status, const char *message);
 const char *tsr_status_name(TsrStatus status);
 
 /**
+ * Creates an empty iterator config with c10's defaults (check_mem_overlap,
+ * check_all_same_dtype, check_all_same_device, resize_outputs on).
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_iter_config_new(struct TsrIterConfig **out);
+
+/**
+ * Frees a config (and its references to the tensors added). NULL does
+ * nothing.
+ *
+ * # Safety
+ * `config` NULL or a live config, not used afterwards.
+ */
+void tsr_iter_config_free(struct TsrIterConfig *config);
+
+/**
+ * Adds an output (borrowed; the config keeps a reference), or NULL to
+ * have the build allocate it. Every output must be added before the
+ * first input.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_INVALID_ARGUMENT (an
+ * input was already added, or 64 operands reached).
+ *
+ * # Safety
+ * `config` NULL or live; `tensor` NULL or a live handle.
+ */
+TsrStatus tsr_iter_config_add_output(struct TsrIterConfig *config, struct TsrTensor *tensor);
+
+/**
+ * Adds an input (borrowed; the config keeps a reference).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config or tensor); TSR_ERR_INVALID_ARGUMENT
+ * (64 operands reached).
+ *
+ * # Safety
+ * `config` NULL or live; `tensor` NULL or a live handle.
+ */
+TsrStatus tsr_iter_config_add_input(struct TsrIterConfig *config, const struct TsrTensor *tensor);
+
+/**
+ * Adds a number as an input: a 0-dim CPU tensor that promotes as a
+ * wrapped scalar (an Int tensor plus 2.5 computes in Float).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_add_input_scalar(struct TsrIterConfig *config, struct TsrScalar value);
+
+/**
+ * Refuse outputs that write one location through several elements, and
+ * inputs that partially overlap an output (default on). Errors:
+ * TSR_ERR_NULL_POINTER.
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_check_mem_overlap(struct TsrIterConfig *config, bool on);
+
+/**
+ * Accept 0-dim CPU inputs when the other operands are on a device
+ * (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_allow_cpu_scalars(struct TsrIterConfig *config, bool on);
+
+/**
+ * Build a reduction: outputs have size 1 (or stride 0) along reduced
+ * dims, which the loop visits first (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_is_reduction(struct TsrIterConfig *config, bool on);
+
+/**
+ * Resize defined outputs whose shape differs from the broadcast shape
+ * (default on). A resized output must not be used by other threads
+ * during the build.
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_resize_outputs(struct TsrIterConfig *config, bool on);
+
+/**
+ * Require all operands to have one dtype (default on).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_check_all_same_dtype(struct TsrIterConfig *config, bool on);
+
+/**
+ * Require all operands on one device (default on).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_check_all_same_device(struct TsrIterConfig *config, bool on);
+
+/**
+ * Refuse outputs the common dtype cannot be safely cast to (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_enforce_safe_casting_to_output(struct TsrIterConfig *config, bool on);
+
+/**
+ * Keep the tensors' dim order instead of reordering by strides (default
+ * off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_enforce_linear_iteration(struct TsrIterConfig *config, bool on);
+
+/**
+ * Compute in the inputs' common dtype (c10's result_type), converting
+ * inputs on the CPU; turns check_all_same_dtype off (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_promote_inputs_to_common_dtype(struct TsrIterConfig *config, bool on);
+
+/**
+ * Compute integer (and bool) common dtypes in Float; needs
+ * promote_inputs_to_common_dtype, checked at build (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_promote_integer_inputs_to_float(struct TsrIterConfig *config, bool on);
+
+/**
+ * Write the common dtype into outputs of other dtypes through CPU
+ * temporaries copied back by tsr_iter_for_each / tsr_iter_cast_outputs;
+ * turns check_all_same_dtype off (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_cast_common_dtype_to_outputs(struct TsrIterConfig *config, bool on);
+
+/**
+ * tessera's own (NumPy's COPY_IF_OVERLAP): copy an input that partially
+ * overlaps an output to a temporary instead of refusing (default off).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_resolve_overlap_by_copy(struct TsrIterConfig *config, bool on);
+
+/**
+ * Fixes the dtype of allocated outputs; the build refuses it unless
+ * check_all_same_dtype is off.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (dtype number).
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_declare_static_dtype(struct TsrIterConfig *config, TsrDType dtype);
+
+/**
+ * Fixes the device of allocated outputs.
+ *
+ * # Safety
+ * `config` NULL or live.
+ */
+TsrStatus tsr_iter_config_declare_static_device(struct TsrIterConfig *config,
+                                                struct TsrDevice device);
+
+/**
+ * Fixes the loop shape instead of broadcasting; the build refuses it
+ * unless resize_outputs is off.
+ *
+ * # Safety
+ * `config` NULL or live; `shape` readable for `ndim` values.
+ */
+TsrStatus tsr_iter_config_declare_static_shape(struct TsrIterConfig *config,
+                                               int64_t ndim,
+                                               const int64_t *shape);
+
+/**
+ * Builds an iterator from `config` (which stays usable and must still be
+ * freed) and writes it to `*out`: broadcast shape, common dtype and
+ * device, overlap checks, allocated outputs, reordered and coalesced dims.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable, output
+ * of the wrong shape); TSR_ERR_DTYPE (dtype mismatch naming both dtypes,
+ * unsafe cast); TSR_ERR_DEVICE; TSR_ERR_OVERLAP; TSR_ERR_NOT_RESIZABLE;
+ * TSR_ERR_INVALID_ARGUMENT (invalid flag combination).
+ *
+ * # Safety
+ * `config` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_iter_build(struct TsrIterConfig *config, struct TsrIter **out);
+
+/**
+ * Builds c10's binary-op iterator: inputs promoted to their common
+ * dtype, the output (NULL: allocated) receiving it with a safe cast,
+ * 0-dim CPU inputs allowed.
+ *
+ * # Safety
+ * Handles NULL (out_or_null only) or live; `it` NULL or writable.
+ */
+TsrStatus tsr_iter_binary_op(struct TsrTensor *out_or_null,
+                             const struct TsrTensor *a,
+                             const struct TsrTensor *b,
+                             struct TsrIter **it);
+
+/**
+ * As tsr_iter_binary_op, with integer inputs computed in Float.
+ *
+ * # Safety
+ * As tsr_iter_binary_op.
+ */
+TsrStatus tsr_iter_binary_float_op(struct TsrTensor *out_or_null,
+                                   const struct TsrTensor *a,
+                                   const struct TsrTensor *b,
+                                   struct TsrIter **it);
+
+/**
+ * Builds c10's comparison iterator: inputs promoted; a NULL output is
+ * allocated as Bool.
+ *
+ * # Safety
+ * As tsr_iter_binary_op.
+ */
+TsrStatus tsr_iter_comparison_op(struct TsrTensor *out_or_null,
+                                 const struct TsrTensor *a,
+                                 const struct TsrTensor *b,
+                                 struct TsrIter **it);
+
+/**
+ * Builds c10's unary-op iterator (same dtype in and out).
+ *
+ * # Safety
+ * Handles NULL (out_or_null only) or live; `it` NULL or writable.
+ */
+TsrStatus tsr_iter_unary_op(struct TsrTensor *out_or_null,
+                            const struct TsrTensor *a,
+                            struct TsrIter **it);
+
+/**
+ * Builds c10's unary-float-op iterator (integers computed in Float).
+ *
+ * # Safety
+ * As tsr_iter_unary_op.
+ */
+TsrStatus tsr_iter_unary_float_op(struct TsrTensor *out_or_null,
+                                  const struct TsrTensor *a,
+                                  struct TsrIter **it);
+
+/**
+ * Builds an iterator over one output and no input (fills): the output is
+ * not resized.
+ *
+ * # Safety
+ * `out` NULL or live; `it` NULL or writable.
+ */
+TsrStatus tsr_iter_nullary_op(struct TsrTensor *out, struct TsrIter **it);
+
+/**
+ * Builds a reduction of `a` into `out`, which must have size 1 along
+ * every reduced dim (keepdim shape).
+ *
+ * # Safety
+ * Handles NULL or live; `it` NULL or writable.
+ */
+TsrStatus tsr_iter_reduce_op(struct TsrTensor *out, const struct TsrTensor *a, struct TsrIter **it);
+
+/**
+ * Frees an iterator (and its references to operands). NULL does nothing.
+ *
+ * # Safety
+ * `it` NULL or a live iterator from a build, not used afterwards (never a
+ * sub-iterator passed to a callback).
+ */
+void tsr_iter_free(struct TsrIter *it);
+
+/**
+ * Number of loop dims; -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_ndim(const struct TsrIter *it);
+
+/**
+ * The loop shape, innermost dim first (ndim values; borrowed, valid while
+ * the iterator lives). NULL for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+const int64_t *tsr_iter_shape(const struct TsrIter *it);
+
+/**
+ * Number of elements visited; -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_numel(const struct TsrIter *it);
+
+/**
+ * Number of operands (outputs + inputs); -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_ntensors(const struct TsrIter *it);
+
+/**
+ * Number of outputs; -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_noutputs(const struct TsrIter *it);
+
+/**
+ * Number of inputs; -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_ninputs(const struct TsrIter *it);
+
+/**
+ * Byte strides of operand `arg` per loop dim (ndim values, borrowed).
+ * NULL for NULL or an operand out of range.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+const int64_t *tsr_iter_strides(const struct TsrIter *it, int64_t arg);
+
+/**
+ * The dtype operand `arg` is iterated in; -1 for NULL or out of range.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+TsrDType tsr_iter_dtype(const struct TsrIter *it, int64_t arg);
+
+/**
+ * The common dtype computed by the build; -1 when there is none (inputs
+ * of different dtypes without promotion) or for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+TsrDType tsr_iter_common_dtype(const struct TsrIter *it);
+
+/**
+ * The address of operand `arg`'s first visited element (NULL for an
+ * empty iteration, NULL `it`, or out of range).
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+void *tsr_iter_data_ptr(const struct TsrIter *it, int64_t arg);
+
+/**
+ * A new reference to output `i` as the caller sees it: the tensor given,
+ * or the one the build allocated. NULL for NULL or out of range.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+struct TsrTensor *tsr_iter_output(const struct TsrIter *it, int64_t i);
+
+/**
+ * Whether one loop dim is contiguous for every operand (or one element).
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+bool tsr_iter_is_contiguous(const struct TsrIter *it);
+
+/**
+ * Whether the loop has a single dim.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+bool tsr_iter_is_trivial_1d(const struct TsrIter *it);
+
+/**
+ * The number of output elements a reduction writes; -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_num_output_elements(const struct TsrIter *it);
+
+/**
+ * The number of leading loop dims along which output 0 does not move;
+ * -1 for NULL.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+int64_t tsr_iter_num_reduce_dims(const struct TsrIter *it);
+
+/**
+ * Whether every operand's byte offsets and the element count fit in a
+ * signed 32-bit integer.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+bool tsr_iter_can_use_32bit_indexing(const struct TsrIter *it);
+
+/**
+ * Runs `loop` over every element, split across the thread pool
+ * (tsr_set_num_threads) in chunks of at least `grain_size` elements (<= 0:
+ * 32768; iterations below it run on the calling thread), then writes
+ * outputs computed in cast temporaries back to the caller's tensors.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (it or loop).
+ *
+ * # Safety
+ * `it` NULL or live; `loop` follows the TsrLoop2d contract.
+ */
+TsrStatus tsr_iter_for_each(struct TsrIter *it, TsrLoop2d loop_, void *user, int64_t grain_size);
+
+/**
+ * Runs `loop` over the flattened elements [begin, end) on the calling
+ * thread (end is clamped to numel). Does not write cast temporaries back:
+ * call tsr_iter_cast_outputs when every range is done.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (begin < 0).
+ *
+ * # Safety
+ * As tsr_iter_for_each.
+ */
+TsrStatus tsr_iter_serial_for_each(struct TsrIter *it,
+                                   TsrLoop2d loop_,
+                                   void *user,
+                                   int64_t begin,
+                                   int64_t end);
+
+/**
+ * Copies outputs that were computed in a temporary of the common dtype
+ * into the caller's tensors (with conversion). tsr_iter_for_each does this
+ * itself.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+TsrStatus tsr_iter_cast_outputs(struct TsrIter *it);
+
+/**
+ * A parallel reduction with one accumulator per chunk: `*acc` (acc_size
+ * bytes) holds the identity on entry; every chunk starts from a copy of
+ * it, runs `loop` with its own accumulator over its elements, and the
+ * chunk accumulators are combined into `*acc` in chunk order (a fixed
+ * thread count gives a reproducible result). Chunks hold at least
+ * `grain_size` elements (<= 0: 32768).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (it, loop, combine, or acc with acc_size >
+ * 0); TSR_ERR_INVALID_ARGUMENT (acc_size > 4096).
+ *
+ * # Safety
+ * `acc` readable and writable for acc_size bytes; callbacks follow the
+ * TsrLoop2d contract.
+ */
+TsrStatus tsr_iter_parallel_reduce(struct TsrIter *it,
+                                   TsrReduceLoop loop_,
+                                   TsrReduceCombine combine,
+                                   void *user,
+                                   void *acc,
+                                   size_t acc_size,
+                                   int64_t grain_size);
+
+/**
+ * Calls `fn` once per group of elements that reduce into the same output
+ * elements, with a sub-iterator whose non-reduced dims are fixed
+ * (borrowed: valid during the call only, never freed by the callee); run
+ * tsr_iter_serial_for_each on it. With `parallelize`, large reductions
+ * split over threads, calling `fn` concurrently.
+ *
+ * # Safety
+ * `it` NULL or live; `fn` callable from several threads when parallelize.
+ */
+TsrStatus tsr_iter_foreach_reduced_elt(struct TsrIter *it,
+                                       TsrSubIterFn fn_,
+                                       void *user,
+                                       bool parallelize);
+
+/**
+ * Calls `fn` with each piece of the iteration that is addressable with
+ * 32-bit offsets (halving the dim with the largest extent until every
+ * piece fits), in order; a piece is borrowed for the call only.
+ *
+ * # Safety
+ * `it` NULL or live.
+ */
+TsrStatus tsr_iter_for_each_32bit_piece(struct TsrIter *it, TsrSubIterFn fn_, void *user);
+
+/**
  * The library version, "MAJOR.MINOR.PATCH". Static; never NULL.
  */
 const char *tsr_version(void);
+
+/**
+ * Sets the number of threads parallel loops (tsr_iter_for_each, the
+ * built-in kernels) use; values below 1 mean 1. Process-wide.
+ */
+void tsr_set_num_threads(int32_t n);
+
+/**
+ * The number of threads parallel loops use (default: the machine's
+ * available parallelism).
+ */
+int32_t tsr_get_num_threads(void);
 
 /**
  * Creates a host object with `size` zeroed bytes (tsr_object_data) and

@@ -21,6 +21,9 @@ pub mod storage;
 pub mod tensor;
 
 pub mod ffi;
+pub mod iterator;
+pub mod kernels;
+pub mod parallel;
 
 pub use allocator::Allocator;
 pub use data_ptr::DataPtr;

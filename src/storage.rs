@@ -312,7 +312,7 @@ impl Storage {
     }
 
     /// The refcounted object (for the C handle).
-    pub fn as_ref(&self) -> &Ref<StorageImpl> {
+    pub fn as_rc(&self) -> &Ref<StorageImpl> {
         &self.0
     }
 

@@ -283,7 +283,7 @@ impl Allocator {
     }
 
     /// The refcounted object (for the C handle).
-    pub fn as_ref(&self) -> &Ref<AllocatorImpl> {
+    pub fn as_rc(&self) -> &Ref<AllocatorImpl> {
         &self.0
     }
 

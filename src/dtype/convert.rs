@@ -67,6 +67,50 @@ fn uint_or_float<T>(v: Scalar, from_uint: impl Fn(u64) -> T, from_float: impl Fn
     }
 }
 
+/// Reads one element of `dtype` at `p` as a Scalar (bool, integers,
+/// floating and complex types).
+///
+/// # Safety
+/// `p` must point at `dtype.itemsize()` readable bytes.
+pub unsafe fn read_scalar(p: *const u8, dtype: DType) -> Result<Scalar> {
+    macro_rules! rd {
+        ($t:ty) => {
+            // SAFETY: forwarded from the caller; unaligned reads are fine.
+            unsafe { (p as *const $t).read_unaligned() }
+        };
+    }
+    Ok(match dtype {
+        DType::Bool => Scalar::Bool(rd!(u8) != 0),
+        DType::Byte => Scalar::Int(rd!(u8) as i64),
+        DType::Char => Scalar::Int(rd!(i8) as i64),
+        DType::Short => Scalar::Int(rd!(i16) as i64),
+        DType::Int => Scalar::Int(rd!(i32) as i64),
+        DType::Long => Scalar::Int(rd!(i64)),
+        DType::UInt16 => Scalar::UInt(rd!(u16) as u64),
+        DType::UInt32 => Scalar::UInt(rd!(u32) as u64),
+        DType::UInt64 => Scalar::UInt(rd!(u64)),
+        DType::Half => Scalar::Float(rd!(half::f16).to_f64()),
+        DType::BFloat16 => Scalar::Float(rd!(half::bf16).to_f64()),
+        DType::Float => Scalar::Float(rd!(f32) as f64),
+        DType::Double => Scalar::Float(rd!(f64)),
+        DType::ComplexHalf => {
+            let parts = rd!([half::f16; 2]);
+            Scalar::Complex(parts[0].to_f64(), parts[1].to_f64())
+        }
+        DType::ComplexFloat => {
+            let parts = rd!([f32; 2]);
+            Scalar::Complex(parts[0] as f64, parts[1] as f64)
+        }
+        DType::ComplexDouble => {
+            let parts = rd!([f64; 2]);
+            Scalar::Complex(parts[0], parts[1])
+        }
+        DType::Float8E5M2 | DType::Float8E4M3Fn | DType::QInt8 | DType::QUInt8 | DType::QInt32 => {
+            crate::bail!(Unsupported, "reading a {dtype} element is not supported")
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,24 @@ pub extern "C" fn tsr_version() -> *const c_char {
     })
 }
 
+/// Sets the number of threads parallel loops (tsr_iter_for_each, the
+/// built-in kernels) use; values below 1 mean 1. Process-wide.
+#[no_mangle]
+pub extern "C" fn tsr_set_num_threads(n: i32) {
+    guard_value("tsr_set_num_threads", (), || {
+        crate::parallel::set_num_threads(n.max(1) as usize)
+    })
+}
+
+/// The number of threads parallel loops use (default: the machine's
+/// available parallelism).
+#[no_mangle]
+pub extern "C" fn tsr_get_num_threads() -> i32 {
+    guard_value("tsr_get_num_threads", 1, || {
+        crate::parallel::get_num_threads().min(i32::MAX as usize) as i32
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

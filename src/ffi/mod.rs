@@ -11,6 +11,7 @@ pub mod allocator;
 pub mod data_ptr;
 pub mod dtype;
 pub mod error;
+pub mod iter;
 pub mod library;
 pub mod object;
 pub(crate) mod refcount;

@@ -485,7 +485,7 @@ pub unsafe extern "C" fn tsr_tensor_copy(dst: *mut TsrTensor, src: *const TsrTen
     guard("tsr_tensor_copy", || {
         // SAFETY: forwarded from the caller.
         let (d, s) = unsafe { (tensor_arg(dst, "dst")?, tensor_arg(src, "src")?) };
-        crate::tensor::copy::copy_(&d, &s)
+        crate::kernels::copy_(&d, &s)
     })
 }
 

@@ -148,6 +148,53 @@ fn strides_in_order(sizes: &[i64], order: &[usize]) -> smallvec::SmallVec<[i64; 
     strides
 }
 
+/// Dense strides that keep the dim order of `strides` (what a copy with
+/// preserve format gets when the input is not dense): dims sorted by
+/// stride with the iterator's comparison (stride-0 dims stay put, equal
+/// strides put the smaller size inner).
+pub fn infer_dense_strides(sizes: &[i64], strides: &[i64]) -> smallvec::SmallVec<[i64; 6]> {
+    let n = sizes.len();
+    if n <= 1 {
+        return smallvec::SmallVec::from_elem(1, n);
+    }
+    // perm[0] is the innermost dim; start from the reversed dim order.
+    let mut perm: smallvec::SmallVec<[usize; 8]> = (0..n).rev().collect();
+    let after = |d0: usize, d1: usize| -> std::cmp::Ordering {
+        use std::cmp::Ordering::*;
+        let (s0, s1) = (strides[d0], strides[d1]);
+        if s0 == 0 || s1 == 0 {
+            return Equal;
+        }
+        match s0.cmp(&s1) {
+            Equal if sizes[d0] > sizes[d1] => Greater,
+            Equal => Equal,
+            other => other,
+        }
+    };
+    for i in 1..n {
+        let mut dim1 = i;
+        for dim0 in (0..i).rev() {
+            match after(perm[dim0], perm[dim1]) {
+                std::cmp::Ordering::Greater => {
+                    perm.swap(dim0, dim1);
+                    dim1 = dim0;
+                }
+                std::cmp::Ordering::Less => break,
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+    }
+    let mut out = smallvec::SmallVec::from_elem(0i64, n);
+    let mut acc = 1i64;
+    for &d in &perm {
+        out[d] = acc;
+        if sizes[d] > 1 {
+            acc *= sizes[d];
+        }
+    }
+    out
+}
+
 /// Strides of a fresh tensor of `sizes` in `format`.
 pub fn strides_for_format(
     sizes: &[i64],
@@ -277,6 +324,19 @@ mod tests {
         let s = strides_for_format(&[2, 3, 4, 5, 6], MemoryFormat::ChannelsLast3d).unwrap();
         assert_eq!(&s[..], &[360, 1, 90, 18, 3]);
         assert!(strides_for_format(&[2, 3], MemoryFormat::ChannelsLast).is_err());
+    }
+
+    #[test]
+    fn dense_strides_keep_the_order() {
+        assert_eq!(
+            &infer_dense_strides(&[3, 2, 4], &[5, 1, 15])[..],
+            &[2, 1, 6]
+        );
+        assert_eq!(
+            &infer_dense_strides(&[2, 1, 3, 5], &[5, 1, 25, 1])[..],
+            &[5, 1, 10, 1]
+        );
+        assert_eq!(&infer_dense_strides(&[4], &[3])[..], &[1]);
     }
 
     #[test]

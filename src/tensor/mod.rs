@@ -41,6 +41,9 @@ struct TensorMeta {
 /// The object behind a [`Tensor`] handle.
 pub struct TensorImpl {
     dtype: DType,
+    /// A 0-dim tensor standing for a number in type promotion (c10's
+    /// wrapped number).
+    wrapped_number: bool,
     meta: UnsafeCell<TensorMeta>,
     version: VersionSlot,
 }
@@ -67,6 +70,12 @@ impl TensorImpl {
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// Whether this 0-dim tensor stands for a plain number in type
+    /// promotion.
+    pub fn is_wrapped_number(&self) -> bool {
+        self.wrapped_number
     }
 
     /// The number of dims.
@@ -225,6 +234,7 @@ impl Tensor {
         let flags = LayoutFlags::compute(&sizes, &strides, numel);
         Ok(Tensor(Ref::new(TensorImpl {
             dtype,
+            wrapped_number: false,
             meta: UnsafeCell::new(TensorMeta {
                 storage: Some(storage),
                 offset,
@@ -300,20 +310,55 @@ impl Tensor {
 
     /// An uninitialized tensor with this one's sizes, dtype and device, laid
     /// out in `format` (Preserve: same strides when this tensor is
-    /// non-overlapping and dense, else the suggested format).
+    /// non-overlapping and dense, else dense strides in the same dim order).
     pub fn empty_like(&self, format: MemoryFormat) -> Result<Tensor> {
+        self.empty_like_dtype(format, self.dtype())
+    }
+
+    /// As empty_like, with another dtype.
+    pub fn empty_like_dtype(&self, format: MemoryFormat, dtype: DType) -> Result<Tensor> {
         match format {
             MemoryFormat::Preserve if self.is_non_overlapping_and_dense() => {
-                Tensor::empty_strided(self.sizes(), self.strides(), self.dtype(), self.device())
+                Tensor::empty_strided(self.sizes(), self.strides(), dtype, self.device())
             }
-            MemoryFormat::Preserve => Tensor::empty_with_format(
-                self.sizes(),
-                self.dtype(),
-                self.device(),
-                self.suggest_memory_format(),
-            ),
-            f => Tensor::empty_with_format(self.sizes(), self.dtype(), self.device(), f),
+            MemoryFormat::Preserve => {
+                let strides = layout::infer_dense_strides(self.sizes(), self.strides());
+                Tensor::empty_strided(self.sizes(), &strides, dtype, self.device())
+            }
+            f => Tensor::empty_with_format(self.sizes(), dtype, self.device(), f),
         }
+    }
+
+    /// A copy converted to `dtype` (same layout when dense); this tensor
+    /// itself when it already has that dtype.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let out = self.empty_like_dtype(MemoryFormat::Preserve, dtype)?;
+        crate::kernels::copy_(&out, self)?;
+        Ok(out)
+    }
+
+    /// A 0-dim CPU tensor holding `value` that acts as a wrapped number in
+    /// type promotion (its dtype: Bool, Long, UInt64, Double or
+    /// ComplexDouble).
+    pub fn wrapped_scalar(value: crate::dtype::Scalar) -> Result<Tensor> {
+        let dtype = value.dtype();
+        let storage = Storage::new(dtype.itemsize(), Device::CPU, false)?;
+        let mut t = Tensor::build(
+            storage,
+            0,
+            Dims::new(),
+            Dims::new(),
+            dtype,
+            VersionSlot::new(),
+        )?;
+        Ref::get_mut(&mut t.0)
+            .expect("a new tensor is unique")
+            .wrapped_number = true;
+        t.fill_(value)?;
+        Ok(t)
     }
 
     /// Channels-last (3d) when the strides are laid out that way and the
@@ -393,7 +438,7 @@ impl Tensor {
     }
 
     /// The refcounted object (for the C handle).
-    pub fn as_ref(&self) -> &Ref<TensorImpl> {
+    pub fn as_rc(&self) -> &Ref<TensorImpl> {
         &self.0
     }
 

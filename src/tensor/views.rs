@@ -219,7 +219,7 @@ impl Tensor {
     /// strides when dense, else the suggested format).
     pub fn clone_tensor(&self, format: MemoryFormat) -> Result<Tensor> {
         let out = self.empty_like(format)?;
-        super::copy::copy_(&out, self)?;
+        crate::kernels::copy_(&out, self)?;
         Ok(out)
     }
 }

@@ -1,0 +1,239 @@
+//! The builder of an iterator: operands and flags, with c10's defaults and
+//! interactions.
+
+use super::{TensorIterator, MAX_OPERANDS};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::{Dims, Tensor};
+use smallvec::SmallVec;
+
+/// Operands (outputs first) and flags of an iterator to build.
+///
+/// Defaults as c10: check_mem_overlap, check_all_same_dtype,
+/// check_all_same_device and resize_outputs on; everything else off.
+/// Turning on promote_inputs_to_common_dtype or
+/// cast_common_dtype_to_outputs turns check_all_same_dtype off.
+#[derive(Clone)]
+pub struct IterConfig {
+    pub(crate) outputs: SmallVec<[Option<Tensor>; 2]>,
+    pub(crate) inputs: SmallVec<[Tensor; 4]>,
+    pub(crate) check_mem_overlap: bool,
+    pub(crate) allow_cpu_scalars: bool,
+    pub(crate) is_reduction: bool,
+    pub(crate) resize_outputs: bool,
+    pub(crate) check_all_same_dtype: bool,
+    pub(crate) check_all_same_device: bool,
+    pub(crate) enforce_safe_casting_to_output: bool,
+    pub(crate) enforce_linear_iteration: bool,
+    pub(crate) promote_inputs_to_common_dtype: bool,
+    pub(crate) promote_integer_inputs_to_float: bool,
+    pub(crate) cast_common_dtype_to_outputs: bool,
+    pub(crate) resolve_overlap_by_copy: bool,
+    pub(crate) static_dtype: Option<DType>,
+    pub(crate) static_device: Option<Device>,
+    pub(crate) static_shape: Option<Dims>,
+}
+
+impl std::fmt::Debug for IterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IterConfig")
+            .field("noutputs", &self.outputs.len())
+            .field("ninputs", &self.inputs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for IterConfig {
+    fn default() -> Self {
+        IterConfig {
+            outputs: SmallVec::new(),
+            inputs: SmallVec::new(),
+            check_mem_overlap: true,
+            allow_cpu_scalars: false,
+            is_reduction: false,
+            resize_outputs: true,
+            check_all_same_dtype: true,
+            check_all_same_device: true,
+            enforce_safe_casting_to_output: false,
+            enforce_linear_iteration: false,
+            promote_inputs_to_common_dtype: false,
+            promote_integer_inputs_to_float: false,
+            cast_common_dtype_to_outputs: false,
+            resolve_overlap_by_copy: false,
+            static_dtype: None,
+            static_device: None,
+            static_shape: None,
+        }
+    }
+}
+
+macro_rules! flag_setter {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub fn $name(&mut self, value: bool) -> &mut Self {
+            self.$name = value;
+            self
+        }
+    };
+}
+
+impl IterConfig {
+    /// An empty config with c10's defaults.
+    pub fn new() -> IterConfig {
+        IterConfig::default()
+    }
+
+    fn check_room(&self) -> Result<()> {
+        let n = self.outputs.len() + self.inputs.len();
+        crate::ensure!(
+            n < MAX_OPERANDS,
+            InvalidArgument,
+            "the iterator already has {n} operands: at most {MAX_OPERANDS} are supported"
+        );
+        Ok(())
+    }
+
+    /// Adds an output: a tensor, or None to let the build allocate it.
+    /// Outputs must be added before any input.
+    pub fn add_output(&mut self, tensor: Option<Tensor>) -> Result<&mut Self> {
+        crate::ensure!(
+            self.inputs.is_empty(),
+            InvalidArgument,
+            "an output was added after {} input(s): add every output before the inputs",
+            self.inputs.len()
+        );
+        self.check_room()?;
+        self.outputs.push(tensor);
+        Ok(self)
+    }
+
+    /// Adds an input.
+    pub fn add_input(&mut self, tensor: Tensor) -> Result<&mut Self> {
+        self.check_room()?;
+        self.inputs.push(tensor);
+        Ok(self)
+    }
+
+    /// Adds an input that is a wrapped number: a 0-dim CPU tensor that takes
+    /// part in type promotion as a scalar (int32 tensor + 2.5 -> Float).
+    pub fn add_input_scalar(&mut self, value: crate::dtype::Scalar) -> Result<&mut Self> {
+        let t = Tensor::wrapped_scalar(value)?;
+        self.add_input(t)
+    }
+
+    flag_setter!(
+        /// Refuse outputs that overlap themselves or partially overlap an input.
+        check_mem_overlap
+    );
+    flag_setter!(
+        /// Accept 0-dim CPU inputs when the common device is not the CPU.
+        allow_cpu_scalars
+    );
+    flag_setter!(
+        /// Build a reduction: outputs keep stride 0 along reduced dims.
+        is_reduction
+    );
+    flag_setter!(
+        /// Resize defined outputs whose shape differs from the broadcast shape.
+        resize_outputs
+    );
+    flag_setter!(
+        /// Require every operand to have the same dtype.
+        check_all_same_dtype
+    );
+    flag_setter!(
+        /// Require every operand to be on the same device.
+        check_all_same_device
+    );
+    flag_setter!(
+        /// Refuse outputs the common dtype cannot be safely cast to.
+        enforce_safe_casting_to_output
+    );
+    flag_setter!(
+        /// Keep the tensors' own dim order (no reordering by strides).
+        enforce_linear_iteration
+    );
+    flag_setter!(
+        /// Widen integer (and bool) common dtypes to Float; needs
+        /// promote_inputs_to_common_dtype.
+        promote_integer_inputs_to_float
+    );
+    flag_setter!(
+        /// tessera's own (NumPy's COPY_IF_OVERLAP): copy an input that
+        /// partially overlaps an output to a temporary instead of refusing.
+        resolve_overlap_by_copy
+    );
+
+    /// Compute in the common dtype of the inputs (converting inputs on the
+    /// CPU); turns check_all_same_dtype off when on.
+    pub fn promote_inputs_to_common_dtype(&mut self, value: bool) -> &mut Self {
+        self.promote_inputs_to_common_dtype = value;
+        if value {
+            self.check_all_same_dtype = false;
+        }
+        self
+    }
+
+    /// Write the common dtype into outputs of other dtypes (through
+    /// temporaries on the CPU); turns check_all_same_dtype off when on.
+    pub fn cast_common_dtype_to_outputs(&mut self, value: bool) -> &mut Self {
+        self.cast_common_dtype_to_outputs = value;
+        if value {
+            self.check_all_same_dtype = false;
+        }
+        self
+    }
+
+    /// Fixes the common dtype (and the dtype of allocated outputs); needs
+    /// check_all_same_dtype(false).
+    pub fn declare_static_dtype(&mut self, dtype: DType) -> &mut Self {
+        self.static_dtype = Some(dtype);
+        self
+    }
+
+    /// Fixes the device of allocated outputs.
+    pub fn declare_static_device(&mut self, device: Device) -> &mut Self {
+        self.static_device = Some(device);
+        self
+    }
+
+    /// Fixes the loop shape instead of broadcasting; needs
+    /// resize_outputs(false).
+    pub fn declare_static_shape(&mut self, shape: &[i64]) -> &mut Self {
+        self.static_shape = Some(shape.iter().copied().collect());
+        self
+    }
+
+    /// Fixes the loop shape with the dims in `squash_dims` set to 1.
+    pub fn declare_static_shape_squashed(
+        &mut self,
+        shape: &[i64],
+        squash_dims: &[i64],
+    ) -> Result<&mut Self> {
+        let mut s: Dims = shape.iter().copied().collect();
+        for &d in squash_dims {
+            let w = crate::tensor::shape::wrap_dim(d, s.len())?;
+            if !s.is_empty() {
+                s[w] = 1;
+            }
+        }
+        self.static_shape = Some(s);
+        Ok(self)
+    }
+
+    /// The number of outputs added.
+    pub fn noutputs(&self) -> usize {
+        self.outputs.len()
+    }
+
+    /// The number of inputs added.
+    pub fn ninputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Runs the build pipeline.
+    pub fn build(&self) -> Result<TensorIterator> {
+        super::steps::build(self)
+    }
+}

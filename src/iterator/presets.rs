@@ -1,0 +1,131 @@
+//! The configurations of c10's common operators.
+
+use super::{IterConfig, TensorIterator};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+impl IterConfig {
+    /// Element-wise binary op (add, mul, ...): inputs promoted to their
+    /// common dtype, written to the output with a safe cast.
+    pub fn binary_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::new();
+        c.add_output(out.cloned())?
+            .add_input(a.clone())?
+            .add_input(b.clone())?;
+        c.allow_cpu_scalars(true)
+            .promote_inputs_to_common_dtype(true)
+            .cast_common_dtype_to_outputs(true)
+            .enforce_safe_casting_to_output(true);
+        Ok(c)
+    }
+
+    /// As binary_op, with integer inputs computed in Float (true division).
+    pub fn binary_float_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::binary_op(out, a, b)?;
+        c.promote_integer_inputs_to_float(true);
+        Ok(c)
+    }
+
+    /// Comparison: inputs promoted; a NULL output is allocated as Bool, a
+    /// given non-bool output receives the common dtype cast.
+    pub fn comparison_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::new();
+        c.add_output(out.cloned())?
+            .add_input(a.clone())?
+            .add_input(b.clone())?;
+        c.allow_cpu_scalars(true)
+            .promote_inputs_to_common_dtype(true);
+        match out {
+            None => {
+                c.declare_static_dtype(DType::Bool);
+            }
+            Some(o) if o.dtype() != DType::Bool => {
+                c.cast_common_dtype_to_outputs(true);
+            }
+            Some(_) => {}
+        }
+        Ok(c)
+    }
+
+    /// Element-wise unary op in the input's dtype.
+    pub fn unary_op(out: Option<&Tensor>, a: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::new();
+        c.add_output(out.cloned())?.add_input(a.clone())?;
+        c.cast_common_dtype_to_outputs(false)
+            .enforce_safe_casting_to_output(false)
+            .check_all_same_dtype(true);
+        Ok(c)
+    }
+
+    /// Unary op computed in a floating dtype (integers promote to Float).
+    pub fn unary_float_op(out: Option<&Tensor>, a: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::new();
+        c.add_output(out.cloned())?.add_input(a.clone())?;
+        c.promote_inputs_to_common_dtype(true)
+            .cast_common_dtype_to_outputs(true)
+            .enforce_safe_casting_to_output(true)
+            .promote_integer_inputs_to_float(true);
+        Ok(c)
+    }
+
+    /// An op with one output and no input (fill, random): the output is
+    /// not resized.
+    pub fn nullary_op(out: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::new();
+        c.check_all_same_dtype(false)
+            .add_output(Some(out.clone()))?;
+        c.resize_outputs(false);
+        Ok(c)
+    }
+
+    /// Reduction of `a` into `out`, which has size 1 (or stride 0) along
+    /// the reduced dims.
+    pub fn reduce_op(out: &Tensor, a: &Tensor) -> Result<IterConfig> {
+        let mut c = IterConfig::new();
+        c.check_mem_overlap(false)
+            .add_output(Some(out.clone()))?
+            .add_input(a.clone())?;
+        c.resize_outputs(false)
+            .is_reduction(true)
+            .promote_inputs_to_common_dtype(true);
+        Ok(c)
+    }
+}
+
+impl TensorIterator {
+    /// Builds [`IterConfig::binary_op`].
+    pub fn binary_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<TensorIterator> {
+        IterConfig::binary_op(out, a, b)?.build()
+    }
+
+    /// Builds [`IterConfig::binary_float_op`].
+    pub fn binary_float_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<TensorIterator> {
+        IterConfig::binary_float_op(out, a, b)?.build()
+    }
+
+    /// Builds [`IterConfig::comparison_op`].
+    pub fn comparison_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<TensorIterator> {
+        IterConfig::comparison_op(out, a, b)?.build()
+    }
+
+    /// Builds [`IterConfig::unary_op`].
+    pub fn unary_op(out: Option<&Tensor>, a: &Tensor) -> Result<TensorIterator> {
+        IterConfig::unary_op(out, a)?.build()
+    }
+
+    /// Builds [`IterConfig::unary_float_op`].
+    pub fn unary_float_op(out: Option<&Tensor>, a: &Tensor) -> Result<TensorIterator> {
+        IterConfig::unary_float_op(out, a)?.build()
+    }
+
+    /// Builds [`IterConfig::nullary_op`].
+    pub fn nullary_op(out: &Tensor) -> Result<TensorIterator> {
+        IterConfig::nullary_op(out)?.build()
+    }
+
+    /// Builds [`IterConfig::reduce_op`].
+    pub fn reduce_op(out: &Tensor, a: &Tensor) -> Result<TensorIterator> {
+        IterConfig::reduce_op(out, a)?.build()
+    }
+}

@@ -1,0 +1,614 @@
+//! The build pipeline, one function per step, in c10's order.
+
+use super::config::IterConfig;
+use super::overlap::{self, MemOverlap, MemOverlapStatus};
+use super::{Operand, TensorIterator};
+use crate::device::Device;
+use crate::dtype::{can_cast, DType, ResultTypeState};
+use crate::error::Result;
+use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
+
+/// Builds an iterator from a config.
+pub(crate) fn build(config: &IterConfig) -> Result<TensorIterator> {
+    validate_flags(config)?;
+    let mut it = TensorIterator::empty(
+        config.outputs.len(),
+        config.is_reduction,
+        config.enforce_linear_iteration,
+    );
+    it.populate_operands(config);
+    it.mark_outputs();
+    it.compute_mem_overlaps(config)?;
+    it.compute_shape(config)?;
+    it.mark_resize_outputs(config)?;
+    it.compute_types(config)?;
+    if !it.fast_set_up(config)? {
+        it.compute_strides(config.static_shape.is_some());
+        it.reorder_dimensions();
+        it.allocate_or_resize_outputs()?;
+        it.coalesce_dimensions();
+    }
+    it.set_data_ptrs();
+    Ok(it)
+}
+
+/// Refuses flag combinations that cannot work, whatever order the
+/// setters were called in.
+fn validate_flags(c: &IterConfig) -> Result<()> {
+    crate::ensure!(
+        !c.outputs.is_empty() || !c.inputs.is_empty(),
+        InvalidArgument,
+        "the iterator has no operands: add at least one output or input"
+    );
+    crate::ensure!(
+        !c.promote_integer_inputs_to_float || c.promote_inputs_to_common_dtype,
+        InvalidArgument,
+        "promote_integer_inputs_to_float needs promote_inputs_to_common_dtype to be on"
+    );
+    crate::ensure!(
+        c.static_dtype.is_none() || !c.check_all_same_dtype,
+        InvalidArgument,
+        "declare_static_dtype needs check_all_same_dtype(false)"
+    );
+    crate::ensure!(
+        c.static_shape.is_none() || !c.resize_outputs,
+        InvalidArgument,
+        "declare_static_shape needs resize_outputs(false)"
+    );
+    if let Some(s) = &c.static_shape {
+        crate::ensure!(
+            s.len() <= crate::tensor::MAX_DIMS && s.iter().all(|&x| x >= 0),
+            Shape,
+            "static shape {s:?} is invalid: expected at most {} non-negative sizes",
+            crate::tensor::MAX_DIMS
+        );
+    }
+    Ok(())
+}
+
+fn describe(op: &Operand, i: usize, num_outputs: usize) -> String {
+    if op.is_output {
+        format!("output {i}")
+    } else {
+        format!("input {}", i - num_outputs)
+    }
+}
+
+impl TensorIterator {
+    /// Step 1: one operand per output, then per input.
+    fn populate_operands(&mut self, config: &IterConfig) {
+        for out in &config.outputs {
+            self.operands.push(Operand::new(out.clone(), true));
+        }
+        for input in &config.inputs {
+            self.operands.push(Operand::new(Some(input.clone()), false));
+        }
+    }
+
+    /// Step 2: an output that is the same tensor as an input is read-write.
+    fn mark_outputs(&mut self) {
+        let n = self.num_outputs;
+        for i in 0..n {
+            let Some(out) = self.operands[i].tensor.clone() else {
+                continue;
+            };
+            let rw = self.operands[n..]
+                .iter()
+                .any(|op| op.tensor.as_ref().is_some_and(|t| Tensor::ptr_eq(t, &out)));
+            self.operands[i].is_read_write = rw;
+        }
+    }
+
+    /// Step 3: refuse outputs that write one location twice, and inputs
+    /// that partially overlap an output (or copy them, with
+    /// resolve_overlap_by_copy). Exact aliasing is allowed.
+    fn compute_mem_overlaps(&mut self, config: &IterConfig) -> Result<()> {
+        if !config.check_mem_overlap {
+            return Ok(());
+        }
+        let n = self.num_outputs;
+        for i in 0..n {
+            let Some(out) = self.operands[i].tensor.clone() else {
+                continue;
+            };
+            crate::ensure!(
+                overlap::has_internal_overlap(&out) != MemOverlap::Yes,
+                Overlap,
+                "output {i} (sizes {:?}, strides {:?}) refers to one memory location through \
+                 several elements: clone it before writing to it",
+                out.sizes(),
+                out.strides()
+            );
+            for j in n..self.operands.len() {
+                let input = self.operands[j].tensor.clone().expect("inputs are defined");
+                if Tensor::ptr_eq(&input, &out) {
+                    continue;
+                }
+                if config.resolve_overlap_by_copy {
+                    if overlap::may_partially_overlap(&out, &input) {
+                        self.operands[j].tensor = Some(input.clone_tensor(MemoryFormat::Preserve)?);
+                    }
+                    continue;
+                }
+                crate::ensure!(
+                    overlap::get_overlap_status(&out, &input) != MemOverlapStatus::Partial,
+                    Overlap,
+                    "input {} partially overlaps output {i} in memory: clone the input, or turn on \
+                     resolve_overlap_by_copy",
+                    j - n
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 4: the broadcast shape of the operands that take part (outputs
+    /// being resized do not), or the static shape.
+    fn compute_shape(&mut self, config: &IterConfig) -> Result<()> {
+        if let Some(s) = &config.static_shape {
+            self.shape = s.clone();
+            self.all_ops_same_shape = false;
+            return Ok(());
+        }
+        self.all_ops_same_shape = true;
+        let (mut has_scalars, mut has_tensors) = (false, false);
+        let mut first = true;
+        for (i, op) in self.operands.iter().enumerate() {
+            let Some(t) = op.tensor.as_ref() else {
+                continue;
+            };
+            if config.resize_outputs && op.is_output {
+                continue;
+            }
+            let sizes = t.sizes();
+            if sizes.is_empty() {
+                has_scalars = true;
+            } else {
+                has_tensors = true;
+            }
+            if has_scalars && has_tensors {
+                self.all_ops_same_shape = false;
+            }
+            if first {
+                self.shape = sizes.iter().copied().collect();
+                first = false;
+            } else if sizes != &self.shape[..] {
+                self.all_ops_same_shape = false;
+                self.shape = shape::broadcast_shapes(&self.shape, sizes).map_err(|e| {
+                    e.context(format!(
+                        "cannot broadcast {} (sizes {sizes:?}) with the shape of the operands before it",
+                        describe(op, i, self.num_outputs)
+                    ))
+                })?;
+            }
+        }
+        self.all_ops_are_scalars = !has_tensors;
+        crate::ensure!(
+            self.shape.len() <= crate::tensor::MAX_DIMS,
+            Shape,
+            "the broadcast shape has {} dims: at most {} are supported",
+            self.shape.len(),
+            crate::tensor::MAX_DIMS
+        );
+        Ok(())
+    }
+
+    /// Step 5: defined outputs whose shape differs get resized (unless
+    /// read-write); without resize_outputs only reductions may differ.
+    fn mark_resize_outputs(&mut self, config: &IterConfig) -> Result<()> {
+        if config.static_shape.is_some() {
+            return Ok(());
+        }
+        for i in 0..self.num_outputs {
+            let op = &self.operands[i];
+            let Some(t) = op.tensor.as_ref() else {
+                continue;
+            };
+            if t.sizes() == &self.shape[..] {
+                continue;
+            }
+            if config.resize_outputs && !op.is_read_write {
+                self.operands[i].will_resize = true;
+                continue;
+            }
+            crate::ensure!(
+                self.is_reduction,
+                Shape,
+                "output {i} with shape {:?} doesn't match the broadcast shape {:?}",
+                t.sizes(),
+                self.shape
+            );
+        }
+        Ok(())
+    }
+
+    /// c10's result_type over the inputs (dimensioned, 0-dim and wrapped
+    /// scalar buckets).
+    fn compute_common_dtype(&self) -> Result<Option<DType>> {
+        let mut state = ResultTypeState::default();
+        for op in self.operands.iter().filter(|op| !op.is_output) {
+            let t = op.tensor.as_ref().expect("inputs are defined");
+            if t.is_wrapped_number() {
+                state.update_wrapped(t.dtype())?;
+            } else {
+                state.update_tensor(t.dtype(), t.ndim())?;
+            }
+        }
+        state.result()
+    }
+
+    /// Step 6: the common dtype and device, the dtype and device checks,
+    /// and the CPU temporaries for casts.
+    fn compute_types(&mut self, config: &IterConfig) -> Result<()> {
+        let mut common_device = Device::CPU;
+        let mut common: Option<DType> = None;
+        let mut output_dtype: Option<DType> = None;
+        let (mut diff_inputs, mut diff_outputs, mut undefined_outputs) = (false, false, false);
+
+        for (i, op) in self.operands.iter_mut().enumerate() {
+            if op.target_dtype.is_none() {
+                match config.static_dtype {
+                    Some(d) => op.target_dtype = Some(d),
+                    None => undefined_outputs = true,
+                }
+                match config.static_device {
+                    Some(d) => op.device = Some(d),
+                    None => crate::ensure!(
+                        config.check_all_same_device,
+                        InvalidArgument,
+                        "output {i} is NULL and check_all_same_device is off: declare_static_device \
+                         to say where to allocate it"
+                    ),
+                }
+                continue;
+            }
+            let Some(t) = op.tensor.as_ref() else {
+                continue;
+            };
+            let d = t.dtype();
+            if common_device.is_cpu() && !t.device().is_cpu() {
+                common_device = t.device();
+            }
+            let (slot, differs) = if op.is_output {
+                (&mut output_dtype, &mut diff_outputs)
+            } else {
+                (&mut common, &mut diff_inputs)
+            };
+            match *slot {
+                None => *slot = Some(d),
+                Some(prev) if prev != d => *differs = true,
+                _ => {}
+            }
+        }
+
+        if diff_inputs
+            && !config.promote_inputs_to_common_dtype
+            && (undefined_outputs
+                || config.enforce_safe_casting_to_output
+                || config.cast_common_dtype_to_outputs)
+        {
+            crate::bail!(
+                DType,
+                "the inputs have different dtypes ({}) and promote_inputs_to_common_dtype is off: \
+                 there is no common dtype to {}",
+                self.input_dtype_list(),
+                if undefined_outputs {
+                    "allocate outputs in"
+                } else {
+                    "cast outputs from"
+                }
+            );
+        }
+        if config.check_all_same_dtype
+            && (diff_inputs
+                || diff_outputs
+                || (output_dtype.is_some() && common.is_some() && common != output_dtype))
+        {
+            let expected = common.or(output_dtype).expect("some operand has a dtype");
+            for (i, op) in self.operands.iter().enumerate() {
+                if let Some(d) = op.tensor.as_ref().map(|t| t.dtype()) {
+                    crate::ensure!(
+                        d == expected,
+                        DType,
+                        "found dtype {d} for {} but expected {expected}: all operands must have \
+                         the same dtype (turn off check_all_same_dtype, or promote inputs)",
+                        describe(op, i, self.num_outputs)
+                    );
+                }
+            }
+        }
+        if !undefined_outputs
+            && !config.check_all_same_device
+            && !config.promote_inputs_to_common_dtype
+            && !config.cast_common_dtype_to_outputs
+            && !config.enforce_safe_casting_to_output
+        {
+            self.common_dtype = if diff_inputs { None } else { common };
+            return Ok(());
+        }
+        if (diff_inputs || self.all_ops_are_scalars) && config.promote_inputs_to_common_dtype {
+            common = self.compute_common_dtype()?;
+        }
+        if config.promote_integer_inputs_to_float && common.is_some_and(|d| d.is_integral(true)) {
+            common = Some(DType::Float);
+        }
+        self.common_dtype = common;
+
+        let n = self.num_outputs;
+        for i in 0..self.operands.len() {
+            let op = &mut self.operands[i];
+            let type_defined = op.target_dtype.is_some();
+            let device_defined = op.device.is_some();
+            if !type_defined {
+                op.target_dtype = Some(common.ok_or_else(|| {
+                    crate::err!(
+                        DType,
+                        "cannot infer the dtype of output {i}: it is NULL and there is no input or \
+                         static dtype to take it from"
+                    )
+                })?);
+            }
+            if !device_defined {
+                op.device = Some(common_device);
+            }
+            if !type_defined && !device_defined {
+                continue;
+            }
+            let Some(t) = op.tensor.clone() else { continue };
+            let current = t.dtype();
+            if config.check_all_same_device {
+                let cpu_scalar = config.allow_cpu_scalars
+                    && !op.is_output
+                    && t.ndim() == 0
+                    && t.device().is_cpu();
+                if !cpu_scalar || common_device.is_cpu() {
+                    crate::ensure!(
+                        t.device().same_as(common_device),
+                        Device,
+                        "expected all operands on the same device, but {} is on {} and another on \
+                         {common_device}",
+                        describe(op, i, n),
+                        t.device()
+                    );
+                }
+            }
+            let Some(common) = common else { continue };
+            if config.enforce_safe_casting_to_output && op.is_output && current != common {
+                crate::ensure!(
+                    can_cast(common, current),
+                    DType,
+                    "result type {common} can't be cast to the desired output type {current} of output {i}"
+                );
+            }
+            if common_device.is_cpu() {
+                if config.cast_common_dtype_to_outputs && op.is_output && current != common {
+                    let temp = t.empty_like_dtype(MemoryFormat::Contiguous, common)?;
+                    op.original = Some(t.clone());
+                    op.tensor = Some(temp);
+                    op.current_dtype = Some(common);
+                    op.target_dtype = Some(common);
+                }
+                if config.promote_inputs_to_common_dtype && !op.is_output && current != common {
+                    op.tensor = Some(t.to_dtype(common)?);
+                    op.current_dtype = Some(common);
+                    op.target_dtype = Some(common);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn input_dtype_list(&self) -> String {
+        self.operands
+            .iter()
+            .filter(|op| !op.is_output)
+            .filter_map(|op| op.tensor.as_ref().map(|t| t.dtype().name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Step 7: when every operand has the loop shape and one dense layout
+    /// (contiguous, channels-last, or identical dense strides), allocate
+    /// outputs in it and use a single dim of numel elements.
+    fn fast_set_up(&mut self, _config: &IterConfig) -> Result<bool> {
+        #[derive(PartialEq)]
+        enum Fast {
+            Contiguous,
+            ChannelsLast,
+            Dense(usize),
+        }
+        if self.is_reduction || !self.all_ops_same_shape {
+            return Ok(false);
+        }
+        let participating = || {
+            self.operands
+                .iter()
+                .filter(|op| op.defined() && !op.will_resize)
+        };
+        let kind = if self.enforce_linear_iteration {
+            if !participating().all(|op| {
+                op.tensor
+                    .as_ref()
+                    .unwrap()
+                    .is_contiguous(MemoryFormat::Contiguous)
+            }) {
+                return Ok(false);
+            }
+            Fast::Contiguous
+        } else if participating().all(|op| {
+            op.tensor
+                .as_ref()
+                .unwrap()
+                .is_contiguous(MemoryFormat::Contiguous)
+        }) {
+            Fast::Contiguous
+        } else if participating().all(|op| {
+            op.tensor
+                .as_ref()
+                .unwrap()
+                .is_contiguous(MemoryFormat::ChannelsLast)
+        }) {
+            Fast::ChannelsLast
+        } else if participating()
+            .all(|op| op.tensor.as_ref().unwrap().is_non_overlapping_and_dense())
+        {
+            // Inputs first (from the back), then outputs: all strides equal.
+            let mut reference: Option<usize> = None;
+            for i in (0..self.operands.len()).rev() {
+                let op = &self.operands[i];
+                if !op.defined() || op.will_resize {
+                    continue;
+                }
+                match reference {
+                    None => reference = Some(i),
+                    Some(r) => {
+                        if self.tensor(r).strides() != op.tensor.as_ref().unwrap().strides() {
+                            return Ok(false);
+                        }
+                    }
+                }
+            }
+            match reference {
+                Some(r) => Fast::Dense(r),
+                None => return Ok(false),
+            }
+        } else {
+            return Ok(false);
+        };
+
+        let shape = self.shape.clone();
+        for i in 0..self.num_outputs {
+            match &kind {
+                Fast::Contiguous => self.set_output(i, &shape, None, MemoryFormat::Contiguous)?,
+                Fast::ChannelsLast => {
+                    self.set_output(i, &shape, None, MemoryFormat::ChannelsLast)?
+                }
+                Fast::Dense(r) => {
+                    let strides: Dims = self.tensor(*r).strides().iter().copied().collect();
+                    self.set_output(i, &shape, Some(&strides), MemoryFormat::Contiguous)?
+                }
+            }
+        }
+        if self.shape.len() > 1 {
+            self.has_coalesced_dimensions = true;
+        }
+        if !self.shape.is_empty() {
+            let numel = self.numel();
+            self.shape = smallvec::smallvec![numel];
+        }
+        let ndim = self.shape.len();
+        for op in self.operands.iter_mut() {
+            let item = op
+                .tensor
+                .as_ref()
+                .expect("outputs are allocated")
+                .itemsize() as i64;
+            op.stride_bytes = smallvec::SmallVec::from_elem(item, ndim);
+        }
+        Ok(true)
+    }
+
+    /// Step 9: allocate undefined outputs (and resize outputs marked so)
+    /// with contiguous strides in the loop's dim order, so their layout
+    /// follows the inputs'.
+    fn allocate_or_resize_outputs(&mut self) -> Result<()> {
+        let ndim = self.shape.len();
+        let inverted = self
+            .perm
+            .iter()
+            .enumerate()
+            .all(|(j, &p)| p as usize == ndim - 1 - j);
+        let tensor_shape = self.invert_perm(&self.shape);
+        for i in 0..self.num_outputs {
+            let op = &self.operands[i];
+            if op.defined() && !op.will_resize {
+                continue;
+            }
+            let dtype = op
+                .target_dtype
+                .expect("compute_types gave every output a dtype");
+            let item = dtype.itemsize() as i64;
+            let stride_bytes = self.compatible_stride(item);
+            if inverted {
+                self.set_output(i, &tensor_shape, None, MemoryFormat::Contiguous)?;
+            } else {
+                let strides: Dims = self
+                    .invert_perm(&stride_bytes)
+                    .iter()
+                    .map(|s| s / item)
+                    .collect();
+                self.set_output(i, &tensor_shape, Some(&strides), MemoryFormat::Contiguous)?;
+            }
+            let op = &mut self.operands[i];
+            op.stride_bytes = stride_bytes;
+            op.current_dtype = Some(dtype);
+        }
+        Ok(())
+    }
+
+    /// Gives output `i` the sizes and strides (None: `format`): allocates
+    /// it when undefined, resizes it when marked, leaves it otherwise.
+    fn set_output(
+        &mut self,
+        i: usize,
+        sizes: &[i64],
+        strides: Option<&[i64]>,
+        format: MemoryFormat,
+    ) -> Result<()> {
+        let op = &self.operands[i];
+        let strides: Dims = match strides {
+            Some(s) => s.iter().copied().collect(),
+            None => layout::strides_for_format(sizes, format)?,
+        };
+        if op.tensor.is_none() {
+            let dtype = op.target_dtype.expect("output dtype known");
+            let device = op.device.unwrap_or(Device::CPU);
+            let t = Tensor::empty_strided(sizes, &strides, dtype, device)?;
+            let op = &mut self.operands[i];
+            op.current_dtype = Some(dtype);
+            op.tensor = Some(t);
+        } else if op.will_resize {
+            let t = op.tensor.clone().expect("defined");
+            resize_output(&t, sizes, &strides).map_err(|e| e.context(format!("output {i}")))?;
+            if let Some(orig) = &self.operands[i].original {
+                resize_output(orig, sizes, &layout::contiguous_strides(sizes))
+                    .map_err(|e| e.context(format!("output {i}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 11: every operand's first element.
+    fn set_data_ptrs(&mut self) {
+        for op in self.operands.iter_mut() {
+            op.data = op
+                .tensor
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |t| t.data_ptr() as *mut u8);
+        }
+    }
+}
+
+/// Gives an existing output new sizes and strides in place, growing its
+/// storage if it is resizable (c10's resize_output).
+fn resize_output(t: &Tensor, sizes: &[i64], strides: &[i64]) -> Result<()> {
+    let offset = t.storage_offset();
+    let needed = layout::storage_nbytes_needed(sizes, strides, offset, t.itemsize())?;
+    let storage = t.storage().clone();
+    if needed > storage.nbytes() {
+        crate::ensure!(
+            storage.resizable(),
+            NotResizable,
+            "shape {:?} must become {sizes:?}, which needs {needed} bytes, but its storage has {} \
+             bytes and is not resizable",
+            t.sizes(),
+            storage.nbytes()
+        );
+        // SAFETY: an output handed to an iterator that resizes outputs must
+        // not be used by other threads during the build (c10's out= rule,
+        // documented on the C API).
+        unsafe { storage.resize(needed)? };
+    }
+    // SAFETY: as above.
+    unsafe { t.set_(&storage, offset, sizes, Some(strides)) }
+}
