@@ -21,6 +21,161 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * DLPack data structures (https://github.com/dmlc/dlpack), version 1.1:
+ * the same names, values and layouts as dlpack.h, declared under
+ * dlpack.h's include guard DLPACK_DLPACK_H_ so both headers can be
+ * included in either order:
+ * - dlpack.h first: its guard is defined, this block is skipped and
+ *   tessera's functions take dlpack.h's own types (dlpack.h must be of
+ *   major version 1, as tessera; another stops compilation with #error).
+ * - tessera.h first: this block defines the guard, so a later
+ *   #include <dlpack/dlpack.h> is skipped instead of redefining the types.
+ *   Declared here: the version macros, DLPACK_EXTERN_C, DLPACK_DLL, the
+ *   device types, type codes, flags and structs of dlpack.h 1.1, not the
+ *   Python exchange API of newer dlpack.h releases (DLPackExchangeAPI and
+ *   its function types); a host that needs those includes dlpack.h first.
+ */
+#ifndef DLPACK_DLPACK_H_
+#define DLPACK_DLPACK_H_
+
+#ifdef __cplusplus
+#define DLPACK_EXTERN_C extern "C"
+#else
+#define DLPACK_EXTERN_C
+#endif
+
+/** The DLPack major version these declarations follow. */
+#define DLPACK_MAJOR_VERSION 1
+/** The DLPack minor version these declarations follow. */
+#define DLPACK_MINOR_VERSION 1
+
+#ifdef _WIN32
+#ifdef DLPACK_EXPORTS
+#define DLPACK_DLL __declspec(dllexport)
+#else
+#define DLPACK_DLL __declspec(dllimport)
+#endif
+#else
+#define DLPACK_DLL
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A DLPack version: a new major version changes the struct layout. */
+typedef struct {
+    uint32_t major;
+    uint32_t minor;
+} DLPackVersion;
+
+/** Where a DLTensor's memory lives. */
+#ifdef __cplusplus
+typedef enum : int32_t {
+#else
+typedef enum {
+#endif
+    kDLCPU = 1,
+    kDLCUDA = 2,
+    kDLCUDAHost = 3,
+    kDLOpenCL = 4,
+    kDLVulkan = 7,
+    kDLMetal = 8,
+    kDLVPI = 9,
+    kDLROCM = 10,
+    kDLROCMHost = 11,
+    kDLExtDev = 12,
+    kDLCUDAManaged = 13,
+    kDLOneAPI = 14,
+    kDLWebGPU = 15,
+    kDLHexagon = 16,
+    kDLMAIA = 17,
+    kDLTrn = 18
+} DLDeviceType;
+
+/** A device type and index (0 for host memory). */
+typedef struct {
+    DLDeviceType device_type;
+    int32_t device_id;
+} DLDevice;
+
+/** The values of DLDataType.code. */
+typedef enum {
+    kDLInt = 0U,
+    kDLUInt = 1U,
+    kDLFloat = 2U,
+    kDLOpaqueHandle = 3U,
+    kDLBfloat = 4U,
+    kDLComplex = 5U,
+    kDLBool = 6U,
+    kDLFloat8_e3m4 = 7U,
+    kDLFloat8_e4m3 = 8U,
+    kDLFloat8_e4m3b11fnuz = 9U,
+    kDLFloat8_e4m3fn = 10U,
+    kDLFloat8_e4m3fnuz = 11U,
+    kDLFloat8_e5m2 = 12U,
+    kDLFloat8_e5m2fnuz = 13U,
+    kDLFloat8_e8m0fnu = 14U,
+    kDLFloat6_e2m3fn = 15U,
+    kDLFloat6_e3m2fn = 16U,
+    kDLFloat4_e2m1fn = 17U
+} DLDataTypeCode;
+
+/** An element type: a DLDataTypeCode, bits per lane, lanes. */
+typedef struct {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} DLDataType;
+
+/** A strided view of memory (strides in elements, NULL: compact). */
+typedef struct {
+    void *data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t *shape;
+    int64_t *strides;
+    uint64_t byte_offset;
+} DLTensor;
+
+/** A DLTensor with its owner (legacy, unversioned). */
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
+/** DLManagedTensorVersioned.flags: the consumer must not write. */
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
+/** DLManagedTensorVersioned.flags: the producer made a copy. */
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
+/** DLManagedTensorVersioned.flags: sub-byte elements are padded. */
+#define DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (1UL << 2UL)
+
+/** A DLTensor with its owner, version and flags. */
+typedef struct DLManagedTensorVersioned {
+    DLPackVersion version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* DLPACK_DLPACK_H_ */
+
+/* tessera's functions take DLPack 1.x structs: a dlpack.h of another
+ * major version (another layout) must not be mixed with them. */
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
+#error "tessera.h needs a dlpack.h of major version 1 (DLPack 1.x)"
+#endif
+
+
 /**
  * Major version, as in tsr_version().
  */
@@ -950,6 +1105,92 @@ TsrStatus tsr_data_ptr_compare_exchange_deleter(struct TsrDataPtr *p,
  * `p` NULL or a valid TsrDataPtr.
  */
 void *tsr_data_ptr_cast_context(const struct TsrDataPtr *p, TsrDeleterFn expected);
+
+/**
+ * Exports `t` as a DLPack 1.1 managed tensor and writes it to `*out`.
+ *
+ * The result shares t's memory (no copy): `dl_tensor.data` is the address
+ * of the first element with `byte_offset` 0 (NULL when t has no
+ * elements), `shape` and `strides` (in elements, never NULL) live in the
+ * same allocation as the struct, `flags` is 0 (writable, not a copy),
+ * `version` is {1, 1}. CPU tensors are kDLCPU device 0; CUDA tensors are
+ * kDLCUDA with their device index, an unresolved index -1 ("current
+ * device") being exported as 0. `manager_ctx` is t's storage
+ * (TsrStorage*), of which the export holds one reference: the memory
+ * stays valid after t is released, until the deleter runs. The caller
+ * owns the result and calls its `deleter` exactly once (or hands it to a
+ * consumer that does); the deleter may run on any thread. Later metadata
+ * changes to t (tsr_tensor_set) do not affect the export, but
+ * tsr_storage_resize on t's storage frees the memory the export points
+ * to, as it does for every view of that storage.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
+ * message); TSR_ERR_DTYPE (quantized dtypes); TSR_ERR_OUT_OF_MEMORY.
+ * `*out` is untouched on error.
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_to_dlpack(const struct TsrTensor *t, DLManagedTensorVersioned **out);
+
+/**
+ * As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)
+ * DLManagedTensor for consumers that do not read the versioned struct.
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor **out);
+
+/**
+ * Imports a DLPack managed tensor as a tessera tensor viewing its memory
+ * (no copy) and writes a new reference to `*out`.
+ *
+ * Ownership: `consumed` is always consumed when it is not NULL. On
+ * success tessera calls its deleter exactly once, when the last tensor or
+ * storage using the memory is released (on any thread). On every error
+ * tessera calls its deleter before returning, as the DLPack spec asks of
+ * a consumer refusing another major version; the caller must not touch
+ * it again either way. (From Python, rename the capsule to
+ * "used_dltensor_versioned" before the call.)
+ *
+ * Accepted: major version 1 (any minor); dtypes with a tessera
+ * equivalent (lanes 1); kDLCPU and kDLCUDAHost (as CPU), kDLCUDA and
+ * kDLCUDAManaged (as CUDA device_id); NULL strides (compact row-major);
+ * any byte_offset that keeps the first element aligned for its dtype.
+ * The tensor's storage starts at data + byte_offset and spans exactly the
+ * bytes the view addresses; it is not resizable. The DLPack shape and
+ * strides arrays are copied.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (consumed, out, or shape with ndim > 0);
+ * TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
+ * read-only tensors, since tessera tensors are writable; negative strides
+ * on dims of size > 1; DLPack devices tessera does not import);
+ * TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
+ * not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
+ * TSR_ERR_INVALID_ARGUMENT (NULL data with elements, a misaligned first
+ * element, an unknown device type, a CUDA device_id beyond 127);
+ * TSR_ERR_OUT_OF_MEMORY (sizes whose span overflows). `*out` is
+ * untouched on error.
+ *
+ * # Safety
+ * `consumed` NULL or a valid managed tensor the caller owns, whose
+ * shape (and strides, unless NULL) hold `ndim` values and whose memory
+ * spans the view; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_from_dlpack(DLManagedTensorVersioned *consumed, struct TsrTensor **out);
+
+/**
+ * As tsr_tensor_from_dlpack, for a legacy (unversioned) DLManagedTensor:
+ * no version or flags to check. Ownership is the same: `consumed` is
+ * always consumed when not NULL (from Python, rename the capsule to
+ * "used_dltensor" before the call).
+ *
+ * # Safety
+ * As tsr_tensor_from_dlpack.
+ */
+TsrStatus tsr_tensor_from_dlpack_legacy(DLManagedTensor *consumed, struct TsrTensor **out);
 
 /**
  * Bytes per element of `dtype`; 0 for a number that is not a supported

@@ -15,6 +15,7 @@ pub mod error;
 pub mod allocator;
 pub mod data_ptr;
 pub mod device;
+pub mod dlpack;
 pub mod dtype;
 pub mod refcount;
 pub mod storage;

@@ -9,6 +9,7 @@
 
 pub mod allocator;
 pub mod data_ptr;
+pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod iter;
