@@ -207,7 +207,7 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
     }
     let storage = t.storage().clone();
     // manager_ctx: the storage handle the block holds a reference of.
-    let manager_ctx = Ref::as_ptr(storage.as_ref()) as *mut c_void;
+    let manager_ctx = Ref::as_ptr(storage.as_rc()) as *mut c_void;
     let dl_tensor = DLTensor {
         data: t.data_ptr(),
         device,
