@@ -9,7 +9,8 @@ impl TensorIterator {
     /// Byte strides of every defined operand not being resized, broadcast
     /// dims (size 1 against a larger loop size) getting stride 0. Still in
     /// the tensors' dim order (outermost first).
-    pub(crate) fn compute_strides(&mut self, static_shape: bool) {
+    pub(crate) fn compute_strides(&mut self) {
+        let static_shape = self.shape_is_static;
         let ndim = self.shape.len();
         for op in self.operands.iter_mut() {
             let Some(t) = op.tensor.as_ref() else {
