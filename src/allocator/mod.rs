@@ -2,6 +2,7 @@
 //! refcounted [`Allocator`] handle with statistics, the per-device-type
 //! registry, the built-in CPU allocator and the memory reporter.
 
+pub mod caching;
 pub mod cpu;
 pub mod registry;
 pub mod reporter;
