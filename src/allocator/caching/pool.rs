@@ -251,7 +251,7 @@ impl SmallBins {
     /// compiler see the bound; sizes are 512..=2 MiB, multiples of 512).
     #[inline]
     fn class(size: usize) -> usize {
-        debug_assert!(size >= MIN_BLOCK && size <= SMALL_SEGMENT && size % MIN_BLOCK == 0);
+        debug_assert!((MIN_BLOCK..=SMALL_SEGMENT).contains(&size) && size % MIN_BLOCK == 0);
         (size / MIN_BLOCK - 1) & (SMALL_CLASSES - 1)
     }
 
@@ -292,11 +292,14 @@ impl SmallBins {
     }
 }
 
-/// The free blocks of one device's large pool, keyed by (size, address).
+/// Free large-pool blocks keyed by (size, address).
+type FreeMap = BTreeMap<(usize, usize), BlockId>;
+
+/// The free blocks of one device's large pool.
 #[derive(Default)]
 struct LargeFree {
-    normal: BTreeMap<(usize, usize), BlockId>,
-    oversize: BTreeMap<(usize, usize), BlockId>,
+    normal: FreeMap,
+    oversize: FreeMap,
 }
 
 /// The pools of one device.
@@ -467,10 +470,7 @@ impl State {
     }
 
     /// The map of the large pool a block belongs in.
-    fn large_map(
-        &mut self,
-        b: BlockId,
-    ) -> (&mut BTreeMap<(usize, usize), BlockId>, (usize, usize)) {
+    fn large_map(&mut self, b: BlockId) -> (&mut FreeMap, (usize, usize)) {
         let s = self.bs(b);
         let (slot, key, oversize) = (s.slot, (s.size, s.addr), s.oversize);
         let large = &mut self.devices[slot].large;
