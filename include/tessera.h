@@ -1301,6 +1301,78 @@ TsrStatus tsr_caching_allocator_inner(const struct TsrAllocator *allocator,
 bool tsr_allocator_is_caching(const struct TsrAllocator *allocator);
 
 /**
+ * Whether CUDA can be used: the driver loads and reports at least one
+ * device. Loads the driver on the first call. False in a build without
+ * the cuda feature. Never fails.
+ */
+bool tsr_cuda_is_available(void);
+
+/**
+ * The number of CUDA devices; 0 without a driver or without the cuda
+ * feature. Loads the driver on the first call.
+ */
+int32_t tsr_cuda_device_count(void);
+
+/**
+ * Loads and initializes the CUDA driver now (it is otherwise loaded on
+ * first use) and reports why CUDA cannot be used, if it cannot. Idempotent:
+ * the driver is loaded at most once per process, and a failure is final.
+ *
+ * Errors: TSR_ERR_DEVICE ("CUDA driver not available: <reason>": no
+ * libcuda, a driver too old, cuInit failed, no device);
+ * TSR_ERR_UNSUPPORTED (built without the cuda feature).
+ */
+TsrStatus tsr_cuda_init(void);
+
+/**
+ * Writes a new reference to the built-in CUDA device allocator to `*out`:
+ * cuMemAlloc behind the caching layer, with pools per device (query them
+ * with tsr_caching_allocator_stats). It allocates on the current device
+ * (that of the calling thread's current CUDA context, else device 0);
+ * storages and tensors on cuda:N use device N. Its copy function copies
+ * between host memory and device memory in either direction, and between
+ * devices. It is what tsr_get_allocator(TSR_CUDA) returns unless the host
+ * installed another allocator. Memory is reused as soon as it is freed:
+ * with streams other than the legacy default stream, synchronize before
+ * freeing.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEVICE (no usable driver);
+ * TSR_ERR_UNSUPPORTED (built without the cuda feature).
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_cuda_allocator(struct TsrAllocator **out);
+
+/**
+ * Writes a new reference to the CUDA device allocator without caching to
+ * `*out`: every allocation is one cuMemAlloc, every free one cuMemFree.
+ * For hosts that wrap it themselves, e.g. in tsr_caching_allocator_new
+ * with their own options.
+ *
+ * Errors: as tsr_cuda_allocator.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_cuda_raw_allocator(struct TsrAllocator **out);
+
+/**
+ * Writes a new reference to the pinned host-memory allocator to `*out`:
+ * page-locked memory from cuMemHostAlloc (portable to every device)
+ * behind the caching layer, for CPU storages and tensors whose copies to
+ * and from the GPU should be fast. Use it with
+ * tsr_storage_new_with_allocator, or install it for TSR_CPU. Blocks are
+ * at least 512-byte aligned. Its copy function copies in any direction.
+ *
+ * Errors: as tsr_cuda_allocator.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_cuda_pinned_allocator(struct TsrAllocator **out);
+
+/**
  * Runs the deleter with ctx (if both are non-NULL) exactly once, then
  * zeroes `*p`. NULL `p` does nothing.
  *

@@ -4,6 +4,8 @@
 
 pub mod caching;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod registry;
 pub mod reporter;
 pub mod stats;

@@ -9,6 +9,7 @@
 
 pub mod allocator;
 pub mod caching;
+pub mod cuda;
 pub mod data_ptr;
 pub mod dlpack;
 pub mod dtype;

@@ -52,7 +52,7 @@ use self::pool::{round_size, segment_size, BlockId, PoolKind, State, SMALL_MAX};
 use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::refcount::Ref;
 use std::any::Any;
 use std::ffi::c_void;
@@ -114,11 +114,16 @@ unsafe impl Sync for CachingAllocator {}
 /// Wraps `inner` in a caching layer; the result is an ordinary allocator
 /// (with the usual statistics too) whose backend [`of`] returns.
 pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
-    build(inner, options, None)
+    // Over the CUDA device allocator, index -1 ("current") must be
+    // resolved before a pool is picked.
+    #[cfg(feature = "cuda")]
+    let resolve = super::cuda::device_resolver(&inner);
+    #[cfg(not(feature = "cuda"))]
+    let resolve = None;
+    build(inner, options, resolve)
 }
 
-/// [`new`] with a resolver for the "current device" index.
-pub(crate) fn build(
+fn build(
     inner: Allocator,
     options: CachingOptions,
     resolve: Option<DeviceResolver>,
@@ -280,7 +285,9 @@ impl CachingAllocator {
                 owner.name()
             );
         };
-        let device = self.pool_device(device)?;
+        let device = self
+            .pool_device(device)
+            .inspect_err(|_| owner.stats().record_failure())?;
         let kind = PoolKind::for_size(size);
         let shared = self.shared();
         let mut st = shared.lock.lock()?;
@@ -341,12 +348,19 @@ impl CachingAllocator {
             Err(e) => e,
         };
         if first.kind() != crate::error::ErrorKind::OutOfMemory {
+            // Not a shortage: passed on with its message first (it says
+            // what is wrong, e.g. "CUDA driver not available: ..."), and
+            // where it happened after it.
             owner.stats().record_failure();
-            return Err(first.context(format!(
-                "caching allocator '{}': allocating a {seg}-byte segment of the {pool} pool for \
-                 {nbytes} bytes on {device}",
-                owner.name()
-            )));
+            return Err(Error::new(
+                first.kind(),
+                format!(
+                    "{} (caching allocator '{}' was allocating a {seg}-byte segment of the {pool} \
+                     pool for {nbytes} bytes on {device})",
+                    first.message(),
+                    owner.name()
+                ),
+            ));
         }
         let released = {
             let mut st = shared.lock.lock()?;
