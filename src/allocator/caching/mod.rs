@@ -15,7 +15,8 @@
 //! device is returned and the allocation retried once before it fails.
 //!
 //! The pools are per device (a CUDA allocator serves several); the layout
-//! is in pool.rs, the statistics in stats.rs.
+//! is in pool.rs, the block records in block.rs, the statistics in
+//! stats.rs, the lock in lock.rs.
 //!
 //! # Locking
 //! One lock guards the whole allocator: pools, statistics, and the owner's
@@ -39,6 +40,7 @@
 //! segments and releasing the inner allocator. Without blocks out, the
 //! owner's drop destroys it at once.
 
+mod block;
 mod lock;
 mod pool;
 mod stats;
@@ -47,8 +49,9 @@ mod tests;
 
 pub use stats::{CachingStats, PoolStats, Stat};
 
+use self::block::BlockId;
 use self::lock::SpinLock;
-use self::pool::{round_size, segment_size, BlockId, PoolKind, State, SMALL_MAX};
+use self::pool::{round_size, segment_size, PoolKind, State, SMALL_MAX};
 use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;

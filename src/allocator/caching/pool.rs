@@ -17,20 +17,17 @@
 //!   address; blocks of oversize segments live in a second map of their
 //!   own so ordinary requests never walk over them.
 //!
-//! Block records are recycled through a spare list and allocated in chunks
-//! that never move, because a handed-out block's record address is the
-//! context of its DataPtr. Everything here runs under the allocator's lock
-//! (the `&mut State` receiver is the proof).
+//! The block records themselves are in block.rs. Everything here runs
+//! under the allocator's lock (the `&mut State` receiver is the proof).
 
+use super::block::{BlockId, BlockState, Records};
 use super::stats::Tally;
 use super::Shared;
 use crate::allocator::AllocatorImpl;
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
-use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::ptr::NonNull;
 
 /// Every block size is a multiple of this.
 pub(super) const MIN_BLOCK: usize = 512;
@@ -53,7 +50,6 @@ pub(super) const OVERSIZE_SLACK: usize = 20 << 20;
 
 const SMALL_CLASSES: usize = SMALL_SEGMENT / MIN_BLOCK;
 const BITMAP_WORDS: usize = SMALL_CLASSES / 64;
-const RECORDS_PER_CHUNK: usize = 64;
 
 /// Which pool a request or block belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,141 +87,6 @@ pub(super) fn segment_size(kind: PoolKind, size: usize, oversize: bool) -> Optio
         PoolKind::Large => size
             .checked_next_multiple_of(SEGMENT_ROUNDING)
             .filter(|&s| s <= isize::MAX as usize),
-    }
-}
-
-/// A block record. The context of a handed-out block's DataPtr is its
-/// address.
-pub(super) struct Block {
-    /// The allocator the record belongs to. Written when the record is
-    /// made and never after, so the deleter may read it before locking.
-    shared: *const Shared,
-    /// Everything else; only touched under the allocator's lock.
-    state: UnsafeCell<BlockState>,
-}
-
-struct BlockState {
-    /// Data address.
-    addr: usize,
-    /// Size in bytes, a multiple of MIN_BLOCK.
-    size: usize,
-    /// The caller's request while allocated.
-    requested: usize,
-    /// Neighbours in the segment (lower / higher address).
-    prev: Option<BlockId>,
-    next: Option<BlockId>,
-    /// Links of the small pool's size-class lists, and of the spare list.
-    link_prev: Option<BlockId>,
-    link_next: Option<BlockId>,
-    /// The inner allocation, on the first block of a segment.
-    segment: Option<DataPtr>,
-    /// Where the memory is, as the inner allocator reported it.
-    device: Device,
-    /// Index of the device's pools in `State::devices`.
-    slot: usize,
-    kind: PoolKind,
-    /// Part of a segment made for an oversize request (never split).
-    oversize: bool,
-    allocated: bool,
-}
-
-impl BlockState {
-    fn vacant() -> BlockState {
-        BlockState {
-            addr: 0,
-            size: 0,
-            requested: 0,
-            prev: None,
-            next: None,
-            link_prev: None,
-            link_next: None,
-            segment: None,
-            device: Device::CPU,
-            slot: 0,
-            kind: PoolKind::Small,
-            oversize: false,
-            allocated: false,
-        }
-    }
-
-    /// Whether the block is a whole segment.
-    fn is_whole(&self) -> bool {
-        self.prev.is_none() && self.next.is_none()
-    }
-}
-
-/// A reference to a block record of some caching allocator.
-///
-/// Invariant: the record is alive (its chunk is freed only with the whole
-/// allocator state, when no block is handed out and no thread is inside
-/// the allocator). Values are made only by [`Records`] and by
-/// [`BlockId::from_ctx`], so every one refers to such a record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct BlockId(NonNull<Block>);
-
-impl BlockId {
-    /// The block whose DataPtr context is `ctx`.
-    ///
-    /// # Safety
-    /// `ctx` must be the context of a live DataPtr handed out by a caching
-    /// allocator (whose deleter has not run).
-    pub(super) unsafe fn from_ctx(ctx: *mut c_void) -> BlockId {
-        // SAFETY: the caller passes a block record's address, never NULL.
-        BlockId(unsafe { NonNull::new_unchecked(ctx as *mut Block) })
-    }
-
-    /// The record's address, the DataPtr context.
-    pub(super) fn as_ctx(self) -> *mut c_void {
-        self.0.as_ptr() as *mut c_void
-    }
-
-    /// The allocator state the block belongs to.
-    pub(super) fn shared(self) -> *const Shared {
-        // SAFETY: the record is alive (type invariant); `shared` is never
-        // written after the record is made, so this read races with nothing
-        // (other threads only write inside `state`, an UnsafeCell).
-        unsafe { (*self.0.as_ptr()).shared }
-    }
-}
-
-/// The spare block records and the chunks they live in.
-struct Records {
-    chunks: Vec<*mut [Block]>,
-    spare: Option<BlockId>,
-    shared: *const Shared,
-}
-
-impl Records {
-    fn grow(&mut self) {
-        let chunk: Box<[Block]> = (0..RECORDS_PER_CHUNK)
-            .map(|_| Block {
-                shared: self.shared,
-                state: UnsafeCell::new(BlockState::vacant()),
-            })
-            .collect();
-        // A raw pointer from the start, so moving the Vec of chunks never
-        // invalidates the record addresses handed out.
-        let chunk = Box::into_raw(chunk);
-        self.chunks.push(chunk);
-        for i in 0..RECORDS_PER_CHUNK {
-            // SAFETY: i is in bounds of the chunk just made.
-            let rec = unsafe { (chunk as *mut Block).add(i) };
-            // SAFETY: rec points into a live allocation, so not NULL.
-            let id = BlockId(unsafe { NonNull::new_unchecked(rec) });
-            // SAFETY: the record is new: no other reference to it exists.
-            unsafe { &mut *(*rec).state.get() }.link_next = self.spare;
-            self.spare = Some(id);
-        }
-    }
-}
-
-impl Drop for Records {
-    fn drop(&mut self) {
-        for &chunk in &self.chunks {
-            // SAFETY: made by Box::into_raw in grow, freed once here; no
-            // record is referenced any more (the state is being destroyed).
-            drop(unsafe { Box::from_raw(chunk) });
-        }
     }
 }
 
@@ -335,11 +196,7 @@ impl State {
     pub(super) fn new(oversize_from: usize) -> State {
         State {
             devices: Vec::new(),
-            records: Records {
-                chunks: Vec::new(),
-                spare: None,
-                shared: std::ptr::null(),
-            },
+            records: Records::new(),
             stats: Tally::default(),
             allocated: 0,
             owner: std::ptr::null(),
@@ -351,43 +208,30 @@ impl State {
     /// Records the address of the Shared this state lives in (before any
     /// block record is made).
     pub(super) fn set_shared(&mut self, shared: *const Shared) {
-        debug_assert!(self.records.chunks.is_empty());
-        self.records.shared = shared;
+        self.records.set_shared(shared);
     }
 
     /// The state of a block record.
     #[inline]
     fn bs(&mut self, b: BlockId) -> &mut BlockState {
-        // SAFETY: b refers to a live record (BlockId invariant) of this
-        // state (the only ids a State method receives are its own records,
-        // or come from its own DataPtrs); `&mut self` means the lock is
-        // held; the result borrows self mutably, so no second reference to
-        // any record's state can coexist.
-        unsafe { &mut *(*b.0.as_ptr()).state.get() }
+        // SAFETY: b refers to a record of this state (the only ids a State
+        // method receives are its own records, or come from its own
+        // DataPtrs); `&mut self` means the lock is held; the result borrows
+        // self mutably, so no second reference to any record's state can
+        // coexist.
+        unsafe { b.state() }
     }
 
     /// A record from the spare list. Its fields hold stale values (except
     /// `segment`, always None on spare records): the caller sets them.
     #[inline]
     fn new_record(&mut self) -> BlockId {
-        let id = match self.records.spare {
-            Some(id) => id,
-            None => {
-                self.records.grow();
-                self.records.spare.expect("grow made spare records")
-            }
-        };
-        self.records.spare = self.bs(id).link_next;
-        id
+        self.records.take()
     }
 
     #[inline]
     fn recycle(&mut self, b: BlockId) {
-        let spare = self.records.spare;
-        let s = self.bs(b);
-        debug_assert!(s.segment.is_none());
-        s.link_next = spare;
-        self.records.spare = Some(b);
+        self.records.give_back(b);
     }
 
     /// The index of the pools of `device`, made on first use.
