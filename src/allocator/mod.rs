@@ -2,7 +2,10 @@
 //! refcounted [`Allocator`] handle with statistics, the per-device-type
 //! registry, the built-in CPU allocator and the memory reporter.
 
+pub mod caching;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod registry;
 pub mod reporter;
 pub mod stats;

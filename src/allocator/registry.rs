@@ -65,12 +65,15 @@ pub fn set_allocator(device_type: DeviceType, allocator: &Allocator, priority: u
 }
 
 /// The allocator for `device_type` (the built-in one for CPU unless
-/// replaced), or None.
+/// replaced; with the "cuda" feature, the built-in caching CUDA allocator
+/// for CUDA, which loads the driver only when it allocates), or None.
 pub fn get_allocator(device_type: DeviceType) -> Option<Allocator> {
     let guard = slot(device_type).read().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(s) => Some(s.allocator.clone()),
         None if device_type == DeviceType::Cpu => Some(Allocator::cpu()),
+        #[cfg(feature = "cuda")]
+        None if device_type == DeviceType::Cuda => Some(super::cuda::device_allocator()),
         None => None,
     }
 }

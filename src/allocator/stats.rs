@@ -78,6 +78,34 @@ impl Stats {
         reporter::report(ptr, -(nbytes as i64), now, device);
     }
 
+    /// Records an allocation of `nbytes` for a backend that serializes every
+    /// writer of these counters behind one lock of its own (the caching
+    /// allocator): plain loads and stores instead of read-modify-writes,
+    /// which would cost as much as the rest of a cached allocation. The peak
+    /// still uses `fetch_max`, so a concurrent `reset_peak` stays coherent.
+    /// Does not call the reporter; the caller reports after unlocking.
+    /// Mixing this with [`Stats::record_alloc`] on one `Stats` loses counts.
+    #[inline]
+    pub(crate) fn record_alloc_serialized(&self, nbytes: usize) {
+        let now = self.allocated.load(Relaxed) + nbytes as u64;
+        self.allocated.store(now, Relaxed);
+        if now > self.peak.load(Relaxed) {
+            self.peak.fetch_max(now, Relaxed);
+        }
+        self.num_allocs
+            .store(self.num_allocs.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// The free counterpart of [`Stats::record_alloc_serialized`], under
+    /// the same lock.
+    #[inline]
+    pub(crate) fn record_free_serialized(&self, nbytes: usize) {
+        let now = self.allocated.load(Relaxed).wrapping_sub(nbytes as u64);
+        self.allocated.store(now, Relaxed);
+        self.num_frees
+            .store(self.num_frees.load(Relaxed) + 1, Relaxed);
+    }
+
     /// Records a failed allocation.
     pub fn record_failure(&self) {
         self.num_failed.fetch_add(1, Relaxed);
