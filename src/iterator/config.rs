@@ -215,7 +215,7 @@ impl IterConfig {
         shape: &[i64],
         squash_dims: &[i64],
     ) -> Result<&mut Self> {
-        let mut s: Dims = Dims::from_slice(&shape);
+        let mut s: Dims = Dims::from_slice(shape);
         for &d in squash_dims {
             let w = crate::tensor::shape::wrap_dim(d, s.len())?;
             if !s.is_empty() {

@@ -299,8 +299,8 @@ impl Tensor {
         Ok(Tensor::assemble(
             storage,
             0,
-            Dims::from_slice(&sizes),
-            Dims::from_slice(&strides),
+            Dims::from_slice(sizes),
+            Dims::from_slice(strides),
             dtype,
             numel,
             flags,
@@ -317,13 +317,13 @@ impl Tensor {
         dtype: DType,
     ) -> Result<Tensor> {
         let strides: Dims = match strides {
-            Some(s) => Dims::from_slice(&s),
+            Some(s) => Dims::from_slice(s),
             None => layout::contiguous_strides(sizes),
         };
         Tensor::build(
             storage.clone(),
             offset,
-            Dims::from_slice(&sizes),
+            Dims::from_slice(sizes),
             strides,
             dtype,
             VersionSlot::new(),
@@ -422,7 +422,7 @@ impl Tensor {
         strides: Option<&[i64]>,
     ) -> Result<()> {
         let strides: Dims = match strides {
-            Some(s) => Dims::from_slice(&s),
+            Some(s) => Dims::from_slice(s),
             None => layout::contiguous_strides(sizes),
         };
         check_dims(sizes, &strides)?;
@@ -432,7 +432,7 @@ impl Tensor {
         let new_meta = TensorMeta {
             storage: Some(storage.clone()),
             offset,
-            sizes: Dims::from_slice(&sizes),
+            sizes: Dims::from_slice(sizes),
             strides,
             numel,
             flags,

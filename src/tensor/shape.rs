@@ -28,7 +28,7 @@ pub fn wrap_dim(dim: i64, ndim: usize) -> Result<usize> {
 /// Resolves a requested shape with at most one -1 against `numel`
 /// elements.
 pub fn infer_size(shape: &[i64], numel: i64) -> Result<Dims> {
-    let mut out: Dims = Dims::from_slice(&shape);
+    let mut out: Dims = Dims::from_slice(shape);
     let mut infer_at = None;
     let mut known = 1i64;
     for (i, &s) in shape.iter().enumerate() {
