@@ -65,14 +65,15 @@
 #include <utility>
 #include <vector>
 
+/**
+ * @def TESSERA_EXCEPTIONS
+ * 1 when fallible functions throw tessera::Error, 0 when they return
+ * tessera::Result. Computed by tessera.hpp (do not define it): 0 when the
+ * compiler has exceptions turned off (-fno-exceptions) or when
+ * TESSERA_NO_EXCEPTIONS is defined before the header is included, else 1.
+ */
 #if defined(TESSERA_NO_EXCEPTIONS) || \
     !(defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND))
-/**
- * 1 when fallible functions throw tessera::Error, 0 when they return
- * tessera::Result. Computed by tessera.hpp: 0 when the compiler has
- * exceptions turned off (-fno-exceptions) or when TESSERA_NO_EXCEPTIONS is
- * defined before the header is included, else 1.
- */
 #define TESSERA_EXCEPTIONS 0
 #else
 #define TESSERA_EXCEPTIONS 1
