@@ -1749,7 +1749,9 @@ class Tensor : public Handle<Tensor, TsrTensor> {
                                                TsrMemoryFormat format = TSR_CONTIGUOUS) {
         TsrTensor* out = nullptr;
         TsrStatus status =
-            tsr_tensor_empty_format(sizes.ssize(), sizes.data(), dtype, device, format, &out);
+            format == TSR_CONTIGUOUS
+                ? tsr_tensor_empty(sizes.ssize(), sizes.data(), dtype, device, &out)
+                : tsr_tensor_empty_format(sizes.ssize(), sizes.data(), dtype, device, format, &out);
         return detail::finish(status, adopt(out));
     }
 
