@@ -343,6 +343,12 @@ TEST(c_plugin_and_builtin_allocators) {
     TsrCachingStats cached = OK(caching.caching_stats());
     CHECK_EQ(cached.all.active_blocks.current, 0u);
     CHECK_EQ(cached.all.segments.current, 1u);  // kept in the cache
+    {
+        Storage s = OK(Storage::create(3000, caching));
+        CHECK_EQ(OK(caching.caching_stats()).all.active_bytes.peak, 3072u);
+    }
+    OK(caching.reset_caching_peaks());
+    CHECK_EQ(OK(caching.caching_stats()).all.active_bytes.peak, 0u);
     OK(caching.empty_cache());
     CHECK_EQ(OK(caching.caching_stats()).all.segments.current, 0u);
     CHECK_FAILS(cpu.empty_cache(), TSR_ERR_INVALID_ARGUMENT, "not a caching allocator");

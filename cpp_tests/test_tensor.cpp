@@ -287,6 +287,16 @@ TEST(tensor_value_semantics) {
     CHECK_EQ(by_identity.size(), 2u);
     CHECK_EQ(seen.size(), 1u);
     CHECK_EQ(a.use_count(), 3u);
+
+    // Weak references compare and hash by the object they refer to.
+    std::unordered_set<tessera::WeakTensor> watched;
+    watched.insert(a.downgrade());
+    watched.insert(a.downgrade());
+    watched.insert(b.downgrade());
+    CHECK_EQ(watched.size(), 2u);
+    CHECK(a.downgrade() == a.downgrade());
+    CHECK(a.downgrade() != b.downgrade());
+    CHECK_EQ(a.weak_use_count(), 2u);  // the set kept one weak reference, + 1 while alive
 }
 
 TEST(tensor_metadata) {
@@ -422,4 +432,28 @@ TEST(dlpack_round_trip) {
     CHECK(back.data() == t.data());
     CHECK_EQ(vec(back.sizes()), (std::vector<int64_t>{2, 3}));
     CHECK_FAILS(Tensor::from_dlpack(nullptr), TSR_ERR_NULL_POINTER, "tsr_tensor_from_dlpack");
+
+    DLManagedTensor* legacy = OK(OK(t.transpose(0, 1)).to_dlpack_legacy());
+    CHECK_EQ(legacy->dl_tensor.strides[0], 1);
+    Tensor from_legacy = OK(Tensor::from_dlpack_legacy(legacy));
+    CHECK_EQ(vec(from_legacy.strides()), (std::vector<int64_t>{1, 3}));
+    CHECK(from_legacy.data() == t.data());
+    CHECK_FAILS(Tensor().to_dlpack(), TSR_ERR_NULL_POINTER, "tsr_tensor_to_dlpack");
+}
+
+TEST(cuda_without_the_cuda_feature_or_a_device) {
+    // This build may or may not have CUDA; either way the answers agree.
+    if (!tessera::cuda_is_available()) {
+        CHECK_EQ(tessera::cuda_device_count(), 0);
+        TsrStatus why = tsr_cuda_init();
+        CHECK(why == TSR_ERR_UNSUPPORTED || why == TSR_ERR_DEVICE);
+        CHECK_FAILS(tessera::cuda_init(), why, "tsr_cuda_init");
+        CHECK_FAILS(tessera::Allocator::cuda(), why, "tsr_cuda_allocator");
+        CHECK_FAILS(tessera::Allocator::cuda_raw(), why, "tsr_cuda_raw_allocator");
+        CHECK_FAILS(tessera::Allocator::cuda_pinned(), why, "tsr_cuda_pinned_allocator");
+    } else {
+        OK(tessera::cuda_init());
+        CHECK(tessera::cuda_device_count() > 0);
+        CHECK(OK(tessera::Allocator::cuda()).is_caching());
+    }
 }

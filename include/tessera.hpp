@@ -603,6 +603,12 @@ inline bool cuda_is_available() noexcept { return tsr_cuda_is_available(); }
 /** The number of CUDA devices (0 without a driver or the cuda feature). */
 inline int32_t cuda_device_count() noexcept { return tsr_cuda_device_count(); }
 
+/**
+ * Loads the CUDA driver now and says why CUDA cannot be used, if it
+ * cannot (TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED without the cuda feature).
+ */
+inline Returns<void> cuda_init() { return detail::check(tsr_cuda_init()); }
+
 // ---------------------------------------------------------------------------
 // Ref and WeakRef: RAII over the bare C handles
 // ---------------------------------------------------------------------------
@@ -1186,9 +1192,9 @@ class DataPtr {
     /** Takes ownership of a C data pointer. */
     explicit DataPtr(TsrDataPtr raw) noexcept : ptr_(raw) {}
 
-    /** `data`, freed by `deleter(ctx)` (when ctx is non-NULL), on `device`. */
-    DataPtr(void* data, void* ctx, TsrDeleterFn deleter, Device device) noexcept
-        : ptr_{data, ctx, deleter, device} {}
+    /** `address`, freed by `free_fn(ctx)` (when ctx is non-NULL), on `where`. */
+    DataPtr(void* address, void* ctx, TsrDeleterFn free_fn, Device where) noexcept
+        : ptr_{address, ctx, free_fn, where} {}
 
     DataPtr(const DataPtr&) = delete;
     DataPtr& operator=(const DataPtr&) = delete;
@@ -1337,6 +1343,13 @@ class Allocator : public Handle<Allocator, TsrAllocator> {
         return detail::finish(status, adopt(out));
     }
 
+    /** The CUDA device allocator without caching (one cuMemAlloc per allocation); fails without CUDA. */
+    static Returns<Allocator> cuda_raw() {
+        TsrAllocator* out = nullptr;
+        TsrStatus status = tsr_cuda_raw_allocator(&out);
+        return detail::finish(status, adopt(out));
+    }
+
     /** The pinned host-memory allocator (cached); fails without CUDA. */
     static Returns<Allocator> cuda_pinned() {
         TsrAllocator* out = nullptr;
@@ -1403,6 +1416,11 @@ class Allocator : public Handle<Allocator, TsrAllocator> {
     /** Returns a caching allocator's unused cached segments to its inner allocator. */
     Returns<void> empty_cache() const {
         return detail::check(tsr_caching_allocator_empty_cache(get()));
+    }
+
+    /** Sets every peak of a caching allocator (its caching statistics and stats()) to the current value. */
+    Returns<void> reset_caching_peaks() const {
+        return detail::check(tsr_caching_allocator_reset_peak(get()));
     }
 
     /** The allocator a caching allocator caches for. */
@@ -1823,10 +1841,24 @@ class Tensor : public Handle<Tensor, TsrTensor> {
         return detail::finish(status, adopt(out));
     }
 
+    /** As from_dlpack, for a legacy (unversioned) DLManagedTensor; always consumed. */
+    [[nodiscard]] static Returns<Tensor> from_dlpack_legacy(DLManagedTensor* consumed) {
+        TsrTensor* out = nullptr;
+        TsrStatus status = tsr_tensor_from_dlpack_legacy(consumed, &out);
+        return detail::finish(status, adopt(out));
+    }
+
     /** Exports as a DLPack managed tensor sharing the memory; the caller calls its deleter once. */
     [[nodiscard]] Returns<DLManagedTensorVersioned*> to_dlpack() const {
         DLManagedTensorVersioned* out = nullptr;
         TsrStatus status = tsr_tensor_to_dlpack(get(), &out);
+        return detail::finish(status, out);
+    }
+
+    /** As to_dlpack, as a legacy (unversioned) DLManagedTensor. */
+    [[nodiscard]] Returns<DLManagedTensor*> to_dlpack_legacy() const {
+        DLManagedTensor* out = nullptr;
+        TsrStatus status = tsr_tensor_to_dlpack_legacy(get(), &out);
         return detail::finish(status, out);
     }
 
@@ -2080,7 +2112,7 @@ struct TypeTag {
 /** What Object::make puts at the start of the object's block. */
 struct ObjectHeader {
     const void* type;    // &TypeTag<T>::id
-    size_t offset;       // where the T starts, from the block
+    uintptr_t offset;    // where the T starts, from the block
     bool constructed;    // whether T's constructor completed
     bool destroyed;      // whether T's destructor ran
     void (*destruct)(void* object);
@@ -2186,7 +2218,7 @@ class Object : public Handle<Object, TsrObject> {
         uintptr_t aligned = (first + alignof(T) - 1) / alignof(T) * alignof(T);
         detail::ObjectHeader* h = new (block) detail::ObjectHeader();
         h->type = &detail::TypeTag<T>::id;
-        h->offset = static_cast<size_t>(aligned - reinterpret_cast<uintptr_t>(block));
+        h->offset = aligned - reinterpret_cast<uintptr_t>(block);
         h->constructed = false;
         h->destroyed = false;
         h->destruct = &detail::destruct_object<T>;
@@ -2907,6 +2939,15 @@ struct hash<tessera::WeakRef<T>> {
     /** The hash of `w`'s handle. */
     size_t operator()(const tessera::WeakRef<T>& w) const noexcept {
         return hash<typename tessera::WeakRef<T>::weak_type*>()(w.get());
+    }
+};
+
+/** Hashes a tessera::Weak by its weak handle. */
+template <class S>
+struct hash<tessera::Weak<S>> {
+    /** The hash of `w`'s weak handle. */
+    size_t operator()(const tessera::Weak<S>& w) const noexcept {
+        return hash<tessera::WeakRef<typename S::handle_type>>()(w.ref());
     }
 };
 
