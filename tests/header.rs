@@ -1,6 +1,7 @@
-//! Tests of the C header `include/tessera.h`: it is what cbindgen generates
-//! from the sources (freshness), and it compiles on its own as C and C++
-//! with strict warnings, with gcc/g++ and, when installed, clang/clang++.
+//! Tests of the public headers: `include/tessera.h` is what cbindgen
+//! generates from the sources (freshness), and every header in `include/`
+//! compiles on its own as C and C++ with strict warnings, with gcc/g++ and,
+//! when installed, clang/clang++.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -77,9 +78,7 @@ fn header_generation_matches_build_script() {
     );
 }
 
-/// Translation units that include only the header: once (and twice, for the
-/// include guard), and with the allocator registration macro at file scope.
-const ALONE: &str = "#include \"tessera.h\"\n#include \"tessera.h\"\n";
+/// tessera.h with the allocator registration macro at file scope.
 const WITH_REGISTRATION: &str = "#include \"tessera.h\"\n\
     static TsrStatus alloc_fn(void *self, size_t n, TsrDevice d, TsrDataPtr *out) {\n\
         (void)self; (void)n; (void)d; (void)out; return TSR_ERR_OUT_OF_MEMORY;\n\
@@ -87,6 +86,44 @@ const WITH_REGISTRATION: &str = "#include \"tessera.h\"\n\
     static const TsrAllocatorVTable vtable = {sizeof(TsrAllocatorVTable), \"t\", alloc_fn,\n\
         NULL, NULL, NULL};\n\
     TSR_REGISTER_ALLOCATOR(TSR_PRIVATE_USE1, &vtable, NULL, 1);\n";
+
+/// The translation units to compile as `language` with `std`, as (what,
+/// source): every public header included alone (twice, for its include
+/// guard), C headers (`*.h`) as C and C++, C++ headers (`*.hpp`) as C++17
+/// and later; and tessera.h with TSR_REGISTER_ALLOCATOR.
+fn translation_units(language: &str, std: &str) -> Vec<(String, String)> {
+    let dir = root().join("include");
+    let mut headers: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| {
+            e.expect("directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    headers.sort();
+    let old_cpp = matches!(std, "c++11" | "c++14");
+    let mut units = Vec::new();
+    for h in headers {
+        let wanted = h.ends_with(".h") || (h.ends_with(".hpp") && language == "c++" && !old_cpp);
+        if wanted {
+            units.push((
+                format!("{h} alone"),
+                format!("#include \"{h}\"\n#include \"{h}\"\n"),
+            ));
+        }
+    }
+    assert!(
+        units.iter().any(|(what, _)| what == "tessera.h alone"),
+        "include/tessera.h is missing"
+    );
+    units.push((
+        "tessera.h with TSR_REGISTER_ALLOCATOR".into(),
+        WITH_REGISTRATION.into(),
+    ));
+    units
+}
 
 const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only"];
 
@@ -134,40 +171,37 @@ fn compile(compiler: &str, language: &str, std: &str, source: &str) -> Result<()
     }
 }
 
-/// Compiles both translation units with every (required or installed)
-/// compiler and standard; `required` compilers must be present.
+/// Compiles the translation units with every (required or installed)
+/// compiler and standard; the `required` compiler must be present.
 fn check_language(language: &str, required: &str, optional: &str, stds: &[&str]) {
     assert!(
         installed(required),
-        "{required} is needed to test the header"
+        "{required} is needed to test the headers"
     );
     let mut compilers = vec![required];
     if installed(optional) {
         compilers.push(optional);
     } else {
-        println!("{optional} not installed: header not tested with it");
+        println!("{optional} not installed: headers not tested with it");
     }
     let mut failures = Vec::new();
     let mut checked = 0;
     for compiler in &compilers {
         for std in stds {
-            for (what, source) in [
-                ("alone", ALONE),
-                ("with TSR_REGISTER_ALLOCATOR", WITH_REGISTRATION),
-            ] {
+            for (what, source) in translation_units(language, std) {
                 checked += 1;
-                if let Err(e) = compile(compiler, language, std, source) {
-                    failures.push(format!("tessera.h {what}: {e}"));
+                if let Err(e) = compile(compiler, language, std, &source) {
+                    failures.push(format!("{what}: {e}"));
                 }
             }
         }
     }
     assert!(
         failures.is_empty(),
-        "the header does not compile:\n{}",
+        "the headers do not compile:\n{}",
         failures.join("\n")
     );
-    println!("{checked} compilations of tessera.h as {language} passed");
+    println!("{checked} compilations as {language} passed");
 }
 
 #[test]
