@@ -1,8 +1,8 @@
 /*
  * Allocators: C plugins (TsrAllocatorVTable), the registry's priority
- * rules, replacing an allocator while its memory lives, deleters, the
- * built-in CPU allocator, statistics under two threads, the memory
- * reporter, failures and old plugins, and TSR_REGISTER_ALLOCATOR.
+ * rules, replacing an allocator while its memory and storages live,
+ * deleters, the built-in CPU allocator, statistics under two threads, the
+ * memory reporter, failures and old plugins, and TSR_REGISTER_ALLOCATOR.
  *
  * The registry is process-wide, so the tests run in a fixed order: XPU is
  * taken by the file-scope registration, PRIVATE_USE1 by the priority tests.
@@ -218,6 +218,40 @@ static void test_replace_while_allocations_live(void) {
     tsr_data_ptr_free(&from_y);
     CHECK_EQ(py.frees, 1);
     CHECK_EQ(py.releases, 0); /* y is still registered */
+}
+
+static Plugin ps1 = PLUGIN("storage-1"), ps2 = PLUGIN("storage-2");
+
+static void test_replace_while_storages_live(void) {
+    TsrAllocator *s1 = new_plugin_allocator(&ps1), *s2 = new_plugin_allocator(&ps2);
+    TsrDevice device;
+    TsrStorage *old_storage = NULL, *new_storage = NULL;
+    device.type = TSR_PRIVATE_USE1;
+    device.index = 0;
+
+    CHECK_OK(tsr_set_allocator(TSR_PRIVATE_USE1, s1, 250));
+    CHECK_OK(tsr_allocator_decref(s1));
+    CHECK_OK(tsr_storage_new(128, device, false, &old_storage));
+    CHECK_EQ(ps1.allocs, 1);
+    CHECK_EQ(tsr_storage_device(old_storage).type, TSR_PRIVATE_USE1);
+    CHECK_EQ(tsr_storage_nbytes(old_storage), 128);
+
+    /* replaced while its storage lives: s1 stays until the storage dies */
+    CHECK_OK(tsr_set_allocator(TSR_PRIVATE_USE1, s2, 250));
+    CHECK_OK(tsr_allocator_decref(s2));
+    CHECK_EQ(ps1.releases, 0);
+    CHECK_OK(tsr_storage_new(64, device, false, &new_storage));
+    CHECK_EQ(ps2.allocs, 1); /* new storages come from s2 */
+    CHECK_EQ(ps1.allocs, 1);
+
+    memset(tsr_storage_data(old_storage), 7, 128);
+    CHECK_OK(tsr_storage_decref(old_storage));
+    CHECK_EQ(ps1.frees, 1);
+    CHECK_EQ(ps1.releases, 1);
+
+    CHECK_OK(tsr_storage_decref(new_storage));
+    CHECK_EQ(ps2.frees, 1);
+    CHECK_EQ(ps2.releases, 0); /* still registered */
 }
 
 /* ---- deleters ---- */
@@ -650,6 +684,7 @@ int main(void) {
     RUN(test_registered_before_main);
     RUN(test_priority_rules);
     RUN(test_replace_while_allocations_live);
+    RUN(test_replace_while_storages_live);
     RUN(test_deleter_runs_once);
     RUN(test_compare_exchange_and_cast_context);
     RUN(test_cpu_allocator);
