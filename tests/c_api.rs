@@ -32,7 +32,8 @@ const NATIVE_STATIC_LIBS: &[&str] = &[
     "-ldl",
     "-lc",
 ];
-const WARNINGS: &[&str] = &[
+/// How every test program is compiled.
+const C_FLAGS: &[&str] = &[
     "-std=c99",
     "-Wall",
     "-Wextra",
@@ -278,7 +279,7 @@ impl Setup {
             .scratch
             .join(format!("{}-{}", job.name, job.link.name()));
         let mut cmd = self.compiler.to_command();
-        cmd.args(WARNINGS)
+        cmd.args(C_FLAGS)
             .args(&self.extra_cflags)
             .arg("-I")
             .arg(self.root.join("include"))
