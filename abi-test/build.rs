@@ -9,7 +9,10 @@
 //! 1. walks the module tree under `../src/ffi` (the files cbindgen reads)
 //!    and collects what the header exports: `#[repr(C)]` structs and unions
 //!    named `Tsr*`, opaque handle structs, `Tsr*` type aliases, `TSR_*`
-//!    constants and every `#[no_mangle] extern "C"` function;
+//!    constants and every `#[no_mangle] extern "C"` function; also public
+//!    items with other names (the DLPack structs, declared in a hand-written
+//!    block of the header) when the header declares that name, including
+//!    those re-exported with `pub use crate::...`;
 //! 2. writes them to `$OUT_DIR/abi_items.rs`, a self-contained list of those
 //!    items (functions as `extern "C"` declarations) that ctest parses;
 //! 3. runs ctest on it: the generated test (`$OUT_DIR/abi.rs`, run by
@@ -22,7 +25,10 @@
 //!    and as C++ (where it is always an error).
 //!
 //! Items under `#[cfg(...)]` are skipped (they depend on features this
-//! script cannot see); items documented `cbindgen:ignore` too.
+//! script cannot see); items documented `cbindgen:ignore` too. Structs not
+//! named `Tsr*` mirror hand-written C declarations (where a Rust `i32`
+//! field may be a C enum), so their field types are not compared; their
+//! sizes, alignments and field offsets are.
 
 use quote::ToTokens;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,12 +40,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// What the walk over `src/ffi` found.
 #[derive(Default)]
 struct Abi {
+    /// The identifiers the header contains (declares or mentions).
+    header_words: BTreeSet<String>,
     /// Rust paths of the public modules holding ABI items ("ffi::allocator").
     modules: BTreeSet<String>,
     /// Items for ctest, as Rust source.
     items: Vec<String>,
     /// Structs without `#[repr(C)]`: opaque handles (no layout to test).
     opaque: BTreeSet<String>,
+    /// Public type aliases the header does not declare (e.g. the deleter
+    /// types of the DLPack structs, inline function pointers in C): in the
+    /// items file because other items use them, but not tested.
+    support_aliases: BTreeSet<String>,
     /// Field renames from `cbindgen:field-names=[...]`: struct -> (rust -> c).
     field_names: BTreeMap<String, BTreeMap<String, String>>,
     /// Exported functions.
@@ -61,7 +73,16 @@ fn main() {
     println!("cargo:rerun-if-changed={}", include.display());
     println!("cargo:rerun-if-changed=build.rs");
 
-    let mut abi = Abi::default();
+    let header_text = fs::read_to_string(include.join("tessera.h"))
+        .unwrap_or_else(|e| panic!("cannot read include/tessera.h: {e}"));
+    let mut abi = Abi {
+        header_words: header_text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect(),
+        ..Abi::default()
+    };
     walk_module(&ffi_dir.join("mod.rs"), &ffi_dir, "ffi", true, &mut abi);
     assert!(
         !abi.functions.is_empty() && !abi.items.is_empty(),
@@ -112,6 +133,12 @@ fn walk_module(file: &Path, dir: &Path, rust_path: &str, public: bool, abi: &mut
             walk_module(&child_file, &child_dir, &child_path, child_public, abi);
             continue;
         }
+        if let syn::Item::Use(u) = item {
+            if is_pub(&u.vis) {
+                defines_items |= collect_reexports(&u.tree, Vec::new(), abi);
+            }
+            continue;
+        }
         defines_items |= collect_item(item, abi);
     }
     if defines_items {
@@ -121,6 +148,54 @@ fn walk_module(file: &Path, dir: &Path, rust_path: &str, public: bool, abi: &mut
             file.display()
         );
         abi.modules.insert(rust_path.to_string());
+    }
+}
+
+/// Collects the items a `pub use crate::a::b::{X, Y}` re-exports from the
+/// file that defines them; returns whether any is part of the ABI.
+fn collect_reexports(tree: &syn::UseTree, mut prefix: Vec<String>, abi: &mut Abi) -> bool {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            collect_reexports(&p.tree, prefix, abi)
+        }
+        syn::UseTree::Group(g) => g.items.iter().fold(false, |any, t| {
+            collect_reexports(t, prefix.clone(), abi) | any
+        }),
+        syn::UseTree::Name(n) => reexport(&prefix, &n.ident.to_string(), abi),
+        // `as` renames and globs are not followed.
+        syn::UseTree::Rename(_) | syn::UseTree::Glob(_) => false,
+    }
+}
+
+/// Collects item `name` of module `crate::<module...>` (src/ files).
+fn reexport(module: &[String], name: &str, abi: &mut Abi) -> bool {
+    if module.first().map(String::as_str) != Some("crate") {
+        return false;
+    }
+    let src = PathBuf::from(env("CARGO_MANIFEST_DIR")).join("../src");
+    let rel = module[1..].join("/");
+    let candidates = [src.join(format!("{rel}.rs")), src.join(&rel).join("mod.rs")];
+    let Some(file) = candidates.iter().find(|p| p.exists()) else {
+        return false;
+    };
+    let text = fs::read_to_string(file).expect("read re-exported module");
+    let ast =
+        syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", file.display()));
+    ast.items
+        .iter()
+        .filter(|item| item_name(item).as_deref() == Some(name))
+        .fold(false, |any, item| collect_item(item, abi) | any)
+}
+
+fn item_name(item: &syn::Item) -> Option<String> {
+    match item {
+        syn::Item::Struct(s) => Some(s.ident.to_string()),
+        syn::Item::Union(u) => Some(u.ident.to_string()),
+        syn::Item::Type(t) => Some(t.ident.to_string()),
+        syn::Item::Const(c) => Some(c.ident.to_string()),
+        syn::Item::Fn(f) => Some(f.sig.ident.to_string()),
+        _ => None,
     }
 }
 
@@ -135,12 +210,24 @@ fn collect_item(item: &syn::Item, abi: &mut Abi) -> bool {
         _ => return false,
     };
     let exported_fn = matches!(item, syn::Item::Fn(f) if is_exported_fn(f));
+    let tessera_named = match item {
+        syn::Item::Const(_) => name.starts_with("TSR_"),
+        _ => name.starts_with("Tsr"),
+    };
     let wanted = match item {
         syn::Item::Fn(_) => exported_fn,
-        syn::Item::Const(_) => public && name.starts_with("TSR_"),
-        _ => public && name.starts_with("Tsr"),
+        // other names: only what the (partly hand-written) header declares
+        _ => public && (tessera_named || abi.header_words.contains(&name)),
     };
     if !wanted || doc_text(attrs).contains("cbindgen:ignore") {
+        if let syn::Item::Type(t) = item {
+            if public && !has_cfg(attrs) {
+                let mut t = t.clone();
+                t.attrs.clear();
+                abi.items.push(t.to_token_stream().to_string());
+                abi.support_aliases.insert(name);
+            }
+        }
         return false;
     }
     if has_cfg(attrs) {
@@ -324,6 +411,13 @@ fn generate_layout_test(abi: &Abi, include: &Path, items_path: &Path) {
             .get(s.ident())
             .and_then(|m| m.get(f.ident()).cloned())
     });
+    // Every struct and union of the header has a typedef of its name (the
+    // DLPack ones are anonymous structs), so use that, not `struct X`.
+    cfg.rename_struct_ty(|ty| Some(ty.to_string()));
+    cfg.rename_union_ty(|ty| Some(ty.to_string()));
+    cfg.skip_struct_field_type(|s, _| !s.ident().starts_with("Tsr"));
+    let support = abi.support_aliases.clone();
+    cfg.skip_alias(move |a| support.contains(a.ident()));
     if let Err(e) = ctest::generate_test(&mut cfg, items_path, "abi.rs") {
         panic!("ctest failed on {}: {e}", items_path.display());
     }
