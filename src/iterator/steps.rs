@@ -570,10 +570,9 @@ impl TensorIterator {
             let strides: Dims = if inverted {
                 layout::contiguous_strides(&tensor_shape)
             } else {
-                self.invert_perm(&stride_bytes)
-                    .iter()
-                    .map(|s| s / item)
-                    .collect()
+                let mut s = self.invert_perm(&stride_bytes);
+                s.iter_mut().for_each(|x| *x /= item);
+                s
             };
             self.set_output(i, &tensor_shape, &strides)?;
             let op = &mut self.operands[i];
