@@ -38,6 +38,11 @@
  * assigned to, compared and queried; getters then return what the C API
  * documents for NULL (0, -1, nullptr) and fallible functions report
  * TSR_ERR_NULL_POINTER.
+ *
+ * Threads: the counts are atomic, so copies of one handle may be made,
+ * used and destroyed on different threads at once; one C++ object (one
+ * Tensor variable) is not synchronized, like std::shared_ptr. IterConfig is
+ * not thread-safe; an Iter's queries and loops are.
  */
 #ifndef TESSERA_HPP
 #define TESSERA_HPP
