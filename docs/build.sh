@@ -36,7 +36,10 @@ new=$(grep -vxF -f <(printf '%s\n' "$known") <<<"$warnings" | sed '/^$/d' || tru
 stale=$(grep -vxF -f <(printf '%s\n' "$warnings") <<<"$known" | sed '/^$/d' || true)
 others=$(grep -v ': warning: ' "$log" | sed '/^$/d' || true)
 
-known_count=$(grep -cxF -f <(printf '%s\n' "$known") <<<"$warnings" || true)
+known_count=0
+if [[ -n $known && -n $warnings ]]; then
+    known_count=$(grep -cxF -f <(printf '%s\n' "$known") <<<"$warnings" || true)
+fi
 if [[ -n $stale ]]; then
     echo "note: these known warnings no longer occur; remove them from docs/doxygen-known-warnings.txt:"
     printf '  %s\n' "$stale"
