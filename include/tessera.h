@@ -1130,6 +1130,32 @@ TsrStatus tsr_cpu_allocator_set_junk_fill(bool on);
 TsrStatus tsr_cpu_allocator_set_huge_pages(bool on);
 
 /**
+ * Sets the per-thread cache budget of the built-in CPU allocator, in
+ * bytes (default 128 MiB; 0 turns the cache off). Freed blocks up to 256
+ * MiB are kept by the freeing thread, a few per size class, until this
+ * budget is reached, so repeated sizes skip malloc/free; a thread's cache
+ * is freed when it exits or calls tsr_cpu_allocator_release_cache.
+ * Applies to later frees.
+ */
+void tsr_cpu_allocator_set_cache_limit(size_t bytes);
+
+/**
+ * The per-thread cache budget of the built-in CPU allocator, in bytes.
+ */
+size_t tsr_cpu_allocator_cache_limit(void);
+
+/**
+ * Frees every block the calling thread keeps in the built-in CPU
+ * allocator's cache; returns the bytes released.
+ */
+size_t tsr_cpu_allocator_release_cache(void);
+
+/**
+ * Bytes the calling thread keeps in the built-in CPU allocator's cache.
+ */
+size_t tsr_cpu_allocator_cached_bytes(void);
+
+/**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
  *
  * # Safety
