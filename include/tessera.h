@@ -389,6 +389,149 @@ typedef void (*TsrMemoryReportFn)(void *user,
                                   struct TsrDevice device);
 
 /**
+ * Options of tsr_caching_allocator_new. Zero it, set `struct_size` to
+ * sizeof(TsrCachingOptions), then the fields wanted: zero means "the
+ * default" for every field. Fields are only ever added at the end, so a
+ * host built against an older header keeps working.
+ */
+typedef struct TsrCachingOptions {
+    /**
+     * sizeof(TsrCachingOptions) as compiled by the host.
+     */
+    uint32_t struct_size;
+    /**
+     * Large requests of this many bytes or more (after rounding up to
+     * 512) are oversize: each gets a segment of its own that is never
+     * split and is handed out whole; a cached oversize block is reused
+     * only for a request less than 20 MiB smaller. 0: no limit. Otherwise
+     * it must be more than 1 MiB (1048576).
+     */
+    uint64_t max_split_size;
+    /**
+     * The new allocator's name (copied); NULL: "caching(<inner name>)".
+     */
+    const char *name;
+    /**
+     * Non-zero: `default_device` is the device tsr_allocator_allocate
+     * uses; zero: the inner allocator's default device.
+     */
+    uint8_t use_default_device;
+    /**
+     * See `use_default_device`.
+     */
+    struct TsrDevice default_device;
+} TsrCachingOptions;
+
+/**
+ * One statistic: its value now and the highest value since the allocator
+ * was made or its peaks were last reset.
+ */
+typedef struct TsrCachingStat {
+    /**
+     * The value now.
+     */
+    uint64_t current;
+    /**
+     * The highest value since creation or the last reset_peak.
+     */
+    uint64_t peak;
+} TsrCachingStat;
+
+/**
+ * The statistics of one pool of a caching allocator, or of both pools
+ * together (all devices summed).
+ */
+typedef struct TsrCachingPoolStats {
+    /**
+     * Segments obtained from the inner allocator and not returned.
+     */
+    struct TsrCachingStat segments;
+    /**
+     * Bytes of those segments.
+     */
+    struct TsrCachingStat reserved_bytes;
+    /**
+     * Blocks handed out and not yet freed.
+     */
+    struct TsrCachingStat active_blocks;
+    /**
+     * Bytes of those blocks (requests rounded up to 512 bytes, or the
+     * whole block when it was not split).
+     */
+    struct TsrCachingStat active_bytes;
+    /**
+     * Free blocks in segments that are partly in use.
+     */
+    struct TsrCachingStat inactive_split_blocks;
+    /**
+     * Bytes of those blocks (cached memory empty_cache cannot return).
+     */
+    struct TsrCachingStat inactive_split_bytes;
+    /**
+     * Bytes the callers asked for, for the active blocks.
+     */
+    struct TsrCachingStat requested_bytes;
+    /**
+     * Successful allocations.
+     */
+    uint64_t num_allocs;
+    /**
+     * Frees.
+     */
+    uint64_t num_frees;
+    /**
+     * Allocations served from cached memory, without the inner allocator.
+     */
+    uint64_t cache_hits;
+    /**
+     * Segments obtained from the inner allocator (cache misses).
+     */
+    uint64_t segment_allocs;
+    /**
+     * Segments returned to the inner allocator.
+     */
+    uint64_t segment_frees;
+    /**
+     * Times the inner allocator ran out of memory and the allocation was
+     * retried after returning every unused cached segment.
+     */
+    uint64_t retries;
+    /**
+     * Allocations that failed for lack of memory after that retry.
+     */
+    uint64_t ooms;
+} TsrCachingPoolStats;
+
+/**
+ * The statistics of a caching allocator. The caller sets `struct_size`
+ * to sizeof(TsrCachingStats) as it was compiled; tessera writes at most
+ * that many bytes, and sets `struct_size` to the number it wrote (smaller
+ * when the library is older than the host's header, in which case the
+ * fields past it are left untouched). Fields are only ever added at the
+ * end of this struct, never inside the pool structs.
+ */
+typedef struct TsrCachingStats {
+    /**
+     * In: sizeof(TsrCachingStats) as compiled by the host. Out: the bytes
+     * written.
+     */
+    uint32_t struct_size;
+    /**
+     * Both pools together.
+     */
+    struct TsrCachingPoolStats all;
+    /**
+     * The small pool: requests up to 1 MiB, carved from 2 MiB segments.
+     */
+    struct TsrCachingPoolStats small;
+    /**
+     * The large pool: bigger requests, 20 MiB segments below 10 MiB,
+     * else a segment of the size rounded up to 2 MiB.
+     */
+    struct TsrCachingPoolStats large;
+} TsrCachingStats;
+
+/**
  * An element type: c10's ScalarType number, 8 bits wide.
  */
 typedef int8_t TsrDType;
@@ -1081,6 +1224,173 @@ size_t tsr_weak_allocator_use_count(const struct TsrWeakAllocator *w);
  * `w` NULL or a live weak handle.
  */
 size_t tsr_weak_allocator_weak_use_count(const struct TsrWeakAllocator *w);
+
+/**
+ * Creates a caching allocator over `inner` (any allocator: the built-in
+ * CPU one, a plugin, the CUDA one) and writes a new reference to `*out`.
+ * The new allocator keeps a reference to `inner`; `inner` itself is only
+ * borrowed by the call. Requests are rounded up to 512 bytes and served
+ * from segments the caching allocator obtains from `inner` (2 MiB for
+ * requests up to 1 MiB; 20 MiB below 10 MiB; else the size rounded up to
+ * 2 MiB), split and merged as blocks come and go; freed memory stays
+ * cached until tsr_caching_allocator_empty_cache, or until `inner` runs
+ * out of memory (then every unused segment of the device goes back and
+ * the allocation is retried once). Pools are kept per device. The result
+ * is an ordinary allocator: tsr_allocator_allocate, tsr_set_allocator,
+ * storages and tsr_allocator_stats all work with it, and copies go
+ * through `inner`'s copy function. It outlives its last handle while any
+ * of its blocks is in use. Raw allocation (tsr_allocator_raw_allocate) is
+ * not supported.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (inner or out NULL); TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (options->struct_size too small or too large,
+ * max_split_size neither 0 nor above 1 MiB, an invalid default device).
+ *
+ * # Safety
+ * `inner` NULL or a live handle; `options` NULL or readable for its
+ * struct_size, with `name` NULL or a NUL-terminated string; `out` NULL or
+ * writable.
+ */
+TsrStatus tsr_caching_allocator_new(struct TsrAllocator *inner,
+                                    const struct TsrCachingOptions *options,
+                                    struct TsrAllocator **out);
+
+/**
+ * Returns every fully unused cached segment of a caching allocator (all
+ * devices) to its inner allocator. Segments partly in use stay.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator).
+ *
+ * # Safety
+ * `allocator` NULL or a live handle.
+ */
+TsrStatus tsr_caching_allocator_empty_cache(struct TsrAllocator *allocator);
+
+/**
+ * Writes a caching allocator's statistics to `*out`, whose `struct_size`
+ * the caller sets first (see TsrCachingStats); on return `struct_size`
+ * holds the number of bytes written. The counters of every allocator
+ * (tsr_allocator_stats) exist too: for a caching allocator they count
+ * requested bytes, like `requested_bytes` here.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator; out->struct_size
+ * below 4 or above 65536). `*out` is untouched on failure.
+ *
+ * # Safety
+ * `allocator` NULL or a live handle; `out` NULL or writable for
+ * out->struct_size bytes.
+ */
+TsrStatus tsr_caching_allocator_stats(const struct TsrAllocator *allocator,
+                                      struct TsrCachingStats *out);
+
+/**
+ * Sets every peak of a caching allocator to its current value: those of
+ * tsr_caching_allocator_stats and the `peak_bytes` of
+ * tsr_allocator_stats.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator).
+ *
+ * # Safety
+ * `allocator` NULL or a live handle.
+ */
+TsrStatus tsr_caching_allocator_reset_peak(struct TsrAllocator *allocator);
+
+/**
+ * Writes a new reference to the allocator a caching allocator caches for
+ * to `*out`.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator).
+ *
+ * # Safety
+ * `allocator` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_caching_allocator_inner(const struct TsrAllocator *allocator,
+                                      struct TsrAllocator **out);
+
+/**
+ * Whether `allocator` is a caching allocator; false for NULL or a
+ * released handle.
+ *
+ * # Safety
+ * `allocator` NULL or a handle whose memory is alive.
+ */
+bool tsr_allocator_is_caching(const struct TsrAllocator *allocator);
+
+/**
+ * Whether CUDA can be used: the driver loads and reports at least one
+ * device. Loads the driver on the first call. False in a build without
+ * the cuda feature. Never fails.
+ */
+bool tsr_cuda_is_available(void);
+
+/**
+ * The number of CUDA devices; 0 without a driver or without the cuda
+ * feature. Loads the driver on the first call.
+ */
+int32_t tsr_cuda_device_count(void);
+
+/**
+ * Loads and initializes the CUDA driver now (it is otherwise loaded on
+ * first use) and reports why CUDA cannot be used, if it cannot. Idempotent:
+ * the driver is loaded at most once per process, and a failure is final.
+ *
+ * Errors: TSR_ERR_DEVICE ("CUDA driver not available: <reason>": no
+ * libcuda, a driver too old, cuInit failed, no device);
+ * TSR_ERR_UNSUPPORTED (built without the cuda feature).
+ */
+TsrStatus tsr_cuda_init(void);
+
+/**
+ * Writes a new reference to the built-in CUDA device allocator to `*out`:
+ * cuMemAlloc behind the caching layer, with pools per device (query them
+ * with tsr_caching_allocator_stats). It allocates on the current device
+ * (that of the calling thread's current CUDA context, else device 0);
+ * storages and tensors on cuda:N use device N. Its copy function copies
+ * between host memory and device memory in either direction, and between
+ * devices. It is what tsr_get_allocator(TSR_CUDA) returns unless the host
+ * installed another allocator. Memory is reused as soon as it is freed:
+ * with streams other than the legacy default stream, synchronize before
+ * freeing.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEVICE (no usable driver);
+ * TSR_ERR_UNSUPPORTED (built without the cuda feature).
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_cuda_allocator(struct TsrAllocator **out);
+
+/**
+ * Writes a new reference to the CUDA device allocator without caching to
+ * `*out`: every allocation is one cuMemAlloc, every free one cuMemFree.
+ * For hosts that wrap it themselves, e.g. in tsr_caching_allocator_new
+ * with their own options.
+ *
+ * Errors: as tsr_cuda_allocator.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_cuda_raw_allocator(struct TsrAllocator **out);
+
+/**
+ * Writes a new reference to the pinned host-memory allocator to `*out`:
+ * page-locked memory from cuMemHostAlloc (portable to every device)
+ * behind the caching layer, for CPU storages and tensors whose copies to
+ * and from the GPU should be fast. Use it with
+ * tsr_storage_new_with_allocator, or install it for TSR_CPU. Blocks are
+ * at least 512-byte aligned. Its copy function copies in any direction.
+ *
+ * Errors: as tsr_cuda_allocator.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_cuda_pinned_allocator(struct TsrAllocator **out);
 
 /**
  * Runs the deleter with ctx (if both are non-NULL) exactly once, then

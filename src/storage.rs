@@ -13,11 +13,40 @@ use crate::refcount::{RcTarget, Ref, WeakRef};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 
+/// Which allocator made a storage's data.
+enum AllocatorHold {
+    /// External memory (from a DataPtr).
+    None,
+    /// The built-in CPU allocator: lives for the whole process, so no
+    /// reference count is taken.
+    BuiltinCpu,
+    /// Any other allocator, kept alive by this reference.
+    Shared(Allocator),
+}
+
+impl AllocatorHold {
+    fn of(allocator: &Allocator) -> AllocatorHold {
+        if allocator.is_builtin_cpu() {
+            AllocatorHold::BuiltinCpu
+        } else {
+            AllocatorHold::Shared(allocator.clone())
+        }
+    }
+
+    fn get(&self) -> Option<&Allocator> {
+        match self {
+            AllocatorHold::None => None,
+            AllocatorHold::BuiltinCpu => Some(crate::allocator::cpu::builtin_ref()),
+            AllocatorHold::Shared(a) => Some(a),
+        }
+    }
+}
+
 struct StorageState {
     data_ptr: DataPtr,
     nbytes: usize,
     resizable: bool,
-    allocator: Option<Allocator>,
+    allocator: AllocatorHold,
 }
 
 /// The object behind a [`Storage`] handle.
@@ -36,7 +65,7 @@ impl RcTarget for StorageImpl {
     fn release_resources(&mut self) {
         let state = self.state.get_mut();
         state.data_ptr.clear();
-        state.allocator = None;
+        state.allocator = AllocatorHold::None;
     }
 }
 
@@ -69,7 +98,7 @@ impl StorageImpl {
 
     /// The allocator that made the data, if any (None for external memory).
     pub fn allocator(&self) -> Option<&Allocator> {
-        self.state().allocator.as_ref()
+        self.state().allocator.get()
     }
 
     /// The allocator to use for new memory on this storage's device: its
@@ -92,7 +121,7 @@ impl StorageImpl {
         state.data_ptr = data_ptr;
         state.nbytes = nbytes;
         state.resizable = false;
-        state.allocator = None;
+        state.allocator = AllocatorHold::None;
     }
 
     /// Resizes to `nbytes` (c10's rules): only a resizable storage; new
@@ -233,8 +262,16 @@ impl Storage {
                 data_ptr: DataPtr::empty(device),
                 nbytes,
                 resizable,
-                allocator: None,
+                allocator: AllocatorHold::None,
             }));
+        }
+        if device.is_cpu() && allocator::registry::cpu_slot_is_builtin() {
+            return Storage::new_on(
+                nbytes,
+                crate::allocator::cpu::builtin_ref(),
+                device,
+                resizable,
+            );
         }
         let alloc = registry_allocator(device)?;
         Storage::new_on(nbytes, &alloc, device, resizable)
@@ -261,7 +298,7 @@ impl Storage {
             data_ptr,
             nbytes,
             resizable,
-            allocator: Some(allocator.clone()),
+            allocator: AllocatorHold::of(allocator),
         }))
     }
 
@@ -273,7 +310,7 @@ impl Storage {
             data_ptr,
             nbytes,
             resizable: false,
-            allocator: None,
+            allocator: AllocatorHold::None,
         })
     }
 

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::refcount::Ref;
 use std::any::Any;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 /// Alignment of every CPU allocation, in bytes.
@@ -26,9 +26,11 @@ const HUGE_PAGE: usize = 2 << 20;
 /// otherwise).
 pub const JUNK_PATTERN: u32 = 0x7fed_beef;
 
-static ZERO_FILL: AtomicBool = AtomicBool::new(false);
-static JUNK_FILL: AtomicBool = AtomicBool::new(false);
-static HUGE_PAGES: AtomicBool = AtomicBool::new(false);
+/// The options as bits, so the allocation path reads them with one load.
+static OPTIONS: AtomicU8 = AtomicU8::new(0);
+const ZERO_FILL: u8 = 1;
+const JUNK_FILL: u8 = 2;
+const HUGE_PAGES: u8 = 4;
 
 /// Process-wide options of the built-in CPU allocator.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,18 +52,20 @@ pub fn set_options(options: CpuOptions) -> Result<()> {
         InvalidArgument,
         "zero_fill and junk_fill are both on: expected at most one of them"
     );
-    ZERO_FILL.store(options.zero_fill, Relaxed);
-    JUNK_FILL.store(options.junk_fill, Relaxed);
-    HUGE_PAGES.store(options.huge_pages, Relaxed);
+    let bits = (options.zero_fill as u8 * ZERO_FILL)
+        | (options.junk_fill as u8 * JUNK_FILL)
+        | (options.huge_pages as u8 * HUGE_PAGES);
+    OPTIONS.store(bits, Relaxed);
     Ok(())
 }
 
 /// The current options.
 pub fn options() -> CpuOptions {
+    let bits = OPTIONS.load(Relaxed);
     CpuOptions {
-        zero_fill: ZERO_FILL.load(Relaxed),
-        junk_fill: JUNK_FILL.load(Relaxed),
-        huge_pages: HUGE_PAGES.load(Relaxed),
+        zero_fill: bits & ZERO_FILL != 0,
+        junk_fill: bits & JUNK_FILL != 0,
+        huge_pages: bits & HUGE_PAGES != 0,
     }
 }
 
@@ -74,10 +78,13 @@ pub fn builtin() -> Allocator {
     builtin_ref().clone()
 }
 
-fn builtin_ref() -> &'static Allocator {
-    BUILTIN.get_or_init(|| Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)))
+/// The built-in CPU allocator, borrowed for the process lifetime.
+pub(crate) fn builtin_ref() -> &'static Allocator {
+    BUILTIN
+        .get_or_init(|| Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu())
 }
 
+#[cold]
 fn oom(nbytes: usize, reason: &str) -> crate::error::Error {
     crate::err!(
         OutOfMemory,
@@ -85,10 +92,12 @@ fn oom(nbytes: usize, reason: &str) -> crate::error::Error {
     )
 }
 
-/// Allocates `nbytes` (> 0) and returns the data address, or None.
-fn alloc_block(nbytes: usize) -> std::result::Result<*mut u8, String> {
-    let opts_huge = HUGE_PAGES.load(Relaxed) && nbytes >= HUGE_PAGE;
-    let zero = ZERO_FILL.load(Relaxed);
+/// Allocates `nbytes` (> 0) with the option bits `opts` and returns the
+/// data address, or the OS reason of the failure.
+#[inline]
+fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> {
+    let opts_huge = opts & HUGE_PAGES != 0 && nbytes >= HUGE_PAGE;
+    let zero = opts & ZERO_FILL != 0;
     let (raw, data) = if opts_huge {
         let total = nbytes
             .checked_add(HUGE_PAGE)
@@ -138,7 +147,7 @@ fn alloc_block(nbytes: usize) -> std::result::Result<*mut u8, String> {
         header.write(raw as usize);
         header.add(1).write(nbytes);
     }
-    if JUNK_FILL.load(Relaxed) {
+    if opts & JUNK_FILL != 0 {
         let words = nbytes / 4;
         // SAFETY: data is 64-aligned and valid for nbytes bytes.
         let slice = unsafe { std::slice::from_raw_parts_mut(data as *mut u32, words) };
@@ -197,27 +206,25 @@ impl RawAllocator for CpuBackend {
     }
 }
 
+/// The allocation path of the built-in CPU allocator (statistics into
+/// `owner`, the built-in allocator's object).
 #[inline]
-fn allocate_cpu(owner: &AllocatorImpl, nbytes: usize, device: Device) -> Result<DataPtr> {
-    crate::ensure!(
-        device.is_cpu(),
-        Device,
-        "the CPU allocator cannot allocate on {device}"
-    );
+pub(super) fn allocate_cpu(
+    owner: &AllocatorImpl,
+    nbytes: usize,
+    device: Device,
+) -> Result<DataPtr> {
+    if !device.is_cpu() {
+        return Err(not_cpu(device));
+    }
     if nbytes == 0 {
         return Ok(DataPtr::empty(Device::CPU));
     }
     if nbytes > isize::MAX as usize - HUGE_PAGE {
         owner.stats.record_failure();
-        return Err(oom(
-            nbytes,
-            &format!(
-                "more than the largest allocation, {} bytes",
-                isize::MAX as usize - HUGE_PAGE
-            ),
-        ));
+        return Err(too_large(nbytes));
     }
-    match alloc_block(nbytes) {
+    match alloc_block(nbytes, OPTIONS.load(Relaxed)) {
         Ok(data) => {
             let data = data as *mut c_void;
             owner.stats.record_alloc(data, nbytes, Device::CPU);
@@ -230,4 +237,20 @@ fn allocate_cpu(owner: &AllocatorImpl, nbytes: usize, device: Device) -> Result<
             Err(oom(nbytes, &reason))
         }
     }
+}
+
+#[cold]
+fn not_cpu(device: Device) -> crate::error::Error {
+    crate::err!(Device, "the CPU allocator cannot allocate on {device}")
+}
+
+#[cold]
+fn too_large(nbytes: usize) -> crate::error::Error {
+    oom(
+        nbytes,
+        &format!(
+            "more than the largest allocation, {} bytes",
+            isize::MAX as usize - HUGE_PAGE
+        ),
+    )
 }

@@ -2,7 +2,10 @@
 //! refcounted [`Allocator`] handle with statistics, the per-device-type
 //! registry, the built-in CPU allocator and the memory reporter.
 
+pub mod caching;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod registry;
 pub mod reporter;
 pub mod stats;
@@ -82,6 +85,8 @@ pub trait RawAllocator: Send + Sync + 'static {
 pub struct AllocatorImpl {
     /// NUL-terminated so the C API can hand it out.
     name: CString,
+    /// The built-in CPU allocator takes a direct path (no dynamic dispatch).
+    builtin_cpu: bool,
     default_device: Device,
     stats: Stats,
     /// Sizes of raw allocations (raw_allocate / raw_deallocate), which carry
@@ -131,6 +136,7 @@ impl Allocator {
         let name: String = name.into();
         Allocator(Ref::new(AllocatorImpl {
             name: CString::new(name.replace('\0', "")).unwrap_or_default(),
+            builtin_cpu: false,
             default_device,
             stats: Stats::default(),
             raw_sizes: Mutex::new(HashMap::new()),
@@ -168,14 +174,33 @@ impl Allocator {
         &*self.0.backend
     }
 
+    /// Marks the built-in CPU allocator (only cpu.rs creates it).
+    pub(crate) fn mark_builtin_cpu(mut self) -> Allocator {
+        let inner = Ref::get_mut(&mut self.0).expect("a new allocator is unique");
+        inner.builtin_cpu = true;
+        inner.stats = Stats::with_per_thread_counts();
+        self
+    }
+
+    /// Whether this is the built-in CPU allocator.
+    #[inline]
+    pub fn is_builtin_cpu(&self) -> bool {
+        self.0.builtin_cpu
+    }
+
     /// Allocates `nbytes` on the default device.
+    #[inline]
     pub fn allocate(&self, nbytes: usize) -> Result<DataPtr> {
         self.allocate_on(nbytes, self.0.default_device)
     }
 
     /// Allocates `nbytes` on `device`, recording statistics; the returned
     /// pointer keeps this allocator alive until it is freed.
+    #[inline]
     pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        if self.0.builtin_cpu {
+            return cpu::allocate_cpu(&self.0, nbytes, device);
+        }
         if self.0.backend.keeps_own_stats() {
             return self.0.backend.allocate_tracked(&self.0, nbytes, device);
         }

@@ -6,7 +6,19 @@
 
 use super::Allocator;
 use crate::device::DeviceType;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
+
+/// Whether the CPU slot holds something other than the built-in allocator
+/// (until then, CPU allocations skip the registry lock).
+static CPU_REPLACED: AtomicBool = AtomicBool::new(false);
+
+/// Whether CPU allocations go to the built-in allocator (the CPU slot was
+/// never replaced, or was cleared).
+#[inline]
+pub(crate) fn cpu_slot_is_builtin() -> bool {
+    !CPU_REPLACED.load(Ordering::Acquire)
+}
 
 struct Slot {
     allocator: Allocator,
@@ -42,6 +54,9 @@ pub fn set_allocator(device_type: DeviceType, allocator: &Allocator, priority: u
         allocator: allocator.clone(),
         priority,
     });
+    if device_type == DeviceType::Cpu {
+        CPU_REPLACED.store(!allocator.is_builtin_cpu(), Ordering::Release);
+    }
     drop(guard);
     // The previous allocator is released outside the lock: its release
     // callback may call back into the registry.
@@ -50,12 +65,15 @@ pub fn set_allocator(device_type: DeviceType, allocator: &Allocator, priority: u
 }
 
 /// The allocator for `device_type` (the built-in one for CPU unless
-/// replaced), or None.
+/// replaced; with the "cuda" feature, the built-in caching CUDA allocator
+/// for CUDA, which loads the driver only when it allocates), or None.
 pub fn get_allocator(device_type: DeviceType) -> Option<Allocator> {
     let guard = slot(device_type).read().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(s) => Some(s.allocator.clone()),
         None if device_type == DeviceType::Cpu => Some(Allocator::cpu()),
+        #[cfg(feature = "cuda")]
+        None if device_type == DeviceType::Cuda => Some(super::cuda::device_allocator()),
         None => None,
     }
 }
@@ -68,9 +86,11 @@ pub fn priority(device_type: DeviceType) -> u8 {
 
 /// Empties the slot (tests and shutdown); returns the allocator it held.
 pub fn clear_allocator(device_type: DeviceType) -> Option<Allocator> {
-    let old = slot(device_type)
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
+    let mut guard = slot(device_type).write().unwrap_or_else(|e| e.into_inner());
+    let old = guard.take();
+    if device_type == DeviceType::Cpu {
+        CPU_REPLACED.store(false, Ordering::Release);
+    }
+    drop(guard);
     old.map(|s| s.allocator)
 }

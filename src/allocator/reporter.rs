@@ -33,6 +33,12 @@ pub fn set_memory_reporter(reporter: Option<MemoryReporter>) {
     *slot = reporter;
 }
 
+/// Whether a reporter is installed (a hint: it may change right after).
+#[inline]
+pub(crate) fn is_active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
 /// Tells the reporter, if one is installed.
 #[inline]
 pub(crate) fn report(ptr: *const c_void, delta_bytes: i64, total_allocated: u64, device: Device) {

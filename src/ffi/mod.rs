@@ -8,6 +8,8 @@
 //! `TSR_ERR_NULL_POINTER`; handles returned are new references.
 
 pub mod allocator;
+pub mod caching;
+pub mod cuda;
 pub mod data_ptr;
 pub mod dlpack;
 pub mod dtype;

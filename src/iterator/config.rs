@@ -8,16 +8,9 @@ use crate::error::Result;
 use crate::tensor::{Dims, Tensor};
 use smallvec::SmallVec;
 
-/// Operands (outputs first) and flags of an iterator to build.
-///
-/// Defaults as c10: check_mem_overlap, check_all_same_dtype,
-/// check_all_same_device and resize_outputs on; everything else off.
-/// Turning on promote_inputs_to_common_dtype or
-/// cast_common_dtype_to_outputs turns check_all_same_dtype off.
-#[derive(Clone)]
-pub struct IterConfig {
-    pub(crate) outputs: SmallVec<[Option<Tensor>; 2]>,
-    pub(crate) inputs: SmallVec<[Tensor; 4]>,
+/// The flags of a config (a plain copy travels into the build).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Flags {
     pub(crate) check_mem_overlap: bool,
     pub(crate) allow_cpu_scalars: bool,
     pub(crate) is_reduction: bool,
@@ -32,23 +25,11 @@ pub struct IterConfig {
     pub(crate) resolve_overlap_by_copy: bool,
     pub(crate) static_dtype: Option<DType>,
     pub(crate) static_device: Option<Device>,
-    pub(crate) static_shape: Option<Dims>,
 }
 
-impl std::fmt::Debug for IterConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IterConfig")
-            .field("noutputs", &self.outputs.len())
-            .field("ninputs", &self.inputs.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for IterConfig {
+impl Default for Flags {
     fn default() -> Self {
-        IterConfig {
-            outputs: SmallVec::new(),
-            inputs: SmallVec::new(),
+        Flags {
             check_mem_overlap: true,
             allow_cpu_scalars: false,
             is_reduction: false,
@@ -63,8 +44,31 @@ impl Default for IterConfig {
             resolve_overlap_by_copy: false,
             static_dtype: None,
             static_device: None,
-            static_shape: None,
         }
+    }
+}
+
+/// Operands (outputs first) and flags of an iterator to build.
+///
+/// Defaults as c10: check_mem_overlap, check_all_same_dtype,
+/// check_all_same_device and resize_outputs on; everything else off.
+/// Turning on promote_inputs_to_common_dtype or
+/// cast_common_dtype_to_outputs turns check_all_same_dtype off.
+#[derive(Clone, Default)]
+pub struct IterConfig {
+    pub(crate) outputs: SmallVec<[Option<Tensor>; 2]>,
+    pub(crate) inputs: SmallVec<[Tensor; 4]>,
+    pub(crate) flags: Flags,
+    pub(crate) static_shape: Option<Dims>,
+}
+
+impl std::fmt::Debug for IterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IterConfig")
+            .field("noutputs", &self.outputs.len())
+            .field("ninputs", &self.inputs.len())
+            .field("flags", &self.flags)
+            .finish_non_exhaustive()
     }
 }
 
@@ -72,7 +76,7 @@ macro_rules! flag_setter {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         pub fn $name(&mut self, value: bool) -> &mut Self {
-            self.$name = value;
+            self.flags.$name = value;
             self
         }
     };
@@ -168,9 +172,9 @@ impl IterConfig {
     /// Compute in the common dtype of the inputs (converting inputs on the
     /// CPU); turns check_all_same_dtype off when on.
     pub fn promote_inputs_to_common_dtype(&mut self, value: bool) -> &mut Self {
-        self.promote_inputs_to_common_dtype = value;
+        self.flags.promote_inputs_to_common_dtype = value;
         if value {
-            self.check_all_same_dtype = false;
+            self.flags.check_all_same_dtype = false;
         }
         self
     }
@@ -178,9 +182,9 @@ impl IterConfig {
     /// Write the common dtype into outputs of other dtypes (through
     /// temporaries on the CPU); turns check_all_same_dtype off when on.
     pub fn cast_common_dtype_to_outputs(&mut self, value: bool) -> &mut Self {
-        self.cast_common_dtype_to_outputs = value;
+        self.flags.cast_common_dtype_to_outputs = value;
         if value {
-            self.check_all_same_dtype = false;
+            self.flags.check_all_same_dtype = false;
         }
         self
     }
@@ -188,20 +192,20 @@ impl IterConfig {
     /// Fixes the common dtype (and the dtype of allocated outputs); needs
     /// check_all_same_dtype(false).
     pub fn declare_static_dtype(&mut self, dtype: DType) -> &mut Self {
-        self.static_dtype = Some(dtype);
+        self.flags.static_dtype = Some(dtype);
         self
     }
 
     /// Fixes the device of allocated outputs.
     pub fn declare_static_device(&mut self, device: Device) -> &mut Self {
-        self.static_device = Some(device);
+        self.flags.static_device = Some(device);
         self
     }
 
     /// Fixes the loop shape instead of broadcasting; needs
     /// resize_outputs(false).
     pub fn declare_static_shape(&mut self, shape: &[i64]) -> &mut Self {
-        self.static_shape = Some(shape.iter().copied().collect());
+        self.static_shape = Some(Dims::from_slice(shape));
         self
     }
 
@@ -211,7 +215,7 @@ impl IterConfig {
         shape: &[i64],
         squash_dims: &[i64],
     ) -> Result<&mut Self> {
-        let mut s: Dims = shape.iter().copied().collect();
+        let mut s: Dims = Dims::from_slice(shape);
         for &d in squash_dims {
             let w = crate::tensor::shape::wrap_dim(d, s.len())?;
             if !s.is_empty() {
@@ -232,8 +236,33 @@ impl IterConfig {
         self.inputs.len()
     }
 
-    /// Runs the build pipeline.
+    /// Runs the build pipeline on a copy of this config (which stays
+    /// usable).
     pub fn build(&self) -> Result<TensorIterator> {
+        super::steps::build(self.clone())
+    }
+
+    /// Runs the general pipeline without the shortcut for trivial cases
+    /// (tests compare the two).
+    #[doc(hidden)]
+    pub fn build_general(&self) -> Result<TensorIterator> {
+        let c = self.clone();
+        super::steps::validate_flags(
+            &c.flags,
+            c.outputs.len() + c.inputs.len(),
+            c.static_shape.as_ref(),
+        )?;
+        let it = TensorIterator::empty(
+            c.outputs.len(),
+            c.flags.is_reduction,
+            c.flags.enforce_linear_iteration,
+        );
+        super::steps::build_steps(it, c.outputs, c.inputs, c.flags, c.static_shape)
+    }
+
+    /// Runs the build pipeline, moving the operands into the iterator
+    /// (saves a reference-count round trip per operand).
+    pub fn build_owned(self) -> Result<TensorIterator> {
         super::steps::build(self)
     }
 }

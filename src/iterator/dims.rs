@@ -9,7 +9,8 @@ impl TensorIterator {
     /// Byte strides of every defined operand not being resized, broadcast
     /// dims (size 1 against a larger loop size) getting stride 0. Still in
     /// the tensors' dim order (outermost first).
-    pub(crate) fn compute_strides(&mut self, static_shape: bool) {
+    pub(crate) fn compute_strides(&mut self) {
+        let static_shape = self.shape_is_static;
         let ndim = self.shape.len();
         for op in self.operands.iter_mut() {
             let Some(t) = op.tensor.as_ref() else {
@@ -41,7 +42,10 @@ impl TensorIterator {
     pub(crate) fn reorder_dimensions(&mut self) {
         let ndim = self.shape.len();
         // Start from the reversed tensor order: iterator dim 0 = last tensor dim.
-        self.perm = (0..ndim as i64).rev().collect();
+        self.perm = Dims::from_elem(0, ndim);
+        for (i, p) in self.perm.iter_mut().enumerate() {
+            *p = (ndim - 1 - i) as i64;
+        }
         if ndim <= 1 || self.enforce_linear_iteration {
             self.permute_dimensions();
             return;
@@ -94,12 +98,18 @@ impl TensorIterator {
 
     /// Applies `perm` to the shape and every operand's strides.
     fn permute_dimensions(&mut self) {
-        let perm = self.perm.clone();
-        let reorder = |v: &Dims| -> Dims { perm.iter().map(|&p| v[p as usize]).collect() };
-        self.shape = reorder(&self.shape);
+        fn reorder(v: &mut Dims, perm: &[i64]) {
+            let mut old = [0i64; crate::tensor::MAX_DIMS];
+            old[..v.len()].copy_from_slice(v);
+            for (dst, &p) in v.iter_mut().zip(perm) {
+                *dst = old[p as usize];
+            }
+        }
+        let perm = &self.perm;
+        reorder(&mut self.shape, perm);
         for op in self.operands.iter_mut() {
             if !op.stride_bytes.is_empty() {
-                op.stride_bytes = reorder(&op.stride_bytes);
+                reorder(&mut op.stride_bytes, perm);
             }
         }
     }
@@ -107,15 +117,13 @@ impl TensorIterator {
     /// Contiguous byte strides in loop order for an element of `item`
     /// bytes: what an allocated output gets.
     pub(crate) fn compatible_stride(&self, item: i64) -> Dims {
+        let mut out = Dims::from_elem(0, self.shape.len());
         let mut next = item;
-        self.shape
-            .iter()
-            .map(|&s| {
-                let st = next;
-                next *= s;
-                st
-            })
-            .collect()
+        for (o, &s) in out.iter_mut().zip(&self.shape) {
+            *o = next;
+            next *= s;
+        }
+        out
     }
 
     /// Loop-order values back in tensor dim order (before coalescing).

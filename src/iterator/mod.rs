@@ -11,6 +11,7 @@
 
 mod config;
 mod dims;
+mod fast;
 mod loops;
 mod overlap;
 mod presets;
@@ -56,7 +57,7 @@ pub struct Operand {
 }
 
 impl Operand {
-    fn new(tensor: Option<Tensor>, is_output: bool) -> Operand {
+    pub(crate) fn new(tensor: Option<Tensor>, is_output: bool) -> Operand {
         let dtype = tensor.as_ref().map(|t| t.dtype());
         let device = tensor.as_ref().map(|t| t.device());
         Operand {
@@ -72,17 +73,13 @@ impl Operand {
             will_resize: false,
         }
     }
-
-    fn defined(&self) -> bool {
-        self.tensor.is_some()
-    }
 }
 
 /// A built iterator: the shape to loop over, each operand's byte strides
 /// and data pointer, and the dtypes to compute in.
 #[derive(Clone)]
 pub struct TensorIterator {
-    pub(crate) operands: SmallVec<[Operand; 4]>,
+    pub(crate) operands: SmallVec<[Operand; 3]>,
     pub(crate) num_outputs: usize,
     /// Loop shape, innermost dim first.
     pub(crate) shape: Dims,
@@ -94,6 +91,8 @@ pub struct TensorIterator {
     pub(crate) has_coalesced_dimensions: bool,
     pub(crate) all_ops_same_shape: bool,
     pub(crate) all_ops_are_scalars: bool,
+    /// Whether the loop shape was declared (not broadcast).
+    pub(crate) shape_is_static: bool,
     /// Whether this (sub-)iterator's output elements are final (split).
     pub(crate) final_output: bool,
     /// Whether the output must be accumulated into (split of a reduced dim).
@@ -125,6 +124,7 @@ impl TensorIterator {
             has_coalesced_dimensions: false,
             all_ops_same_shape: false,
             all_ops_are_scalars: false,
+            shape_is_static: false,
             final_output: true,
             accumulate: false,
         }

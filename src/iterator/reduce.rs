@@ -78,7 +78,7 @@ impl TensorIterator {
             || !parallelize
         {
             let reduce_dims = self.num_reduce_dims();
-            let outer: Dims = self.shape[reduce_dims..].iter().copied().collect();
+            let outer: Dims = Dims::from_slice(&self.shape[reduce_dims..]);
             let count: i64 = outer.iter().product();
             let mut index: Dims = smallvec::SmallVec::from_elem(0, outer.len());
             for _ in 0..count {

@@ -1,6 +1,8 @@
-//! The build pipeline, one function per step, in c10's order.
+//! The build pipeline, one function per step, in c10's order. Each step is
+//! one pass over the operands; the common case (same shapes, same dtypes,
+//! dense layouts) touches each operand a handful of times.
 
-use super::config::IterConfig;
+use super::config::{Flags, IterConfig};
 use super::overlap::{self, MemOverlap, MemOverlapStatus};
 use super::{Operand, TensorIterator};
 use crate::device::Device;
@@ -8,22 +10,48 @@ use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
 use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
 
-/// Builds an iterator from a config.
-pub(crate) fn build(config: &IterConfig) -> Result<TensorIterator> {
-    validate_flags(config)?;
+/// Builds an iterator from a config, moving its operands in.
+pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
+    let IterConfig {
+        mut outputs,
+        mut inputs,
+        flags,
+        static_shape,
+    } = config;
+    validate_flags(&flags, outputs.len() + inputs.len(), static_shape.as_ref())?;
     let mut it = TensorIterator::empty(
-        config.outputs.len(),
-        config.is_reduction,
-        config.enforce_linear_iteration,
+        outputs.len(),
+        flags.is_reduction,
+        flags.enforce_linear_iteration,
     );
-    it.populate_operands(config);
+    if super::fast::try_build(
+        &mut it,
+        &mut outputs,
+        &mut inputs,
+        &flags,
+        static_shape.is_some(),
+    )? {
+        return Ok(it);
+    }
+    build_steps(it, outputs, inputs, flags, static_shape)
+}
+
+/// The general pipeline, filling `it` (fresh from `TensorIterator::empty`).
+pub(crate) fn build_steps(
+    mut it: TensorIterator,
+    outputs: smallvec::SmallVec<[Option<Tensor>; 2]>,
+    inputs: smallvec::SmallVec<[Tensor; 4]>,
+    flags: Flags,
+    static_shape: Option<Dims>,
+) -> Result<TensorIterator> {
+    it.populate_operands(outputs, inputs);
     it.mark_outputs();
-    it.compute_mem_overlaps(config)?;
-    it.compute_shape(config)?;
-    it.mark_resize_outputs(config)?;
-    it.compute_types(config)?;
-    if !it.fast_set_up(config)? {
-        it.compute_strides(config.static_shape.is_some());
+    it.compute_mem_overlaps(&flags)?;
+    it.compute_shape(&flags, static_shape)?;
+    it.mark_resize_outputs(&flags)?;
+    it.compute_types(&flags)?;
+    if !it.fast_set_up()? {
+        it.compute_strides();
         it.reorder_dimensions();
         it.allocate_or_resize_outputs()?;
         it.coalesce_dimensions();
@@ -34,28 +62,32 @@ pub(crate) fn build(config: &IterConfig) -> Result<TensorIterator> {
 
 /// Refuses flag combinations that cannot work, whatever order the
 /// setters were called in.
-fn validate_flags(c: &IterConfig) -> Result<()> {
+pub(crate) fn validate_flags(
+    f: &Flags,
+    noperands: usize,
+    static_shape: Option<&Dims>,
+) -> Result<()> {
     crate::ensure!(
-        !c.outputs.is_empty() || !c.inputs.is_empty(),
+        noperands > 0,
         InvalidArgument,
         "the iterator has no operands: add at least one output or input"
     );
     crate::ensure!(
-        !c.promote_integer_inputs_to_float || c.promote_inputs_to_common_dtype,
+        !f.promote_integer_inputs_to_float || f.promote_inputs_to_common_dtype,
         InvalidArgument,
         "promote_integer_inputs_to_float needs promote_inputs_to_common_dtype to be on"
     );
     crate::ensure!(
-        c.static_dtype.is_none() || !c.check_all_same_dtype,
+        f.static_dtype.is_none() || !f.check_all_same_dtype,
         InvalidArgument,
         "declare_static_dtype needs check_all_same_dtype(false)"
     );
-    crate::ensure!(
-        c.static_shape.is_none() || !c.resize_outputs,
-        InvalidArgument,
-        "declare_static_shape needs resize_outputs(false)"
-    );
-    if let Some(s) = &c.static_shape {
+    if let Some(s) = static_shape {
+        crate::ensure!(
+            !f.resize_outputs,
+            InvalidArgument,
+            "declare_static_shape needs resize_outputs(false)"
+        );
         crate::ensure!(
             s.len() <= crate::tensor::MAX_DIMS && s.iter().all(|&x| x >= 0),
             Shape,
@@ -76,34 +108,37 @@ fn describe(op: &Operand, i: usize, num_outputs: usize) -> String {
 
 impl TensorIterator {
     /// Step 1: one operand per output, then per input.
-    fn populate_operands(&mut self, config: &IterConfig) {
-        for out in &config.outputs {
-            self.operands.push(Operand::new(out.clone(), true));
+    fn populate_operands(
+        &mut self,
+        outputs: impl IntoIterator<Item = Option<Tensor>>,
+        inputs: impl IntoIterator<Item = Tensor>,
+    ) {
+        for out in outputs {
+            self.operands.push(Operand::new(out, true));
         }
-        for input in &config.inputs {
-            self.operands.push(Operand::new(Some(input.clone()), false));
+        for input in inputs {
+            self.operands.push(Operand::new(Some(input), false));
         }
     }
 
     /// Step 2: an output that is the same tensor as an input is read-write.
     fn mark_outputs(&mut self) {
         let n = self.num_outputs;
-        for i in 0..n {
-            let Some(out) = self.operands[i].tensor.clone() else {
-                continue;
-            };
-            let rw = self.operands[n..]
-                .iter()
-                .any(|op| op.tensor.as_ref().is_some_and(|t| Tensor::ptr_eq(t, &out)));
-            self.operands[i].is_read_write = rw;
+        let (outs, ins) = self.operands.split_at_mut(n);
+        for out in outs.iter_mut() {
+            if let Some(t) = &out.tensor {
+                out.is_read_write = ins
+                    .iter()
+                    .any(|op| op.tensor.as_ref().is_some_and(|x| Tensor::ptr_eq(x, t)));
+            }
         }
     }
 
     /// Step 3: refuse outputs that write one location twice, and inputs
     /// that partially overlap an output (or copy them, with
     /// resolve_overlap_by_copy). Exact aliasing is allowed.
-    fn compute_mem_overlaps(&mut self, config: &IterConfig) -> Result<()> {
-        if !config.check_mem_overlap {
+    fn compute_mem_overlaps(&mut self, flags: &Flags) -> Result<()> {
+        if !flags.check_mem_overlap {
             return Ok(());
         }
         let n = self.num_outputs;
@@ -120,18 +155,22 @@ impl TensorIterator {
                 out.strides()
             );
             for j in n..self.operands.len() {
-                let input = self.operands[j].tensor.clone().expect("inputs are defined");
-                if Tensor::ptr_eq(&input, &out) {
+                let input = self.operands[j]
+                    .tensor
+                    .as_ref()
+                    .expect("inputs are defined");
+                if Tensor::ptr_eq(input, &out) {
                     continue;
                 }
-                if config.resolve_overlap_by_copy {
-                    if overlap::may_partially_overlap(&out, &input) {
-                        self.operands[j].tensor = Some(input.clone_tensor(MemoryFormat::Preserve)?);
+                if flags.resolve_overlap_by_copy {
+                    if overlap::may_partially_overlap(&out, input) {
+                        let copy = input.clone_tensor(MemoryFormat::Preserve)?;
+                        self.operands[j].tensor = Some(copy);
                     }
                     continue;
                 }
                 crate::ensure!(
-                    overlap::get_overlap_status(&out, &input) != MemOverlapStatus::Partial,
+                    overlap::get_overlap_status(&out, input) != MemOverlapStatus::Partial,
                     Overlap,
                     "input {} partially overlaps output {i} in memory: clone the input, or turn on \
                      resolve_overlap_by_copy",
@@ -144,20 +183,20 @@ impl TensorIterator {
 
     /// Step 4: the broadcast shape of the operands that take part (outputs
     /// being resized do not), or the static shape.
-    fn compute_shape(&mut self, config: &IterConfig) -> Result<()> {
-        if let Some(s) = &config.static_shape {
-            self.shape = s.clone();
+    fn compute_shape(&mut self, flags: &Flags, static_shape: Option<Dims>) -> Result<()> {
+        if let Some(s) = static_shape {
+            self.shape = s;
+            self.shape_is_static = true;
             self.all_ops_same_shape = false;
             return Ok(());
         }
         self.all_ops_same_shape = true;
-        let (mut has_scalars, mut has_tensors) = (false, false);
-        let mut first = true;
+        let (mut has_scalars, mut has_tensors, mut first) = (false, false, true);
         for (i, op) in self.operands.iter().enumerate() {
             let Some(t) = op.tensor.as_ref() else {
                 continue;
             };
-            if config.resize_outputs && op.is_output {
+            if flags.resize_outputs && op.is_output {
                 continue;
             }
             let sizes = t.sizes();
@@ -166,11 +205,8 @@ impl TensorIterator {
             } else {
                 has_tensors = true;
             }
-            if has_scalars && has_tensors {
-                self.all_ops_same_shape = false;
-            }
             if first {
-                self.shape = sizes.iter().copied().collect();
+                self.shape = Dims::from_slice(sizes);
                 first = false;
             } else if sizes != &self.shape[..] {
                 self.all_ops_same_shape = false;
@@ -181,6 +217,9 @@ impl TensorIterator {
                     ))
                 })?;
             }
+        }
+        if has_scalars && has_tensors {
+            self.all_ops_same_shape = false;
         }
         self.all_ops_are_scalars = !has_tensors;
         crate::ensure!(
@@ -195,8 +234,8 @@ impl TensorIterator {
 
     /// Step 5: defined outputs whose shape differs get resized (unless
     /// read-write); without resize_outputs only reductions may differ.
-    fn mark_resize_outputs(&mut self, config: &IterConfig) -> Result<()> {
-        if config.static_shape.is_some() {
+    fn mark_resize_outputs(&mut self, flags: &Flags) -> Result<()> {
+        if self.shape_is_static {
             return Ok(());
         }
         for i in 0..self.num_outputs {
@@ -207,7 +246,7 @@ impl TensorIterator {
             if t.sizes() == &self.shape[..] {
                 continue;
             }
-            if config.resize_outputs && !op.is_read_write {
+            if flags.resize_outputs && !op.is_read_write {
                 self.operands[i].will_resize = true;
                 continue;
             }
@@ -239,35 +278,34 @@ impl TensorIterator {
 
     /// Step 6: the common dtype and device, the dtype and device checks,
     /// and the CPU temporaries for casts.
-    fn compute_types(&mut self, config: &IterConfig) -> Result<()> {
+    fn compute_types(&mut self, flags: &Flags) -> Result<()> {
+        let n = self.num_outputs;
         let mut common_device = Device::CPU;
         let mut common: Option<DType> = None;
         let mut output_dtype: Option<DType> = None;
         let (mut diff_inputs, mut diff_outputs, mut undefined_outputs) = (false, false, false);
 
         for (i, op) in self.operands.iter_mut().enumerate() {
-            if op.target_dtype.is_none() {
-                match config.static_dtype {
+            let Some(t) = op.tensor.as_ref() else {
+                match flags.static_dtype {
                     Some(d) => op.target_dtype = Some(d),
                     None => undefined_outputs = true,
                 }
-                match config.static_device {
+                match flags.static_device {
                     Some(d) => op.device = Some(d),
                     None => crate::ensure!(
-                        config.check_all_same_device,
+                        flags.check_all_same_device,
                         InvalidArgument,
                         "output {i} is NULL and check_all_same_device is off: declare_static_device \
                          to say where to allocate it"
                     ),
                 }
                 continue;
-            }
-            let Some(t) = op.tensor.as_ref() else {
-                continue;
             };
             let d = t.dtype();
-            if common_device.is_cpu() && !t.device().is_cpu() {
-                common_device = t.device();
+            let dev = op.device.expect("defined operands know their device");
+            if common_device.is_cpu() && !dev.is_cpu() {
+                common_device = dev;
             }
             let (slot, differs) = if op.is_output {
                 (&mut output_dtype, &mut diff_outputs)
@@ -282,10 +320,10 @@ impl TensorIterator {
         }
 
         if diff_inputs
-            && !config.promote_inputs_to_common_dtype
+            && !flags.promote_inputs_to_common_dtype
             && (undefined_outputs
-                || config.enforce_safe_casting_to_output
-                || config.cast_common_dtype_to_outputs)
+                || flags.enforce_safe_casting_to_output
+                || flags.cast_common_dtype_to_outputs)
         {
             crate::bail!(
                 DType,
@@ -299,100 +337,128 @@ impl TensorIterator {
                 }
             );
         }
-        if config.check_all_same_dtype
+        if flags.check_all_same_dtype
             && (diff_inputs
                 || diff_outputs
                 || (output_dtype.is_some() && common.is_some() && common != output_dtype))
         {
-            let expected = common.or(output_dtype).expect("some operand has a dtype");
-            for (i, op) in self.operands.iter().enumerate() {
-                if let Some(d) = op.tensor.as_ref().map(|t| t.dtype()) {
-                    crate::ensure!(
-                        d == expected,
-                        DType,
-                        "found dtype {d} for {} but expected {expected}: all operands must have \
-                         the same dtype (turn off check_all_same_dtype, or promote inputs)",
-                        describe(op, i, self.num_outputs)
-                    );
-                }
-            }
+            self.report_dtype_mismatch(common.or(output_dtype).expect("some operand has a dtype"))?;
         }
         if !undefined_outputs
-            && !config.check_all_same_device
-            && !config.promote_inputs_to_common_dtype
-            && !config.cast_common_dtype_to_outputs
-            && !config.enforce_safe_casting_to_output
+            && !flags.check_all_same_device
+            && !flags.promote_inputs_to_common_dtype
+            && !flags.cast_common_dtype_to_outputs
+            && !flags.enforce_safe_casting_to_output
         {
             self.common_dtype = if diff_inputs { None } else { common };
             return Ok(());
         }
-        if (diff_inputs || self.all_ops_are_scalars) && config.promote_inputs_to_common_dtype {
+        let input_dtype = common;
+        if (diff_inputs || self.all_ops_are_scalars) && flags.promote_inputs_to_common_dtype {
             common = self.compute_common_dtype()?;
         }
-        if config.promote_integer_inputs_to_float && common.is_some_and(|d| d.is_integral(true)) {
+        if flags.promote_integer_inputs_to_float && common.is_some_and(|d| d.is_integral(true)) {
             common = Some(DType::Float);
         }
         self.common_dtype = common;
-
-        let n = self.num_outputs;
+        // Nothing else to do when every operand already has the common
+        // dtype on one device (the common case).
+        let uniform = !undefined_outputs
+            && !diff_inputs
+            && !diff_outputs
+            && common.is_some()
+            && input_dtype == common
+            && output_dtype.is_none_or(|d| Some(d) == common)
+            && self
+                .operands
+                .iter()
+                .all(|op| op.device == Some(common_device));
+        if uniform {
+            return Ok(());
+        }
         for i in 0..self.operands.len() {
-            let op = &mut self.operands[i];
-            let type_defined = op.target_dtype.is_some();
-            let device_defined = op.device.is_some();
-            if !type_defined {
-                op.target_dtype = Some(common.ok_or_else(|| {
-                    crate::err!(
-                        DType,
-                        "cannot infer the dtype of output {i}: it is NULL and there is no input or \
-                         static dtype to take it from"
-                    )
-                })?);
-            }
-            if !device_defined {
-                op.device = Some(common_device);
-            }
-            if !type_defined && !device_defined {
-                continue;
-            }
-            let Some(t) = op.tensor.clone() else { continue };
-            let current = t.dtype();
-            if config.check_all_same_device {
-                let cpu_scalar = config.allow_cpu_scalars
-                    && !op.is_output
-                    && t.ndim() == 0
-                    && t.device().is_cpu();
-                if !cpu_scalar || common_device.is_cpu() {
-                    crate::ensure!(
-                        t.device().same_as(common_device),
-                        Device,
-                        "expected all operands on the same device, but {} is on {} and another on \
-                         {common_device}",
-                        describe(op, i, n),
-                        t.device()
-                    );
-                }
-            }
-            let Some(common) = common else { continue };
-            if config.enforce_safe_casting_to_output && op.is_output && current != common {
-                crate::ensure!(
-                    can_cast(common, current),
+            self.review_operand(i, n, flags, common, common_device)?;
+        }
+        Ok(())
+    }
+
+    /// Step 6, second half, for one operand: dtype and device of outputs
+    /// to allocate, device and safe-cast checks, CPU cast temporaries.
+    fn review_operand(
+        &mut self,
+        i: usize,
+        n: usize,
+        flags: &Flags,
+        common: Option<DType>,
+        common_device: Device,
+    ) -> Result<()> {
+        let op = &mut self.operands[i];
+        let type_defined = op.target_dtype.is_some();
+        let device_defined = op.device.is_some();
+        if !type_defined {
+            op.target_dtype = Some(common.ok_or_else(|| {
+                crate::err!(
                     DType,
-                    "result type {common} can't be cast to the desired output type {current} of output {i}"
+                    "cannot infer the dtype of output {i}: it is NULL and there is no input or \
+                     static dtype to take it from"
+                )
+            })?);
+        }
+        if !device_defined {
+            op.device = Some(common_device);
+        }
+        let Some(t) = op.tensor.clone() else {
+            return Ok(());
+        };
+        let current = t.dtype();
+        if flags.check_all_same_device {
+            let cpu_scalar =
+                flags.allow_cpu_scalars && !op.is_output && t.ndim() == 0 && t.device().is_cpu();
+            if !cpu_scalar || common_device.is_cpu() {
+                crate::ensure!(
+                    t.device().same_as(common_device),
+                    Device,
+                    "expected all operands on the same device, but {} is on {} and another on \
+                     {common_device}",
+                    describe(op, i, n),
+                    t.device()
                 );
             }
-            if common_device.is_cpu() {
-                if config.cast_common_dtype_to_outputs && op.is_output && current != common {
-                    let temp = t.empty_like_dtype(MemoryFormat::Contiguous, common)?;
-                    op.original = Some(t.clone());
-                    op.tensor = Some(temp);
-                    op.current_dtype = Some(common);
-                    op.target_dtype = Some(common);
-                }
-                if config.promote_inputs_to_common_dtype && !op.is_output && current != common {
-                    op.tensor = Some(t.to_dtype(common)?);
-                    op.current_dtype = Some(common);
-                    op.target_dtype = Some(common);
-                }
+        }
+        let Some(common) = common else { return Ok(()) };
+        if flags.enforce_safe_casting_to_output && op.is_output && current != common {
+            crate::ensure!(
+                can_cast(common, current),
+                DType,
+                "result type {common} can't be cast to the desired output type {current} of output {i}"
+            );
+        }
+        if common_device.is_cpu() {
+            if flags.cast_common_dtype_to_outputs && op.is_output && current != common {
+                let temp = t.empty_like_dtype(MemoryFormat::Contiguous, common)?;
+                op.original = Some(t);
+                op.tensor = Some(temp);
+                op.current_dtype = Some(common);
+                op.target_dtype = Some(common);
+            } else if flags.promote_inputs_to_common_dtype && !op.is_output && current != common {
+                op.tensor = Some(t.to_dtype(common)?);
+                op.current_dtype = Some(common);
+                op.target_dtype = Some(common);
+            }
+        }
+        Ok(())
+    }
+
+    fn report_dtype_mismatch(&self, expected: DType) -> Result<()> {
+        for (i, op) in self.operands.iter().enumerate() {
+            if let Some(d) = op.tensor.as_ref().map(|t| t.dtype()) {
+                crate::ensure!(
+                    d == expected,
+                    DType,
+                    "found dtype {d} for {} but expected {expected}: all operands must have the same \
+                     dtype (turn off check_all_same_dtype, or promote inputs)",
+                    describe(op, i, self.num_outputs)
+                );
             }
         }
         Ok(())
@@ -410,84 +476,56 @@ impl TensorIterator {
     /// Step 7: when every operand has the loop shape and one dense layout
     /// (contiguous, channels-last, or identical dense strides), allocate
     /// outputs in it and use a single dim of numel elements.
-    fn fast_set_up(&mut self, _config: &IterConfig) -> Result<bool> {
-        #[derive(PartialEq)]
-        enum Fast {
-            Contiguous,
-            ChannelsLast,
-            Dense(usize),
-        }
+    fn fast_set_up(&mut self) -> Result<bool> {
         if self.is_reduction || !self.all_ops_same_shape {
             return Ok(false);
         }
-        let participating = || {
-            self.operands
-                .iter()
-                .filter(|op| op.defined() && !op.will_resize)
-        };
-        let kind = if self.enforce_linear_iteration {
-            if !participating().all(|op| {
-                op.tensor
-                    .as_ref()
-                    .unwrap()
-                    .is_contiguous(MemoryFormat::Contiguous)
-            }) {
-                return Ok(false);
+        let (mut contiguous, mut channels_last, mut dense) = (true, true, true);
+        for op in self.operands.iter().filter(|op| !op.will_resize) {
+            if let Some(t) = &op.tensor {
+                let f = t.layout_flags();
+                contiguous &= f.contiguous;
+                channels_last &= f.channels_last;
+                dense &= f.non_overlapping_and_dense;
             }
-            Fast::Contiguous
-        } else if participating().all(|op| {
-            op.tensor
-                .as_ref()
-                .unwrap()
-                .is_contiguous(MemoryFormat::Contiguous)
-        }) {
-            Fast::Contiguous
-        } else if participating().all(|op| {
-            op.tensor
-                .as_ref()
-                .unwrap()
-                .is_contiguous(MemoryFormat::ChannelsLast)
-        }) {
-            Fast::ChannelsLast
-        } else if participating()
-            .all(|op| op.tensor.as_ref().unwrap().is_non_overlapping_and_dense())
-        {
+        }
+        let strides: Option<Dims> = if contiguous {
+            None
+        } else if self.enforce_linear_iteration {
+            return Ok(false);
+        } else if channels_last {
+            let s = layout::strides_for_format(&self.shape, MemoryFormat::ChannelsLast)?;
+            Some(s)
+        } else if dense {
             // Inputs first (from the back), then outputs: all strides equal.
-            let mut reference: Option<usize> = None;
-            for i in (0..self.operands.len()).rev() {
-                let op = &self.operands[i];
-                if !op.defined() || op.will_resize {
-                    continue;
-                }
+            let mut reference: Option<&Tensor> = None;
+            for op in self.operands.iter().rev().filter(|op| !op.will_resize) {
+                let Some(t) = &op.tensor else { continue };
                 match reference {
-                    None => reference = Some(i),
-                    Some(r) => {
-                        if self.tensor(r).strides() != op.tensor.as_ref().unwrap().strides() {
-                            return Ok(false);
-                        }
-                    }
+                    None => reference = Some(t),
+                    Some(r) if r.strides() != t.strides() => return Ok(false),
+                    Some(_) => {}
                 }
             }
             match reference {
-                Some(r) => Fast::Dense(r),
+                Some(r) => Some(Dims::from_slice(r.strides())),
                 None => return Ok(false),
             }
         } else {
             return Ok(false);
         };
 
-        let shape = self.shape.clone();
         for i in 0..self.num_outputs {
-            match &kind {
-                Fast::Contiguous => self.set_output(i, &shape, None, MemoryFormat::Contiguous)?,
-                Fast::ChannelsLast => {
-                    self.set_output(i, &shape, None, MemoryFormat::ChannelsLast)?
-                }
-                Fast::Dense(r) => {
-                    let strides: Dims = self.tensor(*r).strides().iter().copied().collect();
-                    self.set_output(i, &shape, Some(&strides), MemoryFormat::Contiguous)?
-                }
+            let op = &self.operands[i];
+            if op.tensor.is_some() && !op.will_resize {
+                continue;
             }
+            let strides = match &strides {
+                Some(s) => s.clone(),
+                None => layout::contiguous_strides(&self.shape),
+            };
+            let shape = self.shape.clone();
+            self.set_output(i, &shape, &strides)?;
         }
         if self.shape.len() > 1 {
             self.has_coalesced_dimensions = true;
@@ -521,7 +559,7 @@ impl TensorIterator {
         let tensor_shape = self.invert_perm(&self.shape);
         for i in 0..self.num_outputs {
             let op = &self.operands[i];
-            if op.defined() && !op.will_resize {
+            if op.tensor.is_some() && !op.will_resize {
                 continue;
             }
             let dtype = op
@@ -529,16 +567,14 @@ impl TensorIterator {
                 .expect("compute_types gave every output a dtype");
             let item = dtype.itemsize() as i64;
             let stride_bytes = self.compatible_stride(item);
-            if inverted {
-                self.set_output(i, &tensor_shape, None, MemoryFormat::Contiguous)?;
+            let strides: Dims = if inverted {
+                layout::contiguous_strides(&tensor_shape)
             } else {
-                let strides: Dims = self
-                    .invert_perm(&stride_bytes)
-                    .iter()
-                    .map(|s| s / item)
-                    .collect();
-                self.set_output(i, &tensor_shape, Some(&strides), MemoryFormat::Contiguous)?;
-            }
+                let mut s = self.invert_perm(&stride_bytes);
+                s.iter_mut().for_each(|x| *x /= item);
+                s
+            };
+            self.set_output(i, &tensor_shape, &strides)?;
             let op = &mut self.operands[i];
             op.stride_bytes = stride_bytes;
             op.current_dtype = Some(dtype);
@@ -546,33 +582,24 @@ impl TensorIterator {
         Ok(())
     }
 
-    /// Gives output `i` the sizes and strides (None: `format`): allocates
-    /// it when undefined, resizes it when marked, leaves it otherwise.
-    fn set_output(
-        &mut self,
-        i: usize,
-        sizes: &[i64],
-        strides: Option<&[i64]>,
-        format: MemoryFormat,
-    ) -> Result<()> {
-        let op = &self.operands[i];
-        let strides: Dims = match strides {
-            Some(s) => s.iter().copied().collect(),
-            None => layout::strides_for_format(sizes, format)?,
-        };
-        if op.tensor.is_none() {
-            let dtype = op.target_dtype.expect("output dtype known");
-            let device = op.device.unwrap_or(Device::CPU);
-            let t = Tensor::empty_strided(sizes, &strides, dtype, device)?;
-            let op = &mut self.operands[i];
-            op.current_dtype = Some(dtype);
-            op.tensor = Some(t);
-        } else if op.will_resize {
-            let t = op.tensor.clone().expect("defined");
-            resize_output(&t, sizes, &strides).map_err(|e| e.context(format!("output {i}")))?;
-            if let Some(orig) = &self.operands[i].original {
-                resize_output(orig, sizes, &layout::contiguous_strides(sizes))
-                    .map_err(|e| e.context(format!("output {i}")))?;
+    /// Gives output `i` the sizes and strides: allocates it when undefined,
+    /// resizes it when marked.
+    fn set_output(&mut self, i: usize, sizes: &[i64], strides: &[i64]) -> Result<()> {
+        let op = &mut self.operands[i];
+        match op.tensor.clone() {
+            None => {
+                let dtype = op.target_dtype.expect("output dtype known");
+                let device = op.device.unwrap_or(Device::CPU);
+                op.tensor = Some(Tensor::empty_strided(sizes, strides, dtype, device)?);
+                op.current_dtype = Some(dtype);
+            }
+            Some(t) => {
+                debug_assert!(op.will_resize);
+                resize_output(&t, sizes, strides).map_err(|e| e.context(format!("output {i}")))?;
+                if let Some(orig) = &op.original {
+                    resize_output(orig, sizes, &layout::contiguous_strides(sizes))
+                        .map_err(|e| e.context(format!("output {i}")))?;
+                }
             }
         }
         Ok(())

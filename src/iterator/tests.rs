@@ -451,3 +451,48 @@ fn parallel_for_each_visits_every_element_once() {
         }
     }
 }
+
+#[test]
+fn shortcut_equals_the_general_pipeline() {
+    let check = |c: &IterConfig| {
+        let fast = c.build().unwrap();
+        let general = c.build_general().unwrap();
+        assert_eq!(fast.shape(), general.shape());
+        assert_eq!(fast.ntensors(), general.ntensors());
+        assert_eq!(fast.common_dtype(), general.common_dtype());
+        for arg in 0..fast.ntensors() {
+            assert_eq!(fast.strides(arg), general.strides(arg), "operand {arg}");
+            assert_eq!(fast.dtype(arg), general.dtype(arg));
+            assert_eq!(fast.is_read_write(arg), general.is_read_write(arg));
+        }
+        for i in 0..fast.noutputs() {
+            assert_eq!(fast.output(i).sizes(), general.output(i).sizes());
+            assert_eq!(fast.output(i).strides(), general.output(i).strides());
+        }
+    };
+    for sizes in [&[][..], &[0][..], &[7][..], &[3, 4][..], &[2, 3, 4, 5][..]] {
+        for dtype in [DType::Float, DType::Long, DType::Bool, DType::Half] {
+            let a = Tensor::empty(sizes, dtype, cpu()).unwrap();
+            let b = Tensor::empty(sizes, dtype, cpu()).unwrap();
+            check(&binary(None, &a, &b));
+            check(&binary(Some(a.clone()), &a, &b));
+            let mut c = binary(None, &a, &b);
+            c.promote_inputs_to_common_dtype(true)
+                .cast_common_dtype_to_outputs(true);
+            check(&c);
+            let mut c = binary(None, &a, &b);
+            c.promote_inputs_to_common_dtype(true)
+                .promote_integer_inputs_to_float(true);
+            check(&c);
+            let out = Tensor::empty(sizes, dtype, cpu()).unwrap();
+            let mut c = IterConfig::new();
+            c.add_output(Some(out))
+                .unwrap()
+                .add_output(None)
+                .unwrap()
+                .add_input(a.clone())
+                .unwrap();
+            check(&c);
+        }
+    }
+}

@@ -232,7 +232,25 @@ impl Tensor {
         let numel = layout::checked_numel(&sizes)?;
         check_bounds(&storage, &sizes, &strides, offset, dtype)?;
         let flags = LayoutFlags::compute(&sizes, &strides, numel);
-        Ok(Tensor(Ref::new(TensorImpl {
+        Ok(Tensor::assemble(
+            storage, offset, sizes, strides, dtype, numel, flags, version,
+        ))
+    }
+
+    /// Puts checked parts together.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn assemble(
+        storage: Storage,
+        offset: i64,
+        sizes: Dims,
+        strides: Dims,
+        dtype: DType,
+        numel: i64,
+        flags: LayoutFlags,
+        version: VersionSlot,
+    ) -> Tensor {
+        Tensor(Ref::new(TensorImpl {
             dtype,
             wrapped_number: false,
             meta: UnsafeCell::new(TensorMeta {
@@ -244,7 +262,7 @@ impl Tensor {
                 flags,
             }),
             version,
-        })))
+        }))
     }
 
     /// An uninitialized contiguous tensor on `device`, from the allocator
@@ -273,17 +291,21 @@ impl Tensor {
         device: Device,
     ) -> Result<Tensor> {
         check_dims(sizes, strides)?;
-        layout::checked_numel(sizes)?;
+        let numel = layout::checked_numel(sizes)?;
         let nbytes = layout::storage_nbytes_needed(sizes, strides, 0, dtype.itemsize())?;
         let storage = Storage::new(nbytes, device, true)?;
-        Tensor::build(
+        // The storage was sized for exactly these strides: no bounds check.
+        let flags = LayoutFlags::compute(sizes, strides, numel);
+        Ok(Tensor::assemble(
             storage,
             0,
-            sizes.iter().copied().collect(),
-            strides.iter().copied().collect(),
+            Dims::from_slice(sizes),
+            Dims::from_slice(strides),
             dtype,
+            numel,
+            flags,
             VersionSlot::new(),
-        )
+        ))
     }
 
     /// A tensor viewing `storage` (strides None: contiguous).
@@ -295,13 +317,13 @@ impl Tensor {
         dtype: DType,
     ) -> Result<Tensor> {
         let strides: Dims = match strides {
-            Some(s) => s.iter().copied().collect(),
+            Some(s) => Dims::from_slice(s),
             None => layout::contiguous_strides(sizes),
         };
         Tensor::build(
             storage.clone(),
             offset,
-            sizes.iter().copied().collect(),
+            Dims::from_slice(sizes),
             strides,
             dtype,
             VersionSlot::new(),
@@ -400,7 +422,7 @@ impl Tensor {
         strides: Option<&[i64]>,
     ) -> Result<()> {
         let strides: Dims = match strides {
-            Some(s) => s.iter().copied().collect(),
+            Some(s) => Dims::from_slice(s),
             None => layout::contiguous_strides(sizes),
         };
         check_dims(sizes, &strides)?;
@@ -410,7 +432,7 @@ impl Tensor {
         let new_meta = TensorMeta {
             storage: Some(storage.clone()),
             offset,
-            sizes: sizes.iter().copied().collect(),
+            sizes: Dims::from_slice(sizes),
             strides,
             numel,
             flags,

@@ -28,7 +28,7 @@ pub fn wrap_dim(dim: i64, ndim: usize) -> Result<usize> {
 /// Resolves a requested shape with at most one -1 against `numel`
 /// elements.
 pub fn infer_size(shape: &[i64], numel: i64) -> Result<Dims> {
-    let mut out: Dims = shape.iter().copied().collect();
+    let mut out: Dims = Dims::from_slice(shape);
     let mut infer_at = None;
     let mut known = 1i64;
     for (i, &s) in shape.iter().enumerate() {
@@ -91,7 +91,7 @@ pub fn view_strides(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -
     let numel: i64 = old_sizes.iter().product();
     if numel == 0 {
         if old_sizes == new_sizes {
-            return Some(old_strides.iter().copied().collect());
+            return Some(Dims::from_slice(old_strides));
         }
         // Any strides work for an empty tensor: use contiguous ones.
         let mut strides: Dims = SmallVec::from_elem(1, new_sizes.len());

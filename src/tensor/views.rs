@@ -9,11 +9,7 @@ use crate::error::Result;
 impl Tensor {
     /// A view with explicit sizes, strides and storage offset.
     pub fn as_strided(&self, sizes: &[i64], strides: &[i64], offset: i64) -> Result<Tensor> {
-        self.alias(
-            offset,
-            sizes.iter().copied().collect(),
-            strides.iter().copied().collect(),
-        )
+        self.alias(offset, Dims::from_slice(sizes), Dims::from_slice(strides))
     }
 
     /// The same elements with a new shape, without copying (one size may be
@@ -73,8 +69,8 @@ impl Tensor {
     pub fn transpose(&self, dim0: i64, dim1: i64) -> Result<Tensor> {
         let n = self.ndim();
         let (a, b) = (wrap_dim(dim0, n)?, wrap_dim(dim1, n)?);
-        let mut sizes: Dims = self.sizes().iter().copied().collect();
-        let mut strides: Dims = self.strides().iter().copied().collect();
+        let mut sizes: Dims = Dims::from_slice(self.sizes());
+        let mut strides: Dims = Dims::from_slice(self.strides());
         if n > 0 {
             sizes.swap(a, b);
             strides.swap(a, b);
@@ -111,10 +107,10 @@ impl Tensor {
             Shape,
             "narrow start ({start}) + length ({length}) exceeds dim {d} of size {size}"
         );
-        let mut sizes: Dims = self.sizes().iter().copied().collect();
+        let mut sizes: Dims = Dims::from_slice(self.sizes());
         sizes[d] = length;
         let offset = self.storage_offset() + start * self.strides()[d];
-        self.alias(offset, sizes, self.strides().iter().copied().collect())
+        self.alias(offset, sizes, Dims::from_slice(self.strides()))
     }
 
     /// Index `index` of `dim`, removing that dim (index may be negative).
@@ -136,8 +132,8 @@ impl Tensor {
         );
         let index = if index < 0 { index + size } else { index };
         let offset = self.storage_offset() + index * self.strides()[d];
-        let mut sizes: Dims = self.sizes().iter().copied().collect();
-        let mut strides: Dims = self.strides().iter().copied().collect();
+        let mut sizes: Dims = Dims::from_slice(self.sizes());
+        let mut strides: Dims = Dims::from_slice(self.strides());
         sizes.remove(d);
         strides.remove(d);
         self.alias(offset, sizes, strides)
@@ -146,8 +142,8 @@ impl Tensor {
     /// Removes `dim` if its size is 1 (otherwise an unchanged view).
     pub fn squeeze(&self, dim: i64) -> Result<Tensor> {
         let d = wrap_dim(dim, self.ndim())?;
-        let mut sizes: Dims = self.sizes().iter().copied().collect();
-        let mut strides: Dims = self.strides().iter().copied().collect();
+        let mut sizes: Dims = Dims::from_slice(self.sizes());
+        let mut strides: Dims = Dims::from_slice(self.strides());
         if self.ndim() > 0 && sizes[d] == 1 {
             sizes.remove(d);
             strides.remove(d);
@@ -171,8 +167,8 @@ impl Tensor {
     pub fn unsqueeze(&self, dim: i64) -> Result<Tensor> {
         let n = self.ndim();
         let d = wrap_dim(dim, n + 1)?;
-        let mut sizes: Dims = self.sizes().iter().copied().collect();
-        let mut strides: Dims = self.strides().iter().copied().collect();
+        let mut sizes: Dims = Dims::from_slice(self.sizes());
+        let mut strides: Dims = Dims::from_slice(self.strides());
         let stride = if d >= n { 1 } else { sizes[d] * strides[d] };
         sizes.insert(d, 1);
         strides.insert(d, stride);
@@ -195,13 +191,13 @@ impl Tensor {
         if s == e {
             return self.alias(
                 self.storage_offset(),
-                self.sizes().iter().copied().collect(),
-                self.strides().iter().copied().collect(),
+                Dims::from_slice(self.sizes()),
+                Dims::from_slice(self.strides()),
             );
         }
         let sizes = self.sizes();
         let merged: i64 = sizes[s..=e].iter().product();
-        let mut shape: Dims = sizes[..s].iter().copied().collect();
+        let mut shape: Dims = Dims::from_slice(&sizes[..s]);
         shape.push(merged);
         shape.extend_from_slice(&sizes[e + 1..]);
         self.reshape(&shape)

@@ -1,0 +1,207 @@
+//! Block records: one per block of a segment, handed-out or free. A
+//! handed-out block's record address is the context of its DataPtr, so
+//! records are allocated in chunks that never move and are recycled
+//! through a spare list rather than freed; the chunks go with the whole
+//! allocator state.
+
+use super::pool::PoolKind;
+use super::Shared;
+use crate::data_ptr::DataPtr;
+use crate::device::Device;
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+const RECORDS_PER_CHUNK: usize = 64;
+
+/// A block record. The context of a handed-out block's DataPtr is its
+/// address.
+pub(super) struct Block {
+    /// The allocator the record belongs to. Written when the record is
+    /// made and never after, so the deleter may read it before locking.
+    shared: *const Shared,
+    /// Everything else; only touched under the allocator's lock.
+    state: UnsafeCell<BlockState>,
+}
+
+/// The mutable part of a block record.
+pub(super) struct BlockState {
+    /// Data address.
+    pub(super) addr: usize,
+    /// Size in bytes, a multiple of MIN_BLOCK.
+    pub(super) size: usize,
+    /// The caller's request while allocated.
+    pub(super) requested: usize,
+    /// Neighbours in the segment (lower / higher address).
+    pub(super) prev: Option<BlockId>,
+    pub(super) next: Option<BlockId>,
+    /// Links of the small pool's size-class lists, and of the spare list.
+    pub(super) link_prev: Option<BlockId>,
+    pub(super) link_next: Option<BlockId>,
+    /// The inner allocation, on the first block of a segment.
+    pub(super) segment: Option<DataPtr>,
+    /// Where the memory is, as the inner allocator reported it.
+    pub(super) device: Device,
+    /// Index of the device's pools in `State::devices`.
+    pub(super) slot: usize,
+    pub(super) kind: PoolKind,
+    /// Part of a segment made for an oversize request (never split).
+    pub(super) oversize: bool,
+    pub(super) allocated: bool,
+}
+
+impl BlockState {
+    fn vacant() -> BlockState {
+        BlockState {
+            addr: 0,
+            size: 0,
+            requested: 0,
+            prev: None,
+            next: None,
+            link_prev: None,
+            link_next: None,
+            segment: None,
+            device: Device::CPU,
+            slot: 0,
+            kind: PoolKind::Small,
+            oversize: false,
+            allocated: false,
+        }
+    }
+
+    /// Whether the block is a whole segment.
+    pub(super) fn is_whole(&self) -> bool {
+        self.prev.is_none() && self.next.is_none()
+    }
+}
+
+/// A reference to a block record of some caching allocator.
+///
+/// Invariant: the record is alive (its chunk is freed only with the whole
+/// allocator state, when no block is handed out and no thread is inside
+/// the allocator). Values are made only by [`Records`] and by
+/// [`BlockId::from_ctx`], so every one refers to such a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct BlockId(NonNull<Block>);
+
+impl BlockId {
+    /// The block whose DataPtr context is `ctx`.
+    ///
+    /// # Safety
+    /// `ctx` must be the context of a live DataPtr handed out by a caching
+    /// allocator (whose deleter has not run).
+    pub(super) unsafe fn from_ctx(ctx: *mut c_void) -> BlockId {
+        // SAFETY: the caller passes a block record's address, never NULL.
+        BlockId(unsafe { NonNull::new_unchecked(ctx as *mut Block) })
+    }
+
+    /// The record's address, the DataPtr context.
+    pub(super) fn as_ctx(self) -> *mut c_void {
+        self.0.as_ptr() as *mut c_void
+    }
+
+    /// The allocator state the block belongs to.
+    pub(super) fn shared(self) -> *const Shared {
+        // SAFETY: the record is alive (type invariant); `shared` is never
+        // written after the record is made, so this read races with nothing
+        // (other threads only write inside `state`, an UnsafeCell).
+        unsafe { (*self.0.as_ptr()).shared }
+    }
+
+    /// The record's mutable state.
+    ///
+    /// # Safety
+    /// The caller holds the lock of the allocator the record belongs to,
+    /// and no other reference to this record's state is alive while the
+    /// result is used.
+    #[inline]
+    pub(super) unsafe fn state<'a>(self) -> &'a mut BlockState {
+        // SAFETY: the record is alive (type invariant); exclusivity is the
+        // caller's promise.
+        unsafe { &mut *(*self.0.as_ptr()).state.get() }
+    }
+}
+
+/// The spare block records and the chunks they live in. Owned by the
+/// allocator state, so `&mut Records` means the lock is held.
+pub(super) struct Records {
+    chunks: Vec<*mut [Block]>,
+    spare: Option<BlockId>,
+    shared: *const Shared,
+}
+
+impl Records {
+    pub(super) fn new() -> Records {
+        Records {
+            chunks: Vec::new(),
+            spare: None,
+            shared: std::ptr::null(),
+        }
+    }
+
+    /// Records the address of the Shared the records belong to, before
+    /// any is made.
+    pub(super) fn set_shared(&mut self, shared: *const Shared) {
+        debug_assert!(self.chunks.is_empty());
+        self.shared = shared;
+    }
+
+    /// A spare record. Its fields hold stale values (except `segment`,
+    /// always None on spare records): the caller sets them.
+    #[inline]
+    pub(super) fn take(&mut self) -> BlockId {
+        let id = match self.spare {
+            Some(id) => id,
+            None => {
+                self.grow();
+                self.spare.expect("grow made spare records")
+            }
+        };
+        // SAFETY: a spare record is referenced by nobody else; `&mut self`
+        // means the lock is held.
+        self.spare = unsafe { id.state() }.link_next;
+        id
+    }
+
+    /// Puts a record no block uses any more back on the spare list.
+    #[inline]
+    pub(super) fn give_back(&mut self, b: BlockId) {
+        // SAFETY: the caller no longer uses the record; the lock is held.
+        let s = unsafe { b.state() };
+        debug_assert!(s.segment.is_none());
+        s.link_next = self.spare;
+        self.spare = Some(b);
+    }
+
+    fn grow(&mut self) {
+        let chunk: Box<[Block]> = (0..RECORDS_PER_CHUNK)
+            .map(|_| Block {
+                shared: self.shared,
+                state: UnsafeCell::new(BlockState::vacant()),
+            })
+            .collect();
+        // A raw pointer from the start, so moving the Vec of chunks never
+        // invalidates the record addresses handed out.
+        let chunk = Box::into_raw(chunk);
+        self.chunks.push(chunk);
+        for i in 0..RECORDS_PER_CHUNK {
+            // SAFETY: i is in bounds of the chunk just made.
+            let rec = unsafe { (chunk as *mut Block).add(i) };
+            // SAFETY: rec points into a live allocation, so not NULL.
+            let id = BlockId(unsafe { NonNull::new_unchecked(rec) });
+            // SAFETY: the record is new: no other reference to it exists.
+            unsafe { &mut *(*rec).state.get() }.link_next = self.spare;
+            self.spare = Some(id);
+        }
+    }
+}
+
+impl Drop for Records {
+    fn drop(&mut self) {
+        for &chunk in &self.chunks {
+            // SAFETY: made by Box::into_raw in grow, freed once here; no
+            // record is referenced any more (the state is being destroyed).
+            drop(unsafe { Box::from_raw(chunk) });
+        }
+    }
+}

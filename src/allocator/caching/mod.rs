@@ -1,0 +1,508 @@
+//! A caching layer over any allocator (the built-in CPU one, a C plugin,
+//! the CUDA device allocator), designed after c10's CUDA caching allocator.
+//!
+//! Requests are rounded up to 512 bytes. Those up to 1 MiB are carved from
+//! 2 MiB segments (the small pool); larger ones from 20 MiB segments when
+//! below 10 MiB, else from a segment of their own size rounded up to 2 MiB
+//! (the large pool). A free block is split when the rest is worth keeping
+//! (small pool: at least 512 bytes; large pool: more than 1 MiB) and freed
+//! blocks merge with free neighbours at once. With `max_split_size` set,
+//! large requests of that size or more are "oversize": they get a segment
+//! of their own that is never split and is handed out whole, and reuse a
+//! cached oversize block only if it is less than 20 MiB larger. Segments
+//! go back to the inner allocator only through `empty_cache`, or when the
+//! inner allocator runs out of memory: then every unused segment of the
+//! device is returned and the allocation retried once before it fails.
+//!
+//! The pools are per device (a CUDA allocator serves several); the layout
+//! is in pool.rs, the block records in block.rs, the statistics in
+//! stats.rs, the lock in lock.rs.
+//!
+//! # Locking
+//! One lock guards the whole allocator: pools, statistics, and the owner's
+//! counters. Critical sections are a few dozen instructions because the
+//! inner allocator is never called under the lock (a miss unlocks,
+//! allocates a segment, and locks again to file it); holding one lock is
+//! what makes every statistic exact, peaks included, and lets the owner's
+//! `Stats` be updated with plain stores (see `Stats::record_alloc_serialized`).
+//! The bench measures the contention of two threads on it.
+//!
+//! # Lifetime
+//! The context of a handed-out DataPtr is its block record, whose first
+//! field points at the allocator's shared state; the deleter needs nothing
+//! else. Rather than each block holding a reference to the owning
+//! allocator (an atomic increment and decrement per allocation, on a cache
+//! line every thread shares), the shared state lives in its own heap block
+//! that counts the blocks handed out (exactly, under the lock) and outlives
+//! the owner while any is out: when the owner is dropped with blocks still
+//! out, its backend marks the state orphaned and stops recording into the
+//! owner's statistics, and the last free destroys the state, returning the
+//! segments and releasing the inner allocator. Without blocks out, the
+//! owner's drop destroys it at once.
+
+mod block;
+mod lock;
+mod pool;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+pub use stats::{CachingStats, PoolStats, Stat};
+
+use self::block::BlockId;
+use self::lock::SpinLock;
+use self::pool::{round_size, segment_size, PoolKind, State, SMALL_MAX};
+use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
+use crate::data_ptr::DataPtr;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::refcount::Ref;
+use std::any::Any;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+/// Options of a caching allocator.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachingOptions {
+    /// Large requests of this many bytes or more (after rounding) are
+    /// oversize: never split, handed out whole. 0: no limit. Otherwise it
+    /// must be more than 1 MiB (the small pool is not affected).
+    pub max_split_size: usize,
+    /// The allocator's name; None: "caching(<inner name>)".
+    pub name: Option<String>,
+    /// The device `Allocator::allocate` uses; None: the inner allocator's.
+    pub default_device: Option<Device>,
+}
+
+/// Resolves a device index of -1 ("current") to the real device, for
+/// inner allocators that have such a notion (CUDA).
+pub(crate) type DeviceResolver = fn(Device) -> Result<Device>;
+
+/// The state shared by the backend and every block handed out.
+pub(crate) struct Shared {
+    /// Declared first so it drops first: freeing the segments needs the
+    /// inner allocator.
+    lock: SpinLock<State>,
+    inner: Allocator,
+    resolve: Option<DeviceResolver>,
+    max_split_size: usize,
+}
+
+impl Shared {
+    /// Frees the shared state: returns every segment to the inner allocator
+    /// and releases it.
+    ///
+    /// # Safety
+    /// `shared` must come from `build`, no block may be out and no thread
+    /// may use it any more (the owner is gone, and this is the last user).
+    unsafe fn destroy(shared: *const Shared) {
+        // SAFETY: made by Box::into_raw in build; the caller guarantees
+        // this is the last use.
+        drop(unsafe { Box::from_raw(shared as *mut Shared) });
+    }
+}
+
+/// The caching backend. Reach it from an [`Allocator`] with [`of`].
+pub struct CachingAllocator {
+    shared: NonNull<Shared>,
+}
+
+// SAFETY: the shared state is only touched under its lock (or read-only
+// fields set before it was shared), so the backend may be used and dropped
+// from any thread.
+unsafe impl Send for CachingAllocator {}
+// SAFETY: as above.
+unsafe impl Sync for CachingAllocator {}
+
+/// Wraps `inner` in a caching layer; the result is an ordinary allocator
+/// (with the usual statistics too) whose backend [`of`] returns.
+pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
+    // Over the CUDA device allocator, index -1 ("current") must be
+    // resolved before a pool is picked.
+    #[cfg(feature = "cuda")]
+    let resolve = super::cuda::device_resolver(&inner);
+    #[cfg(not(feature = "cuda"))]
+    let resolve = None;
+    build(inner, options, resolve)
+}
+
+fn build(
+    inner: Allocator,
+    options: CachingOptions,
+    resolve: Option<DeviceResolver>,
+) -> Result<Allocator> {
+    let max_split = options.max_split_size;
+    crate::ensure!(
+        max_split == 0 || max_split > SMALL_MAX,
+        InvalidArgument,
+        "max_split_size {max_split} is invalid: expected 0 (no limit) or more than \
+         {SMALL_MAX} bytes (requests up to 1 MiB always use the small pool)"
+    );
+    let oversize_from = if max_split == 0 {
+        usize::MAX
+    } else {
+        max_split
+    };
+    let name = options
+        .name
+        .unwrap_or_else(|| format!("caching({})", inner.name()));
+    let default_device = options.default_device.unwrap_or(inner.default_device());
+    let shared = Box::into_raw(Box::new(Shared {
+        lock: SpinLock::new(State::new(oversize_from)),
+        inner,
+        resolve,
+        max_split_size: max_split,
+    }));
+    // SAFETY: just made and not shared yet, so this access is exclusive.
+    unsafe { (*shared).lock.get_mut().set_shared(shared) };
+    let backend = CachingAllocator {
+        // SAFETY: Box::into_raw never returns NULL.
+        shared: unsafe { NonNull::new_unchecked(shared) },
+    };
+    let alloc = Allocator::new(name, default_device, Box::new(backend));
+    let owner: *const AllocatorImpl = &*alloc.0;
+    of(&alloc)
+        .expect("just made a caching allocator")
+        .shared()
+        .lock
+        .lock()?
+        .owner = owner;
+    Ok(alloc)
+}
+
+/// The caching backend of `a`, or None if `a` is not a caching allocator.
+pub fn of(a: &Allocator) -> Option<&CachingAllocator> {
+    a.backend().as_any().downcast_ref::<CachingAllocator>()
+}
+
+impl State {
+    /// Records a free in the owner's statistics (while it lives) and in
+    /// the reported total.
+    #[inline]
+    fn record_free(&mut self, nbytes: usize) {
+        self.allocated -= nbytes as u64;
+        if !self.owner.is_null() {
+            // SAFETY: the owner pointer is cleared, under this lock, before
+            // the owner's memory can go away (CachingAllocator::drop runs
+            // inside the owner's destruction), and we hold the lock.
+            unsafe { &*self.owner }
+                .stats()
+                .record_free_serialized(nbytes);
+        }
+    }
+
+    /// Whether the last block of an orphaned state just came back.
+    #[inline]
+    fn should_destroy(&self) -> bool {
+        self.orphaned && self.stats.active_blocks() == 0
+    }
+}
+
+impl CachingAllocator {
+    fn shared(&self) -> &Shared {
+        // SAFETY: the state outlives the backend (it is destroyed by the
+        // backend's Drop or after it).
+        unsafe { self.shared.as_ref() }
+    }
+
+    /// The allocator this layer caches for.
+    pub fn inner(&self) -> &Allocator {
+        &self.shared().inner
+    }
+
+    /// The oversize threshold (0: none).
+    pub fn max_split_size(&self) -> usize {
+        self.shared().max_split_size
+    }
+
+    /// The statistics now.
+    pub fn stats(&self) -> Result<CachingStats> {
+        Ok(self.shared().lock.lock()?.stats.snapshot())
+    }
+
+    /// Sets every peak, those of [`CachingAllocator::stats`] and the
+    /// owner's `peak_bytes`, to its current value.
+    pub fn reset_peak(&self) -> Result<()> {
+        let mut st = self.shared().lock.lock()?;
+        st.stats.reset_peak();
+        if !st.owner.is_null() {
+            // SAFETY: non-NULL under the lock means the owner is alive (see
+            // State::record_free).
+            unsafe { &*st.owner }.stats().reset_peak();
+        }
+        Ok(())
+    }
+
+    /// Returns every fully free segment to the inner allocator.
+    pub fn empty_cache(&self) -> Result<()> {
+        let segments = self.shared().lock.lock()?.take_unused_segments(None);
+        // Freed here, outside the lock.
+        drop(segments);
+        Ok(())
+    }
+
+    /// Checks the pools' invariants against the statistics (tests).
+    #[cfg(test)]
+    fn audit(&self) -> pool::Audit {
+        let mut st = self.shared().lock.lock().unwrap();
+        let audit = st.audit();
+        let stats = st.stats.snapshot().all;
+        assert_eq!(audit.split_blocks, stats.inactive_split_blocks.current);
+        assert_eq!(audit.split_bytes, stats.inactive_split_bytes.current);
+        assert_eq!(
+            audit.free_bytes,
+            stats.reserved_bytes.current - stats.active_bytes.current,
+            "free + active == reserved"
+        );
+        audit
+    }
+
+    /// The device whose pools serve `device`.
+    #[inline]
+    fn pool_device(&self, device: Device) -> Result<Device> {
+        if device.is_cpu() {
+            return Ok(Device::CPU);
+        }
+        match self.shared().resolve {
+            Some(resolve) if device.index < 0 => resolve(device),
+            _ => Ok(device),
+        }
+    }
+
+    #[inline]
+    fn allocate_for(
+        &self,
+        owner: &AllocatorImpl,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<DataPtr> {
+        if nbytes == 0 {
+            return Ok(DataPtr::empty(device));
+        }
+        let Some(size) = round_size(nbytes) else {
+            owner.stats().record_failure();
+            crate::bail!(
+                OutOfMemory,
+                "caching allocator '{}': can't allocate {nbytes} bytes: more than the largest \
+                 allocation",
+                owner.name()
+            );
+        };
+        let device = self
+            .pool_device(device)
+            .inspect_err(|_| owner.stats().record_failure())?;
+        let kind = PoolKind::for_size(size);
+        let shared = self.shared();
+        let mut st = shared.lock.lock()?;
+        let slot = st.device_slot(device);
+        let (block, hit) = match st.take_free(slot, kind, size) {
+            Some(b) => (b, true),
+            None => {
+                let oversize = st.is_oversize(kind, size);
+                drop(st);
+                let (mem, seg) = self.new_segment(owner, nbytes, slot, device, kind, oversize)?;
+                st = shared.lock.lock()?;
+                (st.add_segment(slot, kind, oversize, mem, seg), false)
+            }
+        };
+        let (data, data_device) = st.hand_out(block, size, nbytes, hit);
+        owner.stats().record_alloc_serialized(nbytes);
+        st.allocated += nbytes as u64;
+        let total = st.allocated;
+        drop(st);
+        reporter::report(data, nbytes as i64, total, data_device);
+        // SAFETY: caching_free takes the block back exactly once, from any
+        // thread; the block's memory stays valid until then.
+        Ok(unsafe {
+            DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device)
+        })
+    }
+
+    /// Obtains a segment for a request from the inner allocator, outside
+    /// the lock; on running out of memory, returns the device's unused
+    /// segments and retries once. Returns the memory and its size.
+    #[cold]
+    fn new_segment(
+        &self,
+        owner: &AllocatorImpl,
+        nbytes: usize,
+        slot: usize,
+        device: Device,
+        kind: PoolKind,
+        oversize: bool,
+    ) -> Result<(DataPtr, usize)> {
+        let shared = self.shared();
+        let size = round_size(nbytes).unwrap_or(usize::MAX);
+        let pool = match kind {
+            PoolKind::Small => "small",
+            PoolKind::Large => "large",
+        };
+        let Some(seg) = segment_size(kind, size, oversize) else {
+            owner.stats().record_failure();
+            crate::bail!(
+                OutOfMemory,
+                "caching allocator '{}': can't allocate {nbytes} bytes: its segment size \
+                 overflows",
+                owner.name()
+            );
+        };
+        let first = match shared.inner.allocate_on(seg, device) {
+            Ok(mem) => return Ok((mem, seg)),
+            Err(e) => e,
+        };
+        if first.kind() != crate::error::ErrorKind::OutOfMemory {
+            // Not a shortage: passed on with its message first (it says
+            // what is wrong, e.g. "CUDA driver not available: ..."), and
+            // where it happened after it.
+            owner.stats().record_failure();
+            return Err(Error::new(
+                first.kind(),
+                format!(
+                    "{} (caching allocator '{}' was allocating a {seg}-byte segment of the {pool} \
+                     pool for {nbytes} bytes on {device})",
+                    first.message(),
+                    owner.name()
+                ),
+            ));
+        }
+        let released = {
+            let mut st = shared.lock.lock()?;
+            st.stats.retried(kind);
+            st.take_unused_segments(Some(slot))
+        };
+        let released_count = released.len();
+        drop(released);
+        match shared.inner.allocate_on(seg, device) {
+            Ok(mem) => Ok((mem, seg)),
+            Err(second) => {
+                let state = {
+                    let mut st = shared.lock.lock()?;
+                    st.stats.out_of_memory(kind);
+                    st.describe()
+                };
+                owner.stats().record_failure();
+                crate::bail!(
+                    OutOfMemory,
+                    "caching allocator '{}' is out of memory: tried to allocate {nbytes} bytes \
+                     (a {seg}-byte segment of the {pool} pool) on {device}; returned \
+                     {released_count} unused segments to '{}' and retried, which failed: {}; \
+                     now {state}",
+                    owner.name(),
+                    shared.inner.name(),
+                    second.message()
+                )
+            }
+        }
+    }
+}
+
+/// The deleter of every block: gives it back to its pool.
+unsafe extern "C" fn caching_free(ctx: *mut c_void) {
+    // SAFETY: this deleter is only attached to DataPtrs whose context is a
+    // handed-out block record, and runs once per such DataPtr.
+    let block = unsafe { BlockId::from_ctx(ctx) };
+    let shared_ptr = block.shared();
+    // SAFETY: the state lives while a block is out (see the module docs).
+    let shared = unsafe { &*shared_ptr };
+    let destroy = if reporter::is_active() {
+        free_reported(shared, block)
+    } else {
+        free_quiet(shared, block)
+    };
+    if destroy {
+        // SAFETY: the owner is gone and this was the last block out, so no
+        // other thread can reach the state; our guard was dropped.
+        unsafe { Shared::destroy(shared_ptr) };
+    }
+}
+
+/// Frees a block in one critical section. Returns whether to destroy the
+/// state. A poisoned lock leaks the block rather than touch broken pools.
+#[inline]
+fn free_quiet(shared: &Shared, block: BlockId) -> bool {
+    let Ok(mut st) = shared.lock.lock() else {
+        return false;
+    };
+    let (_, nbytes, _) = st.info(block);
+    st.record_free(nbytes);
+    st.release(block);
+    st.should_destroy()
+}
+
+/// Frees a block when a memory reporter is installed: the reporter must
+/// hear of the free before the memory can be handed out again (so a host
+/// tracking addresses never sees the next allocation of it first), and must
+/// not run under the lock (it may allocate), so the free takes two
+/// critical sections with the report between them.
+#[cold]
+fn free_reported(shared: &Shared, block: BlockId) -> bool {
+    let (data, nbytes, device, total) = {
+        let Ok(mut st) = shared.lock.lock() else {
+            return false;
+        };
+        let (data, nbytes, device) = st.info(block);
+        st.record_free(nbytes);
+        (data, nbytes, device, st.allocated)
+    };
+    reporter::report(data, -(nbytes as i64), total, device);
+    let Ok(mut st) = shared.lock.lock() else {
+        return false;
+    };
+    st.release(block);
+    st.should_destroy()
+}
+
+impl Drop for CachingAllocator {
+    fn drop(&mut self) {
+        let destroy = match self.shared().lock.lock() {
+            Ok(mut st) => {
+                st.owner = std::ptr::null();
+                st.orphaned = true;
+                st.should_destroy()
+            }
+            // Poisoned: leak the state rather than free memory that may
+            // still be in use.
+            Err(_) => false,
+        };
+        if destroy {
+            // SAFETY: no block is out and the owner is being destroyed, so
+            // nothing else can reach the state.
+            unsafe { Shared::destroy(self.shared.as_ptr()) };
+        }
+    }
+}
+
+impl RawAllocator for CachingAllocator {
+    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        let owner = self.shared().lock.lock()?.owner;
+        // SAFETY: the backend is alive, so its owner (which owns it and
+        // drops it last) is too; build sets the pointer before use.
+        self.allocate_for(unsafe { &*owner }, nbytes, device)
+    }
+
+    unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.shared().inner.copy_data(dst, src, nbytes) }
+    }
+
+    fn empty_cache(&self) -> Result<()> {
+        CachingAllocator::empty_cache(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn keeps_own_stats(&self) -> bool {
+        true
+    }
+
+    fn allocate_tracked(
+        &self,
+        owner: &Ref<AllocatorImpl>,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<DataPtr> {
+        self.allocate_for(owner, nbytes, device)
+    }
+}

@@ -1,0 +1,672 @@
+//! The pools of a caching allocator: segments obtained from the inner
+//! allocator, cut into blocks.
+//!
+//! Every segment is a chain of blocks in address order (`prev` / `next`);
+//! a block is either handed out (`allocated`) or free, and two free blocks
+//! are never neighbours (freeing merges them). Free blocks sit in a
+//! per-device, per-pool structure that finds the best fit, the smallest
+//! free block at least as large as the request:
+//! - small pool (requests up to 1 MiB, 2 MiB segments): one list per size
+//!   class (sizes are multiples of 512, so 4096 classes up to 2 MiB) and a
+//!   two-level bitmap of the non-empty classes, so lookup, insertion and
+//!   removal are O(1) with a few bit operations; within a class the most
+//!   recently freed block is taken first (its memory is the most likely to
+//!   be in cache). This is the allocation fast path.
+//! - large pool: an ordered map keyed by (size, address), so the best fit
+//!   is the first entry at or after (request, 0) and ties go to the lowest
+//!   address; blocks of oversize segments live in a second map of their
+//!   own so ordinary requests never walk over them.
+//!
+//! The block records themselves are in block.rs. Everything here runs
+//! under the allocator's lock (the `&mut State` receiver is the proof).
+
+use super::block::{BlockId, BlockState, Records};
+use super::stats::Tally;
+use super::Shared;
+use crate::allocator::AllocatorImpl;
+use crate::data_ptr::DataPtr;
+use crate::device::Device;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+
+/// Every block size is a multiple of this.
+pub(super) const MIN_BLOCK: usize = 512;
+/// Requests up to this size (rounded) use the small pool.
+pub(super) const SMALL_MAX: usize = 1 << 20;
+/// Segment size of the small pool.
+pub(super) const SMALL_SEGMENT: usize = 2 << 20;
+/// Segment size of the large pool for requests below [`LARGE_DIRECT`].
+pub(super) const LARGE_SEGMENT: usize = 20 << 20;
+/// Large requests from this size on get a segment of their own size,
+/// rounded up to [`SEGMENT_ROUNDING`].
+pub(super) const LARGE_DIRECT: usize = 10 << 20;
+/// Rounding of segments made to measure.
+pub(super) const SEGMENT_ROUNDING: usize = 2 << 20;
+/// A large-pool block is split only when more than this would remain.
+pub(super) const LARGE_SPLIT_REMAINDER: usize = 1 << 20;
+/// An oversize request accepts a cached oversize block at most this much
+/// larger than itself.
+pub(super) const OVERSIZE_SLACK: usize = 20 << 20;
+
+const SMALL_CLASSES: usize = SMALL_SEGMENT / MIN_BLOCK;
+const BITMAP_WORDS: usize = SMALL_CLASSES / 64;
+
+/// Which pool a request or block belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PoolKind {
+    Small,
+    Large,
+}
+
+impl PoolKind {
+    /// The pool for a rounded request size.
+    #[inline]
+    pub(super) fn for_size(size: usize) -> PoolKind {
+        if size <= SMALL_MAX {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        }
+    }
+}
+
+/// `nbytes` rounded up to [`MIN_BLOCK`], or None if that overflows what an
+/// allocation can be.
+#[inline]
+pub(super) fn round_size(nbytes: usize) -> Option<usize> {
+    nbytes
+        .checked_next_multiple_of(MIN_BLOCK)
+        .filter(|&s| s <= isize::MAX as usize)
+}
+
+/// The size of the segment to obtain for a rounded request.
+pub(super) fn segment_size(kind: PoolKind, size: usize, oversize: bool) -> Option<usize> {
+    match kind {
+        PoolKind::Small => Some(SMALL_SEGMENT),
+        PoolKind::Large if size < LARGE_DIRECT && !oversize => Some(LARGE_SEGMENT),
+        PoolKind::Large => size
+            .checked_next_multiple_of(SEGMENT_ROUNDING)
+            .filter(|&s| s <= isize::MAX as usize),
+    }
+}
+
+/// The size-class lists of one device's small pool.
+struct SmallBins {
+    heads: Box<[Option<BlockId>; SMALL_CLASSES]>,
+    /// Bit c of word c / 64: class c is non-empty.
+    words: [u64; BITMAP_WORDS],
+    /// Bit w: words[w] != 0.
+    summary: u64,
+}
+
+impl SmallBins {
+    fn new() -> SmallBins {
+        SmallBins {
+            heads: Box::new([None; SMALL_CLASSES]),
+            words: [0; BITMAP_WORDS],
+            summary: 0,
+        }
+    }
+
+    /// The class of a small-pool block size (the mask only lets the
+    /// compiler see the bound; sizes are 512..=2 MiB, multiples of 512).
+    #[inline]
+    fn class(size: usize) -> usize {
+        debug_assert!((MIN_BLOCK..=SMALL_SEGMENT).contains(&size) && size % MIN_BLOCK == 0);
+        (size / MIN_BLOCK - 1) & (SMALL_CLASSES - 1)
+    }
+
+    /// Sets the head of a class that was empty.
+    #[inline]
+    fn fill(&mut self, class: usize, head: BlockId) {
+        self.heads[class] = Some(head);
+        let w = class / 64;
+        self.words[w] |= 1 << (class % 64);
+        self.summary |= 1 << w;
+    }
+
+    /// Empties a class.
+    #[inline]
+    fn clear(&mut self, class: usize) {
+        self.heads[class] = None;
+        let w = class / 64;
+        self.words[w] &= !(1 << (class % 64));
+        if self.words[w] == 0 {
+            self.summary &= !(1 << w);
+        }
+    }
+
+    /// The first non-empty class at or above `class`.
+    #[inline]
+    fn first_at_least(&self, class: usize) -> Option<usize> {
+        let w = class / 64;
+        let here = self.words[w] & (!0u64 << (class % 64));
+        if here != 0 {
+            return Some(w * 64 + here.trailing_zeros() as usize);
+        }
+        let above = self.summary & (!0u64).checked_shl(w as u32 + 1).unwrap_or(0);
+        if above == 0 {
+            return None;
+        }
+        let w = above.trailing_zeros() as usize;
+        Some(w * 64 + self.words[w].trailing_zeros() as usize)
+    }
+}
+
+/// Free large-pool blocks keyed by (size, address).
+type FreeMap = BTreeMap<(usize, usize), BlockId>;
+
+/// The free blocks of one device's large pool.
+#[derive(Default)]
+struct LargeFree {
+    normal: FreeMap,
+    oversize: FreeMap,
+}
+
+/// The pools of one device.
+struct DevicePools {
+    device: Device,
+    small: SmallBins,
+    large: LargeFree,
+}
+
+/// Everything behind the caching allocator's lock.
+pub(super) struct State {
+    devices: Vec<DevicePools>,
+    records: Records,
+    pub(super) stats: Tally,
+    /// Bytes handed out as the owner's statistics count them (requested
+    /// sizes); the running total given to the memory reporter.
+    pub(super) allocated: u64,
+    /// The allocator object whose statistics frees are recorded in; NULL
+    /// once it is being destroyed.
+    pub(super) owner: *const AllocatorImpl,
+    /// The owner is gone: the last free destroys the state.
+    pub(super) orphaned: bool,
+    /// Requests of this size or more are oversize (usize::MAX: none).
+    oversize_from: usize,
+}
+
+// SAFETY: the raw pointers are owned by the state (records, blocks) or are
+// set-once back pointers (owner), and the state is only reached under the
+// allocator's lock, which makes access exclusive whatever the thread.
+unsafe impl Send for State {}
+
+impl State {
+    pub(super) fn new(oversize_from: usize) -> State {
+        State {
+            devices: Vec::new(),
+            records: Records::new(),
+            stats: Tally::default(),
+            allocated: 0,
+            owner: std::ptr::null(),
+            orphaned: false,
+            oversize_from,
+        }
+    }
+
+    /// Records the address of the Shared this state lives in (before any
+    /// block record is made).
+    pub(super) fn set_shared(&mut self, shared: *const Shared) {
+        self.records.set_shared(shared);
+    }
+
+    /// The state of a block record.
+    #[inline]
+    fn bs(&mut self, b: BlockId) -> &mut BlockState {
+        // SAFETY: b refers to a record of this state (the only ids a State
+        // method receives are its own records, or come from its own
+        // DataPtrs); `&mut self` means the lock is held; the result borrows
+        // self mutably, so no second reference to any record's state can
+        // coexist.
+        unsafe { b.state() }
+    }
+
+    /// A record from the spare list. Its fields hold stale values (except
+    /// `segment`, always None on spare records): the caller sets them.
+    #[inline]
+    fn new_record(&mut self) -> BlockId {
+        self.records.take()
+    }
+
+    #[inline]
+    fn recycle(&mut self, b: BlockId) {
+        self.records.give_back(b);
+    }
+
+    /// The index of the pools of `device`, made on first use.
+    #[inline]
+    pub(super) fn device_slot(&mut self, device: Device) -> usize {
+        if let Some(i) = self.devices.iter().position(|d| d.device == device) {
+            return i;
+        }
+        self.add_device(device)
+    }
+
+    #[cold]
+    fn add_device(&mut self, device: Device) -> usize {
+        self.devices.push(DevicePools {
+            device,
+            small: SmallBins::new(),
+            large: LargeFree::default(),
+        });
+        self.devices.len() - 1
+    }
+
+    /// Whether a rounded request of the large pool is oversize.
+    #[inline]
+    pub(super) fn is_oversize(&self, kind: PoolKind, size: usize) -> bool {
+        kind == PoolKind::Large && size >= self.oversize_from
+    }
+
+    /// Files a free block in its pool's free structure.
+    #[inline(always)]
+    fn insert_free(&mut self, b: BlockId) {
+        let s = self.bs(b);
+        debug_assert!(!s.allocated);
+        let (kind, size, slot, whole) = (s.kind, s.size, s.slot, s.is_whole());
+        match kind {
+            PoolKind::Small => {
+                let class = SmallBins::class(size);
+                let head = self.devices[slot].small.heads[class];
+                let s = self.bs(b);
+                s.link_prev = None;
+                s.link_next = head;
+                match head {
+                    Some(h) => {
+                        self.bs(h).link_prev = Some(b);
+                        self.devices[slot].small.heads[class] = Some(b);
+                    }
+                    None => self.devices[slot].small.fill(class, b),
+                }
+            }
+            PoolKind::Large => self.large_insert(b),
+        }
+        if !whole {
+            self.stats.split_free_added(kind, size);
+        }
+    }
+
+    /// Takes a free block out of its pool's free structure.
+    #[inline(always)]
+    fn remove_free(&mut self, b: BlockId) {
+        let s = self.bs(b);
+        let (kind, size, slot, whole) = (s.kind, s.size, s.slot, s.is_whole());
+        let (link_prev, link_next) = (s.link_prev, s.link_next);
+        match kind {
+            PoolKind::Small => {
+                match (link_prev, link_next) {
+                    (Some(p), _) => self.bs(p).link_next = link_next,
+                    (None, Some(_)) => {
+                        self.devices[slot].small.heads[SmallBins::class(size)] = link_next
+                    }
+                    (None, None) => self.devices[slot].small.clear(SmallBins::class(size)),
+                }
+                if let Some(n) = link_next {
+                    self.bs(n).link_prev = link_prev;
+                }
+            }
+            PoolKind::Large => self.large_remove(b),
+        }
+        if !whole {
+            self.stats.split_free_removed(kind, size);
+        }
+    }
+
+    /// The map of the large pool a block belongs in.
+    fn large_map(&mut self, b: BlockId) -> (&mut FreeMap, (usize, usize)) {
+        let s = self.bs(b);
+        let (slot, key, oversize) = (s.slot, (s.size, s.addr), s.oversize);
+        let large = &mut self.devices[slot].large;
+        let map = if oversize {
+            &mut large.oversize
+        } else {
+            &mut large.normal
+        };
+        (map, key)
+    }
+
+    #[inline(never)]
+    fn large_insert(&mut self, b: BlockId) {
+        let (map, key) = self.large_map(b);
+        map.insert(key, b);
+    }
+
+    #[inline(never)]
+    fn large_remove(&mut self, b: BlockId) {
+        let (map, key) = self.large_map(b);
+        let removed = map.remove(&key);
+        debug_assert_eq!(removed, Some(b));
+    }
+
+    /// Takes the best-fitting free block for a rounded request out of the
+    /// free structures, or None (a cache miss).
+    #[inline]
+    pub(super) fn take_free(
+        &mut self,
+        slot: usize,
+        kind: PoolKind,
+        size: usize,
+    ) -> Option<BlockId> {
+        let block = match kind {
+            PoolKind::Small => {
+                let small = &self.devices[slot].small;
+                let class = small.first_at_least(SmallBins::class(size))?;
+                small.heads[class]?
+            }
+            PoolKind::Large if self.is_oversize(kind, size) => {
+                let map = &self.devices[slot].large.oversize;
+                let (&(bsize, _), &b) = map.range((size, 0)..).next()?;
+                if bsize - size >= OVERSIZE_SLACK {
+                    return None;
+                }
+                b
+            }
+            PoolKind::Large => {
+                let map = &self.devices[slot].large.normal;
+                *map.range((size, 0)..).next()?.1
+            }
+        };
+        self.remove_free(block);
+        Some(block)
+    }
+
+    /// Adds a segment from the inner allocator; returns its one block,
+    /// free but not in the free structures (about to be handed out).
+    pub(super) fn add_segment(
+        &mut self,
+        slot: usize,
+        kind: PoolKind,
+        oversize: bool,
+        mem: DataPtr,
+        size: usize,
+    ) -> BlockId {
+        self.stats.segment_added(kind, size);
+        let id = self.new_record();
+        let s = self.bs(id);
+        s.addr = mem.get() as usize;
+        s.size = size;
+        s.requested = 0;
+        s.prev = None;
+        s.next = None;
+        s.device = mem.device();
+        s.segment = Some(mem);
+        s.slot = slot;
+        s.kind = kind;
+        s.oversize = oversize;
+        s.allocated = false;
+        id
+    }
+
+    /// Hands out free block `b` (taken out of the free structures) for a
+    /// rounded request of `size` bytes, splitting off the rest when the
+    /// pool's rule allows. Returns the data address and device.
+    #[inline]
+    pub(super) fn hand_out(
+        &mut self,
+        b: BlockId,
+        size: usize,
+        requested: usize,
+        hit: bool,
+    ) -> (*mut c_void, Device) {
+        let s = self.bs(b);
+        debug_assert!(!s.allocated && s.size >= size);
+        let remainder = s.size - size;
+        let split = match s.kind {
+            PoolKind::Small => remainder >= MIN_BLOCK,
+            PoolKind::Large => !s.oversize && remainder > LARGE_SPLIT_REMAINDER,
+        };
+        if split {
+            s.size = size;
+            let (addr, next, device, slot, kind) =
+                (s.addr + size, s.next, s.device, s.slot, s.kind);
+            let r = self.new_record();
+            let rs = self.bs(r);
+            rs.addr = addr;
+            rs.size = remainder;
+            rs.requested = 0;
+            rs.prev = Some(b);
+            rs.next = next;
+            rs.device = device;
+            rs.slot = slot;
+            rs.kind = kind;
+            rs.oversize = false;
+            rs.allocated = false;
+            if let Some(n) = next {
+                self.bs(n).prev = Some(r);
+            }
+            self.bs(b).next = Some(r);
+            self.insert_free(r);
+        }
+        let s = self.bs(b);
+        s.allocated = true;
+        s.requested = requested;
+        let (kind, bsize, addr, device) = (s.kind, s.size, s.addr, s.device);
+        self.stats.block_allocated(kind, bsize, requested, hit);
+        (addr as *mut c_void, device)
+    }
+
+    /// The data address, requested size and device of a handed-out block.
+    #[inline]
+    pub(super) fn info(&mut self, b: BlockId) -> (*mut c_void, usize, Device) {
+        let s = self.bs(b);
+        debug_assert!(s.allocated);
+        (s.addr as *mut c_void, s.requested, s.device)
+    }
+
+    /// Takes back a handed-out block: merges it with free neighbours and
+    /// files the result as free.
+    #[inline(always)]
+    pub(super) fn release(&mut self, b: BlockId) {
+        let s = self.bs(b);
+        debug_assert!(s.allocated);
+        s.allocated = false;
+        let (kind, size, requested) = (s.kind, s.size, s.requested);
+        s.requested = 0;
+        self.stats.block_freed(kind, size, requested);
+
+        let mut block = b;
+        if let Some(p) = self.bs(block).prev {
+            if !self.bs(p).allocated {
+                self.remove_free(p);
+                let s = self.bs(block);
+                let (size, next) = (s.size, s.next);
+                let ps = self.bs(p);
+                ps.size += size;
+                ps.next = next;
+                if let Some(n) = next {
+                    self.bs(n).prev = Some(p);
+                }
+                self.recycle(block);
+                block = p;
+            }
+        }
+        if let Some(n) = self.bs(block).next {
+            if !self.bs(n).allocated {
+                self.remove_free(n);
+                let ns = self.bs(n);
+                let (size, next) = (ns.size, ns.next);
+                let s = self.bs(block);
+                s.size += size;
+                s.next = next;
+                if let Some(nn) = next {
+                    self.bs(nn).prev = Some(block);
+                }
+                self.recycle(n);
+            }
+        }
+        self.insert_free(block);
+    }
+
+    /// Takes every fully free segment (of one device's pools, or of all)
+    /// out of the pools and returns the inner allocations, to be freed by
+    /// the caller after unlocking.
+    pub(super) fn take_unused_segments(&mut self, slot: Option<usize>) -> Vec<DataPtr> {
+        let mut whole = Vec::new();
+        let slots = match slot {
+            Some(s) => s..s + 1,
+            None => 0..self.devices.len(),
+        };
+        for slot in slots {
+            // A free small-pool block of a whole segment's size is a whole
+            // segment; large-pool ones are checked one by one.
+            let top = SmallBins::class(SMALL_SEGMENT);
+            let mut cur = self.devices[slot].small.heads[top];
+            while let Some(b) = cur {
+                cur = self.bs(b).link_next;
+                whole.push(b);
+            }
+            let large = &self.devices[slot].large;
+            whole.extend(
+                large
+                    .normal
+                    .values()
+                    .chain(large.oversize.values())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .filter(|&b| self.bs(b).is_whole()),
+            );
+        }
+        let mut segments = Vec::with_capacity(whole.len());
+        for b in whole {
+            self.remove_free(b);
+            let s = self.bs(b);
+            debug_assert!(s.is_whole() && !s.allocated);
+            let (kind, size) = (s.kind, s.size);
+            let mem = s.segment.take().expect("a whole segment's block owns it");
+            self.stats.segment_removed(kind, size);
+            self.recycle(b);
+            segments.push(mem);
+        }
+        segments
+    }
+
+    /// A one-line account of the pools, for out-of-memory messages.
+    pub(super) fn describe(&self) -> String {
+        let stats = self.stats.snapshot();
+        let (a, s, l) = (&stats.all, &stats.small, &stats.large);
+        format!(
+            "{} bytes reserved in {} segments (small pool {} in {}, large pool {} in {}), \
+             {} bytes active in {} blocks, {} bytes cached free of which {} in split segments",
+            a.reserved_bytes.current,
+            a.segments.current,
+            s.reserved_bytes.current,
+            s.segments.current,
+            l.reserved_bytes.current,
+            l.segments.current,
+            a.active_bytes.current,
+            a.active_blocks.current,
+            a.reserved_bytes.current - a.active_bytes.current,
+            a.inactive_split_bytes.current,
+        )
+    }
+}
+
+/// What [`State::audit`] found.
+#[cfg(test)]
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Audit {
+    /// Free blocks, and their bytes.
+    pub free_blocks: u64,
+    pub free_bytes: u64,
+    /// Free blocks that are not whole segments, and their bytes.
+    pub split_blocks: u64,
+    pub split_bytes: u64,
+    /// Free blocks that are whole segments.
+    pub whole_segments: u64,
+}
+
+#[cfg(test)]
+impl State {
+    /// Walks every free block, checks the structural invariants (no two
+    /// free neighbours, links consistent, each block filed where its size
+    /// says, bitmaps matching the lists) and sums what it saw.
+    pub(super) fn audit(&mut self) -> Audit {
+        let mut free = Vec::new();
+        for slot in 0..self.devices.len() {
+            let small = &self.devices[slot].small;
+            for class in 0..SMALL_CLASSES {
+                let bit = small.words[class / 64] >> (class % 64) & 1 == 1;
+                assert_eq!(bit, small.heads[class].is_some(), "bitmap of class {class}");
+            }
+            for w in 0..BITMAP_WORDS {
+                assert_eq!(
+                    small.summary >> w & 1 == 1,
+                    small.words[w] != 0,
+                    "summary bit {w}"
+                );
+            }
+            let heads: Vec<(usize, BlockId)> = small
+                .heads
+                .iter()
+                .enumerate()
+                .filter_map(|(c, h)| h.map(|h| (c, h)))
+                .collect();
+            for (class, head) in heads {
+                let mut prev = None;
+                let mut cur = Some(head);
+                while let Some(b) = cur {
+                    let s = self.bs(b);
+                    assert_eq!(s.link_prev, prev, "list links");
+                    assert_eq!(SmallBins::class(s.size), class, "filed under its size");
+                    assert_eq!((s.kind, s.slot), (PoolKind::Small, slot));
+                    prev = Some(b);
+                    cur = s.link_next;
+                    free.push(b);
+                }
+            }
+            let large = &self.devices[slot].large;
+            let entries: Vec<((usize, usize), BlockId, bool)> = large
+                .normal
+                .iter()
+                .map(|(k, b)| (*k, *b, false))
+                .chain(large.oversize.iter().map(|(k, b)| (*k, *b, true)))
+                .collect();
+            for (key, b, oversize) in entries {
+                let s = self.bs(b);
+                assert_eq!(key, (s.size, s.addr), "large key");
+                assert_eq!(
+                    (s.kind, s.slot, s.oversize),
+                    (PoolKind::Large, slot, oversize)
+                );
+                free.push(b);
+            }
+        }
+        let mut audit = Audit::default();
+        for b in free {
+            let s = self.bs(b);
+            assert!(!s.allocated, "a filed block is free");
+            let (size, addr, prev, next, whole) = (s.size, s.addr, s.prev, s.next, s.is_whole());
+            if let Some(p) = prev {
+                let ps = self.bs(p);
+                assert!(ps.allocated, "two free neighbours");
+                assert_eq!((ps.addr + ps.size, ps.next), (addr, Some(b)), "prev link");
+            }
+            if let Some(n) = next {
+                let ns = self.bs(n);
+                assert!(ns.allocated, "two free neighbours");
+                assert_eq!((addr + size, ns.prev), (ns.addr, Some(b)), "next link");
+            }
+            audit.free_blocks += 1;
+            audit.free_bytes += size as u64;
+            if whole {
+                audit.whole_segments += 1;
+            } else {
+                audit.split_blocks += 1;
+                audit.split_bytes += size as u64;
+            }
+        }
+        audit
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        debug_assert_eq!(self.stats.active_blocks(), 0);
+        // Every block is free now, so the segments are whole; their inner
+        // allocations are freed as the vector drops (the lock is gone with
+        // the state, so this is outside it).
+        drop(self.take_unused_segments(None));
+    }
+}

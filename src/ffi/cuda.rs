@@ -1,0 +1,163 @@
+//! CUDA at the ABI. These functions exist in every build. In a build
+//! with the "cuda" feature they load the NVIDIA driver (libcuda) on first
+//! use; without a usable driver the fallible ones return TSR_ERR_DEVICE
+//! with "CUDA driver not available: <reason>". In a build without the
+//! feature they return TSR_ERR_UNSUPPORTED with "tessera was built without
+//! the cuda feature" (a different code, since no driver can help), and
+//! tsr_cuda_is_available / tsr_cuda_device_count report false / 0.
+//!
+//! Device memory comes from tsr_get_allocator(TSR_CUDA) (the built-in
+//! caching CUDA allocator unless the host installed another; it loads the
+//! driver when it first allocates) or tsr_cuda_allocator. Copies between
+//! host and device memory, or between devices, go through any of these
+//! allocators' copy function (tsr_allocator_copy_data, and the storage and
+//! tensor copies built on it).
+
+use super::allocator::{allocator_handle, TsrAllocator};
+use super::error::{check_not_null, guard, guard_value, write_out};
+use super::types::*;
+use crate::allocator::Allocator;
+use crate::error::Result;
+
+#[cfg(feature = "cuda")]
+use crate::allocator::cuda;
+
+#[cfg(not(feature = "cuda"))]
+fn no_cuda<T>() -> Result<T> {
+    crate::bail!(Unsupported, "tessera was built without the cuda feature")
+}
+
+/// Writes an allocator obtained from `get` to `out` as a new reference.
+///
+/// # Safety
+/// `out` NULL or writable.
+unsafe fn hand_out(
+    fname: &str,
+    out: *mut *mut TsrAllocator,
+    get: impl FnOnce() -> Result<Allocator>,
+) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(out, "out")?;
+        let a = get()?;
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, allocator_handle(a)) };
+        Ok(())
+    })
+}
+
+/// Whether CUDA can be used: the driver loads and reports at least one
+/// device. Loads the driver on the first call. False in a build without
+/// the cuda feature. Never fails.
+#[no_mangle]
+pub extern "C" fn tsr_cuda_is_available() -> bool {
+    guard_value("tsr_cuda_is_available", false, || {
+        #[cfg(feature = "cuda")]
+        return cuda::is_available();
+        #[cfg(not(feature = "cuda"))]
+        return false;
+    })
+}
+
+/// The number of CUDA devices; 0 without a driver or without the cuda
+/// feature. Loads the driver on the first call.
+#[no_mangle]
+pub extern "C" fn tsr_cuda_device_count() -> i32 {
+    guard_value("tsr_cuda_device_count", 0, || {
+        #[cfg(feature = "cuda")]
+        return cuda::device_count();
+        #[cfg(not(feature = "cuda"))]
+        return 0;
+    })
+}
+
+/// Loads and initializes the CUDA driver now (it is otherwise loaded on
+/// first use) and reports why CUDA cannot be used, if it cannot. Idempotent:
+/// the driver is loaded at most once per process, and a failure is final.
+///
+/// Errors: TSR_ERR_DEVICE ("CUDA driver not available: <reason>": no
+/// libcuda, a driver too old, cuInit failed, no device);
+/// TSR_ERR_UNSUPPORTED (built without the cuda feature).
+#[no_mangle]
+pub extern "C" fn tsr_cuda_init() -> TsrStatus {
+    guard("tsr_cuda_init", || {
+        #[cfg(feature = "cuda")]
+        return cuda::init();
+        #[cfg(not(feature = "cuda"))]
+        return no_cuda();
+    })
+}
+
+/// Writes a new reference to the built-in CUDA device allocator to `*out`:
+/// cuMemAlloc behind the caching layer, with pools per device (query them
+/// with tsr_caching_allocator_stats). It allocates on the current device
+/// (that of the calling thread's current CUDA context, else device 0);
+/// storages and tensors on cuda:N use device N. Its copy function copies
+/// between host memory and device memory in either direction, and between
+/// devices. It is what tsr_get_allocator(TSR_CUDA) returns unless the host
+/// installed another allocator. Memory is reused as soon as it is freed:
+/// with streams other than the legacy default stream, synchronize before
+/// freeing.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEVICE (no usable driver);
+/// TSR_ERR_UNSUPPORTED (built without the cuda feature).
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_cuda_allocator(out: *mut *mut TsrAllocator) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        hand_out("tsr_cuda_allocator", out, || {
+            #[cfg(feature = "cuda")]
+            return cuda::init().map(|_| cuda::device_allocator());
+            #[cfg(not(feature = "cuda"))]
+            return no_cuda();
+        })
+    }
+}
+
+/// Writes a new reference to the CUDA device allocator without caching to
+/// `*out`: every allocation is one cuMemAlloc, every free one cuMemFree.
+/// For hosts that wrap it themselves, e.g. in tsr_caching_allocator_new
+/// with their own options.
+///
+/// Errors: as tsr_cuda_allocator.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_cuda_raw_allocator(out: *mut *mut TsrAllocator) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        hand_out("tsr_cuda_raw_allocator", out, || {
+            #[cfg(feature = "cuda")]
+            return cuda::init().map(|_| cuda::raw_device_allocator());
+            #[cfg(not(feature = "cuda"))]
+            return no_cuda();
+        })
+    }
+}
+
+/// Writes a new reference to the pinned host-memory allocator to `*out`:
+/// page-locked memory from cuMemHostAlloc (portable to every device)
+/// behind the caching layer, for CPU storages and tensors whose copies to
+/// and from the GPU should be fast. Use it with
+/// tsr_storage_new_with_allocator, or install it for TSR_CPU. Blocks are
+/// at least 512-byte aligned. Its copy function copies in any direction.
+///
+/// Errors: as tsr_cuda_allocator.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_cuda_pinned_allocator(out: *mut *mut TsrAllocator) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        hand_out("tsr_cuda_pinned_allocator", out, || {
+            #[cfg(feature = "cuda")]
+            return cuda::init().map(|_| cuda::pinned_allocator());
+            #[cfg(not(feature = "cuda"))]
+            return no_cuda();
+        })
+    }
+}

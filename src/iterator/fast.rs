@@ -1,0 +1,129 @@
+//! The shortcut for the commonest build: every input has the same sizes
+//! and dtype, all are contiguous host tensors, and every output is either
+//! to be allocated or already has those sizes, dtype and layout. Each step
+//! of the pipeline is then a no-op or takes its trivial branch (no
+//! broadcasting, no resizing, no dtype promotion or temporaries, c10's
+//! contiguous fast set-up), so this builds the same iterator directly.
+//! `build_general` in the tests checks the equivalence.
+
+use super::config::Flags;
+use super::overlap::{self, MemOverlapStatus};
+use super::{Operand, TensorIterator};
+use crate::device::DeviceType;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::{layout, Tensor};
+use smallvec::smallvec;
+
+/// Element-wise equality of two short dim lists (no memcmp call).
+#[inline]
+fn same_dims(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// Whether `t` matches the common sizes, dtype and dense layout.
+#[inline]
+fn matches(t: &Tensor, sizes: &[i64], dtype: DType) -> bool {
+    t.dtype() == dtype
+        && same_dims(t.sizes(), sizes)
+        && t.layout_flags().contiguous
+        && t.device().device_type == DeviceType::Cpu
+        && !t.is_wrapped_number()
+}
+
+/// The sizes and dtype every operand shares, if the shortcut applies.
+fn trivial_case<'a>(
+    outputs: &[Option<Tensor>],
+    inputs: &'a [Tensor],
+    f: &Flags,
+    static_shape: bool,
+) -> Option<(&'a [i64], DType)> {
+    if f.is_reduction || static_shape || f.static_dtype.is_some() || f.static_device.is_some() {
+        return None;
+    }
+    let first = inputs.first()?;
+    let (sizes, dtype) = (first.sizes(), first.dtype());
+    if f.promote_integer_inputs_to_float && dtype.is_integral(true) {
+        return None;
+    }
+    if !inputs.iter().all(|t| matches(t, sizes, dtype)) {
+        return None;
+    }
+    if !outputs.iter().flatten().all(|t| matches(t, sizes, dtype)) {
+        return None;
+    }
+    Some((sizes, dtype))
+}
+
+/// Fills `it` (fresh from `TensorIterator::empty`) directly when the
+/// shortcut applies and returns true; returns false otherwise, leaving the
+/// operands in place for the general pipeline.
+pub(crate) fn try_build(
+    it: &mut TensorIterator,
+    outputs: &mut smallvec::SmallVec<[Option<Tensor>; 2]>,
+    inputs: &mut smallvec::SmallVec<[Tensor; 4]>,
+    f: &Flags,
+    static_shape: bool,
+) -> Result<bool> {
+    let Some((sizes, dtype)) = trivial_case(outputs, inputs, f, static_shape) else {
+        return Ok(false);
+    };
+    // Memory overlap: contiguous outputs have no internal overlap; an
+    // input partially overlapping an output goes to the general path
+    // (which copies it or refuses).
+    let mut read_write = [false; 2];
+    for (o, out) in outputs.iter().enumerate() {
+        let Some(out) = out else { continue };
+        for input in inputs.iter() {
+            if Tensor::ptr_eq(out, input) {
+                if let Some(rw) = read_write.get_mut(o) {
+                    *rw = true;
+                }
+            } else if f.check_mem_overlap
+                && overlap::get_overlap_status(out, input) == MemOverlapStatus::Partial
+            {
+                return Ok(false);
+            }
+        }
+    }
+    if outputs.len() > read_write.len() {
+        // Rare: more than two outputs; the general path marks them.
+        return Ok(false);
+    }
+    let ndim = sizes.len();
+    let device = inputs[0].device();
+    let item = dtype.itemsize() as i64;
+    let numel = inputs[0].numel();
+    let sizes: crate::tensor::Dims = crate::tensor::Dims::from_slice(sizes);
+    it.shape = if ndim == 0 {
+        smallvec![]
+    } else {
+        smallvec![numel]
+    };
+    it.has_coalesced_dimensions = ndim > 1;
+    it.all_ops_same_shape = true;
+    it.common_dtype = Some(dtype);
+    for (o, out) in std::mem::take(outputs).into_iter().enumerate() {
+        let t = match out {
+            Some(t) => t,
+            None => {
+                Tensor::empty_strided(&sizes, &layout::contiguous_strides(&sizes), dtype, device)?
+            }
+        };
+        it.operands.push(Operand::new(Some(t), true));
+        it.operands[o].is_read_write = read_write[o];
+    }
+    for t in std::mem::take(inputs) {
+        it.operands.push(Operand::new(Some(t), false));
+    }
+    for op in it.operands.iter_mut() {
+        if ndim > 0 {
+            op.stride_bytes.push(item);
+        }
+        op.data = op
+            .tensor
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |t| t.data_ptr() as *mut u8);
+    }
+    Ok(true)
+}
