@@ -8,6 +8,7 @@ use super::dispatch::{dispatch_all, dispatch_floating, dispatch_real};
 use super::elem::Elem;
 use super::loops::{binary_op_run, with_simd};
 use super::ops::{Arith, Div, RoundingDiv};
+use super::simd;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::iterator::TensorIterator;
@@ -28,6 +29,7 @@ pub enum RoundingMode {
 /// Runs `f` over a built (out, a, b) iterator whose operands all have
 /// dtype `T`, then writes cast temporaries back and returns the output.
 fn run<T: Elem>(it: &TensorIterator, f: impl Fn(T::Op, T::Op) -> T::Op + Sync) -> Result<Tensor> {
+    let stream = simd::should_stream(it.numel() as usize * std::mem::size_of::<T>());
     it.for_each(
         &|data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64| {
             with_simd!(for j in 0..n1 {
@@ -43,6 +45,7 @@ fn run<T: Elem>(it: &TensorIterator, f: impl Fn(T::Op, T::Op) -> T::Op + Sync) -
                         data[2].offset((j * strides[5]) as isize),
                         strides[2] as isize,
                         n0 as usize,
+                        stream,
                         &f,
                     )
                 }

@@ -33,7 +33,8 @@ fn aligned<T>(p: *const u8) -> bool {
     (p as usize) % align_of::<T>() == 0
 }
 
-/// `dst[i] = src[i] as D` for i < n, with byte strides.
+/// `dst[i] = src[i] as D` for i < n, with byte strides; `stream` writes a
+/// contiguous destination with non-temporal stores.
 ///
 /// # Safety
 /// Both runs must address `n` valid elements; they may alias exactly
@@ -45,6 +46,7 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
     src: *const u8,
     ss: isize,
     n: usize,
+    stream: bool,
 ) {
     let contiguous = ds == size_of::<D>() as isize
         && ss == size_of::<S>() as isize
@@ -52,11 +54,11 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
         && aligned::<S>(src);
     if contiguous && (is_half::<S>() || is_half::<D>()) {
         // SAFETY: forwarded; contiguous and aligned was checked.
-        unsafe { staged::<S, D>(dst, src, n) };
+        unsafe { staged::<S, D>(dst, src, n, stream) };
         return;
     }
     // SAFETY: forwarded.
-    unsafe { map_run::<S, D>(dst, ds, src, ss, n, |v| v.cast::<D>()) };
+    unsafe { map_run::<S, D>(dst, ds, src, ss, n, stream, |v: S| v.cast::<D>()) };
 }
 
 /// Contiguous, aligned conversion where S or D is a half type.
@@ -65,7 +67,26 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
 /// `src` and `dst` address `n` aligned elements each and alias at most
 /// exactly.
 #[inline(always)]
-unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize) {
+unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, stream: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::avx2_enabled() {
+        // SAFETY (both arms): the CPU has AVX2 and F16C; S and D are the
+        // types named by their DTypes; the runs hold n elements and do not
+        // overlap (different itemsizes).
+        match (S::DTYPE, D::DTYPE) {
+            (DType::Float, DType::Half) => {
+                return unsafe {
+                    super::simd::f32_to_f16(src as *const f32, dst as *mut u16, n, stream)
+                };
+            }
+            (DType::Half, DType::Float) => {
+                return unsafe {
+                    super::simd::f16_to_f32(src as *const u16, dst as *mut f32, n, stream)
+                };
+            }
+            _ => {}
+        }
+    }
     // Direct slice conversions between the float types and the half types.
     // The DType tests are constants, so each instance keeps one arm; the
     // pointer casts name the type the DType stands for. Itemsizes differ
@@ -129,7 +150,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize) {
                     buf.as_ptr() as *const u8,
                     4,
                     m,
-                    |v| D::from_real(v),
+                    false,
+                    |v: f32| D::from_real(v),
                 );
             } else if is_f64_based::<S>() {
                 let mut buf = [0f64; BUF];
@@ -139,7 +161,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize) {
                     s,
                     size_of::<S>() as isize,
                     m,
-                    |v| v.cast::<f64>(),
+                    false,
+                    |v: S| v.cast::<f64>(),
                 );
                 narrow_half_f64::<D>(&buf[..m], d);
             } else {
@@ -151,7 +174,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize) {
                     s,
                     size_of::<S>() as isize,
                     m,
-                    |v| v.cast::<f32>(),
+                    false,
+                    |v: S| v.cast::<f32>(),
                 );
                 narrow_half_f32::<D>(&buf[..m], d);
             }

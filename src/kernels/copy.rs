@@ -16,6 +16,7 @@ use super::cast::cast_run;
 use super::dispatch::{dispatch_all, dispatch_width};
 use super::elem::Elem;
 use super::loops::map_run;
+use super::simd;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::iterator::{get_overlap_status, IterConfig, MemOverlapStatus, TensorIterator};
@@ -106,6 +107,7 @@ fn flat_copy(dst: &Tensor, src: &Tensor) -> Result<()> {
     }
     let (ss, ds) = (st.itemsize(), dt.itemsize());
     let runs = cast_runs(st, dt)?;
+    let stream = simd::should_stream(n as usize * ds);
     parallel::parallel_for(0, n, GRAIN, |b, e| {
         let mut data = [
             (d0 + b as usize * ds) as *mut u8,
@@ -114,7 +116,7 @@ fn flat_copy(dst: &Tensor, src: &Tensor) -> Result<()> {
         // SAFETY: elements [b, e) of both dense runs; the memory is
         // disjoint or exactly shared (equal itemsizes), which the cast
         // runs allow.
-        unsafe { runs(&mut data, &[ds as i64, ss as i64, 0, 0], e - b, 1) };
+        unsafe { runs(&mut data, &[ds as i64, ss as i64, 0, 0], e - b, 1, stream) };
     });
     Ok(())
 }
@@ -155,11 +157,12 @@ pub(crate) fn copy_iter(it: &TensorIterator) -> Result<()> {
         return Ok(());
     }
     let runs = cast_runs(st, dt)?;
+    let stream = simd::should_stream(it.numel() as usize * dt.itemsize());
     it.for_each(
         // SAFETY: the iterator keeps every (i, j) < (n0, n1) inside both
         // operands, which are disjoint or exactly aliased.
         &|data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64| unsafe {
-            runs(data, strides, n0, n1)
+            runs(data, strides, n0, n1, stream)
         },
         0,
     );
@@ -167,8 +170,8 @@ pub(crate) fn copy_iter(it: &TensorIterator) -> Result<()> {
 }
 
 /// A 2-D conversion loop over two operands (output first), with the
-/// iterator's stride layout.
-type CastRuns = unsafe fn(&mut [*mut u8], &[i64], i64, i64);
+/// iterator's stride layout; the flag asks for streaming stores.
+type CastRuns = unsafe fn(&mut [*mut u8], &[i64], i64, i64, bool);
 
 /// The 2-D conversion loop from `st` to `dt`: one instance per dtype pair.
 fn cast_runs(st: DType, dt: DType) -> Result<CastRuns> {
@@ -183,13 +186,26 @@ fn cast_runs(st: DType, dt: DType) -> Result<CastRuns> {
 /// `data`/`strides` as an iterator hands them to a 2-D loop: every
 /// (i, j) < (n0, n1) addresses valid elements; the operands are disjoint
 /// or exactly aliased.
-unsafe fn cast_2d<S: Elem, D: Elem>(data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64) {
+unsafe fn cast_2d<S: Elem, D: Elem>(
+    data: &mut [*mut u8],
+    strides: &[i64],
+    n0: i64,
+    n1: i64,
+    stream: bool,
+) {
     for j in 0..n1 {
         // SAFETY: per the caller.
         unsafe {
             let d = data[0].offset((j * strides[2]) as isize);
             let s = data[1].offset((j * strides[3]) as isize);
-            cast_run::<S, D>(d, strides[0] as isize, s, strides[1] as isize, n0 as usize);
+            cast_run::<S, D>(
+                d,
+                strides[0] as isize,
+                s,
+                strides[1] as isize,
+                n0 as usize,
+                stream,
+            );
         }
     }
 }
@@ -208,5 +224,5 @@ unsafe fn same_run(d: *mut u8, ds: i64, s: *const u8, ss: i64, n: i64, item: i64
     }
     let (ds, ss, n) = (ds as isize, ss as isize, n as usize);
     // SAFETY: forwarded from the caller.
-    dispatch_width!(item as usize, T => unsafe { map_run::<T, T>(d, ds, s, ss, n, |v| v) })
+    dispatch_width!(item as usize, T => unsafe { map_run::<T, T>(d, ds, s, ss, n, false, |v| v) })
 }

@@ -2,6 +2,7 @@
 
 use super::dispatch::dispatch_width;
 use super::loops::map_run;
+use super::simd;
 use crate::dtype::{convert::scalar_to_bytes, Scalar};
 use crate::error::Result;
 use crate::iterator::IterConfig;
@@ -32,6 +33,7 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
             // The elements occupy numel consecutive slots from data_ptr
             // (strides are non-negative).
             let base = t.data_ptr() as usize;
+            let stream = simd::should_stream(n as usize * item);
             parallel::parallel_for(0, n, GRAIN, |b, e| {
                 // SAFETY: slots [b, e) of the dense tensor; `bytes` holds
                 // one element of the tensor's dtype.
@@ -42,6 +44,7 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
                         (e - b) as usize,
                         &bytes,
                         item,
+                        stream,
                     )
                 };
             });
@@ -65,6 +68,7 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
                                 n0 as usize,
                                 &bytes,
                                 item,
+                                false,
                             )
                         };
                     }
@@ -78,12 +82,19 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
 }
 
 /// Writes `n` copies of the element in `pattern[..item]`, `stride` bytes
-/// apart.
+/// apart (streaming stores when `stream` and the run is contiguous).
 ///
 /// # Safety
 /// Every written element must be valid memory.
-unsafe fn fill_run(p: *mut u8, stride: isize, n: usize, pattern: &[u8; 16], item: usize) {
+unsafe fn fill_run(
+    p: *mut u8,
+    stride: isize,
+    n: usize,
+    pattern: &[u8; 16],
+    item: usize,
+    stream: bool,
+) {
     // SAFETY: the pattern's first `item` bytes are read as one element
     // (stride 0); the caller guarantees the destination run.
-    dispatch_width!(item, T => unsafe { map_run::<T, T>(p, stride, pattern.as_ptr(), 0, n, |v| v) })
+    dispatch_width!(item, T => unsafe { map_run::<T, T>(p, stride, pattern.as_ptr(), 0, n, stream, |v| v) })
 }

@@ -13,10 +13,11 @@
 //! unaligned vector access costs nothing extra on aligned data.
 
 use super::elem::Elem;
+use super::simd;
 use std::mem::size_of;
 
 /// Elements per unrolled step of a contiguous loop.
-const CHUNK: usize = 16;
+const CHUNK: usize = 32;
 /// Elements per op math buffer of the half-type loops.
 pub(crate) const BUF: usize = 256;
 
@@ -46,7 +47,45 @@ pub(crate) const fn widens<T: Elem>() -> bool {
     size_of::<T::Op>() != size_of::<T>()
 }
 
-/// `out[i] = f(x[i])` for i < n.
+/// Where a contiguous output run may switch to streaming stores: the
+/// first index whose address is 16-byte aligned, or None when streaming is
+/// off or the run is not element-aligned.
+#[inline(always)]
+fn stream_start<D>(out: *mut u8, n: usize, stream: bool) -> Option<usize> {
+    let size = size_of::<D>();
+    if !stream || (out as usize) % size != 0 {
+        return None;
+    }
+    let misaligned = (out as usize) % 16;
+    Some(if misaligned == 0 {
+        0
+    } else {
+        ((16 - misaligned) / size).min(n)
+    })
+}
+
+/// Writes one chunk of results at element `i` of a contiguous run.
+///
+/// # Safety
+/// Elements i..i+CHUNK of the run must be writable; with `stream`, their
+/// address must be 16-byte aligned.
+#[inline(always)]
+unsafe fn store_chunk<D: Copy>(out: *mut u8, i: usize, r: &[D; CHUNK], stream: bool) {
+    let sd = size_of::<D>() as isize;
+    // SAFETY: per the caller.
+    unsafe {
+        if stream {
+            simd::stream_store(out.offset(i as isize * sd), r);
+        } else {
+            for (k, v) in r.iter().enumerate() {
+                st(out, i + k, sd, *v);
+            }
+        }
+    }
+}
+
+/// `out[i] = f(x[i])` for i < n. `stream`: write a contiguous output with
+/// non-temporal stores (for outputs larger than the cache).
 ///
 /// # Safety
 /// Both runs must address `n` valid elements; `out` may equal `x` (same
@@ -58,24 +97,50 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
     x: *const u8,
     xs: isize,
     n: usize,
+    stream: bool,
     f: impl Fn(S) -> D,
 ) {
     let (sd, ss) = (size_of::<D>() as isize, size_of::<S>() as isize);
     // SAFETY (all blocks below): indices stay below n, per the caller.
-    if os == sd && xs == ss {
+    if os == sd && (xs == ss || xs == 0) {
+        let scalar = xs == 0;
+        let x0 = f(unsafe { ld::<S>(x, 0, 0) });
+        let value = |i: usize| {
+            if scalar {
+                x0
+            } else {
+                f(unsafe { ld(x, i, ss) })
+            }
+        };
+        let start = stream_start::<D>(out, n, stream);
         let mut i = 0;
+        if let Some(s) = start {
+            while i < s {
+                unsafe { st(out, i, sd, value(i)) };
+                i += 1;
+            }
+        }
         while i + CHUNK <= n {
             let mut v = [S::default(); CHUNK];
-            for (k, e) in v.iter_mut().enumerate() {
-                *e = unsafe { ld(x, i + k, ss) };
+            if !scalar {
+                for (k, e) in v.iter_mut().enumerate() {
+                    *e = unsafe { ld(x, i + k, ss) };
+                }
             }
-            for (k, e) in v.into_iter().enumerate() {
-                unsafe { st(out, i + k, sd, f(e)) };
+            let mut r = [x0; CHUNK];
+            if !scalar {
+                for (d, e) in r.iter_mut().zip(v) {
+                    *d = f(e);
+                }
             }
+            unsafe { store_chunk(out, i, &r, start.is_some()) };
             i += CHUNK;
         }
         for i in i..n {
-            unsafe { st(out, i, sd, f(ld(x, i, ss))) };
+            unsafe { st(out, i, sd, value(i)) };
+        }
+        if start.is_some() {
+            simd::sfence();
         }
     } else if xs == 0 {
         let v = f(unsafe { ld(x, 0, 0) });
@@ -89,7 +154,7 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
     }
 }
 
-/// `out[i] = f(a[i], b[i])` for i < n.
+/// `out[i] = f(a[i], b[i])` for i < n; `stream` as in [`map_run`].
 ///
 /// # Safety
 /// As [`map_run`], for both inputs.
@@ -103,6 +168,7 @@ pub(crate) unsafe fn zip_run<A: Copy + Default, B: Copy + Default, D: Copy + Def
     b: *const u8,
     bs: isize,
     n: usize,
+    stream: bool,
     f: impl Fn(A, B) -> D,
 ) {
     let (sd, sa, sb) = (
@@ -110,50 +176,59 @@ pub(crate) unsafe fn zip_run<A: Copy + Default, B: Copy + Default, D: Copy + Def
         size_of::<A>() as isize,
         size_of::<B>() as isize,
     );
+    let contiguous = os == sd && (as_ == sa || as_ == 0) && (bs == sb || bs == 0);
     // SAFETY (all blocks below): indices stay below n, per the caller.
-    if os == sd && as_ == sa && (bs == sb || bs == 0) {
-        let scalar_b = bs == 0;
+    if contiguous && !(as_ == 0 && bs == 0) {
+        // Contiguous, or one operand a broadcast scalar.
+        let (scalar_a, scalar_b) = (as_ == 0, bs == 0);
+        let x0: A = unsafe { ld(a, 0, 0) };
         let y0: B = unsafe { ld(b, 0, 0) };
+        let value = |i: usize| {
+            let x = if scalar_a {
+                x0
+            } else {
+                unsafe { ld(a, i, sa) }
+            };
+            let y = if scalar_b {
+                y0
+            } else {
+                unsafe { ld(b, i, sb) }
+            };
+            f(x, y)
+        };
+        let start = stream_start::<D>(out, n, stream);
         let mut i = 0;
+        if let Some(s) = start {
+            while i < s {
+                unsafe { st(out, i, sd, value(i)) };
+                i += 1;
+            }
+        }
         while i + CHUNK <= n {
-            let mut va = [A::default(); CHUNK];
+            let mut va = [x0; CHUNK];
             let mut vb = [y0; CHUNK];
-            for (k, e) in va.iter_mut().enumerate() {
-                *e = unsafe { ld(a, i + k, sa) };
+            if !scalar_a {
+                for (k, e) in va.iter_mut().enumerate() {
+                    *e = unsafe { ld(a, i + k, sa) };
+                }
             }
             if !scalar_b {
                 for (k, e) in vb.iter_mut().enumerate() {
                     *e = unsafe { ld(b, i + k, sb) };
                 }
             }
+            let mut r = [D::default(); CHUNK];
             for k in 0..CHUNK {
-                unsafe { st(out, i + k, sd, f(va[k], vb[k])) };
+                r[k] = f(va[k], vb[k]);
             }
+            unsafe { store_chunk(out, i, &r, start.is_some()) };
             i += CHUNK;
         }
         for i in i..n {
-            let y = if scalar_b {
-                y0
-            } else {
-                unsafe { ld(b, i, sb) }
-            };
-            unsafe { st(out, i, sd, f(ld(a, i, sa), y)) };
+            unsafe { st(out, i, sd, value(i)) };
         }
-    } else if os == sd && as_ == 0 && bs == sb {
-        let x0: A = unsafe { ld(a, 0, 0) };
-        let mut i = 0;
-        while i + CHUNK <= n {
-            let mut vb = [B::default(); CHUNK];
-            for (k, e) in vb.iter_mut().enumerate() {
-                *e = unsafe { ld(b, i + k, sb) };
-            }
-            for (k, e) in vb.into_iter().enumerate() {
-                unsafe { st(out, i + k, sd, f(x0, e)) };
-            }
-            i += CHUNK;
-        }
-        for i in i..n {
-            unsafe { st(out, i, sd, f(x0, ld(b, i, sb))) };
+        if start.is_some() {
+            simd::sfence();
         }
     } else {
         for i in 0..n {
@@ -204,7 +279,8 @@ pub(crate) unsafe fn store_op<T: Elem>(src: &[T::Op], p: *mut u8, stride: isize)
     }
 }
 
-/// `out[i] = f(x[i])` computed in op math.
+/// `out[i] = f(x[i])` computed in op math (`stream` as in [`map_run`];
+/// half types, which go through op math buffers, never stream).
 ///
 /// # Safety
 /// As [`map_run`].
@@ -215,11 +291,12 @@ pub(crate) unsafe fn unary_op_run<T: Elem>(
     x: *const u8,
     xs: isize,
     n: usize,
+    stream: bool,
     f: impl Fn(T::Op) -> T::Op,
 ) {
     if !widens::<T>() {
         // SAFETY: forwarded.
-        return unsafe { map_run::<T, T>(out, os, x, xs, n, |v| T::from_op(f(v.to_op()))) };
+        return unsafe { map_run::<T, T>(out, os, x, xs, n, stream, |v| T::from_op(f(v.to_op()))) };
     }
     let mut bx = [T::Op::default(); BUF];
     let mut start = 0;
@@ -253,12 +330,13 @@ pub(crate) unsafe fn binary_op_run<T: Elem>(
     b: *const u8,
     bs: isize,
     n: usize,
+    stream: bool,
     f: impl Fn(T::Op, T::Op) -> T::Op,
 ) {
     if !widens::<T>() {
         // SAFETY: forwarded.
         return unsafe {
-            zip_run::<T, T, T>(out, os, a, as_, b, bs, n, |x, y| {
+            zip_run::<T, T, T>(out, os, a, as_, b, bs, n, stream, |x, y| {
                 T::from_op(f(x.to_op(), y.to_op()))
             })
         };

@@ -80,6 +80,8 @@ sum_acc! {
 trait Reducer {
     type In: Elem;
     type Acc: Elem;
+    /// Whether this is a sum (whose f32 lanes have an AVX2 kernel).
+    const IS_SUM: bool;
     /// The accumulator of an empty set.
     fn identity() -> Self::Acc;
     /// Folds two accumulators (the left one covers earlier elements).
@@ -99,6 +101,7 @@ struct Sum<T>(std::marker::PhantomData<T>);
 impl<T: SumAcc> Reducer for Sum<T> {
     type In = T;
     type Acc = T::Acc;
+    const IS_SUM: bool = true;
     #[inline(always)]
     fn identity() -> T::Acc {
         <T::Acc as Arith>::ZERO
@@ -127,6 +130,7 @@ where
 {
     type In = T;
     type Acc = T;
+    const IS_SUM: bool = false;
     #[inline(always)]
     fn identity() -> T {
         T::from_op(<T::Op as Max>::LOWEST)
@@ -148,8 +152,9 @@ where
 }
 
 /// A pairwise (cascade) reduction of a run: blocks of BLOCK elements are
-/// folded in independent lanes, and blocks are combined as a balanced
-/// tree.
+/// folded in independent lanes, and block results are combined as a
+/// balanced binary tree (iteratively, with a stack of partial results
+/// tagged by tree level, so the whole loop inlines into its SIMD twin).
 ///
 /// # Safety
 /// The run must address `n` readable elements.
@@ -160,27 +165,42 @@ unsafe fn pairwise<R: Reducer>(
     n: usize,
     fold: impl Fn(R::Acc, R::Acc) -> R::Acc + Copy,
 ) -> R::Acc {
-    if n <= BLOCK {
-        // SAFETY: forwarded.
-        return unsafe {
+    // 2^40 blocks of 4096 elements: more than any tensor holds.
+    const LEVELS: usize = 40;
+    let mut stack = [(R::identity(), 0u32); LEVELS];
+    let mut depth = 0;
+    let mut start = 0;
+    while start < n {
+        let m = BLOCK.min(n - start);
+        // SAFETY: elements start..start+m of the run.
+        let mut acc = unsafe {
+            let q = p.offset(start as isize * stride);
             match size_of::<R::Acc>() {
-                4 => lanes::<R, 32>(p, stride, n, fold),
-                8 => lanes::<R, 16>(p, stride, n, fold),
-                _ => lanes::<R, 8>(p, stride, n, fold),
+                4 => lanes::<R, 32>(q, stride, m, fold),
+                8 => lanes::<R, 16>(q, stride, m, fold),
+                _ => lanes::<R, 8>(q, stride, m, fold),
             }
         };
+        let mut level = 0;
+        while depth > 0 && stack[depth - 1].1 == level {
+            depth -= 1;
+            acc = fold(stack[depth].0, acc);
+            level += 1;
+        }
+        stack[depth] = (acc, level);
+        depth += 1;
+        start += m;
     }
-    let half = (n / 2).div_ceil(BLOCK) * BLOCK;
-    // SAFETY: both halves lie inside the run.
-    unsafe {
-        let left = pairwise::<R>(p, stride, half, fold);
-        let right = pairwise::<R>(p.offset(half as isize * stride), stride, n - half, fold);
-        fold(left, right)
+    let mut total = R::identity();
+    while depth > 0 {
+        depth -= 1;
+        total = fold(stack[depth].0, total);
     }
+    total
 }
 
-/// Folds a run into N lanes (element i into lane i % N), then the lanes
-/// into one value as a tree.
+/// Folds a run into N lanes (element i into lane i % N, the last n % N
+/// into lane 0), then the lanes into one value as a tree.
 ///
 /// # Safety
 /// The run must address `n` readable elements.
@@ -192,51 +212,64 @@ unsafe fn lanes<R: Reducer, const N: usize>(
     fold: impl Fn(R::Acc, R::Acc) -> R::Acc,
 ) -> R::Acc {
     let mut acc = [R::identity(); N];
-    let mut i = 0;
-    if widens::<R::In>() && stride == size_of::<R::In>() as isize {
+    let item = size_of::<R::In>() as isize;
+    if widens::<R::In>() && stride == item {
         // Half types: widen BUF elements at a time with the slice
-        // conversion, then fold the f32 values. Sum of half types is the
-        // only widening reducer with an Acc of the op math type.
+        // conversion, then fold the f32 values. For every widening input
+        // type the sum accumulator is its op math type (asserted).
+        debug_assert_eq!(size_of::<<R::In as Elem>::Op>(), size_of::<R::Acc>());
         let mut buf = [<R::In as Elem>::Op::default(); BUF];
+        let mut i = 0;
         while i < n {
             let m = BUF.min(n - i);
             // SAFETY: elements i..i+m of the run.
             unsafe { load_op::<R::In>(&mut buf[..m], p.offset(i as isize * stride), stride) };
-            // The op math values are read back as accumulators: for every
-            // widening type the sum accumulator is its op math type.
-            debug_assert_eq!(size_of::<<R::In as Elem>::Op>(), size_of::<R::Acc>());
             let vals = buf.as_ptr() as *const u8;
-            let mut k = 0;
-            while k + N <= m {
-                for (l, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: k + l < m elements of the buffer, which holds
-                    // values of R::Acc's type (asserted above).
-                    *a = fold(*a, unsafe {
-                        ld::<R::Acc>(vals, k + l, size_of::<R::Acc>() as isize)
-                    });
-                }
-                k += N;
-            }
-            for k in k..m {
-                // SAFETY: k < m.
-                acc[k % N] = fold(acc[k % N], unsafe {
-                    ld::<R::Acc>(vals, k, size_of::<R::Acc>() as isize)
-                });
-            }
+            let acc_size = size_of::<R::Acc>() as isize;
+            // SAFETY (both loops): indices below m, inside the buffer,
+            // which holds values of R::Acc's type.
+            unsafe {
+                fold_lanes::<R::Acc, N>(&mut acc, m, |k| ld::<R::Acc>(vals, k, acc_size), &fold)
+            };
             i += m;
         }
-    } else {
-        while i + N <= n {
-            for (l, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + l < n.
-                *a = fold(*a, R::lift(unsafe { ld::<R::In>(p, i + l, stride) }));
+    } else if stride == item {
+        #[cfg(target_arch = "x86_64")]
+        if R::IS_SUM
+            && N == 32
+            && R::In::DTYPE == DType::Float
+            && R::Acc::DTYPE == DType::Float
+            && super::simd::avx2_enabled()
+        {
+            // SAFETY: the CPU has AVX2; the run holds n contiguous f32
+            // values. In and Acc are f32 (checked by DType), so the result
+            // is read back as Acc through a same-size copy.
+            let s = unsafe { super::simd::sum_f32_lanes32(p as *const f32, n) };
+            return unsafe { std::mem::transmute_copy::<f32, R::Acc>(&s) };
+        }
+        // Contiguous: whole arrays of N elements per step, so the lane
+        // updates become packed SIMD adds.
+        let mut k = 0;
+        while k + N <= n {
+            // SAFETY: elements k..k+N of the run.
+            let chunk: [R::In; N] =
+                unsafe { (p.offset(k as isize * item) as *const [R::In; N]).read_unaligned() };
+            for (a, x) in acc.iter_mut().zip(chunk) {
+                *a = fold(*a, R::lift(x));
             }
-            i += N;
+            k += N;
         }
-        for k in i..n {
+        // The tail folds into lane 0 only, so the lanes are indexed by
+        // constants everywhere and stay in registers.
+        for k in k..n {
             // SAFETY: k < n.
-            acc[k % N] = fold(acc[k % N], R::lift(unsafe { ld::<R::In>(p, k, stride) }));
+            acc[0] = fold(acc[0], R::lift(unsafe { ld::<R::In>(p, k, item) }));
         }
+    } else {
+        // SAFETY: indices below n.
+        unsafe {
+            fold_lanes::<R::Acc, N>(&mut acc, n, |k| R::lift(ld::<R::In>(p, k, stride)), &fold)
+        };
     }
     let mut width = N;
     while width > 1 {
@@ -246,6 +279,30 @@ unsafe fn lanes<R: Reducer, const N: usize>(
         }
     }
     acc[0]
+}
+
+/// `acc[k % N] = fold(acc[k % N], value(k))` for the whole groups of N,
+/// then the remaining values into lane 0.
+///
+/// # Safety
+/// `value(k)` must be safe to call for every k < n.
+#[inline(always)]
+unsafe fn fold_lanes<A: Copy, const N: usize>(
+    acc: &mut [A; N],
+    n: usize,
+    value: impl Fn(usize) -> A,
+    fold: &impl Fn(A, A) -> A,
+) {
+    let mut k = 0;
+    while k + N <= n {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a = fold(*a, value(k + l));
+        }
+        k += N;
+    }
+    for k in k..n {
+        acc[0] = fold(acc[0], value(k));
+    }
 }
 
 /// The NaN-propagating maximum of a run, in op math, over 16 lanes.
@@ -437,9 +494,17 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
                     let part = R::reduce_run(inp, is0, n);
                     st(out, 0, 0, R::combine(ld(out, 0, 0), part));
                 } else {
-                    zip_run::<R::Acc, R::In, R::Acc>(out, os0, out, os0, inp, is0, n, |a, x| {
-                        R::combine(a, R::lift(x))
-                    });
+                    zip_run::<R::Acc, R::In, R::Acc>(
+                        out,
+                        os0,
+                        out,
+                        os0,
+                        inp,
+                        is0,
+                        n,
+                        false,
+                        |a, x| R::combine(a, R::lift(x)),
+                    );
                 }
             }
         }))

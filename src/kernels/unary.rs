@@ -6,6 +6,7 @@ use super::dispatch::dispatch_signed;
 use super::elem::Elem;
 use super::loops::{unary_op_run, with_simd};
 use super::ops::Signed;
+use super::simd;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::iterator::TensorIterator;
@@ -32,6 +33,7 @@ pub fn neg(out: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
     }
     let it = TensorIterator::unary_op(out, a)?;
     dispatch_signed!(it.dtype(0), "neg", T => {
+        let stream = simd::should_stream(it.numel() as usize * std::mem::size_of::<T>());
         it.for_each(
             &|data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64| {
                 with_simd!(for j in 0..n1 {
@@ -44,6 +46,7 @@ pub fn neg(out: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
                             data[1].offset((j * strides[3]) as isize),
                             strides[1] as isize,
                             n0 as usize,
+                            stream,
                             |x: <T as Elem>::Op| x.neg(),
                         )
                     }
