@@ -89,18 +89,27 @@ fn flat_copy(dst: &Tensor, src: &Tensor) -> Result<()> {
     let (d0, s0) = (dst.data_ptr() as usize, src.data_ptr() as usize);
     let (dt, st) = (dst.dtype(), src.dtype());
     if dt == st {
+        if d0 == s0 {
+            return Ok(());
+        }
         let item = dt.itemsize();
+        let stream = simd::should_stream(n as usize * item);
         parallel::parallel_for(0, n, GRAIN, |b, e| {
             let off = b as usize * item;
+            let (d, s, bytes) = (
+                (d0 + off) as *mut u8,
+                (s0 + off) as *const u8,
+                (e - b) as usize * item,
+            );
             // SAFETY: both tensors own n dense elements from their data
-            // pointers; they are disjoint or exactly the same memory
-            // (copy has memmove semantics).
+            // pointers, and they are disjoint (equal pointers returned
+            // above; a partial overlap never reaches the flat path).
             unsafe {
-                std::ptr::copy(
-                    (s0 + off) as *const u8,
-                    (d0 + off) as *mut u8,
-                    (e - b) as usize * item,
-                )
+                if stream {
+                    simd::stream_copy(d, s, bytes)
+                } else {
+                    std::ptr::copy_nonoverlapping(s, d, bytes)
+                }
             };
         });
         return Ok(());
@@ -126,7 +135,7 @@ pub(crate) fn copy_iter(it: &TensorIterator) -> Result<()> {
     let (dt, st) = (it.dtype(0), it.dtype(1));
     if let Some(b) = blocked::transposed_dim(it) {
         if dt == st {
-            dispatch_width!(dt.itemsize(), T => blocked::copy_tiled::<T, T>(it, b));
+            dispatch_width!(dt.itemsize(), T => blocked::copy_tiled::<T>(it, b));
         } else {
             // Transpose into a temporary of the source dtype laid out as
             // the destination (tiled), then convert densely: one tiled

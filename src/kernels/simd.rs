@@ -244,3 +244,276 @@ pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
     }
     lanes[0]
 }
+
+/// Transposes an 8 x 8 block of 4-byte elements: element c of source row
+/// r (at `src + r * src_row + 4 * c`) goes to element r of destination
+/// row c (at `dst + c * dst_row + 4 * r`).
+///
+/// # Safety
+/// The CPU must have AVX2; all 64 source and destination elements must be
+/// valid and the blocks must not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose8x8_4(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the 8 rows of 32 bytes on each side are valid,
+    // per the caller.
+    unsafe {
+        let ld = |r: isize| _mm256_loadu_ps(src.offset(r * src_row) as *const f32);
+        let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
+        let (r4, r5, r6, r7) = (ld(4), ld(5), ld(6), ld(7));
+        // Interleave pairs of rows, then pairs of pairs, then swap halves.
+        let t0 = _mm256_unpacklo_ps(r0, r1);
+        let t1 = _mm256_unpackhi_ps(r0, r1);
+        let t2 = _mm256_unpacklo_ps(r2, r3);
+        let t3 = _mm256_unpackhi_ps(r2, r3);
+        let t4 = _mm256_unpacklo_ps(r4, r5);
+        let t5 = _mm256_unpackhi_ps(r4, r5);
+        let t6 = _mm256_unpacklo_ps(r6, r7);
+        let t7 = _mm256_unpackhi_ps(r6, r7);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        let st = |c: isize, v: __m256| _mm256_storeu_ps(dst.offset(c * dst_row) as *mut f32, v);
+        st(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
+        st(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
+        st(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
+        st(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
+        st(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
+        st(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
+        st(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
+        st(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+    }
+}
+
+/// Transposes a 4 x 4 block of 8-byte elements (as [`transpose8x8_4`]).
+///
+/// # Safety
+/// As [`transpose8x8_4`], for 16 elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose4x4_8(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the 4 rows of 32 bytes on each side are valid,
+    // per the caller.
+    unsafe {
+        let ld = |r: isize| _mm256_loadu_pd(src.offset(r * src_row) as *const f64);
+        let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
+        let t0 = _mm256_unpacklo_pd(r0, r1);
+        let t1 = _mm256_unpackhi_pd(r0, r1);
+        let t2 = _mm256_unpacklo_pd(r2, r3);
+        let t3 = _mm256_unpackhi_pd(r2, r3);
+        let st = |c: isize, v: __m256d| _mm256_storeu_pd(dst.offset(c * dst_row) as *mut f64, v);
+        st(0, _mm256_permute2f128_pd::<0x20>(t0, t2));
+        st(1, _mm256_permute2f128_pd::<0x20>(t1, t3));
+        st(2, _mm256_permute2f128_pd::<0x31>(t0, t2));
+        st(3, _mm256_permute2f128_pd::<0x31>(t1, t3));
+    }
+}
+
+/// Transposes an 8 x 8 block of 2-byte elements (as [`transpose8x8_4`]).
+///
+/// # Safety
+/// As [`transpose8x8_4`] (SSE2 suffices; the AVX2 requirement keeps one
+/// gate for all micro-kernels).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose8x8_2(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the 8 rows of 16 bytes on each side are valid,
+    // per the caller.
+    unsafe {
+        let ld = |r: isize| _mm_loadu_si128(src.offset(r * src_row) as *const __m128i);
+        let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
+        let (r4, r5, r6, r7) = (ld(4), ld(5), ld(6), ld(7));
+        let a0 = _mm_unpacklo_epi16(r0, r1);
+        let a1 = _mm_unpackhi_epi16(r0, r1);
+        let a2 = _mm_unpacklo_epi16(r2, r3);
+        let a3 = _mm_unpackhi_epi16(r2, r3);
+        let a4 = _mm_unpacklo_epi16(r4, r5);
+        let a5 = _mm_unpackhi_epi16(r4, r5);
+        let a6 = _mm_unpacklo_epi16(r6, r7);
+        let a7 = _mm_unpackhi_epi16(r6, r7);
+        let b0 = _mm_unpacklo_epi32(a0, a2);
+        let b1 = _mm_unpackhi_epi32(a0, a2);
+        let b2 = _mm_unpacklo_epi32(a1, a3);
+        let b3 = _mm_unpackhi_epi32(a1, a3);
+        let b4 = _mm_unpacklo_epi32(a4, a6);
+        let b5 = _mm_unpackhi_epi32(a4, a6);
+        let b6 = _mm_unpacklo_epi32(a5, a7);
+        let b7 = _mm_unpackhi_epi32(a5, a7);
+        let st =
+            |c: isize, v: __m128i| _mm_storeu_si128(dst.offset(c * dst_row) as *mut __m128i, v);
+        st(0, _mm_unpacklo_epi64(b0, b4));
+        st(1, _mm_unpackhi_epi64(b0, b4));
+        st(2, _mm_unpacklo_epi64(b1, b5));
+        st(3, _mm_unpackhi_epi64(b1, b5));
+        st(4, _mm_unpacklo_epi64(b2, b6));
+        st(5, _mm_unpackhi_epi64(b2, b6));
+        st(6, _mm_unpacklo_epi64(b3, b7));
+        st(7, _mm_unpackhi_epi64(b3, b7));
+    }
+}
+
+/// Transposes the whole blocks of a tile into `dst` with the register
+/// micro-kernels: element (i, j) at `src + i * src_row + j * size` goes to
+/// `dst + j * dst_row + i * size`, for i < rows and j < cols rounded down
+/// to the block edge (8, or 4 for 8-byte elements). Returns the rounded
+/// (rows, cols) it covered; (0, 0) for element sizes without a kernel.
+///
+/// # Safety
+/// The CPU must have AVX2; every addressed element must be valid and the
+/// two sides must not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn transpose_blocks(
+    size: usize,
+    src: *const u8,
+    src_row: isize,
+    dst: *mut u8,
+    dst_row: isize,
+    rows: usize,
+    cols: usize,
+) -> (usize, usize) {
+    macro_rules! blocks {
+        ($k:expr, $micro:ident) => {{
+            let (r, c) = (rows / $k * $k, cols / $k * $k);
+            for i in (0..r).step_by($k) {
+                for j in (0..c).step_by($k) {
+                    // SAFETY: the block at (i, j) lies inside both sides,
+                    // per the caller.
+                    unsafe {
+                        $micro(
+                            src.offset(i as isize * src_row + (j * size) as isize),
+                            src_row,
+                            dst.offset(j as isize * dst_row + (i * size) as isize),
+                            dst_row,
+                        )
+                    };
+                }
+            }
+            (r, c)
+        }};
+    }
+    match size {
+        2 => blocks!(8, transpose8x8_2),
+        4 => blocks!(8, transpose8x8_4),
+        8 => blocks!(4, transpose4x4_8),
+        _ => (0, 0),
+    }
+}
+
+/// Writes `rows` rows of `row_bytes` contiguous bytes from `src` (rows
+/// back to back) to `dst + r * dst_row` with 32-byte streaming stores.
+/// Returns false, writing nothing, unless every destination row is
+/// 32-byte aligned and `row_bytes` a multiple of 32.
+///
+/// # Safety
+/// The CPU must have AVX2; both sides valid for the rows, not
+/// overlapping. Call [`sfence`] before other threads read the rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn stream_rows(
+    dst: *mut u8,
+    dst_row: isize,
+    src: *const u8,
+    row_bytes: usize,
+    rows: usize,
+) -> bool {
+    use std::arch::x86_64::*;
+    if row_bytes % 32 != 0 || (dst as usize) % 32 != 0 || dst_row % 32 != 0 {
+        return false;
+    }
+    for r in 0..rows {
+        // SAFETY: row r of both sides is valid, per the caller; the
+        // destination is 32-byte aligned (checked).
+        unsafe {
+            let d = dst.offset(r as isize * dst_row);
+            let s = src.add(r * row_bytes);
+            for k in (0..row_bytes).step_by(32) {
+                _mm256_stream_si256(
+                    d.add(k) as *mut __m256i,
+                    _mm256_loadu_si256(s.add(k) as *const __m256i),
+                );
+            }
+        }
+    }
+    true
+}
+
+/// memcpy with streaming stores for copies larger than the cache: bytes up
+/// to the first 32-byte aligned destination address and the tail are
+/// copied normally, the rest with 32-byte (AVX2) or 16-byte (SSE2)
+/// non-temporal stores, then an sfence. (glibc's memcpy streams only above
+/// a threshold derived from the cache size the CPU reports, which virtual
+/// machines can overstate.)
+///
+/// # Safety
+/// `src` readable and `dst` writable for `bytes`, not overlapping.
+pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let head = ((32 - (dst as usize) % 32) % 32).min(bytes);
+        let body = (bytes - head) / 32 * 32;
+        // SAFETY: all ranges lie inside the caller's `bytes`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let (d, s) = (dst.add(head), src.add(head));
+            if avx2_enabled() {
+                stream_body_avx2(d, s, body);
+            } else {
+                use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+                for k in (0..body).step_by(16) {
+                    _mm_stream_si128(
+                        d.add(k) as *mut __m128i,
+                        _mm_loadu_si128(s.add(k) as *const __m128i),
+                    );
+                }
+            }
+            std::ptr::copy_nonoverlapping(s.add(body), d.add(body), bytes - head - body);
+        }
+        sfence();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: per the caller.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, bytes)
+    };
+}
+
+/// The 32-byte streaming loop of [`stream_copy`].
+///
+/// # Safety
+/// AVX2; `dst` 32-byte aligned; both valid for `bytes` (a multiple of 32).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_body_avx2(dst: *mut u8, src: *const u8, bytes: usize) {
+    use std::arch::x86_64::*;
+    for k in (0..bytes).step_by(128) {
+        if k + 128 <= bytes {
+            // SAFETY: k + 128 <= bytes; dst aligned.
+            unsafe {
+                for q in (0..128).step_by(32) {
+                    let v = _mm256_loadu_si256(src.add(k + q) as *const __m256i);
+                    _mm256_stream_si256(dst.add(k + q) as *mut __m256i, v);
+                }
+            }
+        } else {
+            for q in (k..bytes).step_by(32) {
+                // SAFETY: q + 32 <= bytes; dst aligned.
+                unsafe {
+                    let v = _mm256_loadu_si256(src.add(q) as *const __m256i);
+                    _mm256_stream_si256(dst.add(q) as *mut __m256i, v);
+                }
+            }
+        }
+    }
+}
