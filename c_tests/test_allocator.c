@@ -210,8 +210,9 @@ static void test_replace_while_allocations_live(void) {
     tsr_data_ptr_free(&from_x);
     CHECK_EQ(px.frees, 1);
     CHECK(tsr_weak_allocator_expired(weak_x));
-    /* `release` runs when x is destroyed: a weak reference keeps it */
-    CHECK_EQ(px.releases, 0);
+    /* `release` runs after the last handle and the last allocation are
+     * gone; a weak reference does not keep the plugin alive */
+    CHECK_EQ(px.releases, 1);
     CHECK_OK(tsr_weak_allocator_decref(weak_x));
     CHECK_EQ(px.releases, 1);
 
@@ -680,7 +681,27 @@ static void test_bad_vtables(void) {
     CHECK_OK(tsr_allocator_decref(xpu));
 }
 
+static Plugin pself = PLUGIN("self");
+
+static void test_plugin_self_and_device_names(void) {
+    TsrAllocator *a = new_plugin_allocator(&pself);
+    CHECK(tsr_allocator_plugin_self(a) == (void *)&pself);
+    TsrAllocator *cpu = tsr_cpu_allocator();
+    CHECK(tsr_allocator_plugin_self(cpu) == NULL);
+    CHECK(tsr_allocator_plugin_self(NULL) == NULL);
+    CHECK_MSG_CONTAINS("tsr_allocator_plugin_self");
+    CHECK_OK(tsr_allocator_decref(cpu));
+    CHECK_OK(tsr_allocator_decref(a));
+    CHECK(strcmp(tsr_device_type_name(TSR_CUDA), "cuda") == 0);
+    CHECK(strcmp(tsr_device_type_name(TSR_PRIVATE_USE1), "privateuseone") == 0);
+    CHECK(strcmp(tsr_device_type_name(3), "unknown") == 0);
+    CHECK_MSG_CONTAINS("unknown device type 3");
+    TsrDevice d = tsr_device(TSR_CUDA, 2);
+    CHECK(d.type == TSR_CUDA && d.index == 2);
+}
+
 int main(void) {
+    RUN(test_plugin_self_and_device_names);
     RUN(test_registered_before_main);
     RUN(test_priority_rules);
     RUN(test_replace_while_allocations_live);
