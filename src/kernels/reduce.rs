@@ -516,14 +516,14 @@ fn reduced_mask(op: &str, a: &Tensor, dims: &[i64]) -> Result<SmallVec<[bool; 6]
     let n = a.ndim();
     let mut mask: SmallVec<[bool; 6]> = SmallVec::from_elem(dims.is_empty(), n);
     for &d in dims {
-        let w = wrap_dim(d, n).map_err(|e| e.context(op))?;
+        let w = wrap_dim(d, n)?;
         if n == 0 {
             continue;
         }
         crate::ensure!(
             !mask[w],
             InvalidArgument,
-            "{op}: dim {w} appears multiple times in the list of dims {dims:?}"
+            "dim {w} appears multiple times in the list of dims {dims:?} to {op} over"
         );
         mask[w] = true;
     }
@@ -600,8 +600,8 @@ pub fn amax(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     if let Some(d) = (0..a.ndim()).find(|&d| mask[d] && a.sizes()[d] == 0) {
         crate::bail!(
             Shape,
-            "amax: reduction dim {d} has size 0: the maximum of an empty set is undefined \
-             (input sizes {:?})",
+            "reduction dim {d} has size 0: the maximum of an empty set is undefined (input \
+             sizes {:?})",
             a.sizes()
         );
     }
