@@ -176,64 +176,106 @@ pub(crate) unsafe fn zip_run<A: Copy + Default, B: Copy + Default, D: Copy + Def
         size_of::<A>() as isize,
         size_of::<B>() as isize,
     );
-    let contiguous = os == sd && (as_ == sa || as_ == 0) && (bs == sb || bs == 0);
+    // One loop per case, so none tests a flag per element: both inputs
+    // contiguous, or one of them a broadcast scalar; streaming or not.
+    // SAFETY (all arms): forwarded from the caller.
+    unsafe {
+        match (os == sd, as_ == sa, as_ == 0, bs == sb, bs == 0, stream) {
+            (true, true, _, true, _, false) => {
+                zip_contiguous::<A, B, D, false, false, false>(out, a, b, n, f)
+            }
+            (true, true, _, true, _, true) => {
+                zip_contiguous::<A, B, D, false, false, true>(out, a, b, n, f)
+            }
+            (true, true, _, _, true, false) => {
+                zip_contiguous::<A, B, D, false, true, false>(out, a, b, n, f)
+            }
+            (true, true, _, _, true, true) => {
+                zip_contiguous::<A, B, D, false, true, true>(out, a, b, n, f)
+            }
+            (true, _, true, true, _, false) => {
+                zip_contiguous::<A, B, D, true, false, false>(out, a, b, n, f)
+            }
+            (true, _, true, true, _, true) => {
+                zip_contiguous::<A, B, D, true, false, true>(out, a, b, n, f)
+            }
+            _ => {
+                for i in 0..n {
+                    st(out, i, os, f(ld(a, i, as_), ld(b, i, bs)));
+                }
+            }
+        }
+    }
+}
+
+/// The contiguous loop of [`zip_run`]: `SA` / `SB` mark an input that is a
+/// broadcast scalar, `STREAM` streaming stores.
+///
+/// # Safety
+/// As [`zip_run`], with a contiguous output and inputs contiguous or
+/// scalar as the flags say.
+#[inline(always)]
+unsafe fn zip_contiguous<
+    A: Copy + Default,
+    B: Copy + Default,
+    D: Copy + Default,
+    const SA: bool,
+    const SB: bool,
+    const STREAM: bool,
+>(
+    out: *mut u8,
+    a: *const u8,
+    b: *const u8,
+    n: usize,
+    f: impl Fn(A, B) -> D,
+) {
+    let (sd, sa, sb) = (
+        size_of::<D>() as isize,
+        size_of::<A>() as isize,
+        size_of::<B>() as isize,
+    );
     // SAFETY (all blocks below): indices stay below n, per the caller.
-    if contiguous && !(as_ == 0 && bs == 0) {
-        // Contiguous, or one operand a broadcast scalar.
-        let (scalar_a, scalar_b) = (as_ == 0, bs == 0);
-        let x0: A = unsafe { ld(a, 0, 0) };
-        let y0: B = unsafe { ld(b, 0, 0) };
-        let value = |i: usize| {
-            let x = if scalar_a {
-                x0
-            } else {
-                unsafe { ld(a, i, sa) }
-            };
-            let y = if scalar_b {
-                y0
-            } else {
-                unsafe { ld(b, i, sb) }
-            };
-            f(x, y)
-        };
-        let start = stream_start::<D>(out, n, stream);
-        let mut i = 0;
-        if let Some(s) = start {
-            while i < s {
-                unsafe { st(out, i, sd, value(i)) };
-                i += 1;
-            }
-        }
-        while i + CHUNK <= n {
-            let mut va = [x0; CHUNK];
-            let mut vb = [y0; CHUNK];
-            if !scalar_a {
-                for (k, e) in va.iter_mut().enumerate() {
-                    *e = unsafe { ld(a, i + k, sa) };
-                }
-            }
-            if !scalar_b {
-                for (k, e) in vb.iter_mut().enumerate() {
-                    *e = unsafe { ld(b, i + k, sb) };
-                }
-            }
-            let mut r = [D::default(); CHUNK];
-            for k in 0..CHUNK {
-                r[k] = f(va[k], vb[k]);
-            }
-            unsafe { store_chunk(out, i, &r, start.is_some()) };
-            i += CHUNK;
-        }
-        for i in i..n {
+    let x0: A = unsafe { ld(a, 0, 0) };
+    let y0: B = unsafe { ld(b, 0, 0) };
+    let value = |i: usize| {
+        let x = if SA { x0 } else { unsafe { ld(a, i, sa) } };
+        let y = if SB { y0 } else { unsafe { ld(b, i, sb) } };
+        f(x, y)
+    };
+    let start = stream_start::<D>(out, n, STREAM);
+    let mut i = 0;
+    if let Some(s) = start {
+        while i < s {
             unsafe { st(out, i, sd, value(i)) };
+            i += 1;
         }
-        if start.is_some() {
-            simd::sfence();
+    }
+    let streaming = start.is_some();
+    while i + CHUNK <= n {
+        let mut va = [x0; CHUNK];
+        let mut vb = [y0; CHUNK];
+        if !SA {
+            for (k, e) in va.iter_mut().enumerate() {
+                *e = unsafe { ld(a, i + k, sa) };
+            }
         }
-    } else {
-        for i in 0..n {
-            unsafe { st(out, i, os, f(ld(a, i, as_), ld(b, i, bs))) };
+        if !SB {
+            for (k, e) in vb.iter_mut().enumerate() {
+                *e = unsafe { ld(b, i + k, sb) };
+            }
         }
+        let mut r = [D::default(); CHUNK];
+        for k in 0..CHUNK {
+            r[k] = f(va[k], vb[k]);
+        }
+        unsafe { store_chunk(out, i, &r, STREAM && streaming) };
+        i += CHUNK;
+    }
+    for i in i..n {
+        unsafe { st(out, i, sd, value(i)) };
+    }
+    if streaming {
+        simd::sfence();
     }
 }
 
