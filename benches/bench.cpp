@@ -758,6 +758,31 @@ void bench_permuted(int threads) {
     TRY(tsr_tensor_decref(dst2));
 }
 
+// A compute-bound loop (no memory traffic): run on 1 and 2 threads, it
+// tells how much of a second core this process can get right now.
+double spin(long k) {
+    double x = 1.0;
+    for (long i = 0; i < k; i++) x = __builtin_sqrt(x * 1.0000001 + (double)i);
+    return x;
+}
+
+double two_thread_speedup() {
+    Pool pool(2);
+    const long k = 3000000;
+    double best1 = 1e18, best2 = 1e18;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_ns();
+        keep(spin(k));
+        keep(spin(k));
+        double t1 = now_ns();
+        pool.run([&](int, int) { keep(spin(k)); });
+        double t2 = now_ns();
+        best1 = std::min(best1, t1 - t0);
+        best2 = std::min(best2, t2 - t1);
+    }
+    return best1 / best2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -779,6 +804,9 @@ int main(int argc, char** argv) {
                 "not linked (TORCH_DIR unset): libtorch columns are absent"
 #endif
     );
+    std::printf("2-thread speedup of a compute-bound loop right now: %.2fx (2-thread figures "
+                "below mean little when this is near 1: the other core is busy)\n\n",
+                two_thread_speedup());
     std::printf("| case | median time per op (GB/s) | time ratio tessera / anchor (lower is better) | target | result |\n");
     std::printf("| --- | --- | --- | --- | --- |\n");
     set_threads(1);

@@ -15,7 +15,7 @@ lib=$root/target/release
 major=$(sed -n 's/^#define TSR_VERSION_MAJOR \([0-9]*\).*/\1/p' include/tessera.h)
 ln -sf libtessera.so "$lib/libtessera.so.${major:-0}"
 out=$lib/tsr_bench
-flags="-O2 -DNDEBUG -Iinclude -pthread"
+flags="-O2 -Wall -Wextra -DNDEBUG -Iinclude -pthread"
 if [ -n "${TORCH_DIR:-}" ]; then
     # libtorch_cpu.so needs libcudart.so.13 and libcupti.so.13 even without
     # a GPU: by default they are looked up in the nvidia/cu13/lib directory
