@@ -123,28 +123,35 @@ fn capacity(nbytes: usize) -> usize {
 }
 
 /// Allocates `nbytes` (> 0) with the option bits `opts` and returns the
-/// data address, or the OS reason of the failure.
+/// data address and whether the allocation was counted in the thread's
+/// shard, or the OS reason of the failure.
 #[inline]
-fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> {
+fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), String> {
+    let class = cpu_cache::class_of(nbytes);
     if opts == 0 {
-        if let Some(c) = cpu_cache::class_of(nbytes) {
-            let raw = match cpu_cache::pop(c) {
+        if let Some(c) = class {
+            let (counted, cached) = cpu_cache::on_alloc(Some(c));
+            let raw = match cached {
                 Some(raw) => raw,
                 None => {
                     // SAFETY: plain C allocation; checked for NULL below.
                     let raw =
                         unsafe { libc::malloc(cpu_cache::class_size(c) + ALIGNMENT) } as *mut u8;
                     if raw.is_null() {
+                        if counted {
+                            cpu_cache::uncount_alloc();
+                        }
                         return Err(std::io::Error::last_os_error().to_string());
                     }
                     raw
                 }
             };
             // SAFETY: the block holds class_size(c) + ALIGNMENT bytes.
-            return Ok(unsafe { place(raw, nbytes) });
+            return Ok((unsafe { place(raw, nbytes) }, counted));
         }
     }
-    alloc_block_with_options(nbytes, opts)
+    let data = alloc_block_with_options(nbytes, opts)?;
+    Ok((data, cpu_cache::count(0)))
 }
 
 /// The allocation path with fill or huge-page options, or for sizes too
@@ -226,16 +233,19 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // SAFETY: ctx is the data address of a live block from alloc_block
     // (this deleter is only attached to those).
     let (raw, nbytes) = unsafe { header(ctx) };
-    builtin_ref().0.stats.record_free(ctx, nbytes, Device::CPU);
-    if let Some(c) = cpu_cache::class_of(nbytes) {
-        // Every block of a cacheable size holds its class capacity, so it
-        // can serve any later request of that class.
-        if cpu_cache::push(c, raw as *mut u8, free_raw) {
-            return;
-        }
+    let stats = &builtin_ref().0.stats;
+    stats.record_free_bytes(ctx, nbytes, Device::CPU);
+    // Every block of a cacheable size holds its class capacity, so it can
+    // serve any later request of that class.
+    let (counted, cached) =
+        cpu_cache::on_free(cpu_cache::class_of(nbytes), raw as *mut u8, free_raw);
+    if !counted {
+        stats.count_free();
     }
-    // SAFETY: raw is what malloc/calloc/posix_memalign returned.
-    unsafe { libc::free(raw) };
+    if !cached {
+        // SAFETY: raw is what malloc/calloc/posix_memalign returned.
+        unsafe { libc::free(raw) };
+    }
 }
 
 /// Frees a block leaving the thread cache.
@@ -314,9 +324,12 @@ pub(super) fn allocate_cpu(
         return Err(too_large(nbytes));
     }
     match alloc_block(nbytes, OPTIONS.load(Relaxed)) {
-        Ok(data) => {
+        Ok((data, counted)) => {
             let data = data as *mut c_void;
-            owner.stats.record_alloc(data, nbytes, Device::CPU);
+            if !counted {
+                owner.stats.count_alloc();
+            }
+            owner.stats.record_alloc_bytes(data, nbytes, Device::CPU);
             // SAFETY: cpu_free frees exactly a block from alloc_block, given
             // its data address.
             Ok(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })

@@ -11,6 +11,7 @@
 //! a block that does not fit is freed at once. Bins are emptied when their
 //! thread exits, and on demand with [`release_thread_cache`].
 
+use super::thread_counts;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -123,45 +124,75 @@ impl Drop for Cache {
     }
 }
 
-thread_local! {
-    static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
+/// Everything the CPU allocator keeps per thread: the allocation counters
+/// and the block cache, behind one thread-local access.
+struct ThreadState {
+    counts: thread_counts::Owned,
+    cache: Option<Box<Cache>>,
 }
 
-/// Takes a cached block of class `c` for this thread, if any.
+thread_local! {
+    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState {
+        counts: thread_counts::acquire(),
+        cache: None,
+    });
+}
+
+/// Counts an allocation on this thread and takes a cached block of class
+/// `class` if one is there. Returns (counted, block); counted is false
+/// during thread teardown (the caller counts in the shared counter).
 #[inline]
-pub fn pop(c: usize) -> Option<*mut u8> {
-    CACHE
-        .try_with(|cache| {
-            let mut cache = cache.try_borrow_mut().ok()?;
-            let cache = cache.as_mut()?;
+pub fn on_alloc(class: Option<usize>) -> (bool, Option<*mut u8>) {
+    STATE
+        .try_with(|state| {
+            let Ok(mut state) = state.try_borrow_mut() else {
+                return (false, None);
+            };
+            state.counts.0.bump(0);
+            let (Some(c), Some(cache)) = (class, state.cache.as_mut()) else {
+                return (true, None);
+            };
             let bin = &mut cache.bins[c];
             if bin.len == 0 {
-                return None;
+                return (true, None);
             }
             bin.len -= 1;
-            cache.bytes -= class_size(c);
-            Some(bin.blocks[bin.len as usize])
+            cache.bytes -= CLASSES[c].0;
+            (true, Some(bin.blocks[bin.len as usize]))
         })
-        .ok()
-        .flatten()
+        .unwrap_or((false, None))
 }
 
-/// Offers a freed block of class `c` to this thread's cache; returns false
-/// when it does not fit (the caller frees it). `release` frees blocks that
-/// leave the cache later.
+/// Takes back the count of an allocation that failed after on_alloc.
+#[cold]
+pub fn uncount_alloc() {
+    let _ = STATE.try_with(|state| {
+        if let Ok(state) = state.try_borrow() {
+            let c = &state.counts.0;
+            c.unbump(0);
+        }
+    });
+}
+
+/// Counts a free on this thread and offers the freed block of class
+/// `class` to the cache. Returns (counted, cached); when not cached the
+/// caller frees the block. `release` frees blocks that leave the cache
+/// later.
 #[inline]
-pub fn push(c: usize, block: *mut u8, release: unsafe fn(*mut u8)) -> bool {
-    let (size, slots) = CLASSES[c];
-    let limit = cache_limit();
-    if size > limit {
-        return false;
-    }
-    CACHE
-        .try_with(|cache| {
-            let Ok(mut cache) = cache.try_borrow_mut() else {
-                return false;
+pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)) -> (bool, bool) {
+    STATE
+        .try_with(|state| {
+            let Ok(mut state) = state.try_borrow_mut() else {
+                return (false, false);
             };
-            let cache = cache.get_or_insert_with(|| {
+            state.counts.0.bump(1);
+            let Some(c) = class else { return (true, false) };
+            let (size, slots) = CLASSES[c];
+            let limit = cache_limit();
+            if size > limit {
+                return (true, false);
+            }
+            let cache = state.cache.get_or_insert_with(|| {
                 Box::new(Cache {
                     bins: [Bin {
                         blocks: [std::ptr::null_mut(); BIN_SLOTS],
@@ -173,12 +204,27 @@ pub fn push(c: usize, block: *mut u8, release: unsafe fn(*mut u8)) -> bool {
             });
             let bin = &mut cache.bins[c];
             if bin.len >= slots || cache.bytes + size > limit {
-                return false;
+                return (true, false);
             }
             bin.blocks[bin.len as usize] = block;
             bin.len += 1;
             cache.bytes += size;
-            true
+            (true, true)
+        })
+        .unwrap_or((false, false))
+}
+
+/// Adds one to counter `which` (0: allocations, 1: frees) of this thread;
+/// false during thread teardown.
+#[inline]
+pub fn count(which: usize) -> bool {
+    STATE
+        .try_with(|state| match state.try_borrow() {
+            Ok(state) => {
+                state.counts.0.bump(which);
+                true
+            }
+            Err(_) => false,
         })
         .unwrap_or(false)
 }
@@ -186,12 +232,12 @@ pub fn push(c: usize, block: *mut u8, release: unsafe fn(*mut u8)) -> bool {
 /// Frees every block cached by the calling thread; returns the bytes
 /// released.
 pub fn release_thread_cache() -> usize {
-    CACHE
-        .try_with(|cache| {
-            let Ok(mut cache) = cache.try_borrow_mut() else {
+    STATE
+        .try_with(|state| {
+            let Ok(mut state) = state.try_borrow_mut() else {
                 return 0;
             };
-            match cache.as_mut() {
+            match state.cache.as_mut() {
                 Some(c) => {
                     let before = c.bytes;
                     c.release_all();
@@ -205,12 +251,12 @@ pub fn release_thread_cache() -> usize {
 
 /// Bytes cached by the calling thread.
 pub fn thread_cached_bytes() -> usize {
-    CACHE
-        .try_with(|cache| {
-            cache
+    STATE
+        .try_with(|state| {
+            state
                 .try_borrow()
                 .ok()
-                .and_then(|c| c.as_ref().map(|c| c.bytes))
+                .and_then(|s| s.cache.as_ref().map(|c| c.bytes))
                 .unwrap_or(0)
         })
         .unwrap_or(0)

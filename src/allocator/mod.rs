@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod registry;
 pub mod reporter;
 pub mod stats;
+mod thread_counts;
 pub(crate) mod tracked;
 
 pub use registry::{get_allocator, set_allocator};

@@ -3,8 +3,9 @@
 //! Allocated bytes and the peak are one shared atomic each (the peak must
 //! compare against the exact running total). The allocation and free
 //! counts of the built-in CPU allocator, the hot path, are kept per thread
-//! (a plain load and store on the thread's own shard, no locked
-//! instruction) and summed when read; other allocators count with atomics.
+//! (thread_counts.rs: a plain load and store on the thread's own shard, no
+//! locked instruction) and summed when read; other allocators count with
+//! atomics.
 
 use super::reporter;
 use crate::device::Device;
@@ -52,30 +53,46 @@ impl Stats {
     /// Records an allocation of `nbytes` at `ptr` and tells the reporter.
     #[inline]
     pub fn record_alloc(&self, ptr: *const c_void, nbytes: usize, device: Device) {
-        let n = nbytes as u64;
-        let now = self.allocated.fetch_add(n, Relaxed) + n;
-        if now > self.peak.load(Relaxed) {
-            self.peak.fetch_max(now, Relaxed);
-        }
-        if self.per_thread_counts {
-            thread_counts::add(0, &self.num_allocs);
-        } else {
-            self.num_allocs.fetch_add(1, Relaxed);
-        }
-        reporter::report(ptr, nbytes as i64, now, device);
+        self.num_allocs.fetch_add(1, Relaxed);
+        self.record_alloc_bytes(ptr, nbytes, device);
     }
 
     /// Records the free of `nbytes` at `ptr` and tells the reporter.
     #[inline]
     pub fn record_free(&self, ptr: *const c_void, nbytes: usize, device: Device) {
+        self.num_frees.fetch_add(1, Relaxed);
+        self.record_free_bytes(ptr, nbytes, device);
+    }
+
+    /// The bytes, peak and report of an allocation whose count the caller
+    /// keeps in its thread's shard ([`super::thread_counts`]), or adds with
+    /// [`Stats::count_alloc`] when the shard is gone.
+    #[inline]
+    pub(crate) fn record_alloc_bytes(&self, ptr: *const c_void, nbytes: usize, device: Device) {
+        let n = nbytes as u64;
+        let now = self.allocated.fetch_add(n, Relaxed) + n;
+        if now > self.peak.load(Relaxed) {
+            self.peak.fetch_max(now, Relaxed);
+        }
+        reporter::report(ptr, nbytes as i64, now, device);
+    }
+
+    /// The bytes and report of a free whose count the caller keeps.
+    #[inline]
+    pub(crate) fn record_free_bytes(&self, ptr: *const c_void, nbytes: usize, device: Device) {
         let n = nbytes as u64;
         let now = self.allocated.fetch_sub(n, Relaxed).wrapping_sub(n);
-        if self.per_thread_counts {
-            thread_counts::add(1, &self.num_frees);
-        } else {
-            self.num_frees.fetch_add(1, Relaxed);
-        }
         reporter::report(ptr, -(nbytes as i64), now, device);
+    }
+
+    /// Counts an allocation in the shared counter.
+    pub(crate) fn count_alloc(&self) {
+        self.num_allocs.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a free in the shared counter.
+    pub(crate) fn count_free(&self) {
+        self.num_frees.fetch_add(1, Relaxed);
     }
 
     /// Records an allocation of `nbytes` for a backend that serializes every
@@ -120,7 +137,7 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         let (mut allocs, mut frees) = (self.num_allocs.load(Relaxed), self.num_frees.load(Relaxed));
         if self.per_thread_counts {
-            let [a, f] = thread_counts::sum();
+            let [a, f] = super::thread_counts::sum();
             allocs += a;
             frees += f;
         }
@@ -131,69 +148,6 @@ impl Stats {
             num_frees: frees,
             num_failed: self.num_failed.load(Relaxed),
         }
-    }
-}
-
-/// Per-thread shards of two counters (allocations, frees). Each thread
-/// owns one shard and is its only writer, so an increment is a plain load
-/// and store; readers sum every shard. A shard outlives its thread: it
-/// goes back to a free list with its counts and the next new thread takes
-/// it over, so totals stay exact and memory stays bounded by the peak
-/// number of threads.
-mod thread_counts {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    use std::sync::Mutex;
-
-    #[repr(align(64))]
-    #[derive(Default)]
-    struct Shard([AtomicU64; 2]);
-
-    static ALL: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
-    static FREE: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
-
-    struct Owned(&'static Shard);
-
-    impl Drop for Owned {
-        fn drop(&mut self) {
-            FREE.lock().unwrap_or_else(|e| e.into_inner()).push(self.0);
-        }
-    }
-
-    fn acquire() -> Owned {
-        if let Some(s) = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Owned(s);
-        }
-        let s: &'static Shard = Box::leak(Box::default());
-        ALL.lock().unwrap_or_else(|e| e.into_inner()).push(s);
-        Owned(s)
-    }
-
-    thread_local! {
-        static LOCAL: Owned = acquire();
-    }
-
-    /// Adds one to counter `which` of this thread's shard; during thread
-    /// teardown (shard already returned) adds to `fallback` instead.
-    #[inline]
-    pub(super) fn add(which: usize, fallback: &AtomicU64) {
-        let done = LOCAL.try_with(|o| {
-            let c = &o.0 .0[which];
-            c.store(c.load(Relaxed) + 1, Relaxed);
-        });
-        if done.is_err() {
-            fallback.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// The sums of both counters over every shard.
-    pub(super) fn sum() -> [u64; 2] {
-        let all = ALL.lock().unwrap_or_else(|e| e.into_inner());
-        let mut total = [0u64; 2];
-        for s in all.iter() {
-            total[0] += s.0[0].load(Relaxed);
-            total[1] += s.0[1].load(Relaxed);
-        }
-        total
     }
 }
 
@@ -209,8 +163,10 @@ mod tests {
             for _ in 0..4 {
                 scope.spawn(|| {
                     for _ in 0..10_000 {
-                        s.record_alloc(std::ptr::null(), 8, Device::CPU);
-                        s.record_free(std::ptr::null(), 8, Device::CPU);
+                        super::super::cpu_cache::count(0);
+                        s.record_alloc_bytes(std::ptr::null(), 8, Device::CPU);
+                        super::super::cpu_cache::count(1);
+                        s.record_free_bytes(std::ptr::null(), 8, Device::CPU);
                     }
                 });
             }
