@@ -54,8 +54,14 @@ pub unsafe extern "C" fn tsr_data_ptr_free(p: *mut TsrDataPtr) {
         if p.is_null() {
             return;
         }
-        // SAFETY: p is valid and owns its context.
-        drop(unsafe { (*p).take() });
+        // SAFETY: p is valid; its contents are moved out (and zeroed) so the
+        // deleter runs exactly once, here.
+        let taken = unsafe { std::ptr::replace(p, TsrDataPtr::empty((*p).device)) };
+        if let (false, Some(deleter)) = (taken.ctx.is_null(), taken.deleter) {
+            // SAFETY: the TsrDataPtr contract: calling deleter(ctx) once is
+            // sound.
+            unsafe { deleter(taken.ctx) };
+        }
     })
 }
 

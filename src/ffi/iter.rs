@@ -4,7 +4,7 @@
 
 use super::error::{check_not_null, guard, guard_value, i64_slice, write_out};
 use super::storage::getter;
-use super::tensor::{tensor_arg, tensor_handle, TsrTensor};
+use super::tensor::{tensor_arg, tensor_handle, tensor_view, TsrTensor};
 use super::types::*;
 use crate::error::Result;
 use crate::iterator::{IterConfig, TensorIterator};
@@ -75,18 +75,21 @@ unsafe fn iter_ref<'a>(it: *const TsrIter) -> Result<&'a TensorIterator> {
     Ok(unsafe { &*(it as *const TensorIterator) })
 }
 
-fn iter_handle(it: TensorIterator) -> *mut TsrIter {
-    Box::into_raw(Box::new(it)) as *mut TsrIter
+fn iter_handle(it: Box<TensorIterator>) -> *mut TsrIter {
+    Box::into_raw(it) as *mut TsrIter
 }
 
 /// # Safety
 /// `t` NULL or a live tensor handle.
-unsafe fn optional_tensor(t: *const TsrTensor, name: &str) -> Result<Option<Tensor>> {
+unsafe fn optional_tensor(
+    t: *const TsrTensor,
+    name: &str,
+) -> Result<Option<std::mem::ManuallyDrop<Tensor>>> {
     if t.is_null() {
         Ok(None)
     } else {
         // SAFETY: forwarded from the caller.
-        unsafe { tensor_arg(t, name) }.map(Some)
+        unsafe { tensor_view(t, name) }.map(Some)
     }
 }
 
@@ -150,7 +153,7 @@ pub unsafe extern "C" fn tsr_iter_config_add_output(
         let c = unsafe { config_mut(config)? };
         // SAFETY: forwarded from the caller.
         let t = unsafe { optional_tensor(tensor, "tensor")? };
-        c.add_output(t)?;
+        c.add_output(t.map(|t| Tensor::clone(&t)))?;
         Ok(())
     })
 }
@@ -519,7 +522,7 @@ pub unsafe extern "C" fn tsr_iter_build(
     guard("tsr_iter_build", || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let it = unsafe { config_mut(config)? }.build()?;
+        let it = unsafe { config_mut(config)? }.clone().build_boxed()?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, iter_handle(it)) };
         Ok(())
@@ -533,7 +536,7 @@ pub unsafe extern "C" fn tsr_iter_build(
 unsafe fn preset(
     fname: &str,
     it: *mut *mut TsrIter,
-    make: impl FnOnce() -> Result<TensorIterator>,
+    make: impl FnOnce() -> Result<Box<TensorIterator>>,
 ) -> TsrStatus {
     guard(fname, || {
         check_not_null(it, "it")?;
@@ -561,7 +564,12 @@ pub unsafe extern "C" fn tsr_iter_binary_op(
     unsafe {
         preset("tsr_iter_binary_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            TensorIterator::binary_op(out.as_ref(), &tensor_arg(a, "a")?, &tensor_arg(b, "b")?)
+            IterConfig::binary_op(
+                out.as_deref(),
+                &*tensor_view(a, "a")?,
+                &*tensor_view(b, "b")?,
+            )?
+            .build_boxed()
         })
     }
 }
@@ -581,11 +589,12 @@ pub unsafe extern "C" fn tsr_iter_binary_float_op(
     unsafe {
         preset("tsr_iter_binary_float_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            TensorIterator::binary_float_op(
-                out.as_ref(),
-                &tensor_arg(a, "a")?,
-                &tensor_arg(b, "b")?,
-            )
+            IterConfig::binary_float_op(
+                out.as_deref(),
+                &*tensor_view(a, "a")?,
+                &*tensor_view(b, "b")?,
+            )?
+            .build_boxed()
         })
     }
 }
@@ -606,7 +615,12 @@ pub unsafe extern "C" fn tsr_iter_comparison_op(
     unsafe {
         preset("tsr_iter_comparison_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            TensorIterator::comparison_op(out.as_ref(), &tensor_arg(a, "a")?, &tensor_arg(b, "b")?)
+            IterConfig::comparison_op(
+                out.as_deref(),
+                &*tensor_view(a, "a")?,
+                &*tensor_view(b, "b")?,
+            )?
+            .build_boxed()
         })
     }
 }
@@ -625,7 +639,7 @@ pub unsafe extern "C" fn tsr_iter_unary_op(
     unsafe {
         preset("tsr_iter_unary_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            TensorIterator::unary_op(out.as_ref(), &tensor_arg(a, "a")?)
+            IterConfig::unary_op(out.as_deref(), &*tensor_view(a, "a")?)?.build_boxed()
         })
     }
 }
@@ -644,7 +658,7 @@ pub unsafe extern "C" fn tsr_iter_unary_float_op(
     unsafe {
         preset("tsr_iter_unary_float_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            TensorIterator::unary_float_op(out.as_ref(), &tensor_arg(a, "a")?)
+            IterConfig::unary_float_op(out.as_deref(), &*tensor_view(a, "a")?)?.build_boxed()
         })
     }
 }
@@ -662,7 +676,7 @@ pub unsafe extern "C" fn tsr_iter_nullary_op(
     // SAFETY: forwarded from the caller.
     unsafe {
         preset("tsr_iter_nullary_op", it, || {
-            TensorIterator::nullary_op(&tensor_arg(out, "out")?)
+            IterConfig::nullary_op(&*tensor_view(out, "out")?)?.build_boxed()
         })
     }
 }
@@ -681,7 +695,7 @@ pub unsafe extern "C" fn tsr_iter_reduce_op(
     // SAFETY: forwarded from the caller.
     unsafe {
         preset("tsr_iter_reduce_op", it, || {
-            TensorIterator::reduce_op(&tensor_arg(out, "out")?, &tensor_arg(a, "a")?)
+            IterConfig::reduce_op(&*tensor_view(out, "out")?, &*tensor_view(a, "a")?)?.build_boxed()
         })
     }
 }
@@ -695,8 +709,8 @@ pub unsafe extern "C" fn tsr_iter_reduce_op(
 pub unsafe extern "C" fn tsr_iter_free(it: *mut TsrIter) {
     guard_value("tsr_iter_free", (), || {
         if !it.is_null() {
-            // SAFETY: it came from Box::into_raw.
-            drop(unsafe { Box::from_raw(it as *mut TensorIterator) });
+            // SAFETY: it came from Box::into_raw in a build.
+            crate::iterator::recycle(unsafe { Box::from_raw(it as *mut TensorIterator) });
         }
     })
 }

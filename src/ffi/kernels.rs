@@ -2,11 +2,13 @@
 //! amax, and wrapped-number operands.
 
 use super::error::{check_not_null, guard, i64_slice};
-use super::tensor::{put_tensor, tensor_arg, TsrTensor};
+use super::tensor::{put_tensor, tensor_view, TsrTensor};
 use super::types::*;
 use crate::error::Result;
 use crate::kernels::{self, RoundingMode};
 use crate::tensor::Tensor;
+use smallvec::SmallVec;
+use std::mem::ManuallyDrop;
 
 /// How tsr_div_rounding rounds the quotient (PyTorch's rounding_mode).
 pub type TsrRoundingMode = i32;
@@ -19,12 +21,12 @@ pub const TSR_ROUNDING_FLOOR: TsrRoundingMode = 2;
 
 /// # Safety
 /// `t` NULL or a live tensor handle.
-unsafe fn optional_tensor(t: *const TsrTensor, name: &str) -> Result<Option<Tensor>> {
+unsafe fn optional_tensor(t: *const TsrTensor, name: &str) -> Result<Option<ManuallyDrop<Tensor>>> {
     if t.is_null() {
         Ok(None)
     } else {
         // SAFETY: forwarded from the caller.
-        unsafe { tensor_arg(t, name) }.map(Some)
+        unsafe { tensor_view(t, name) }.map(Some)
     }
 }
 
@@ -47,12 +49,17 @@ unsafe fn elementwise(
         }
         // SAFETY: forwarded from the caller.
         let out = unsafe { optional_tensor(out, "out")? };
-        let mut args = Vec::with_capacity(inputs.len());
+        // The inputs are borrowed for the call (no reference counts taken).
+        let mut args: SmallVec<[ManuallyDrop<Tensor>; 3]> = SmallVec::new();
         for &(t, name) in inputs {
             // SAFETY: forwarded from the caller.
-            args.push(unsafe { tensor_arg(t, name)? });
+            args.push(unsafe { tensor_view(t, name)? });
         }
-        let r = op(out.as_ref(), &args)?;
+        // SAFETY: ManuallyDrop<Tensor> has the layout of Tensor; the slice
+        // only lends the views for the call.
+        let args: &[Tensor] =
+            unsafe { std::slice::from_raw_parts(args.as_ptr() as *const Tensor, args.len()) };
+        let r = op(out.as_deref(), args)?;
         if !result.is_null() {
             // SAFETY: result checked non-NULL and writable per the caller.
             unsafe { put_tensor(result, r) };
@@ -262,7 +269,7 @@ unsafe fn reduction(
     guard(fname, || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let a = unsafe { tensor_arg(a, "a")? };
+        let a = unsafe { tensor_view(a, "a")? };
         // SAFETY: forwarded from the caller.
         let dims = unsafe { i64_slice(dims, ndims, "dims")? };
         let r = op(&a, dims, keepdim)?;

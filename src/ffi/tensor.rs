@@ -32,6 +32,23 @@ pub(crate) unsafe fn tensor_arg(t: *const TsrTensor, name: &str) -> Result<Tenso
     }))
 }
 
+/// The tensor behind a handle, borrowed for the call: checked like
+/// [`tensor_arg`] but without taking a reference (the caller's keeps the
+/// tensor alive). Clone it to keep it.
+///
+/// # Safety
+/// `t` NULL or a live tensor handle; the result must not outlive the call.
+pub(crate) unsafe fn tensor_view(
+    t: *const TsrTensor,
+    name: &str,
+) -> Result<std::mem::ManuallyDrop<Tensor>> {
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { rc::view::<TensorImpl, _>(t, name)? };
+    Ok(std::mem::ManuallyDrop::new(Tensor::from_ref(
+        std::mem::ManuallyDrop::into_inner(r),
+    )))
+}
+
 /// Borrows the tensor implementation behind a handle without a new ref.
 ///
 /// # Safety
@@ -165,7 +182,7 @@ pub unsafe extern "C" fn tsr_tensor_empty_like(
     guard("tsr_tensor_empty_like", || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let r = unsafe { tensor_arg(t, "t")? }.empty_like(format_arg(format)?)?;
+        let r = unsafe { tensor_view(t, "t")? }.empty_like(format_arg(format)?)?;
         // SAFETY: out checked non-NULL.
         unsafe { put_tensor(out, r) };
         Ok(())
@@ -493,7 +510,7 @@ pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) ->
 pub unsafe extern "C" fn tsr_tensor_copy(dst: *mut TsrTensor, src: *const TsrTensor) -> TsrStatus {
     guard("tsr_tensor_copy", || {
         // SAFETY: forwarded from the caller.
-        let (d, s) = unsafe { (tensor_arg(dst, "dst")?, tensor_arg(src, "src")?) };
+        let (d, s) = unsafe { (tensor_view(dst, "dst")?, tensor_view(src, "src")?) };
         crate::kernels::copy_(&d, &s)
     })
 }

@@ -4,7 +4,7 @@
 //! and the valid range.
 
 use super::error::{check_not_null, guard, i64_slice};
-use super::tensor::{format_arg, put_tensor, tensor_arg, TsrTensor};
+use super::tensor::{format_arg, put_tensor, tensor_view, TsrTensor};
 use super::types::*;
 use crate::error::Result;
 use crate::tensor::{MemoryFormat, Tensor};
@@ -22,7 +22,7 @@ unsafe fn view_op(
     guard(fname, || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let input = unsafe { tensor_arg(t, "t")? };
+        let input = unsafe { tensor_view(t, "t")? };
         let r = op(&input)?;
         // SAFETY: out checked non-NULL.
         unsafe { put_tensor(out, r) };

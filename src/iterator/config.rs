@@ -252,12 +252,19 @@ impl IterConfig {
             c.outputs.len() + c.inputs.len(),
             c.static_shape.as_ref(),
         )?;
-        let it = TensorIterator::empty(
+        let mut it = TensorIterator::empty(
             c.outputs.len(),
             c.flags.is_reduction,
             c.flags.enforce_linear_iteration,
         );
-        super::steps::build_steps(it, c.outputs, c.inputs, c.flags, c.static_shape)
+        super::steps::build_steps(&mut it, c.outputs, c.inputs, c.flags, c.static_shape)?;
+        Ok(it)
+    }
+
+    /// As [`IterConfig::build_owned`], into a heap allocation that is never
+    /// moved (the C API's handles).
+    pub fn build_boxed(self) -> Result<Box<TensorIterator>> {
+        super::steps::build_boxed(self)
     }
 
     /// Runs the build pipeline, moving the operands into the iterator

@@ -20,6 +20,12 @@ mod split;
 mod steps;
 
 pub use config::IterConfig;
+
+/// Drops an iterator from [`IterConfig::build_boxed`], keeping its
+/// allocation for the calling thread's next boxed build.
+pub fn recycle(it: Box<TensorIterator>) {
+    steps::recycle_boxed(it)
+}
 pub use loops::{Loop2d, SerialLoop2d, DEFAULT_GRAIN_SIZE};
 pub use overlap::{get_overlap_status, has_internal_overlap, MemOverlap, MemOverlapStatus};
 

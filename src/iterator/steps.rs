@@ -12,6 +12,61 @@ use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
 
 /// Builds an iterator from a config, moving its operands in.
 pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
+    let mut it = TensorIterator::empty(
+        config.outputs.len(),
+        config.flags.is_reduction,
+        config.flags.enforce_linear_iteration,
+    );
+    build_into(&mut it, config)?;
+    Ok(it)
+}
+
+/// As [`build`], into a heap allocation made first, so the iterator is
+/// never moved (what the C API hands out). The allocation comes from the
+/// calling thread's spare one when [`recycle_boxed`] left one there.
+pub(crate) fn build_boxed(config: IterConfig) -> Result<Box<TensorIterator>> {
+    let fresh = TensorIterator::empty(
+        config.outputs.len(),
+        config.flags.is_reduction,
+        config.flags.enforce_linear_iteration,
+    );
+    let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
+        Some(mut spare) => {
+            spare.write(fresh);
+            // SAFETY: the line above initialised the allocation's contents.
+            unsafe { spare.assume_init() }
+        }
+        None => Box::new(fresh),
+    };
+    build_into(&mut it, config)?;
+    Ok(it)
+}
+
+thread_local! {
+    /// One freed iterator allocation per thread, reused by the next boxed
+    /// build (saves a malloc/free pair per C-API iterator).
+    static SPARE: std::cell::Cell<Option<Box<std::mem::MaybeUninit<TensorIterator>>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Drops a boxed iterator, keeping its allocation as the thread's spare.
+pub(crate) fn recycle_boxed(it: Box<TensorIterator>) {
+    let raw = Box::into_raw(it);
+    // SAFETY: raw is a live, uniquely owned iterator; it is dropped in
+    // place once, and the allocation is then only used as uninitialized
+    // memory of the same layout.
+    let empty: Box<std::mem::MaybeUninit<TensorIterator>> = unsafe {
+        std::ptr::drop_in_place(raw);
+        Box::from_raw(raw as *mut std::mem::MaybeUninit<TensorIterator>)
+    };
+    let _ = SPARE.try_with(|s| {
+        let previous = s.replace(Some(empty));
+        drop(previous);
+    });
+}
+
+/// Fills `it` (fresh from `TensorIterator::empty`) from a config.
+fn build_into(it: &mut TensorIterator, config: IterConfig) -> Result<()> {
     let IterConfig {
         mut outputs,
         mut inputs,
@@ -19,31 +74,26 @@ pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
         static_shape,
     } = config;
     validate_flags(&flags, outputs.len() + inputs.len(), static_shape.as_ref())?;
-    let mut it = TensorIterator::empty(
-        outputs.len(),
-        flags.is_reduction,
-        flags.enforce_linear_iteration,
-    );
     if super::fast::try_build(
-        &mut it,
+        it,
         &mut outputs,
         &mut inputs,
         &flags,
         static_shape.is_some(),
     )? {
-        return Ok(it);
+        return Ok(());
     }
     build_steps(it, outputs, inputs, flags, static_shape)
 }
 
 /// The general pipeline, filling `it` (fresh from `TensorIterator::empty`).
 pub(crate) fn build_steps(
-    mut it: TensorIterator,
+    it: &mut TensorIterator,
     outputs: smallvec::SmallVec<[Option<Tensor>; 2]>,
     inputs: smallvec::SmallVec<[Tensor; 4]>,
     flags: Flags,
     static_shape: Option<Dims>,
-) -> Result<TensorIterator> {
+) -> Result<()> {
     it.populate_operands(outputs, inputs);
     it.mark_outputs();
     it.compute_mem_overlaps(&flags)?;
@@ -57,7 +107,7 @@ pub(crate) fn build_steps(
         it.coalesce_dimensions();
     }
     it.set_data_ptrs();
-    Ok(it)
+    Ok(())
 }
 
 /// Refuses flag combinations that cannot work, whatever order the
@@ -407,7 +457,7 @@ impl TensorIterator {
         if !device_defined {
             op.device = Some(common_device);
         }
-        let Some(t) = op.tensor.clone() else {
+        let Some(t) = op.tensor.as_ref() else {
             return Ok(());
         };
         let current = t.dtype();
@@ -426,7 +476,10 @@ impl TensorIterator {
             }
         }
         let Some(common) = common else { return Ok(()) };
-        if flags.enforce_safe_casting_to_output && op.is_output && current != common {
+        if current == common {
+            return Ok(());
+        }
+        if flags.enforce_safe_casting_to_output && op.is_output {
             crate::ensure!(
                 can_cast(common, current),
                 DType,
@@ -434,14 +487,14 @@ impl TensorIterator {
             );
         }
         if common_device.is_cpu() {
-            if flags.cast_common_dtype_to_outputs && op.is_output && current != common {
+            if flags.cast_common_dtype_to_outputs && op.is_output {
                 let temp = t.empty_like_dtype(MemoryFormat::Contiguous, common)?;
-                op.original = Some(t);
-                op.tensor = Some(temp);
+                op.original = op.tensor.replace(temp);
                 op.current_dtype = Some(common);
                 op.target_dtype = Some(common);
-            } else if flags.promote_inputs_to_common_dtype && !op.is_output && current != common {
-                op.tensor = Some(t.to_dtype(common)?);
+            } else if flags.promote_inputs_to_common_dtype && !op.is_output {
+                let converted = t.to_dtype(common)?;
+                op.tensor = Some(converted);
                 op.current_dtype = Some(common);
                 op.target_dtype = Some(common);
             }
