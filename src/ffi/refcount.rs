@@ -65,31 +65,78 @@ pub(crate) fn into_handle<T: RcTarget, H>(r: Ref<T>) -> *mut H {
     Ref::into_raw(r) as *mut H
 }
 
-/// Body of tsr_X_incref.
+/// Body of tsr_X_incref. The common case (a live handle) is one atomic
+/// add and a compare, with no stack frame; NULL and dead handles take the
+/// cold path that records the error.
 ///
 /// # Safety
 /// `h` must be NULL or a handle of type T whose memory is alive.
 #[inline(always)]
-pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
-    guard(fname, || {
-        check_not_null(h, "handle")?;
-        // SAFETY: forwarded from the caller.
-        unsafe { rc::incref_raw(raw::<T, H>(h)) }
-    })
+pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &'static str, h: *const H) -> TsrStatus {
+    if h.is_null() {
+        return null_handle(fname, "handle");
+    }
+    // SAFETY: forwarded from the caller. (Atomics cannot panic, so no
+    // unwind guard is needed here.)
+    match unsafe { rc::try_incref_raw(raw::<T, H>(h)) } {
+        Ok(()) => TSR_OK,
+        Err(old) => refused(fname, old),
+    }
 }
 
-/// Body of tsr_X_decref.
+/// Body of tsr_X_decref; as [`incref`], the common case is one atomic.
 ///
 /// # Safety
 /// `h` must be NULL or a handle of type T whose memory is alive, and the
 /// caller must own the strong reference it gives up.
 #[inline(always)]
-pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &'static str, h: *const H) -> TsrStatus {
+    if h.is_null() {
+        return null_handle(fname, "handle");
+    }
+    let ptr = raw::<T, H>(h);
+    // SAFETY: forwarded from the caller.
+    match unsafe { rc::decref_step(ptr) } {
+        rc::Decref::Alive => TSR_OK,
+        // SAFETY: decref_step just moved the strong count from 1 to 0.
+        rc::Decref::Last => unsafe { release_last(fname, ptr) },
+        rc::Decref::Dead => dead(fname),
+    }
+}
+
+/// The rare half of [`decref`]: release (and maybe destroy) the object.
+///
+/// # Safety
+/// As [`rc::finish_last_strong`].
+#[cold]
+#[inline(never)]
+unsafe fn release_last<T: RcTarget>(fname: &str, ptr: *const RcBox<T>) -> TsrStatus {
     guard(fname, || {
-        check_not_null(h, "handle")?;
         // SAFETY: forwarded from the caller.
-        unsafe { rc::decref_raw(raw::<T, H>(h)) }
+        unsafe { rc::finish_last_strong(ptr) };
+        Ok(())
     })
+}
+
+/// Records the error for a decref of a released object.
+#[cold]
+#[inline(never)]
+fn dead(fname: &str) -> TsrStatus {
+    fail(fname, &rc::dead_decref())
+}
+
+/// Records a NULL-argument error for an exported function.
+#[cold]
+#[inline(never)]
+fn null_handle(fname: &str, arg: &str) -> TsrStatus {
+    fail(fname, &null_arg(arg))
+}
+
+/// Records the error for an increment refused at count `old`.
+#[cold]
+#[inline(never)]
+fn refused(fname: &'static str, old: usize) -> TsrStatus {
+    fail(fname, &rc::bad_incref(old))
 }
 
 /// Body of tsr_weak_X_incref.
@@ -153,31 +200,33 @@ pub(crate) unsafe fn downgrade<T: RcTarget, H, W>(
 }
 
 /// Body of tsr_weak_X_lock: writes a new strong handle, or NULL once the
-/// object expired.
+/// object expired. No unwind guard: the body is atomics and stores.
 ///
 /// # Safety
 /// `w` NULL or a weak handle of type T whose memory is alive; `out` NULL
 /// or writable.
 #[inline(always)]
 pub(crate) unsafe fn lock<T: RcTarget, W, H>(
-    fname: &str,
+    fname: &'static str,
     w: *const W,
     out: *mut *mut H,
 ) -> TsrStatus {
-    guard(fname, || {
-        check_not_null(w, "weak")?;
-        check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
-        let locked = unsafe { rc::lock_raw(raw::<T, W>(w)) };
-        let result = if locked {
-            w as *mut H
-        } else {
-            std::ptr::null_mut()
-        };
-        // SAFETY: out checked non-NULL.
-        unsafe { out.write(result) };
-        Ok(())
-    })
+    if w.is_null() {
+        return null_handle(fname, "weak");
+    }
+    if out.is_null() {
+        return null_handle(fname, "out");
+    }
+    // SAFETY: forwarded from the caller.
+    let locked = unsafe { rc::lock_raw(raw::<T, W>(w)) };
+    let result = if locked {
+        w as *mut H
+    } else {
+        std::ptr::null_mut()
+    };
+    // SAFETY: out checked non-NULL; the caller made it writable.
+    unsafe { out.write(result) };
+    TSR_OK
 }
 
 /// Body of tsr_weak_X_expired: true for NULL.

@@ -359,18 +359,31 @@ pub unsafe fn counts_raw<T>(ptr: *const RcBox<T>) -> (usize, usize) {
 #[inline]
 pub unsafe fn incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
     // SAFETY: forwarded from the caller.
+    unsafe { try_incref_raw(ptr) }.map_err(bad_incref)
+}
+
+/// As [`incref_raw`], reporting a refused increment by the count it found
+/// (0: released; at or above the limit: overflow) instead of an error, so
+/// the caller's fast path builds no error value.
+///
+/// # Safety
+/// `ptr` must point at a live block.
+#[inline(always)]
+pub unsafe fn try_incref_raw<T>(ptr: *const RcBox<T>) -> std::result::Result<(), usize> {
+    // SAFETY: forwarded from the caller.
     let strong = unsafe { &(*ptr).strong };
     let old = strong.fetch_add(1, Ordering::Relaxed);
-    if old == 0 || old >= MAX_COUNT {
+    if old.wrapping_sub(1) >= MAX_COUNT - 1 {
         strong.fetch_sub(1, Ordering::Relaxed);
-        return Err(bad_incref(old));
+        return Err(old);
     }
     Ok(())
 }
 
+/// The error for an increment [`try_incref_raw`] refused at count `old`.
 #[cold]
 #[inline(never)]
-fn bad_incref(old: usize) -> crate::error::Error {
+pub fn bad_incref(old: usize) -> crate::error::Error {
     if old == 0 {
         crate::err!(
             DeadObject,
@@ -391,24 +404,69 @@ fn bad_incref(old: usize) -> crate::error::Error {
 #[inline]
 pub unsafe fn decref_raw<T: RcTarget>(ptr: *const RcBox<T>) -> Result<()> {
     // SAFETY: forwarded from the caller.
-    let strong = unsafe { &(*ptr).strong };
-    let old = strong.fetch_sub(1, Ordering::AcqRel);
-    if old == 1 {
-        // SAFETY: we moved the strong count from 1 to 0.
-        unsafe { last_strong_released(ptr as *mut RcBox<T>) };
-    } else if old == 0 {
-        // Misuse: undo the wrap-around and report it. (A concurrent lock
-        // could observe the transient value; that race needs a second
-        // misuse, a decref of a dead object while another thread locks.)
-        strong.fetch_add(1, Ordering::Relaxed);
-        return Err(dead_decref());
+    match unsafe { decref_step(ptr) } {
+        Decref::Alive => Ok(()),
+        Decref::Last => {
+            // SAFETY: decref_step moved the strong count from 1 to 0.
+            unsafe { finish_last_strong(ptr) };
+            Ok(())
+        }
+        Decref::Dead => Err(dead_decref()),
     }
-    Ok(())
 }
 
+/// What a strong decrement through a handle found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decref {
+    /// Other strong references remain.
+    Alive,
+    /// This was the last strong reference: the caller must call
+    /// [`finish_last_strong`].
+    Last,
+    /// The strong count was already 0; it is left unchanged.
+    Dead,
+}
+
+/// The atomic half of [`decref_raw`]: decrements the strong count and says
+/// what is left to do, so the common case is one atomic and a compare.
+///
+/// # Safety
+/// As [`decref_raw`]; on [`Decref::Last`] the caller must call
+/// [`finish_last_strong`] with the same pointer.
+#[inline(always)]
+pub unsafe fn decref_step<T>(ptr: *const RcBox<T>) -> Decref {
+    // SAFETY: forwarded from the caller.
+    let strong = unsafe { &(*ptr).strong };
+    match strong.fetch_sub(1, Ordering::AcqRel) {
+        1 => Decref::Last,
+        0 => {
+            // Misuse: undo the wrap-around. (A concurrent lock could observe
+            // the transient value; that race needs a second misuse, a decref
+            // of a dead object while another thread locks.)
+            strong.fetch_add(1, Ordering::Relaxed);
+            Decref::Dead
+        }
+        _ => Decref::Alive,
+    }
+}
+
+/// Releases and, when no weak reference remains, destroys the object whose
+/// last strong reference [`decref_step`] just dropped.
+///
+/// # Safety
+/// [`decref_step`] returned [`Decref::Last`] for `ptr`, and this is the one
+/// call that follows it.
 #[cold]
 #[inline(never)]
-fn dead_decref() -> crate::error::Error {
+pub unsafe fn finish_last_strong<T: RcTarget>(ptr: *const RcBox<T>) {
+    // SAFETY: forwarded from the caller: the strong count moved from 1 to 0.
+    unsafe { last_strong_released(ptr as *mut RcBox<T>) }
+}
+
+/// The error for a decref of a released object.
+#[cold]
+#[inline(never)]
+pub fn dead_decref() -> crate::error::Error {
     crate::err!(
         DeadObject,
         "the object's strong count is already 0: decref of a released object"
