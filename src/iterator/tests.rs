@@ -286,6 +286,29 @@ fn config_errors() {
 }
 
 #[test]
+fn static_shape_must_fit_every_operand() {
+    // A static shape is not broadcast: a loop over it must not leave any
+    // operand's elements (a larger shape would read past the storage).
+    let a = arange(&[2, 3], DType::Float);
+    for bad in [&[2, 4][..], &[3, 3], &[2], &[2, 3, 1], &[]] {
+        let mut c = IterConfig::new();
+        c.add_input(a.clone()).unwrap();
+        c.resize_outputs(false).declare_static_shape(bad);
+        let e = c.build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Shape, "{bad:?}");
+        assert!(
+            e.message().contains("input 0 (sizes [2, 3])"),
+            "{}",
+            e.message()
+        );
+    }
+    let mut c = IterConfig::new();
+    c.add_input(a.clone()).unwrap();
+    c.resize_outputs(false).declare_static_shape(&[2, 1]);
+    assert_eq!(c.build().unwrap().numel(), 2);
+}
+
+#[test]
 fn outputs_are_resized_or_refused() {
     let a = arange(&[2, 3], DType::Float);
     let out = Tensor::empty(&[5], DType::Float, cpu()).unwrap();
