@@ -1062,12 +1062,15 @@ pub unsafe extern "C" fn tsr_iter_parallel_reduce(
             InvalidArgument,
             "acc_size {acc_size} is too large: expected at most 4096 bytes"
         );
-        if acc_size > 0 {
+        // acc may be NULL when acc_size is 0: no slice is made of it then
+        // (from_raw_parts needs a non-NULL pointer even for 0 bytes).
+        let identity: Vec<u8> = if acc_size > 0 {
             check_not_null(acc, "acc")?;
-        }
-        // SAFETY: acc is readable for acc_size bytes per the caller.
-        let identity: Vec<u8> =
-            unsafe { std::slice::from_raw_parts(acc as *const u8, acc_size) }.to_vec();
+            // SAFETY: acc is readable for acc_size bytes per the caller.
+            unsafe { std::slice::from_raw_parts(acc as *const u8, acc_size) }.to_vec()
+        } else {
+            Vec::new()
+        };
         let cb = CReduce { f, comb, user };
         let result = it.parallel_reduce(
             grain_size,
@@ -1080,8 +1083,10 @@ pub unsafe extern "C" fn tsr_iter_parallel_reduce(
         );
         // parallel_reduce folded the chunks, in order, into a copy of the
         // identity.
-        // SAFETY: acc writable for acc_size bytes.
-        unsafe { std::ptr::copy_nonoverlapping(result.as_ptr(), acc as *mut u8, acc_size) };
+        if acc_size > 0 {
+            // SAFETY: acc writable for acc_size bytes.
+            unsafe { std::ptr::copy_nonoverlapping(result.as_ptr(), acc as *mut u8, acc_size) };
+        }
         Ok(())
     })
 }
