@@ -39,6 +39,7 @@
 #ifndef DLPACK_DLPACK_H_
 #define DLPACK_DLPACK_H_
 
+/** `extern "C"` in C++, nothing in C (as in dlpack.h). */
 #ifdef __cplusplus
 #define DLPACK_EXTERN_C extern "C"
 #else
@@ -50,6 +51,7 @@
 /** The DLPack minor version these declarations follow. */
 #define DLPACK_MINOR_VERSION 1
 
+/** Symbol visibility of DLPack functions (empty outside Windows). */
 #ifdef _WIN32
 #ifdef DLPACK_EXPORTS
 #define DLPACK_DLL __declspec(dllexport)
@@ -66,8 +68,8 @@ extern "C" {
 
 /** A DLPack version: a new major version changes the struct layout. */
 typedef struct {
-    uint32_t major;
-    uint32_t minor;
+    uint32_t major; /**< Major version: a change breaks the ABI. */
+    uint32_t minor; /**< Minor version: additions only. */
 } DLPackVersion;
 
 /** Where a DLTensor's memory lives. */
@@ -96,8 +98,8 @@ typedef enum {
 
 /** A device type and index (0 for host memory). */
 typedef struct {
-    DLDeviceType device_type;
-    int32_t device_id;
+    DLDeviceType device_type; /**< The kind of device. */
+    int32_t device_id;        /**< The device index (0 for host memory). */
 } DLDevice;
 
 /** The values of DLDataType.code. */
@@ -124,27 +126,27 @@ typedef enum {
 
 /** An element type: a DLDataTypeCode, bits per lane, lanes. */
 typedef struct {
-    uint8_t code;
-    uint8_t bits;
-    uint16_t lanes;
+    uint8_t code;   /**< A DLDataTypeCode. */
+    uint8_t bits;   /**< Bits per lane (8, 16, 32, 64, 128). */
+    uint16_t lanes; /**< Lanes per element (1 for scalars). */
 } DLDataType;
 
 /** A strided view of memory (strides in elements, NULL: compact). */
 typedef struct {
-    void *data;
-    DLDevice device;
-    int32_t ndim;
-    DLDataType dtype;
-    int64_t *shape;
-    int64_t *strides;
-    uint64_t byte_offset;
+    void *data;           /**< The memory (aligned base; add byte_offset). */
+    DLDevice device;      /**< Where the memory lives. */
+    int32_t ndim;         /**< Number of dims. */
+    DLDataType dtype;     /**< Element type. */
+    int64_t *shape;       /**< ndim sizes. */
+    int64_t *strides;     /**< ndim strides in elements, or NULL for compact. */
+    uint64_t byte_offset; /**< Bytes from data to the first element. */
 } DLTensor;
 
 /** A DLTensor with its owner (legacy, unversioned). */
 typedef struct DLManagedTensor {
-    DLTensor dl_tensor;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensor *self);
+    DLTensor dl_tensor; /**< The tensor. */
+    void *manager_ctx;  /**< The producer's context. */
+    void (*deleter)(struct DLManagedTensor *self); /**< Frees it; called once by the consumer. */
 } DLManagedTensor;
 
 /** DLManagedTensorVersioned.flags: the consumer must not write. */
@@ -156,11 +158,11 @@ typedef struct DLManagedTensor {
 
 /** A DLTensor with its owner, version and flags. */
 typedef struct DLManagedTensorVersioned {
-    DLPackVersion version;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensorVersioned *self);
-    uint64_t flags;
-    DLTensor dl_tensor;
+    DLPackVersion version; /**< The DLPack version of this struct. */
+    void *manager_ctx;     /**< The producer's context. */
+    void (*deleter)(struct DLManagedTensorVersioned *self); /**< Frees it; called once by the consumer. */
+    uint64_t flags;        /**< DLPACK_FLAG_BITMASK_* bits. */
+    DLTensor dl_tensor;    /**< The tensor. */
 } DLManagedTensorVersioned;
 
 #ifdef __cplusplus
@@ -940,7 +942,8 @@ extern "C" {
  * through tessera's statistics.
  *
  * Errors: TSR_ERR_NULL_POINTER (vtable or out NULL); TSR_ERR_INVALID_ARGUMENT
- * (struct_size too small to hold `allocate`, or allocate NULL).
+ * (struct_size too small to hold `allocate`, or allocate NULL). On error
+ * `release` is not called: `self` stays the caller's to clean up.
  *
  * # Safety
  * `vtable` NULL or readable for its struct_size; `out` NULL or writable.
@@ -954,7 +957,7 @@ TsrStatus tsr_allocator_new(const struct TsrAllocatorVTable *vtable,
  * `device_type` with `priority` (tsr_set_allocator's rule), keeping no
  * reference for the caller. What TSR_REGISTER_ALLOCATOR calls at load
  * time; since nobody can check the status there, a failure is also
- * printed to stderr.
+ * printed to stderr. On error `release` is not called.
  *
  * # Safety
  * As tsr_allocator_new.
@@ -1007,6 +1010,18 @@ struct TsrAllocator *tsr_cpu_allocator(void);
  * `allocator` NULL or a live handle.
  */
 const char *tsr_allocator_name(const struct TsrAllocator *allocator);
+
+/**
+ * The `self` pointer a C plugin allocator was created with
+ * (tsr_allocator_new, tsr_register_allocator), or NULL when `allocator`
+ * is not a C plugin (the built-in CPU, caching or CUDA allocators) or is
+ * NULL. Lets a host get back to its own object from a registered
+ * allocator.
+ *
+ * # Safety
+ * `allocator` NULL or a live handle.
+ */
+void *tsr_allocator_plugin_self(const struct TsrAllocator *allocator);
 
 /**
  * Allocates `nbytes` on the allocator's default device (CPU for plugins)
@@ -1415,6 +1430,19 @@ TsrStatus tsr_data_ptr_compare_exchange_deleter(struct TsrDataPtr *p,
  * `p` NULL or a valid TsrDataPtr.
  */
 void *tsr_data_ptr_cast_context(const struct TsrDataPtr *p, TsrDeleterFn expected);
+
+/**
+ * c10's lower-case name of a device type ("cpu", "cuda", "hip", "xpu",
+ * "mps", "meta", "privateuseone"), or "unknown" for a number that is not
+ * a supported device type (with a last-error message). Static; never NULL.
+ */
+const char *tsr_device_type_name(TsrDeviceType device_type);
+
+/**
+ * A device value: `{device_type, index}` (index -1: the current device).
+ * No validation; functions taking a device check it.
+ */
+struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
 
 /**
  * Exports `t` as a DLPack 1.1 managed tensor and writes it to `*out`.
@@ -2071,7 +2099,7 @@ TsrStatus tsr_iter_cast_outputs(struct TsrIter *it);
 /**
  * A parallel reduction with one accumulator per chunk: `*acc` (acc_size
  * bytes) holds the identity on entry; every chunk starts from a copy of
- * it, runs `loop` with its own accumulator over its elements, and the
+ * it (16-byte aligned, as max_align_t), runs `loop` with its own accumulator over its elements, and the
  * chunk accumulators are combined into `*acc` in chunk order (a fixed
  * thread count gives a reproducible result). Chunks hold at least
  * `grain_size` elements (<= 0: 32768).

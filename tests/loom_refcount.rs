@@ -45,7 +45,11 @@ fn concurrent_strong_drops_destroy_once() {
         drop(a);
         t.join().unwrap();
         assert_eq!(dropped.load(Ordering::SeqCst), 1);
-        assert_eq!(released.load(Ordering::SeqCst), 0, "no weak refs: no release_resources");
+        assert_eq!(
+            released.load(Ordering::SeqCst),
+            0,
+            "no weak refs: no release_resources"
+        );
     });
 }
 

@@ -92,10 +92,19 @@ pub struct AllocatorImpl {
     /// Sizes of raw allocations (raw_allocate / raw_deallocate), which carry
     /// no size on free.
     raw_sizes: Mutex<HashMap<usize, usize>>,
-    backend: Box<dyn RawAllocator>,
+    /// None once the last strong reference went (release_resources), so a
+    /// plugin's `release` does not wait for weak references.
+    backend: Option<Box<dyn RawAllocator>>,
 }
 
-impl RcTarget for AllocatorImpl {}
+impl RcTarget for AllocatorImpl {
+    fn release_resources(&mut self) {
+        // No strong reference and no allocation remain: drop the backend
+        // now (a C plugin's release runs) instead of when the last weak
+        // reference goes.
+        self.backend = None;
+    }
+}
 
 impl AllocatorImpl {
     /// The statistics.
@@ -116,6 +125,15 @@ impl AllocatorImpl {
     /// The device `allocate` uses.
     pub fn default_device(&self) -> Device {
         self.default_device
+    }
+
+    /// The backend; only reachable through a strong reference, which keeps
+    /// it alive.
+    #[inline]
+    pub(crate) fn backend(&self) -> &dyn RawAllocator {
+        self.backend
+            .as_deref()
+            .expect("an allocator reached through a strong reference has its backend")
     }
 }
 
@@ -140,7 +158,7 @@ impl Allocator {
             default_device,
             stats: Stats::default(),
             raw_sizes: Mutex::new(HashMap::new()),
-            backend,
+            backend: Some(backend),
         }))
     }
 
@@ -171,7 +189,7 @@ impl Allocator {
 
     /// The backend, for backend-specific queries.
     pub fn backend(&self) -> &dyn RawAllocator {
-        &*self.0.backend
+        self.0.backend()
     }
 
     /// Marks the built-in CPU allocator (only cpu.rs creates it).
@@ -201,8 +219,8 @@ impl Allocator {
         if self.0.builtin_cpu {
             return cpu::allocate_cpu(&self.0, nbytes, device);
         }
-        if self.0.backend.keeps_own_stats() {
-            return self.0.backend.allocate_tracked(&self.0, nbytes, device);
+        if self.0.backend().keeps_own_stats() {
+            return self.0.backend().allocate_tracked(&self.0, nbytes, device);
         }
         tracked::allocate(self, nbytes, device)
     }
@@ -210,20 +228,20 @@ impl Allocator {
     /// Allocates and returns only the address (c10's raw_allocate); needs
     /// a backend with a raw deleter. Free with [`Allocator::raw_deallocate`].
     pub fn raw_allocate(&self, nbytes: usize) -> Result<*mut c_void> {
-        let Some(raw_deleter) = self.0.backend.raw_deleter() else {
+        let Some(raw_deleter) = self.0.backend().raw_deleter() else {
             crate::bail!(
                 Unsupported,
                 "allocator '{}' has no raw deleter: raw allocation needs one",
                 self.name()
             );
         };
-        let own_stats = self.0.backend.keeps_own_stats();
+        let own_stats = self.0.backend().keeps_own_stats();
         let device = self.0.default_device;
         let dp = if own_stats {
-            self.0.backend.allocate_tracked(&self.0, nbytes, device)?
+            self.0.backend().allocate_tracked(&self.0, nbytes, device)?
         } else {
             self.0
-                .backend
+                .backend()
                 .allocate(nbytes, device)
                 .inspect_err(|_| self.0.stats.record_failure())?
         };
@@ -260,14 +278,14 @@ impl Allocator {
         if ptr.is_null() {
             return Ok(());
         }
-        let Some(raw_deleter) = self.0.backend.raw_deleter() else {
+        let Some(raw_deleter) = self.0.backend().raw_deleter() else {
             crate::bail!(
                 Unsupported,
                 "allocator '{}' has no raw deleter",
                 self.name()
             );
         };
-        if !self.0.backend.keeps_own_stats() {
+        if !self.0.backend().keeps_own_stats() {
             let Some(size) = self.raw_sizes().remove(&(ptr as usize)) else {
                 crate::bail!(
                     InvalidArgument,
@@ -294,12 +312,12 @@ impl Allocator {
         nbytes: usize,
     ) -> Result<()> {
         // SAFETY: forwarded from the caller.
-        unsafe { self.0.backend.copy_data(dst, src, nbytes) }
+        unsafe { self.0.backend().copy_data(dst, src, nbytes) }
     }
 
     /// Returns cached memory (caching allocators; a no-op otherwise).
     pub fn empty_cache(&self) -> Result<()> {
-        self.0.backend.empty_cache()
+        self.0.backend().empty_cache()
     }
 
     /// Whether two handles are the same allocator.

@@ -19,7 +19,7 @@ struct Tracked {
 /// Allocates through the backend of `alloc` and wraps the result.
 pub(super) fn allocate(alloc: &Allocator, nbytes: usize, device: Device) -> Result<DataPtr> {
     let owner = &alloc.0;
-    let inner = match owner.backend.allocate(nbytes, device) {
+    let inner = match owner.backend().allocate(nbytes, device) {
         Ok(dp) => dp,
         Err(e) => {
             owner.stats.record_failure();

@@ -268,7 +268,8 @@ pub(crate) fn allocator_handle(a: Allocator) -> *mut TsrAllocator {
 /// through tessera's statistics.
 ///
 /// Errors: TSR_ERR_NULL_POINTER (vtable or out NULL); TSR_ERR_INVALID_ARGUMENT
-/// (struct_size too small to hold `allocate`, or allocate NULL).
+/// (struct_size too small to hold `allocate`, or allocate NULL). On error
+/// `release` is not called: `self` stays the caller's to clean up.
 ///
 /// # Safety
 /// `vtable` NULL or readable for its struct_size; `out` NULL or writable.
@@ -292,7 +293,7 @@ pub unsafe extern "C" fn tsr_allocator_new(
 /// `device_type` with `priority` (tsr_set_allocator's rule), keeping no
 /// reference for the caller. What TSR_REGISTER_ALLOCATOR calls at load
 /// time; since nobody can check the status there, a failure is also
-/// printed to stderr.
+/// printed to stderr. On error `release` is not called.
 ///
 /// # Safety
 /// As tsr_allocator_new.
@@ -396,6 +397,32 @@ pub unsafe extern "C" fn tsr_allocator_name(allocator: *const TsrAllocator) -> *
             Err(e) => {
                 fail("tsr_allocator_name", &e);
                 std::ptr::null()
+            }
+        }
+    })
+}
+
+/// The `self` pointer a C plugin allocator was created with
+/// (tsr_allocator_new, tsr_register_allocator), or NULL when `allocator`
+/// is not a C plugin (the built-in CPU, caching or CUDA allocators) or is
+/// NULL. Lets a host get back to its own object from a registered
+/// allocator.
+///
+/// # Safety
+/// `allocator` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_allocator_plugin_self(allocator: *const TsrAllocator) -> *mut c_void {
+    guard_value("tsr_allocator_plugin_self", std::ptr::null_mut(), || {
+        // SAFETY: forwarded from the caller.
+        match unsafe { allocator_arg(allocator, "allocator") } {
+            Ok(a) => a
+                .backend()
+                .as_any()
+                .downcast_ref::<CPlugin>()
+                .map_or(std::ptr::null_mut(), |p| p.self_),
+            Err(e) => {
+                fail("tsr_allocator_plugin_self", &e);
+                std::ptr::null_mut()
             }
         }
     })

@@ -1027,7 +1027,7 @@ pub unsafe extern "C" fn tsr_iter_cast_outputs(it: *mut TsrIter) -> TsrStatus {
 
 /// A parallel reduction with one accumulator per chunk: `*acc` (acc_size
 /// bytes) holds the identity on entry; every chunk starts from a copy of
-/// it, runs `loop` with its own accumulator over its elements, and the
+/// it (16-byte aligned, as max_align_t), runs `loop` with its own accumulator over its elements, and the
 /// chunk accumulators are combined into `*acc` in chunk order (a fixed
 /// thread count gives a reproducible result). Chunks hold at least
 /// `grain_size` elements (<= 0: 32768).
@@ -1062,33 +1062,62 @@ pub unsafe extern "C" fn tsr_iter_parallel_reduce(
             InvalidArgument,
             "acc_size {acc_size} is too large: expected at most 4096 bytes"
         );
-        // acc may be NULL when acc_size is 0: no slice is made of it then
-        // (from_raw_parts needs a non-NULL pointer even for 0 bytes).
-        let identity: Vec<u8> = if acc_size > 0 {
+        if acc_size > 0 {
             check_not_null(acc, "acc")?;
-            // SAFETY: acc is readable for acc_size bytes per the caller.
-            unsafe { std::slice::from_raw_parts(acc as *const u8, acc_size) }.to_vec()
-        } else {
-            Vec::new()
-        };
+        }
+        let identity = AccBuf::from_raw(acc as *const u8, acc_size);
         let cb = CReduce { f, comb, user };
         let result = it.parallel_reduce(
             grain_size,
             || identity.clone(),
-            |a: &mut Vec<u8>, d: &mut [*mut u8], s: &[i64], n0, n1| cb.run(a, d, s, n0, n1),
+            |a: &mut AccBuf, d: &mut [*mut u8], s: &[i64], n0, n1| {
+                cb.run(a.bytes_mut(), d, s, n0, n1)
+            },
             |mut a, b| {
-                cb.combine(&mut a, &b);
+                cb.combine(a.bytes_mut(), b.bytes());
                 a
             },
         );
         // parallel_reduce folded the chunks, in order, into a copy of the
         // identity.
-        if acc_size > 0 {
-            // SAFETY: acc writable for acc_size bytes.
-            unsafe { std::ptr::copy_nonoverlapping(result.as_ptr(), acc as *mut u8, acc_size) };
-        }
+        // SAFETY: acc writable for acc_size bytes.
+        unsafe { std::ptr::copy_nonoverlapping(result.bytes().as_ptr(), acc as *mut u8, acc_size) };
         Ok(())
     })
+}
+
+/// An accumulator buffer aligned to 16 bytes (the alignment of
+/// max_align_t on the platforms tessera supports).
+#[derive(Clone)]
+struct AccBuf {
+    words: Vec<u128>,
+    len: usize,
+}
+
+impl AccBuf {
+    /// Copies `len` bytes from `p` (NULL allowed when len is 0).
+    fn from_raw(p: *const u8, len: usize) -> AccBuf {
+        let mut buf = AccBuf {
+            words: vec![0u128; len.div_ceil(16)],
+            len,
+        };
+        if len > 0 {
+            // SAFETY: the caller of tsr_iter_parallel_reduce guarantees p is
+            // readable for len bytes; the buffer holds at least len bytes.
+            unsafe { std::ptr::copy_nonoverlapping(p, buf.words.as_mut_ptr() as *mut u8, len) };
+        }
+        buf
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the words hold at least len initialized bytes.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as bytes(), exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -11,6 +11,7 @@ pub mod allocator;
 pub mod caching;
 pub mod cuda;
 pub mod data_ptr;
+pub mod device;
 pub mod dlpack;
 pub mod dtype;
 pub mod error;

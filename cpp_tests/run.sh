@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The C++ test suite of include/tessera.hpp.
+#
+#   cpp_tests/run.sh            # builds libtessera (cargo build), then tests
+#
+# For every compiler (g++, and clang++ when installed) and both error modes
+# (exceptions; -fno-exceptions -DTESSERA_NO_EXCEPTIONS):
+# - tessera.hpp compiles alone (as the first and only include, twice) with
+#   -std=c++17 and -std=c++20, also in the two partial no-exception
+#   configurations (-fno-exceptions alone, TESSERA_NO_EXCEPTIONS alone);
+# - every cpp_tests/test_*.cpp is built with -std=c++17 -Wall -Wextra
+#   -Werror -pedantic against the shared library and run;
+# - discarding a Result is a compile error under -Werror (results mode);
+# - a program linking one translation unit of each mode works (the modes
+#   live in different inline namespaces).
+#
+# Environment:
+#   TESSERA_LIB_DIR          directory holding libtessera.so (skips cargo build)
+#   TESSERA_CPP_TEST_DIR     scratch directory (default: target/cpp_tests)
+#   TESSERA_CPP_COMPILERS    compilers to use (default: "g++ clang++", missing ones skipped)
+#   TESSERA_CPP_TEST_FILTER  only test programs whose name contains this
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+lib_dir=${TESSERA_LIB_DIR:-}
+if [[ -z $lib_dir ]]; then
+    echo "building libtessera (cargo build)"
+    cargo build --quiet --lib
+    lib_dir=$root/target/debug
+fi
+if [[ ! -f $lib_dir/libtessera.so ]]; then
+    echo "no libtessera.so in $lib_dir" >&2
+    exit 2
+fi
+
+work=${TESSERA_CPP_TEST_DIR:-$root/target/cpp_tests}
+mkdir -p "$work/lib" "$work/bin"
+# The library's SONAME is libtessera.so.0: give the loader that name, and
+# the linker the unversioned one.
+cp "$lib_dir/libtessera.so" "$work/lib/libtessera.so.0.tmp"
+mv -f "$work/lib/libtessera.so.0.tmp" "$work/lib/libtessera.so.0"
+ln -sf libtessera.so.0 "$work/lib/libtessera.so"
+
+compilers=()
+for cxx in ${TESSERA_CPP_COMPILERS:-g++ clang++}; do
+    if command -v "$cxx" >/dev/null 2>&1; then
+        compilers+=("$cxx")
+    else
+        echo "note: $cxx not installed, skipped"
+    fi
+done
+if [[ ${#compilers[@]} -eq 0 ]]; then
+    echo "no C++ compiler found" >&2
+    exit 2
+fi
+
+strict=(-Wall -Wextra -Werror -pedantic)
+link=(-L"$work/lib" -ltessera -Wl,-rpath,"$work/lib" -pthread)
+failures=()
+passed=0
+
+# record NAME STATUS: counts a result.
+record() {
+    if [[ $2 -eq 0 ]]; then
+        passed=$((passed + 1))
+    else
+        failures+=("$1")
+        echo "FAILED: $1"
+    fi
+}
+
+mode_flags() {
+    case $1 in
+    exceptions) echo "" ;;
+    results) echo "-fno-exceptions -DTESSERA_NO_EXCEPTIONS" ;;
+    esac
+}
+
+for cxx in "${compilers[@]}"; do
+    tag=$(basename "$cxx")
+
+    # The header alone, in every configuration.
+    for std in c++17 c++20; do
+        for flags in "" "-fno-exceptions" "-DTESSERA_NO_EXCEPTIONS" \
+            "-fno-exceptions -DTESSERA_NO_EXCEPTIONS"; do
+            name="header alone: $tag -std=$std ${flags:-(exceptions)}"
+            # shellcheck disable=SC2086
+            if printf '#include "tessera.hpp"\n#include "tessera.hpp"\n' |
+                "$cxx" -std="$std" "${strict[@]}" $flags -Iinclude -fsyntax-only -x c++ -; then
+                record "$name" 0
+            else
+                record "$name" 1
+            fi
+        done
+    done
+
+    # A discarded Result must not compile silently.
+    name="discarded Result is an error: $tag"
+    if printf '#include "tessera.hpp"\nvoid f() { tessera::Tensor::empty({2}); }\n' |
+        "$cxx" -std=c++17 "${strict[@]}" -fno-exceptions -DTESSERA_NO_EXCEPTIONS -Iinclude \
+            -fsyntax-only -x c++ - 2>/dev/null; then
+        record "$name" 1
+    else
+        record "$name" 0
+    fi
+
+    # One program, one translation unit of each mode.
+    name="both modes in one program: $tag"
+    exe=$work/bin/mixed_modes-$tag
+    if "$cxx" -std=c++17 "${strict[@]}" -Iinclude -c cpp_tests/mixed_modes/exceptions.cpp \
+        -o "$work/bin/mixed_exceptions-$tag.o" &&
+        "$cxx" -std=c++17 "${strict[@]}" -fno-exceptions -DTESSERA_NO_EXCEPTIONS -Iinclude \
+            -c cpp_tests/mixed_modes/results.cpp -o "$work/bin/mixed_results-$tag.o" &&
+        "$cxx" -std=c++17 "${strict[@]}" -Iinclude cpp_tests/mixed_modes/main.cpp \
+            "$work/bin/mixed_exceptions-$tag.o" "$work/bin/mixed_results-$tag.o" \
+            "${link[@]}" -o "$exe" && "$exe"; then
+        record "$name" 0
+    else
+        record "$name" 1
+    fi
+
+    # The test programs.
+    for source in cpp_tests/test_*.cpp; do
+        test=$(basename "$source" .cpp)
+        if [[ -n ${TESSERA_CPP_TEST_FILTER:-} && $test != *"$TESSERA_CPP_TEST_FILTER"* ]]; then
+            continue
+        fi
+        for mode in exceptions results; do
+            name="$test ($tag, $mode)"
+            exe=$work/bin/$test-$tag-$mode
+            # shellcheck disable=SC2046
+            if ! "$cxx" -std=c++17 "${strict[@]}" $(mode_flags $mode) -Iinclude -Icpp_tests \
+                "$source" "${link[@]}" -o "$exe"; then
+                record "$name: build" 1
+                continue
+            fi
+            echo "== $name"
+            if "$exe"; then
+                record "$name" 0
+            else
+                record "$name" 1
+            fi
+        done
+    done
+done
+
+echo
+if [[ ${#failures[@]} -ne 0 ]]; then
+    echo "cpp_tests: ${#failures[@]} failed, $passed passed:"
+    printf '  %s\n' "${failures[@]}"
+    exit 1
+fi
+echo "cpp_tests: all $passed passed (compilers: ${compilers[*]})"
