@@ -192,7 +192,7 @@ typedef struct {
     TsrTensor *t4;      /* float [4] (does not broadcast with t) */
     TsrAllocator *a;    /* the built-in CPU allocator */
     TsrAllocator *ca;   /* a caching allocator over a */
-    TsrAllocator *pa;   /* an allocator of the fx plugin */
+    TsrAllocator *pa;   /* an allocator of the fx plugin, self = &fx_plugin_live */
     TsrObject *o;
     TsrWeakTensor *wt;
     TsrWeakStorage *ws;
@@ -273,7 +273,7 @@ static void fx_setup(void) {
     F.a = tsr_cpu_allocator();
     CHECK(F.a != NULL);
     CHECK_OK(tsr_caching_allocator_new(F.a, NULL, &F.ca));
-    CHECK_OK(tsr_allocator_new(&FX_VTABLE, NULL, &F.pa));
+    CHECK_OK(tsr_allocator_new(&FX_VTABLE, &fx_plugin_live, &F.pa)); /* self: any address */
     CHECK_OK(tsr_object_new(16, NULL, &F.o));
     CHECK_OK(tsr_tensor_downgrade(F.t, &F.wt));
     CHECK_OK(tsr_storage_downgrade(F.s, &F.ws));

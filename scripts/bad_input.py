@@ -127,6 +127,7 @@ DEFAULTS = [
     (r"bool", r"parallelize", "false"),
     (r"bool", r".*", "true"),
     (r"int32_t", r"n", "tsr_get_num_threads()"),
+    (r"int8_t", r".*", "-1"),
     (r"double", r"im", "2.0"),
     (r"double", r".*", "1.5"),
     (r"uint64_t", r".*", "7"),
