@@ -22,6 +22,8 @@ dim, ...) has no `bad` case (or `skip` line saying why).
 Table syntax (see the head of the table file): `fn NAME` starts a
 function, followed by indented case lines:
 
+    (`fn NAME [pending]`: a function not in the header yet, e.g. on
+    another branch; its cases are used as soon as the header declares it)
     null PARAM: EXPECT             PARAM is NULL, the others their defaults
     bad P=VALUE[, P=VALUE]: EXPECT those parameters replaced (C expressions)
     call: EXPECT                   every parameter at its default
@@ -115,8 +117,9 @@ DEFAULTS = [
     (r"struct TsrDevice", r".*", "FX_CPU"),
     (r"TsrMemoryFormat", r".*", "TSR_CONTIGUOUS"),
     (r"TsrStatus", r".*", "TSR_ERR_SHAPE"),
+    (r"TsrRoundingMode", r".*", "TSR_ROUNDING_TRUNC"),
     (r"struct TsrScalar", r".*", "tsr_scalar_float(1.5)"),
-    (r"int64_t", r"ndim", "2"),
+    (r"int64_t", r"ndims?", "2"),
     (r"int64_t", r"dim1|end_dim|length", "1"),
     (r"int64_t", r"end", "6"),
     (r"int64_t", r"value", "7"),
@@ -138,8 +141,8 @@ POINTER_TYPEDEFS = {
     "TsrDeleterFn",
 }
 # Parameters that take a code or a dim: each needs a `bad` case or a `skip`.
-RANGE_TYPES = {"TsrDType", "TsrDeviceType", "struct TsrDevice", "TsrMemoryFormat"}
-RANGE_NAMES = {"ndim", "dim", "dim0", "dim1", "start_dim", "end_dim", "arg", "i", "index"}
+RANGE_TYPES = {"TsrDType", "TsrDeviceType", "struct TsrDevice", "TsrMemoryFormat", "TsrRoundingMode"}
+RANGE_NAMES = {"ndim", "ndims", "dim", "dim0", "dim1", "start_dim", "end_dim", "arg", "i", "index"}
 
 
 class TableError(Exception):
@@ -310,8 +313,11 @@ def parse_table(text):
         if line.startswith("fn "):
             if not sections:
                 raise TableError(f"{where}: a function before the first '## section'")
-            entry = {"name": line[3:].strip(), "cases": [], "skips": [], "notes": [],
-                     "line": lineno}
+            name, _, mark = line[3:].strip().partition(" ")
+            if mark not in ("", "[pending]"):
+                raise TableError(f"{where}: expected 'fn NAME' or 'fn NAME [pending]'")
+            entry = {"name": name, "cases": [], "skips": [], "notes": [], "line": lineno,
+                     "pending": bool(mark)}
             sections[-1][1].append(entry)
             continue
         if not raw.startswith(" ") or entry is None:
@@ -360,8 +366,13 @@ def label(case):
 
 
 def generate(header_text, table_text):
+    """-> (sections with the entries to generate, prototypes, pending names)."""
     protos = exported_functions(header_text)
     sections = parse_table(table_text)
+    pending = [e["name"] for _, es in sections for e in es
+               if e["pending"] and e["name"] not in protos]
+    sections = [(title, [e for e in es if e["name"] not in pending]) for title, es in sections]
+    sections = [(title, es) for title, es in sections if es]
     seen, problems = {}, []
     for _, entries in sections:
         for e in entries:
@@ -404,7 +415,7 @@ def generate(header_text, table_text):
                         f"({ret} {n}({sig}))")
     if problems:
         raise TableError("the bad-input table is incomplete:\n  " + "\n  ".join(problems))
-    return sections, protos
+    return sections, protos, pending
 
 
 def c_call(name, params, case):
@@ -709,10 +720,14 @@ behaviour, as in any C API:
 """
 
 
-def render_doc(sections, protos, ncases):
+def render_doc(sections, protos, ncases, pending):
     exported = len(protos)
     covered = len({e["name"] for _, es in sections for e in es})
     out = [DOC_HEAD.format(covered=covered, exported=exported, cases=ncases)]
+    if pending:
+        out.append("The table also holds rows for functions not in this header yet ("
+                   + ", ".join(f"`{n}`" for n in pending)
+                   + "); they take effect when the header declares them.\n\n")
     for title, entries in sections:
         out.append(f"## {title}\n\n| Function | Misuse | Result |\n|---|---|---|\n")
         for e in entries:
@@ -737,14 +752,17 @@ def main():
                     help="fail if the generated files are stale or coverage is incomplete")
     args = ap.parse_args()
     try:
-        sections, protos = generate(HEADER.read_text(), TABLE.read_text())
+        sections, protos, pending = generate(HEADER.read_text(), TABLE.read_text())
         test, ncases = render_test(sections, protos)
-        doc = render_doc(sections, protos, ncases)
+        doc = render_doc(sections, protos, ncases, pending)
     except TableError as e:
         print(f"bad_input.py: {e}", file=sys.stderr)
         return 1
     covered = len({e["name"] for _, es in sections for e in es})
     summary = f"{covered} of {len(protos)} exported functions covered, {ncases} cases"
+    if pending:
+        summary += f" ({len(pending)} pending rows for functions not in the header: " \
+            + ", ".join(pending) + ")"
     if args.check:
         stale = [p for p, text in ((TEST, test), (DOC, doc))
                  if not p.exists() or p.read_text() != text]
