@@ -465,6 +465,53 @@ static TsrStatus op_caching_new_storage(void) {
     return s;
 }
 
+#if defined(TSR_ROUNDING_TRUNC) /* the built-in kernels are declared */
+
+static TsrStatus kernel_result(TsrStatus s, TsrTensor *t) {
+    return tensor_result(s, t);
+}
+
+static TsrStatus op_add(void) {
+    TsrTensor *t = SENTINEL;
+    TsrStatus s = tsr_add(NULL, mat, vec_d, tsr_scalar_int(2), &t); /* float + double */
+    return kernel_result(s, t);
+}
+
+static TsrStatus op_div(void) {
+    TsrTensor *t = SENTINEL;
+    TsrStatus s = tsr_div(NULL, out_i, out_i, &t); /* int32 / int32: computed in Float */
+    return kernel_result(s, t);
+}
+
+static TsrStatus op_neg(void) {
+    TsrTensor *t = SENTINEL;
+    TsrStatus s = tsr_neg(NULL, mat_t, &t);
+    return kernel_result(s, t);
+}
+
+static TsrStatus op_sum(void) {
+    static const int64_t dims[1] = {1};
+    TsrTensor *t = SENTINEL;
+    TsrStatus s = tsr_sum(mat, 1, dims, false, &t);
+    if (s == TSR_OK) CHECK(((const float *)tsr_tensor_data(t))[0] == 15.0f); /* 0+1+...+5 */
+    return kernel_result(s, t);
+}
+
+static TsrStatus op_amax(void) {
+    TsrTensor *t = SENTINEL;
+    TsrStatus s = tsr_amax(mat_t, 0, NULL, true, &t);
+    if (s == TSR_OK) CHECK(((const float *)tsr_tensor_data(t))[0] == 23.0f);
+    return kernel_result(s, t);
+}
+
+static TsrStatus op_scalar_tensor(void) {
+    TsrTensor *t = SENTINEL;
+    TsrStatus s = tsr_scalar_tensor(tsr_scalar_float(2.5), &t);
+    return kernel_result(s, t);
+}
+
+#endif
+
 /* ---- tests ----------------------------------------------------------------- */
 
 static void setup(void) {
@@ -514,6 +561,14 @@ static void test_every_allocation_failure(void) {
     allocs += drive("tsr_iter_unary_float_op", "int32 input", op_iter_unary_float_op, 2, 1);
     allocs += drive("tsr_allocator_allocate", "caching: 3 MiB, retried", op_caching_allocate, 1, 2);
     allocs += drive("tsr_storage_new_with_allocator", "caching: a storage, retried", op_caching_new_storage, 1, 2);
+#if defined(TSR_ROUNDING_TRUNC)
+    allocs += drive("tsr_add", "float + double, allocated out", op_add, 1, 1);
+    allocs += drive("tsr_div", "int32 / int32, in Float", op_div, 1, 1);
+    allocs += drive("tsr_neg", "a transposed input", op_neg, 1, 1);
+    allocs += drive("tsr_sum", "over dim 1", op_sum, 1, 1);
+    allocs += drive("tsr_amax", "every dim, keepdim", op_amax, 1, 1);
+    allocs += drive("tsr_scalar_tensor", "a wrapped number", op_scalar_tensor, 1, 1);
+#endif
     printf("  %d failure paths, %ld allocations on the success paths\n", total_failures, allocs);
 
     /* The caching layer counted the failures it could not retry away. */
