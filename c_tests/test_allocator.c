@@ -700,7 +700,32 @@ static void test_plugin_self_and_device_names(void) {
     CHECK(d.type == TSR_CUDA && d.index == 2);
 }
 
+static void test_cpu_cache(void) {
+    TsrAllocator *cpu = tsr_cpu_allocator();
+    size_t limit = tsr_cpu_allocator_cache_limit();
+    CHECK(limit > 0);
+    tsr_cpu_allocator_release_cache();
+    TsrDataPtr p;
+    CHECK_OK(tsr_allocator_allocate(cpu, 5000, &p));
+    void *first = p.data;
+    tsr_data_ptr_free(&p);
+    CHECK(tsr_cpu_allocator_cached_bytes() >= 5000);
+    CHECK_OK(tsr_allocator_allocate(cpu, 5000, &p));
+    CHECK(p.data == first); /* the cached block came back */
+    tsr_data_ptr_free(&p);
+    CHECK(tsr_cpu_allocator_release_cache() >= 5000);
+    CHECK_EQ(tsr_cpu_allocator_cached_bytes(), 0);
+    tsr_cpu_allocator_set_cache_limit(0); /* off */
+    CHECK_OK(tsr_allocator_allocate(cpu, 5000, &p));
+    tsr_data_ptr_free(&p);
+    CHECK_EQ(tsr_cpu_allocator_cached_bytes(), 0);
+    tsr_cpu_allocator_set_cache_limit(limit);
+    CHECK_EQ(tsr_cpu_allocator_cache_limit(), limit);
+    CHECK_OK(tsr_allocator_decref(cpu));
+}
+
 int main(void) {
+    RUN(test_cpu_cache);
     RUN(test_plugin_self_and_device_names);
     RUN(test_registered_before_main);
     RUN(test_priority_rules);

@@ -631,6 +631,11 @@ typedef void (*TsrReduceCombine)(void *user, void *acc, const void *other);
 typedef void (*TsrSubIterFn)(void *user, struct TsrIter *sub);
 
 /**
+ * How tsr_div_rounding rounds the quotient (PyTorch's rounding_mode).
+ */
+typedef int32_t TsrRoundingMode;
+
+/**
  * Callbacks of a host object; both optional.
  */
 typedef struct TsrObjectVTable {
@@ -655,6 +660,21 @@ typedef struct TsrObjectVTable {
  * A memory format: c10's MemoryFormat number, 32 bits wide.
  */
 typedef int32_t TsrMemoryFormat;
+
+/**
+ * True division (integers compute in Float), as tsr_div.
+ */
+#define TSR_ROUNDING_NONE 0
+
+/**
+ * Rounded toward zero, in the inputs' common dtype ("trunc").
+ */
+#define TSR_ROUNDING_TRUNC 1
+
+/**
+ * Rounded toward negative infinity, in the common dtype ("floor").
+ */
+#define TSR_ROUNDING_FLOOR 2
 
 /**
  * Success.
@@ -1128,6 +1148,32 @@ TsrStatus tsr_cpu_allocator_set_junk_fill(bool on);
  * transparent huge pages for them (madvise).
  */
 TsrStatus tsr_cpu_allocator_set_huge_pages(bool on);
+
+/**
+ * Sets the per-thread cache budget of the built-in CPU allocator, in
+ * bytes (default 128 MiB; 0 turns the cache off). Freed blocks up to 256
+ * MiB are kept by the freeing thread, a few per size class, until this
+ * budget is reached, so repeated sizes skip malloc/free; a thread's cache
+ * is freed when it exits or calls tsr_cpu_allocator_release_cache.
+ * Applies to later frees.
+ */
+void tsr_cpu_allocator_set_cache_limit(size_t bytes);
+
+/**
+ * The per-thread cache budget of the built-in CPU allocator, in bytes.
+ */
+size_t tsr_cpu_allocator_cache_limit(void);
+
+/**
+ * Frees every block the calling thread keeps in the built-in CPU
+ * allocator's cache; returns the bytes released.
+ */
+size_t tsr_cpu_allocator_release_cache(void);
+
+/**
+ * Bytes the calling thread keeps in the built-in CPU allocator's cache.
+ */
+size_t tsr_cpu_allocator_cached_bytes(void);
 
 /**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -2145,6 +2191,163 @@ TsrStatus tsr_iter_foreach_reduced_elt(struct TsrIter *it,
 TsrStatus tsr_iter_for_each_32bit_piece(struct TsrIter *it, TsrSubIterFn fn_, void *user);
 
 /**
+ * `out = a + alpha * b` with broadcasting and type promotion (c10's
+ * binary_op rules: a 0-dim tensor or a wrapped number from
+ * tsr_scalar_tensor does not widen the dtype within its category). Bool
+ * tensors add as logical or.
+ *
+ * `out_or_null`: the output (borrowed; it may be `a` or `b` for an
+ * in-place add; it is resized when its shape differs and it is not an
+ * input), or NULL to allocate one in the inputs' layout. `*result`
+ * receives a new reference to the output (out itself when given);
+ * `result` may be NULL when `out_or_null` is given. `a`, `b` borrowed.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
+ * TSR_ERR_SHAPE (not broadcastable); TSR_ERR_DTYPE (alpha not an
+ * integer for integral inputs, a bool alpha for non-bool results, a
+ * complex alpha for real ones; result dtype not safely castable to out's);
+ * TSR_ERR_OVERLAP (out partially overlaps an input); TSR_ERR_DEVICE
+ * (non-CPU tensors); TSR_ERR_UNSUPPORTED (float8, quantized).
+ *
+ * # Safety
+ * Handles NULL or live; `result` NULL or writable.
+ */
+TsrStatus tsr_add(struct TsrTensor *out_or_null,
+                  const struct TsrTensor *a,
+                  const struct TsrTensor *b,
+                  struct TsrScalar alpha,
+                  struct TsrTensor **result);
+
+/**
+ * `out = a - alpha * b`, as tsr_add. Bool inputs are refused
+ * (TSR_ERR_DTYPE), as in PyTorch.
+ *
+ * # Safety
+ * As tsr_add.
+ */
+TsrStatus tsr_sub(struct TsrTensor *out_or_null,
+                  const struct TsrTensor *a,
+                  const struct TsrTensor *b,
+                  struct TsrScalar alpha,
+                  struct TsrTensor **result);
+
+/**
+ * `out = a * b`, as tsr_add without alpha. Bool tensors multiply as
+ * logical and.
+ *
+ * # Safety
+ * As tsr_add.
+ */
+TsrStatus tsr_mul(struct TsrTensor *out_or_null,
+                  const struct TsrTensor *a,
+                  const struct TsrTensor *b,
+                  struct TsrTensor **result);
+
+/**
+ * True division `out = a / b` (c10's binary_float_op: bool and integer
+ * inputs compute in Float). Division by zero gives inf, -inf or NaN, as
+ * IEEE; use tsr_div_rounding for integer quotients. Otherwise as tsr_add
+ * (TSR_ERR_DTYPE for an integer out: Float does not cast to it safely).
+ *
+ * # Safety
+ * As tsr_add.
+ */
+TsrStatus tsr_div(struct TsrTensor *out_or_null,
+                  const struct TsrTensor *a,
+                  const struct TsrTensor *b,
+                  struct TsrTensor **result);
+
+/**
+ * Division with a rounding mode (PyTorch's `div(a, b, rounding_mode=)`):
+ * TSR_ROUNDING_NONE is tsr_div; TSR_ROUNDING_TRUNC and TSR_ROUNDING_FLOOR
+ * compute in the inputs' common dtype, so integers stay integers, and an
+ * integer division by zero fails with TSR_ERR_ZERO_DIVISION (PyTorch's
+ * ZeroDivisionError; the output's contents are then unspecified).
+ * Floating division by zero gives inf or NaN.
+ *
+ * Errors: as tsr_add; TSR_ERR_ZERO_DIVISION; TSR_ERR_INVALID_ARGUMENT
+ * (unknown mode); TSR_ERR_UNSUPPORTED (bool or complex inputs with trunc
+ * or floor).
+ *
+ * # Safety
+ * As tsr_add.
+ */
+TsrStatus tsr_div_rounding(struct TsrTensor *out_or_null,
+                           const struct TsrTensor *a,
+                           const struct TsrTensor *b,
+                           TsrRoundingMode mode,
+                           struct TsrTensor **result);
+
+/**
+ * `out = -a` in a's dtype (unsigned integers wrap). Bool is refused
+ * (TSR_ERR_DTYPE), as in PyTorch. `out_or_null`, `result`: as tsr_add;
+ * out may be `a` itself.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DTYPE (bool input, out of another
+ * dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP; TSR_ERR_DEVICE;
+ * TSR_ERR_UNSUPPORTED.
+ *
+ * # Safety
+ * Handles NULL or live; `result` NULL or writable.
+ */
+TsrStatus tsr_neg(struct TsrTensor *out_or_null,
+                  const struct TsrTensor *a,
+                  struct TsrTensor **result);
+
+/**
+ * The sum of `a` over the `ndims` dims in `dims` (ndims 0: every dim;
+ * negative dims count from the end), a new tensor written to `*out` (new
+ * reference). `keepdim` keeps reduced dims with size 1. Bool and integer
+ * inputs give TSR_LONG; floating and complex inputs keep their dtype
+ * (half, bfloat16 and float accumulate in float, pairwise). The sum over
+ * an empty dim is 0. `a` borrowed; `dims` may be NULL when ndims is 0.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (a, out, dims with ndims > 0);
+ * TSR_ERR_SHAPE (dim out of range); TSR_ERR_INVALID_ARGUMENT (a dim
+ * repeated, ndims < 0); TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED.
+ *
+ * # Safety
+ * `a` NULL or live; `dims` NULL or readable for `ndims` values; `out`
+ * NULL or writable.
+ */
+TsrStatus tsr_sum(const struct TsrTensor *a,
+                  int64_t ndims,
+                  const int64_t *dims,
+                  bool keepdim,
+                  struct TsrTensor **out);
+
+/**
+ * The maximum of `a` over `dims`, as tsr_sum, in a's dtype; NaN when any
+ * reduced element is NaN.
+ *
+ * Errors: as tsr_sum; TSR_ERR_SHAPE when a reduced dim has size 0 (the
+ * message names the dim); TSR_ERR_UNSUPPORTED for complex inputs.
+ *
+ * # Safety
+ * As tsr_sum.
+ */
+TsrStatus tsr_amax(const struct TsrTensor *a,
+                   int64_t ndims,
+                   const int64_t *dims,
+                   bool keepdim,
+                   struct TsrTensor **out);
+
+/**
+ * A 0-dim CPU tensor holding `value` that promotes as a wrapped number
+ * (a Python number in PyTorch): an Int tensor plus a Double wrapped
+ * number computes in Float, a Byte tensor plus an Int one stays Byte.
+ * Its dtype is Bool, Long, UInt64, Double or ComplexDouble, by the
+ * scalar's kind. Writes a new reference to `*out`.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the scalar's
+ * dtype number); TSR_ERR_OUT_OF_MEMORY.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_scalar_tensor(struct TsrScalar value, struct TsrTensor **out);
+
+/**
  * The library version, "MAJOR.MINOR.PATCH". Static; never NULL.
  */
 const char *tsr_version(void);
@@ -2771,7 +2974,9 @@ TsrStatus tsr_tensor_set(struct TsrTensor *t,
 
 /**
  * Sets every element to `value` converted to the tensor's dtype (C-like
- * conversion; half/bfloat16 round to nearest even). Bumps the version.
+ * conversion; half/bfloat16 round to nearest even), in parallel for large
+ * tensors. Expanded tensors (elements sharing memory) may be filled.
+ * Bumps the version.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
  * TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
@@ -2782,11 +2987,17 @@ TsrStatus tsr_tensor_set(struct TsrTensor *t,
 TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
 
 /**
- * Copies `src` into `dst`, broadcasting `src` to `dst`'s sizes. Bumps
- * dst's version.
+ * Copies `src` into `dst`, converting to dst's dtype (C-like casts:
+ * integers wrap, floating to integer truncates, complex to real keeps the
+ * real part, half/bfloat16 round to nearest even) and broadcasting `src`
+ * to `dst`'s sizes. `src` may overlap `dst` (it is then copied to a
+ * temporary first). Transposed layouts copy in cache-blocked tiles; large
+ * copies run in parallel. Bumps dst's version.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
- * TSR_ERR_DTYPE / TSR_ERR_DEVICE where a conversion is not supported.
+ * TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
+ * (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
+ * or quantized dtype; equal dtypes copy bytes).
  *
  * # Safety
  * `dst`, `src` NULL or live handles.

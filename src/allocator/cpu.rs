@@ -1,14 +1,18 @@
 //! The built-in CPU allocator: 64-byte aligned memory from malloc, with
-//! the size kept in a small header so a free needs no lookup.
+//! the size kept in a small header so a free needs no lookup, and a
+//! per-thread cache of freed blocks (cpu_cache.rs) so repeated sizes skip
+//! malloc/free.
 //!
-//! Layout of an allocation: `malloc(n + 64)` returns `raw`; the data starts
-//! at the first 64-byte boundary at least 16 bytes past `raw`; the 16 bytes
-//! before the data hold `raw` and `n`. The context handed out is the data
-//! address itself (as c10's CPU allocator), so raw allocate/deallocate work.
-//! With transparent huge pages on, requests of 2 MiB or more are aligned to
-//! 2 MiB instead and advised with `MADV_HUGEPAGE`.
+//! Layout of an allocation: `malloc(capacity + 64)` returns `raw`, where
+//! the capacity is the request's size class (cpu_cache.rs; the request
+//! itself when too large to cache); the data starts at the first 64-byte
+//! boundary at least 16 bytes past `raw`; the 16 bytes before the data hold
+//! `raw` and `n`. The context handed out is the data address itself (as
+//! c10's CPU allocator), so raw allocate/deallocate work. With transparent
+//! huge pages on, requests of 2 MiB or more are aligned to 2 MiB instead
+//! and advised with `MADV_HUGEPAGE`.
 
-use super::{Allocator, AllocatorImpl, RawAllocator};
+use super::{cpu_cache, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -92,14 +96,65 @@ fn oom(nbytes: usize, reason: &str) -> crate::error::Error {
     )
 }
 
+/// Writes the header of a block and returns its data address.
+///
+/// # Safety
+/// `raw` must be the start of a block of at least capacity + ALIGNMENT
+/// bytes for a request of `nbytes`.
+#[inline]
+unsafe fn place(raw: *mut u8, nbytes: usize) -> *mut u8 {
+    let data = ((raw as usize + HEADER + ALIGNMENT - 1) & !(ALIGNMENT - 1)) as *mut u8;
+    // SAFETY: malloc aligns to 16, so data - raw is in [16, 64]: the header
+    // lies in the block and data + nbytes <= raw + 64 + capacity.
+    unsafe {
+        let header = data.sub(HEADER) as *mut usize;
+        header.write(raw as usize);
+        header.add(1).write(nbytes);
+    }
+    data
+}
+
+/// Bytes a block for a request of `nbytes` holds past its alignment
+/// slack: the size class, so a cached block serves any request of its
+/// class.
+#[inline]
+fn capacity(nbytes: usize) -> usize {
+    cpu_cache::class_of(nbytes).map_or(nbytes, cpu_cache::class_size)
+}
+
 /// Allocates `nbytes` (> 0) with the option bits `opts` and returns the
 /// data address, or the OS reason of the failure.
 #[inline]
 fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> {
-    let opts_huge = opts & HUGE_PAGES != 0 && nbytes >= HUGE_PAGE;
+    if opts == 0 {
+        if let Some(c) = cpu_cache::class_of(nbytes) {
+            let raw = match cpu_cache::pop(c) {
+                Some(raw) => raw,
+                None => {
+                    // SAFETY: plain C allocation; checked for NULL below.
+                    let raw =
+                        unsafe { libc::malloc(cpu_cache::class_size(c) + ALIGNMENT) } as *mut u8;
+                    if raw.is_null() {
+                        return Err(std::io::Error::last_os_error().to_string());
+                    }
+                    raw
+                }
+            };
+            // SAFETY: the block holds class_size(c) + ALIGNMENT bytes.
+            return Ok(unsafe { place(raw, nbytes) });
+        }
+    }
+    alloc_block_with_options(nbytes, opts)
+}
+
+/// The allocation path with fill or huge-page options, or for sizes too
+/// large to cache.
+#[cold]
+fn alloc_block_with_options(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> {
+    let cap = capacity(nbytes);
     let zero = opts & ZERO_FILL != 0;
-    let (raw, data) = if opts_huge {
-        let total = nbytes
+    let data = if opts & HUGE_PAGES != 0 && nbytes >= HUGE_PAGE {
+        let total = cap
             .checked_add(HUGE_PAGE)
             .ok_or_else(|| "size overflow".to_string())?;
         let mut raw: *mut c_void = std::ptr::null_mut();
@@ -109,8 +164,15 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> 
             return Err(std::io::Error::from_raw_os_error(rc).to_string());
         }
         let raw = raw as *mut u8;
-        // SAFETY: HUGE_PAGE < total, so raw + HUGE_PAGE is inside the block.
+        // SAFETY: HUGE_PAGE < total, so raw + HUGE_PAGE is inside the block
+        // and the header before it too.
         let data = unsafe { raw.add(HUGE_PAGE) };
+        // SAFETY: as above; the header is 8-aligned.
+        unsafe {
+            let header = data.sub(HEADER) as *mut usize;
+            header.write(raw as usize);
+            header.add(1).write(nbytes);
+        }
         // SAFETY: [data, data + nbytes) lies in the block; madvise only
         // advises (a failure leaves normal pages).
         unsafe { libc::madvise(data as *mut c_void, nbytes & !(4095), libc::MADV_HUGEPAGE) };
@@ -118,9 +180,9 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> 
             // SAFETY: the data range is inside the block.
             unsafe { std::ptr::write_bytes(data, 0, nbytes) };
         }
-        (raw, data)
+        data
     } else {
-        let total = nbytes
+        let total = cap
             .checked_add(ALIGNMENT)
             .ok_or_else(|| "size overflow".to_string())?;
         // SAFETY: plain C allocation; checked for NULL below.
@@ -134,19 +196,9 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<*mut u8, String> 
         if raw.is_null() {
             return Err(std::io::Error::last_os_error().to_string());
         }
-        let addr = raw as usize;
-        let data = (addr + HEADER + ALIGNMENT - 1) & !(ALIGNMENT - 1);
-        // malloc aligns to 16, so data - raw is in [16, 64] and the data
-        // fits: data + nbytes <= raw + 64 + nbytes.
-        (raw, data as *mut u8)
+        // SAFETY: the block holds cap + ALIGNMENT bytes.
+        unsafe { place(raw, nbytes) }
     };
-    // SAFETY: data - HEADER >= raw (data is at least HEADER past raw), and
-    // the header is 8-aligned (data is 64-aligned).
-    unsafe {
-        let header = data.sub(HEADER) as *mut usize;
-        header.write(raw as usize);
-        header.add(1).write(nbytes);
-    }
     if opts & JUNK_FILL != 0 {
         let words = nbytes / 4;
         // SAFETY: data is 64-aligned and valid for nbytes bytes.
@@ -175,8 +227,45 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // (this deleter is only attached to those).
     let (raw, nbytes) = unsafe { header(ctx) };
     builtin_ref().0.stats.record_free(ctx, nbytes, Device::CPU);
+    if let Some(c) = cpu_cache::class_of(nbytes) {
+        // Every block of a cacheable size holds its class capacity, so it
+        // can serve any later request of that class.
+        if cpu_cache::push(c, raw as *mut u8, free_raw) {
+            return;
+        }
+    }
     // SAFETY: raw is what malloc/calloc/posix_memalign returned.
     unsafe { libc::free(raw) };
+}
+
+/// Frees a block leaving the thread cache.
+///
+/// # Safety
+/// `raw` must be the start of a block from alloc_block, not in use.
+unsafe fn free_raw(raw: *mut u8) {
+    // SAFETY: forwarded from the caller.
+    unsafe { libc::free(raw as *mut c_void) };
+}
+
+/// Sets the per-thread cache budget of the built-in CPU allocator (bytes;
+/// 0 turns caching off).
+pub fn set_cache_limit(bytes: usize) {
+    cpu_cache::set_cache_limit(bytes);
+}
+
+/// The per-thread cache budget.
+pub fn cache_limit() -> usize {
+    cpu_cache::cache_limit()
+}
+
+/// Frees the blocks the calling thread keeps cached; returns the bytes.
+pub fn release_thread_cache() -> usize {
+    cpu_cache::release_thread_cache()
+}
+
+/// Bytes the calling thread keeps cached.
+pub fn thread_cached_bytes() -> usize {
+    cpu_cache::thread_cached_bytes()
 }
 
 impl RawAllocator for CpuBackend {

@@ -4,6 +4,7 @@
 
 pub mod caching;
 pub mod cpu;
+mod cpu_cache;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod registry;

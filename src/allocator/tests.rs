@@ -253,3 +253,66 @@ fn cpu_fill_options() {
     drop(p);
     set_options(saved).unwrap();
 }
+
+#[test]
+fn cpu_cache_reuses_blocks_of_a_class() {
+    // Runs on its own thread so other tests' frees do not touch its cache.
+    std::thread::spawn(|| {
+        let a = Allocator::cpu();
+        assert_eq!(cpu::thread_cached_bytes(), 0);
+        let p = a.allocate(3000).unwrap();
+        let addr = p.get();
+        drop(p);
+        assert!(
+            cpu::thread_cached_bytes() >= 3000,
+            "the freed block is cached"
+        );
+        // another request of the same class gets the same block back
+        let q = a.allocate(2900).unwrap();
+        assert_eq!(q.get(), addr);
+        assert_eq!(q.get() as usize % cpu::ALIGNMENT, 0);
+        // SAFETY: q owns 2900 bytes.
+        unsafe { std::ptr::write_bytes(q.get() as *mut u8, 1, 2900) };
+        drop(q);
+        // a 64 MiB block is reused without mmap/munmap
+        let big = a.allocate(64 << 20).unwrap();
+        let big_addr = big.get();
+        drop(big);
+        assert_eq!(a.allocate(64 << 20).unwrap().get(), big_addr);
+        let released = cpu::release_thread_cache();
+        assert!(released >= 64 << 20);
+        assert_eq!(cpu::thread_cached_bytes(), 0);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn cpu_cache_honours_zero_fill() {
+    std::thread::spawn(|| {
+        let a = Allocator::cpu();
+        let p = a.allocate(1000).unwrap();
+        // SAFETY: p owns 1000 bytes.
+        unsafe { std::ptr::write_bytes(p.get() as *mut u8, 0xff, 1000) };
+        drop(p);
+        let saved = cpu::options();
+        // The options are process-wide: this test owns them while it runs
+        // (other tests do not check fill contents of 1000-byte blocks).
+        cpu::set_options(cpu::CpuOptions {
+            zero_fill: true,
+            ..saved
+        })
+        .unwrap();
+        let q = a.allocate(1000).unwrap();
+        // SAFETY: q owns 1000 bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(q.get() as *const u8, 1000) };
+        assert!(
+            bytes.iter().all(|b| *b == 0),
+            "zero-fill bypasses the cache"
+        );
+        cpu::set_options(saved).unwrap();
+        cpu::release_thread_cache();
+    })
+    .join()
+    .unwrap();
+}

@@ -257,6 +257,23 @@ pub(crate) unsafe fn allocator_clone(a: *const TsrAllocator, name: &str) -> Resu
     }))
 }
 
+/// The allocator behind a handle, borrowed for the call (no reference
+/// count taken).
+///
+/// # Safety
+/// `a` NULL or a live allocator handle; the result must not outlive the
+/// call.
+pub(crate) unsafe fn allocator_view(
+    a: *const TsrAllocator,
+    name: &str,
+) -> Result<std::mem::ManuallyDrop<Allocator>> {
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { rc::view::<AllocatorImpl, _>(a, name)? };
+    Ok(std::mem::ManuallyDrop::new(Allocator::from_ref(
+        std::mem::ManuallyDrop::into_inner(r),
+    )))
+}
+
 /// Turns an allocator into a handle the caller owns.
 pub(crate) fn allocator_handle(a: Allocator) -> *mut TsrAllocator {
     rc::into_handle(a.into_ref())
@@ -447,7 +464,7 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
     guard("tsr_allocator_allocate", || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let a = unsafe { allocator_view(allocator, "allocator")? };
         let dp = a.allocate(nbytes)?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, TsrDataPtr::from_core(dp)) };
@@ -473,7 +490,7 @@ pub unsafe extern "C" fn tsr_allocator_raw_allocate(
     guard("tsr_allocator_raw_allocate", || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let a = unsafe { allocator_view(allocator, "allocator")? };
         let p = a.raw_allocate(nbytes)?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, p) };
@@ -497,7 +514,7 @@ pub unsafe extern "C" fn tsr_allocator_raw_deallocate(
 ) -> TsrStatus {
     guard("tsr_allocator_raw_deallocate", || {
         // SAFETY: forwarded from the caller.
-        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let a = unsafe { allocator_view(allocator, "allocator")? };
         // SAFETY: forwarded from the caller.
         unsafe { a.raw_deallocate(ptr) }
     })
@@ -520,7 +537,7 @@ pub unsafe extern "C" fn tsr_allocator_copy_data(
 ) -> TsrStatus {
     guard("tsr_allocator_copy_data", || {
         // SAFETY: forwarded from the caller.
-        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let a = unsafe { allocator_view(allocator, "allocator")? };
         if nbytes > 0 {
             check_not_null(dst, "dst")?;
             check_not_null(src, "src")?;
@@ -644,6 +661,46 @@ pub extern "C" fn tsr_cpu_allocator_set_junk_fill(on: bool) -> TsrStatus {
 #[no_mangle]
 pub extern "C" fn tsr_cpu_allocator_set_huge_pages(on: bool) -> TsrStatus {
     update_cpu_options("tsr_cpu_allocator_set_huge_pages", |o| o.huge_pages = on)
+}
+
+/// Sets the per-thread cache budget of the built-in CPU allocator, in
+/// bytes (default 128 MiB; 0 turns the cache off). Freed blocks up to 256
+/// MiB are kept by the freeing thread, a few per size class, until this
+/// budget is reached, so repeated sizes skip malloc/free; a thread's cache
+/// is freed when it exits or calls tsr_cpu_allocator_release_cache.
+/// Applies to later frees.
+#[no_mangle]
+pub extern "C" fn tsr_cpu_allocator_set_cache_limit(bytes: usize) {
+    guard_value("tsr_cpu_allocator_set_cache_limit", (), || {
+        cpu::set_cache_limit(bytes)
+    })
+}
+
+/// The per-thread cache budget of the built-in CPU allocator, in bytes.
+#[no_mangle]
+pub extern "C" fn tsr_cpu_allocator_cache_limit() -> usize {
+    guard_value("tsr_cpu_allocator_cache_limit", 0, cpu::cache_limit)
+}
+
+/// Frees every block the calling thread keeps in the built-in CPU
+/// allocator's cache; returns the bytes released.
+#[no_mangle]
+pub extern "C" fn tsr_cpu_allocator_release_cache() -> usize {
+    guard_value(
+        "tsr_cpu_allocator_release_cache",
+        0,
+        cpu::release_thread_cache,
+    )
+}
+
+/// Bytes the calling thread keeps in the built-in CPU allocator's cache.
+#[no_mangle]
+pub extern "C" fn tsr_cpu_allocator_cached_bytes() -> usize {
+    guard_value(
+        "tsr_cpu_allocator_cached_bytes",
+        0,
+        cpu::thread_cached_bytes,
+    )
 }
 
 /// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.

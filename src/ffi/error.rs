@@ -57,6 +57,8 @@ fn store_message(message: String) {
 
 /// Records `err` as the calling thread's last error, prefixed with the
 /// function name, and returns its status.
+#[cold]
+#[inline(never)]
 pub(crate) fn fail(fname: &str, err: &Error) -> TsrStatus {
     store_message(format!("{fname}: {}", err.message()));
     status_of(err.kind())
@@ -73,17 +75,34 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Records a caught panic as the last error.
+#[cold]
+#[inline(never)]
+fn record_panic(fname: &str, payload: Box<dyn Any + Send>) {
+    store_message(format!(
+        "{fname}: internal error (caught panic): {}",
+        panic_message(&*payload)
+    ));
+}
+
+/// Maps a body's error to its status (recording the message).
+#[cold]
+#[inline(never)]
+fn fail_owned(fname: &str, err: Error) -> TsrStatus {
+    fail(fname, &err)
+}
+
 /// Runs the body of a fallible exported function: maps its error to a
-/// status and message, and a panic to TSR_ERR_INTERNAL.
+/// status and message, and a panic to TSR_ERR_INTERNAL. Inlined into each
+/// exported function so the success path costs a compare; the error and
+/// panic paths are out of line.
+#[inline(always)]
 pub(crate) fn guard(fname: &str, body: impl FnOnce() -> Result<()>) -> TsrStatus {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => TSR_OK,
-        Ok(Err(e)) => fail(fname, &e),
+        Ok(Err(e)) => fail_owned(fname, e),
         Err(payload) => {
-            store_message(format!(
-                "{fname}: internal error (caught panic): {}",
-                panic_message(&*payload)
-            ));
+            record_panic(fname, payload);
             TSR_ERR_INTERNAL
         }
     }
@@ -91,20 +110,20 @@ pub(crate) fn guard(fname: &str, body: impl FnOnce() -> Result<()>) -> TsrStatus
 
 /// Runs the body of an infallible exported function (a getter); a panic
 /// returns `fallback` and records the message.
+#[inline(always)]
 pub(crate) fn guard_value<T>(fname: &str, fallback: T, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
-            store_message(format!(
-                "{fname}: internal error (caught panic): {}",
-                panic_message(&*payload)
-            ));
+            record_panic(fname, payload);
             fallback
         }
     }
 }
 
 /// The error for a NULL pointer argument.
+#[cold]
+#[inline(never)]
 pub(crate) fn null_arg(name: &str) -> Error {
     Error::new(
         ErrorKind::NullPointer,
@@ -113,6 +132,7 @@ pub(crate) fn null_arg(name: &str) -> Error {
 }
 
 /// Checks that a pointer argument is not NULL.
+#[inline(always)]
 pub(crate) fn check_not_null<T>(p: *const T, name: &str) -> Result<()> {
     if p.is_null() {
         Err(null_arg(name))

@@ -16,6 +16,7 @@ pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod iter;
+pub mod kernels;
 pub mod library;
 pub mod object;
 pub(crate) mod refcount;

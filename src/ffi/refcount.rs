@@ -30,6 +30,25 @@ pub(crate) unsafe fn borrow<'a, T: RcTarget, H>(h: *const H, name: &str) -> Resu
     Ok(unsafe { Ref::borrow_raw(raw::<T, H>(h)) })
 }
 
+/// A view of the object behind a borrowed handle, valid for the call:
+/// checked like [`borrow`], but no reference count is taken (the caller's
+/// reference keeps the object alive) and none is dropped.
+///
+/// # Safety
+/// As [`borrow`], and the result must not outlive the call.
+pub(crate) unsafe fn view<T: RcTarget, H>(
+    h: *const H,
+    name: &str,
+) -> Result<std::mem::ManuallyDrop<Ref<T>>> {
+    // SAFETY: forwarded from the caller.
+    unsafe { borrow::<T, H>(h, name)? };
+    // SAFETY: the handle is live with a non-zero strong count; ManuallyDrop
+    // keeps this Ref from decrementing a count it did not take.
+    Ok(std::mem::ManuallyDrop::new(unsafe {
+        Ref::from_raw(raw::<T, H>(h))
+    }))
+}
+
 /// A new strong reference from a borrowed handle.
 ///
 /// # Safety
@@ -50,6 +69,7 @@ pub(crate) fn into_handle<T: RcTarget, H>(r: Ref<T>) -> *mut H {
 ///
 /// # Safety
 /// `h` must be NULL or a handle of type T whose memory is alive.
+#[inline(always)]
 pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
     guard(fname, || {
         check_not_null(h, "handle")?;
@@ -63,6 +83,7 @@ pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStat
 /// # Safety
 /// `h` must be NULL or a handle of type T whose memory is alive, and the
 /// caller must own the strong reference it gives up.
+#[inline(always)]
 pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
     guard(fname, || {
         check_not_null(h, "handle")?;
@@ -137,6 +158,7 @@ pub(crate) unsafe fn downgrade<T: RcTarget, H, W>(
 /// # Safety
 /// `w` NULL or a weak handle of type T whose memory is alive; `out` NULL
 /// or writable.
+#[inline(always)]
 pub(crate) unsafe fn lock<T: RcTarget, W, H>(
     fname: &str,
     w: *const W,

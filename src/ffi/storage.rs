@@ -1,6 +1,6 @@
 //! Storages at the ABI.
 
-use super::allocator::{allocator_clone, allocator_handle, TsrAllocator};
+use super::allocator::{allocator_handle, allocator_view, TsrAllocator};
 use super::error::{check_not_null, fail, guard, guard_value, write_out};
 use super::refcount as rc;
 use super::types::*;
@@ -87,7 +87,7 @@ pub unsafe extern "C" fn tsr_storage_new_with_allocator(
     guard("tsr_storage_new_with_allocator", || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let a = unsafe { allocator_view(allocator, "allocator")? };
         let s = Storage::with_allocator(nbytes, &a, resizable)?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, storage_handle(s)) };

@@ -457,7 +457,9 @@ pub unsafe extern "C" fn tsr_tensor_set(
 }
 
 /// Sets every element to `value` converted to the tensor's dtype (C-like
-/// conversion; half/bfloat16 round to nearest even). Bumps the version.
+/// conversion; half/bfloat16 round to nearest even), in parallel for large
+/// tensors. Expanded tensors (elements sharing memory) may be filled.
+/// Bumps the version.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
 /// TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
@@ -468,15 +470,22 @@ pub unsafe extern "C" fn tsr_tensor_set(
 pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) -> TsrStatus {
     guard("tsr_tensor_fill", || {
         // SAFETY: forwarded from the caller.
-        unsafe { tensor_arg(t, "t")? }.fill_(value.to_core()?)
+        let t = unsafe { tensor_arg(t, "t")? };
+        crate::kernels::fill_(&t, value.to_core()?)
     })
 }
 
-/// Copies `src` into `dst`, broadcasting `src` to `dst`'s sizes. Bumps
-/// dst's version.
+/// Copies `src` into `dst`, converting to dst's dtype (C-like casts:
+/// integers wrap, floating to integer truncates, complex to real keeps the
+/// real part, half/bfloat16 round to nearest even) and broadcasting `src`
+/// to `dst`'s sizes. `src` may overlap `dst` (it is then copied to a
+/// temporary first). Transposed layouts copy in cache-blocked tiles; large
+/// copies run in parallel. Bumps dst's version.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
-/// TSR_ERR_DTYPE / TSR_ERR_DEVICE where a conversion is not supported.
+/// TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
+/// (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
+/// or quantized dtype; equal dtypes copy bytes).
 ///
 /// # Safety
 /// `dst`, `src` NULL or live handles.

@@ -99,10 +99,18 @@ impl TensorIterator {
     /// Applies `perm` to the shape and every operand's strides.
     fn permute_dimensions(&mut self) {
         fn reorder(v: &mut Dims, perm: &[i64]) {
-            let mut old = [0i64; crate::tensor::MAX_DIMS];
-            old[..v.len()].copy_from_slice(v);
-            for (dst, &p) in v.iter_mut().zip(perm) {
-                *dst = old[p as usize];
+            let n = v.len();
+            if n <= 8 {
+                let mut old = [0i64; 8];
+                old[..n].copy_from_slice(v);
+                for (dst, &p) in v.iter_mut().zip(perm) {
+                    *dst = old[p as usize];
+                }
+            } else {
+                let old = Dims::from_slice(v);
+                for (dst, &p) in v.iter_mut().zip(perm) {
+                    *dst = old[p as usize];
+                }
             }
         }
         let perm = &self.perm;
@@ -129,7 +137,7 @@ impl TensorIterator {
     /// Loop-order values back in tensor dim order (before coalescing).
     pub(crate) fn invert_perm(&self, input: &[i64]) -> Dims {
         debug_assert!(!self.has_coalesced_dimensions);
-        let mut res: Dims = smallvec::SmallVec::from_elem(0, input.len());
+        let mut res = Dims::from_slice(input);
         for (dim, &p) in self.perm.iter().enumerate() {
             res[p as usize] = input[dim];
         }

@@ -99,6 +99,18 @@ impl TensorIterator {
             return;
         }
         let nt = self.ntensors();
+        if self.ndim() <= 1 && nt <= 8 {
+            // The common case, on stack arrays: one call for the range.
+            let mut ptrs = [std::ptr::null_mut::<u8>(); 8];
+            let mut strides = [0i64; 16];
+            for (arg, op) in self.operands.iter().enumerate() {
+                let s0 = op.stride_bytes.first().copied().unwrap_or(0);
+                strides[arg] = s0;
+                ptrs[arg] = op.data.wrapping_offset((begin * s0) as isize);
+            }
+            f(&mut ptrs[..nt], &strides[..2 * nt], end - begin, 1);
+            return;
+        }
         let strides = self.loop_strides();
         let mut ptrs: SmallVec<[*mut u8; 8]> = self.operands.iter().map(|op| op.data).collect();
         if self.ndim() <= 1 {

@@ -1,5 +1,29 @@
-//! Built-in CPU kernels over the iterator.
+//! Built-in CPU kernels over the iterator: copy with conversion and
+//! broadcasting, fill, add / sub / mul / div, neg, sum and amax, for
+//! bool, the integer types, half, bfloat16, float, double and the complex
+//! types (float8 and quantized dtypes are refused with Unsupported).
+//!
+//! Layout: `elem` (one Rust type per dtype, conversions), `ops` (per
+//! element arithmetic), `dispatch` (dtype -> type), `loops` (inner runs
+//! specialised for contiguous and broadcast operands), `simd` (run-time
+//! AVX2 selection), `cast` and `blocked` (conversions, tiled transposes),
+//! and one file per kernel family.
 
+pub mod binary;
+pub(crate) mod blocked;
+pub(crate) mod cast;
 pub mod copy;
+pub(crate) mod dispatch;
+pub mod elem;
+pub mod fill;
+pub(crate) mod loops;
+pub mod ops;
+pub mod reduce;
+pub mod simd;
+pub mod unary;
 
+pub use binary::{add, div, div_rounding, mul, sub, RoundingMode};
 pub use copy::copy_;
+pub use fill::fill_;
+pub use reduce::{amax, sum};
+pub use unary::neg;

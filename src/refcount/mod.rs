@@ -356,21 +356,29 @@ pub unsafe fn counts_raw<T>(ptr: *const RcBox<T>) -> (usize, usize) {
 ///
 /// # Safety
 /// `ptr` must point at a live block.
+#[inline]
 pub unsafe fn incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
     // SAFETY: forwarded from the caller.
     let strong = unsafe { &(*ptr).strong };
     let old = strong.fetch_add(1, Ordering::Relaxed);
     if old == 0 || old >= MAX_COUNT {
         strong.fetch_sub(1, Ordering::Relaxed);
-        if old == 0 {
-            crate::bail!(
-                DeadObject,
-                "the object's strong count is 0 (already released): expected a live handle"
-            );
-        }
-        crate::bail!(InvalidArgument, "strong count overflow ({old} references)");
+        return Err(bad_incref(old));
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn bad_incref(old: usize) -> crate::error::Error {
+    if old == 0 {
+        crate::err!(
+            DeadObject,
+            "the object's strong count is 0 (already released): expected a live handle"
+        )
+    } else {
+        crate::err!(InvalidArgument, "strong count overflow ({old} references)")
+    }
 }
 
 /// Drops a strong reference through a handle, releasing and destroying the
@@ -380,27 +388,31 @@ pub unsafe fn incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
 /// # Safety
 /// `ptr` must point at a live block and the caller must own one strong
 /// reference to it, which this call consumes.
+#[inline]
 pub unsafe fn decref_raw<T: RcTarget>(ptr: *const RcBox<T>) -> Result<()> {
     // SAFETY: forwarded from the caller.
     let strong = unsafe { &(*ptr).strong };
-    let mut n = strong.load(Ordering::Relaxed);
-    loop {
-        if n == 0 {
-            crate::bail!(
-                DeadObject,
-                "the object's strong count is already 0: decref of a released object"
-            );
-        }
-        match strong.compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => break,
-            Err(current) => n = current,
-        }
-    }
-    if n == 1 {
+    let old = strong.fetch_sub(1, Ordering::AcqRel);
+    if old == 1 {
         // SAFETY: we moved the strong count from 1 to 0.
         unsafe { last_strong_released(ptr as *mut RcBox<T>) };
+    } else if old == 0 {
+        // Misuse: undo the wrap-around and report it. (A concurrent lock
+        // could observe the transient value; that race needs a second
+        // misuse, a decref of a dead object while another thread locks.)
+        strong.fetch_add(1, Ordering::Relaxed);
+        return Err(dead_decref());
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn dead_decref() -> crate::error::Error {
+    crate::err!(
+        DeadObject,
+        "the object's strong count is already 0: decref of a released object"
+    )
 }
 
 /// Adds a weak reference through a handle.
@@ -430,23 +442,17 @@ pub unsafe fn weak_incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
 pub unsafe fn weak_decref_raw<T: RcTarget>(ptr: *const RcBox<T>) -> Result<()> {
     // SAFETY: forwarded from the caller.
     let weak = unsafe { &(*ptr).weak };
-    let mut n = weak.load(Ordering::Relaxed);
-    loop {
-        if n == 0 {
-            crate::bail!(
-                DeadObject,
-                "the object's weak count is already 0: weak decref of a destroyed object"
-            );
-        }
-        match weak.compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => break,
-            Err(current) => n = current,
-        }
-    }
-    if n == 1 {
+    let old = weak.fetch_sub(1, Ordering::AcqRel);
+    if old == 1 {
         // SAFETY: the weak count went from 1 to 0: no reference of any kind
         // remains; the block came from Box::leak in Ref::new.
         drop(unsafe { Box::from_raw(ptr as *mut RcBox<T>) });
+    } else if old == 0 {
+        weak.fetch_add(1, Ordering::Relaxed);
+        crate::bail!(
+            DeadObject,
+            "the object's weak count is already 0: weak decref of a destroyed object"
+        );
     }
     Ok(())
 }

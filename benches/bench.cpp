@@ -1,0 +1,821 @@
+// tessera's benchmark against its anchors (../shared/design/PERF.md):
+// glibc malloc, a bare atomic pair, a plain C loop and memcpy always, and
+// libtorch (c10 / ATen from the torch wheel) when built with
+// -DTSR_BENCH_TORCH. Every case runs all its sides in one process,
+// interleaved round by round; each side's figure is the median over the
+// rounds. One markdown table row per case: tessera, the anchors, the
+// ratios and the PERF.md target with PASS / FAIL (or "report" where
+// PERF.md sets no target for tessera's side).
+//
+// Build and run through benches/run.sh. Options:
+//   --quick         fewer rounds and shorter samples (a smoke run)
+//   --filter TEXT   only the cases whose name contains TEXT
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tessera.h"
+
+#ifdef TSR_BENCH_TORCH
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/intrusive_ptr.h>
+#endif
+
+namespace {
+
+// ---------------------------------------------------------------- timing
+
+bool g_quick = false;
+std::string g_filter;
+
+double now_ns() {
+    return std::chrono::duration<double, std::nano>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Keeps a value alive for the optimizer without emitting code.
+template <typename T>
+inline void keep(T const& v) {
+    asm volatile("" : : "g"(v) : "memory");
+}
+
+void check(TsrStatus s, const char* what) {
+    if (s != TSR_OK) {
+        std::fprintf(stderr, "%s failed: %s\n", what, tsr_last_error_message());
+        std::exit(1);
+    }
+}
+#define TRY(call) check((call), #call)
+
+struct Side {
+    Side(std::string n, std::function<void(long)> r) : name(std::move(n)), run(std::move(r)) {}
+    std::string name;
+    std::function<void(long)> run;  // runs the operation n times
+    long iters = 1;
+    std::vector<double> samples;  // ns per operation, one per round
+    double bytes = 0;             // bytes moved per operation (0: the case's figure)
+    double median() const {
+        std::vector<double> s = samples;
+        std::sort(s.begin(), s.end());
+        return s.empty() ? 0 : s[s.size() / 2];
+    }
+};
+
+// Runs every side round-robin: per round, each side runs `iters`
+// operations (calibrated so one sample lasts about `sample_ms`), in order.
+void measure(std::vector<Side>& sides, double sample_ms, int rounds) {
+    if (g_quick) {
+        sample_ms /= 4;
+        rounds = std::max(3, rounds / 2);
+    }
+    for (Side& s : sides) {
+        s.run(1);  // warm-up
+        long n = 1;
+        double t = 0;
+        for (;;) {
+            double t0 = now_ns();
+            s.run(n);
+            t = now_ns() - t0;
+            if (t > sample_ms * 1e6 / 8 || n > (1L << 30)) break;
+            n *= 4;
+        }
+        s.iters = std::max(1L, (long)(n * (sample_ms * 1e6) / std::max(t, 1.0)));
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (Side& s : sides) {
+            double t0 = now_ns();
+            s.run(s.iters);
+            s.samples.push_back((now_ns() - t0) / s.iters);
+        }
+    }
+}
+
+// ----------------------------------------------------------------- report
+
+std::string fmt_time(double ns) {
+    char buf[64];
+    if (ns < 1e3)
+        std::snprintf(buf, sizeof buf, "%.1f ns", ns);
+    else if (ns < 1e6)
+        std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
+    else
+        std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+    return buf;
+}
+
+// One table row. `bytes` > 0 adds GB/s; `checks` are the PERF.md targets,
+// each a ratio bound on tessera's time over one side's time.
+struct Target {
+    std::string side;  // the anchor side's name
+    double max_ratio;  // tessera time / anchor time must be <= this
+    std::string text;  // as printed
+};
+
+bool wanted(const std::string& name) {
+    return g_filter.empty() || name.find(g_filter) != std::string::npos;
+}
+
+void report(const std::string& name, std::vector<Side>& sides, double bytes,
+            const std::vector<Target>& targets, const std::string& note = "") {
+    std::string times, ratios;
+    double t0 = sides[0].median();
+    for (size_t i = 0; i < sides.size(); i++) {
+        double t = sides[i].median();
+        char buf[160];
+        double b = sides[i].bytes > 0 ? sides[i].bytes : bytes;
+        if (b > 0)
+            std::snprintf(buf, sizeof buf, "%s %s (%.1f GB/s)", sides[i].name.c_str(),
+                          fmt_time(t).c_str(), b / t);
+        else
+            std::snprintf(buf, sizeof buf, "%s %s", sides[i].name.c_str(), fmt_time(t).c_str());
+        times += (i ? "; " : "") + std::string(buf);
+        if (i > 0) {
+            std::snprintf(buf, sizeof buf, "%s%.2fx %s", ratios.empty() ? "" : "; ", t0 / t,
+                          sides[i].name.c_str());
+            ratios += buf;
+        }
+    }
+    std::string target, verdict;
+    if (targets.empty()) {
+        target = "(measure and report)";
+        verdict = "report";
+    } else {
+        bool pass = true, any = false;
+        for (const Target& tg : targets) {
+            target += (target.empty() ? "" : ", ") + tg.text;
+            for (Side& s : sides)
+                if (s.name == tg.side) {
+                    any = true;
+                    pass = pass && t0 / s.median() <= tg.max_ratio;
+                }
+        }
+        verdict = any ? (pass ? "PASS" : "FAIL") : "n/a";
+    }
+    if (!note.empty()) target += " " + note;
+    char line[1024];
+    std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %s |", name.c_str(), times.c_str(),
+                  ratios.c_str(), target.c_str(), verdict.c_str());
+    std::printf("%s\n", line);
+    std::fflush(stdout);
+}
+
+// ------------------------------------------------------------ thread pool
+
+// A minimal pool for the plain-C-loop anchor at 2 threads: the caller runs
+// part 0, workers the rest; condition variables, no spinning (the machine
+// is shared).
+class Pool {
+   public:
+    explicit Pool(int threads) : n_(threads) {
+        for (int i = 1; i < n_; i++) workers_.emplace_back([this, i] { loop(i); });
+    }
+    ~Pool() {
+        {
+            std::lock_guard<std::mutex> g(m_);
+            stop_ = true;
+            gen_++;
+        }
+        cv_.notify_all();
+        for (auto& t : workers_) t.join();
+    }
+    int size() const { return n_; }
+    void run(const std::function<void(int, int)>& f) {
+        {
+            std::lock_guard<std::mutex> g(m_);
+            job_ = &f;
+            pending_ = n_ - 1;
+            gen_++;
+        }
+        cv_.notify_all();
+        f(0, n_);
+        std::unique_lock<std::mutex> g(m_);
+        done_.wait(g, [this] { return pending_ == 0; });
+    }
+
+   private:
+    void loop(int id) {
+        long seen = 0;
+        for (;;) {
+            const std::function<void(int, int)>* job;
+            {
+                std::unique_lock<std::mutex> g(m_);
+                cv_.wait(g, [&] { return gen_ != seen; });
+                seen = gen_;
+                if (stop_) return;
+                job = job_;
+            }
+            (*job)(id, n_);
+            std::lock_guard<std::mutex> g(m_);
+            if (--pending_ == 0) done_.notify_one();
+        }
+    }
+    int n_;
+    std::vector<std::thread> workers_;
+    std::mutex m_;
+    std::condition_variable cv_, done_;
+    const std::function<void(int, int)>* job_ = nullptr;
+    long gen_ = 0;
+    int pending_ = 0;
+    bool stop_ = false;
+};
+
+// ------------------------------------------------------------- helpers
+
+const TsrDevice kCpu = {TSR_CPU, -1};
+
+TsrTensor* tsr_empty(std::vector<int64_t> sizes, TsrDType dt) {
+    TsrTensor* t = nullptr;
+    TRY(tsr_tensor_empty((int64_t)sizes.size(), sizes.data(), dt, kCpu, &t));
+    return t;
+}
+
+TsrTensor* tsr_empty_strided(std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                             TsrDType dt) {
+    TsrTensor* t = nullptr;
+    TRY(tsr_tensor_empty_strided((int64_t)sizes.size(), sizes.data(), strides.data(), dt, kCpu,
+                                 &t));
+    return t;
+}
+
+void fill_float(TsrTensor* t) {
+    float* p = (float*)tsr_tensor_data(t);
+    int64_t n = tsr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)((i * 7) % 13) * 0.25f;
+}
+
+void set_threads(int n) {
+    tsr_set_num_threads(n);
+#ifdef TSR_BENCH_TORCH
+    at::set_num_threads(n);
+#endif
+}
+
+// ------------------------------------------------------------ the cases
+
+void bench_alloc() {
+    TsrAllocator* cpu = tsr_get_allocator(TSR_CPU);
+    TsrAllocatorStats st{};
+    TRY(tsr_allocator_stats(cpu, &st));
+    for (size_t size : {size_t(64), size_t(4096), size_t(1) << 20, size_t(64) << 20}) {
+        char name[80];
+        std::snprintf(name, sizeof name, "allocate+free %s via the registry",
+                      size == 64        ? "64 B"
+                      : size == 4096    ? "4 KiB"
+                      : size == 1 << 20 ? "1 MiB"
+                                        : "64 MiB");
+        if (!wanted(name)) continue;
+        std::vector<Side> s;
+        s.push_back({"tessera", [cpu, size](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrDataPtr p;
+                             tsr_allocator_allocate(cpu, size, &p);
+                             keep(p.data);
+                             tsr_data_ptr_free(&p);
+                         }
+                     }});
+        s.push_back({"malloc", [size](long n) {
+                         for (long i = 0; i < n; i++) {
+                             void* p = std::malloc(size);
+                             keep(p);
+                             std::free(p);
+                         }
+                     }});
+#ifdef TSR_BENCH_TORCH
+        s.push_back({"libtorch", [size](long n) {
+                         c10::Allocator* a = c10::GetCPUAllocator();
+                         for (long i = 0; i < n; i++) {
+                             c10::DataPtr p = a->allocate(size);
+                             keep(p.get());
+                         }
+                     }});
+#endif
+        measure(s, size > (1 << 20) ? 40 : 20, 9);
+        report(name, s, 0,
+               {{"malloc", 2.0, "<= 2x malloc"}, {"libtorch", 0.35, "<= 0.35x libtorch"}});
+    }
+    // The registry lookup itself (tessera hands out a new reference).
+    if (wanted("registry lookup")) {
+        std::vector<Side> s;
+        s.push_back({"tessera", [](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrAllocator* a = tsr_get_allocator(TSR_CPU);
+                             keep(a);
+                             tsr_allocator_decref(a);
+                         }
+                     }});
+#ifdef TSR_BENCH_TORCH
+        s.push_back({"libtorch", [](long n) {
+                         for (long i = 0; i < n; i++) keep(c10::GetCPUAllocator());
+                     }});
+#endif
+        measure(s, 20, 9);
+        report("registry lookup: tsr_get_allocator + decref vs c10::GetCPUAllocator", s, 0, {});
+    }
+    // Cached allocate+free over the CPU allocator vs the uncached path.
+    for (size_t size : {size_t(4096), size_t(1) << 20}) {
+        char name[80];
+        std::snprintf(name, sizeof name, "cached allocate+free %s (caching over CPU)",
+                      size == 4096 ? "4 KiB" : "1 MiB");
+        if (!wanted(name)) continue;
+        TsrAllocator* caching = nullptr;
+        TRY(tsr_caching_allocator_new(cpu, nullptr, &caching));
+        std::vector<Side> s;
+        s.push_back({"tessera cached", [caching, size](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrDataPtr p;
+                             tsr_allocator_allocate(caching, size, &p);
+                             keep(p.data);
+                             tsr_data_ptr_free(&p);
+                         }
+                     }});
+        s.push_back({"tessera uncached", [cpu, size](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrDataPtr p;
+                             tsr_allocator_allocate(cpu, size, &p);
+                             keep(p.data);
+                             tsr_data_ptr_free(&p);
+                         }
+                     }});
+        s.push_back({"malloc", [size](long n) {
+                         for (long i = 0; i < n; i++) {
+                             void* p = std::malloc(size);
+                             keep(p);
+                             std::free(p);
+                         }
+                     }});
+        measure(s, 20, 9);
+        report(name, s, 0, {{"tessera uncached", 0.5, "<= 0.5x uncached (issue 8)"}});
+        TRY(tsr_allocator_decref(caching));
+    }
+    TRY(tsr_allocator_decref(cpu));
+}
+
+#ifdef TSR_BENCH_TORCH
+struct Target_ : c10::intrusive_ptr_target {
+    int64_t payload = 0;
+};
+#endif
+
+void bench_refcount() {
+    TsrStorage* storage = nullptr;
+    TRY(tsr_storage_new(64, kCpu, false, &storage));
+    std::atomic<size_t> counter{1};
+    if (wanted("strong incref+decref")) {
+        std::vector<Side> s;
+        s.push_back({"tessera", [storage](long n) {
+                         for (long i = 0; i < n; i++) {
+                             tsr_storage_incref(storage);
+                             tsr_storage_decref(storage);
+                         }
+                     }});
+#ifdef TSR_BENCH_TORCH
+        auto p = c10::make_intrusive<Target_>();
+        s.push_back({"libtorch", [p](long n) {
+                         for (long i = 0; i < n; i++) {
+                             c10::intrusive_ptr<Target_> q = p;
+                             keep(q.get());
+                         }
+                     }});
+#endif
+        s.push_back({"atomic pair", [&counter](long n) {
+                         for (long i = 0; i < n; i++) {
+                             counter.fetch_add(1, std::memory_order_relaxed);
+                             counter.fetch_sub(1, std::memory_order_acq_rel);
+                         }
+                     }});
+        measure(s, 20, 9);
+        report("strong incref+decref (C API)", s, 0,
+               {{"libtorch", 1.1, "<= 1.1x libtorch"}, {"atomic pair", 1.1, "<= 1.1x atomic pair"}});
+    }
+    if (wanted("weak lock+release")) {
+        TsrWeakStorage* weak = nullptr;
+        TRY(tsr_storage_downgrade(storage, &weak));
+        std::vector<Side> s;
+        s.push_back({"tessera", [weak](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrStorage* locked = nullptr;
+                             tsr_weak_storage_lock(weak, &locked);
+                             keep(locked);
+                             tsr_storage_decref(locked);
+                         }
+                     }});
+#ifdef TSR_BENCH_TORCH
+        auto p = c10::make_intrusive<Target_>();
+        c10::weak_intrusive_ptr<Target_> w(p);
+        s.push_back({"libtorch", [w](long n) {
+                         for (long i = 0; i < n; i++) {
+                             c10::intrusive_ptr<Target_> q = w.lock();
+                             keep(q.get());
+                         }
+                     }});
+#endif
+        s.push_back({"atomic pair", [&counter](long n) {
+                         for (long i = 0; i < n; i++) {
+                             counter.fetch_add(1, std::memory_order_relaxed);
+                             counter.fetch_sub(1, std::memory_order_acq_rel);
+                         }
+                     }});
+        measure(s, 20, 9);
+        report("weak lock+release (C API)", s, 0,
+               {{"libtorch", 1.1, "<= 1.1x libtorch"}, {"atomic pair", 1.1, "<= 1.1x atomic pair"}});
+        TRY(tsr_weak_storage_decref(weak));
+    }
+    TRY(tsr_storage_decref(storage));
+}
+
+void bench_empty() {
+    if (!wanted("empty tensor")) return;
+    std::vector<Side> s;
+    s.push_back({"tessera", [](long n) {
+                     int64_t size = 1000;
+                     for (long i = 0; i < n; i++) {
+                         TsrTensor* t = nullptr;
+                         tsr_tensor_empty(1, &size, TSR_FLOAT, kCpu, &t);
+                         keep(t);
+                         tsr_tensor_decref(t);
+                     }
+                 }});
+#ifdef TSR_BENCH_TORCH
+    s.push_back({"libtorch", [](long n) {
+                     for (long i = 0; i < n; i++) {
+                         at::Tensor t = at::empty({1000}, at::kFloat);
+                         keep(t.data_ptr());
+                     }
+                 }});
+#endif
+    measure(s, 20, 9);
+    report("empty tensor [1000] float, create+drop", s, 0, {{"libtorch", 0.5, "<= 0.5x libtorch"}});
+}
+
+struct IterCase {
+    std::string name;
+    std::vector<int64_t> a_sizes, a_strides, b_sizes;
+    TsrDType a_dtype, b_dtype;
+    bool given_out;
+};
+
+void bench_iter_build() {
+    // channels-last strides of [8, 32, 32, 64] (N, C, H, W)
+    std::vector<IterCase> cases = {
+        {"iterator build, binary op, given contiguous output, 1000 floats", {1000}, {}, {1000},
+         TSR_FLOAT, TSR_FLOAT, true},
+        {"iterator build, binary op, allocated output, 1000 floats", {1000}, {}, {1000}, TSR_FLOAT,
+         TSR_FLOAT, false},
+        {"iterator build, broadcast [64,1,128] + [32,128], allocated", {64, 1, 128}, {}, {32, 128},
+         TSR_FLOAT, TSR_FLOAT, false},
+        {"iterator build, channels-last [8,32,32,64] + [64], allocated", {8, 32, 32, 64},
+         {65536, 1, 2048, 32}, {64}, TSR_FLOAT, TSR_FLOAT, false},
+        {"iterator build, half + double with promotion, 1000 elements", {1000}, {}, {1000},
+         TSR_HALF, TSR_DOUBLE, false},
+    };
+    for (const IterCase& c : cases) {
+        if (!wanted(c.name)) continue;
+        TsrTensor* a = c.a_strides.empty() ? tsr_empty(c.a_sizes, c.a_dtype)
+                                           : tsr_empty_strided(c.a_sizes, c.a_strides, c.a_dtype);
+        TsrTensor* b = tsr_empty(c.b_sizes, c.b_dtype);
+        TRY(tsr_tensor_fill(a, tsr_scalar_float(1.0)));
+        TRY(tsr_tensor_fill(b, tsr_scalar_float(2.0)));
+        TsrTensor* out = c.given_out ? tsr_empty(c.a_sizes, c.a_dtype) : nullptr;
+        std::vector<Side> s;
+        s.push_back({"tessera", [a, b, out](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrIter* it = nullptr;
+                             tsr_iter_binary_op(out, a, b, &it);
+                             keep(it);
+                             tsr_iter_free(it);
+                         }
+                     }});
+#ifdef TSR_BENCH_TORCH
+        auto to_dtype = [](TsrDType d) { return d == TSR_HALF ? at::kHalf : d == TSR_DOUBLE ? at::kDouble : at::kFloat; };
+        at::Tensor ta = c.a_strides.empty()
+                            ? at::ones(c.a_sizes, to_dtype(c.a_dtype))
+                            : at::empty_strided(c.a_sizes, c.a_strides, to_dtype(c.a_dtype)).fill_(1);
+        at::Tensor tb = at::ones(c.b_sizes, to_dtype(c.b_dtype));
+        at::Tensor tout = c.given_out ? at::empty(c.a_sizes, to_dtype(c.a_dtype)) : at::Tensor();
+        s.push_back({"libtorch", [ta, tb, tout](long n) {
+                         for (long i = 0; i < n; i++) {
+                             at::Tensor o = tout;
+                             auto it = at::TensorIterator::binary_op(o, ta, tb);
+                             keep(it.numel());
+                         }
+                     }});
+#endif
+        measure(s, 20, 9);
+        report(c.name, s, 0, {{"libtorch", 0.5, "<= 0.5x libtorch"}});
+        if (out) TRY(tsr_tensor_decref(out));
+        TRY(tsr_tensor_decref(a));
+        TRY(tsr_tensor_decref(b));
+    }
+}
+
+// The C loop callback of the for_each case: out = a + b on floats.
+void add_loop(void*, char** data, const int64_t* strides, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; j++) {
+        char* o = data[0] + j * strides[3];
+        const char* a = data[1] + j * strides[4];
+        const char* b = data[2] + j * strides[5];
+        for (int64_t i = 0; i < n0; i++)
+            *(float*)(o + i * strides[0]) =
+                *(const float*)(a + i * strides[1]) + *(const float*)(b + i * strides[2]);
+    }
+}
+
+// An empty callback: what remains of tsr_iter_for_each is its overhead.
+void nop_loop(void*, char**, const int64_t*, int64_t, int64_t) {}
+
+void bench_small_ops() {
+    TsrTensor* a = tsr_empty({1000}, TSR_FLOAT);
+    TsrTensor* b = tsr_empty({1000}, TSR_FLOAT);
+    TsrTensor* out = tsr_empty({1000}, TSR_FLOAT);
+    fill_float(a);
+    fill_float(b);
+    if (wanted("add_out")) {
+        std::vector<Side> s;
+        TsrScalar one = tsr_scalar_int(1);
+        s.push_back({"tessera", [a, b, out, one](long n) {
+                         for (long i = 0; i < n; i++) tsr_add(out, a, b, one, nullptr);
+                     }});
+#ifdef TSR_BENCH_TORCH
+        at::Tensor ta = at::ones({1000}), tb = at::ones({1000}), to = at::empty({1000});
+        s.push_back({"libtorch", [ta, tb, to](long n) {
+                         at::Tensor o = to;
+                         for (long i = 0; i < n; i++) at::add_out(o, ta, tb);
+                     }});
+#endif
+        float *pa = (float*)tsr_tensor_data(a), *pb = (float*)tsr_tensor_data(b),
+              *po = (float*)tsr_tensor_data(out);
+        s.push_back({"C loop", [pa, pb, po](long n) {
+                         for (long i = 0; i < n; i++) {
+                             for (int k = 0; k < 1000; k++) po[k] = pa[k] + pb[k];
+                             keep(po);
+                         }
+                     }});
+        measure(s, 20, 9);
+        report("add_out, 1000 floats (whole op)", s, 0, {});
+    }
+    if (wanted("for_each overhead")) {
+        TsrIter* it = nullptr;
+        TRY(tsr_iter_binary_op(out, a, b, &it));
+        char* data[3] = {(char*)tsr_iter_data_ptr(it, 0), (char*)tsr_iter_data_ptr(it, 1),
+                         (char*)tsr_iter_data_ptr(it, 2)};
+        int64_t strides[6] = {4, 4, 4, 0, 0, 0};
+        // Called through volatile pointers, as the iterator calls them, so
+        // the compiler cannot inline or specialise the direct calls.
+        TsrLoop2d volatile direct_add = add_loop;
+        TsrLoop2d volatile direct_nop = nop_loop;
+        std::vector<Side> s;
+        s.push_back({"tsr_iter_for_each(add)", [it](long n) {
+                         for (long i = 0; i < n; i++) tsr_iter_for_each(it, add_loop, nullptr, 0);
+                     }});
+        s.push_back({"direct add callback", [&data, &strides, direct_add](long n) {
+                         for (long i = 0; i < n; i++) {
+                             char* d[3] = {data[0], data[1], data[2]};
+                             direct_add(nullptr, d, strides, 1000, 1);
+                         }
+                     }});
+        s.push_back({"tsr_iter_for_each(no-op)", [it](long n) {
+                         for (long i = 0; i < n; i++) tsr_iter_for_each(it, nop_loop, nullptr, 0);
+                     }});
+        s.push_back({"direct no-op callback", [&data, &strides, direct_nop](long n) {
+                         for (long i = 0; i < n; i++) {
+                             char* d[3] = {data[0], data[1], data[2]};
+                             direct_nop(nullptr, d, strides, 1000, 1);
+                         }
+                     }});
+        measure(s, 20, 11);
+        double with_add = s[0].median() - s[1].median();
+        double with_nop = s[2].median() - s[3].median();
+        std::string times;
+        for (size_t i = 0; i < s.size(); i++)
+            times += (i ? "; " : "") + s[i].name + " " + fmt_time(s[i].median());
+        char line[768];
+        std::snprintf(line, sizeof line,
+                      "| for_each overhead, 1000-element contiguous iterator, C callback | %s | "
+                      "overhead %.1f ns (add callback), %.1f ns (no-op callback) | <= 30 ns | %s |",
+                      times.c_str(), with_add, with_nop, with_add <= 30 ? "PASS" : "FAIL");
+        std::printf("%s\n", line);
+        std::fflush(stdout);
+        tsr_iter_free(it);
+    }
+    TRY(tsr_tensor_decref(a));
+    TRY(tsr_tensor_decref(b));
+    TRY(tsr_tensor_decref(out));
+}
+
+void bench_big(int threads) {
+    const int64_t N = 16 << 20;
+    set_threads(threads);
+    Pool pool(threads);
+    char suffix[32];
+    std::snprintf(suffix, sizeof suffix, ", %d thread%s", threads, threads > 1 ? "s" : "");
+    TsrTensor* a = tsr_empty({N}, TSR_FLOAT);
+    TsrTensor* b = tsr_empty({N}, TSR_FLOAT);
+    TsrTensor* out = tsr_empty({N}, TSR_FLOAT);
+    fill_float(a);
+    fill_float(b);
+    TRY(tsr_tensor_fill(out, tsr_scalar_float(0)));
+    float *pa = (float*)tsr_tensor_data(a), *pb = (float*)tsr_tensor_data(b),
+          *po = (float*)tsr_tensor_data(out);
+#ifdef TSR_BENCH_TORCH
+    // libtorch works on the same buffers, so both sides see the same pages
+    // (same allocator, same huge-page and cache state).
+    at::Tensor ta = at::from_blob(pa, {N}, at::kFloat), tb = at::from_blob(pb, {N}, at::kFloat),
+               tout = at::from_blob(po, {N}, at::kFloat);
+#endif
+    std::string name = std::string("add 16M floats") + suffix;
+    if (wanted(name)) {
+        std::vector<Side> s;
+        TsrScalar one = tsr_scalar_int(1);
+        s.push_back({"tessera", [a, b, out, one](long n) {
+                         for (long i = 0; i < n; i++) TRY(tsr_add(out, a, b, one, nullptr));
+                     }});
+#ifdef TSR_BENCH_TORCH
+        s.push_back({"libtorch", [ta, tb, tout](long n) {
+                         at::Tensor o = tout;
+                         for (long i = 0; i < n; i++) at::add_out(o, ta, tb);
+                     }});
+#endif
+        s.push_back({"C loop", [pa, pb, po, &pool](long n) {
+                         for (long i = 0; i < n; i++)
+                             pool.run([=](int part, int parts) {
+                                 int64_t lo = N * part / parts, hi = N * (part + 1) / parts;
+                                 const float* __restrict x = pa;
+                                 const float* __restrict y = pb;
+                                 float* __restrict z = po;
+                                 for (int64_t k = lo; k < hi; k++) z[k] = x[k] + y[k];
+                             });
+                     }});
+        s.push_back({"memcpy", [pa, po, &pool](long n) {
+                         for (long i = 0; i < n; i++)
+                             pool.run([=](int part, int parts) {
+                                 int64_t lo = N * part / parts, hi = N * (part + 1) / parts;
+                                 std::memcpy(po + lo, pa + lo, (hi - lo) * 4);
+                             });
+                     }});
+        s.back().bytes = 8.0 * N;  // memcpy reads and writes 4 bytes per element
+        measure(s, 150, 7);
+        // GB/s: 3 x 4 bytes per element (memcpy: 2 x 4 bytes).
+        report(name, s, 12.0 * N,
+               {{"libtorch", 1.0, "tessera >= 1.0x libtorch"}, {"C loop", 1.0 / 0.95, ">= 0.95x C loop"}});
+    }
+    name = std::string("copy with cast f32 -> f16, 16M") + suffix;
+    if (wanted(name)) {
+        TsrTensor* h = tsr_empty({N}, TSR_HALF);
+        std::vector<Side> s;
+        s.push_back({"tessera", [h, a](long n) {
+                         for (long i = 0; i < n; i++) TRY(tsr_tensor_copy(h, a));
+                     }});
+#ifdef TSR_BENCH_TORCH
+        at::Tensor th = at::from_blob(tsr_tensor_data(h), {N}, at::kHalf);
+        s.push_back({"libtorch", [th, ta](long n) {
+                         at::Tensor o = th;
+                         for (long i = 0; i < n; i++) o.copy_(ta);
+                     }});
+#endif
+        measure(s, 150, 7);
+        report(name, s, 6.0 * N, {{"libtorch", 1.0, "tessera >= 1.0x libtorch"}});
+        TRY(tsr_tensor_decref(h));
+    }
+    name = std::string("sum of 16M floats") + suffix;
+    if (wanted(name)) {
+        std::vector<Side> s;
+        s.push_back({"tessera", [a](long n) {
+                         for (long i = 0; i < n; i++) {
+                             TsrTensor* r = nullptr;
+                             TRY(tsr_sum(a, 0, nullptr, false, &r));
+                             keep(tsr_tensor_data(r));
+                             tsr_tensor_decref(r);
+                         }
+                     }});
+#ifdef TSR_BENCH_TORCH
+        s.push_back({"libtorch", [ta](long n) {
+                         for (long i = 0; i < n; i++) {
+                             at::Tensor r = at::sum(ta);
+                             keep(r.data_ptr());
+                         }
+                     }});
+#endif
+        measure(s, 150, 7);
+        report(name, s, 4.0 * N, {{"libtorch", 1.0, "tessera >= 1.0x libtorch"}});
+    }
+    TRY(tsr_tensor_decref(a));
+    TRY(tsr_tensor_decref(b));
+    TRY(tsr_tensor_decref(out));
+}
+
+void bench_permuted(int threads) {
+    char name[120];
+    std::snprintf(name, sizeof name, "copy of a permuted 256^3 float tensor to contiguous, %d thread%s",
+                  threads, threads > 1 ? "s" : "");
+    if (!wanted(name)) return;
+    set_threads(threads);
+    const int64_t S = 256;
+    TsrTensor* x = tsr_empty({S, S, S}, TSR_FLOAT);
+    fill_float(x);
+    int64_t perm[3] = {2, 1, 0};
+    TsrTensor* xp = nullptr;
+    TRY(tsr_tensor_permute(x, 3, perm, &xp));
+    TsrTensor* dst = tsr_empty({S, S, S}, TSR_FLOAT);
+    TsrTensor* dst2 = tsr_empty({S, S, S}, TSR_FLOAT);
+    std::vector<Side> s;
+    s.push_back({"tessera", [dst, xp](long n) {
+                     for (long i = 0; i < n; i++) TRY(tsr_tensor_copy(dst, xp));
+                 }});
+#ifdef TSR_BENCH_TORCH
+    at::Tensor tx = at::from_blob(tsr_tensor_data(x), {S, S, S}, at::kFloat);
+    at::Tensor txp = tx.permute({2, 1, 0});
+    at::Tensor tdst = at::from_blob(tsr_tensor_data(dst), {S, S, S}, at::kFloat);
+    s.push_back({"libtorch", [tdst, txp](long n) {
+                     at::Tensor o = tdst;
+                     for (long i = 0; i < n; i++) o.copy_(txp);
+                 }});
+#endif
+    s.push_back({"tessera contiguous copy", [dst2, x](long n) {
+                     for (long i = 0; i < n; i++) TRY(tsr_tensor_copy(dst2, x));
+                 }});
+    measure(s, 200, 7);
+    report(name, s, 8.0 * S * S * S,
+           {{"libtorch", 0.25, ">= 4x libtorch"}, {"tessera contiguous copy", 2.0, "<= 2x contiguous copy"}});
+    TRY(tsr_tensor_decref(x));
+    TRY(tsr_tensor_decref(xp));
+    TRY(tsr_tensor_decref(dst));
+    TRY(tsr_tensor_decref(dst2));
+}
+
+// A compute-bound loop (no memory traffic): run on 1 and 2 threads, it
+// tells how much of a second core this process can get right now.
+double spin(long k) {
+    double x = 1.0;
+    for (long i = 0; i < k; i++) x = __builtin_sqrt(x * 1.0000001 + (double)i);
+    return x;
+}
+
+double two_thread_speedup() {
+    Pool pool(2);
+    const long k = 3000000;
+    double best1 = 1e18, best2 = 1e18;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_ns();
+        keep(spin(k));
+        keep(spin(k));
+        double t1 = now_ns();
+        pool.run([&](int, int) { keep(spin(k)); });
+        double t2 = now_ns();
+        best1 = std::min(best1, t1 - t0);
+        best2 = std::min(best2, t2 - t1);
+    }
+    return best1 / best2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!std::strcmp(argv[i], "--quick"))
+            g_quick = true;
+        else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc)
+            g_filter = argv[++i];
+        else {
+            std::fprintf(stderr, "usage: %s [--quick] [--filter TEXT]\n", argv[0]);
+            return 2;
+        }
+    }
+    unsigned cores = std::thread::hardware_concurrency();
+    std::printf("# tessera %s bench: %u hardware threads, libtorch %s\n\n", tsr_version(), cores,
+#ifdef TSR_BENCH_TORCH
+                "linked"
+#else
+                "not linked (TORCH_DIR unset): libtorch columns are absent"
+#endif
+    );
+    std::printf("2-thread speedup of a compute-bound loop right now: %.2fx (2-thread figures "
+                "below mean little when this is near 1: the other core is busy)\n\n",
+                two_thread_speedup());
+    std::printf("| case | median time per op (GB/s) | time ratio tessera / anchor (lower is better) | target | result |\n");
+    std::printf("| --- | --- | --- | --- | --- |\n");
+    set_threads(1);
+    bench_alloc();
+    bench_refcount();
+    bench_empty();
+    bench_iter_build();
+    bench_small_ops();
+    for (int threads : {1, 2}) bench_big(threads);
+    for (int threads : {1, 2}) bench_permuted(threads);
+    return 0;
+}

@@ -1,0 +1,344 @@
+//! The built-in CPU kernels at the ABI: add, sub, mul, div, neg, sum,
+//! amax, and wrapped-number operands.
+
+use super::error::{check_not_null, guard, i64_slice};
+use super::tensor::{put_tensor, tensor_arg, TsrTensor};
+use super::types::*;
+use crate::error::Result;
+use crate::kernels::{self, RoundingMode};
+use crate::tensor::Tensor;
+
+/// How tsr_div_rounding rounds the quotient (PyTorch's rounding_mode).
+pub type TsrRoundingMode = i32;
+/// True division (integers compute in Float), as tsr_div.
+pub const TSR_ROUNDING_NONE: TsrRoundingMode = 0;
+/// Rounded toward zero, in the inputs' common dtype ("trunc").
+pub const TSR_ROUNDING_TRUNC: TsrRoundingMode = 1;
+/// Rounded toward negative infinity, in the common dtype ("floor").
+pub const TSR_ROUNDING_FLOOR: TsrRoundingMode = 2;
+
+/// # Safety
+/// `t` NULL or a live tensor handle.
+unsafe fn optional_tensor(t: *const TsrTensor, name: &str) -> Result<Option<Tensor>> {
+    if t.is_null() {
+        Ok(None)
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { tensor_arg(t, name) }.map(Some)
+    }
+}
+
+/// Shared body of the element-wise kernels: reads the operands, runs
+/// `op`, and writes a new reference to the output through `result`
+/// (which may be NULL when an output was given).
+///
+/// # Safety
+/// Handles NULL or live; `result` NULL or writable.
+unsafe fn elementwise(
+    fname: &str,
+    out: *mut TsrTensor,
+    inputs: &[(*const TsrTensor, &str)],
+    result: *mut *mut TsrTensor,
+    op: impl FnOnce(Option<&Tensor>, &[Tensor]) -> Result<Tensor>,
+) -> TsrStatus {
+    guard(fname, || {
+        if out.is_null() {
+            check_not_null(result, "result")?;
+        }
+        // SAFETY: forwarded from the caller.
+        let out = unsafe { optional_tensor(out, "out")? };
+        let mut args = Vec::with_capacity(inputs.len());
+        for &(t, name) in inputs {
+            // SAFETY: forwarded from the caller.
+            args.push(unsafe { tensor_arg(t, name)? });
+        }
+        let r = op(out.as_ref(), &args)?;
+        if !result.is_null() {
+            // SAFETY: result checked non-NULL and writable per the caller.
+            unsafe { put_tensor(result, r) };
+        }
+        Ok(())
+    })
+}
+
+/// `out = a + alpha * b` with broadcasting and type promotion (c10's
+/// binary_op rules: a 0-dim tensor or a wrapped number from
+/// tsr_scalar_tensor does not widen the dtype within its category). Bool
+/// tensors add as logical or.
+///
+/// `out_or_null`: the output (borrowed; it may be `a` or `b` for an
+/// in-place add; it is resized when its shape differs and it is not an
+/// input), or NULL to allocate one in the inputs' layout. `*result`
+/// receives a new reference to the output (out itself when given);
+/// `result` may be NULL when `out_or_null` is given. `a`, `b` borrowed.
+///
+/// Errors: TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
+/// TSR_ERR_SHAPE (not broadcastable); TSR_ERR_DTYPE (alpha not an
+/// integer for integral inputs, a bool alpha for non-bool results, a
+/// complex alpha for real ones; result dtype not safely castable to out's);
+/// TSR_ERR_OVERLAP (out partially overlaps an input); TSR_ERR_DEVICE
+/// (non-CPU tensors); TSR_ERR_UNSUPPORTED (float8, quantized).
+///
+/// # Safety
+/// Handles NULL or live; `result` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_add(
+    out_or_null: *mut TsrTensor,
+    a: *const TsrTensor,
+    b: *const TsrTensor,
+    alpha: TsrScalar,
+    result: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        elementwise(
+            "tsr_add",
+            out_or_null,
+            &[(a, "a"), (b, "b")],
+            result,
+            |out, t| kernels::add(out, &t[0], &t[1], alpha.to_core()?),
+        )
+    }
+}
+
+/// `out = a - alpha * b`, as tsr_add. Bool inputs are refused
+/// (TSR_ERR_DTYPE), as in PyTorch.
+///
+/// # Safety
+/// As tsr_add.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_sub(
+    out_or_null: *mut TsrTensor,
+    a: *const TsrTensor,
+    b: *const TsrTensor,
+    alpha: TsrScalar,
+    result: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        elementwise(
+            "tsr_sub",
+            out_or_null,
+            &[(a, "a"), (b, "b")],
+            result,
+            |out, t| kernels::sub(out, &t[0], &t[1], alpha.to_core()?),
+        )
+    }
+}
+
+/// `out = a * b`, as tsr_add without alpha. Bool tensors multiply as
+/// logical and.
+///
+/// # Safety
+/// As tsr_add.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_mul(
+    out_or_null: *mut TsrTensor,
+    a: *const TsrTensor,
+    b: *const TsrTensor,
+    result: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        elementwise(
+            "tsr_mul",
+            out_or_null,
+            &[(a, "a"), (b, "b")],
+            result,
+            |out, t| kernels::mul(out, &t[0], &t[1]),
+        )
+    }
+}
+
+/// True division `out = a / b` (c10's binary_float_op: bool and integer
+/// inputs compute in Float). Division by zero gives inf, -inf or NaN, as
+/// IEEE; use tsr_div_rounding for integer quotients. Otherwise as tsr_add
+/// (TSR_ERR_DTYPE for an integer out: Float does not cast to it safely).
+///
+/// # Safety
+/// As tsr_add.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_div(
+    out_or_null: *mut TsrTensor,
+    a: *const TsrTensor,
+    b: *const TsrTensor,
+    result: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        elementwise(
+            "tsr_div",
+            out_or_null,
+            &[(a, "a"), (b, "b")],
+            result,
+            |out, t| kernels::div(out, &t[0], &t[1]),
+        )
+    }
+}
+
+/// Division with a rounding mode (PyTorch's `div(a, b, rounding_mode=)`):
+/// TSR_ROUNDING_NONE is tsr_div; TSR_ROUNDING_TRUNC and TSR_ROUNDING_FLOOR
+/// compute in the inputs' common dtype, so integers stay integers, and an
+/// integer division by zero fails with TSR_ERR_ZERO_DIVISION (PyTorch's
+/// ZeroDivisionError; the output's contents are then unspecified).
+/// Floating division by zero gives inf or NaN.
+///
+/// Errors: as tsr_add; TSR_ERR_ZERO_DIVISION; TSR_ERR_INVALID_ARGUMENT
+/// (unknown mode); TSR_ERR_UNSUPPORTED (bool or complex inputs with trunc
+/// or floor).
+///
+/// # Safety
+/// As tsr_add.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_div_rounding(
+    out_or_null: *mut TsrTensor,
+    a: *const TsrTensor,
+    b: *const TsrTensor,
+    mode: TsrRoundingMode,
+    result: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        elementwise(
+            "tsr_div_rounding",
+            out_or_null,
+            &[(a, "a"), (b, "b")],
+            result,
+            |out, t| {
+                let mode = match mode {
+                    TSR_ROUNDING_NONE => RoundingMode::None,
+                    TSR_ROUNDING_TRUNC => RoundingMode::Trunc,
+                    TSR_ROUNDING_FLOOR => RoundingMode::Floor,
+                    other => crate::bail!(
+                        InvalidArgument,
+                        "unknown rounding mode {other}: expected TSR_ROUNDING_NONE, \
+                         TSR_ROUNDING_TRUNC or TSR_ROUNDING_FLOOR"
+                    ),
+                };
+                kernels::div_rounding(out, &t[0], &t[1], mode)
+            },
+        )
+    }
+}
+
+/// `out = -a` in a's dtype (unsigned integers wrap). Bool is refused
+/// (TSR_ERR_DTYPE), as in PyTorch. `out_or_null`, `result`: as tsr_add;
+/// out may be `a` itself.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DTYPE (bool input, out of another
+/// dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP; TSR_ERR_DEVICE;
+/// TSR_ERR_UNSUPPORTED.
+///
+/// # Safety
+/// Handles NULL or live; `result` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_neg(
+    out_or_null: *mut TsrTensor,
+    a: *const TsrTensor,
+    result: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        elementwise("tsr_neg", out_or_null, &[(a, "a")], result, |out, t| {
+            kernels::neg(out, &t[0])
+        })
+    }
+}
+
+/// Shared body of the reductions.
+///
+/// # Safety
+/// `a` NULL or live; `dims` NULL or readable for `ndims` values; `out`
+/// NULL or writable.
+unsafe fn reduction(
+    fname: &str,
+    a: *const TsrTensor,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+    op: fn(&Tensor, &[i64], bool) -> Result<Tensor>,
+) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let a = unsafe { tensor_arg(a, "a")? };
+        // SAFETY: forwarded from the caller.
+        let dims = unsafe { i64_slice(dims, ndims, "dims")? };
+        let r = op(&a, dims, keepdim)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, r) };
+        Ok(())
+    })
+}
+
+/// The sum of `a` over the `ndims` dims in `dims` (ndims 0: every dim;
+/// negative dims count from the end), a new tensor written to `*out` (new
+/// reference). `keepdim` keeps reduced dims with size 1. Bool and integer
+/// inputs give TSR_LONG; floating and complex inputs keep their dtype
+/// (half, bfloat16 and float accumulate in float, pairwise). The sum over
+/// an empty dim is 0. `a` borrowed; `dims` may be NULL when ndims is 0.
+///
+/// Errors: TSR_ERR_NULL_POINTER (a, out, dims with ndims > 0);
+/// TSR_ERR_SHAPE (dim out of range); TSR_ERR_INVALID_ARGUMENT (a dim
+/// repeated, ndims < 0); TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED.
+///
+/// # Safety
+/// `a` NULL or live; `dims` NULL or readable for `ndims` values; `out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_sum(
+    a: *const TsrTensor,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { reduction("tsr_sum", a, ndims, dims, keepdim, out, kernels::sum) }
+}
+
+/// The maximum of `a` over `dims`, as tsr_sum, in a's dtype; NaN when any
+/// reduced element is NaN.
+///
+/// Errors: as tsr_sum; TSR_ERR_SHAPE when a reduced dim has size 0 (the
+/// message names the dim); TSR_ERR_UNSUPPORTED for complex inputs.
+///
+/// # Safety
+/// As tsr_sum.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_amax(
+    a: *const TsrTensor,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: forwarded from the caller.
+    unsafe { reduction("tsr_amax", a, ndims, dims, keepdim, out, kernels::amax) }
+}
+
+/// A 0-dim CPU tensor holding `value` that promotes as a wrapped number
+/// (a Python number in PyTorch): an Int tensor plus a Double wrapped
+/// number computes in Float, a Byte tensor plus an Int one stays Byte.
+/// Its dtype is Bool, Long, UInt64, Double or ComplexDouble, by the
+/// scalar's kind. Writes a new reference to `*out`.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the scalar's
+/// dtype number); TSR_ERR_OUT_OF_MEMORY.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_scalar_tensor(
+    value: TsrScalar,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_scalar_tensor", || {
+        check_not_null(out, "out")?;
+        let t = Tensor::wrapped_scalar(value.to_core()?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}

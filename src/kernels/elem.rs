@@ -1,0 +1,480 @@
+//! The element types the kernels are generated for, one Rust type per
+//! dtype, and the conversions between them.
+//!
+//! - [`Bool`] is a byte read as "non-zero is true", so any byte pattern in
+//!   a bool tensor is a valid value (Rust's `bool` would make other bytes
+//!   undefined behaviour).
+//! - [`Complex`] is a `(re, im)` pair of a real type; `Complex<f16>` is
+//!   ComplexHalf.
+//! - Conversions are C-like, as c10's `static_cast`: integers wrap,
+//!   floating to integer truncates toward zero (out of range saturates,
+//!   NaN gives 0, which is Rust's `as`), complex to real keeps the real
+//!   part, anything to bool is "non-zero", and half / bfloat16 round to
+//!   nearest even through the `half` crate (integers go through `f32`
+//!   first, as c10's `Half(float)` constructor does).
+//!
+//! Arithmetic runs in each type's "op math" type ([`Elem::Op`]): `f32`
+//! for half and bfloat16, `Complex<f32>` for ComplexHalf, `bool` for
+//! Bool, the type itself otherwise (c10's `opmath_type`).
+
+use super::ops::Arith;
+use crate::dtype::{convert::scalar_to_bytes, DType, Scalar};
+use crate::error::Result;
+use half::{bf16, f16};
+
+/// A bool element: one byte, true when non-zero.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bool(pub u8);
+
+/// A complex element of two `T` components (`re` first, as C99 and c10).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Complex<T> {
+    /// Real part.
+    pub re: T,
+    /// Imaginary part.
+    pub im: T,
+}
+
+impl<T> Complex<T> {
+    /// A complex value from its parts.
+    pub const fn new(re: T, im: T) -> Self {
+        Complex { re, im }
+    }
+}
+
+/// Real scalar types (integers and floating types, half included) with
+/// C-like conversions between every pair, by double dispatch: `x.to::<D>()`
+/// calls `D::from_<type of x>(x)`.
+pub trait Real: Copy + Send + Sync + 'static {
+    /// Zero.
+    const ZERO: Self;
+    /// Converts from u8.
+    fn from_u8(v: u8) -> Self;
+    /// Converts from i8.
+    fn from_i8(v: i8) -> Self;
+    /// Converts from i16.
+    fn from_i16(v: i16) -> Self;
+    /// Converts from i32.
+    fn from_i32(v: i32) -> Self;
+    /// Converts from i64.
+    fn from_i64(v: i64) -> Self;
+    /// Converts from u16.
+    fn from_u16(v: u16) -> Self;
+    /// Converts from u32.
+    fn from_u32(v: u32) -> Self;
+    /// Converts from u64.
+    fn from_u64(v: u64) -> Self;
+    /// Converts from f16.
+    fn from_f16(v: f16) -> Self;
+    /// Converts from bf16.
+    fn from_bf16(v: bf16) -> Self;
+    /// Converts from f32.
+    fn from_f32(v: f32) -> Self;
+    /// Converts from f64.
+    fn from_f64(v: f64) -> Self;
+    /// Converts to another real type.
+    fn to<D: Real>(self) -> D;
+    /// Whether the value is non-zero (NaN counts as non-zero).
+    fn nonzero(self) -> bool;
+}
+
+/// `Real` for a primitive type: `as` conversions; half types through f32.
+macro_rules! real_primitive {
+    ($t:ty, $from_self:ident) => {
+        impl Real for $t {
+            const ZERO: Self = 0 as $t;
+            #[inline(always)]
+            fn from_u8(v: u8) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_i8(v: i8) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_i16(v: i16) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_i32(v: i32) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_u16(v: u16) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_u32(v: u32) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_f16(v: f16) -> Self {
+                v.to_f32() as $t
+            }
+            #[inline(always)]
+            fn from_bf16(v: bf16) -> Self {
+                v.to_f32() as $t
+            }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to<D: Real>(self) -> D {
+                D::$from_self(self)
+            }
+            #[inline(always)]
+            #[allow(clippy::float_cmp)]
+            fn nonzero(self) -> bool {
+                self != <Self as Real>::ZERO
+            }
+        }
+    };
+}
+
+real_primitive!(u8, from_u8);
+real_primitive!(i8, from_i8);
+real_primitive!(i16, from_i16);
+real_primitive!(i32, from_i32);
+real_primitive!(i64, from_i64);
+real_primitive!(u16, from_u16);
+real_primitive!(u32, from_u32);
+real_primitive!(u64, from_u64);
+real_primitive!(f32, from_f32);
+real_primitive!(f64, from_f64);
+
+/// `Real` for a half type: integers and f32 through `from_f32`, f64
+/// through `from_f64`, the other half type through f32.
+macro_rules! real_half {
+    ($t:ty, $from_self:ident, $from_other:ident, $other:ty) => {
+        impl Real for $t {
+            const ZERO: Self = <$t>::ZERO;
+            #[inline(always)]
+            fn from_u8(v: u8) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_i8(v: i8) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_i16(v: i16) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_i32(v: i32) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_u16(v: u16) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_u32(v: u32) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn $from_self(v: $t) -> Self {
+                v
+            }
+            #[inline(always)]
+            fn $from_other(v: $other) -> Self {
+                <$t>::from_f32(v.to_f32())
+            }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            #[inline(always)]
+            fn to<D: Real>(self) -> D {
+                D::$from_self(self)
+            }
+            #[inline(always)]
+            fn nonzero(self) -> bool {
+                // +0 and -0 are zero; NaN is not.
+                self.to_bits() & 0x7fff != 0
+            }
+        }
+    };
+}
+
+real_half!(f16, from_f16, from_bf16, bf16);
+real_half!(bf16, from_bf16, from_f16, f16);
+
+/// One element type of a dtype the kernels support.
+pub trait Elem: Copy + Send + Sync + Default + 'static {
+    /// The dtype this type stores.
+    const DTYPE: DType;
+    /// The type arithmetic runs in (c10's opmath type).
+    type Op: Arith;
+    /// Widens to the op math type.
+    fn to_op(self) -> Self::Op;
+    /// Narrows from the op math type (rounding to nearest even).
+    fn from_op(v: Self::Op) -> Self;
+    /// Converts to another element type (c10's static_cast rules).
+    fn cast<D: Elem>(self) -> D;
+    /// The value of a bool in this type (0 or 1).
+    fn from_bool(b: bool) -> Self;
+    /// A real value converted to this type.
+    fn from_real<R: Real>(r: R) -> Self;
+    /// A complex value converted to this type.
+    fn from_complex<R: Real>(re: R, im: R) -> Self;
+
+    /// Widens a contiguous run to op math (half types override this with
+    /// the `half` crate's vectorized slice conversion).
+    #[inline(always)]
+    fn load_op(src: &[Self], dst: &mut [Self::Op]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_op();
+        }
+    }
+
+    /// Narrows a contiguous run from op math.
+    #[inline(always)]
+    fn store_op(src: &[Self::Op], dst: &mut [Self]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = Self::from_op(*s);
+        }
+    }
+
+    /// A scalar converted to this type with the rules of `fill_`.
+    fn from_scalar(value: Scalar) -> Result<Self> {
+        let bytes = scalar_to_bytes(value, Self::DTYPE)?;
+        debug_assert!(std::mem::size_of::<Self>() <= bytes.len());
+        // SAFETY: `bytes` holds one element of DTYPE, which has the size of
+        // Self, and every bit pattern of that size is a valid Self.
+        Ok(unsafe { (bytes.as_ptr() as *const Self).read_unaligned() })
+    }
+}
+
+impl Elem for Bool {
+    const DTYPE: DType = DType::Bool;
+    type Op = bool;
+    #[inline(always)]
+    fn to_op(self) -> bool {
+        self.0 != 0
+    }
+    #[inline(always)]
+    fn from_op(v: bool) -> Self {
+        Bool(v as u8)
+    }
+    #[inline(always)]
+    fn cast<D: Elem>(self) -> D {
+        D::from_bool(self.0 != 0)
+    }
+    #[inline(always)]
+    fn from_bool(b: bool) -> Self {
+        Bool(b as u8)
+    }
+    #[inline(always)]
+    fn from_real<R: Real>(r: R) -> Self {
+        Bool(r.nonzero() as u8)
+    }
+    #[inline(always)]
+    fn from_complex<R: Real>(re: R, im: R) -> Self {
+        Bool((re.nonzero() || im.nonzero()) as u8)
+    }
+}
+
+/// `Elem` for a real type; `$op` is its op math type.
+macro_rules! elem_real {
+    ($t:ty, $dtype:ident, $op:ty) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$dtype;
+            type Op = $op;
+            #[inline(always)]
+            fn to_op(self) -> $op {
+                self.to::<$op>()
+            }
+            #[inline(always)]
+            fn from_op(v: $op) -> Self {
+                v.to::<$t>()
+            }
+            #[inline(always)]
+            fn cast<D: Elem>(self) -> D {
+                D::from_real(self)
+            }
+            #[inline(always)]
+            fn from_bool(b: bool) -> Self {
+                <$t as Real>::from_u8(b as u8)
+            }
+            #[inline(always)]
+            fn from_real<R: Real>(r: R) -> Self {
+                r.to::<$t>()
+            }
+            #[inline(always)]
+            fn from_complex<R: Real>(re: R, _im: R) -> Self {
+                re.to::<$t>()
+            }
+        }
+    };
+}
+
+elem_real!(u8, Byte, u8);
+elem_real!(i8, Char, i8);
+elem_real!(i16, Short, i16);
+elem_real!(i32, Int, i32);
+elem_real!(i64, Long, i64);
+elem_real!(u16, UInt16, u16);
+elem_real!(u32, UInt32, u32);
+elem_real!(u64, UInt64, u64);
+elem_real!(f32, Float, f32);
+elem_real!(f64, Double, f64);
+
+/// `Elem` for a half type: op math in f32, runs widened and narrowed with
+/// the `half` crate's slice conversions.
+macro_rules! elem_half {
+    ($t:ty, $dtype:ident) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$dtype;
+            type Op = f32;
+            #[inline(always)]
+            fn to_op(self) -> f32 {
+                self.to_f32()
+            }
+            #[inline(always)]
+            fn from_op(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            #[inline(always)]
+            fn cast<D: Elem>(self) -> D {
+                D::from_real(self)
+            }
+            #[inline(always)]
+            fn from_bool(b: bool) -> Self {
+                <$t as Real>::from_u8(b as u8)
+            }
+            #[inline(always)]
+            fn from_real<R: Real>(r: R) -> Self {
+                r.to::<$t>()
+            }
+            #[inline(always)]
+            fn from_complex<R: Real>(re: R, _im: R) -> Self {
+                re.to::<$t>()
+            }
+            #[inline(always)]
+            fn load_op(src: &[Self], dst: &mut [f32]) {
+                use half::slice::HalfFloatSliceExt;
+                src.convert_to_f32_slice(&mut dst[..src.len()]);
+            }
+            #[inline(always)]
+            fn store_op(src: &[f32], dst: &mut [Self]) {
+                use half::slice::HalfFloatSliceExt;
+                let n = dst.len();
+                dst.convert_from_f32_slice(&src[..n]);
+            }
+        }
+    };
+}
+
+elem_half!(f16, Half);
+elem_half!(bf16, BFloat16);
+
+/// `Elem` for a complex type of components `$r`, op math `Complex<$op>`.
+macro_rules! elem_complex {
+    ($r:ty, $dtype:ident, $op:ty) => {
+        impl Elem for Complex<$r> {
+            const DTYPE: DType = DType::$dtype;
+            type Op = Complex<$op>;
+            #[inline(always)]
+            fn to_op(self) -> Complex<$op> {
+                Complex::new(self.re.to::<$op>(), self.im.to::<$op>())
+            }
+            #[inline(always)]
+            fn from_op(v: Complex<$op>) -> Self {
+                Complex::new(v.re.to::<$r>(), v.im.to::<$r>())
+            }
+            #[inline(always)]
+            fn cast<D: Elem>(self) -> D {
+                D::from_complex(self.re, self.im)
+            }
+            #[inline(always)]
+            fn from_bool(b: bool) -> Self {
+                Complex::new(<$r as Real>::from_u8(b as u8), <$r as Real>::ZERO)
+            }
+            #[inline(always)]
+            fn from_real<R: Real>(r: R) -> Self {
+                Complex::new(r.to::<$r>(), <$r as Real>::ZERO)
+            }
+            #[inline(always)]
+            fn from_complex<R: Real>(re: R, im: R) -> Self {
+                Complex::new(re.to::<$r>(), im.to::<$r>())
+            }
+        }
+    };
+}
+
+elem_complex!(f16, ComplexHalf, f32);
+elem_complex!(f32, ComplexFloat, f32);
+elem_complex!(f64, ComplexDouble, f64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts_follow_c_rules() {
+        assert_eq!((-1i64).cast::<u8>(), 255);
+        assert_eq!(300i32.cast::<i8>(), 44);
+        assert_eq!(2.9f32.cast::<i32>(), 2);
+        assert_eq!((-2.9f64).cast::<i64>(), -2);
+        assert_eq!(f32::NAN.cast::<Bool>(), Bool(1));
+        assert_eq!((-0.0f32).cast::<Bool>(), Bool(0));
+        assert_eq!(f16::from_f32(-0.0).cast::<Bool>(), Bool(0));
+        assert_eq!(Bool(7).cast::<f32>(), 1.0);
+        assert_eq!(Complex::new(1.5f32, 2.0).cast::<i32>(), 1);
+        assert_eq!(Complex::new(0.0f64, 2.0).cast::<Bool>(), Bool(1));
+        assert_eq!(3u8.cast::<Complex<f64>>(), Complex::new(3.0, 0.0));
+        assert_eq!(
+            (1.0f64 / 3.0).cast::<f16>(),
+            f16::from_f64(1.0 / 3.0),
+            "f64 -> f16 goes through half's from_f64"
+        );
+        assert_eq!(
+            f16::from_f32(1.5).cast::<bf16>(),
+            bf16::from_f32(1.5),
+            "half types convert through f32"
+        );
+        assert_eq!(u64::MAX.cast::<i64>(), -1);
+    }
+
+    #[test]
+    fn scalars_convert_like_fill() {
+        assert_eq!(i16::from_scalar(Scalar::Int(-2)).unwrap(), -2);
+        assert_eq!(
+            f16::from_scalar(Scalar::Float(0.1)).unwrap(),
+            f16::from_f64(0.1)
+        );
+        assert_eq!(Bool::from_scalar(Scalar::Float(0.5)).unwrap(), Bool(1));
+        assert_eq!(
+            Complex::<f32>::from_scalar(Scalar::Complex(1.0, -1.0)).unwrap(),
+            Complex::new(1.0, -1.0)
+        );
+    }
+}

@@ -1,0 +1,616 @@
+//! Reductions over a set of dims: sum and amax.
+//!
+//! Result dtypes follow PyTorch: sum of bool and integer tensors is Long,
+//! sum of floating and complex tensors keeps the dtype; amax keeps the
+//! dtype. Half, bfloat16 and float sums accumulate in float, double in
+//! double, ComplexHalf and ComplexFloat in ComplexFloat (c10's opmath
+//! type), and contiguous runs are summed pairwise over blocks with many
+//! independent lanes (a cascade, so the error grows with log n rather
+//! than n, and the loop vectorizes).
+//!
+//! The loop order follows the input's memory layout rather than the
+//! iterator's reduction order (which puts reduced dims innermost and would
+//! walk columns of a row-major matrix when reducing its rows away): dims
+//! are sorted by input stride and coalesced, then the innermost run is
+//! either reduced to one value (when that dim is reduced) or accumulated
+//! element-wise into a row of the output (when it is kept). Work is split
+//! across threads along a kept dim (disjoint outputs) or, for a full
+//! reduction, into ordered chunks whose partial results are combined in
+//! order, so a given thread count always gives the same result.
+
+use super::dispatch::{dispatch_all, dispatch_real};
+use super::elem::{Bool, Complex, Elem};
+use super::loops::{ld, load_op, st, widens, with_simd, zip_run, BUF};
+use super::ops::{Arith, Max};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::parallel;
+use crate::tensor::{shape::wrap_dim, Dims, Tensor};
+use half::{bf16, f16};
+use smallvec::SmallVec;
+use std::mem::size_of;
+
+/// Elements per thread at least.
+const GRAIN: i64 = 32768;
+/// Elements summed by one set of lanes before the pairwise tree combines
+/// blocks.
+const BLOCK: usize = 4096;
+
+/// The accumulation type of a sum of `Self` elements.
+pub trait SumAcc: Elem {
+    /// Long for bool and integers, float for half types and float, ...
+    type Acc: Elem + Arith;
+    /// Converts one element to the accumulator type.
+    fn widen(self) -> Self::Acc;
+}
+
+macro_rules! sum_acc {
+    ($($t:ty => $acc:ty, |$v:ident| $e:expr;)*) => {$(
+        impl SumAcc for $t {
+            type Acc = $acc;
+            #[inline(always)]
+            fn widen(self) -> $acc {
+                let $v = self;
+                $e
+            }
+        }
+    )*};
+}
+
+sum_acc! {
+    Bool => i64, |v| (v.0 != 0) as i64;
+    u8 => i64, |v| v as i64;
+    i8 => i64, |v| v as i64;
+    i16 => i64, |v| v as i64;
+    i32 => i64, |v| v as i64;
+    i64 => i64, |v| v;
+    u16 => i64, |v| v as i64;
+    u32 => i64, |v| v as i64;
+    u64 => i64, |v| v as i64;
+    f16 => f32, |v| v.to_f32();
+    bf16 => f32, |v| v.to_f32();
+    f32 => f32, |v| v;
+    f64 => f64, |v| v;
+    Complex<f16> => Complex<f32>, |v| Complex::new(v.re.to_f32(), v.im.to_f32());
+    Complex<f32> => Complex<f32>, |v| v;
+    Complex<f64> => Complex<f64>, |v| v;
+}
+
+/// A reduction: how elements fold into accumulators stored in the output.
+trait Reducer {
+    type In: Elem;
+    type Acc: Elem;
+    /// Whether this is a sum (whose f32 lanes have an AVX2 kernel).
+    const IS_SUM: bool;
+    /// The accumulator of an empty set.
+    fn identity() -> Self::Acc;
+    /// Folds two accumulators (the left one covers earlier elements).
+    fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// One element as an accumulator.
+    fn lift(x: Self::In) -> Self::Acc;
+    /// Reduces `n` elements of a run to one accumulator.
+    ///
+    /// # Safety
+    /// The run must address `n` readable elements.
+    unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> Self::Acc;
+}
+
+/// Sum of `T` elements.
+struct Sum<T>(std::marker::PhantomData<T>);
+
+impl<T: SumAcc> Reducer for Sum<T> {
+    type In = T;
+    type Acc = T::Acc;
+    const IS_SUM: bool = true;
+    #[inline(always)]
+    fn identity() -> T::Acc {
+        <T::Acc as Arith>::ZERO
+    }
+    #[inline(always)]
+    fn combine(a: T::Acc, b: T::Acc) -> T::Acc {
+        a.add(b)
+    }
+    #[inline(always)]
+    fn lift(x: T) -> T::Acc {
+        x.widen()
+    }
+    #[inline(always)]
+    unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T::Acc {
+        // SAFETY: forwarded.
+        unsafe { pairwise::<Self>(p, stride, n, |a, b| a.add(b)) }
+    }
+}
+
+/// Maximum of `T` elements, NaN propagating.
+struct AMax<T>(std::marker::PhantomData<T>);
+
+impl<T: Elem> Reducer for AMax<T>
+where
+    T::Op: Max,
+{
+    type In = T;
+    type Acc = T;
+    const IS_SUM: bool = false;
+    #[inline(always)]
+    fn identity() -> T {
+        T::from_op(<T::Op as Max>::LOWEST)
+    }
+    #[inline(always)]
+    fn combine(a: T, b: T) -> T {
+        T::from_op(a.to_op().max_nan(b.to_op()))
+    }
+    #[inline(always)]
+    fn lift(x: T) -> T {
+        x
+    }
+    #[inline(always)]
+    unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T {
+        // Lanes hold op math values: compare in f32 for half types.
+        // SAFETY: forwarded.
+        T::from_op(unsafe { lanes_op::<T>(p, stride, n) })
+    }
+}
+
+/// A pairwise (cascade) reduction of a run: blocks of BLOCK elements are
+/// folded in independent lanes, and block results are combined as a
+/// balanced binary tree (iteratively, with a stack of partial results
+/// tagged by tree level, so the whole loop inlines into its SIMD twin).
+///
+/// # Safety
+/// The run must address `n` readable elements.
+#[inline(always)]
+unsafe fn pairwise<R: Reducer>(
+    p: *const u8,
+    stride: isize,
+    n: usize,
+    fold: impl Fn(R::Acc, R::Acc) -> R::Acc + Copy,
+) -> R::Acc {
+    // 2^40 blocks of 4096 elements: more than any tensor holds.
+    const LEVELS: usize = 40;
+    let mut stack = [(R::identity(), 0u32); LEVELS];
+    let mut depth = 0;
+    let mut start = 0;
+    while start < n {
+        let m = BLOCK.min(n - start);
+        // SAFETY: elements start..start+m of the run.
+        let mut acc = unsafe {
+            let q = p.offset(start as isize * stride);
+            match size_of::<R::Acc>() {
+                4 => lanes::<R, 32>(q, stride, m, fold),
+                8 => lanes::<R, 16>(q, stride, m, fold),
+                _ => lanes::<R, 8>(q, stride, m, fold),
+            }
+        };
+        let mut level = 0;
+        while depth > 0 && stack[depth - 1].1 == level {
+            depth -= 1;
+            acc = fold(stack[depth].0, acc);
+            level += 1;
+        }
+        stack[depth] = (acc, level);
+        depth += 1;
+        start += m;
+    }
+    let mut total = R::identity();
+    while depth > 0 {
+        depth -= 1;
+        total = fold(stack[depth].0, total);
+    }
+    total
+}
+
+/// Folds a run into N lanes (element i into lane i % N, the last n % N
+/// into lane 0), then the lanes into one value as a tree.
+///
+/// # Safety
+/// The run must address `n` readable elements.
+#[inline(always)]
+unsafe fn lanes<R: Reducer, const N: usize>(
+    p: *const u8,
+    stride: isize,
+    n: usize,
+    fold: impl Fn(R::Acc, R::Acc) -> R::Acc,
+) -> R::Acc {
+    let mut acc = [R::identity(); N];
+    let item = size_of::<R::In>() as isize;
+    if widens::<R::In>() && stride == item {
+        // Half types: widen BUF elements at a time with the slice
+        // conversion, then fold the f32 values. For every widening input
+        // type the sum accumulator is its op math type (asserted).
+        debug_assert_eq!(size_of::<<R::In as Elem>::Op>(), size_of::<R::Acc>());
+        let mut buf = [<R::In as Elem>::Op::default(); BUF];
+        let mut i = 0;
+        while i < n {
+            let m = BUF.min(n - i);
+            // SAFETY: elements i..i+m of the run.
+            unsafe { load_op::<R::In>(&mut buf[..m], p.offset(i as isize * stride), stride) };
+            let vals = buf.as_ptr() as *const u8;
+            let acc_size = size_of::<R::Acc>() as isize;
+            // SAFETY (both loops): indices below m, inside the buffer,
+            // which holds values of R::Acc's type.
+            unsafe {
+                fold_lanes::<R::Acc, N>(&mut acc, m, |k| ld::<R::Acc>(vals, k, acc_size), &fold)
+            };
+            i += m;
+        }
+    } else if stride == item {
+        #[cfg(target_arch = "x86_64")]
+        if R::IS_SUM
+            && N == 32
+            && R::In::DTYPE == DType::Float
+            && R::Acc::DTYPE == DType::Float
+            && super::simd::avx2_enabled()
+        {
+            // SAFETY: the CPU has AVX2; the run holds n contiguous f32
+            // values. In and Acc are f32 (checked by DType), so the result
+            // is read back as Acc through a same-size copy.
+            let s = unsafe { super::simd::sum_f32_lanes32(p as *const f32, n) };
+            return unsafe { std::mem::transmute_copy::<f32, R::Acc>(&s) };
+        }
+        // Contiguous: whole arrays of N elements per step, so the lane
+        // updates become packed SIMD adds.
+        let mut k = 0;
+        while k + N <= n {
+            // SAFETY: elements k..k+N of the run.
+            let chunk: [R::In; N] =
+                unsafe { (p.offset(k as isize * item) as *const [R::In; N]).read_unaligned() };
+            for (a, x) in acc.iter_mut().zip(chunk) {
+                *a = fold(*a, R::lift(x));
+            }
+            k += N;
+        }
+        // The tail folds into lane 0 only, so the lanes are indexed by
+        // constants everywhere and stay in registers.
+        for k in k..n {
+            // SAFETY: k < n.
+            acc[0] = fold(acc[0], R::lift(unsafe { ld::<R::In>(p, k, item) }));
+        }
+    } else {
+        // SAFETY: indices below n.
+        unsafe {
+            fold_lanes::<R::Acc, N>(&mut acc, n, |k| R::lift(ld::<R::In>(p, k, stride)), &fold)
+        };
+    }
+    let mut width = N;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] = fold(acc[l], acc[l + width]);
+        }
+    }
+    acc[0]
+}
+
+/// `acc[k % N] = fold(acc[k % N], value(k))` for the whole groups of N,
+/// then the remaining values into lane 0.
+///
+/// # Safety
+/// `value(k)` must be safe to call for every k < n.
+#[inline(always)]
+unsafe fn fold_lanes<A: Copy, const N: usize>(
+    acc: &mut [A; N],
+    n: usize,
+    value: impl Fn(usize) -> A,
+    fold: &impl Fn(A, A) -> A,
+) {
+    let mut k = 0;
+    while k + N <= n {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a = fold(*a, value(k + l));
+        }
+        k += N;
+    }
+    for k in k..n {
+        acc[0] = fold(acc[0], value(k));
+    }
+}
+
+/// The NaN-propagating maximum of a run, in op math, over 16 lanes.
+///
+/// # Safety
+/// The run must address `n` readable elements (n >= 1).
+#[inline(always)]
+unsafe fn lanes_op<T: Elem>(p: *const u8, stride: isize, n: usize) -> T::Op
+where
+    T::Op: Max,
+{
+    const N: usize = 16;
+    let mut acc = [<T::Op as Max>::LOWEST; N];
+    let mut buf = [T::Op::default(); BUF];
+    let mut i = 0;
+    while i < n {
+        let m = BUF.min(n - i);
+        // SAFETY: elements i..i+m of the run.
+        unsafe { load_op::<T>(&mut buf[..m], p.offset(i as isize * stride), stride) };
+        let mut chunks = buf[..m].chunks_exact(N);
+        for c in &mut chunks {
+            for (a, v) in acc.iter_mut().zip(c) {
+                *a = a.max_nan(*v);
+            }
+        }
+        for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+            *a = a.max_nan(*v);
+        }
+        i += m;
+    }
+    acc.into_iter()
+        .fold(<T::Op as Max>::LOWEST, |a, b| a.max_nan(b))
+}
+
+/// Loop geometry of a reduction: dims innermost first, sorted by input
+/// stride; output strides are 0 along reduced dims. Strides in bytes.
+struct Geometry {
+    shape: Dims,
+    out: Dims,
+    inp: Dims,
+}
+
+impl Geometry {
+    fn new(a: &Tensor, acc: &Tensor, reduced: &[bool]) -> Geometry {
+        let (ia, io) = (a.itemsize() as i64, acc.itemsize() as i64);
+        let mut dims: SmallVec<[(i64, i64, i64); 6]> = (0..a.ndim())
+            .filter(|&d| a.sizes()[d] != 1)
+            .map(|d| {
+                let out = if reduced[d] { 0 } else { acc.strides()[d] * io };
+                (a.sizes()[d], out, a.strides()[d] * ia)
+            })
+            .collect();
+        // Innermost first: by input stride, then reduced dims first (so a
+        // broadcast input dim that is reduced stays a run).
+        dims.sort_by_key(|&(_, out, inp)| (inp, out != 0));
+        let mut g = Geometry {
+            shape: Dims::new(),
+            out: Dims::new(),
+            inp: Dims::new(),
+        };
+        for (size, out, inp) in dims {
+            if let Some(last) = g.shape.len().checked_sub(1) {
+                if g.shape[last] * g.out[last] == out && g.shape[last] * g.inp[last] == inp {
+                    g.shape[last] *= size;
+                    continue;
+                }
+            }
+            g.shape.push(size);
+            g.out.push(out);
+            g.inp.push(inp);
+        }
+        if g.shape.is_empty() {
+            g.shape.push(1);
+            g.out.push(0);
+            g.inp.push(0);
+        }
+        g
+    }
+
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Calls `f(out_offset, in_offset, run_length)` for every run along
+    /// dim 0 inside `ranges` (one [lo, hi) per dim), dim 1 fastest.
+    fn walk(&self, ranges: &[(i64, i64)], mut f: impl FnMut(isize, isize, usize)) {
+        let nd = self.ndim();
+        if ranges.iter().any(|(lo, hi)| lo >= hi) {
+            return;
+        }
+        let mut idx: Dims = ranges.iter().map(|r| r.0).collect();
+        let (mut oo, mut io) = (0i64, 0i64);
+        for d in 0..nd {
+            oo += idx[d] * self.out[d];
+            io += idx[d] * self.inp[d];
+        }
+        let run = (ranges[0].1 - ranges[0].0) as usize;
+        loop {
+            f(oo as isize, io as isize, run);
+            let mut d = 1;
+            loop {
+                if d >= nd {
+                    return;
+                }
+                idx[d] += 1;
+                oo += self.out[d];
+                io += self.inp[d];
+                if idx[d] < ranges[d].1 {
+                    break;
+                }
+                let back = idx[d] - ranges[d].0;
+                oo -= back * self.out[d];
+                io -= back * self.inp[d];
+                idx[d] = ranges[d].0;
+                d += 1;
+            }
+        }
+    }
+}
+
+/// Reduces `a` into `acc` (keepdim shape, contiguous, dtype R::Acc),
+/// which this fills with the result.
+fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
+    let numel_out = acc.numel() as usize;
+    let acc0 = acc.data_ptr() as usize;
+    let in0 = a.data_ptr() as usize;
+    if numel_out == 0 {
+        return;
+    }
+    for i in 0..numel_out {
+        // SAFETY: acc is a contiguous tensor of numel_out elements.
+        unsafe {
+            st(
+                acc0 as *mut u8,
+                i,
+                size_of::<R::Acc>() as isize,
+                R::identity(),
+            )
+        };
+    }
+    if a.numel() == 0 {
+        return;
+    }
+    let g = Geometry::new(a, acc, reduced);
+    let full: SmallVec<[(i64, i64); 6]> = g.shape.iter().map(|&s| (0, s)).collect();
+    let per_index = |d: usize| (a.numel() / g.shape[d]).max(1);
+
+    if g.out.iter().all(|&s| s == 0) {
+        // Every dim is reduced: ordered chunks along the outermost dim.
+        let k = g.ndim() - 1;
+        let chunks = parallel::chunks(0, g.shape[k], (GRAIN / per_index(k)).max(1));
+        let partials = parallel::map_chunks(&chunks, |b, e| {
+            let mut ranges = full.clone();
+            ranges[k] = (b, e);
+            with_simd!({
+                let mut total = R::identity();
+                g.walk(&ranges, |_, io, n| {
+                    // SAFETY: the walk stays inside a's elements.
+                    let part = unsafe {
+                        R::reduce_run((in0 as *const u8).offset(io), g.inp[0] as isize, n)
+                    };
+                    total = R::combine(total, part);
+                });
+                total
+            })
+        });
+        let total = partials.into_iter().fold(R::identity(), R::combine);
+        // SAFETY: acc has one element.
+        unsafe { st(acc0 as *mut u8, 0, 0, total) };
+        return;
+    }
+
+    // Split along the kept dim with the most elements: disjoint outputs.
+    let k = (0..g.ndim())
+        .filter(|&d| g.out[d] != 0)
+        .max_by_key(|&d| g.shape[d])
+        .expect("some dim is kept");
+    parallel::parallel_for(0, g.shape[k], (GRAIN / per_index(k)).max(1), |b, e| {
+        let mut ranges = full.clone();
+        ranges[k] = (b, e);
+        let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
+        with_simd!(g.walk(&ranges, |oo, io, n| {
+            // SAFETY: the walk stays inside both tensors; tasks write
+            // disjoint output elements.
+            unsafe {
+                let out = (acc0 as *mut u8).offset(oo);
+                let inp = (in0 as *const u8).offset(io);
+                if os0 == 0 {
+                    let part = R::reduce_run(inp, is0, n);
+                    st(out, 0, 0, R::combine(ld(out, 0, 0), part));
+                } else {
+                    zip_run::<R::Acc, R::In, R::Acc>(
+                        out,
+                        os0,
+                        out,
+                        os0,
+                        inp,
+                        is0,
+                        n,
+                        false,
+                        |a, x| R::combine(a, R::lift(x)),
+                    );
+                }
+            }
+        }))
+    });
+}
+
+/// The reduced-dims mask of `dims` (empty: every dim), with c10's checks.
+fn reduced_mask(op: &str, a: &Tensor, dims: &[i64]) -> Result<SmallVec<[bool; 6]>> {
+    let n = a.ndim();
+    let mut mask: SmallVec<[bool; 6]> = SmallVec::from_elem(dims.is_empty(), n);
+    for &d in dims {
+        let w = wrap_dim(d, n)?;
+        if n == 0 {
+            continue;
+        }
+        crate::ensure!(
+            !mask[w],
+            InvalidArgument,
+            "dim {w} appears multiple times in the list of dims {dims:?} to {op} over"
+        );
+        mask[w] = true;
+    }
+    Ok(mask)
+}
+
+/// The result tensor from the keepdim-shaped one.
+fn finish_shape(keep: Tensor, mask: &[bool], keepdim: bool) -> Result<Tensor> {
+    if keepdim {
+        return Ok(keep);
+    }
+    let sizes: Dims = keep
+        .sizes()
+        .iter()
+        .zip(mask)
+        .filter(|(_, &r)| !r)
+        .map(|(&s, _)| s)
+        .collect();
+    keep.view(&sizes)
+}
+
+fn keep_sizes(a: &Tensor, mask: &[bool]) -> Dims {
+    a.sizes()
+        .iter()
+        .zip(mask)
+        .map(|(&s, &r)| if r { 1 } else { s })
+        .collect()
+}
+
+fn check_cpu(op: &str, a: &Tensor) -> Result<()> {
+    crate::ensure!(
+        a.device().is_cpu(),
+        Device,
+        "{op} of a tensor on {}: the built-in kernels run on CPU only",
+        a.device()
+    );
+    Ok(())
+}
+
+/// The sum of `a` over `dims` (empty: all dims; negative dims wrap),
+/// keeping reduced dims as size 1 when `keepdim`. Bool and integer inputs
+/// give Long; floating and complex inputs keep their dtype. The sum over
+/// an empty dim is 0.
+///
+/// Errors: Shape (dim out of range), InvalidArgument (a dim repeated),
+/// Device, Unsupported (float8, quantized).
+pub fn sum(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    check_cpu("sum", a)?;
+    let mask = reduced_mask("sum", a, dims)?;
+    let keep = keep_sizes(a, &mask);
+    let dtype = a.dtype();
+    let result = dispatch_all!(dtype, "sum", T => {
+        type A = <T as SumAcc>::Acc;
+        let acc = Tensor::empty(&keep, A::DTYPE, a.device())?;
+        reduce_into::<Sum<T>>(a, &acc, &mask);
+        if dtype.is_integral(true) || A::DTYPE == dtype {
+            acc
+        } else {
+            acc.to_dtype(dtype)?
+        }
+    });
+    finish_shape(result, &mask, keepdim)
+}
+
+/// The maximum of `a` over `dims` (empty: all dims), NaN if any element
+/// reduced is NaN; the dtype is kept.
+///
+/// Errors: Shape (a reduced dim has size 0, naming it; dim out of range),
+/// InvalidArgument (a dim repeated), Unsupported (complex, float8,
+/// quantized), Device.
+pub fn amax(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    check_cpu("amax", a)?;
+    let mask = reduced_mask("amax", a, dims)?;
+    if let Some(d) = (0..a.ndim()).find(|&d| mask[d] && a.sizes()[d] == 0) {
+        crate::bail!(
+            Shape,
+            "reduction dim {d} has size 0: the maximum of an empty set is undefined (input \
+             sizes {:?})",
+            a.sizes()
+        );
+    }
+    let keep = keep_sizes(a, &mask);
+    let out = Tensor::empty(&keep, a.dtype(), a.device())?;
+    if a.dtype() == DType::Bool {
+        reduce_into::<AMax<Bool>>(a, &out, &mask);
+    } else {
+        dispatch_real!(a.dtype(), "amax", T => reduce_into::<AMax<T>>(a, &out, &mask));
+    }
+    finish_shape(out, &mask, keepdim)
+}

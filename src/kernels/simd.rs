@@ -1,0 +1,519 @@
+//! Run-time choice of the instruction set for the hot loops.
+//!
+//! The crate is built for the x86-64 baseline (SSE2). The inner loops are
+//! generic `#[inline(always)]` functions; each has a twin compiled with
+//! `#[target_feature(enable = "avx2,f16c")]` that the kernels call when
+//! the CPU has those features, so the same source is vectorized 8 floats
+//! wide where AVX2 exists and 4 wide elsewhere.
+//!
+//! `TSR_DISABLE_AVX2=1` in the environment (read once) or
+//! [`set_avx2_enabled`]`(false)` forces the baseline loops, for
+//! measurements and tests.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const UNKNOWN: u8 = 0;
+const OFF: u8 = 1;
+const ON: u8 = 2;
+
+static AVX2: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+fn detect() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the AVX2 + F16C loops run.
+#[inline]
+pub fn avx2_enabled() -> bool {
+    match AVX2.load(Ordering::Relaxed) {
+        ON => true,
+        OFF => false,
+        _ => init(),
+    }
+}
+
+#[cold]
+fn init() -> bool {
+    let disabled = std::env::var_os("TSR_DISABLE_AVX2").is_some_and(|v| v != "0" && !v.is_empty());
+    let on = !disabled && detect();
+    AVX2.store(if on { ON } else { OFF }, Ordering::Relaxed);
+    on
+}
+
+/// Turns the AVX2 + F16C loops on (only if the CPU has both) or off;
+/// returns whether they are now on.
+pub fn set_avx2_enabled(on: bool) -> bool {
+    let on = on && detect();
+    AVX2.store(if on { ON } else { OFF }, Ordering::Relaxed);
+    on
+}
+
+/// Outputs of at least this many bytes (32 MiB, the last-level cache of
+/// one AMD CCD or a mid-size Intel part) are written with non-temporal
+/// (streaming) stores: they cannot stay in the cache anyway, and streaming
+/// skips the read-for-ownership of every destination line (a third less
+/// memory traffic for `out = a + b`). sysconf's cache size is not used: in
+/// virtual machines it reports the host's total (256 MiB here).
+pub(crate) const STREAM_MIN_BYTES: usize = 32 << 20;
+
+/// Whether an operation writing `bytes` should stream its stores.
+#[inline]
+pub(crate) fn should_stream(bytes: usize) -> bool {
+    cfg!(target_arch = "x86_64") && bytes >= STREAM_MIN_BYTES
+}
+
+/// Stores `v` at `dst` with non-temporal stores (16 bytes at a time).
+///
+/// # Safety
+/// `dst` must be 16-byte aligned and writable for `size_of::<[D; C]>()`
+/// bytes, which must be a multiple of 16; call [`sfence`] after the last
+/// streaming store of a run.
+#[inline(always)]
+pub(crate) unsafe fn stream_store<D: Copy, const C: usize>(dst: *mut u8, v: &[D; C]) {
+    let bytes = std::mem::size_of::<[D; C]>();
+    debug_assert!(bytes % 16 == 0 && (dst as usize) % 16 == 0);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let src = v.as_ptr() as *const __m128i;
+        for k in 0..bytes / 16 {
+            // SAFETY: SSE2 is part of x86-64; src holds `bytes` readable
+            // bytes and dst is aligned and writable, per the caller.
+            unsafe { _mm_stream_si128((dst as *mut __m128i).add(k), _mm_loadu_si128(src.add(k))) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: per the caller.
+        unsafe { (dst as *mut [D; C]).write_unaligned(*v) };
+    }
+}
+
+/// Orders earlier streaming stores before later stores (to be called at
+/// the end of a run that streamed, before other threads read it).
+#[inline(always)]
+pub(crate) fn sfence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86-64; sfence has no operands.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+/// f32 -> f16 with F16C, 32 values per step, rounding to nearest even
+/// (the `half` crate's rounding); `stream` writes with non-temporal stores
+/// once the destination is 16-byte aligned.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C; `src` and `dst` hold `n` elements and
+/// do not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn f32_to_f16(src: *const f32, dst: *mut u16, n: usize, stream: bool) {
+    use std::arch::x86_64::*;
+    let mut i = 0;
+    // SAFETY (whole body): indices stay below n; F16C per the caller.
+    unsafe {
+        let stream = stream && (dst as usize) % 2 == 0;
+        if stream {
+            while i < n && (dst.add(i) as usize) % 16 != 0 {
+                *dst.add(i) = half::f16::from_f32(*src.add(i)).to_bits();
+                i += 1;
+            }
+        }
+        while i + 32 <= n {
+            for k in 0..4 {
+                let v = _mm256_loadu_ps(src.add(i + 8 * k));
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                let p = dst.add(i + 8 * k) as *mut __m128i;
+                if stream {
+                    _mm_stream_si128(p, h);
+                } else {
+                    _mm_storeu_si128(p, h);
+                }
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(src.add(i)));
+            _mm_storeu_si128(dst.add(i) as *mut __m128i, h);
+            i += 8;
+        }
+        while i < n {
+            *dst.add(i) = half::f16::from_f32(*src.add(i)).to_bits();
+            i += 1;
+        }
+        if stream {
+            _mm_sfence();
+        }
+    }
+}
+
+/// f16 -> f32 with F16C (exact), 32 values per step.
+///
+/// # Safety
+/// As [`f32_to_f16`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn f16_to_f32(src: *const u16, dst: *mut f32, n: usize, stream: bool) {
+    use std::arch::x86_64::*;
+    let mut i = 0;
+    // SAFETY (whole body): indices stay below n; F16C per the caller.
+    unsafe {
+        let stream = stream && (dst as usize) % 4 == 0;
+        if stream {
+            while i < n && (dst.add(i) as usize) % 32 != 0 {
+                *dst.add(i) = half::f16::from_bits(*src.add(i)).to_f32();
+                i += 1;
+            }
+        }
+        while i + 32 <= n {
+            for k in 0..4 {
+                let h = _mm_loadu_si128(src.add(i + 8 * k) as *const __m128i);
+                let v = _mm256_cvtph_ps(h);
+                if stream {
+                    _mm256_stream_ps(dst.add(i + 8 * k), v);
+                } else {
+                    _mm256_storeu_ps(dst.add(i + 8 * k), v);
+                }
+            }
+            i += 32;
+        }
+        while i < n {
+            *dst.add(i) = half::f16::from_bits(*src.add(i)).to_f32();
+            i += 1;
+        }
+        if stream {
+            _mm_sfence();
+        }
+    }
+}
+
+/// The lane sum of `n` contiguous f32 values, bit-identical to the
+/// portable 32-lane loop in reduce.rs: value i goes to lane i % 32 while
+/// whole groups of 32 remain, the rest to lane 0, then lanes fold as a
+/// tree (l += l + 16, then + 8, + 4, + 2, + 1). Four AVX registers hold
+/// the 32 lanes, so the loop is four packed adds per 32 values.
+///
+/// # Safety
+/// The CPU must have AVX2; `p` must hold `n` readable values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let mut lanes = [0f32; 32];
+    // SAFETY (whole body): loads stay below n, per the caller.
+    unsafe {
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        let mut i = 0;
+        while i + 32 <= n {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p.add(i)));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p.add(i + 8)));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p.add(i + 16)));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p.add(i + 24)));
+            i += 32;
+        }
+        let out = lanes.as_mut_ptr();
+        _mm256_storeu_ps(out, a0);
+        _mm256_storeu_ps(out.add(8), a1);
+        _mm256_storeu_ps(out.add(16), a2);
+        _mm256_storeu_ps(out.add(24), a3);
+        while i < n {
+            lanes[0] += *p.add(i);
+            i += 1;
+        }
+    }
+    let mut width = 32;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            lanes[l] += lanes[l + width];
+        }
+    }
+    lanes[0]
+}
+
+/// Transposes an 8 x 8 block of 4-byte elements: element c of source row
+/// r (at `src + r * src_row + 4 * c`) goes to element r of destination
+/// row c (at `dst + c * dst_row + 4 * r`).
+///
+/// # Safety
+/// The CPU must have AVX2; all 64 source and destination elements must be
+/// valid and the blocks must not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose8x8_4(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the 8 rows of 32 bytes on each side are valid,
+    // per the caller.
+    unsafe {
+        let ld = |r: isize| _mm256_loadu_ps(src.offset(r * src_row) as *const f32);
+        let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
+        let (r4, r5, r6, r7) = (ld(4), ld(5), ld(6), ld(7));
+        // Interleave pairs of rows, then pairs of pairs, then swap halves.
+        let t0 = _mm256_unpacklo_ps(r0, r1);
+        let t1 = _mm256_unpackhi_ps(r0, r1);
+        let t2 = _mm256_unpacklo_ps(r2, r3);
+        let t3 = _mm256_unpackhi_ps(r2, r3);
+        let t4 = _mm256_unpacklo_ps(r4, r5);
+        let t5 = _mm256_unpackhi_ps(r4, r5);
+        let t6 = _mm256_unpacklo_ps(r6, r7);
+        let t7 = _mm256_unpackhi_ps(r6, r7);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        let st = |c: isize, v: __m256| _mm256_storeu_ps(dst.offset(c * dst_row) as *mut f32, v);
+        st(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
+        st(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
+        st(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
+        st(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
+        st(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
+        st(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
+        st(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
+        st(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+    }
+}
+
+/// Transposes a 4 x 4 block of 8-byte elements (as [`transpose8x8_4`]).
+///
+/// # Safety
+/// As [`transpose8x8_4`], for 16 elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose4x4_8(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the 4 rows of 32 bytes on each side are valid,
+    // per the caller.
+    unsafe {
+        let ld = |r: isize| _mm256_loadu_pd(src.offset(r * src_row) as *const f64);
+        let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
+        let t0 = _mm256_unpacklo_pd(r0, r1);
+        let t1 = _mm256_unpackhi_pd(r0, r1);
+        let t2 = _mm256_unpacklo_pd(r2, r3);
+        let t3 = _mm256_unpackhi_pd(r2, r3);
+        let st = |c: isize, v: __m256d| _mm256_storeu_pd(dst.offset(c * dst_row) as *mut f64, v);
+        st(0, _mm256_permute2f128_pd::<0x20>(t0, t2));
+        st(1, _mm256_permute2f128_pd::<0x20>(t1, t3));
+        st(2, _mm256_permute2f128_pd::<0x31>(t0, t2));
+        st(3, _mm256_permute2f128_pd::<0x31>(t1, t3));
+    }
+}
+
+/// Transposes an 8 x 8 block of 2-byte elements (as [`transpose8x8_4`]).
+///
+/// # Safety
+/// As [`transpose8x8_4`] (SSE2 suffices; the AVX2 requirement keeps one
+/// gate for all micro-kernels).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose8x8_2(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the 8 rows of 16 bytes on each side are valid,
+    // per the caller.
+    unsafe {
+        let ld = |r: isize| _mm_loadu_si128(src.offset(r * src_row) as *const __m128i);
+        let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
+        let (r4, r5, r6, r7) = (ld(4), ld(5), ld(6), ld(7));
+        let a0 = _mm_unpacklo_epi16(r0, r1);
+        let a1 = _mm_unpackhi_epi16(r0, r1);
+        let a2 = _mm_unpacklo_epi16(r2, r3);
+        let a3 = _mm_unpackhi_epi16(r2, r3);
+        let a4 = _mm_unpacklo_epi16(r4, r5);
+        let a5 = _mm_unpackhi_epi16(r4, r5);
+        let a6 = _mm_unpacklo_epi16(r6, r7);
+        let a7 = _mm_unpackhi_epi16(r6, r7);
+        let b0 = _mm_unpacklo_epi32(a0, a2);
+        let b1 = _mm_unpackhi_epi32(a0, a2);
+        let b2 = _mm_unpacklo_epi32(a1, a3);
+        let b3 = _mm_unpackhi_epi32(a1, a3);
+        let b4 = _mm_unpacklo_epi32(a4, a6);
+        let b5 = _mm_unpackhi_epi32(a4, a6);
+        let b6 = _mm_unpacklo_epi32(a5, a7);
+        let b7 = _mm_unpackhi_epi32(a5, a7);
+        let st =
+            |c: isize, v: __m128i| _mm_storeu_si128(dst.offset(c * dst_row) as *mut __m128i, v);
+        st(0, _mm_unpacklo_epi64(b0, b4));
+        st(1, _mm_unpackhi_epi64(b0, b4));
+        st(2, _mm_unpacklo_epi64(b1, b5));
+        st(3, _mm_unpackhi_epi64(b1, b5));
+        st(4, _mm_unpacklo_epi64(b2, b6));
+        st(5, _mm_unpackhi_epi64(b2, b6));
+        st(6, _mm_unpacklo_epi64(b3, b7));
+        st(7, _mm_unpackhi_epi64(b3, b7));
+    }
+}
+
+/// Transposes the whole blocks of a tile into `dst` with the register
+/// micro-kernels: element (i, j) at `src + i * src_row + j * size` goes to
+/// `dst + j * dst_row + i * size`, for i < rows and j < cols rounded down
+/// to the block edge (8, or 4 for 8-byte elements). Returns the rounded
+/// (rows, cols) it covered; (0, 0) for element sizes without a kernel.
+///
+/// # Safety
+/// The CPU must have AVX2; every addressed element must be valid and the
+/// two sides must not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn transpose_blocks(
+    size: usize,
+    src: *const u8,
+    src_row: isize,
+    dst: *mut u8,
+    dst_row: isize,
+    rows: usize,
+    cols: usize,
+) -> (usize, usize) {
+    macro_rules! blocks {
+        ($k:expr, $micro:ident) => {{
+            let (r, c) = (rows / $k * $k, cols / $k * $k);
+            for i in (0..r).step_by($k) {
+                for j in (0..c).step_by($k) {
+                    // SAFETY: the block at (i, j) lies inside both sides,
+                    // per the caller.
+                    unsafe {
+                        $micro(
+                            src.offset(i as isize * src_row + (j * size) as isize),
+                            src_row,
+                            dst.offset(j as isize * dst_row + (i * size) as isize),
+                            dst_row,
+                        )
+                    };
+                }
+            }
+            (r, c)
+        }};
+    }
+    match size {
+        2 => blocks!(8, transpose8x8_2),
+        4 => blocks!(8, transpose8x8_4),
+        8 => blocks!(4, transpose4x4_8),
+        _ => (0, 0),
+    }
+}
+
+/// Writes `rows` rows of `row_bytes` contiguous bytes from `src` (rows
+/// back to back) to `dst + r * dst_row` with 32-byte streaming stores.
+/// Returns false, writing nothing, unless every destination row is
+/// 32-byte aligned and `row_bytes` a multiple of 32.
+///
+/// # Safety
+/// The CPU must have AVX2; both sides valid for the rows, not
+/// overlapping. Call [`sfence`] before other threads read the rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn stream_rows(
+    dst: *mut u8,
+    dst_row: isize,
+    src: *const u8,
+    row_bytes: usize,
+    rows: usize,
+) -> bool {
+    use std::arch::x86_64::*;
+    if row_bytes % 32 != 0 || (dst as usize) % 32 != 0 || dst_row % 32 != 0 {
+        return false;
+    }
+    for r in 0..rows {
+        // SAFETY: row r of both sides is valid, per the caller; the
+        // destination is 32-byte aligned (checked).
+        unsafe {
+            let d = dst.offset(r as isize * dst_row);
+            let s = src.add(r * row_bytes);
+            for k in (0..row_bytes).step_by(32) {
+                _mm256_stream_si256(
+                    d.add(k) as *mut __m256i,
+                    _mm256_loadu_si256(s.add(k) as *const __m256i),
+                );
+            }
+        }
+    }
+    true
+}
+
+/// memcpy with streaming stores for copies larger than the cache: bytes up
+/// to the first 32-byte aligned destination address and the tail are
+/// copied normally, the rest with 32-byte (AVX2) or 16-byte (SSE2)
+/// non-temporal stores, then an sfence. (glibc's memcpy streams only above
+/// a threshold derived from the cache size the CPU reports, which virtual
+/// machines can overstate.)
+///
+/// # Safety
+/// `src` readable and `dst` writable for `bytes`, not overlapping.
+pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let head = ((32 - (dst as usize) % 32) % 32).min(bytes);
+        let body = (bytes - head) / 32 * 32;
+        // SAFETY: all ranges lie inside the caller's `bytes`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let (d, s) = (dst.add(head), src.add(head));
+            if avx2_enabled() {
+                stream_body_avx2(d, s, body);
+            } else {
+                use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+                for k in (0..body).step_by(16) {
+                    _mm_stream_si128(
+                        d.add(k) as *mut __m128i,
+                        _mm_loadu_si128(s.add(k) as *const __m128i),
+                    );
+                }
+            }
+            std::ptr::copy_nonoverlapping(s.add(body), d.add(body), bytes - head - body);
+        }
+        sfence();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: per the caller.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, bytes)
+    };
+}
+
+/// The 32-byte streaming loop of [`stream_copy`].
+///
+/// # Safety
+/// AVX2; `dst` 32-byte aligned; both valid for `bytes` (a multiple of 32).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_body_avx2(dst: *mut u8, src: *const u8, bytes: usize) {
+    use std::arch::x86_64::*;
+    for k in (0..bytes).step_by(128) {
+        if k + 128 <= bytes {
+            // SAFETY: k + 128 <= bytes; dst aligned.
+            unsafe {
+                for q in (0..128).step_by(32) {
+                    let v = _mm256_loadu_si256(src.add(k + q) as *const __m256i);
+                    _mm256_stream_si256(dst.add(k + q) as *mut __m256i, v);
+                }
+            }
+        } else {
+            for q in (k..bytes).step_by(32) {
+                // SAFETY: q + 32 <= bytes; dst aligned.
+                unsafe {
+                    let v = _mm256_loadu_si256(src.add(q) as *const __m256i);
+                    _mm256_stream_si256(dst.add(q) as *mut __m256i, v);
+                }
+            }
+        }
+    }
+}

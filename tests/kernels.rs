@@ -1,0 +1,1165 @@
+//! The built-in kernels against straightforward reference loops: every
+//! dtype, contiguous / broadcast / permuted / sliced / 0-size inputs,
+//! half and bfloat16 rounding against the `half` crate, the dtype rules
+//! of results, division by zero, empty reductions, alpha, in-place
+//! aliasing, and the parallel, streaming, tiled and AVX2 paths.
+
+use half::{bf16, f16};
+use tessera::kernels::elem::{Bool, Complex, Elem};
+use tessera::kernels::ops::{Arith, Div, Max, Signed};
+use tessera::kernels::reduce::SumAcc;
+use tessera::kernels::{self, RoundingMode};
+use tessera::{DType, Device, ErrorKind, Scalar, Tensor};
+
+// ------------------------------------------------------------- helpers
+
+/// A contiguous tensor holding `data`.
+fn from_vec<T: Elem>(sizes: &[i64], data: &[T]) -> Tensor {
+    let t = Tensor::empty(sizes, T::DTYPE, Device::CPU).unwrap();
+    assert_eq!(t.numel() as usize, data.len());
+    let p = t.data_ptr() as *mut T;
+    for (i, v) in data.iter().enumerate() {
+        // SAFETY: the tensor holds data.len() contiguous elements.
+        unsafe { p.add(i).write_unaligned(*v) };
+    }
+    t
+}
+
+/// The elements of `t` in row-major logical order, read through its
+/// strides (the reference reader: an odometer, no kernels).
+fn to_vec<T: Elem>(t: &Tensor) -> Vec<T> {
+    assert_eq!(t.dtype(), T::DTYPE);
+    let n = t.numel() as usize;
+    if n == 0 {
+        return Vec::new();
+    }
+    let (sizes, strides) = (t.sizes().to_vec(), t.strides().to_vec());
+    let base = t.data_ptr() as *const T;
+    let mut idx = vec![0i64; sizes.len()];
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let off: i64 = idx.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        // SAFETY: idx stays inside the sizes, so the offset is inside the
+        // tensor's storage.
+        out.push(unsafe { base.offset(off as isize).read_unaligned() });
+        for d in (0..sizes.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// Deterministic test values: small multiples of 1/8 (sums and products
+/// of a few of them are exact in every floating type), with a few zeros.
+fn values<T: Elem>(n: usize, seed: usize) -> Vec<T> {
+    (0..n)
+        .map(|i| {
+            let k = (i * 7919 + seed * 104729) % 97;
+            let re = (k as f64 - 48.0) * 0.125;
+            let im = ((k * 31) % 17) as f64 * 0.25 - 2.0;
+            T::from_complex(re, im)
+        })
+        .collect()
+}
+
+/// Two elements are the same value: equal bytes, or both NaN.
+fn same<T: Elem>(a: T, b: T) -> bool {
+    let size = std::mem::size_of::<T>();
+    // SAFETY: both are plain values of `size` bytes.
+    let (x, y) = unsafe {
+        (
+            std::slice::from_raw_parts(&a as *const T as *const u8, size),
+            std::slice::from_raw_parts(&b as *const T as *const u8, size),
+        )
+    };
+    if x == y {
+        return true;
+    }
+    let (p, q) = (a.cast::<Complex<f64>>(), b.cast::<Complex<f64>>());
+    let nan = |c: Complex<f64>| c.re.is_nan() || c.im.is_nan();
+    nan(p) && nan(q) && !T::DTYPE.is_integral(true)
+}
+
+fn assert_all_same<T: Elem + std::fmt::Debug>(got: &[T], want: &[T], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(same(*g, *w), "{what}: element {i}: got {g:?}, want {w:?}");
+    }
+}
+
+/// Input layouts of logical shape [rows, cols] holding `values::<T>`.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    Contiguous,
+    /// A transposed view (strides [1, rows]).
+    Permuted,
+    /// Every other element of a larger tensor, at an offset.
+    Sliced,
+    /// One row broadcast (stride 0 along dim 0).
+    Broadcast,
+}
+
+const LAYOUTS: [Layout; 4] = [
+    Layout::Contiguous,
+    Layout::Permuted,
+    Layout::Sliced,
+    Layout::Broadcast,
+];
+
+fn make<T: Elem>(layout: Layout, rows: i64, cols: i64, seed: usize) -> Tensor {
+    let n = (rows * cols) as usize;
+    match layout {
+        Layout::Contiguous => from_vec(&[rows, cols], &values::<T>(n, seed)),
+        Layout::Permuted => from_vec(&[cols, rows], &values::<T>(n, seed))
+            .transpose(0, 1)
+            .unwrap(),
+        Layout::Sliced => {
+            let big = from_vec(
+                &[rows * 2 + 1, cols * 2 + 1],
+                &values::<T>(((rows * 2 + 1) * (cols * 2 + 1)) as usize, seed),
+            );
+            big.as_strided(&[rows, cols], &[2 * (cols * 2 + 1), 2], 1)
+                .unwrap()
+        }
+        Layout::Broadcast => from_vec(&[1, cols], &values::<T>(cols as usize, seed))
+            .expand(&[rows, cols])
+            .unwrap(),
+    }
+}
+
+/// Runs `$m!(T)` for every dtype the kernels support.
+macro_rules! for_all_types {
+    ($m:ident) => {
+        $m!(Bool);
+        $m!(u8);
+        $m!(i8);
+        $m!(i16);
+        $m!(i32);
+        $m!(i64);
+        $m!(u16);
+        $m!(u32);
+        $m!(u64);
+        $m!(f16);
+        $m!(bf16);
+        $m!(f32);
+        $m!(f64);
+        $m!(Complex<f16>);
+        $m!(Complex<f32>);
+        $m!(Complex<f64>);
+    };
+}
+
+fn scalar_of<T: Elem>(t: &Tensor) -> T {
+    to_vec::<T>(t)[0]
+}
+
+// ----------------------------------------------------------------- copy
+
+fn check_copy<S: Elem + std::fmt::Debug, D: Elem + std::fmt::Debug>() {
+    for layout in LAYOUTS {
+        for (rows, cols) in [(5, 7), (3, 40), (0, 4)] {
+            let src = make::<S>(layout, rows, cols, 1);
+            let dst = Tensor::empty(&[rows, cols], D::DTYPE, Device::CPU).unwrap();
+            kernels::copy_(&dst, &src).unwrap();
+            let want: Vec<D> = to_vec::<S>(&src)
+                .into_iter()
+                .map(|v| v.cast::<D>())
+                .collect();
+            let what = format!(
+                "copy {:?} -> {:?}, {layout:?} {rows}x{cols}",
+                S::DTYPE,
+                D::DTYPE
+            );
+            assert_all_same(&to_vec::<D>(&dst), &want, &what);
+        }
+    }
+    // A permuted destination, a broadcast source row.
+    let dst = Tensor::empty(&[6, 5], D::DTYPE, Device::CPU)
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap();
+    let src = from_vec(&[6], &values::<S>(6, 3));
+    kernels::copy_(&dst, &src).unwrap();
+    let row: Vec<D> = to_vec::<S>(&src)
+        .into_iter()
+        .map(|v| v.cast::<D>())
+        .collect();
+    let want: Vec<D> = (0..5).flat_map(|_| row.clone()).collect();
+    assert_all_same(
+        &to_vec::<D>(&dst),
+        &want,
+        "copy into a permuted destination",
+    );
+}
+
+macro_rules! copy_from {
+    ($s:ty) => {{
+        macro_rules! copy_to {
+            ($d:ty) => {
+                check_copy::<$s, $d>()
+            };
+        }
+        for_all_types!(copy_to);
+    }};
+}
+
+#[test]
+fn copy_every_dtype_pair_and_layout() {
+    for_all_types!(copy_from);
+}
+
+#[test]
+fn copy_refuses_float8_and_quantized_conversions_but_moves_their_bytes() {
+    let a = Tensor::empty(&[4], DType::Float8E4M3Fn, Device::CPU).unwrap();
+    let f = Tensor::empty(&[4], DType::Float, Device::CPU).unwrap();
+    let e = kernels::copy_(&f, &a).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(e.message().contains("Float8_e4m3fn"), "{e}");
+    let q = Tensor::empty(&[4], DType::QInt8, Device::CPU).unwrap();
+    assert_eq!(
+        kernels::copy_(&q, &f).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+    // Equal dtypes copy bytes, whatever they mean.
+    let src = from_vec::<u8>(&[4], &[1, 2, 3, 4]);
+    let src8 = Tensor::from_storage(src.storage(), 0, &[4], None, DType::Float8E5M2).unwrap();
+    let dst8 = Tensor::empty(&[2, 4], DType::Float8E5M2, Device::CPU).unwrap();
+    kernels::copy_(&dst8, &src8).unwrap();
+    let bytes = Tensor::from_storage(dst8.storage(), 0, &[8], None, DType::Byte).unwrap();
+    assert_eq!(to_vec::<u8>(&bytes), vec![1, 2, 3, 4, 1, 2, 3, 4]);
+}
+
+#[test]
+fn copy_resolves_partial_overlap_and_ignores_self_copies() {
+    let base = from_vec::<f32>(&[10], &(0..10).map(|i| i as f32).collect::<Vec<_>>());
+    let dst = base.narrow(0, 0, 8).unwrap();
+    let src = base.narrow(0, 2, 8).unwrap();
+    kernels::copy_(&dst, &src).unwrap();
+    assert_eq!(
+        to_vec::<f32>(&base),
+        vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 8.0, 9.0]
+    );
+    let v0 = base.version();
+    kernels::copy_(&base, &base).unwrap();
+    assert_eq!(base.version(), v0, "a self-copy changes nothing");
+    // The same memory through another view with another dtype of the same
+    // size: an in-place conversion.
+    let ints = Tensor::from_storage(base.storage(), 0, &[10], None, DType::Int).unwrap();
+    kernels::copy_(&ints, &base).unwrap();
+    assert_eq!(to_vec::<i32>(&ints)[..3], [2, 3, 4]);
+}
+
+#[test]
+fn copy_of_transposed_layouts_uses_whole_tiles_and_edges() {
+    // Sizes that are not multiples of the tile or the register block,
+    // every element width, 2-D and 3-D permutations.
+    macro_rules! check {
+        ($t:ty) => {{
+            for (rows, cols) in [(70, 300), (9, 1030), (300, 13)] {
+                let src = make::<$t>(Layout::Permuted, rows, cols, 5);
+                let dst = Tensor::empty(&[rows, cols], <$t>::DTYPE, Device::CPU).unwrap();
+                kernels::copy_(&dst, &src).unwrap();
+                assert_all_same(&to_vec::<$t>(&dst), &to_vec::<$t>(&src), "tiled 2-D");
+            }
+            let cube = from_vec(&[20, 30, 40], &values::<$t>(24000, 2));
+            let perm = cube.permute(&[2, 1, 0]).unwrap();
+            let dst = Tensor::empty(&[40, 30, 20], <$t>::DTYPE, Device::CPU).unwrap();
+            kernels::copy_(&dst, &perm).unwrap();
+            assert_all_same(&to_vec::<$t>(&dst), &to_vec::<$t>(&perm), "tiled 3-D");
+            // A transposed copy with a cast goes through a temporary.
+            let dstf = Tensor::empty(&[40, 30, 20], DType::Double, Device::CPU).unwrap();
+            kernels::copy_(&dstf, &perm).unwrap();
+            let want: Vec<f64> = to_vec::<$t>(&perm)
+                .into_iter()
+                .map(|v| v.cast::<f64>())
+                .collect();
+            assert_all_same(&to_vec::<f64>(&dstf), &want, "tiled with cast");
+        }};
+    }
+    check!(u8);
+    check!(f16);
+    check!(f32);
+    check!(f64);
+    check!(Complex<f64>);
+}
+
+// ------------------------------------------------------- half rounding
+
+/// Pseudo-random bit patterns (every class: normals, subnormals, zeros,
+/// infinities, NaNs).
+fn random_bits(n: usize) -> Vec<u64> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })
+        .collect()
+}
+
+fn check_rounding<S: Elem + std::fmt::Debug, D: Elem + std::fmt::Debug>(
+    src: Vec<S>,
+    reference: impl Fn(S) -> D,
+) {
+    let n = src.len() as i64;
+    let want: Vec<D> = src.iter().map(|&v| reference(v)).collect();
+    // Contiguous (slice conversions), strided (element-wise) and
+    // broadcast sources.
+    let s = from_vec(&[n], &src);
+    let d = Tensor::empty(&[n], D::DTYPE, Device::CPU).unwrap();
+    kernels::copy_(&d, &s).unwrap();
+    let what = format!("{:?} -> {:?}", S::DTYPE, D::DTYPE);
+    assert_all_same(&to_vec::<D>(&d), &want, &what);
+    let wide = from_vec(
+        &[n, 2],
+        &src.iter().flat_map(|&v| [v, v]).collect::<Vec<_>>(),
+    );
+    let strided = wide.select(1, 1).unwrap();
+    kernels::copy_(&d, &strided).unwrap();
+    assert_all_same(&to_vec::<D>(&d), &want, &format!("{what}, strided"));
+}
+
+#[test]
+fn half_and_bfloat16_round_as_the_half_crate() {
+    let bits = random_bits(20000);
+    let f32s: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b as u32)).collect();
+    let f64s: Vec<f64> = bits.iter().map(|&b| f64::from_bits(b)).collect();
+    // Values near half's range and rounding boundaries too.
+    let mut near: Vec<f32> = (0..4000)
+        .map(|i| (i as f32 - 2000.0) * 37.013 + 0.5)
+        .collect();
+    near.extend([
+        65504.0,
+        65519.99,
+        65520.0,
+        1e-8,
+        6.0e-8,
+        2.98e-8,
+        -0.0,
+        f32::NAN,
+    ]);
+    let near64: Vec<f64> = near.iter().map(|&v| v as f64 + 1e-9).collect();
+    let h16: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b as u16)).collect();
+    let b16: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b as u16)).collect();
+    let ints: Vec<i32> = bits.iter().map(|&b| (b as i32) >> 7).collect();
+    for avx2 in [true, false] {
+        kernels::simd::set_avx2_enabled(avx2);
+        check_rounding(f32s.clone(), f16::from_f32);
+        check_rounding(near.clone(), f16::from_f32);
+        check_rounding(f64s.clone(), f16::from_f64);
+        check_rounding(near64.clone(), f16::from_f64);
+        check_rounding(f32s.clone(), bf16::from_f32);
+        check_rounding(f64s.clone(), bf16::from_f64);
+        check_rounding(h16.clone(), f16::to_f32);
+        check_rounding(h16.clone(), f16::to_f64);
+        check_rounding(b16.clone(), bf16::to_f32);
+        check_rounding(h16.clone(), |v: f16| bf16::from_f32(v.to_f32()));
+        check_rounding(b16.clone(), |v: bf16| f16::from_f32(v.to_f32()));
+        check_rounding(ints.clone(), |v: i32| f16::from_f32(v as f32));
+        check_rounding(ints.clone(), |v: i32| bf16::from_f32(v as f32));
+        check_rounding(h16.clone(), |v: f16| v.to_f32() as i32);
+    }
+    kernels::simd::set_avx2_enabled(true);
+}
+
+// ---------------------------------------------------------------- fill
+
+fn check_fill<T: Elem + std::fmt::Debug>() {
+    for value in [
+        Scalar::Int(-3),
+        Scalar::Float(2.7),
+        Scalar::Bool(true),
+        Scalar::Complex(1.5, -2.0),
+    ] {
+        let want = T::from_scalar(value).unwrap();
+        for layout in [
+            Layout::Contiguous,
+            Layout::Permuted,
+            Layout::Sliced,
+            Layout::Broadcast,
+        ] {
+            let t = make::<T>(layout, 4, 9, 0);
+            let v0 = t.version();
+            kernels::fill_(&t, value).unwrap();
+            assert!(t.version() > v0);
+            let got = to_vec::<T>(&t);
+            assert!(
+                got.iter().all(|&g| same(g, want)),
+                "fill {:?} {layout:?} {value:?}",
+                T::DTYPE
+            );
+        }
+    }
+    let empty = Tensor::empty(&[0, 3], T::DTYPE, Device::CPU).unwrap();
+    kernels::fill_(&empty, Scalar::Int(1)).unwrap();
+}
+
+#[test]
+fn fill_every_dtype_and_layout() {
+    macro_rules! fill {
+        ($t:ty) => {
+            check_fill::<$t>()
+        };
+    }
+    for_all_types!(fill);
+    let q = Tensor::empty(&[2], DType::QUInt8, Device::CPU).unwrap();
+    assert_eq!(
+        kernels::fill_(&q, Scalar::Int(1)).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+}
+
+// -------------------------------------------------------------- binary
+
+/// The binary-op input pairs: (a, b) layouts of shape [rows, cols] or
+/// broadcastable to it.
+fn binary_inputs<T: Elem>() -> Vec<(String, Tensor, Tensor)> {
+    let mut v = Vec::new();
+    for la in LAYOUTS {
+        for lb in LAYOUTS {
+            v.push((
+                format!("{la:?} op {lb:?}"),
+                make::<T>(la, 6, 37, 1),
+                make::<T>(lb, 6, 37, 2),
+            ));
+        }
+    }
+    let col = from_vec(&[6, 1], &values::<T>(6, 3));
+    let row = from_vec(&[37], &values::<T>(37, 4));
+    v.push(("[6,1] op [37]".into(), col, row));
+    let scalar = from_vec(&[], &values::<T>(1, 7)[..]);
+    v.push((
+        "tensor op 0-dim".into(),
+        make::<T>(Layout::Sliced, 6, 37, 5),
+        scalar.clone(),
+    ));
+    v.push((
+        "0-dim op tensor".into(),
+        scalar,
+        make::<T>(Layout::Permuted, 6, 37, 6),
+    ));
+    v.push((
+        "0-size".into(),
+        make::<T>(Layout::Contiguous, 0, 37, 1),
+        row_of::<T>(37),
+    ));
+    v.push((
+        "long".into(),
+        make::<T>(Layout::Contiguous, 3, 50000, 1),
+        make::<T>(Layout::Broadcast, 3, 50000, 2),
+    ));
+    v
+}
+
+fn row_of<T: Elem>(n: i64) -> Tensor {
+    from_vec(&[n], &values::<T>(n as usize, 9))
+}
+
+/// Reference: the broadcast of a and b element by element.
+fn reference_binary<T: Elem>(a: &Tensor, b: &Tensor, f: impl Fn(T, T) -> T) -> (Vec<i64>, Vec<T>) {
+    let shape = tessera::tensor::shape::broadcast_shapes(a.sizes(), b.sizes()).unwrap();
+    let (ea, eb) = (a.expand(&shape).unwrap(), b.expand(&shape).unwrap());
+    let out = to_vec::<T>(&ea)
+        .into_iter()
+        .zip(to_vec::<T>(&eb))
+        .map(|(x, y)| f(x, y))
+        .collect();
+    (shape.to_vec(), out)
+}
+
+fn check_binary<T: Elem + std::fmt::Debug>(
+    name: &str,
+    op: impl Fn(Option<&Tensor>, &Tensor, &Tensor) -> tessera::Result<Tensor>,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    for (what, a, b) in binary_inputs::<T>() {
+        let (shape, want) = reference_binary::<T>(&a, &b, f);
+        let got = op(None, &a, &b).unwrap();
+        assert_eq!(got.dtype(), T::DTYPE);
+        assert_eq!(got.sizes(), &shape[..], "{name} {what}");
+        let what = format!("{name} {:?} {what}", T::DTYPE);
+        assert_all_same(&to_vec::<T>(&got), &want, &what);
+        // Into a given output, and in place into a (when shapes allow).
+        let out = Tensor::empty(&shape, T::DTYPE, Device::CPU).unwrap();
+        let r = op(Some(&out), &a, &b).unwrap();
+        assert!(Tensor::ptr_eq(&r, &out));
+        assert_all_same(&to_vec::<T>(&out), &want, &format!("{what}, out="));
+        if a.sizes() == &shape[..] {
+            let a2 = Tensor::empty(a.sizes(), T::DTYPE, Device::CPU).unwrap();
+            kernels::copy_(&a2, &a).unwrap();
+            let r = op(Some(&a2), &a2, &b).unwrap();
+            assert!(Tensor::ptr_eq(&r, &a2));
+            assert_all_same(&to_vec::<T>(&a2), &want, &format!("{what}, in place"));
+        }
+    }
+}
+
+macro_rules! binary_all {
+    ($t:ty) => {{
+        type T = $t;
+        type O = <T as Elem>::Op;
+        let one = |x: T, y: T| T::from_op(x.to_op().add(y.to_op()));
+        check_binary::<T>("add", |o, a, b| kernels::add(o, a, b, Scalar::Int(1)), one);
+        let two =
+            |x: T, y: T| T::from_op(x.to_op().add(O::from_alpha(Scalar::Int(2)).mul(y.to_op())));
+        check_binary::<T>(
+            "add alpha 2",
+            |o, a, b| kernels::add(o, a, b, Scalar::Int(2)),
+            two,
+        );
+        let mul = |x: T, y: T| T::from_op(x.to_op().mul(y.to_op()));
+        check_binary::<T>("mul", kernels::mul, mul);
+    }};
+}
+
+macro_rules! signed_all {
+    ($t:ty) => {{
+        type T = $t;
+        type O = <T as Elem>::Op;
+        let sub3 =
+            |x: T, y: T| T::from_op(x.to_op().sub(O::from_alpha(Scalar::Int(3)).mul(y.to_op())));
+        check_binary::<T>(
+            "sub alpha 3",
+            |o, a, b| kernels::sub(o, a, b, Scalar::Int(3)),
+            sub3,
+        );
+        // neg, against the reference, in place too.
+        for layout in LAYOUTS {
+            let a = make::<T>(layout, 5, 33, 8);
+            let want: Vec<T> = to_vec::<T>(&a)
+                .into_iter()
+                .map(|v| T::from_op(v.to_op().neg()))
+                .collect();
+            let got = kernels::neg(None, &a).unwrap();
+            assert_all_same(
+                &to_vec::<T>(&got),
+                &want,
+                &format!("neg {:?} {layout:?}", T::DTYPE),
+            );
+        }
+        let a = make::<T>(Layout::Contiguous, 4, 20, 1);
+        let want: Vec<T> = to_vec::<T>(&a)
+            .into_iter()
+            .map(|v| T::from_op(v.to_op().neg()))
+            .collect();
+        let r = kernels::neg(Some(&a), &a).unwrap();
+        assert!(Tensor::ptr_eq(&r, &a));
+        assert_all_same(&to_vec::<T>(&a), &want, "neg in place");
+    }};
+}
+
+macro_rules! div_all {
+    ($t:ty) => {{
+        type T = $t;
+        let div = |x: T, y: T| T::from_op(x.to_op().div(y.to_op()));
+        check_binary::<T>("div", kernels::div, div);
+    }};
+}
+
+#[test]
+fn add_and_mul_every_dtype_and_layout() {
+    for_all_types!(binary_all);
+}
+
+#[test]
+fn sub_and_neg_every_signed_dtype_and_layout() {
+    signed_all!(u8);
+    signed_all!(i8);
+    signed_all!(i16);
+    signed_all!(i32);
+    signed_all!(i64);
+    signed_all!(u16);
+    signed_all!(u32);
+    signed_all!(u64);
+    signed_all!(f16);
+    signed_all!(bf16);
+    signed_all!(f32);
+    signed_all!(f64);
+    signed_all!(Complex<f16>);
+    signed_all!(Complex<f32>);
+    signed_all!(Complex<f64>);
+}
+
+#[test]
+fn true_division_every_floating_dtype_and_layout() {
+    div_all!(f16);
+    div_all!(bf16);
+    div_all!(f32);
+    div_all!(f64);
+    div_all!(Complex<f16>);
+    div_all!(Complex<f32>);
+    div_all!(Complex<f64>);
+}
+
+#[test]
+fn integer_division_promotes_and_divides_by_zero_as_ieee() {
+    let a = from_vec::<i32>(&[4], &[7, -7, 0, 6]);
+    let b = from_vec::<i32>(&[4], &[2, 0, 0, -4]);
+    let q = kernels::div(None, &a, &b).unwrap();
+    assert_eq!(q.dtype(), DType::Float);
+    let got = to_vec::<f32>(&q);
+    assert_eq!(got[0], 3.5);
+    assert_eq!(got[1], f32::NEG_INFINITY);
+    assert!(got[2].is_nan());
+    assert_eq!(got[3], -1.5);
+    // Float division by zero: inf / NaN, never an error.
+    let x = from_vec::<f64>(&[3], &[1.0, -2.0, 0.0]);
+    let z = from_vec::<f64>(&[1], &[0.0]);
+    let r = to_vec::<f64>(&kernels::div(None, &x, &z).unwrap());
+    assert_eq!(r[..2], [f64::INFINITY, f64::NEG_INFINITY]);
+    assert!(r[2].is_nan());
+    // Bool / bool is Float too.
+    let t = from_vec::<Bool>(&[2], &[Bool(1), Bool(0)]);
+    assert_eq!(kernels::div(None, &t, &t).unwrap().dtype(), DType::Float);
+    // An integer output cannot receive the Float quotient.
+    let e = kernels::div(Some(&a.clone()), &a, &b).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DType);
+}
+
+#[test]
+fn rounding_division_and_integer_division_by_zero() {
+    let a = from_vec::<i64>(&[4], &[7, -7, 7, -7]);
+    let b = from_vec::<i64>(&[4], &[2, 2, -2, -2]);
+    let t = kernels::div_rounding(None, &a, &b, RoundingMode::Trunc).unwrap();
+    assert_eq!(t.dtype(), DType::Long);
+    assert_eq!(to_vec::<i64>(&t), vec![3, -3, -3, 3]);
+    let f = kernels::div_rounding(None, &a, &b, RoundingMode::Floor).unwrap();
+    assert_eq!(to_vec::<i64>(&f), vec![3, -4, -4, 3]);
+    let none = kernels::div_rounding(None, &a, &b, RoundingMode::None).unwrap();
+    assert_eq!(none.dtype(), DType::Float);
+    for mode in [RoundingMode::Trunc, RoundingMode::Floor] {
+        let zero = from_vec::<u8>(&[3], &[1, 0, 2]);
+        let e = kernels::div_rounding(None, &zero, &zero, mode).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ZeroDivision);
+        assert!(e.message().contains("division by zero"), "{e}");
+    }
+    let x = from_vec::<f32>(&[3], &[-7.5, 1.0, -1.0]);
+    let y = from_vec::<f32>(&[3], &[2.0, 0.0, 0.0]);
+    let r = to_vec::<f32>(&kernels::div_rounding(None, &x, &y, RoundingMode::Floor).unwrap());
+    assert_eq!(r, vec![-4.0, f32::INFINITY, f32::NEG_INFINITY]);
+    let r = to_vec::<f32>(&kernels::div_rounding(None, &x, &y, RoundingMode::Trunc).unwrap());
+    assert_eq!(r[0], -3.0);
+    let bools = from_vec::<Bool>(&[1], &[Bool(1)]);
+    let e = kernels::div_rounding(None, &bools, &bools, RoundingMode::Floor).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+}
+
+#[test]
+fn result_dtypes_follow_c10_promotion() {
+    let ints = from_vec::<i32>(&[3], &[1, 2, 3]);
+    let r = kernels::add(
+        None,
+        &ints,
+        &Tensor::wrapped_scalar(Scalar::Float(2.5)).unwrap(),
+        Scalar::Int(1),
+    )
+    .unwrap();
+    assert_eq!(r.dtype(), DType::Float);
+    assert_eq!(to_vec::<f32>(&r), vec![3.5, 4.5, 5.5]);
+    let bytes = from_vec::<u8>(&[2], &[250, 1]);
+    let r = kernels::add(
+        None,
+        &bytes,
+        &Tensor::wrapped_scalar(Scalar::Int(10)).unwrap(),
+        Scalar::Int(1),
+    )
+    .unwrap();
+    assert_eq!(r.dtype(), DType::Byte, "a wrapped int does not widen uint8");
+    assert_eq!(to_vec::<u8>(&r), vec![4, 11]);
+    let chars = from_vec::<i8>(&[2], &[-1, 1]);
+    let r = kernels::add(None, &bytes, &chars, Scalar::Int(1)).unwrap();
+    assert_eq!(r.dtype(), DType::Short);
+    assert_eq!(to_vec::<i16>(&r), vec![249, 2]);
+    let h = from_vec::<f16>(&[2], &[f16::from_f32(1.5), f16::from_f32(-2.0)]);
+    let d = from_vec::<f64>(&[2], &[0.25, 0.5]);
+    assert_eq!(kernels::mul(None, &h, &d).unwrap().dtype(), DType::Double);
+    let d0 = from_vec::<f64>(&[], &[0.25]);
+    let r = kernels::mul(None, &h, &d0).unwrap();
+    assert_eq!(r.dtype(), DType::Half, "a 0-dim double does not widen half");
+    assert_eq!(
+        to_vec::<f16>(&r),
+        vec![f16::from_f32(0.375), f16::from_f32(-0.5)]
+    );
+    let t = from_vec::<Bool>(&[3], &[Bool(1), Bool(0), Bool(0)]);
+    let u = from_vec::<Bool>(&[3], &[Bool(0), Bool(0), Bool(1)]);
+    let or = kernels::add(None, &t, &u, Scalar::Bool(true)).unwrap();
+    assert_eq!(or.dtype(), DType::Bool);
+    assert_eq!(to_vec::<Bool>(&or), vec![Bool(1), Bool(0), Bool(1)]);
+    let and = kernels::mul(None, &t, &u).unwrap();
+    assert_eq!(to_vec::<Bool>(&and), vec![Bool(0); 3]);
+    let c = from_vec::<Complex<f32>>(&[1], &[Complex::new(1.0, 2.0)]);
+    assert_eq!(
+        kernels::add(None, &c, &ints, Scalar::Int(1))
+            .unwrap()
+            .dtype(),
+        DType::ComplexFloat
+    );
+    // A given output of a wider dtype receives the result cast.
+    let out = Tensor::empty(&[3], DType::Double, Device::CPU).unwrap();
+    kernels::add(Some(&out), &ints, &ints, Scalar::Int(1)).unwrap();
+    assert_eq!(to_vec::<f64>(&out), vec![2.0, 4.0, 6.0]);
+    // ... but not a narrower kind.
+    let out = Tensor::empty(&[3], DType::Int, Device::CPU).unwrap();
+    let f = from_vec::<f32>(&[3], &[1.0, 2.0, 3.0]);
+    assert_eq!(
+        kernels::add(Some(&out), &f, &f, Scalar::Int(1))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::DType
+    );
+    // A resizable output of the wrong shape is resized.
+    let out = Tensor::empty(&[0], DType::Int, Device::CPU).unwrap();
+    let r = kernels::add(Some(&out), &ints, &ints, Scalar::Int(1)).unwrap();
+    assert_eq!(r.sizes(), &[3]);
+    assert_eq!(to_vec::<i32>(&out), vec![2, 4, 6]);
+}
+
+#[test]
+fn alpha_rules_and_bool_refusals() {
+    let ints = from_vec::<i64>(&[3], &[10, 20, 30]);
+    let ones = from_vec::<i64>(&[3], &[1, 2, 3]);
+    assert_eq!(
+        to_vec::<i64>(&kernels::add(None, &ints, &ones, Scalar::Int(-2)).unwrap()),
+        vec![8, 16, 24]
+    );
+    assert_eq!(
+        to_vec::<i64>(&kernels::sub(None, &ints, &ones, Scalar::Int(3)).unwrap()),
+        vec![7, 14, 21]
+    );
+    let f = from_vec::<f32>(&[2], &[1.0, 2.0]);
+    assert_eq!(
+        to_vec::<f32>(&kernels::sub(None, &f, &f, Scalar::Float(0.5)).unwrap()),
+        vec![0.5, 1.0]
+    );
+    let e = kernels::add(None, &ints, &ones, Scalar::Float(0.5)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DType);
+    assert!(e.message().contains("alpha"), "{e}");
+    assert_eq!(
+        kernels::add(None, &f, &f, Scalar::Bool(true))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::DType
+    );
+    assert_eq!(
+        kernels::add(None, &f, &f, Scalar::Complex(1.0, 1.0))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::DType
+    );
+    let u = from_vec::<u8>(&[2], &[5, 6]);
+    assert_eq!(
+        to_vec::<u8>(&kernels::sub(None, &u, &u, Scalar::Int(2)).unwrap()),
+        vec![251, 250]
+    );
+    let b = from_vec::<Bool>(&[2], &[Bool(1), Bool(0)]);
+    let e = kernels::sub(None, &b, &b, Scalar::Int(1)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DType);
+    assert!(e.message().contains("xor"), "{e}");
+    assert_eq!(
+        kernels::sub(None, &b, &f, Scalar::Int(1))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::DType
+    );
+    let e = kernels::neg(None, &b).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DType);
+    assert!(e.message().contains("Bool"), "{e}");
+    assert_eq!(
+        to_vec::<u8>(&kernels::neg(None, &u).unwrap()),
+        vec![251, 250]
+    );
+}
+
+#[test]
+fn aliasing_outputs_and_errors() {
+    let a = from_vec::<f32>(&[4], &[1.0, 2.0, 3.0, 4.0]);
+    let b = from_vec::<f32>(&[4], &[10.0, 20.0, 30.0, 40.0]);
+    kernels::add(Some(&b), &a, &b, Scalar::Int(1)).unwrap();
+    assert_eq!(to_vec::<f32>(&b), vec![11.0, 22.0, 33.0, 44.0]);
+    kernels::mul(Some(&a), &a, &a).unwrap();
+    assert_eq!(to_vec::<f32>(&a), vec![1.0, 4.0, 9.0, 16.0]);
+    // A partial overlap between output and input is refused.
+    let base = from_vec::<f32>(&[5], &[0.0; 5]);
+    let (o, i) = (base.narrow(0, 0, 4).unwrap(), base.narrow(0, 1, 4).unwrap());
+    assert_eq!(
+        kernels::add(Some(&o), &i, &i, Scalar::Int(1))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Overlap
+    );
+    // Shapes that do not broadcast.
+    let c = from_vec::<f32>(&[3], &[0.0; 3]);
+    assert_eq!(
+        kernels::add(None, &a, &c, Scalar::Int(1))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Shape
+    );
+    // float8 has no arithmetic.
+    let f8 = Tensor::empty(&[2], DType::Float8E5M2, Device::CPU).unwrap();
+    assert_eq!(
+        kernels::mul(None, &f8, &f8).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+}
+
+// ---------------------------------------------------------- reductions
+
+/// Reference reduction: every element of `a` folded into its output slot
+/// in logical order.
+fn reference_reduce<T: Elem, A: Copy>(
+    a: &Tensor,
+    mask: &[bool],
+    init: A,
+    f: impl Fn(A, T) -> A,
+) -> Vec<A> {
+    let sizes = a.sizes().to_vec();
+    let out_sizes: Vec<i64> = sizes
+        .iter()
+        .zip(mask)
+        .map(|(&s, &r)| if r { 1 } else { s })
+        .collect();
+    let out_n: i64 = out_sizes.iter().product();
+    let mut out = vec![init; out_n as usize];
+    let vals = to_vec::<T>(a);
+    let mut idx = vec![0i64; sizes.len()];
+    for v in vals {
+        let mut o = 0i64;
+        for d in 0..sizes.len() {
+            o = o * out_sizes[d] + if mask[d] { 0 } else { idx[d] };
+        }
+        out[o as usize] = f(out[o as usize], v);
+        for d in (0..sizes.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+fn reduce_inputs<T: Elem>() -> Vec<(String, Tensor)> {
+    let cube = from_vec(&[3, 4, 5], &values::<T>(60, 1));
+    vec![
+        ("contiguous".into(), cube.clone()),
+        ("permuted".into(), cube.permute(&[2, 0, 1]).unwrap()),
+        (
+            "sliced".into(),
+            from_vec(&[6, 4, 11], &values::<T>(264, 2))
+                .as_strided(&[3, 4, 5], &[88, 11, 2], 1)
+                .unwrap(),
+        ),
+        (
+            "expanded".into(),
+            from_vec(&[1, 4, 5], &values::<T>(20, 3))
+                .expand(&[3, 4, 5])
+                .unwrap(),
+        ),
+        (
+            "large".into(),
+            from_vec(&[70, 1100], &values::<T>(77000, 4))
+                .transpose(0, 1)
+                .unwrap(),
+        ),
+    ]
+}
+
+const DIMS: [&[i64]; 7] = [&[], &[0], &[1], &[-1], &[0, 2], &[2, 0, 1], &[1, 2]];
+
+fn mask_of(ndim: usize, dims: &[i64]) -> Vec<bool> {
+    if dims.is_empty() {
+        return vec![true; ndim];
+    }
+    let mut m = vec![false; ndim];
+    for &d in dims {
+        m[if d < 0 {
+            (d + ndim as i64) as usize
+        } else {
+            d as usize
+        }] = true;
+    }
+    m
+}
+
+fn final_sizes(a: &Tensor, mask: &[bool], keepdim: bool) -> Vec<i64> {
+    a.sizes()
+        .iter()
+        .zip(mask)
+        .filter_map(|(&s, &r)| match (r, keepdim) {
+            (true, true) => Some(1),
+            (true, false) => None,
+            (false, _) => Some(s),
+        })
+        .collect()
+}
+
+fn check_sum<T: SumAcc + std::fmt::Debug>()
+where
+    T::Acc: std::fmt::Debug,
+{
+    let out_dtype = if T::DTYPE.is_integral(true) {
+        DType::Long
+    } else {
+        T::DTYPE
+    };
+    for (what, a) in reduce_inputs::<T>() {
+        for dims in DIMS {
+            if dims.iter().any(|&d| d >= a.ndim() as i64) {
+                continue;
+            }
+            for keepdim in [false, true] {
+                let mask = mask_of(a.ndim(), dims);
+                let acc =
+                    reference_reduce::<T, T::Acc>(&a, &mask, <T::Acc as Arith>::ZERO, |s, x| {
+                        s.add(x.widen())
+                    });
+                let got = kernels::sum(&a, dims, keepdim).unwrap();
+                assert_eq!(got.dtype(), out_dtype);
+                assert_eq!(got.sizes(), &final_sizes(&a, &mask, keepdim)[..]);
+                let label = format!("sum {:?} {what} dims {dims:?} keepdim {keepdim}", T::DTYPE);
+                if out_dtype == DType::Long {
+                    let want: Vec<i64> = acc.into_iter().map(|v| v.cast::<i64>()).collect();
+                    assert_all_same(&to_vec::<i64>(&got), &want, &label);
+                } else {
+                    let want: Vec<T> = acc.into_iter().map(|v| v.cast::<T>()).collect();
+                    assert_all_same(&to_vec::<T>(&got), &want, &label);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sum_every_dtype_layout_and_dims() {
+    macro_rules! sum {
+        ($t:ty) => {
+            check_sum::<$t>()
+        };
+    }
+    for_all_types!(sum);
+}
+
+fn check_amax<T: Elem + std::fmt::Debug>()
+where
+    T::Op: Max,
+{
+    for (what, a) in reduce_inputs::<T>() {
+        for dims in DIMS {
+            if dims.iter().any(|&d| d >= a.ndim() as i64) {
+                continue;
+            }
+            for keepdim in [false, true] {
+                let mask = mask_of(a.ndim(), dims);
+                let lowest = T::from_op(<T::Op as Max>::LOWEST);
+                let want = reference_reduce::<T, T>(&a, &mask, lowest, |m, x| {
+                    T::from_op(m.to_op().max_nan(x.to_op()))
+                });
+                let got = kernels::amax(&a, dims, keepdim).unwrap();
+                assert_eq!(got.dtype(), T::DTYPE);
+                assert_eq!(got.sizes(), &final_sizes(&a, &mask, keepdim)[..]);
+                let label = format!("amax {:?} {what} dims {dims:?}", T::DTYPE);
+                assert_all_same(&to_vec::<T>(&got), &want, &label);
+            }
+        }
+    }
+}
+
+#[test]
+fn amax_every_real_dtype_layout_and_dims() {
+    macro_rules! amax {
+        ($t:ty) => {
+            check_amax::<$t>()
+        };
+    }
+    amax!(Bool);
+    amax!(u8);
+    amax!(i8);
+    amax!(i16);
+    amax!(i32);
+    amax!(i64);
+    amax!(u16);
+    amax!(u32);
+    amax!(u64);
+    amax!(f16);
+    amax!(bf16);
+    amax!(f32);
+    amax!(f64);
+    let c = from_vec::<Complex<f32>>(&[1], &[Complex::new(1.0, 0.0)]);
+    assert_eq!(
+        kernels::amax(&c, &[], false).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+}
+
+#[test]
+fn amax_propagates_nan() {
+    let mut v: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+    v[617] = f32::NAN;
+    let t = from_vec(&[10, 100], &v);
+    assert!(scalar_of::<f32>(&kernels::amax(&t, &[], false).unwrap()).is_nan());
+    let rows = to_vec::<f32>(&kernels::amax(&t, &[1], false).unwrap());
+    assert!(rows[6].is_nan());
+    assert_eq!(rows[5], 599.0);
+    let cols = to_vec::<f32>(&kernels::amax(&t, &[0], false).unwrap());
+    assert!(cols[17].is_nan());
+    assert_eq!(cols[18], 918.0);
+}
+
+#[test]
+fn empty_reductions() {
+    let e = Tensor::empty(&[3, 0], DType::Float, Device::CPU).unwrap();
+    let s = kernels::sum(&e, &[1], false).unwrap();
+    assert_eq!(s.sizes(), &[3]);
+    assert_eq!(to_vec::<f32>(&s), vec![0.0; 3]);
+    let s = kernels::sum(&e, &[], false).unwrap();
+    assert_eq!(s.sizes(), &[] as &[i64]);
+    assert_eq!(scalar_of::<f32>(&s), 0.0);
+    let ei = Tensor::empty(&[0], DType::Int, Device::CPU).unwrap();
+    let s = kernels::sum(&ei, &[0], true).unwrap();
+    assert_eq!((s.dtype(), s.sizes()), (DType::Long, &[1i64][..]));
+    assert_eq!(scalar_of::<i64>(&s), 0);
+    assert_eq!(kernels::sum(&e, &[0], false).unwrap().sizes(), &[0]);
+    let err = kernels::amax(&e, &[1], false).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Shape);
+    assert!(err.message().contains("dim 1"), "{err}");
+    let err = kernels::amax(&e, &[], false).unwrap_err();
+    assert!(err.message().contains("dim 1"), "{err}");
+    // Reducing a non-empty dim of an empty tensor is fine.
+    assert_eq!(kernels::amax(&e, &[0], false).unwrap().sizes(), &[0]);
+    // A 0-dim tensor reduces to itself.
+    let z = from_vec::<i16>(&[], &[-5]);
+    assert_eq!(
+        scalar_of::<i16>(&kernels::amax(&z, &[0], false).unwrap()),
+        -5
+    );
+    assert_eq!(scalar_of::<i64>(&kernels::sum(&z, &[], true).unwrap()), -5);
+}
+
+#[test]
+fn reduction_dim_errors() {
+    let t = from_vec::<f32>(&[2, 3], &[0.0; 6]);
+    let e = kernels::sum(&t, &[0, -2], false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message().contains("dim 0 appears multiple times"), "{e}");
+    assert_eq!(
+        kernels::sum(&t, &[2], false).unwrap_err().kind(),
+        ErrorKind::Shape
+    );
+}
+
+#[test]
+fn large_float_sums_are_accurate() {
+    // Pairwise summation: a million values with a large common part stay
+    // within a few ulps of the exact (f64) sum, where a running f32 sum
+    // drifts by about 1e-3 relative.
+    let n = 1 << 20;
+    let v: Vec<f32> = random_bits(n)
+        .iter()
+        .map(|&b| 1.0 + (b % 1000) as f32 * 1e-3)
+        .collect();
+    let exact: f64 = v.iter().map(|&x| x as f64).sum();
+    let t = from_vec(&[n as i64], &v);
+    for threads in [1, 2] {
+        tessera::parallel::set_num_threads(threads);
+        let got = scalar_of::<f32>(&kernels::sum(&t, &[], false).unwrap()) as f64;
+        assert!(
+            ((got - exact) / exact).abs() < 1e-6,
+            "{threads} threads: {got} vs {exact}"
+        );
+        let halves = from_vec(&[2, (n / 2) as i64], &v);
+        let rows = to_vec::<f32>(&kernels::sum(&halves, &[1], false).unwrap());
+        let first: f64 = v[..n / 2].iter().map(|&x| x as f64).sum();
+        assert!(((rows[0] as f64 - first) / first).abs() < 1e-6);
+    }
+    // Half values on a 1/8 grid: their float sum is exact, so the result
+    // is the exact sum rounded once.
+    let h: Vec<f16> = random_bits(20000)
+        .iter()
+        .map(|&b| f16::from_f32(1.0 + (b % 8) as f32 * 0.125))
+        .collect();
+    let exact_h: f64 = h.iter().map(|x| x.to_f64()).sum();
+    let got =
+        scalar_of::<f16>(&kernels::sum(&from_vec(&[h.len() as i64], &h), &[], false).unwrap());
+    assert_eq!(got, f16::from_f64(exact_h), "half sums accumulate in float");
+}
+
+// ------------------------------------------------ parallel and SIMD paths
+
+#[test]
+fn parallel_streaming_and_scalar_paths_agree() {
+    // Outputs over 32 MiB are written with streaming stores; views at odd
+    // offsets start the aligned part mid-run.
+    let n = (8 << 20) + 21;
+    let a = from_vec(&[n as i64], &values::<f32>(n, 1));
+    let b = from_vec(&[n as i64], &values::<f32>(n, 2));
+    for threads in [1, 2] {
+        tessera::parallel::set_num_threads(threads);
+        let av = a.narrow(0, 3, (n - 3) as i64).unwrap();
+        let bv = b.narrow(0, 1, (n - 3) as i64).unwrap();
+        let out = Tensor::empty(&[(n - 3) as i64], DType::Float, Device::CPU).unwrap();
+        let out_v = out.narrow(0, 1, (n - 4) as i64).unwrap();
+        kernels::add(
+            Some(&out_v),
+            &av.narrow(0, 0, (n - 4) as i64).unwrap(),
+            &bv.narrow(0, 0, (n - 4) as i64).unwrap(),
+            Scalar::Int(1),
+        )
+        .unwrap();
+        let (x, y, z) = (
+            to_vec::<f32>(&av),
+            to_vec::<f32>(&bv),
+            to_vec::<f32>(&out_v),
+        );
+        assert!((0..n - 4).all(|i| z[i] == x[i] + y[i]), "{threads} threads");
+        let h = Tensor::empty(&[(n - 3) as i64], DType::Half, Device::CPU).unwrap();
+        kernels::copy_(&h, &av).unwrap();
+        let hv = to_vec::<f16>(&h);
+        assert!((0..n - 3)
+            .step_by(997)
+            .all(|i| hv[i] == f16::from_f32(x[i])));
+        let c = Tensor::empty(&[(n - 3) as i64], DType::Float, Device::CPU).unwrap();
+        kernels::copy_(
+            &c.narrow(0, 1, (n - 4) as i64).unwrap(),
+            &av.narrow(0, 0, (n - 4) as i64).unwrap(),
+        )
+        .unwrap();
+        let cv = to_vec::<f32>(&c);
+        assert!((0..n - 4).step_by(991).all(|i| cv[i + 1] == x[i]));
+        kernels::fill_(&c, Scalar::Float(1.5)).unwrap();
+        assert!(to_vec::<f32>(&c).iter().all(|&v| v == 1.5));
+    }
+}
+
+#[test]
+fn avx2_and_baseline_loops_give_identical_bits() {
+    let a = make::<f32>(Layout::Permuted, 300, 129, 1);
+    let b = make::<f32>(Layout::Contiguous, 300, 129, 2);
+    let h = make::<f16>(Layout::Contiguous, 3, 40001, 3);
+    let run = || {
+        let s = kernels::add(None, &a, &b, Scalar::Float(0.3)).unwrap();
+        let t = kernels::sum(&s, &[], false).unwrap();
+        let u = kernels::sum(&h, &[1], false).unwrap();
+        let p = Tensor::empty(&[129, 300], DType::Float, Device::CPU).unwrap();
+        kernels::copy_(&p, &s.transpose(0, 1).unwrap()).unwrap();
+        (
+            to_vec::<f32>(&s),
+            to_vec::<f32>(&t),
+            to_vec::<f16>(&u),
+            to_vec::<f32>(&p),
+        )
+    };
+    kernels::simd::set_avx2_enabled(true);
+    let with = run();
+    kernels::simd::set_avx2_enabled(false);
+    let without = run();
+    kernels::simd::set_avx2_enabled(true);
+    assert_eq!(with, without);
+}
