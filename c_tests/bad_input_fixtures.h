@@ -206,6 +206,7 @@ typedef struct {
     TsrCachingOptions copts;
     TsrCachingStats cstats_zero; /* struct_size 0 */
     int32_t threads;             /* tsr_get_num_threads() at setup */
+    size_t cache_limit;          /* tsr_cpu_allocator_cache_limit() at setup */
     /* Handles whose strong count is 0, kept allocated by a weak reference. */
     TsrTensor *dead_t;
     TsrStorage *dead_s;
@@ -288,6 +289,7 @@ static void fx_setup(void) {
     CHECK_OK(tsr_iter_config_add_input(F.cfg_bad, F.t1));
     CHECK_OK(tsr_iter_config_promote_integer_inputs_to_float(F.cfg_bad, true));
     F.threads = tsr_get_num_threads();
+    F.cache_limit = tsr_cpu_allocator_cache_limit();
     F.dp.data = malloc(64);
     CHECK(F.dp.data != NULL);
     F.dp.ctx = F.dp.data;
