@@ -66,7 +66,7 @@ for t in "${targets[@]}"; do
         echo "FAIL: fuzz target $t (exit $status); the input is in fuzz/artifacts/$t/" >&2
         exit 1
     fi
-    grep -E '^#[0-9]+ +DONE' "$log" | tail -n 1 || true
+    grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1 || true
     summary+=("$(printf '%-14s %10s executions in %ss' "$t" "${execs:-?}" "$seconds")")
 done
 echo
