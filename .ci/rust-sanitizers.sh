@@ -5,8 +5,9 @@
 #
 #   .ci/rust-sanitizers.sh            # ASan and TSan
 #   .ci/rust-sanitizers.sh address    # one of them
+#   RUST_SANITIZER_FULL=1 .ci/rust-sanitizers.sh   # + kernels, iterator, DLPack tests
 #
-# - address: the library's unit tests and the stress tests (tests/stress.rs,
+# - address: the library's unit tests, the stress tests (tests/stress.rs,
 #   tests/stress_alloc.rs) under AddressSanitizer + LeakSanitizer: the
 #   unsafe code of refcounts, storages, the iterator and the FFI.
 # - thread: the unit tests and the stress tests under ThreadSanitizer: data
@@ -14,8 +15,9 @@
 #
 # Each builds std and every dependency with the sanitizer into its own
 # target directory (target/asan, target/tsan): about 4-5 minutes each from
-# scratch on two cores, well under a minute once built. Too slow for every
-# CI run on two cores next to the rest; run it nightly or before a release.
+# scratch on two cores, about 1.5 minutes each once built (the tests). Too
+# slow for every CI run on two cores next to the rest unless the budget
+# allows; run it nightly or before a release.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +30,12 @@ if ! rustup "+$toolchain" component list --installed 2>/dev/null | grep -q '^rus
 fi
 
 export TESSERA_CHECK_HEADER=1
+tests=(--lib --test stress --test stress_alloc)
+if [[ ${RUST_SANITIZER_FULL:-0} != 0 ]]; then
+    # The kernels' SIMD paths, the iterator property test and DLPack too:
+    # about 4 minutes more under ASan, 7 under TSan (two cores).
+    tests+=(--test kernels --test iterator_traversal --test dlpack)
+fi
 sanitizers=("$@")
 [[ ${#sanitizers[@]} -gt 0 ]] || sanitizers=(address thread)
 
@@ -49,7 +57,6 @@ for s in "${sanitizers[@]}"; do
     echo "==> cargo +$toolchain test with -Zsanitizer=$s"
     start=$SECONDS
     RUSTFLAGS="-Zsanitizer=$s" RUSTDOCFLAGS="-Zsanitizer=$s" CARGO_TARGET_DIR=$dir \
-        cargo "+$toolchain" test -Zbuild-std --target "$target" -p tessera \
-        --lib --test stress --test stress_alloc
+        cargo "+$toolchain" test -Zbuild-std --target "$target" -p tessera "${tests[@]}"
     echo "<== -Zsanitizer=$s clean ($((SECONDS - start))s)"
 done
