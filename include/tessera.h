@@ -2637,8 +2637,8 @@ TsrStatus tsr_storage_clone(const struct TsrStorage *s, struct TsrStorage **out)
  * freed; the storage becomes non-resizable without allocator.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
- * other strong references, or an invalid device). On error `*data_ptr` is
- * untouched.
+ * other strong references, an invalid device, or NULL data with nbytes >
+ * 0). On error `*data_ptr` is untouched.
  *
  * # Safety
  * `s` NULL or a live handle not used concurrently; `data_ptr` NULL or a

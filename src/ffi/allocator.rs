@@ -2,9 +2,7 @@
 //! the built-in CPU allocator's options, statistics and the memory
 //! reporter.
 
-use super::error::{
-    check_not_null, fail, guard, guard_value, kind_of, take_last_message, write_out,
-};
+use super::error::{call_host, check_not_null, fail, guard, guard_value, kind_of, write_out};
 use super::object::read_sized;
 use super::refcount as rc;
 use super::types::*;
@@ -109,8 +107,7 @@ unsafe impl Send for CPlugin {}
 unsafe impl Sync for CPlugin {}
 
 impl CPlugin {
-    fn failure(&self, status: TsrStatus, what: String) -> Error {
-        let msg = take_last_message();
+    fn failure(&self, status: TsrStatus, what: String, msg: String) -> Error {
         let detail = if msg.is_empty() {
             "no message".to_string()
         } else {
@@ -139,13 +136,14 @@ impl RawAllocator for CPlugin {
             );
         };
         let mut out = TsrDataPtr::empty(TsrDevice::from_core(device));
-        super::error::tsr_clear_last_error();
         // SAFETY: the plugin contract: allocate fills `out` and may be
         // called from any thread.
-        let status =
-            unsafe { allocate(self.self_, nbytes, TsrDevice::from_core(device), &mut out) };
+        let (status, msg) = call_host(|| unsafe {
+            allocate(self.self_, nbytes, TsrDevice::from_core(device), &mut out)
+        });
         if status != TSR_OK {
-            return Err(self.failure(status, format!("allocate {nbytes} bytes on {device}")));
+            let what = format!("allocate {nbytes} bytes on {device}");
+            return Err(self.failure(status, what, msg));
         }
         // SAFETY: on success the plugin hands over a TsrDataPtr that follows
         // its contract.
@@ -172,11 +170,10 @@ impl RawAllocator for CPlugin {
                 Ok(())
             }
             Some(f) => {
-                super::error::tsr_clear_last_error();
                 // SAFETY: plugin contract.
-                let status = unsafe { f(self.self_, dst, src, nbytes) };
+                let (status, msg) = call_host(|| unsafe { f(self.self_, dst, src, nbytes) });
                 if status != TSR_OK {
-                    return Err(self.failure(status, format!("copy {nbytes} bytes")));
+                    return Err(self.failure(status, format!("copy {nbytes} bytes"), msg));
                 }
                 Ok(())
             }

@@ -219,13 +219,18 @@ pub unsafe extern "C" fn tsr_set_last_error(
     })
 }
 
-/// Takes the calling thread's last error message, clearing it.
-pub(crate) fn take_last_message() -> String {
-    LAST_ERROR.with(|slot| {
-        std::mem::take(&mut *slot.borrow_mut())
-            .into_string()
-            .unwrap_or_default()
-    })
+/// Calls a host callback (an allocator plugin's function) with the calling
+/// thread's last-error slot emptied, and returns its status with what it
+/// recorded there (tsr_set_last_error). The message that was in the slot
+/// before is put back, the same allocation, whatever the callback did: the
+/// pointer tsr_last_error_message returned to the host stays valid until
+/// the exported call itself fails, as the header promises, even when the
+/// call succeeds through a plugin or retries after a plugin's failure.
+pub(crate) fn call_host(f: impl FnOnce() -> TsrStatus) -> (TsrStatus, String) {
+    let saved = LAST_ERROR.with(|slot| std::mem::take(&mut *slot.borrow_mut()));
+    let status = f();
+    let recorded = LAST_ERROR.with(|slot| std::mem::replace(&mut *slot.borrow_mut(), saved));
+    (status, recorded.to_string_lossy().into_owned())
 }
 
 /// The name of a status code ("TSR_OK", "TSR_ERR_SHAPE", ...), or

@@ -301,8 +301,8 @@ pub unsafe extern "C" fn tsr_storage_clone(
 /// freed; the storage becomes non-resizable without allocator.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
-/// other strong references, or an invalid device). On error `*data_ptr` is
-/// untouched.
+/// other strong references, an invalid device, or NULL data with nbytes >
+/// 0). On error `*data_ptr` is untouched.
 ///
 /// # Safety
 /// `s` NULL or a live handle not used concurrently; `data_ptr` NULL or a
@@ -329,6 +329,11 @@ pub unsafe extern "C" fn tsr_storage_share_external(
         // SAFETY: data_ptr checked non-NULL.
         let dp = unsafe { &mut *data_ptr };
         dp.device.to_core()?;
+        crate::ensure!(
+            !(dp.data.is_null() && nbytes > 0),
+            InvalidArgument,
+            "data_ptr->data is NULL but nbytes is {nbytes}: expected memory of that size"
+        );
         // SAFETY: the caller hands over a valid TsrDataPtr.
         let core = unsafe { dp.take() };
         // SAFETY: the header documents no concurrent use during the call;

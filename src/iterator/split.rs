@@ -33,16 +33,22 @@ impl TensorIterator {
     /// Whether every operand's offsets and the element count fit in i32.
     pub fn can_use_32bit_indexing(&self) -> bool {
         let max = i32::MAX as i64;
-        if self.numel() > max {
+        let numel = self.numel();
+        if numel > max {
             return false;
         }
+        if numel == 0 {
+            // Nothing is addressed (the strides of an empty tensor may be
+            // anything, even i64::MAX).
+            return true;
+        }
         self.operands.iter().all(|op| {
-            let span: i64 = 1 + self
+            let span: i64 = self
                 .shape
                 .iter()
                 .zip(&op.stride_bytes)
-                .map(|(&s, &st)| (s - 1).max(0) * st.abs())
-                .sum::<i64>();
+                .map(|(&s, &st)| (s - 1).max(0).saturating_mul(st.saturating_abs()))
+                .fold(1, i64::saturating_add);
             span <= max
         })
     }
@@ -56,7 +62,7 @@ impl TensorIterator {
                 continue;
             }
             for op in &self.operands {
-                let extent = (size - 1) * op.stride_bytes[dim].abs();
+                let extent = (size - 1).saturating_mul(op.stride_bytes[dim].saturating_abs());
                 if extent > best.0 {
                     best = (extent, dim);
                 }

@@ -235,6 +235,23 @@ impl TensorIterator {
     /// being resized do not), or the static shape.
     fn compute_shape(&mut self, flags: &Flags, static_shape: Option<Dims>) -> Result<()> {
         if let Some(s) = static_shape {
+            // The loop walks every operand with its own strides over the
+            // static shape: each must have that many dims, none smaller.
+            for (i, op) in self.operands.iter().enumerate() {
+                let Some(t) = op.tensor.as_ref() else {
+                    continue;
+                };
+                let sizes = t.sizes();
+                crate::ensure!(
+                    sizes.len() == s.len()
+                        && sizes.iter().zip(&s).all(|(&have, &want)| want <= have),
+                    Shape,
+                    "static shape {s:?} does not fit {} (sizes {sizes:?}): expected {} dims, \
+                     none smaller than the static shape's",
+                    describe(op, i, self.num_outputs),
+                    s.len()
+                );
+            }
             self.shape = s;
             self.shape_is_static = true;
             self.all_ops_same_shape = false;

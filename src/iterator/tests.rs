@@ -286,6 +286,48 @@ fn config_errors() {
 }
 
 #[test]
+fn static_shape_must_fit_every_operand() {
+    // A static shape is not broadcast: a loop over it must not leave any
+    // operand's elements (a larger shape would read past the storage).
+    let a = arange(&[2, 3], DType::Float);
+    for bad in [&[2, 4][..], &[3, 3], &[2], &[2, 3, 1], &[]] {
+        let mut c = IterConfig::new();
+        c.add_input(a.clone()).unwrap();
+        c.resize_outputs(false).declare_static_shape(bad);
+        let e = c.build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Shape, "{bad:?}");
+        assert!(
+            e.message().contains("input 0 (sizes [2, 3])"),
+            "{}",
+            e.message()
+        );
+    }
+    let mut c = IterConfig::new();
+    c.add_input(a.clone()).unwrap();
+    c.resize_outputs(false).declare_static_shape(&[2, 1]);
+    assert_eq!(c.build().unwrap().numel(), 2);
+}
+
+#[test]
+fn empty_iteration_is_one_32bit_piece_whatever_its_strides() {
+    // An empty tensor may have any strides; 2^40 * i64::MAX used to
+    // overflow (a panic in debug builds, 2^40 empty pieces in release).
+    let s = Storage::new(16, cpu(), false).unwrap();
+    let big = i64::MAX;
+    let t = Tensor::from_storage(&s, 0, &[1 << 40, 0, 0], Some(&[big, big, 1]), DType::Byte);
+    let mut c = IterConfig::new();
+    c.add_input(t.unwrap()).unwrap();
+    c.add_input_scalar(crate::dtype::Scalar::Int(1)).unwrap();
+    c.check_all_same_dtype(false);
+    let it = c.build().unwrap();
+    assert_eq!((it.numel(), it.ndim()), (0, 3));
+    assert!(it.can_use_32bit_indexing());
+    let mut pieces = 0;
+    it.for_each_32bit_piece(&mut |_| pieces += 1);
+    assert_eq!(pieces, 1);
+}
+
+#[test]
 fn outputs_are_resized_or_refused() {
     let a = arange(&[2, 3], DType::Float);
     let out = Tensor::empty(&[5], DType::Float, cpu()).unwrap();

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Fuzz smoke run: builds the cargo-fuzz targets of fuzz/ (nightly,
+# AddressSanitizer + libFuzzer) and runs each for FUZZ_SECONDS (default 60),
+# starting from the committed corpus fuzz/corpus/<target>/. Fails on the
+# first crash, assertion failure, leak or timeout; the input that caused it
+# is left in fuzz/artifacts/<target>/ (reproduce with
+# `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>`).
+#
+#   FUZZ_SECONDS=60 .ci/fuzz.sh            # every target
+#   FUZZ_SECONDS=600 .ci/fuzz.sh views     # some targets, longer
+#
+# New inputs found during the run go to a temporary directory, so the
+# committed corpus only changes when someone minimizes and commits it
+# (see fuzz/README.md). Prints the executions per target at the end.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root/fuzz"
+seconds=${FUZZ_SECONDS:-60}
+toolchain=${FUZZ_TOOLCHAIN:-nightly}
+
+if ! cargo "+$toolchain" --version >/dev/null 2>&1; then
+    echo "installing the $toolchain toolchain"
+    rustup toolchain install "$toolchain" --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+
+targets=("$@")
+if [[ ${#targets[@]} -eq 0 ]]; then
+    mapfile -t targets < <(cargo "+$toolchain" fuzz list)
+fi
+
+# TESSERA_CHECK_HEADER: the fuzz build must not rewrite include/tessera.h.
+export TESSERA_CHECK_HEADER=1
+# The fuzz crate is its own workspace: the repository's fmt and clippy
+# stages do not see it. FUZZ_LINT=0 skips this (about a minute on a fresh
+# checkout).
+if [[ ${FUZZ_LINT:-1} != 0 ]]; then
+    cargo "+$toolchain" fmt --check
+    cargo "+$toolchain" clippy --all-targets -- -D warnings
+fi
+cargo "+$toolchain" fuzz build -O
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Allocations tessera is asked for may be huge (a tensor of 2^40
+# elements): the sanitizer's allocator must fail them (tessera then
+# reports TSR_ERR_OUT_OF_MEMORY) instead of aborting, and libFuzzer must
+# not count a single large request as running out of memory.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}
+summary=()
+for t in "${targets[@]}"; do
+    mkdir -p "$work/$t" "corpus/$t"
+    echo "==> fuzzing $t for ${seconds}s"
+    log="$work/$t.log"
+    status=0
+    cargo "+$toolchain" fuzz run -O "$t" "$work/$t" "corpus/$t" -- \
+        -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+        -malloc_limit_mb=2147483647 -print_final_stats=1 >"$log" 2>&1 || status=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+    if [[ $status -ne 0 ]]; then
+        tail -n 80 "$log"
+        echo "FAIL: fuzz target $t (exit $status); the input is in fuzz/artifacts/$t/" >&2
+        exit 1
+    fi
+    grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1 || true
+    summary+=("$(printf '%-14s %10s executions in %ss' "$t" "${execs:-?}" "$seconds")")
+done
+echo
+echo "fuzz: no crash"
+printf '%s\n' "${summary[@]}"

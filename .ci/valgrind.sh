@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The C tests (every c_tests/test_*.c, through the cargo runner
+# tests/c_api.rs) under valgrind memcheck; fails on any error and on
+# definite or indirect leaks.
+#
+#   .ci/valgrind.sh                 # every C test, shared and static link
+#   .ci/valgrind.sh oom caching     # some (runner filters)
+#   VALGRIND_EXTRA=--track-origins=yes .ci/valgrind.sh   # slower, more detail
+#
+# "Possibly lost" blocks do not fail the run: rayon's worker threads live
+# until the process exits and keep thread-local blocks that memcheck can
+# only call possibly lost. "Still reachable" blocks (globals: the
+# allocator registry, the thread pool) do not fail it either.
+#
+# Before the tests, a deliberately broken program must be caught (an
+# invalid read, a definite leak): a setup that would miss them fails here.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+if ! command -v valgrind >/dev/null; then
+    sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends valgrind
+fi
+
+wrapper="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect ${VALGRIND_EXTRA:-}"
+
+# ---- self-check: memcheck catches what it must ------------------------------
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat >"$work/broken.c" <<'EOF'
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    (void)argv;
+    char *p = malloc(8);
+    int r = 0;
+    if (argc == 2) r = p[8];        /* invalid read */
+    if (argc == 3) p = malloc(16);  /* definite leak */
+    free(p);
+    return r & 0;
+}
+EOF
+cc -g -O0 "$work/broken.c" -o "$work/broken"
+# shellcheck disable=SC2086
+$wrapper "$work/broken" >/dev/null 2>&1 || { echo "valgrind.sh: the clean self-check fails" >&2; exit 1; }
+for args in "a" "a b"; do
+    status=0
+    # shellcheck disable=SC2086
+    $wrapper "$work/broken" $args >"$work/log" 2>&1 || status=$?
+    if [[ $status -ne 99 ]]; then
+        echo "valgrind.sh: memcheck does not fail a planted bug ($args, exit $status):" >&2
+        cat "$work/log" >&2
+        exit 1
+    fi
+done
+echo "valgrind.sh: memcheck fails an invalid read and a definite leak"
+
+# ---- the C tests ----------------------------------------------------------------
+export TESSERA_C_TEST_WRAPPER=$wrapper
+export TESSERA_CHECK_HEADER=${TESSERA_CHECK_HEADER:-1}
+start=$SECONDS
+cargo test --workspace --test c_api -- "$@"
+echo "valgrind.sh: C tests clean under memcheck ($((SECONDS - start))s)"

@@ -1,0 +1,429 @@
+/*
+ * bad_input_fixtures.h: the objects, scratch outputs and checks behind
+ * test_bad_input.c (which scripts/bad_input.py generates from
+ * c_tests/bad_input_table.txt).
+ *
+ * Every case runs between fx_setup() and fx_teardown():
+ * - fx_setup() makes fresh fixtures F (a float [2,3] tensor on a storage,
+ *   allocators, weak handles, a config, an iterator, a data pointer, dead
+ *   handles whose strong count is 0, ...) and fills the scratch outputs S
+ *   with 0xa5 bytes (a copy is kept to see that a failing call leaves its
+ *   out-pointers untouched).
+ * - fx_teardown() checks that the call left every fixture's strong and
+ *   weak counts where they were (no reference leaked or dropped by an
+ *   error path), that every data pointer and DLPack producer handed to
+ *   tessera was freed exactly once, and that the test plugin has no live
+ *   allocation; then it frees everything.
+ */
+#ifndef BAD_INPUT_FIXTURES_H
+#define BAD_INPUT_FIXTURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsr_test.h"
+
+/* ---- the test plugin: malloc with counts --------------------------------- */
+
+static long fx_plugin_live = 0;
+static long fx_plugin_released = 0;
+
+static void fx_plugin_free(void *ctx) {
+    fx_plugin_live--;
+    free(ctx);
+}
+
+static TsrStatus fx_plugin_allocate(void *self, size_t nbytes, TsrDevice device, TsrDataPtr *out) {
+    (void)self;
+    /* A careful plugin refuses what malloc cannot represent. */
+    if (nbytes > PTRDIFF_MAX) return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "fx plugin: too large");
+    void *p = malloc(nbytes ? nbytes : 1);
+    if (p == NULL) return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "fx plugin: malloc failed");
+    fx_plugin_live++;
+    out->data = p;
+    out->ctx = p;
+    out->deleter = fx_plugin_free;
+    out->device = device;
+    return TSR_OK;
+}
+
+static void fx_plugin_release(void *self) {
+    (void)self;
+    fx_plugin_released++;
+}
+
+static const TsrAllocatorVTable FX_VTABLE = {
+    sizeof(TsrAllocatorVTable), "fx", fx_plugin_allocate, fx_plugin_free, NULL, fx_plugin_release,
+};
+
+/* Tables a plugin compiled wrongly might pass. */
+static const TsrAllocatorVTable FX_VTABLE_TINY = {4, "tiny", NULL, NULL, NULL, NULL};
+static const TsrAllocatorVTable FX_VTABLE_NO_ALLOC = {
+    sizeof(TsrAllocatorVTable), "no allocate", NULL, NULL, NULL, NULL,
+};
+
+static const TsrObjectVTable FX_OBJECT_VTABLE = {sizeof(TsrObjectVTable), NULL, NULL};
+static const TsrObjectVTable FX_OBJECT_VTABLE_TINY = {2, NULL, NULL};
+
+/* A scalar tagged with any dtype number. */
+static TsrScalar fx_scalar(TsrDType dtype) {
+    TsrScalar s = tsr_scalar_int(1);
+    s.dtype = dtype;
+    return s;
+}
+
+/* ---- callbacks ------------------------------------------------------------ */
+
+static long fx_deleted = 0;
+static void fx_deleter(void *ctx) {
+    fx_deleted++;
+    free(ctx);
+}
+
+static void fx_loop(void *user, char **data, const int64_t *strides, int64_t n0, int64_t n1) {
+    (void)user, (void)data, (void)strides, (void)n0, (void)n1;
+}
+
+static void fx_reduce_loop(void *user, void *acc, char **data, const int64_t *strides, int64_t n0,
+                           int64_t n1) {
+    (void)user, (void)acc, (void)data, (void)strides, (void)n0, (void)n1;
+}
+
+static void fx_combine(void *user, void *acc, const void *other) {
+    (void)user, (void)acc, (void)other;
+}
+
+static void fx_sub(void *user, TsrIter *sub) {
+    (void)user, (void)sub;
+}
+
+static void fx_reporter(void *user, const void *ptr, int64_t delta, uint64_t total, TsrDevice d) {
+    (void)user, (void)ptr, (void)delta, (void)total, (void)d;
+}
+
+/* ---- DLPack producers ----------------------------------------------------- */
+
+static long fx_dl_made = 0, fx_dl_deleted = 0;
+static float fx_dl_data[6];
+
+typedef struct {
+    DLManagedTensorVersioned m; /* first: the deleter casts back */
+    int64_t shape[2];
+} FxDl;
+
+typedef struct {
+    DLManagedTensor m;
+    int64_t shape[2];
+} FxDlLegacy;
+
+static void fx_dl_delete(DLManagedTensorVersioned *self) {
+    fx_dl_deleted++;
+    free(self);
+}
+
+static void fx_dl_legacy_delete(DLManagedTensor *self) {
+    fx_dl_deleted++;
+    free(self);
+}
+
+static DLTensor fx_dl_tensor(int64_t *shape) {
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = fx_dl_data;
+    t.device.device_type = kDLCPU;
+    t.ndim = 2;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 32;
+    t.dtype.lanes = 1;
+    shape[0] = 2;
+    shape[1] = 3;
+    t.shape = shape;
+    return t;
+}
+
+/* A fresh, valid float [2,3] DLPack 1.1 tensor whose deleter is counted. */
+static DLManagedTensorVersioned *fx_dl(void) {
+    FxDl *p = (FxDl *)calloc(1, sizeof(FxDl));
+    CHECK(p != NULL);
+    fx_dl_made++;
+    p->m.version.major = 1;
+    p->m.version.minor = 1;
+    p->m.deleter = fx_dl_delete;
+    p->m.dl_tensor = fx_dl_tensor(p->shape);
+    return &p->m;
+}
+
+/* As fx_dl, with one field changed by the caller. */
+static DLManagedTensorVersioned *fx_dl_with(uint32_t major, uint64_t flags, int32_t ndim,
+                                            uint8_t code, uint16_t lanes) {
+    DLManagedTensorVersioned *m = fx_dl();
+    m->version.major = major;
+    m->flags = flags;
+    m->dl_tensor.ndim = ndim;
+    m->dl_tensor.dtype.code = code;
+    m->dl_tensor.dtype.lanes = lanes;
+    return m;
+}
+
+/* As fx_dl with a NULL shape. */
+static DLManagedTensorVersioned *fx_dl_no_shape(void) {
+    DLManagedTensorVersioned *m = fx_dl();
+    m->dl_tensor.shape = NULL;
+    return m;
+}
+
+static DLManagedTensor *fx_dl_legacy(void) {
+    FxDlLegacy *p = (FxDlLegacy *)calloc(1, sizeof(FxDlLegacy));
+    CHECK(p != NULL);
+    fx_dl_made++;
+    p->m.deleter = fx_dl_legacy_delete;
+    p->m.dl_tensor = fx_dl_tensor(p->shape);
+    return &p->m;
+}
+
+/* ---- fixtures and scratch outputs ----------------------------------------- */
+
+typedef struct {
+    TsrStorage *s;      /* 24 bytes, resizable, viewed by t */
+    TsrStorage *su;     /* 16 bytes, resizable, uniquely owned */
+    TsrStorage *fixed;  /* 16 bytes of external memory: not resizable */
+    TsrTensor *t;       /* float [2,3] on s */
+    TsrTensor *t1;      /* float [3] (broadcasts with t) */
+    TsrTensor *t4;      /* float [4] (does not broadcast with t) */
+    TsrAllocator *a;    /* the built-in CPU allocator */
+    TsrAllocator *ca;   /* a caching allocator over a */
+    TsrAllocator *pa;   /* an allocator of the fx plugin, self = &fx_plugin_live */
+    TsrObject *o;
+    TsrWeakTensor *wt;
+    TsrWeakStorage *ws;
+    TsrWeakAllocator *wa;
+    TsrWeakObject *wo;
+    TsrIterConfig *cfg; /* one input (t), one output to allocate */
+    TsrIterConfig *cfg_empty; /* no operand */
+    TsrIterConfig *cfg_bad;   /* promote_integer_inputs_to_float alone */
+    TsrIter *it;        /* tsr_iter_unary_op(NULL, t) */
+    TsrDataPtr dp;      /* 64 bytes of malloc with fx_deleter */
+    TsrCachingOptions copts;
+    TsrCachingStats cstats_zero; /* struct_size 0 */
+    int32_t threads;             /* tsr_get_num_threads() at setup */
+    size_t cache_limit;          /* tsr_cpu_allocator_cache_limit() at setup */
+    /* Handles whose strong count is 0, kept allocated by a weak reference. */
+    TsrTensor *dead_t;
+    TsrStorage *dead_s;
+    TsrAllocator *dead_a;
+    TsrObject *dead_o;
+    TsrWeakTensor *dead_wt;
+    TsrWeakStorage *dead_ws;
+    TsrWeakAllocator *dead_wa;
+    TsrWeakObject *dead_wo;
+    double acc;
+    char buf[64], buf2[64], fixed_bytes[16];
+} Fixtures;
+
+typedef struct {
+    TsrTensor *tensor;
+    TsrStorage *storage;
+    TsrAllocator *allocator;
+    TsrIterConfig *config;
+    TsrIter *iter;
+    TsrObject *object;
+    TsrWeakTensor *weak_tensor;
+    TsrWeakStorage *weak_storage;
+    TsrWeakAllocator *weak_allocator;
+    TsrWeakObject *weak_object;
+    TsrDataPtr data_ptr;
+    TsrAllocatorStats astats;
+    TsrCachingStats cstats;
+    DLManagedTensorVersioned *dl;
+    DLManagedTensor *dl_legacy;
+    void *ptr;
+    TsrDType dtype;
+    bool flag;
+} Scratch;
+
+static Fixtures F;
+static Scratch S, S0;
+static const int64_t FX_SIZES[2] = {2, 3}, FX_STRIDES[2] = {3, 1}, FX_DIMS[2] = {1, 0};
+static const int64_t FX_SIZES_64[65] = {0};
+static const int64_t FX_SIZES_3_3[2] = {3, 3}, FX_NEG_SIZES[2] = {-1, 3}, FX_NEG2_SIZES[2] = {-2, 3};
+static const int64_t FX_HUGE_SIZES[2] = {INT64_MAX, 2}, FX_TWO_INFERRED[2] = {-1, -1};
+static const int64_t FX_DIMS_REPEATED[2] = {0, 0}, FX_DIMS_OUT[2] = {0, 2};
+static const TsrDevice FX_CPU = {TSR_CPU, -1};
+static long fx_deleted_at_setup, fx_dl_made_at_setup, fx_dl_deleted_at_setup;
+
+static TsrDevice fx_device(int8_t type, int8_t index) {
+    TsrDevice d;
+    d.type = type;
+    d.index = index;
+    return d;
+}
+
+static void fx_setup(void) {
+    int64_t three = 3;
+    memset(&F, 0, sizeof F);
+    CHECK_OK(tsr_storage_new(24, FX_CPU, true, &F.s));
+    CHECK_OK(tsr_storage_new(16, FX_CPU, true, &F.su));
+    TsrDataPtr ext = {F.fixed_bytes, NULL, NULL, {TSR_CPU, -1}};
+    CHECK_OK(tsr_storage_from_data_ptr(&ext, sizeof F.fixed_bytes, &F.fixed));
+    CHECK_OK(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &F.t));
+    CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &F.t1));
+    int64_t four = 4;
+    CHECK_OK(tsr_tensor_empty(1, &four, TSR_FLOAT, FX_CPU, &F.t4));
+    CHECK_OK(tsr_tensor_fill(F.t, tsr_scalar_float(1.0)));
+    CHECK_OK(tsr_tensor_fill(F.t1, tsr_scalar_float(2.0)));
+    F.a = tsr_cpu_allocator();
+    CHECK(F.a != NULL);
+    CHECK_OK(tsr_caching_allocator_new(F.a, NULL, &F.ca));
+    CHECK_OK(tsr_allocator_new(&FX_VTABLE, &fx_plugin_live, &F.pa)); /* self: any address */
+    CHECK_OK(tsr_object_new(16, NULL, &F.o));
+    CHECK_OK(tsr_tensor_downgrade(F.t, &F.wt));
+    CHECK_OK(tsr_storage_downgrade(F.s, &F.ws));
+    CHECK_OK(tsr_allocator_downgrade(F.pa, &F.wa));
+    CHECK_OK(tsr_object_downgrade(F.o, &F.wo));
+    CHECK_OK(tsr_iter_config_new(&F.cfg));
+    CHECK_OK(tsr_iter_config_add_output(F.cfg, NULL));
+    CHECK_OK(tsr_iter_config_add_input(F.cfg, F.t));
+    CHECK_OK(tsr_iter_unary_op(NULL, F.t, &F.it));
+    CHECK_OK(tsr_iter_config_new(&F.cfg_empty));
+    CHECK_OK(tsr_iter_config_new(&F.cfg_bad));
+    CHECK_OK(tsr_iter_config_add_input(F.cfg_bad, F.t1));
+    CHECK_OK(tsr_iter_config_promote_integer_inputs_to_float(F.cfg_bad, true));
+    F.threads = tsr_get_num_threads();
+    F.cache_limit = tsr_cpu_allocator_cache_limit();
+    F.dp.data = malloc(64);
+    CHECK(F.dp.data != NULL);
+    F.dp.ctx = F.dp.data;
+    F.dp.deleter = fx_deleter;
+    F.dp.device = FX_CPU;
+    F.copts.struct_size = sizeof F.copts;
+    /* dead handles */
+    CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &F.dead_t));
+    CHECK_OK(tsr_tensor_downgrade(F.dead_t, &F.dead_wt));
+    CHECK_OK(tsr_tensor_decref(F.dead_t));
+    CHECK_OK(tsr_storage_new(8, FX_CPU, true, &F.dead_s));
+    CHECK_OK(tsr_storage_downgrade(F.dead_s, &F.dead_ws));
+    CHECK_OK(tsr_storage_decref(F.dead_s));
+    CHECK_OK(tsr_allocator_new(&FX_VTABLE, NULL, &F.dead_a));
+    CHECK_OK(tsr_allocator_downgrade(F.dead_a, &F.dead_wa));
+    CHECK_OK(tsr_allocator_decref(F.dead_a));
+    CHECK_OK(tsr_object_new(8, NULL, &F.dead_o));
+    CHECK_OK(tsr_object_downgrade(F.dead_o, &F.dead_wo));
+    CHECK_OK(tsr_object_decref(F.dead_o));
+
+    memset(&S, 0xa5, sizeof S);
+    S.cstats.struct_size = sizeof S.cstats;
+    memcpy(&S0, &S, sizeof S);
+    fx_deleted_at_setup = fx_deleted;
+    fx_dl_made_at_setup = fx_dl_made;
+    fx_dl_deleted_at_setup = fx_dl_deleted;
+    tsr_clear_last_error();
+}
+
+/* ---- what every case checks ----------------------------------------------- */
+
+static const char *fx_fname = "";
+static const char *fx_label = "";
+
+/* With TSR_BAD_INPUT_KEEP_GOING set, a failed check is reported and the
+   run goes on (to see every mismatch at once after changing the table);
+   the program still exits with 1 at the end. */
+static int fx_failures = 0;
+
+static void fx_fail(int line, const char *what, const char *detail) {
+    fprintf(stderr, "test_bad_input.c:%d: %s [%s]: %s (%s)\n  last error: %s\n", line, fx_fname,
+            fx_label, what, detail, tsr_last_error_message());
+    fx_failures++;
+    if (getenv("TSR_BAD_INPUT_KEEP_GOING") == NULL) exit(1);
+}
+
+#define FX_CHECK(cond, detail)                                   \
+    do {                                                         \
+        tsr_test_checks++;                                       \
+        if (!(cond)) fx_fail(__LINE__, #cond, (detail));         \
+    } while (0)
+
+/* The message must name the function ("tsr_x: ...") and contain `substr`. */
+static void fx_check_named_message(const char *substr) {
+    const char *m = tsr_last_error_message();
+    size_t n = strlen(fx_fname);
+    FX_CHECK(strncmp(m, fx_fname, n) == 0 && m[n] == ':' && m[n + 1] == ' ' && m[n + 2] != '\0',
+             "the message must start with the function's name");
+    if (substr != NULL) FX_CHECK(strstr(m, substr) != NULL, substr);
+}
+
+/* A status expectation: the status, a message naming the function, and
+   (for an error) the out-pointers left as they were. */
+static void fx_expect_status(TsrStatus got, TsrStatus want, const char *substr) {
+    FX_CHECK(got == want, tsr_status_name(got));
+    if (want != TSR_OK) {
+        fx_check_named_message(substr);
+        FX_CHECK(memcmp(&S, &S0, sizeof S) == 0, "a failing call wrote an out-pointer");
+    }
+}
+
+enum { FX_MSG_NONE, FX_MSG_NAMED, FX_MSG_ANY };
+
+/* After a getter or a void function: `named` a message naming the
+   function was recorded, `none` no message, `any` not checked. */
+static void fx_expect_message(int mode, const char *substr) {
+    if (mode == FX_MSG_NAMED) {
+        fx_check_named_message(substr);
+    } else if (mode == FX_MSG_NONE) {
+        FX_CHECK(tsr_last_error_message()[0] == '\0', "no message expected");
+    }
+}
+
+static void fx_teardown(void) {
+    tsr_iter_free(F.it);
+    tsr_iter_config_free(F.cfg);
+    tsr_iter_config_free(F.cfg_empty);
+    tsr_iter_config_free(F.cfg_bad);
+    /* The call under test left every count where it was. */
+    FX_CHECK(tsr_tensor_use_count(F.t) == 1 && tsr_tensor_weak_use_count(F.t) == 2,
+             "counts of the fixture tensor");
+    FX_CHECK(tsr_storage_use_count(F.s) == 2 && tsr_storage_weak_use_count(F.s) == 2,
+             "counts of the fixture storage");
+    FX_CHECK(tsr_storage_use_count(F.su) == 1 && tsr_storage_weak_use_count(F.su) == 1,
+             "counts of the unique storage");
+    FX_CHECK(tsr_storage_use_count(F.fixed) == 1, "counts of the external storage");
+    FX_CHECK(tsr_tensor_use_count(F.t1) == 1 && tsr_tensor_use_count(F.t4) == 1,
+             "counts of the other tensors");
+    FX_CHECK(tsr_allocator_use_count(F.ca) == 1 && tsr_allocator_weak_use_count(F.ca) == 1,
+             "counts of the caching allocator");
+    FX_CHECK(tsr_allocator_use_count(F.pa) == 1 && tsr_allocator_weak_use_count(F.pa) == 2,
+             "counts of the plugin allocator");
+    FX_CHECK(tsr_object_use_count(F.o) == 1 && tsr_object_weak_use_count(F.o) == 2,
+             "counts of the object");
+    FX_CHECK(tsr_weak_tensor_use_count(F.dead_wt) == 0 &&
+                 tsr_weak_tensor_weak_use_count(F.dead_wt) == 1,
+             "counts of the dead tensor");
+    FX_CHECK(tsr_weak_storage_weak_use_count(F.dead_ws) == 1, "counts of the dead storage");
+    FX_CHECK(tsr_weak_allocator_weak_use_count(F.dead_wa) == 1, "counts of the dead allocator");
+    FX_CHECK(tsr_weak_object_weak_use_count(F.dead_wo) == 1, "counts of the dead object");
+    tsr_clear_last_error();
+    CHECK_OK(tsr_weak_tensor_decref(F.wt));
+    CHECK_OK(tsr_weak_storage_decref(F.ws));
+    CHECK_OK(tsr_weak_allocator_decref(F.wa));
+    CHECK_OK(tsr_weak_object_decref(F.wo));
+    CHECK_OK(tsr_weak_tensor_decref(F.dead_wt));
+    CHECK_OK(tsr_weak_storage_decref(F.dead_ws));
+    CHECK_OK(tsr_weak_allocator_decref(F.dead_wa));
+    CHECK_OK(tsr_weak_object_decref(F.dead_wo));
+    CHECK_OK(tsr_tensor_decref(F.t));
+    CHECK_OK(tsr_tensor_decref(F.t1));
+    CHECK_OK(tsr_tensor_decref(F.t4));
+    CHECK_OK(tsr_storage_decref(F.s));
+    CHECK_OK(tsr_storage_decref(F.su));
+    CHECK_OK(tsr_storage_decref(F.fixed));
+    CHECK_OK(tsr_allocator_decref(F.ca));
+    CHECK_OK(tsr_allocator_decref(F.pa));
+    CHECK_OK(tsr_allocator_decref(F.a));
+    CHECK_OK(tsr_object_decref(F.o));
+    tsr_data_ptr_free(&F.dp); /* a no-op when a call consumed it */
+    FX_CHECK(fx_deleted == fx_deleted_at_setup + 1, "the data pointer's deleter ran once");
+    FX_CHECK(fx_dl_deleted - fx_dl_deleted_at_setup == fx_dl_made - fx_dl_made_at_setup,
+             "every DLPack producer handed over was deleted once");
+    FX_CHECK(fx_plugin_live == 0, "the fx plugin has live allocations");
+}
+
+#endif /* BAD_INPUT_FIXTURES_H */

@@ -1,0 +1,303 @@
+//! Shared helpers of tessera's fuzz targets: a reader that turns the
+//! fuzzer's bytes into bounded values, and invariant checks on tensors
+//! and iterators (every element a tensor or an iterator can reach lies
+//! inside its storage).
+
+use std::collections::BTreeSet;
+use tessera::iterator::TensorIterator;
+use tessera::{DType, Tensor};
+
+/// Reads values from the fuzzer's input; an exhausted input reads zeros,
+/// so every input (even an empty one) is a valid program.
+pub struct Input<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Input<'a> {
+    /// A reader over `data`.
+    pub fn new(data: &'a [u8]) -> Self {
+        Input { data }
+    }
+
+    /// Whether every byte was read.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The next byte (0 once exhausted).
+    pub fn u8(&mut self) -> u8 {
+        match self.data.split_first() {
+            Some((&b, rest)) => {
+                self.data = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    /// The next two bytes, little-endian.
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+
+    /// The next eight bytes, little-endian.
+    pub fn u64(&mut self) -> u64 {
+        let mut b = [0u8; 8];
+        for x in &mut b {
+            *x = self.u8();
+        }
+        u64::from_le_bytes(b)
+    }
+
+    /// A bool from the low bit of the next byte.
+    pub fn bool(&mut self) -> bool {
+        self.u8() & 1 == 1
+    }
+
+    /// A value in `lo..=hi` (from one or two bytes).
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        assert!(lo <= hi);
+        let span = (hi - lo) as u64 + 1;
+        let raw = if span <= 256 {
+            self.u8() as u64
+        } else {
+            self.u16() as u64
+        };
+        lo + (raw % span) as i64
+    }
+
+    /// Mostly a value in `lo..=hi`, sometimes (1 in 16) an extreme one:
+    /// 0, -1, i64::MIN, i64::MAX, i64::MAX / 2 or a large power of two.
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        let sel = self.u8();
+        if sel & 0x0f != 0x0f {
+            return self.range(lo, hi);
+        }
+        match sel >> 4 {
+            0 => i64::MIN,
+            1 => i64::MAX,
+            2 => i64::MAX / 2,
+            3 => -1,
+            4 => 1 << 40,
+            5 => 1 << 62,
+            6 => -(1 << 40),
+            7 => i32::MAX as i64 + 1,
+            _ => 0,
+        }
+    }
+
+    /// One element of `items`.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.u8() as usize % items.len()]
+    }
+}
+
+/// Every dtype number tessera knows.
+pub fn dtypes() -> &'static [DType] {
+    &DType::ALL
+}
+
+/// The multi-indices of a shape in row-major order (outermost dim first),
+/// or None when the shape has more than `limit` elements.
+pub fn indices(sizes: &[i64], limit: i64) -> Option<Vec<Vec<i64>>> {
+    let numel: i64 = sizes
+        .iter()
+        .try_fold(1i64, |acc, &s| acc.checked_mul(s.max(0)))?;
+    if numel > limit {
+        return None;
+    }
+    let mut out = Vec::with_capacity(numel as usize);
+    if numel == 0 {
+        return Some(out);
+    }
+    let mut idx = vec![0i64; sizes.len()];
+    loop {
+        out.push(idx.clone());
+        let mut d = sizes.len();
+        loop {
+            if d == 0 {
+                return Some(out);
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// The byte offset of element `idx` from the start of `t`'s storage.
+pub fn byte_offset(t: &Tensor, idx: &[i64]) -> i128 {
+    let elems: i128 = t.storage_offset() as i128
+        + idx
+            .iter()
+            .zip(t.strides())
+            .map(|(&i, &s)| i as i128 * s as i128)
+            .sum::<i128>();
+    elems * t.itemsize() as i128
+}
+
+/// Asserts that every element `t` can address lies inside its storage,
+/// and that its metadata agree with each other (numel, data pointer).
+pub fn check_tensor(t: &Tensor) {
+    let numel: i64 = t.sizes().iter().product();
+    assert_eq!(t.numel(), numel, "numel of sizes {:?}", t.sizes());
+    assert_eq!(t.sizes().len(), t.strides().len());
+    assert!(t.sizes().iter().all(|&s| s >= 0), "sizes {:?}", t.sizes());
+    assert!(t.storage_offset() >= 0);
+    if numel == 0 {
+        return;
+    }
+    let item = t.itemsize() as i128;
+    let mut lo = t.storage_offset() as i128;
+    let mut hi = lo;
+    for (&size, &stride) in t.sizes().iter().zip(t.strides()) {
+        let span = (size as i128 - 1) * stride as i128;
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    let nbytes = t.storage().nbytes() as i128;
+    assert!(
+        lo >= 0 && (hi + 1) * item <= nbytes,
+        "tensor sizes {:?} strides {:?} offset {} itemsize {} reach elements [{lo}, {hi}] \
+         outside a storage of {nbytes} bytes",
+        t.sizes(),
+        t.strides(),
+        t.storage_offset(),
+        item
+    );
+    let expect =
+        (t.storage().data() as usize).wrapping_add((t.storage_offset() as i128 * item) as usize);
+    assert_eq!(t.data_ptr() as usize, expect, "data pointer of a tensor");
+}
+
+/// The byte contents of `t`'s elements in row-major order (None when the
+/// tensor is larger than `limit` elements).
+pub fn elements(t: &Tensor, limit: i64) -> Option<Vec<Vec<u8>>> {
+    let idx = indices(t.sizes(), limit)?;
+    let base = t.storage().data() as *const u8;
+    let item = t.itemsize();
+    Some(
+        idx.iter()
+            .map(|i| {
+                let off = byte_offset(t, i) as usize;
+                // SAFETY: check_tensor proved every element lies inside the
+                // storage, which stays alive while `t` does.
+                unsafe { std::slice::from_raw_parts(base.add(off), item) }.to_vec()
+            })
+            .collect(),
+    )
+}
+
+/// Where one operand may be read or written: its storage's byte range.
+struct Bounds {
+    start: usize,
+    end: usize,
+    item: usize,
+}
+
+/// Walks `it` serially over all its elements and asserts that every byte
+/// the loop hands out, for every operand, lies inside that operand's
+/// storage. Returns (number of elements visited, per operand the set of
+/// byte offsets visited when `collect` is set).
+pub fn check_traversal(it: &TensorIterator, collect: bool) -> (i64, Vec<BTreeSet<usize>>) {
+    let nt = it.ntensors();
+    let bounds: Vec<Bounds> = (0..nt)
+        .map(|arg| {
+            let t = it.tensor(arg);
+            let start = t.storage().data() as usize;
+            Bounds {
+                start,
+                end: start + t.storage().nbytes(),
+                item: t.itemsize(),
+            }
+        })
+        .collect();
+    let visited = std::cell::Cell::new(0i64);
+    let seen = std::cell::RefCell::new(vec![BTreeSet::new(); nt]);
+    it.serial_for_each(
+        &|data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64| {
+            assert_eq!(data.len(), nt);
+            assert!(strides.len() >= 2 * nt);
+            assert!(n0 >= 0 && n1 >= 0);
+            visited.set(visited.get() + n0 * n1);
+            for (arg, b) in bounds.iter().enumerate() {
+                for j in 0..n1 {
+                    for i in 0..n0 {
+                        let addr = data[arg] as i128
+                            + i as i128 * strides[arg] as i128
+                            + j as i128 * strides[nt + arg] as i128;
+                        assert!(
+                            addr >= b.start as i128 && addr + b.item as i128 <= b.end as i128,
+                            "operand {arg}: element ({i}, {j}) at {addr:#x} (+{} bytes) is \
+                             outside its storage [{:#x}, {:#x})",
+                            b.item,
+                            b.start,
+                            b.end
+                        );
+                        if collect {
+                            seen.borrow_mut()[arg].insert(addr as usize - b.start);
+                        }
+                    }
+                }
+            }
+        },
+        0,
+        it.numel(),
+    );
+    (visited.get(), seen.into_inner())
+}
+
+/// The set of byte offsets (from the storage start) of `t`'s elements, or
+/// None when it has more than `limit` elements.
+pub fn element_offsets(t: &Tensor, limit: i64) -> Option<BTreeSet<usize>> {
+    let idx = indices(t.sizes(), limit)?;
+    Some(idx.iter().map(|i| byte_offset(t, i) as usize).collect())
+}
+
+/// A new Rust handle to the tensor behind a C handle.
+///
+/// # Safety
+/// `h` must be a live tensor handle.
+pub unsafe fn tensor_of(h: *const tessera::ffi::tensor::TsrTensor) -> Tensor {
+    // SAFETY: forwarded from the caller; a TsrTensor* is the address of an
+    // RcBox<TensorImpl>.
+    let r = unsafe {
+        tessera::Ref::clone_from_raw(
+            h as *const tessera::refcount::RcBox<tessera::tensor::TensorImpl>,
+        )
+    };
+    Tensor::from_ref(r.expect("a live tensor handle"))
+}
+
+/// Asserts that a failed C call recorded a message naming the function,
+/// and returns the message.
+pub fn check_error_message(fname: &str) -> String {
+    // SAFETY: tsr_last_error_message returns a valid C string.
+    let msg = unsafe { std::ffi::CStr::from_ptr(tessera::ffi::tsr_last_error_message()) }
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        msg.starts_with(&format!("{fname}: ")) && msg.len() > fname.len() + 2,
+        "the message of a failed {fname} does not name it: {msg:?}"
+    );
+    msg
+}
+
+/// Asserts that a C status is a clean refusal of bad values: not a caught
+/// panic, not a NULL or dead handle (the targets never pass those).
+pub fn check_refusal(fname: &str, status: tessera::ffi::TsrStatus) {
+    use tessera::ffi::*;
+    assert_ne!(status, TSR_OK);
+    assert!(
+        ![TSR_ERR_INTERNAL, TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT].contains(&status),
+        "{fname} failed with status {status}: {}",
+        check_error_message(fname)
+    );
+    check_error_message(fname);
+}
