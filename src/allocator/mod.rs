@@ -219,6 +219,9 @@ impl Allocator {
     #[inline]
     pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
         if self.0.builtin_cpu {
+            if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
+                return Ok(dp);
+            }
             return cpu::allocate_cpu(&self.0, nbytes, device);
         }
         if self.0.backend().keeps_own_stats() {
