@@ -138,10 +138,7 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
                     let raw =
                         unsafe { libc::malloc(cpu_cache::class_size(c) + ALIGNMENT) } as *mut u8;
                     if raw.is_null() {
-                        if counted {
-                            cpu_cache::uncount_alloc();
-                        }
-                        return Err(std::io::Error::last_os_error().to_string());
+                        return Err(malloc_failed(counted));
                     }
                     raw
                 }
@@ -152,6 +149,18 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
     }
     let data = alloc_block_with_options(nbytes, opts)?;
     Ok((data, cpu_cache::count(0)))
+}
+
+/// The OS reason of a failed malloc, after taking back the thread's count
+/// of the allocation.
+#[cold]
+#[inline(never)]
+fn malloc_failed(counted: bool) -> String {
+    let reason = std::io::Error::last_os_error().to_string();
+    if counted {
+        cpu_cache::uncount_alloc();
+    }
+    reason
 }
 
 /// The allocation path with fill or huge-page options, or for sizes too
@@ -305,9 +314,30 @@ impl RawAllocator for CpuBackend {
     }
 }
 
+/// The allocation fast path of the built-in CPU allocator: a request of
+/// a cacheable size, without fill options, served from the thread's
+/// cache. None: take [`allocate_cpu`] (nothing was done).
+#[inline(always)]
+pub(super) fn allocate_cached(
+    owner: &AllocatorImpl,
+    nbytes: usize,
+    device: Device,
+) -> Option<DataPtr> {
+    if !device.is_cpu() || nbytes == 0 || OPTIONS.load(Relaxed) != 0 {
+        return None;
+    }
+    let raw = cpu_cache::take(cpu_cache::class_of(nbytes)?)?;
+    // SAFETY: a cached block of this class holds class_size + ALIGNMENT
+    // bytes, and the class holds nbytes.
+    let data = unsafe { place(raw, nbytes) } as *mut c_void;
+    owner.stats.record_alloc_bytes(data, nbytes, Device::CPU);
+    // SAFETY: as in allocate_cpu.
+    Some(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
+}
+
 /// The allocation path of the built-in CPU allocator (statistics into
 /// `owner`, the built-in allocator's object).
-#[inline]
+#[inline(never)]
 pub(super) fn allocate_cpu(
     owner: &AllocatorImpl,
     nbytes: usize,

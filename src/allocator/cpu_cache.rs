@@ -163,6 +163,28 @@ pub fn on_alloc(class: Option<usize>) -> (bool, Option<*mut u8>) {
         .unwrap_or((false, None))
 }
 
+/// The allocation fast path: takes a cached block of class `class` and
+/// counts the allocation, or returns None having done nothing (no block
+/// cached, or the thread is being torn down).
+#[inline(always)]
+pub fn take(class: usize) -> Option<*mut u8> {
+    STATE
+        .try_with(|state| {
+            let mut state = state.try_borrow_mut().ok()?;
+            let ThreadState { counts, cache } = &mut *state;
+            let cache = cache.as_mut()?;
+            let bin = &mut cache.bins[class];
+            let len = bin.len.checked_sub(1)?;
+            bin.len = len;
+            let block = bin.blocks[len as usize];
+            cache.bytes -= CLASSES[class].0;
+            counts.0.bump(0);
+            Some(block)
+        })
+        .ok()
+        .flatten()
+}
+
 /// Takes back the count of an allocation that failed after on_alloc.
 #[cold]
 pub fn uncount_alloc() {
@@ -192,16 +214,10 @@ pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)
             if size > limit {
                 return (true, false);
             }
-            let cache = state.cache.get_or_insert_with(|| {
-                Box::new(Cache {
-                    bins: [Bin {
-                        blocks: [std::ptr::null_mut(); BIN_SLOTS],
-                        len: 0,
-                    }; NUM_CLASSES],
-                    bytes: 0,
-                    release,
-                })
-            });
+            let cache = match state.cache {
+                Some(ref mut cache) => cache,
+                None => new_cache(&mut state.cache, release),
+            };
             let bin = &mut cache.bins[c];
             if bin.len >= slots || cache.bytes + size > limit {
                 return (true, false);
@@ -212,6 +228,22 @@ pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)
             (true, true)
         })
         .unwrap_or((false, false))
+}
+
+/// Makes the thread's cache on its first free. Out of line: the cache is
+/// built on the stack before it is boxed, and a frame that large would
+/// make every free probe three stack pages.
+#[cold]
+#[inline(never)]
+fn new_cache(slot: &mut Option<Box<Cache>>, release: unsafe fn(*mut u8)) -> &mut Cache {
+    slot.insert(Box::new(Cache {
+        bins: [Bin {
+            blocks: [std::ptr::null_mut(); BIN_SLOTS],
+            len: 0,
+        }; NUM_CLASSES],
+        bytes: 0,
+        release,
+    }))
 }
 
 /// Adds one to counter `which` (0: allocations, 1: frees) of this thread;

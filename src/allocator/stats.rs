@@ -67,7 +67,7 @@ impl Stats {
     /// The bytes, peak and report of an allocation whose count the caller
     /// keeps in its thread's shard ([`super::thread_counts`]), or adds with
     /// [`Stats::count_alloc`] when the shard is gone.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_alloc_bytes(&self, ptr: *const c_void, nbytes: usize, device: Device) {
         let n = nbytes as u64;
         let now = self.allocated.fetch_add(n, Relaxed) + n;
@@ -78,7 +78,7 @@ impl Stats {
     }
 
     /// The bytes and report of a free whose count the caller keeps.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_free_bytes(&self, ptr: *const c_void, nbytes: usize, device: Device) {
         let n = nbytes as u64;
         let now = self.allocated.fetch_sub(n, Relaxed).wrapping_sub(n);

@@ -21,6 +21,7 @@
 //! under the allocator's lock (the `&mut State` receiver is the proof).
 
 use super::block::{BlockId, BlockState, Records};
+use super::front::Front;
 use super::stats::Tally;
 use super::Shared;
 use crate::allocator::AllocatorImpl;
@@ -168,6 +169,8 @@ struct DevicePools {
     device: Device,
     small: SmallBins,
     large: LargeFree,
+    /// Recently freed small blocks kept whole (front.rs).
+    front: Front,
 }
 
 /// Everything behind the caching allocator's lock.
@@ -249,6 +252,7 @@ impl State {
             device,
             small: SmallBins::new(),
             large: LargeFree::default(),
+            front: Front::new(),
         });
         self.devices.len() - 1
     }
@@ -460,11 +464,78 @@ impl State {
     pub(super) fn release(&mut self, b: BlockId) {
         let s = self.bs(b);
         debug_assert!(s.allocated);
-        s.allocated = false;
         let (kind, size, requested) = (s.kind, s.size, s.requested);
         s.requested = 0;
         self.stats.block_freed(kind, size, requested);
+        self.merge_and_file(b);
+    }
 
+    /// Takes back a handed-out block into its device's front cache
+    /// (counted as freed, kept whole); false when the front cache does
+    /// not take it (the caller releases it).
+    #[inline]
+    pub(super) fn park(&mut self, b: BlockId) -> bool {
+        let s = self.bs(b);
+        debug_assert!(s.allocated);
+        let (kind, size, requested, slot) = (s.kind, s.size, s.requested, s.slot);
+        if kind != PoolKind::Small || !self.devices[slot].front.put(size, b) {
+            return false;
+        }
+        self.bs(b).requested = 0;
+        self.stats.block_freed(kind, size, requested);
+        true
+    }
+
+    /// Takes a parked block of exactly `size` bytes from the front cache
+    /// of `slot`.
+    #[inline]
+    pub(super) fn front_take(&mut self, slot: usize, size: usize) -> Option<BlockId> {
+        self.devices[slot].front.take(size)
+    }
+
+    /// Hands out a block taken from the front cache for a request of
+    /// `requested` bytes. Returns the data address and device.
+    #[inline]
+    pub(super) fn hand_out_parked(
+        &mut self,
+        b: BlockId,
+        requested: usize,
+    ) -> (*mut c_void, Device) {
+        let s = self.bs(b);
+        s.requested = requested;
+        let (kind, size, addr, device) = (s.kind, s.size, s.addr, s.device);
+        self.stats.block_allocated(kind, size, requested, true);
+        (addr as *mut c_void, device)
+    }
+
+    /// Empties the front cache of one device (or of all) into the pools:
+    /// each block is merged and filed as if freed now.
+    pub(super) fn flush_front(&mut self, slot: Option<usize>) {
+        let slots = match slot {
+            Some(s) => s..s + 1,
+            None => 0..self.devices.len(),
+        };
+        for slot in slots {
+            if self.devices[slot].front.bytes() == 0 {
+                continue;
+            }
+            for b in self.devices[slot].front.drain() {
+                self.merge_and_file(b);
+            }
+        }
+    }
+
+    /// Bytes parked in the front caches (tests).
+    #[cfg(test)]
+    pub(super) fn front_bytes(&self) -> usize {
+        self.devices.iter().map(|d| d.front.bytes()).sum()
+    }
+
+    /// Marks a block free (its statistics already counted), merges it
+    /// with free neighbours and files the result.
+    #[inline(always)]
+    fn merge_and_file(&mut self, b: BlockId) {
+        self.bs(b).allocated = false;
         let mut block = b;
         if let Some(p) = self.bs(block).prev {
             if !self.bs(p).allocated {
@@ -502,6 +573,7 @@ impl State {
     /// out of the pools and returns the inner allocations, to be freed by
     /// the caller after unlocking.
     pub(super) fn take_unused_segments(&mut self, slot: Option<usize>) -> Vec<DataPtr> {
+        self.flush_front(slot);
         let mut whole = Vec::new();
         let slots = match slot {
             Some(s) => s..s + 1,

@@ -8,25 +8,25 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
-const KIB: usize = 1 << 10;
-const MIB: usize = 1 << 20;
+pub(super) const KIB: usize = 1 << 10;
+pub(super) const MIB: usize = 1 << 20;
 
 /// What the counting backend saw.
 #[derive(Default)]
-struct Counts {
+pub(super) struct Counts {
     /// Live segments: address -> size.
     live: Mutex<HashMap<usize, usize>>,
-    allocs: AtomicUsize,
+    pub(super) allocs: AtomicUsize,
     frees: AtomicUsize,
     /// Fail this many of the next allocations with OutOfMemory.
     fail_next: AtomicUsize,
     /// Fail every allocation with a Device error.
     broken: AtomicBool,
-    dropped: AtomicBool,
+    pub(super) dropped: AtomicBool,
 }
 
 impl Counts {
-    fn live_count(&self) -> usize {
+    pub(super) fn live_count(&self) -> usize {
         self.live.lock().unwrap().len()
     }
     fn live_bytes(&self) -> usize {
@@ -102,15 +102,15 @@ fn cached_with(options: CachingOptions) -> (Allocator, Arc<Counts>) {
     (new(inner, options).unwrap(), counts)
 }
 
-fn cached() -> (Allocator, Arc<Counts>) {
+pub(super) fn cached() -> (Allocator, Arc<Counts>) {
     cached_with(CachingOptions::default())
 }
 
-fn stats(a: &Allocator) -> CachingStats {
+pub(super) fn stats(a: &Allocator) -> CachingStats {
     of(a).unwrap().stats().unwrap()
 }
 
-fn audit(a: &Allocator) -> pool::Audit {
+pub(super) fn audit(a: &Allocator) -> pool::Audit {
     of(a).unwrap().audit()
 }
 

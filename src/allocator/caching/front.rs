@@ -1,0 +1,136 @@
+//! The front cache of a device's small pool: blocks freed recently, kept
+//! whole (not merged with their free neighbours) and keyed by size, so
+//! that the next request of exactly that rounded size takes one back
+//! without the best-fit search, the split and the merge.
+//!
+//! A parked block is not active (the statistics count its free at once),
+//! not in the pool's free structures, and not an inactive split block
+//! either: it is "cached in front". Whenever the pool has to decide
+//! anything from its free blocks (a request that is not an exact front
+//! hit, `empty_cache`, running out of memory, reading the statistics,
+//! destruction), the front cache is emptied first: its blocks are freed
+//! into the pool and merged, leaving the free blocks exactly as if they
+//! had never been parked, so best fit and every statistic read follow
+//! c10's rules. Bounded: [`SLOTS`] blocks per size, [`MAX_BYTES`] in all.
+//!
+//! The front cache lives under the allocator's lock like the pools (see
+//! mod.rs, "Front cache", for why it is not per thread).
+
+use super::block::BlockId;
+use super::pool::{MIN_BLOCK, SMALL_MAX};
+
+/// Blocks kept per size.
+pub(super) const SLOTS: usize = 4;
+/// Bytes kept per device.
+pub(super) const MAX_BYTES: usize = 8 << 20;
+const CLASSES: usize = SMALL_MAX / MIN_BLOCK;
+const WORDS: usize = CLASSES / 64;
+
+/// One size's parked blocks (a small stack).
+#[derive(Clone, Copy)]
+struct Stack {
+    blocks: [Option<BlockId>; SLOTS],
+    len: u8,
+}
+
+/// The parked blocks of one device's small pool.
+pub(super) struct Front {
+    /// Made on the first park.
+    stacks: Option<Box<[Stack; CLASSES]>>,
+    /// Bit c of word c / 64: size class c has parked blocks.
+    words: [u64; WORDS],
+    bytes: usize,
+}
+
+impl Front {
+    pub(super) fn new() -> Front {
+        Front {
+            stacks: None,
+            words: [0; WORDS],
+            bytes: 0,
+        }
+    }
+
+    /// The class of a small-pool block size (512..=1 MiB, multiple of 512).
+    #[inline]
+    fn class(size: usize) -> usize {
+        debug_assert!((MIN_BLOCK..=SMALL_MAX).contains(&size) && size % MIN_BLOCK == 0);
+        (size / MIN_BLOCK - 1) & (CLASSES - 1)
+    }
+
+    /// Bytes parked.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Takes a parked block of exactly `size` bytes.
+    #[inline]
+    pub(super) fn take(&mut self, size: usize) -> Option<BlockId> {
+        if size > SMALL_MAX || self.bytes == 0 {
+            return None;
+        }
+        let c = Self::class(size);
+        let stack = &mut self.stacks.as_mut()?[c];
+        let len = stack.len.checked_sub(1)?;
+        stack.len = len;
+        if len == 0 {
+            self.words[c / 64] &= !(1 << (c % 64));
+        }
+        self.bytes -= size;
+        stack.blocks[len as usize]
+    }
+
+    /// Parks block `b` of `size` bytes; false when it does not fit (too
+    /// large, its size's stack full, or the byte budget spent).
+    #[inline]
+    pub(super) fn put(&mut self, size: usize, b: BlockId) -> bool {
+        if size > SMALL_MAX || self.bytes + size > MAX_BYTES {
+            return false;
+        }
+        let c = Self::class(size);
+        let stacks = match self.stacks {
+            Some(ref mut s) => s,
+            None => self.stacks.insert(new_stacks()),
+        };
+        let stack = &mut stacks[c];
+        if stack.len as usize >= SLOTS {
+            return false;
+        }
+        stack.blocks[stack.len as usize] = Some(b);
+        stack.len += 1;
+        self.words[c / 64] |= 1 << (c % 64);
+        self.bytes += size;
+        true
+    }
+
+    /// Takes every parked block out.
+    pub(super) fn drain(&mut self) -> Vec<BlockId> {
+        let mut out = Vec::new();
+        let Some(stacks) = self.stacks.as_mut() else {
+            return out;
+        };
+        for (w, word) in self.words.iter_mut().enumerate() {
+            while *word != 0 {
+                let c = w * 64 + word.trailing_zeros() as usize;
+                *word &= *word - 1;
+                let stack = &mut stacks[c];
+                out.extend(stack.blocks[..stack.len as usize].iter().flatten());
+                stack.len = 0;
+            }
+        }
+        self.bytes = 0;
+        out
+    }
+}
+
+#[cold]
+fn new_stacks() -> Box<[Stack; CLASSES]> {
+    let empty = Stack {
+        blocks: [None; SLOTS],
+        len: 0,
+    };
+    vec![empty; CLASSES]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("the vector has CLASSES stacks"))
+}

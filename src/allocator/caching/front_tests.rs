@@ -1,0 +1,130 @@
+//! Tests of the front cache (front.rs): exact-size reuse without the pool's
+//! best fit, statistics that count parked blocks as freed, and every path
+//! that must empty it.
+
+use super::tests::{audit, cached, stats, KIB, MIB};
+use super::*;
+use std::sync::atomic::Ordering::SeqCst;
+
+fn parked_bytes(a: &Allocator) -> usize {
+    of(a).unwrap().shared().lock.lock().unwrap().front_bytes()
+}
+
+#[test]
+fn a_freed_block_is_parked_whole_and_reused_for_its_size() {
+    let (a, counts) = cached();
+    let keep = a.allocate(4 * KIB).unwrap();
+    let p = a.allocate(4 * KIB).unwrap();
+    let addr = p.get();
+    drop(p);
+    assert_eq!(parked_bytes(&a), 4 * KIB, "parked, not merged");
+    let q = a.allocate(4000).unwrap();
+    assert_eq!(q.get(), addr, "the parked block again");
+    assert_eq!(parked_bytes(&a), 0);
+    assert_eq!(counts.allocs.load(SeqCst), 1);
+    let s = stats(&a).small;
+    assert_eq!((s.num_allocs, s.num_frees, s.cache_hits), (3, 1, 2));
+    assert_eq!((s.active_blocks.current, s.active_bytes.current), (2, 8192));
+    assert_eq!(s.requested_bytes.current, 4096 + 4000);
+    let o = a.stats();
+    assert_eq!((o.allocated_bytes, o.peak_bytes), (8096, 8192));
+    drop((keep, q));
+}
+
+#[test]
+fn statistics_count_parked_blocks_as_freed_and_read_as_merged() {
+    let (a, _) = cached();
+    let x = a.allocate(64 * KIB).unwrap();
+    let y = a.allocate(64 * KIB).unwrap();
+    drop(x);
+    // Owner statistics need no flush: the free was recorded at once.
+    let o = a.stats();
+    assert_eq!((o.allocated_bytes, o.num_frees), (64 * KIB as u64, 1));
+    assert_eq!(parked_bytes(&a), 64 * KIB);
+    // Reading the caching statistics merges parked blocks into the pool,
+    // so they read exactly as without a front cache.
+    let s = stats(&a).small;
+    assert_eq!(parked_bytes(&a), 0);
+    assert_eq!((s.active_blocks.current, s.active_blocks.peak), (1, 2));
+    assert_eq!(s.inactive_split_blocks.current, 2, "x's hole and the rest");
+    assert_eq!(s.inactive_split_bytes.current, (2 * MIB - 64 * KIB) as u64);
+    drop(y);
+    let s = stats(&a).small;
+    assert_eq!(s.inactive_split_blocks.current, 0, "one whole segment");
+    assert_eq!(audit(&a).whole_segments, 1);
+}
+
+#[test]
+fn a_request_that_misses_the_front_cache_sees_the_merged_pool() {
+    let (a, counts) = cached();
+    let x = a.allocate(512 * KIB).unwrap();
+    let y = a.allocate(512 * KIB).unwrap();
+    let base = x.get() as usize;
+    drop((x, y));
+    assert_eq!(parked_bytes(&a), MIB);
+    // 1 MiB is no parked size: the parked halves merge first and serve it
+    // from the segment's start, as best fit would without a front cache.
+    let z = a.allocate(MIB).unwrap();
+    assert_eq!(z.get() as usize, base);
+    assert_eq!(counts.allocs.load(SeqCst), 1, "no new segment");
+    assert_eq!(parked_bytes(&a), 0);
+}
+
+#[test]
+fn empty_cache_returns_parked_blocks() {
+    let (a, counts) = cached();
+    drop(a.allocate(4 * KIB).unwrap());
+    drop(a.allocate(MIB).unwrap());
+    assert!(parked_bytes(&a) > 0);
+    a.empty_cache().unwrap();
+    assert_eq!(parked_bytes(&a), 0);
+    assert_eq!(counts.live_count(), 0, "every segment went back");
+    assert_eq!(stats(&a).all.reserved_bytes.current, 0);
+}
+
+#[test]
+fn the_front_cache_is_bounded_per_size() {
+    let (a, _) = cached();
+    let blocks: Vec<_> = (0..front::SLOTS + 2)
+        .map(|_| a.allocate(8 * KIB).unwrap())
+        .collect();
+    drop(blocks);
+    assert_eq!(parked_bytes(&a), front::SLOTS * 8 * KIB);
+    let s = stats(&a).small;
+    assert_eq!((s.active_blocks.current, s.num_frees), (0, 6));
+    assert_eq!(audit(&a).whole_segments, 1);
+}
+
+#[test]
+fn parked_blocks_go_back_when_the_allocator_is_destroyed() {
+    let (a, counts) = cached();
+    let p = a.allocate(4 * KIB).unwrap();
+    drop(a.allocate(8 * KIB).unwrap());
+    drop(a);
+    assert!(!counts.dropped.load(SeqCst), "a block is out");
+    drop(p); // the last block: parked, then the state is destroyed
+    assert!(counts.dropped.load(SeqCst));
+    assert_eq!(counts.live_count(), 0);
+
+    let (a, counts) = cached();
+    drop(a.allocate(4 * KIB).unwrap());
+    drop(a);
+    assert!(counts.dropped.load(SeqCst));
+    assert_eq!(counts.live_count(), 0);
+}
+
+#[test]
+fn blocks_freed_by_another_thread_are_reused() {
+    let (a, counts) = cached();
+    let p = a.allocate(16 * KIB).unwrap();
+    let addr = p.get() as usize;
+    std::thread::spawn(move || drop(p)).join().unwrap();
+    let q = a.allocate(16 * KIB).unwrap();
+    assert_eq!(q.get() as usize, addr);
+    assert_eq!(counts.allocs.load(SeqCst), 1);
+    let s = stats(&a).small;
+    assert_eq!(
+        (s.num_allocs, s.num_frees, s.active_blocks.current),
+        (2, 1, 1)
+    );
+}
