@@ -8,7 +8,7 @@ use super::{Operand, TensorIterator};
 use crate::device::Device;
 use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
-use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
+use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor, MAX_DIMS};
 
 /// Builds an iterator from a config, moving its operands in.
 pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
@@ -273,11 +273,12 @@ impl TensorIterator {
                 has_tensors = true;
             }
             if first {
-                self.shape = Dims::from_slice(sizes);
+                self.shape.clear();
+                self.shape.extend_from_slice(sizes);
                 first = false;
             } else if sizes != &self.shape[..] {
                 self.all_ops_same_shape = false;
-                self.shape = shape::broadcast_shapes(&self.shape, sizes).map_err(|e| {
+                shape::broadcast_into(&mut self.shape, sizes).map_err(|e| {
                     e.context(format!(
                         "cannot broadcast {} (sizes {sizes:?}) with the shape of the operands before it",
                         describe(op, i, self.num_outputs)
@@ -626,7 +627,13 @@ impl TensorIterator {
             .iter()
             .enumerate()
             .all(|(j, &p)| p as usize == ndim - 1 - j);
-        let tensor_shape = self.invert_perm(&self.shape);
+        // Plain arrays, not SmallVecs moved around (each move of a SmallVec
+        // just written costs a store-forwarding stall).
+        let mut tensor_shape = [0i64; MAX_DIMS];
+        let tensor_shape = &mut tensor_shape[..ndim];
+        for (&p, &size) in self.perm.iter().zip(&self.shape) {
+            tensor_shape[p as usize] = size;
+        }
         for i in 0..self.num_outputs {
             let op = &self.operands[i];
             if op.tensor.is_some() && !op.will_resize {
@@ -636,17 +643,33 @@ impl TensorIterator {
                 .target_dtype
                 .expect("compute_types gave every output a dtype");
             let item = dtype.itemsize() as i64;
-            let stride_bytes = self.compatible_stride(item);
-            let strides: Dims = if inverted {
-                layout::contiguous_strides(&tensor_shape)
+            // Contiguous in loop order: the same strides in elements per
+            // tensor dim (c10 leaves them to the contiguous default when
+            // the loop order is the reversed tensor order).
+            let mut strides = [0i64; MAX_DIMS];
+            let strides = &mut strides[..ndim];
+            if inverted {
+                let mut acc = 1i64;
+                for (s, &size) in strides.iter_mut().zip(tensor_shape.iter()).rev() {
+                    *s = acc;
+                    acc = acc.saturating_mul(size.max(1));
+                }
             } else {
-                let mut s = self.invert_perm(&stride_bytes);
-                s.iter_mut().for_each(|x| *x /= item);
-                s
-            };
-            self.set_output(i, &tensor_shape, &strides)?;
+                let mut next = 1i64;
+                for (&size, &p) in self.shape.iter().zip(&self.perm) {
+                    strides[p as usize] = next;
+                    next *= size;
+                }
+            }
+            self.set_output(i, tensor_shape, strides)?;
             let op = &mut self.operands[i];
-            op.stride_bytes = stride_bytes;
+            op.stride_bytes.clear();
+            let mut next = item;
+            op.stride_bytes.extend(self.shape.iter().map(|&size| {
+                let s = next;
+                next *= size;
+                s
+            }));
             op.current_dtype = Some(dtype);
         }
         Ok(())

@@ -155,6 +155,33 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> Result<Dims> {
     Ok(out)
 }
 
+/// As [`broadcast_shapes`] of `shape` and `other`, written over `shape`
+/// (no new vector; `shape` is unspecified after an error).
+pub fn broadcast_into(shape: &mut Dims, other: &[i64]) -> Result<()> {
+    let n = shape.len().max(other.len());
+    if shape.len() < n {
+        shape.insert_many(0, std::iter::repeat_n(1, n - shape.len()));
+    }
+    for (i, out) in shape.iter_mut().enumerate() {
+        let da = *out;
+        let db = (i + other.len())
+            .checked_sub(n)
+            .map(|j| other[j])
+            .unwrap_or(1);
+        if da == db || db == 1 {
+            continue;
+        }
+        crate::ensure!(
+            da == 1,
+            Shape,
+            "the size of tensor a ({da}) must match the size of tensor b ({db}) at \
+             non-singleton dimension {i}"
+        );
+        *out = db;
+    }
+    Ok(())
+}
+
 /// Sizes and strides of `sizes`/`strides` expanded to `target` (-1 keeps a
 /// size; size-1 dims and new leading dims get stride 0).
 pub fn expand_geometry(sizes: &[i64], strides: &[i64], target: &[i64]) -> Result<(Dims, Dims)> {
@@ -263,6 +290,28 @@ mod tests {
             e.message().contains("(2)")
                 && e.message().contains("(3)")
                 && e.message().contains("dimension 1")
+        );
+    }
+
+    #[test]
+    fn broadcasting_in_place_matches() {
+        let cases: [(&[i64], &[i64]); 5] = [
+            (&[64, 1, 128], &[32, 128]),
+            (&[32, 128], &[64, 1, 128]),
+            (&[], &[4, 1]),
+            (&[5, 1], &[]),
+            (&[1, 0], &[3, 1]),
+        ];
+        for (a, b) in cases {
+            let mut shape = Dims::from_slice(a);
+            broadcast_into(&mut shape, b).unwrap();
+            assert_eq!(shape, broadcast_shapes(a, b).unwrap(), "{a:?} with {b:?}");
+        }
+        let mut shape = Dims::from_slice(&[3, 2]);
+        let e = broadcast_into(&mut shape, &[3]).unwrap_err();
+        assert_eq!(
+            e.message(),
+            broadcast_shapes(&[3, 2], &[3]).unwrap_err().message()
         );
     }
 
