@@ -385,6 +385,16 @@ void bench_alloc() {
     TRY(tsr_allocator_decref(cpu));
 }
 
+// The bare atomic add + sub pair the refcount rows report beside libtorch.
+Side atomic_pair_side(std::atomic<size_t>& counter) {
+    return {"atomic pair", [&counter](long n) {
+                for (long i = 0; i < n; i++) {
+                    counter.fetch_add(1, std::memory_order_relaxed);
+                    counter.fetch_sub(1, std::memory_order_acq_rel);
+                }
+            }};
+}
+
 #ifdef TSR_BENCH_TORCH
 struct Target_ : c10::intrusive_ptr_target {
     int64_t payload = 0;
@@ -412,12 +422,7 @@ void bench_refcount() {
                          }
                      }});
 #endif
-        s.push_back({"atomic pair", [&counter](long n) {
-                         for (long i = 0; i < n; i++) {
-                             counter.fetch_add(1, std::memory_order_relaxed);
-                             counter.fetch_sub(1, std::memory_order_acq_rel);
-                         }
-                     }});
+        s.push_back(atomic_pair_side(counter));
         measure(s, 20, 9);
         report("strong incref+decref (C API)", s, 0,
                {{"libtorch", 1.1, "<= 1.1x libtorch (atomic pair: report only)"}});
@@ -444,12 +449,7 @@ void bench_refcount() {
                          }
                      }});
 #endif
-        s.push_back({"atomic pair", [&counter](long n) {
-                         for (long i = 0; i < n; i++) {
-                             counter.fetch_add(1, std::memory_order_relaxed);
-                             counter.fetch_sub(1, std::memory_order_acq_rel);
-                         }
-                     }});
+        s.push_back(atomic_pair_side(counter));
         measure(s, 20, 9);
         report("weak lock+release (C API)", s, 0,
                {{"libtorch", 1.1, "<= 1.1x libtorch (atomic pair: report only)"}});

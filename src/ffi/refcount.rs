@@ -72,7 +72,7 @@ pub(crate) fn into_handle<T: RcTarget, H>(r: Ref<T>) -> *mut H {
 /// # Safety
 /// `h` must be NULL or a handle of type T whose memory is alive.
 #[inline(always)]
-pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &'static str, h: *const H) -> TsrStatus {
+pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
     if h.is_null() {
         return null_handle(fname, "handle");
     }
@@ -90,7 +90,7 @@ pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &'static str, h: *const H) ->
 /// `h` must be NULL or a handle of type T whose memory is alive, and the
 /// caller must own the strong reference it gives up.
 #[inline(always)]
-pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &'static str, h: *const H) -> TsrStatus {
+pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
     if h.is_null() {
         return null_handle(fname, "handle");
     }
@@ -135,7 +135,7 @@ fn null_handle(fname: &str, arg: &str) -> TsrStatus {
 /// Records the error for an increment refused at count `old`.
 #[cold]
 #[inline(never)]
-fn refused(fname: &'static str, old: usize) -> TsrStatus {
+fn refused(fname: &str, old: usize) -> TsrStatus {
     fail(fname, &rc::bad_incref(old))
 }
 
@@ -207,7 +207,7 @@ pub(crate) unsafe fn downgrade<T: RcTarget, H, W>(
 /// or writable.
 #[inline(always)]
 pub(crate) unsafe fn lock<T: RcTarget, W, H>(
-    fname: &'static str,
+    fname: &str,
     w: *const W,
     out: *mut *mut H,
 ) -> TsrStatus {
