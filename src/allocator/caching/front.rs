@@ -3,9 +3,10 @@
 //! that the next request of exactly that rounded size takes one back
 //! without the best-fit search, the split and the merge.
 //!
-//! A parked block is not active (the statistics count its free at once),
-//! not in the pool's free structures, and not an inactive split block
-//! either: it is "cached in front". Whenever the pool has to decide
+//! A parked block is not in the pool's free structures and not an
+//! inactive split block either: it is "cached in front", and still counted
+//! as active until it is flushed or taken back (`Tally::block_parked` says
+//! why the statistics stay exact). Whenever the pool has to decide
 //! anything from its free blocks (a request that is not an exact front
 //! hit, `empty_cache`, running out of memory, reading the statistics,
 //! destruction), the front cache is emptied first: its blocks are freed

@@ -30,8 +30,11 @@
 //! # Front cache
 //! A freed small-pool block is first parked whole in the device's front
 //! cache (front.rs), and a later request of exactly its rounded size takes
-//! it back without best fit, split or merge: about 40% fewer instructions
-//! for an allocate+free pair of a repeated size. It is under the same lock
+//! it back without best fit, split or merge, and with the statistics of
+//! the round trip reduced to a few counters (`Tally::block_parked`): a
+//! parked block's free is applied to the current values only when it is
+//! flushed, which happens before any statistic is read and before any
+//! allocation that is not such a hit. It is under the same lock
 //! as the pools, not per thread: a lock-free per-thread cache would have
 //! to keep the peaks (active bytes, requested bytes, the owner's peak)
 //! exact while other threads allocate, which needs each thread's pending
@@ -234,17 +237,14 @@ impl CachingAllocator {
 
     /// The statistics now.
     pub fn stats(&self) -> Result<CachingStats> {
-        let mut st = self.shared().lock.lock()?;
-        // Parked blocks are counted as freed already; merging them makes
-        // the split statistics those of the pools without a front cache.
-        st.flush_front(None);
-        Ok(st.stats.snapshot())
+        Ok(self.shared().lock.lock()?.stats_now())
     }
 
     /// Sets every peak, those of [`CachingAllocator::stats`] and the
     /// owner's `peak_bytes`, to its current value.
     pub fn reset_peak(&self) -> Result<()> {
         let mut st = self.shared().lock.lock()?;
+        st.flush_front(None);
         st.stats.reset_peak();
         if !st.owner.is_null() {
             // SAFETY: non-NULL under the lock means the owner is alive (see
@@ -323,8 +323,11 @@ impl CachingAllocator {
                 (b, data, data_device)
             }
             None => {
-                // Best fit sees the pool as if nothing had been parked.
-                st.flush_front(Some(slot));
+                // Best fit sees the pools as if nothing had been parked,
+                // and the statistics are exact before anything is added
+                // to them (see `Tally::block_parked`): every device's
+                // front cache is flushed.
+                st.flush_front(None);
                 let (block, hit) = match st.take_free(slot, kind, size) {
                     Some(b) => (b, true),
                     None => {
@@ -333,6 +336,8 @@ impl CachingAllocator {
                         let (mem, seg) =
                             self.new_segment(owner, nbytes, slot, device, kind, oversize)?;
                         st = shared.lock.lock()?;
+                        // Other threads may have parked blocks meanwhile.
+                        st.flush_front(None);
                         (st.add_segment(slot, kind, oversize, mem, seg), false)
                     }
                 };
@@ -496,6 +501,9 @@ impl Drop for CachingAllocator {
             Ok(mut st) => {
                 st.owner = std::ptr::null();
                 st.orphaned = true;
+                // From now on the last free destroys the state; it must
+                // find no block parked.
+                st.flush_front(None);
                 st.should_destroy()
             }
             // Poisoned: leak the state rather than free memory that may

@@ -470,19 +470,22 @@ impl State {
         self.merge_and_file(b);
     }
 
-    /// Takes back a handed-out block into its device's front cache
-    /// (counted as freed, kept whole); false when the front cache does
-    /// not take it (the caller releases it).
+    /// Takes back a handed-out block into its device's front cache, kept
+    /// whole with its free only partly counted (see `Tally::block_parked`);
+    /// false when the front cache does not take it (the caller releases
+    /// it). An orphaned state parks nothing: its last free must see every
+    /// block back in the pools.
     #[inline]
     pub(super) fn park(&mut self, b: BlockId) -> bool {
         let s = self.bs(b);
         debug_assert!(s.allocated);
         let (kind, size, requested, slot) = (s.kind, s.size, s.requested, s.slot);
-        if kind != PoolKind::Small || !self.devices[slot].front.put(size, b) {
+        if kind != PoolKind::Small || self.orphaned || !self.devices[slot].front.put(size, b) {
             return false;
         }
-        self.bs(b).requested = 0;
-        self.stats.block_freed(kind, size, requested);
+        // The record keeps `requested` (the request it was freed with)
+        // until it is taken back or flushed.
+        self.stats.block_parked(requested);
         true
     }
 
@@ -502,9 +505,9 @@ impl State {
         requested: usize,
     ) -> (*mut c_void, Device) {
         let s = self.bs(b);
-        s.requested = requested;
-        let (kind, size, addr, device) = (s.kind, s.size, s.addr, s.device);
-        self.stats.block_allocated(kind, size, requested, true);
+        let old = std::mem::replace(&mut s.requested, requested);
+        let (addr, device) = (s.addr, s.device);
+        self.stats.parked_taken(old, requested);
         (addr as *mut c_void, device)
     }
 
@@ -520,6 +523,9 @@ impl State {
                 continue;
             }
             for b in self.devices[slot].front.drain() {
+                let s = self.bs(b);
+                let (size, requested) = (s.size, std::mem::take(&mut s.requested));
+                self.stats.parked_flushed(size, requested);
                 self.merge_and_file(b);
             }
         }
@@ -614,9 +620,16 @@ impl State {
         segments
     }
 
+    /// The statistics now: the front caches are flushed first, so that
+    /// parked blocks count as free.
+    pub(super) fn stats_now(&mut self) -> super::CachingStats {
+        self.flush_front(None);
+        self.stats.snapshot()
+    }
+
     /// A one-line account of the pools, for out-of-memory messages.
-    pub(super) fn describe(&self) -> String {
-        let stats = self.stats.snapshot();
+    pub(super) fn describe(&mut self) -> String {
+        let stats = self.stats_now();
         let (a, s, l) = (&stats.all, &stats.small, &stats.large);
         format!(
             "{} bytes reserved in {} segments (small pool {} in {}, large pool {} in {}), \
@@ -735,6 +748,7 @@ impl State {
 
 impl Drop for State {
     fn drop(&mut self) {
+        self.flush_front(None);
         debug_assert_eq!(self.stats.active_blocks(), 0);
         // Every block is free now, so the segments are whole; their inner
         // allocations are freed as the vector drops (the lock is gone with

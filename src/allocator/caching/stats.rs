@@ -132,6 +132,9 @@ pub(super) struct Tally {
     segment_frees: [u64; 2],
     retries: [u64; 2],
     ooms: [u64; 2],
+    /// The requested bytes of the blocks parked in the front caches, still
+    /// counted in `requested_bytes` (see [`Tally::block_parked`]).
+    parked_requested: u64,
 }
 
 #[inline]
@@ -143,7 +146,9 @@ fn idx(kind: PoolKind) -> usize {
 }
 
 impl Tally {
+    /// Sets every peak to its current value (front caches flushed).
     pub(super) fn reset_peak(&mut self) {
+        debug_assert_eq!(self.parked_requested, 0, "front caches not flushed");
         for g in [
             &mut self.segments,
             &mut self.reserved_bytes,
@@ -163,8 +168,10 @@ impl Tally {
         self.active_blocks.current[0] + self.active_blocks.current[1]
     }
 
-    /// The public view.
+    /// The public view (with the front caches flushed: parked blocks
+    /// still count as active until then).
     pub(super) fn snapshot(&self) -> CachingStats {
+        debug_assert_eq!(self.parked_requested, 0, "front caches not flushed");
         let pool = |i: usize| PoolStats {
             segments: self.segments.pool(i),
             reserved_bytes: self.reserved_bytes.pool(i),
@@ -227,6 +234,54 @@ impl Tally {
         self.active_bytes.sub(i, size as u64);
         self.requested_bytes.sub(i, requested as u64);
         self.num_frees[i] += 1;
+    }
+
+    /// A small-pool block was parked in a front cache. Only the free's
+    /// count is recorded now: the block stays counted as active (blocks,
+    /// bytes, requested bytes) until it is either taken back by a request
+    /// of its size ([`Tally::parked_taken`]), when those counts are right
+    /// again as they stand, or flushed into the pool
+    /// ([`Tally::parked_flushed`]). Every reader of a current value
+    /// flushes the front caches first, and every allocation that is not a
+    /// front-cache hit does too, so the only updates made while blocks are
+    /// parked are frees (which lower current values) and front-cache hits.
+    /// A hit restores exactly the active block and bytes it had, so those
+    /// peaks cannot be passed; only requested bytes can change, and their
+    /// peak is checked against the value with the parked blocks left out.
+    #[inline]
+    pub(super) fn block_parked(&mut self, requested: usize) {
+        self.num_frees[0] += 1;
+        self.parked_requested += requested as u64;
+    }
+
+    /// A parked block freed with `old` requested bytes was handed out again
+    /// for a request of `new` bytes.
+    #[inline]
+    pub(super) fn parked_taken(&mut self, old: usize, new: usize) {
+        self.num_allocs[0] += 1;
+        self.cache_hits[0] += 1;
+        self.parked_requested -= old as u64;
+        let g = &mut self.requested_bytes;
+        g.current[0] = g.current[0] - old as u64 + new as u64;
+        // The real value leaves out the requests of blocks still parked.
+        let now = g.current[0] - self.parked_requested;
+        if now > g.peak[0] {
+            g.peak[0] = now;
+        }
+        let all = now + g.current[1];
+        if all > g.peak_all {
+            g.peak_all = all;
+        }
+    }
+
+    /// A parked block of `size` bytes, freed with `requested` bytes, went
+    /// back into the pool: its free is applied to the current values.
+    #[inline]
+    pub(super) fn parked_flushed(&mut self, size: usize, requested: usize) {
+        self.parked_requested -= requested as u64;
+        self.active_blocks.sub(0, 1);
+        self.active_bytes.sub(0, size as u64);
+        self.requested_bytes.sub(0, requested as u64);
     }
 
     #[inline]

@@ -499,7 +499,7 @@ fn copies_and_names_go_through_the_inner_allocator() {
 }
 
 /// A small deterministic generator (xorshift64*).
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -508,7 +508,7 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
     /// Mostly small sizes, some large, a few oversize.
@@ -525,7 +525,7 @@ impl Rng {
 /// What the statistics must say, computed from the sequence of requests
 /// alone.
 #[derive(Default)]
-struct Model {
+pub(super) struct Model {
     allocs: [u64; 2],
     frees: [u64; 2],
     active: [u64; 2],
@@ -540,7 +540,7 @@ impl Model {
     fn pool(n: usize) -> usize {
         usize::from(n.next_multiple_of(512) > MIB)
     }
-    fn alloc(&mut self, n: usize) {
+    pub(super) fn alloc(&mut self, n: usize) {
         let p = Self::pool(n);
         self.allocs[p] += 1;
         self.active[p] += 1;
@@ -554,7 +554,7 @@ impl Model {
             self.small_bytes_peak = self.small_bytes_peak.max(self.small_bytes);
         }
     }
-    fn free(&mut self, n: usize) {
+    pub(super) fn free(&mut self, n: usize) {
         let p = Self::pool(n);
         self.frees[p] += 1;
         self.active[p] -= 1;
@@ -563,7 +563,13 @@ impl Model {
             self.small_bytes -= n.next_multiple_of(512) as u64;
         }
     }
-    fn check(&self, a: &Allocator, counts: &Counts) {
+    /// What `reset_peak` does: every peak becomes the current value.
+    pub(super) fn reset_peak(&mut self) {
+        self.active_peak_all = self.active[0] + self.active[1];
+        self.requested_peak_all = self.requested[0] + self.requested[1];
+        self.small_bytes_peak = self.small_bytes;
+    }
+    pub(super) fn check(&self, a: &Allocator, counts: &Counts) {
         let s = stats(a);
         for (p, ps) in [(0, &s.small), (1, &s.large)] {
             assert_eq!(ps.num_allocs, self.allocs[p]);
