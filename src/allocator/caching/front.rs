@@ -64,14 +64,13 @@ impl Front {
         self.bytes
     }
 
-    /// Takes a parked block of exactly `size` bytes.
+    /// Takes a parked block of exactly `size` bytes (a small-pool size).
     #[inline]
     pub(super) fn take(&mut self, size: usize) -> Option<BlockId> {
-        if size > SMALL_MAX || self.bytes == 0 {
-            return None;
-        }
+        // None until the first park.
+        let stacks = self.stacks.as_mut()?;
         let c = Self::class(size);
-        let stack = &mut self.stacks.as_mut()?[c];
+        let stack = &mut stacks[c];
         let len = stack.len.checked_sub(1)?;
         stack.len = len;
         if len == 0 {
@@ -94,12 +93,15 @@ impl Front {
             None => self.stacks.insert(new_stacks()),
         };
         let stack = &mut stacks[c];
-        if stack.len as usize >= SLOTS {
+        let len = stack.len as usize;
+        if len >= SLOTS {
             return false;
         }
-        stack.blocks[stack.len as usize] = Some(b);
+        stack.blocks[len] = Some(b);
         stack.len += 1;
-        self.words[c / 64] |= 1 << (c % 64);
+        if len == 0 {
+            self.words[c / 64] |= 1 << (c % 64);
+        }
         self.bytes += size;
         true
     }

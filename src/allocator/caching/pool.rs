@@ -75,9 +75,13 @@ impl PoolKind {
 /// allocation can be.
 #[inline]
 pub(super) fn round_size(nbytes: usize) -> Option<usize> {
-    nbytes
-        .checked_next_multiple_of(MIN_BLOCK)
-        .filter(|&s| s <= isize::MAX as usize)
+    // The largest multiple of MIN_BLOCK up to isize::MAX is that minus
+    // MIN_BLOCK - 1, so this neither overflows nor passes isize::MAX.
+    if nbytes <= isize::MAX as usize - (MIN_BLOCK - 1) {
+        Some((nbytes + MIN_BLOCK - 1) & !(MIN_BLOCK - 1))
+    } else {
+        None
+    }
 }
 
 /// The size of the segment to obtain for a rounded request.
@@ -240,6 +244,10 @@ impl State {
     /// The index of the pools of `device`, made on first use.
     #[inline]
     pub(super) fn device_slot(&mut self, device: Device) -> usize {
+        // The common case first: one device, or the first one.
+        if self.devices.first().is_some_and(|d| d.device == device) {
+            return 0;
+        }
         if let Some(i) = self.devices.iter().position(|d| d.device == device) {
             return i;
         }
@@ -493,6 +501,9 @@ impl State {
     /// of `slot`.
     #[inline]
     pub(super) fn front_take(&mut self, slot: usize, size: usize) -> Option<BlockId> {
+        if size > SMALL_MAX {
+            return None;
+        }
         self.devices[slot].front.take(size)
     }
 
