@@ -1143,9 +1143,12 @@ fn avx2_and_baseline_loops_give_identical_bits() {
     let a = make::<f32>(Layout::Permuted, 300, 129, 1);
     let b = make::<f32>(Layout::Contiguous, 300, 129, 2);
     let h = make::<f16>(Layout::Contiguous, 3, 40001, 3);
+    // Long enough to be read as four streams, with a rest after them.
+    let long = make::<f32>(Layout::Contiguous, 1, 4 * 3 * 4096 + 4095, 4);
     let run = || {
         let s = kernels::add(None, &a, &b, Scalar::Float(0.3)).unwrap();
         let t = kernels::sum(&s, &[], false).unwrap();
+        let l = kernels::sum(&long, &[], false).unwrap();
         let u = kernels::sum(&h, &[1], false).unwrap();
         let p = Tensor::empty(&[129, 300], DType::Float, Device::CPU).unwrap();
         kernels::copy_(&p, &s.transpose(0, 1).unwrap()).unwrap();
@@ -1154,6 +1157,7 @@ fn avx2_and_baseline_loops_give_identical_bits() {
             to_vec::<f32>(&t),
             to_vec::<f16>(&u),
             to_vec::<f32>(&p),
+            to_vec::<f32>(&l),
         )
     };
     kernels::simd::set_avx2_enabled(true);

@@ -245,6 +245,54 @@ pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
     lanes[0]
 }
 
+/// [`sum_f32_lanes32`] of four runs of `n` contiguous f32 values at once,
+/// each result bit-identical to that function's: the loop reads all four
+/// runs in every step (sixteen AVX accumulators, loads as memory operands),
+/// so four memory streams are in flight.
+///
+/// # Safety
+/// The CPU must have AVX2; each `p[k]` must hold `n` readable values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn sum_f32_lanes32_x4(p: [*const f32; 4], n: usize) -> [f32; 4] {
+    use std::arch::x86_64::*;
+    let mut lanes = [[0f32; 32]; 4];
+    // SAFETY (whole body): loads stay below n in each run, per the caller.
+    unsafe {
+        let mut a = [[_mm256_setzero_ps(); 4]; 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (acc, q) in a.iter_mut().zip(p) {
+                acc[0] = _mm256_add_ps(acc[0], _mm256_loadu_ps(q.add(i)));
+                acc[1] = _mm256_add_ps(acc[1], _mm256_loadu_ps(q.add(i + 8)));
+                acc[2] = _mm256_add_ps(acc[2], _mm256_loadu_ps(q.add(i + 16)));
+                acc[3] = _mm256_add_ps(acc[3], _mm256_loadu_ps(q.add(i + 24)));
+            }
+            i += 32;
+        }
+        for ((l, acc), q) in lanes.iter_mut().zip(a).zip(p) {
+            let out = l.as_mut_ptr();
+            _mm256_storeu_ps(out, acc[0]);
+            _mm256_storeu_ps(out.add(8), acc[1]);
+            _mm256_storeu_ps(out.add(16), acc[2]);
+            _mm256_storeu_ps(out.add(24), acc[3]);
+            for k in i..n {
+                l[0] += *q.add(k);
+            }
+        }
+    }
+    lanes.map(|mut l| {
+        let mut width = 32;
+        while width > 1 {
+            width /= 2;
+            for k in 0..width {
+                l[k] += l[k + width];
+            }
+        }
+        l[0]
+    })
+}
+
 /// Transposes an 8 x 8 block of 4-byte elements: element c of source row
 /// r (at `src + r * src_row + 4 * c`) goes to element r of destination
 /// row c (at `dst + c * dst_row + 4 * r`).
