@@ -78,14 +78,18 @@ pub fn parallel_for(begin: i64, end: i64, grain: i64, f: impl Fn(i64, i64) + Syn
         f(begin, end);
         return;
     };
-    pool.scope(|s| {
-        for t in 0..tasks {
+    // The calling thread runs the first chunk itself, as an OpenMP master
+    // thread does, while the pool's workers take the others: one wake-up
+    // fewer, and the caller is not left sleeping on a latch.
+    pool.in_place_scope(|s| {
+        for t in 1..tasks {
             let (b, e) = (begin + t * chunk, (begin + (t + 1) * chunk).min(end));
             if b < e {
                 let f = &f;
                 s.spawn(move |_| f(b, e));
             }
         }
+        f(begin, (begin + chunk).min(end));
     });
 }
 
@@ -117,19 +121,18 @@ pub fn map_chunks<T: Send>(chunks: &[(i64, i64)], f: impl Fn(i64, i64) -> T + Sy
         return chunks.iter().map(|&(b, e)| f(b, e)).collect();
     }
     let mut results: Vec<Option<T>> = chunks.iter().map(|_| None).collect();
-    match pool(get_num_threads()) {
-        Some(pool) => pool.scope(|s| {
-            for (slot, &(b, e)) in results.iter_mut().zip(chunks) {
-                let f = &f;
-                s.spawn(move |_| *slot = Some(f(b, e)));
-            }
-        }),
-        None => {
-            for (slot, &(b, e)) in results.iter_mut().zip(chunks) {
-                *slot = Some(f(b, e));
-            }
+    let Some(pool) = pool(get_num_threads()) else {
+        return chunks.iter().map(|&(b, e)| f(b, e)).collect();
+    };
+    // As in parallel_for: the first chunk on the calling thread.
+    let (first, rest) = results.split_at_mut(1);
+    pool.in_place_scope(|s| {
+        for (slot, &(b, e)) in rest.iter_mut().zip(&chunks[1..]) {
+            let f = &f;
+            s.spawn(move |_| *slot = Some(f(b, e)));
         }
-    }
+        first[0] = Some(f(chunks[0].0, chunks[0].1));
+    });
     results
         .into_iter()
         .map(|r| r.expect("every chunk ran"))
