@@ -1139,6 +1139,25 @@ fn parallel_streaming_and_scalar_paths_agree() {
 }
 
 #[test]
+fn streamed_half_casts_convert_every_element() {
+    // A half output of 32 MiB or more is streamed, and a long run is
+    // converted as four parts at once: every element must still be the
+    // `half` crate's rounding, at odd offsets on both sides.
+    let n = (16 << 20) + 77;
+    let x = values::<f32>(n, 5);
+    let a = from_vec(&[n as i64], &x);
+    for threads in [1, 2] {
+        tessera::parallel::set_num_threads(threads);
+        let h = Tensor::empty(&[n as i64], DType::Half, Device::CPU).unwrap();
+        let m = (n - 3) as i64;
+        kernels::copy_(&h.narrow(0, 1, m).unwrap(), &a.narrow(0, 2, m).unwrap()).unwrap();
+        let hv = to_vec::<f16>(&h);
+        let bad = (0..m as usize).find(|&i| hv[i + 1] != f16::from_f32(x[i + 2]));
+        assert_eq!(bad, None, "{threads} threads");
+    }
+}
+
+#[test]
 fn avx2_and_baseline_loops_give_identical_bits() {
     let a = make::<f32>(Layout::Permuted, 300, 129, 1);
     let b = make::<f32>(Layout::Contiguous, 300, 129, 2);

@@ -63,6 +63,10 @@ pub fn set_avx2_enabled(on: bool) -> bool {
 /// virtual machines it reports the host's total (256 MiB here).
 pub(crate) const STREAM_MIN_BYTES: usize = 32 << 20;
 
+/// Streamed conversions of at least this many values read and write four
+/// parts of the run at once.
+const STREAMS_MIN: usize = 1 << 16;
+
 /// Whether an operation writing `bytes` should stream its stores.
 #[inline]
 pub(crate) fn should_stream(bytes: usize) -> bool {
@@ -128,17 +132,34 @@ pub(crate) unsafe fn f32_to_f16(src: *const f32, dst: *mut u16, n: usize, stream
                 i += 1;
             }
         }
-        while i + 32 <= n {
+        // 32 values from `at`.
+        let step = |at: usize| {
             for k in 0..4 {
-                let v = _mm256_loadu_ps(src.add(i + 8 * k));
+                let v = _mm256_loadu_ps(src.add(at + 8 * k));
                 let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-                let p = dst.add(i + 8 * k) as *mut __m128i;
+                let p = dst.add(at + 8 * k) as *mut __m128i;
                 if stream {
                     _mm_stream_si128(p, h);
                 } else {
                     _mm_storeu_si128(p, h);
                 }
             }
+        };
+        if stream && n - i >= STREAMS_MIN {
+            // Four equal parts (multiples of 32 values, so each stays
+            // 16-byte aligned) converted in one pass: four read and four
+            // write streams in flight (one pair is limited by the line
+            // fills a core keeps outstanding).
+            let part = (n - i) / 4 / 32 * 32;
+            for j in (0..part).step_by(32) {
+                for k in 0..4 {
+                    step(i + k * part + j);
+                }
+            }
+            i += 4 * part;
+        }
+        while i + 32 <= n {
+            step(i);
             i += 32;
         }
         while i + 8 <= n {
