@@ -244,14 +244,19 @@ impl State {
     /// The index of the pools of `device`, made on first use.
     #[inline]
     pub(super) fn device_slot(&mut self, device: Device) -> usize {
-        // The common case first: one device, or the first one.
+        match self.existing_slot(device) {
+            Some(i) => i,
+            None => self.add_device(device),
+        }
+    }
+
+    /// The index of the pools of `device` if it has any yet.
+    #[inline]
+    pub(super) fn existing_slot(&self, device: Device) -> Option<usize> {
         if self.devices.first().is_some_and(|d| d.device == device) {
-            return 0;
+            return Some(0);
         }
-        if let Some(i) = self.devices.iter().position(|d| d.device == device) {
-            return i;
-        }
-        self.add_device(device)
+        self.devices.iter().position(|d| d.device == device)
     }
 
     #[cold]
