@@ -512,9 +512,20 @@ fn free_quiet(shared: &Shared, block: BlockId) -> bool {
     };
     let (_, nbytes, _) = st.info(block);
     st.record_free(nbytes);
-    if !st.park(block) {
-        st.release(block);
+    // Parked: the common case, and never the last block of an orphaned
+    // state (an orphaned state parks nothing).
+    if st.park(block) {
+        return false;
     }
+    release_locked(st, block)
+}
+
+/// The rest of a free the front cache did not take: merges the block into
+/// its pool (out of line, so the parking path stays small). Returns
+/// whether to destroy the state.
+#[inline(never)]
+fn release_locked(mut st: lock::SpinGuard<'_, State>, block: BlockId) -> bool {
+    st.release(block);
     st.should_destroy()
 }
 
