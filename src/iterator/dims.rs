@@ -49,11 +49,11 @@ impl TensorIterator {
     /// reduced dims (output stride 0) to the front.
     pub(crate) fn reorder_dimensions(&mut self) {
         let ndim = self.shape.len();
-        // Start from the reversed tensor order: iterator dim 0 = last tensor dim.
-        let mut perm = Dims::from_elem(0, ndim);
-        for (i, p) in perm.iter_mut().enumerate() {
-            *p = (ndim - 1 - i) as i64;
-        }
+        // Start from the reversed tensor order: iterator dim 0 = last tensor
+        // dim. Written in place (moving a fresh SmallVec in stalls).
+        let perm = &mut self.perm;
+        perm.clear();
+        perm.extend((0..ndim).rev().map(|d| d as i64));
         if ndim > 1 && !self.enforce_linear_iteration {
             let shape = &self.shape[..];
             for i in 1..ndim {
@@ -71,7 +71,6 @@ impl TensorIterator {
                 }
             }
         }
-        self.perm = perm;
         self.permute_dimensions();
     }
 

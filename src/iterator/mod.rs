@@ -136,6 +136,45 @@ impl TensorIterator {
         }
     }
 
+    /// Puts a used iterator whose operands are gone back in the state of
+    /// [`TensorIterator::empty`], keeping its buffers. (The pattern names
+    /// every field, so a new one cannot be forgotten here.)
+    pub(crate) fn reset(
+        &mut self,
+        num_outputs: usize,
+        is_reduction: bool,
+        enforce_linear_iteration: bool,
+    ) {
+        let TensorIterator {
+            operands,
+            num_outputs: outputs,
+            shape,
+            perm,
+            common_dtype,
+            is_reduction: reduction,
+            enforce_linear_iteration: linear,
+            has_coalesced_dimensions,
+            all_ops_same_shape,
+            all_ops_are_scalars,
+            shape_is_static,
+            final_output,
+            accumulate,
+        } = self;
+        operands.clear();
+        *outputs = num_outputs;
+        shape.clear();
+        perm.clear();
+        *common_dtype = None;
+        *reduction = is_reduction;
+        *linear = enforce_linear_iteration;
+        *has_coalesced_dimensions = false;
+        *all_ops_same_shape = false;
+        *all_ops_are_scalars = false;
+        *shape_is_static = false;
+        *final_output = true;
+        *accumulate = false;
+    }
+
     /// Number of loop dims.
     pub fn ndim(&self) -> usize {
         self.shape.len()

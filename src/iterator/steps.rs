@@ -22,45 +22,46 @@ pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
 }
 
 /// As [`build`], into a heap allocation made first, so the iterator is
-/// never moved (what the C API hands out). The allocation comes from the
-/// calling thread's spare one when [`recycle_boxed`] left one there.
+/// never moved (what the C API hands out). The allocation is the calling
+/// thread's spare iterator when [`recycle_boxed`] left one there, reset
+/// field by field (writing a fresh iterator over it would copy the whole
+/// struct).
 pub(crate) fn build_boxed(config: IterConfig) -> Result<Box<TensorIterator>> {
-    let fresh = TensorIterator::empty(
-        config.outputs.len(),
-        config.flags.is_reduction,
-        config.flags.enforce_linear_iteration,
-    );
+    let (num_outputs, flags) = (config.outputs.len(), &config.flags);
     let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
         Some(mut spare) => {
-            spare.write(fresh);
-            // SAFETY: the line above initialised the allocation's contents.
-            unsafe { spare.assume_init() }
+            spare.reset(
+                num_outputs,
+                flags.is_reduction,
+                flags.enforce_linear_iteration,
+            );
+            spare
         }
-        None => Box::new(fresh),
+        None => Box::new(TensorIterator::empty(
+            num_outputs,
+            flags.is_reduction,
+            flags.enforce_linear_iteration,
+        )),
     };
     build_into(&mut it, config)?;
     Ok(it)
 }
 
 thread_local! {
-    /// One freed iterator allocation per thread, reused by the next boxed
-    /// build (saves a malloc/free pair per C-API iterator).
-    static SPARE: std::cell::Cell<Option<Box<std::mem::MaybeUninit<TensorIterator>>>> =
+    /// One freed iterator per thread, without operands, reused by the next
+    /// boxed build (saves a malloc/free pair per C-API iterator).
+    static SPARE: std::cell::Cell<Option<Box<TensorIterator>>> =
         const { std::cell::Cell::new(None) };
 }
 
-/// Drops a boxed iterator, keeping its allocation as the thread's spare.
-pub(crate) fn recycle_boxed(it: Box<TensorIterator>) {
-    let raw = Box::into_raw(it);
-    // SAFETY: raw is a live, uniquely owned iterator; it is dropped in
-    // place once, and the allocation is then only used as uninitialized
-    // memory of the same layout.
-    let empty: Box<std::mem::MaybeUninit<TensorIterator>> = unsafe {
-        std::ptr::drop_in_place(raw);
-        Box::from_raw(raw as *mut std::mem::MaybeUninit<TensorIterator>)
-    };
+/// Drops a boxed iterator's operands, keeping the iterator as the thread's
+/// spare.
+pub(crate) fn recycle_boxed(mut it: Box<TensorIterator>) {
+    // Operands go first: dropping their tensors may run deleters that
+    // build or free iterators themselves.
+    it.operands.clear();
     let _ = SPARE.try_with(|s| {
-        let previous = s.replace(Some(empty));
+        let previous = s.replace(Some(it));
         drop(previous);
     });
 }
