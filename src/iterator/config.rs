@@ -246,7 +246,7 @@ impl IterConfig {
     /// (tests compare the two).
     #[doc(hidden)]
     pub fn build_general(&self) -> Result<TensorIterator> {
-        let c = self.clone();
+        let mut c = self.clone();
         super::steps::validate_flags(
             &c.flags,
             c.outputs.len() + c.inputs.len(),
@@ -257,7 +257,7 @@ impl IterConfig {
             c.flags.is_reduction,
             c.flags.enforce_linear_iteration,
         );
-        super::steps::build_steps(&mut it, c.outputs, c.inputs, c.flags, c.static_shape)?;
+        super::steps::build_steps(&mut it, &mut c)?;
         Ok(it)
     }
 

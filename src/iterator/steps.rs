@@ -9,6 +9,7 @@ use crate::device::Device;
 use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
 use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor, MAX_DIMS};
+use smallvec::SmallVec;
 
 /// Builds an iterator from a config, moving its operands in.
 pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
@@ -57,50 +58,42 @@ thread_local! {
 /// Drops a boxed iterator's operands, keeping the iterator as the thread's
 /// spare.
 pub(crate) fn recycle_boxed(mut it: Box<TensorIterator>) {
-    // Operands go first: dropping their tensors may run deleters that
-    // build or free iterators themselves.
-    it.operands.clear();
+    // Tensors go first: dropping them may run deleters that build or free
+    // iterators themselves.
+    it.release_operands();
     let _ = SPARE.try_with(|s| {
         let previous = s.replace(Some(it));
         drop(previous);
     });
 }
 
-/// Fills `it` (fresh from `TensorIterator::empty`) from a config.
-fn build_into(it: &mut TensorIterator, config: IterConfig) -> Result<()> {
-    let IterConfig {
-        mut outputs,
-        mut inputs,
-        flags,
-        static_shape,
-    } = config;
-    validate_flags(&flags, outputs.len() + inputs.len(), static_shape.as_ref())?;
-    if super::fast::try_build(
-        it,
-        &mut outputs,
-        &mut inputs,
-        &flags,
-        static_shape.is_some(),
-    )? {
+/// Fills `it` (fresh from `TensorIterator::empty`) from a config. The
+/// config's parts are used in place (not moved out: each move of its
+/// SmallVecs is a copy).
+fn build_into(it: &mut TensorIterator, mut config: IterConfig) -> Result<()> {
+    let c = &mut config;
+    validate_flags(
+        &c.flags,
+        c.outputs.len() + c.inputs.len(),
+        c.static_shape.as_ref(),
+    )?;
+    let static_shape = c.static_shape.is_some();
+    if super::fast::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
         return Ok(());
     }
-    build_steps(it, outputs, inputs, flags, static_shape)
+    build_steps(it, c)
 }
 
-/// The general pipeline, filling `it` (fresh from `TensorIterator::empty`).
-pub(crate) fn build_steps(
-    it: &mut TensorIterator,
-    outputs: smallvec::SmallVec<[Option<Tensor>; 2]>,
-    inputs: smallvec::SmallVec<[Tensor; 4]>,
-    flags: Flags,
-    static_shape: Option<Dims>,
-) -> Result<()> {
-    it.populate_operands(outputs, inputs);
+/// The general pipeline, filling `it` (fresh from `TensorIterator::empty`)
+/// with the operands taken out of `config`.
+pub(crate) fn build_steps(it: &mut TensorIterator, config: &mut IterConfig) -> Result<()> {
+    let flags = &config.flags;
+    it.populate_operands(&mut config.outputs, &mut config.inputs);
     it.mark_outputs();
-    it.compute_mem_overlaps(&flags)?;
-    it.compute_shape(&flags, static_shape)?;
-    it.mark_resize_outputs(&flags)?;
-    it.compute_types(&flags)?;
+    it.compute_mem_overlaps(flags)?;
+    it.compute_shape(flags, config.static_shape.as_deref())?;
+    it.mark_resize_outputs(flags)?;
+    it.compute_types(flags)?;
     if !it.fast_set_up()? {
         it.compute_strides();
         it.reorder_dimensions();
@@ -158,17 +151,20 @@ fn describe(op: &Operand, i: usize, num_outputs: usize) -> String {
 }
 
 impl TensorIterator {
-    /// Step 1: one operand per output, then per input.
+    /// Step 1: one operand per output, then per input, taken out of the
+    /// config's lists.
     fn populate_operands(
         &mut self,
-        outputs: impl IntoIterator<Item = Option<Tensor>>,
-        inputs: impl IntoIterator<Item = Tensor>,
+        outputs: &mut SmallVec<[Option<Tensor>; 2]>,
+        inputs: &mut SmallVec<[Tensor; 4]>,
     ) {
-        for out in outputs {
-            self.operands.push(Operand::new(out, true));
-        }
-        for input in inputs {
-            self.operands.push(Operand::new(Some(input), false));
+        self.set_operand_count(outputs.len() + inputs.len());
+        let tensors = outputs
+            .drain(..)
+            .map(|t| (t, true))
+            .chain(inputs.drain(..).map(|t| (Some(t), false)));
+        for (op, (tensor, is_output)) in self.operands.iter_mut().zip(tensors) {
+            op.assign(tensor, is_output);
         }
     }
 
@@ -234,7 +230,7 @@ impl TensorIterator {
 
     /// Step 4: the broadcast shape of the operands that take part (outputs
     /// being resized do not), or the static shape.
-    fn compute_shape(&mut self, flags: &Flags, static_shape: Option<Dims>) -> Result<()> {
+    fn compute_shape(&mut self, flags: &Flags, static_shape: Option<&[i64]>) -> Result<()> {
         if let Some(s) = static_shape {
             // The loop walks every operand with its own strides over the
             // static shape: each must have that many dims, none smaller.
@@ -245,7 +241,7 @@ impl TensorIterator {
                 let sizes = t.sizes();
                 crate::ensure!(
                     sizes.len() == s.len()
-                        && sizes.iter().zip(&s).all(|(&have, &want)| want <= have),
+                        && sizes.iter().zip(s).all(|(&have, &want)| want <= have),
                     Shape,
                     "static shape {s:?} does not fit {} (sizes {sizes:?}): expected {} dims, \
                      none smaller than the static shape's",
@@ -253,7 +249,8 @@ impl TensorIterator {
                     s.len()
                 );
             }
-            self.shape = s;
+            self.shape.clear();
+            self.shape.extend_from_slice(s);
             self.shape_is_static = true;
             self.all_ops_same_shape = false;
             return Ok(());
