@@ -263,7 +263,14 @@ impl IterConfig {
 
     /// As [`IterConfig::build_owned`], into a heap allocation that is never
     /// moved (the C API's handles).
-    pub fn build_boxed(self) -> Result<Box<TensorIterator>> {
+    pub fn build_boxed(mut self) -> Result<Box<TensorIterator>> {
+        super::steps::build_boxed(&mut self)
+    }
+
+    /// As [`IterConfig::build_boxed`], taking the operands out of this
+    /// config (left without any) instead of consuming it: a config set up
+    /// where it lies is then never copied (the C API's presets).
+    pub(crate) fn build_boxed_taking_operands(&mut self) -> Result<Box<TensorIterator>> {
         super::steps::build_boxed(self)
     }
 

@@ -12,13 +12,13 @@ use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor, MAX_DIMS};
 use smallvec::SmallVec;
 
 /// Builds an iterator from a config, moving its operands in.
-pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
+pub(crate) fn build(mut config: IterConfig) -> Result<TensorIterator> {
     let mut it = TensorIterator::empty(
         config.outputs.len(),
         config.flags.is_reduction,
         config.flags.enforce_linear_iteration,
     );
-    build_into(&mut it, config)?;
+    build_into(&mut it, &mut config)?;
     Ok(it)
 }
 
@@ -27,7 +27,9 @@ pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
 /// thread's spare iterator when [`recycle_boxed`] left one there, reset
 /// field by field (writing a fresh iterator over it would copy the whole
 /// struct).
-pub(crate) fn build_boxed(config: IterConfig) -> Result<Box<TensorIterator>> {
+///
+/// The operands are taken out of `config`, which is left without any.
+pub(crate) fn build_boxed(config: &mut IterConfig) -> Result<Box<TensorIterator>> {
     let (num_outputs, flags) = (config.outputs.len(), &config.flags);
     let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
         Some(mut spare) => {
@@ -67,11 +69,10 @@ pub(crate) fn recycle_boxed(mut it: Box<TensorIterator>) {
     });
 }
 
-/// Fills `it` (fresh from `TensorIterator::empty`) from a config. The
-/// config's parts are used in place (not moved out: each move of its
-/// SmallVecs is a copy).
-fn build_into(it: &mut TensorIterator, mut config: IterConfig) -> Result<()> {
-    let c = &mut config;
+/// Fills `it` (fresh from `TensorIterator::empty`) with the operands taken
+/// out of a config. The config's parts are used in place (not moved out:
+/// each move of its SmallVecs is a copy).
+fn build_into(it: &mut TensorIterator, c: &mut IterConfig) -> Result<()> {
     validate_flags(
         &c.flags,
         c.outputs.len() + c.inputs.len(),
