@@ -22,9 +22,15 @@ impl IterConfig {
         a: &Tensor,
         b: &Tensor,
     ) -> Result<&mut Self> {
-        self.add_output(out.cloned())?
-            .add_input(a.clone())?
-            .add_input(b.clone())?;
+        // A new config has room for three operands: no checks needed.
+        crate::ensure!(
+            self.outputs.is_empty() && self.inputs.is_empty(),
+            Internal,
+            "a binary op's config is set up on a new config, not one with operands"
+        );
+        self.outputs.push(out.cloned());
+        self.inputs.push(a.clone());
+        self.inputs.push(b.clone());
         Ok(self
             .allow_cpu_scalars(true)
             .promote_inputs_to_common_dtype(true)

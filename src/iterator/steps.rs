@@ -8,7 +8,7 @@ use super::{Operand, TensorIterator};
 use crate::device::Device;
 use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
-use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor, MAX_DIMS};
+use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
 use smallvec::SmallVec;
 
 /// Builds an iterator from a config, moving its operands in.
@@ -628,8 +628,8 @@ impl TensorIterator {
             .all(|(j, &p)| p as usize == ndim - 1 - j);
         // Plain arrays, not SmallVecs moved around (each move of a SmallVec
         // just written costs a store-forwarding stall).
-        let mut tensor_shape = [0i64; MAX_DIMS];
-        let tensor_shape = &mut tensor_shape[..ndim];
+        let (mut small_shape, mut big_shape) = ([0i64; 8], Vec::new());
+        let tensor_shape = zeros(&mut small_shape, &mut big_shape, ndim);
         for (&p, &size) in self.perm.iter().zip(&self.shape) {
             tensor_shape[p as usize] = size;
         }
@@ -645,8 +645,8 @@ impl TensorIterator {
             // Contiguous in loop order: the same strides in elements per
             // tensor dim (c10 leaves them to the contiguous default when
             // the loop order is the reversed tensor order).
-            let mut strides = [0i64; MAX_DIMS];
-            let strides = &mut strides[..ndim];
+            let (mut small_strides, mut big_strides) = ([0i64; 8], Vec::new());
+            let strides = zeros(&mut small_strides, &mut big_strides, ndim);
             if inverted {
                 let mut acc = 1i64;
                 for (s, &size) in strides.iter_mut().zip(tensor_shape.iter()).rev() {
@@ -705,6 +705,17 @@ impl TensorIterator {
                 .as_ref()
                 .map_or(std::ptr::null_mut(), |t| t.data_ptr() as *mut u8);
         }
+    }
+}
+
+/// `ndim` zeros: in `small` for up to 8 dims (zeroing an array of
+/// MAX_DIMS would cost a memset call per build), in `big` beyond.
+fn zeros<'a>(small: &'a mut [i64; 8], big: &'a mut Vec<i64>, ndim: usize) -> &'a mut [i64] {
+    if ndim <= small.len() {
+        &mut small[..ndim]
+    } else {
+        big.resize(ndim, 0);
+        big
     }
 }
 
