@@ -522,7 +522,8 @@ pub unsafe extern "C" fn tsr_iter_build(
     guard("tsr_iter_build", || {
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
-        let it = unsafe { config_mut(config)? }.clone().build_boxed()?;
+        let mut copy = unsafe { config_mut(config)? }.clone();
+        let it = copy.build_boxed_taking_operands()?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, iter_handle(it)) };
         Ok(())
@@ -564,12 +565,13 @@ pub unsafe extern "C" fn tsr_iter_binary_op(
     unsafe {
         preset("tsr_iter_binary_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            IterConfig::binary_op(
+            let mut config = IterConfig::new();
+            config.set_up_binary_op(
                 out.as_deref(),
                 &*tensor_view(a, "a")?,
                 &*tensor_view(b, "b")?,
-            )?
-            .build_boxed()
+            )?;
+            config.build_boxed_taking_operands()
         })
     }
 }
@@ -589,12 +591,15 @@ pub unsafe extern "C" fn tsr_iter_binary_float_op(
     unsafe {
         preset("tsr_iter_binary_float_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
-            IterConfig::binary_float_op(
-                out.as_deref(),
-                &*tensor_view(a, "a")?,
-                &*tensor_view(b, "b")?,
-            )?
-            .build_boxed()
+            let mut config = IterConfig::new();
+            config
+                .set_up_binary_op(
+                    out.as_deref(),
+                    &*tensor_view(a, "a")?,
+                    &*tensor_view(b, "b")?,
+                )?
+                .promote_integer_inputs_to_float(true);
+            config.build_boxed_taking_operands()
         })
     }
 }

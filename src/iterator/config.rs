@@ -246,7 +246,7 @@ impl IterConfig {
     /// (tests compare the two).
     #[doc(hidden)]
     pub fn build_general(&self) -> Result<TensorIterator> {
-        let c = self.clone();
+        let mut c = self.clone();
         super::steps::validate_flags(
             &c.flags,
             c.outputs.len() + c.inputs.len(),
@@ -257,13 +257,20 @@ impl IterConfig {
             c.flags.is_reduction,
             c.flags.enforce_linear_iteration,
         );
-        super::steps::build_steps(&mut it, c.outputs, c.inputs, c.flags, c.static_shape)?;
+        super::steps::build_steps(&mut it, &mut c)?;
         Ok(it)
     }
 
     /// As [`IterConfig::build_owned`], into a heap allocation that is never
     /// moved (the C API's handles).
-    pub fn build_boxed(self) -> Result<Box<TensorIterator>> {
+    pub fn build_boxed(mut self) -> Result<Box<TensorIterator>> {
+        super::steps::build_boxed(&mut self)
+    }
+
+    /// As [`IterConfig::build_boxed`], taking the operands out of this
+    /// config (left without any) instead of consuming it: a config set up
+    /// where it lies is then never copied (the C API's presets).
+    pub(crate) fn build_boxed_taking_operands(&mut self) -> Result<Box<TensorIterator>> {
         super::steps::build_boxed(self)
     }
 

@@ -7,8 +7,9 @@ use std::cmp::Ordering;
 
 impl TensorIterator {
     /// Byte strides of every defined operand not being resized, broadcast
-    /// dims (size 1 against a larger loop size) getting stride 0. Still in
-    /// the tensors' dim order (outermost first).
+    /// dims (size 1 against a larger loop size) getting stride 0. Stored
+    /// innermost first: the reverse of the tensors' dim order, the order
+    /// reorder_dimensions starts from (and most often keeps).
     pub(crate) fn compute_strides(&mut self) {
         let shape = &self.shape[..];
         let ndim = shape.len();
@@ -30,15 +31,15 @@ impl TensorIterator {
             // a store-forwarding stall per operand.
             let strides = &mut op.stride_bytes;
             strides.clear();
-            strides.extend((0..offset).map(|_| 0));
             let dims = original_shape.iter().zip(t.strides()).zip(&shape[offset..]);
-            strides.extend(dims.map(|((&size, &stride), &loop_size)| {
+            strides.extend(dims.rev().map(|((&size, &stride), &loop_size)| {
                 if size == 1 && loop_size != 1 {
                     0
                 } else {
                     stride * item
                 }
             }));
+            strides.extend((0..offset).map(|_| 0));
         }
     }
 
@@ -49,11 +50,11 @@ impl TensorIterator {
     /// reduced dims (output stride 0) to the front.
     pub(crate) fn reorder_dimensions(&mut self) {
         let ndim = self.shape.len();
-        // Start from the reversed tensor order: iterator dim 0 = last tensor dim.
-        let mut perm = Dims::from_elem(0, ndim);
-        for (i, p) in perm.iter_mut().enumerate() {
-            *p = (ndim - 1 - i) as i64;
-        }
+        // Start from the reversed tensor order: iterator dim 0 = last tensor
+        // dim. Written in place (moving a fresh SmallVec in stalls).
+        let perm = &mut self.perm;
+        perm.clear();
+        perm.extend((0..ndim).rev().map(|d| d as i64));
         if ndim > 1 && !self.enforce_linear_iteration {
             let shape = &self.shape[..];
             for i in 1..ndim {
@@ -71,37 +72,44 @@ impl TensorIterator {
                 }
             }
         }
-        self.perm = perm;
         self.permute_dimensions();
     }
 
-    /// Applies `perm` to the shape and every operand's strides.
+    /// Applies `perm` to the shape (in tensor order) and every operand's
+    /// strides (stored in reversed tensor order, see compute_strides).
     fn permute_dimensions(&mut self) {
         let perm = &self.perm[..];
-        if perm.iter().enumerate().all(|(i, &p)| p as usize == i) {
+        let ndim = perm.len();
+        if perm
+            .iter()
+            .enumerate()
+            .all(|(i, &p)| p as usize == ndim - 1 - i)
+        {
+            // The strides are already in this order.
+            self.shape.reverse();
             return;
         }
-        fn reorder(v: &mut [i64], perm: &[i64]) {
+        /// v[i] = old v[source(perm[i])].
+        fn reorder(v: &mut [i64], perm: &[i64], source: impl Fn(usize) -> usize) {
             let n = v.len();
             if n <= 8 {
-                let mut old = [0i64; 8];
-                for (o, &x) in old.iter_mut().zip(v.iter()) {
-                    *o = x;
-                }
+                // A fixed-length copy: copying n values would be a memcpy
+                // call, slower than the work for so few.
+                let old: [i64; 8] = std::array::from_fn(|i| v.get(i).copied().unwrap_or(0));
                 for (dst, &p) in v.iter_mut().zip(perm) {
-                    *dst = old[p as usize];
+                    *dst = old[source(p as usize)];
                 }
             } else {
                 let old = Dims::from_slice(v);
                 for (dst, &p) in v.iter_mut().zip(perm) {
-                    *dst = old[p as usize];
+                    *dst = old[source(p as usize)];
                 }
             }
         }
-        reorder(&mut self.shape, perm);
+        reorder(&mut self.shape, perm, |d| d);
         for op in self.operands.iter_mut() {
             if !op.stride_bytes.is_empty() {
-                reorder(&mut op.stride_bytes, perm);
+                reorder(&mut op.stride_bytes, perm, |d| ndim - 1 - d);
             }
         }
     }
@@ -147,7 +155,8 @@ impl TensorIterator {
 
 /// Greater: dim0 should come after (outside) dim1; Less: before; Equal:
 /// no operand decides. Operands without strides or being resized do not
-/// take part; in a reduction, outputs put reduced dims first.
+/// take part; in a reduction, outputs put reduced dims first. Dims are
+/// tensor dims; strides are still stored in reversed tensor order.
 fn compare_dims(
     operands: &[super::Operand],
     is_reduction: bool,
@@ -160,7 +169,8 @@ fn compare_dims(
         if strides.is_empty() || op.will_resize {
             continue;
         }
-        let (s0, s1) = (strides[dim0], strides[dim1]);
+        let last = strides.len() - 1;
+        let (s0, s1) = (strides[last - dim0], strides[last - dim1]);
         if is_reduction && op.is_output && (s0 == 0) != (s1 == 0) {
             return if s1 == 0 {
                 Ordering::Greater

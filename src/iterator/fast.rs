@@ -8,12 +8,11 @@
 
 use super::config::Flags;
 use super::overlap::{self, MemOverlapStatus};
-use super::{Operand, TensorIterator};
+use super::TensorIterator;
 use crate::device::DeviceType;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::{layout, Tensor};
-use smallvec::smallvec;
 
 /// Element-wise equality of two short dim lists (no memcmp call).
 #[inline]
@@ -95,26 +94,29 @@ pub(crate) fn try_build(
     let item = dtype.itemsize() as i64;
     let numel = inputs[0].numel();
     let sizes: crate::tensor::Dims = crate::tensor::Dims::from_slice(sizes);
-    it.shape = if ndim == 0 {
-        smallvec![]
-    } else {
-        smallvec![numel]
-    };
+    // Written in place (a SmallVec moved in stalls).
+    it.shape.clear();
+    if ndim > 0 {
+        it.shape.push(numel);
+    }
     it.has_coalesced_dimensions = ndim > 1;
     it.all_ops_same_shape = true;
     it.common_dtype = Some(dtype);
-    for (o, out) in std::mem::take(outputs).into_iter().enumerate() {
+    let noutputs = outputs.len();
+    it.set_operand_count(noutputs + inputs.len());
+    let (out_ops, in_ops) = it.operands.split_at_mut(noutputs);
+    for ((op, out), read_write) in out_ops.iter_mut().zip(outputs.drain(..)).zip(read_write) {
         let t = match out {
             Some(t) => t,
             None => {
                 Tensor::empty_strided(&sizes, &layout::contiguous_strides(&sizes), dtype, device)?
             }
         };
-        it.operands.push(Operand::new(Some(t), true));
-        it.operands[o].is_read_write = read_write[o];
+        op.assign(Some(t), true);
+        op.is_read_write = read_write;
     }
-    for t in std::mem::take(inputs) {
-        it.operands.push(Operand::new(Some(t), false));
+    for (op, t) in in_ops.iter_mut().zip(inputs.drain(..)) {
+        op.assign(Some(t), false);
     }
     for op in it.operands.iter_mut() {
         if ndim > 0 {

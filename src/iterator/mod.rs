@@ -63,21 +63,58 @@ pub struct Operand {
 }
 
 impl Operand {
-    pub(crate) fn new(tensor: Option<Tensor>, is_output: bool) -> Operand {
-        let dtype = tensor.as_ref().map(|t| t.dtype());
-        let device = tensor.as_ref().map(|t| t.device());
+    /// An operand with no tensor yet.
+    fn unset() -> Operand {
         Operand {
-            tensor,
+            tensor: None,
             original: None,
             stride_bytes: Dims::new(),
             data: std::ptr::null_mut(),
-            current_dtype: dtype,
-            target_dtype: dtype,
-            device,
-            is_output,
+            current_dtype: None,
+            target_dtype: None,
+            device: None,
+            is_output: false,
             is_read_write: false,
             will_resize: false,
         }
+    }
+
+    /// Makes this slot the operand of `tensor` (None: an output to
+    /// allocate), field by field where it lies: an operand assembled
+    /// first and moved in would be reloaded with wider loads than its
+    /// stores, which stalls. (The pattern names every field, so a new one
+    /// cannot be forgotten here.)
+    #[inline]
+    pub(crate) fn assign(&mut self, tensor: Option<Tensor>, output: bool) {
+        let Operand {
+            tensor: slot,
+            original,
+            stride_bytes,
+            data,
+            current_dtype,
+            target_dtype,
+            device,
+            is_output,
+            is_read_write,
+            will_resize,
+        } = self;
+        let dtype = tensor.as_ref().map(|t| t.dtype());
+        *device = tensor.as_ref().map(|t| t.device());
+        *current_dtype = dtype;
+        *target_dtype = dtype;
+        *slot = tensor;
+        *original = None;
+        stride_bytes.clear();
+        *data = std::ptr::null_mut();
+        *is_output = output;
+        *is_read_write = false;
+        *will_resize = false;
+    }
+
+    /// Lets go of the tensors, keeping the slot for a later build.
+    fn release(&mut self) {
+        self.tensor = None;
+        self.original = None;
     }
 }
 
@@ -133,6 +170,65 @@ impl TensorIterator {
             shape_is_static: false,
             final_output: true,
             accumulate: false,
+        }
+    }
+
+    /// Puts a used iterator whose operands hold no tensors (see
+    /// [`TensorIterator::release_operands`]) back in the state of
+    /// [`TensorIterator::empty`], but for the operand slots, which the
+    /// build assigns before reading them. Buffers are kept. (The pattern
+    /// names every field, so a new one cannot be forgotten here.)
+    pub(crate) fn reset(
+        &mut self,
+        num_outputs: usize,
+        is_reduction: bool,
+        enforce_linear_iteration: bool,
+    ) {
+        let TensorIterator {
+            operands,
+            num_outputs: outputs,
+            shape,
+            perm,
+            common_dtype,
+            is_reduction: reduction,
+            enforce_linear_iteration: linear,
+            has_coalesced_dimensions,
+            all_ops_same_shape,
+            all_ops_are_scalars,
+            shape_is_static,
+            final_output,
+            accumulate,
+        } = self;
+        debug_assert!(operands.iter().all(|op| op.tensor.is_none()));
+        *outputs = num_outputs;
+        shape.clear();
+        perm.clear();
+        *common_dtype = None;
+        *reduction = is_reduction;
+        *linear = enforce_linear_iteration;
+        *has_coalesced_dimensions = false;
+        *all_ops_same_shape = false;
+        *all_ops_are_scalars = false;
+        *shape_is_static = false;
+        *final_output = true;
+        *accumulate = false;
+    }
+
+    /// Gives the iterator exactly `n` operand slots to [`Operand::assign`],
+    /// reusing those a recycled iterator kept.
+    #[inline]
+    pub(crate) fn set_operand_count(&mut self, n: usize) {
+        self.operands.truncate(n);
+        while self.operands.len() < n {
+            self.operands.push(Operand::unset());
+        }
+    }
+
+    /// Lets go of every operand's tensors, keeping the slots for the next
+    /// build (see [`TensorIterator::reset`]).
+    pub(crate) fn release_operands(&mut self) {
+        for op in self.operands.iter_mut() {
+            op.release();
         }
     }
 

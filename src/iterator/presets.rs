@@ -10,14 +10,32 @@ impl IterConfig {
     /// common dtype, written to the output with a safe cast.
     pub fn binary_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<IterConfig> {
         let mut c = IterConfig::new();
-        c.add_output(out.cloned())?
-            .add_input(a.clone())?
-            .add_input(b.clone())?;
-        c.allow_cpu_scalars(true)
+        c.set_up_binary_op(out, a, b)?;
+        Ok(c)
+    }
+
+    /// Makes this new config [`IterConfig::binary_op`]'s, where it lies
+    /// (returning a config copies it).
+    pub(crate) fn set_up_binary_op(
+        &mut self,
+        out: Option<&Tensor>,
+        a: &Tensor,
+        b: &Tensor,
+    ) -> Result<&mut Self> {
+        // A new config has room for three operands: no checks needed.
+        crate::ensure!(
+            self.outputs.is_empty() && self.inputs.is_empty(),
+            Internal,
+            "a binary op's config is set up on a new config, not one with operands"
+        );
+        self.outputs.push(out.cloned());
+        self.inputs.push(a.clone());
+        self.inputs.push(b.clone());
+        Ok(self
+            .allow_cpu_scalars(true)
             .promote_inputs_to_common_dtype(true)
             .cast_common_dtype_to_outputs(true)
-            .enforce_safe_casting_to_output(true);
-        Ok(c)
+            .enforce_safe_casting_to_output(true))
     }
 
     /// As binary_op, with integer inputs computed in Float (true division).

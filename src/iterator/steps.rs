@@ -8,98 +8,93 @@ use super::{Operand, TensorIterator};
 use crate::device::Device;
 use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
-use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor, MAX_DIMS};
+use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
+use smallvec::SmallVec;
 
 /// Builds an iterator from a config, moving its operands in.
-pub(crate) fn build(config: IterConfig) -> Result<TensorIterator> {
+pub(crate) fn build(mut config: IterConfig) -> Result<TensorIterator> {
     let mut it = TensorIterator::empty(
         config.outputs.len(),
         config.flags.is_reduction,
         config.flags.enforce_linear_iteration,
     );
-    build_into(&mut it, config)?;
+    build_into(&mut it, &mut config)?;
     Ok(it)
 }
 
 /// As [`build`], into a heap allocation made first, so the iterator is
-/// never moved (what the C API hands out). The allocation comes from the
-/// calling thread's spare one when [`recycle_boxed`] left one there.
-pub(crate) fn build_boxed(config: IterConfig) -> Result<Box<TensorIterator>> {
-    let fresh = TensorIterator::empty(
-        config.outputs.len(),
-        config.flags.is_reduction,
-        config.flags.enforce_linear_iteration,
-    );
+/// never moved (what the C API hands out). The allocation is the calling
+/// thread's spare iterator when [`recycle_boxed`] left one there, reset
+/// field by field (writing a fresh iterator over it would copy the whole
+/// struct).
+///
+/// The operands are taken out of `config`, which is left without any.
+pub(crate) fn build_boxed(config: &mut IterConfig) -> Result<Box<TensorIterator>> {
+    let (num_outputs, flags) = (config.outputs.len(), &config.flags);
     let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
         Some(mut spare) => {
-            spare.write(fresh);
-            // SAFETY: the line above initialised the allocation's contents.
-            unsafe { spare.assume_init() }
+            spare.reset(
+                num_outputs,
+                flags.is_reduction,
+                flags.enforce_linear_iteration,
+            );
+            spare
         }
-        None => Box::new(fresh),
+        None => Box::new(TensorIterator::empty(
+            num_outputs,
+            flags.is_reduction,
+            flags.enforce_linear_iteration,
+        )),
     };
     build_into(&mut it, config)?;
     Ok(it)
 }
 
 thread_local! {
-    /// One freed iterator allocation per thread, reused by the next boxed
-    /// build (saves a malloc/free pair per C-API iterator).
-    static SPARE: std::cell::Cell<Option<Box<std::mem::MaybeUninit<TensorIterator>>>> =
+    /// One freed iterator per thread, without operands, reused by the next
+    /// boxed build (saves a malloc/free pair per C-API iterator).
+    static SPARE: std::cell::Cell<Option<Box<TensorIterator>>> =
         const { std::cell::Cell::new(None) };
 }
 
-/// Drops a boxed iterator, keeping its allocation as the thread's spare.
-pub(crate) fn recycle_boxed(it: Box<TensorIterator>) {
-    let raw = Box::into_raw(it);
-    // SAFETY: raw is a live, uniquely owned iterator; it is dropped in
-    // place once, and the allocation is then only used as uninitialized
-    // memory of the same layout.
-    let empty: Box<std::mem::MaybeUninit<TensorIterator>> = unsafe {
-        std::ptr::drop_in_place(raw);
-        Box::from_raw(raw as *mut std::mem::MaybeUninit<TensorIterator>)
-    };
+/// Drops a boxed iterator's operands, keeping the iterator as the thread's
+/// spare.
+pub(crate) fn recycle_boxed(mut it: Box<TensorIterator>) {
+    // Tensors go first: dropping them may run deleters that build or free
+    // iterators themselves.
+    it.release_operands();
     let _ = SPARE.try_with(|s| {
-        let previous = s.replace(Some(empty));
+        let previous = s.replace(Some(it));
         drop(previous);
     });
 }
 
-/// Fills `it` (fresh from `TensorIterator::empty`) from a config.
-fn build_into(it: &mut TensorIterator, config: IterConfig) -> Result<()> {
-    let IterConfig {
-        mut outputs,
-        mut inputs,
-        flags,
-        static_shape,
-    } = config;
-    validate_flags(&flags, outputs.len() + inputs.len(), static_shape.as_ref())?;
-    if super::fast::try_build(
-        it,
-        &mut outputs,
-        &mut inputs,
-        &flags,
-        static_shape.is_some(),
-    )? {
+/// Fills `it` (fresh from `TensorIterator::empty`) with the operands taken
+/// out of a config. The config's parts are used in place (not moved out:
+/// each move of its SmallVecs is a copy).
+fn build_into(it: &mut TensorIterator, c: &mut IterConfig) -> Result<()> {
+    validate_flags(
+        &c.flags,
+        c.outputs.len() + c.inputs.len(),
+        c.static_shape.as_ref(),
+    )?;
+    let static_shape = c.static_shape.is_some();
+    if super::fast::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
         return Ok(());
     }
-    build_steps(it, outputs, inputs, flags, static_shape)
+    build_steps(it, c)
 }
 
-/// The general pipeline, filling `it` (fresh from `TensorIterator::empty`).
-pub(crate) fn build_steps(
-    it: &mut TensorIterator,
-    outputs: smallvec::SmallVec<[Option<Tensor>; 2]>,
-    inputs: smallvec::SmallVec<[Tensor; 4]>,
-    flags: Flags,
-    static_shape: Option<Dims>,
-) -> Result<()> {
-    it.populate_operands(outputs, inputs);
+/// The general pipeline, filling `it` (fresh from `TensorIterator::empty`)
+/// with the operands taken out of `config`.
+pub(crate) fn build_steps(it: &mut TensorIterator, config: &mut IterConfig) -> Result<()> {
+    let flags = &config.flags;
+    it.populate_operands(&mut config.outputs, &mut config.inputs);
     it.mark_outputs();
-    it.compute_mem_overlaps(&flags)?;
-    it.compute_shape(&flags, static_shape)?;
-    it.mark_resize_outputs(&flags)?;
-    it.compute_types(&flags)?;
+    it.compute_mem_overlaps(flags)?;
+    it.compute_shape(flags, config.static_shape.as_deref())?;
+    it.mark_resize_outputs(flags)?;
+    it.compute_types(flags)?;
     if !it.fast_set_up()? {
         it.compute_strides();
         it.reorder_dimensions();
@@ -157,17 +152,20 @@ fn describe(op: &Operand, i: usize, num_outputs: usize) -> String {
 }
 
 impl TensorIterator {
-    /// Step 1: one operand per output, then per input.
+    /// Step 1: one operand per output, then per input, taken out of the
+    /// config's lists.
     fn populate_operands(
         &mut self,
-        outputs: impl IntoIterator<Item = Option<Tensor>>,
-        inputs: impl IntoIterator<Item = Tensor>,
+        outputs: &mut SmallVec<[Option<Tensor>; 2]>,
+        inputs: &mut SmallVec<[Tensor; 4]>,
     ) {
-        for out in outputs {
-            self.operands.push(Operand::new(out, true));
-        }
-        for input in inputs {
-            self.operands.push(Operand::new(Some(input), false));
+        self.set_operand_count(outputs.len() + inputs.len());
+        let tensors = outputs
+            .drain(..)
+            .map(|t| (t, true))
+            .chain(inputs.drain(..).map(|t| (Some(t), false)));
+        for (op, (tensor, is_output)) in self.operands.iter_mut().zip(tensors) {
+            op.assign(tensor, is_output);
         }
     }
 
@@ -233,7 +231,7 @@ impl TensorIterator {
 
     /// Step 4: the broadcast shape of the operands that take part (outputs
     /// being resized do not), or the static shape.
-    fn compute_shape(&mut self, flags: &Flags, static_shape: Option<Dims>) -> Result<()> {
+    fn compute_shape(&mut self, flags: &Flags, static_shape: Option<&[i64]>) -> Result<()> {
         if let Some(s) = static_shape {
             // The loop walks every operand with its own strides over the
             // static shape: each must have that many dims, none smaller.
@@ -244,7 +242,7 @@ impl TensorIterator {
                 let sizes = t.sizes();
                 crate::ensure!(
                     sizes.len() == s.len()
-                        && sizes.iter().zip(&s).all(|(&have, &want)| want <= have),
+                        && sizes.iter().zip(s).all(|(&have, &want)| want <= have),
                     Shape,
                     "static shape {s:?} does not fit {} (sizes {sizes:?}): expected {} dims, \
                      none smaller than the static shape's",
@@ -252,7 +250,8 @@ impl TensorIterator {
                     s.len()
                 );
             }
-            self.shape = s;
+            self.shape.clear();
+            self.shape.extend_from_slice(s);
             self.shape_is_static = true;
             self.all_ops_same_shape = false;
             return Ok(());
@@ -629,8 +628,8 @@ impl TensorIterator {
             .all(|(j, &p)| p as usize == ndim - 1 - j);
         // Plain arrays, not SmallVecs moved around (each move of a SmallVec
         // just written costs a store-forwarding stall).
-        let mut tensor_shape = [0i64; MAX_DIMS];
-        let tensor_shape = &mut tensor_shape[..ndim];
+        let (mut small_shape, mut big_shape) = ([0i64; 8], Vec::new());
+        let tensor_shape = zeros(&mut small_shape, &mut big_shape, ndim);
         for (&p, &size) in self.perm.iter().zip(&self.shape) {
             tensor_shape[p as usize] = size;
         }
@@ -646,8 +645,8 @@ impl TensorIterator {
             // Contiguous in loop order: the same strides in elements per
             // tensor dim (c10 leaves them to the contiguous default when
             // the loop order is the reversed tensor order).
-            let mut strides = [0i64; MAX_DIMS];
-            let strides = &mut strides[..ndim];
+            let (mut small_strides, mut big_strides) = ([0i64; 8], Vec::new());
+            let strides = zeros(&mut small_strides, &mut big_strides, ndim);
             if inverted {
                 let mut acc = 1i64;
                 for (s, &size) in strides.iter_mut().zip(tensor_shape.iter()).rev() {
@@ -706,6 +705,17 @@ impl TensorIterator {
                 .as_ref()
                 .map_or(std::ptr::null_mut(), |t| t.data_ptr() as *mut u8);
         }
+    }
+}
+
+/// `ndim` zeros: in `small` for up to 8 dims (zeroing an array of
+/// MAX_DIMS would cost a memset call per build), in `big` beyond.
+fn zeros<'a>(small: &'a mut [i64; 8], big: &'a mut Vec<i64>, ndim: usize) -> &'a mut [i64] {
+    if ndim <= small.len() {
+        &mut small[..ndim]
+    } else {
+        big.resize(ndim, 0);
+        big
     }
 }
 

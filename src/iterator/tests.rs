@@ -538,3 +538,85 @@ fn shortcut_equals_the_general_pipeline() {
         }
     }
 }
+
+#[test]
+fn boxed_builds_on_a_recycled_iterator_equal_fresh_builds() {
+    let a = arange(&[4, 1, 3], DType::Float);
+    let b = arange(&[2, 3], DType::Float);
+    let l = arange(&[4, 2, 3], DType::Long);
+    let out = Tensor::empty(&[4, 2, 3], DType::Float, cpu()).unwrap();
+    let cl = Tensor::empty_with_format(
+        &[2, 3, 4, 5],
+        DType::Float,
+        cpu(),
+        MemoryFormat::ChannelsLast,
+    )
+    .unwrap();
+    // A fresh config each time: builds resize the outputs they are given.
+    let make = |kind: usize| -> IterConfig {
+        let empty = |sizes: &[i64], dtype| Tensor::empty(sizes, dtype, cpu()).unwrap();
+        match kind {
+            0 => binary(None, &a, &b),
+            1 => binary(Some(out.clone()), &out, &a),
+            2 => IterConfig::binary_op(Some(&empty(&[0], DType::Double)), &a, &l).unwrap(),
+            3 => IterConfig::unary_op(None, &cl).unwrap(),
+            4 => IterConfig::reduce_op(&empty(&[4, 1, 1], DType::Float), &a).unwrap(),
+            5 => {
+                let mut c = IterConfig::new();
+                c.add_output(None).unwrap().add_output(None).unwrap();
+                c.add_input(a.clone())
+                    .unwrap()
+                    .add_input(b.clone())
+                    .unwrap();
+                c
+            }
+            _ => {
+                let mut c = IterConfig::new();
+                c.add_output(Some(empty(&[4, 2, 3], DType::Float)))
+                    .unwrap()
+                    .add_input(l.clone())
+                    .unwrap();
+                c.resize_outputs(false)
+                    .check_all_same_dtype(false)
+                    .declare_static_shape(&[4, 1, 3]);
+                c
+            }
+        }
+    };
+    // Both orders of operand counts: each build reuses the slots the
+    // previous one left.
+    for kind in (0..7).chain((0..7).rev()) {
+        let fresh = make(kind).build_general().unwrap();
+        let boxed = make(kind).build_boxed().unwrap();
+        assert_eq!(boxed.shape(), fresh.shape(), "config {kind}");
+        assert_eq!(boxed.ntensors(), fresh.ntensors());
+        assert_eq!(boxed.noutputs(), fresh.noutputs());
+        assert_eq!(boxed.common_dtype(), fresh.common_dtype());
+        assert_eq!(boxed.is_reduction, fresh.is_reduction);
+        assert_eq!(boxed.shape_is_static, fresh.shape_is_static);
+        assert_eq!(boxed.perm(), fresh.perm());
+        for arg in 0..fresh.ntensors() {
+            let (x, y) = (&boxed.operands[arg], &fresh.operands[arg]);
+            assert_eq!(
+                x.stride_bytes, y.stride_bytes,
+                "config {kind} operand {arg}"
+            );
+            assert_eq!(x.is_output, y.is_output);
+            assert_eq!(x.is_read_write, y.is_read_write);
+            assert_eq!(x.will_resize, y.will_resize);
+            assert_eq!(x.original.is_some(), y.original.is_some());
+            assert_eq!(x.current_dtype, y.current_dtype);
+            assert_eq!(x.target_dtype, y.target_dtype);
+            assert_eq!(x.tensor.is_some(), y.tensor.is_some());
+        }
+        for i in 0..fresh.noutputs() {
+            assert_eq!(boxed.output(i).sizes(), fresh.output(i).sizes());
+            assert_eq!(boxed.output(i).strides(), fresh.output(i).strides());
+        }
+        recycle(boxed);
+    }
+    // A recycled iterator holds no tensor.
+    let before = a.use_count();
+    recycle(binary(None, &a, &b).build_boxed().unwrap());
+    assert_eq!(a.use_count(), before);
+}
