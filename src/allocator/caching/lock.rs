@@ -25,9 +25,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const SPINS_BEFORE_YIELD: u32 = 64;
 
 pub(super) struct SpinLock<T> {
-    locked: AtomicBool,
+    /// In a cache line of its own: a line shared with data another core
+    /// keeps reading (a neighbouring heap object) turns every lock and
+    /// unlock into a cache-line transfer.
+    locked: LockWord,
     poisoned: AtomicBool,
     value: UnsafeCell<T>,
+}
+
+/// The lock flag, alone in its cache line.
+#[repr(align(64))]
+struct LockWord(AtomicBool);
+
+impl std::ops::Deref for LockWord {
+    type Target = AtomicBool;
+    fn deref(&self) -> &AtomicBool {
+        &self.0
+    }
 }
 
 // SAFETY: the lock hands out access to `value` to one thread at a time, as
@@ -44,7 +58,7 @@ pub(super) struct SpinGuard<'a, T> {
 impl<T> SpinLock<T> {
     pub(super) fn new(value: T) -> Self {
         SpinLock {
-            locked: AtomicBool::new(false),
+            locked: LockWord(AtomicBool::new(false)),
             poisoned: AtomicBool::new(false),
             value: UnsafeCell::new(value),
         }

@@ -98,7 +98,10 @@ pub struct CachingOptions {
 /// inner allocators that have such a notion (CUDA).
 pub(crate) type DeviceResolver = fn(Device) -> Result<Device>;
 
-/// The state shared by the backend and every block handed out.
+/// The state shared by the backend and every block handed out. Aligned
+/// to, and sized in, whole cache lines, so that no other heap object
+/// shares a line with the lock or the counters every allocation writes.
+#[repr(align(64))]
 pub(crate) struct Shared {
     /// Declared first so it drops first: freeing the segments needs the
     /// inner allocator.
