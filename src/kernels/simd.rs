@@ -256,6 +256,13 @@ pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
             i += 1;
         }
     }
+    fold_lanes32(lanes)
+}
+
+/// The 32 lanes of [`sum_f32_lanes32`] folded as a tree: l += l + 16,
+/// then + 8, + 4, + 2, + 1.
+#[inline(always)]
+fn fold_lanes32(mut lanes: [f32; 32]) -> f32 {
     let mut width = 32;
     while width > 1 {
         width /= 2;
@@ -302,16 +309,7 @@ pub(crate) unsafe fn sum_f32_lanes32_x4(p: [*const f32; 4], n: usize) -> [f32; 4
             }
         }
     }
-    lanes.map(|mut l| {
-        let mut width = 32;
-        while width > 1 {
-            width /= 2;
-            for k in 0..width {
-                l[k] += l[k + width];
-            }
-        }
-        l[0]
-    })
+    lanes.map(fold_lanes32)
 }
 
 /// Transposes an 8 x 8 block of 4-byte elements: element c of source row

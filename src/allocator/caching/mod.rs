@@ -329,16 +329,14 @@ impl CachingAllocator {
         let slot = st.existing_slot(device)?;
         let block = st.front_take(slot, size)?;
         let (data, data_device) = st.hand_out_parked(block, nbytes);
-        owner.stats().record_alloc_serialized(nbytes);
-        st.allocated += nbytes as u64;
-        let total = st.allocated;
-        drop(st);
-        reporter::report(data, nbytes as i64, total, data_device);
-        // SAFETY: caching_free takes the block back exactly once, from any
-        // thread; the block's memory stays valid until then.
-        Some(unsafe {
-            DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device)
-        })
+        Some(finish_allocation(
+            st,
+            owner,
+            block,
+            data,
+            data_device,
+            nbytes,
+        ))
     }
 
     /// Every allocation the fast path does not serve.
@@ -396,16 +394,14 @@ impl CachingAllocator {
                 (block, data, data_device)
             }
         };
-        owner.stats().record_alloc_serialized(nbytes);
-        st.allocated += nbytes as u64;
-        let total = st.allocated;
-        drop(st);
-        reporter::report(data, nbytes as i64, total, data_device);
-        // SAFETY: caching_free takes the block back exactly once, from any
-        // thread; the block's memory stays valid until then.
-        Ok(unsafe {
-            DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device)
-        })
+        Ok(finish_allocation(
+            st,
+            owner,
+            block,
+            data,
+            data_device,
+            nbytes,
+        ))
     }
 
     /// Obtains a segment for a request from the inner allocator, outside
@@ -484,6 +480,28 @@ impl CachingAllocator {
             }
         }
     }
+}
+
+/// The end of every allocation, with `block` handed out under `st`:
+/// records it in the owner's statistics and the reported total, unlocks,
+/// reports it, and wraps it in a DataPtr whose deleter gives it back.
+#[inline(always)]
+fn finish_allocation(
+    mut st: lock::SpinGuard<'_, State>,
+    owner: &AllocatorImpl,
+    block: BlockId,
+    data: *mut c_void,
+    data_device: Device,
+    nbytes: usize,
+) -> DataPtr {
+    owner.stats().record_alloc_serialized(nbytes);
+    st.allocated += nbytes as u64;
+    let total = st.allocated;
+    drop(st);
+    reporter::report(data, nbytes as i64, total, data_device);
+    // SAFETY: caching_free takes the block back exactly once, from any
+    // thread; the block's memory stays valid until then.
+    unsafe { DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device) }
 }
 
 /// The deleter of every block: gives it back to its pool.
