@@ -682,7 +682,9 @@ impl TensorIterator {
             None => {
                 let dtype = op.target_dtype.expect("output dtype known");
                 let device = op.device.unwrap_or(Device::CPU);
-                op.tensor = Some(Tensor::empty_strided(sizes, strides, dtype, device)?);
+                // Both callers give dense strides (contiguous in some dim
+                // order) over the checked loop shape.
+                op.tensor = Some(Tensor::empty_dense(sizes, strides, dtype, device)?);
                 op.current_dtype = Some(dtype);
             }
             Some(t) => {

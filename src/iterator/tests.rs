@@ -70,6 +70,24 @@ fn permuted_input_layout_propagates_to_the_output() {
 }
 
 #[test]
+fn outputs_too_large_to_allocate_are_errors() {
+    let one = Tensor::empty(&[1, 1], DType::Float, cpu()).unwrap();
+    // 2^61 floats: the element count fits in int64, the bytes do not fit
+    // in the address space.
+    let wide = one.expand(&[1 << 31, 1]).unwrap();
+    let tall = one.expand(&[1, 1 << 30]).unwrap();
+    let e = binary(None, &wide, &tall).build().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfMemory, "{e}");
+    assert!(e.message().contains("[2147483648, 1073741824]"), "{e}");
+    // 2^64 elements: the count itself overflows.
+    let wide = one.expand(&[1 << 32, 1]).unwrap();
+    let tall = one.expand(&[1, 1 << 32]).unwrap();
+    let e = binary(None, &wide, &tall).build().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfMemory, "{e}");
+    assert!(e.message().contains("overflows"), "{e}");
+}
+
+#[test]
 fn channels_last_stays_channels_last() {
     let a = Tensor::empty_with_format(
         &[8, 32, 32, 64],

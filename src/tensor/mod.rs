@@ -308,6 +308,48 @@ impl Tensor {
         ))
     }
 
+    /// An uninitialized tensor whose strides lay its elements out densely
+    /// (a permutation of contiguous strides, as the iterator gives its
+    /// outputs), so the storage holds exactly numel elements. The caller
+    /// has checked the dims (at most MAX_DIMS, sizes >= 0, one stride per
+    /// size); only the byte count can still overflow.
+    pub(crate) fn empty_dense(
+        sizes: &[i64],
+        strides: &[i64],
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        debug_assert!(sizes.len() == strides.len() && sizes.len() <= MAX_DIMS);
+        let numel = layout::checked_numel(sizes)?;
+        let nbytes = (numel as u64)
+            .checked_mul(dtype.itemsize() as u64)
+            .filter(|&n| n <= isize::MAX as u64)
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                crate::err!(
+                    OutOfMemory,
+                    "the storage size needed by sizes {sizes:?} of {} overflows",
+                    dtype.name()
+                )
+            })?;
+        debug_assert_eq!(
+            layout::storage_nbytes_needed(sizes, strides, 0, dtype.itemsize()).ok(),
+            Some(nbytes)
+        );
+        let storage = Storage::new(nbytes, device, true)?;
+        let flags = LayoutFlags::compute(sizes, strides, numel);
+        Ok(Tensor::assemble(
+            storage,
+            0,
+            Dims::from_slice(sizes),
+            Dims::from_slice(strides),
+            dtype,
+            numel,
+            flags,
+            VersionSlot::new(),
+        ))
+    }
+
     /// A tensor viewing `storage` (strides None: contiguous).
     pub fn from_storage(
         storage: &Storage,
