@@ -54,6 +54,16 @@ impl Error {
         }
     }
 
+    /// Builds an error of `kind` from format arguments, out of line and
+    /// marked cold: what [`err!`] expands to, so that the formatting code
+    /// of every error site stays out of the hot paths' instruction stream
+    /// (the compiler lays the blocks that call it at the function's end).
+    #[cold]
+    #[inline(never)]
+    pub fn from_args(kind: ErrorKind, args: fmt::Arguments<'_>) -> Self {
+        Error::new(kind, fmt::format(args))
+    }
+
     /// The kind of the error.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -85,7 +95,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[macro_export]
 macro_rules! err {
     ($kind:ident, $($arg:tt)+) => {
-        $crate::error::Error::new($crate::error::ErrorKind::$kind, format!($($arg)+))
+        $crate::error::Error::from_args($crate::error::ErrorKind::$kind, format_args!($($arg)+))
     };
 }
 
