@@ -287,6 +287,41 @@ fn copy_of_transposed_layouts_uses_whole_tiles_and_edges() {
     check!(Complex<f64>);
 }
 
+#[test]
+fn streamed_transposed_copies_write_every_element() {
+    // A transposed copy of 32 MiB or more streams its tiles: the rows of
+    // one tile are written while the next is transposed, the last tile's
+    // after the loop. Every element must arrive, in whole tiles and on the
+    // edges, for 2-, 4- and 8-byte elements, on 1 and 2 threads.
+    macro_rules! check {
+        ($t:ty, $sizes:expr) => {{
+            let sizes: [i64; 3] = $sizes;
+            let n = sizes.iter().product::<i64>() as usize;
+            assert!(n * std::mem::size_of::<$t>() >= 32 << 20);
+            let x = values::<$t>(n, 7);
+            let perm = from_vec(&sizes, &x).permute(&[2, 1, 0]).unwrap();
+            let [s0, s1, s2] = sizes.map(|s| s as usize);
+            for threads in [1, 2] {
+                tessera::parallel::set_num_threads(threads);
+                let dst = Tensor::empty(perm.sizes(), <$t>::DTYPE, Device::CPU).unwrap();
+                kernels::copy_(&dst, &perm).unwrap();
+                // SAFETY: dst is contiguous with n elements.
+                let got = unsafe { std::slice::from_raw_parts(dst.data_ptr() as *const $t, n) };
+                // dst[k][j][i] = x[i][j][k], compared as bits.
+                let bad = (0..n).find(|&f| {
+                    let (k, j, i) = (f / (s1 * s0), f / s0 % s1, f % s0);
+                    got[f].to_bits() != x[(i * s1 + j) * s2 + k].to_bits()
+                });
+                let what = format!("{:?} {sizes:?}, {threads} threads", <$t>::DTYPE);
+                assert_eq!(bad, None, "{what}: first wrong element (flat index)");
+            }
+        }};
+    }
+    check!(f32, [256, 130, 260]);
+    check!(f64, [130, 130, 260]);
+    check!(f16, [260, 260, 260]);
+}
+
 // ------------------------------------------------------- half rounding
 
 /// Pseudo-random bit patterns (every class: normals, subnormals, zeros,

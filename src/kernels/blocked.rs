@@ -6,14 +6,31 @@
 //! source's innermost) are cut into TILE x TILE tiles, and each tile is
 //! copied while its source and destination lines stay in L1.
 
+#[cfg(target_arch = "x86_64")]
+use super::transpose::RowStream;
 use crate::iterator::TensorIterator;
 use crate::parallel;
+
+/// Without AVX2 kernels, rows are never left pending.
+#[cfg(not(target_arch = "x86_64"))]
+struct RowStream;
+#[cfg(not(target_arch = "x86_64"))]
+impl RowStream {
+    const fn empty() -> RowStream {
+        RowStream
+    }
+    unsafe fn finish(&mut self) {}
+}
 
 /// Tile height: elements along dim 0 (the destination's contiguous dim).
 const TILE0: usize = 64;
 /// Tile width in bytes along dim b (the source's contiguous dim): every
 /// source row segment is 1 KiB, 16 whole cache lines read in order.
 const TILE_B_BYTES: usize = 1024;
+/// Bytes of a cache line, and a line of tile buffer.
+const LINE: usize = 64;
+#[repr(C, align(64))]
+struct Line([u8; LINE]);
 /// Elements per parallel task at least (the default grain).
 const GRAIN: i64 = 32768;
 
@@ -64,9 +81,16 @@ pub(crate) fn copy_tiled<T: Copy + Default>(it: &TensorIterator, b: usize) {
     let (dst0, src0) = (it.data_ptr(0) as usize, it.data_ptr(1) as usize);
     let stream = super::simd::should_stream(it.numel() as usize * size);
     let grain = (GRAIN / (TILE0 * tile_b) as i64).max(1);
+    let tile_lines = (TILE0 * tile_b * size).div_ceil(LINE);
     parallel::parallel_for(0, tasks, grain, |begin, end| {
-        // One tile buffer per task range, laid out as the destination.
-        let mut buf: Vec<std::mem::MaybeUninit<T>> = Vec::with_capacity(TILE0 * tile_b);
+        // Two tile buffers per task range, laid out as the destination, in
+        // whole cache lines: a tile is transposed into one while the rows
+        // of the previous tile stream out of the other.
+        let mut bufs: Vec<std::mem::MaybeUninit<Line>> = Vec::with_capacity(2 * tile_lines);
+        let base = bufs.as_mut_ptr() as *mut u8;
+        let buf = [base, base.wrapping_add(tile_lines * LINE)];
+        let mut cur = 0;
+        let mut pending = RowStream::empty();
         for task in begin..end {
             // Task order: tile of dim 0 fastest, then tile of dim b, then
             // the other dims.
@@ -88,18 +112,30 @@ pub(crate) fn copy_tiled<T: Copy + Default>(it: &TensorIterator, b: usize) {
             // SAFETY: the offsets address elements inside the iterator's
             // shape, which the iterator keeps inside both operands; the
             // operands do not overlap (the iterator copied an overlapping
-            // input); the buffer holds TILE0 x tile_b elements.
-            unsafe {
+            // input); each buffer holds TILE0 x tile_b elements, and the
+            // pending rows lie in the other one.
+            let parked = unsafe {
                 tile::<T>(
                     (dst0 as *mut u8).offset(doff as isize),
                     (ds[0] as isize, ds[b] as isize),
                     (src0 as *const u8).offset(soff as isize),
                     (ss[0] as isize, ss[b] as isize),
                     (m0, mb),
-                    buf.as_mut_ptr() as *mut u8,
+                    buf[cur],
                     stream,
-                );
+                    &mut pending,
+                )
+            };
+            if parked {
+                cur ^= 1;
             }
+        }
+        // SAFETY: the last tile's rows are still in their buffer; the
+        // fence makes every streaming store of the range visible to other
+        // threads.
+        unsafe { pending.finish() };
+        if stream {
+            super::simd::sfence();
         }
     });
 }
@@ -115,10 +151,19 @@ pub(crate) fn copy_tiled<T: Copy + Default>(it: &TensorIterator, b: usize) {
 /// source is contiguous along dim b (s.1 one element), element moves
 /// otherwise and on the edges.
 ///
+/// With AVX2 and streaming, the rows are not written here: they are left
+/// in `pending` (returns true; `buf` must then stay untouched until the
+/// next tile has finished them), and the next tile streams them between
+/// its own blocks. Any rows of the previous tile still pending are written
+/// before this tile's rows take their place. The caller finishes the
+/// last tile's rows and fences the streaming stores.
+///
 /// # Safety
 /// Every addressed element must be valid; source and destination must not
-/// overlap; `buf` must be writable for m0 * mb elements.
+/// overlap; `buf` must be writable for m0 * mb elements and apart from the
+/// pending rows, which must be valid (see [`RowStream`]).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn tile<T: Copy + Default>(
     dst: *mut u8,
     d: (isize, isize),
@@ -127,7 +172,8 @@ unsafe fn tile<T: Copy + Default>(
     (m0, mb): (usize, usize),
     buf: *mut u8,
     stream: bool,
-) {
+    pending: &mut RowStream,
+) -> bool {
     let size = std::mem::size_of::<T>();
     let read = |i: usize, j: usize| {
         // SAFETY: (i, j) lies inside the tile.
@@ -143,7 +189,7 @@ unsafe fn tile<T: Copy + Default>(
                 };
             }
         }
-        return;
+        return false;
     }
     let row_bytes = (m0 * size) as isize;
     let at = |i: usize, j: usize| {
@@ -154,26 +200,30 @@ unsafe fn tile<T: Copy + Default>(
     #[cfg(target_arch = "x86_64")]
     if s.1 == size as isize && super::simd::avx2_enabled() {
         // SAFETY: the CPU has AVX2; the tile's m0 x mb elements are valid
-        // on the source side and inside the buffer on the other.
-        (f0, fb) = unsafe { super::simd::transpose_blocks(size, src, s.0, buf, row_bytes, m0, mb) };
+        // on the source side and inside the buffer on the other; the
+        // pending rows are valid and apart from both (per the caller).
+        (f0, fb) = unsafe {
+            super::transpose::transpose_blocks(size, src, s.0, buf, row_bytes, (m0, mb), pending)
+        };
     }
     // The rest: columns fb.. of rows ..f0, and rows f0.. entirely.
-    for j in 0..mb {
-        let from = if j < fb { f0 } else { 0 };
-        for i in from..m0 {
-            // SAFETY: (i, j) inside the tile and the buffer.
-            unsafe { at(i, j).write(read(i, j)) };
+    if f0 < m0 || fb < mb {
+        for j in 0..mb {
+            let from = if j < fb { f0 } else { 0 };
+            for i in from..m0 {
+                // SAFETY: (i, j) inside the tile and the buffer.
+                unsafe { at(i, j).write(read(i, j)) };
+            }
         }
     }
+    // SAFETY: the previous tile's rows are valid (per the caller).
+    unsafe { pending.finish() };
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the CPU has AVX2 (checked); the buffer holds mb rows of
-    // row_bytes, the destination mb rows of m0 elements, d.1 bytes apart.
-    if stream
-        && super::simd::avx2_enabled()
-        && unsafe { super::simd::stream_rows(dst, d.1, buf, row_bytes as usize, mb) }
-    {
-        super::simd::sfence();
-        return;
+    if stream {
+        if let Some(rows) = RowStream::new(dst, d.1, buf, row_bytes as usize, mb) {
+            *pending = rows;
+            return true;
+        }
     }
     for j in 0..mb {
         // SAFETY: destination row j holds m0 contiguous elements; buffer
@@ -187,9 +237,7 @@ unsafe fn tile<T: Copy + Default>(
             )
         };
     }
-    if stream {
-        super::simd::sfence();
-    }
+    false
 }
 
 /// Writes `bytes` contiguous bytes from `row` to `dst`, with streaming

@@ -6,7 +6,8 @@
 //! Layout: `elem` (one Rust type per dtype, conversions), `ops` (per
 //! element arithmetic), `dispatch` (dtype -> type), `loops` (inner runs
 //! specialised for contiguous and broadcast operands), `simd` (run-time
-//! AVX2 selection), `cast` and `blocked` (conversions, tiled transposes),
+//! AVX2 selection), `cast` and `blocked` (conversions, tiled transposes;
+//! `transpose` holds the AVX2 tile kernels),
 //! and one file per kernel family.
 
 pub mod binary;
@@ -20,6 +21,8 @@ pub(crate) mod loops;
 pub mod ops;
 pub mod reduce;
 pub mod simd;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod transpose;
 pub mod unary;
 
 pub use binary::{add, div, div_rounding, mul, sub, RoundingMode};
