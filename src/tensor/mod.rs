@@ -293,8 +293,23 @@ impl Tensor {
         check_dims(sizes, strides)?;
         let numel = layout::checked_numel(sizes)?;
         let nbytes = layout::storage_nbytes_needed(sizes, strides, 0, dtype.itemsize())?;
+        Tensor::on_new_storage(sizes, strides, numel, nbytes, dtype, device)
+    }
+
+    /// A tensor of `sizes`/`strides` (numel elements) on a fresh storage of
+    /// `nbytes` from the device's allocator, which the caller sized for
+    /// exactly these strides: no bounds check. Inlined: as a call it added
+    /// 50 instructions to an iterator build (valgrind).
+    #[inline(always)]
+    fn on_new_storage(
+        sizes: &[i64],
+        strides: &[i64],
+        numel: i64,
+        nbytes: usize,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
         let storage = Storage::new(nbytes, device, true)?;
-        // The storage was sized for exactly these strides: no bounds check.
         let flags = LayoutFlags::compute(sizes, strides, numel);
         Ok(Tensor::assemble(
             storage,
@@ -336,18 +351,7 @@ impl Tensor {
             layout::storage_nbytes_needed(sizes, strides, 0, dtype.itemsize()).ok(),
             Some(nbytes)
         );
-        let storage = Storage::new(nbytes, device, true)?;
-        let flags = LayoutFlags::compute(sizes, strides, numel);
-        Ok(Tensor::assemble(
-            storage,
-            0,
-            Dims::from_slice(sizes),
-            Dims::from_slice(strides),
-            dtype,
-            numel,
-            flags,
-            VersionSlot::new(),
-        ))
+        Tensor::on_new_storage(sizes, strides, numel, nbytes, dtype, device)
     }
 
     /// A tensor viewing `storage` (strides None: contiguous).
