@@ -768,6 +768,28 @@ void bench_permuted(int threads) {
     s.push_back({"tessera contiguous copy", [dst2, x](long n) {
                      for (long i = 0; i < n; i++) TRY(tsr_tensor_copy(dst2, x));
                  }});
+    // Two more contiguous copies of the same bytes, for reference (no
+    // target on them): glibc memcpy, split over the same thread count, and
+    // libtorch's own contiguous copy_.
+    Pool pool(threads);
+    const char* from = (const char*)tsr_tensor_data(x);
+    char* to = (char*)tsr_tensor_data(dst2);
+    const int64_t bytes = S * S * S * 4;
+    s.push_back({"memcpy", [from, to, bytes, &pool](long n) {
+                     for (long i = 0; i < n; i++)
+                         pool.run([=](int part, int parts) {
+                             int64_t lo = bytes / 64 * part / parts * 64,
+                                     hi = bytes / 64 * (part + 1) / parts * 64;
+                             std::memcpy(to + lo, from + lo, hi - lo);
+                         });
+                 }});
+#ifdef TSR_BENCH_TORCH
+    at::Tensor tdst2 = at::from_blob(tsr_tensor_data(dst2), {S, S, S}, at::kFloat);
+    s.push_back({"libtorch contiguous copy", [tdst2, tx](long n) {
+                     at::Tensor o = tdst2;
+                     for (long i = 0; i < n; i++) o.copy_(tx);
+                 }});
+#endif
     measure(s, 200, 7);
     report(name, s, 8.0 * S * S * S,
            {{"libtorch", 0.25, ">= 4x libtorch"}, {"tessera contiguous copy", 2.0, "<= 2x contiguous copy"}});
