@@ -8,6 +8,9 @@
 # - tessera.hpp compiles alone (as the first and only include, twice) with
 #   -std=c++17 and -std=c++20, also in the two partial no-exception
 #   configurations (-fno-exceptions alone, TESSERA_NO_EXCEPTIONS alone);
+# - so does every part of it in include/tessera/ (each includes what it
+#   uses), with -std=c++17 and -std=c++20 in both error modes, and
+#   tessera.hpp includes every one of them;
 # - every cpp_tests/test_*.cpp is built with -std=c++17 -Wall -Wextra
 #   -Werror -pedantic against the shared library and run;
 # - discarding a Result is a compile error under -Werror (results mode);
@@ -78,6 +81,16 @@ mode_flags() {
     esac
 }
 
+# The umbrella includes every part.
+for header in include/tessera/*.hpp; do
+    part=${header#include/}
+    if grep -qxF "#include \"$part\"" include/tessera.hpp; then
+        record "tessera.hpp includes $part" 0
+    else
+        record "tessera.hpp includes $part" 1
+    fi
+done
+
 for cxx in "${compilers[@]}"; do
     tag=$(basename "$cxx")
 
@@ -93,6 +106,24 @@ for cxx in "${compilers[@]}"; do
             else
                 record "$name" 1
             fi
+        done
+    done
+
+    # Every part alone (twice, for its include guard), in both modes.
+    for header in include/tessera/*.hpp; do
+        part=${header#include/}
+        for std in c++17 c++20; do
+            for mode in exceptions results; do
+                name="$part alone: $tag -std=$std ($mode)"
+                # shellcheck disable=SC2046
+                if printf '#include "%s"\n#include "%s"\n' "$part" "$part" |
+                    "$cxx" -std="$std" "${strict[@]}" $(mode_flags $mode) -Iinclude \
+                        -fsyntax-only -x c++ -; then
+                    record "$name" 0
+                else
+                    record "$name" 1
+                fi
+            done
         done
     done
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the API reference (HTML) from include/tessera.h and
-# include/tessera.hpp with Doxygen:
+# Builds the API reference (HTML) from include/tessera.h,
+# include/tessera.hpp and include/tessera/*.hpp with Doxygen:
 #
 #   docs/build.sh [OUTPUT_DIR]     # default: build/docs; open OUTPUT_DIR/html/index.html
 #

@@ -1,7 +1,8 @@
 //! The C++ layer and the examples gallery under `cargo test`:
-//! - `cpp_tests/run.sh`: include/tessera.hpp compiled alone in every
-//!   configuration, and every cpp_tests/test_*.cpp built and run with g++
-//!   (and clang++ when installed) in both error modes;
+//! - `cpp_tests/run.sh`: include/tessera.hpp and each of its parts in
+//!   include/tessera/ compiled alone in every configuration, and every
+//!   cpp_tests/test_*.cpp built and run with g++ (and clang++ when
+//!   installed) in both error modes;
 //! - `examples/run.sh`: every example built, run and its output compared
 //!   with examples/expected/.
 //!

@@ -1,7 +1,9 @@
 //! Tests of the public headers: `include/tessera.h` is what cbindgen
 //! generates from the sources (freshness), and every header in `include/`
 //! compiles on its own as C and C++ with strict warnings, with gcc/g++ and,
-//! when installed, clang/clang++.
+//! when installed, clang/clang++. (The parts of tessera.hpp in
+//! `include/tessera/` are compiled alone, in both error modes, by
+//! `cpp_tests/run.sh`.)
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

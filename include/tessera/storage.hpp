@@ -1,0 +1,136 @@
+/**
+ * @file tessera/storage.hpp
+ * @brief Storage: a refcounted block of bytes with the allocator that made
+ * it.
+ *
+ * Part of tessera's C++ API; include tessera.hpp for all of it.
+ */
+#ifndef TESSERA_STORAGE_HPP
+#define TESSERA_STORAGE_HPP
+
+#include "../tessera.h"
+#include "error.hpp"
+#include "types.hpp"
+#include "ref.hpp"
+#include "handle.hpp"
+#include "data_ptr.hpp"
+#include "allocator.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+namespace tessera {
+/** @cond TESSERA_INTERNAL */
+inline namespace TESSERA_ABI_NAMESPACE {
+/** @endcond */
+
+/**
+ * A refcounted block of bytes with the allocator that made it (TsrStorage),
+ * with value semantics: copies share the bytes.
+ */
+class Storage : public Handle<Storage, TsrStorage> {
+  public:
+    /** Empty. */
+    Storage() noexcept = default;
+
+    /** Holds `ref`. */
+    explicit Storage(Ref<TsrStorage> ref) noexcept : Handle(std::move(ref)) {}
+
+    /** Takes over a reference the caller owns. */
+    static Storage adopt(TsrStorage* handle) noexcept {
+        return Storage(Ref<TsrStorage>::adopt(handle));
+    }
+
+    /** `nbytes` on `device` from the allocator registered for its type (uninitialized). */
+    [[nodiscard]] static Returns<Storage> create(size_t nbytes, Device device = Device::cpu(),
+                                                 bool resizable = false) {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_new(nbytes, device, resizable, &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /** `nbytes` from `allocator` (which the storage keeps alive). */
+    [[nodiscard]] static Returns<Storage> create(size_t nbytes, const Allocator& allocator,
+                                                 bool resizable = false) {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_new_with_allocator(nbytes, allocator.get(), resizable, &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /**
+     * A storage over external memory (c10's from_blob): `memory` is
+     * consumed on success (left empty; its deleter runs when the storage's
+     * data is released) and left untouched on failure.
+     */
+    [[nodiscard]] static Returns<Storage> from_data_ptr(DataPtr&& memory, size_t nbytes) {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_from_data_ptr(memory.raw(), nbytes, &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /** The size in bytes. */
+    size_t nbytes() const noexcept { return tsr_storage_nbytes(get()); }
+
+    /** The data address (nullptr for empty storages). */
+    void* data() const noexcept { return tsr_storage_data(get()); }
+
+    /** The device. */
+    Device device() const noexcept { return tsr_storage_device(get()); }
+
+    /** Whether resize() is allowed. */
+    bool resizable() const noexcept { return tsr_storage_resizable(get()); }
+
+    /** The allocator that made the data (empty for external memory). */
+    Allocator allocator() const noexcept { return Allocator::adopt(tsr_storage_allocator(get())); }
+
+    /** Resizes to `nbytes` (keeps the first min(old, new) bytes); resizable storages only. */
+    Returns<void> resize(size_t nbytes) { return detail::check(tsr_storage_resize(get(), nbytes)); }
+
+    /** Sets every byte to `byte` (CPU storages). */
+    Returns<void> fill(uint8_t byte) { return detail::check(tsr_storage_fill(get(), byte)); }
+
+    /** Copies every byte of `src` (of the same size) into this storage. */
+    Returns<void> copy_(const Storage& src) {
+        return detail::check(tsr_storage_copy(get(), src.get()));
+    }
+
+    /** A new storage holding a copy of the bytes, from the same allocator. */
+    [[nodiscard]] Returns<Storage> clone() const {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_clone(get(), &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /**
+     * Replaces the data with external memory (only while this is the only
+     * strong reference); `memory` is consumed on success, untouched on failure.
+     */
+    Returns<void> share_external(DataPtr&& memory, size_t nbytes) {
+        return detail::check(tsr_storage_share_external(get(), memory.raw(), nbytes));
+    }
+};
+
+/** A weak reference to a Storage. */
+using WeakStorage = Weak<Storage>;
+
+/** @cond TESSERA_INTERNAL */
+}  // inline namespace TESSERA_ABI_NAMESPACE
+/** @endcond */
+}  // namespace tessera
+
+namespace std {
+
+/** Hashes a Storage by its handle. */
+template <>
+struct hash<tessera::Storage> {
+    /** The hash of `s`'s handle. */
+    size_t operator()(const tessera::Storage& s) const noexcept {
+        return hash<TsrStorage*>()(s.get());
+    }
+};
+
+}  // namespace std
+
+#endif  // TESSERA_STORAGE_HPP
