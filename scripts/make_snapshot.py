@@ -99,9 +99,14 @@ class Simulation:
             self.stacks[site] = ids
         return self.stacks[site]
 
-    def event(self, action, name, addr, size, stack=None):
-        if len(self.events) >= self.total:
+    def need(self, k):
+        # Stop before an operation whose events would not all fit, so that
+        # the live blocks and segments always match the recorded events.
+        if len(self.events) + k > self.total:
             raise StopSimulation
+
+    def event(self, action, name, addr, size, stack=None):
+        assert len(self.events) < self.total
         self.time_ns += self.rng.randint(800, 30_000)
         e = {"action": action, "allocator": name, "device": self.allocs[name]["device"],
              "addr": "0x%x" % addr, "size": size, "time_ns": self.time_ns}
@@ -115,6 +120,7 @@ class Simulation:
     # -- the allocators -----------------------------------------------------
     def alloc(self, name, site, requested):
         a = self.allocs[name]
+        self.need(2 if a["kind"] == "caching" else 1)
         stack = self.stack(site)
         if a["kind"] == "caching":
             size = (requested + 511) // 512 * 512
@@ -133,6 +139,7 @@ class Simulation:
     def free(self, handle):
         name, addr = handle
         a = self.allocs[name]
+        self.need(1)
         size = a["live"].pop(addr)[0]
         self.event("free", name, addr, size)
         a["allocated"] -= size
@@ -141,6 +148,7 @@ class Simulation:
             self.caching_free(addr)
 
     def oom(self, name, site, requested):
+        self.need(1)
         self.event("oom", name, 0, requested, self.stack(site))
         self.allocs[name]["num_failed"] += 1
 
@@ -185,6 +193,7 @@ class Simulation:
     def empty_cache(self):
         for seg in list(self.segments):
             if len(seg[3]) == 1 and seg[3][0][2] is None:
+                self.need(1)
                 self.event("segment_free", "caching(cuda)", seg[0], seg[1])
                 self.segments.remove(seg)
 
