@@ -207,7 +207,7 @@ class Simulation:
             while True:
                 step += 1
                 staging = [self.alloc("pinned", "batch", r.randint(4, 12) * MiB) for _ in range(2)]
-                tokens = [self.alloc("cpu", "tokens", r.randint(1, 64) * 4 * KiB) for _ in range(r.randint(2, 5))]
+                tokens = [self.alloc("cpu", "tokens", r.randint(16, 400) * 4 * KiB) for _ in range(r.randint(2, 5))]
                 for t in tokens:
                     if r.random() < 0.12:
                         continue  # kept by a cache that never shrinks: a slow leak
