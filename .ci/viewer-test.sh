@@ -59,6 +59,13 @@ for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
     python3 scripts/make_snapshot.py "$out/${c%%:*}.json" ${c#*:}
 done
+# The example in docs/MEMORY_SNAPSHOT.md must stay valid and readable.
+python3 - "$out/example.json" <<'PY'
+import re, sys
+text = open("docs/MEMORY_SNAPSHOT.md").read()
+open(sys.argv[1], "w").write(re.search(r"```json\n(.*?)```", text, re.S).group(1))
+PY
+cases+=("example:")
 
 echo "==> schema"
 python3 - "$out" "${cases[@]%%:*}" <<'PY'
@@ -71,6 +78,9 @@ out, names = sys.argv[1], sys.argv[2:]
 for n in names:
     snap = json.load(open("%s/%s.json" % (out, n)))
     v.validate(snap)
+    asked = {"normal": 2000, "large": 100000, "nostack": 5000}.get(n, len(snap["events"]))
+    if not asked - 2 <= len(snap["events"]) <= asked:
+        sys.exit("FAIL %s.json has %d events, expected about %d" % (n, len(snap["events"]), asked))
     print("ok   %s.json valid (%d events, %d allocators)" % (n, len(snap["events"]), len(snap["allocators"])))
 # The schema must refuse what a producer could get wrong.
 snap = json.load(open("%s/normal.json" % out))
@@ -122,6 +132,6 @@ large_ms=$(sed -n 's/.*data-testid="render-ms">\([^<]*\)<.*/\1/p' "$out/large.do
 page_ms=$(sed -n 's/.*data-testid="page-ms">\([^<]*\)<.*/\1/p' "$out/large.dom.html")
 echo "100,000-event page: JSON parse + model + first render ${large_ms} ms (bound ${max_ms} ms);"
 echo "  ${page_ms} ms from navigation start (includes parsing the $(($(stat -c %s "$out/large.html") / 1048576)) MiB page)"
-echo "screenshots: $out/{normal,empty,large,nostack,malformed}.png"
+echo "screenshots: $out/{normal,empty,large,nostack,example,malformed}.png"
 echo "viewer test: $([ $status = 0 ] && echo passed || echo FAILED) in $((SECONDS - start))s"
 exit $status

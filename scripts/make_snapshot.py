@@ -8,7 +8,8 @@ allocator: tokenizer buffers, some of which leak, and short-lived logging
 strings), "pinned" (a plugin allocator for host staging buffers) and
 "caching(cuda)" (a caching allocator on cuda:0 that cuts 2 MiB / 20 MiB
 segments into blocks, first fit, and merges free neighbours). The history
-ring keeps the newest --events events; --dropped more happen before them.
+ring keeps the newest --events events (one fewer when the last operation
+would not fit); about --dropped more happen before them.
 The same arguments always give the same file.
 
     scripts/make_snapshot.py OUT.json [--events N] [--dropped D] [--seed S]
@@ -245,7 +246,7 @@ def snapshot(args):
     sim = Simulation(args.seed, total, not args.no_backtraces)
     if total:
         sim.run()
-    kept = sim.events[len(sim.events) - args.events:] if args.events else []
+    kept = sim.events[max(0, len(sim.events) - args.events):]
     allocators = []
     for a in sim.allocs.values():
         blocks = []
