@@ -5,7 +5,11 @@
 # snapshot_report.py) and loaded in headless Chromium; what each page shows
 # (peak bytes, live blocks, top allocation site, event count, dropped
 # events) must equal what .ci/viewer_check.py computes from the snapshot
-# file on its own. A malformed and a truncated snapshot must show an error.
+# file on its own. .ci/viewer_cdp.py then clicks and drags on the timeline
+# (the live blocks listed must match the snapshot at the chosen event),
+# hovers, drops a file on the page and uses the file picker, through the
+# DevTools protocol (stdlib only, no npm). A malformed and a truncated
+# snapshot must show an error.
 # Prints the load+render time of the 100,000-event page (fails above
 # VIEWER_MAX_RENDER_MS, default 5000: a hang guard, not a benchmark).
 # Screenshots go to $VIEWER_TEST_OUT (default: a temporary directory, kept).
@@ -112,6 +116,14 @@ for c in "${cases[@]}"; do
     chrome --window-size=1400,1000 --screenshot="$out/$n.png" "file://$out/$n.html" >/dev/null
     [ -s "$out/$n.png" ] || { echo "FAIL no screenshot for $n"; status=1; }
 done
+echo "==> clicks, drags, drag and drop, file picker (DevTools protocol)"
+for n in normal large; do
+    echo "$n:"
+    timeout 300 python3 .ci/viewer_cdp.py "$browser" "$out/$n.json" "$out/$n.html" docs/memory_viewer.html "$out" || status=1
+    mv "$out/cursor.png" "$out/$n-cursor.png" 2>/dev/null || true
+done
+
+echo "==> bad snapshots"
 printf '{"format":"tessera-memory-snapshot","version":2}' >"$out/malformed.json"
 head -c 5000 "$out/normal.json" >"$out/truncated.json"
 for n in malformed truncated; do
@@ -132,6 +144,6 @@ large_ms=$(sed -n 's/.*data-testid="render-ms">\([^<]*\)<.*/\1/p' "$out/large.do
 page_ms=$(sed -n 's/.*data-testid="page-ms">\([^<]*\)<.*/\1/p' "$out/large.dom.html")
 echo "100,000-event page: JSON parse + model + first render ${large_ms} ms (bound ${max_ms} ms);"
 echo "  ${page_ms} ms from navigation start (includes parsing the $(($(stat -c %s "$out/large.html") / 1048576)) MiB page)"
-echo "screenshots: $out/{normal,empty,large,nostack,example,malformed}.png"
+echo "screenshots: $out/{normal,empty,large,nostack,example,malformed,normal-cursor,large-cursor}.png"
 echo "viewer test: $([ $status = 0 ] && echo passed || echo FAILED) in $((SECONDS - start))s"
 exit $status

@@ -32,6 +32,43 @@ def site(frames, stack):
     return label
 
 
+def live_at(snap, k):
+    """The blocks live after the first k events: {key: (size, site)}, found
+    by undoing the events after k, newest first, from the live blocks."""
+    frames, events = snap["frames"], snap["events"]
+    key = lambda name, dev, addr: (name, dev["type"], dev["index"], int(addr, 16))
+    allocs = {}
+    for i, e in enumerate(events):
+        if e["action"] == "alloc":
+            allocs.setdefault(key(e["allocator"], e["device"], e["addr"]), []).append(i)
+
+    def alloc_before(k, i):
+        idx = [j for j in allocs.get(k, []) if j < i]
+        return idx[-1] if idx else None
+
+    live = {}
+    for a in snap["allocators"]:
+        for b in a["blocks"]:
+            bk = key(a["name"], a["device"], b["addr"])
+            j = alloc_before(bk, len(events))
+            if b.get("stack"):
+                s = site(frames, b["stack"])
+            elif j is not None:
+                s = site(frames, events[j].get("stack"))
+            else:
+                s = NO_STACK if "time_ns" in b else BEFORE
+            live[bk] = (b["size"], s)
+    for i in range(len(events) - 1, k - 1, -1):
+        e = events[i]
+        ek = key(e["allocator"], e["device"], e["addr"])
+        if e["action"] == "alloc":
+            live.pop(ek, None)
+        elif e["action"] == "free":
+            j = alloc_before(ek, i)
+            live[ek] = (e["size"], site(frames, events[j].get("stack")) if j is not None else BEFORE)
+    return live
+
+
 def expect(snap):
     frames, events = snap["frames"], snap["events"]
     key = lambda name, dev, addr: (name, dev["type"], dev["index"], int(addr, 16))
@@ -50,32 +87,7 @@ def expect(snap):
         totals[i] = totals[i + 1] - delta
     peak = max(totals)
     peak_k = totals.index(peak)
-    # The blocks live at state peak_k: undo the events after it, newest first.
-    last_alloc = {}
-    for i, e in enumerate(events):
-        if e["action"] == "alloc":
-            last_alloc.setdefault(key(e["allocator"], e["device"], e["addr"]), []).append(i)
-    def alloc_before(k, i):
-        idx = [j for j in last_alloc.get(k, []) if j < i]
-        return idx[-1] if idx else None
-    at_peak = {}
-    for k, b in live.items():
-        j = alloc_before(k, len(events))
-        if b.get("stack"):
-            s = site(frames, b["stack"])
-        elif j is not None:
-            s = site(frames, events[j].get("stack"))
-        else:
-            s = NO_STACK if "time_ns" in b else BEFORE
-        at_peak[k] = (b["size"], s)
-    for i in range(len(events) - 1, peak_k - 1, -1):
-        e = events[i]
-        k = key(e["allocator"], e["device"], e["addr"])
-        if e["action"] == "alloc":
-            at_peak.pop(k, None)
-        elif e["action"] == "free":
-            j = alloc_before(k, i)
-            at_peak[k] = (e["size"], site(frames, events[j].get("stack")) if j is not None else BEFORE)
+    at_peak = live_at(snap, peak_k)
     if sum(size for size, _ in at_peak.values()) != peak:
         raise SystemExit("inconsistent snapshot: the blocks live at the peak (state %d) add up to %d bytes, "
                          "the totals to %d" % (peak_k, sum(size for size, _ in at_peak.values()), peak))
