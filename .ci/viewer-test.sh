@@ -126,7 +126,9 @@ done
 echo "==> bad snapshots"
 printf '{"format":"tessera-memory-snapshot","version":2}' >"$out/malformed.json"
 head -c 5000 "$out/normal.json" >"$out/truncated.json"
-for n in malformed truncated; do
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["allocators"][0]["blocks"] = [{"addr": 4096}]; json.dump(s, open(sys.argv[2], "w"))' \
+    "$out/normal.json" "$out/badblock.json"
+for n in malformed truncated badblock; do
     # The report script refuses non-JSON; embed the truncated text by hand.
     python3 - "$out/$n.json" "$out/$n.html" <<'PY'
 import sys
