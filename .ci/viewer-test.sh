@@ -13,6 +13,7 @@
 # Prints the load+render time of the 100,000-event page (fails above
 # VIEWER_MAX_RENDER_MS, default 5000: a hang guard, not a benchmark).
 # Screenshots go to $VIEWER_TEST_OUT (default: a temporary directory, kept).
+# VIEWER_TEST_SNAPSHOTS="a.json b.json" adds snapshots from a real run.
 #
 #   bash .ci/viewer-test.sh
 set -euo pipefail
@@ -62,6 +63,15 @@ cases=(
 for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
     python3 scripts/make_snapshot.py "$out/${c%%:*}.json" ${c#*:}
+done
+# Snapshots from a real run (e.g. written by a C test through
+# tsr_memory_snapshot), space-separated in $VIEWER_TEST_SNAPSHOTS, get the
+# same checks as the synthetic ones.
+i=0
+for f in ${VIEWER_TEST_SNAPSHOTS:-}; do
+    i=$((i + 1))
+    cp "$f" "$out/real$i.json"
+    cases+=("real$i:")
 done
 # The example in docs/MEMORY_SNAPSHOT.md must stay valid and readable.
 python3 - "$out/example.json" <<'PY'
