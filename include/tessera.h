@@ -186,7 +186,7 @@ typedef struct DLManagedTensorVersioned {
 /**
  * Minor version.
  */
-#define TSR_VERSION_MINOR 1
+#define TSR_VERSION_MINOR 2
 
 /**
  * Patch version.
