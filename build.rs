@@ -1,13 +1,33 @@
-//! Generates the C header with cbindgen and sets the shared library's SONAME.
+//! Sets the shared library's SONAME and generates the C header with
+//! cbindgen.
 //!
-//! The header is written to $OUT_DIR/tessera.h on every build and copied to
-//! include/tessera.h when it changed, unless TESSERA_CHECK_HEADER is set
-//! (CI), in which case include/ is left alone and the `header_is_fresh`
-//! test fails if the committed header differs from the generated one.
+//! SONAME: `libtessera.so.0.<MINOR>` while the version is 0.x, then
+//! `libtessera.so.<MAJOR>` (docs/ABI.md, "ABI evolution"). Under cargo-c
+//! (`cargo cbuild` / `cargo cinstall`), cargo-c passes the same SONAME
+//! itself (from `[package.metadata.capi]`), so this script adds none: two
+//! `-soname` options would leave the linker's choice to their order.
+//!
+//! Header: generated to $OUT_DIR/tessera.h on every build (tests/header.rs
+//! compares it with its own generation), and copied to include/tessera.h
+//! when it changed, only in a development checkout of the repository (a
+//! `.git` next to Cargo.toml) and when TESSERA_CHECK_HEADER is unset. A
+//! copy from crates.io or `cargo vendor` is never written to (cargo
+//! forbids a build script changing a packaged source), and CI sets
+//! TESSERA_CHECK_HEADER so that `header_is_fresh` fails on a stale
+//! committed header instead of the build fixing it silently.
 
 use std::env;
 use std::fs;
 use std::path::PathBuf;
+
+/// The SONAME rule of docs/ABI.md.
+fn soname(major: &str, minor: &str) -> String {
+    if major == "0" {
+        format!("libtessera.so.0.{minor}")
+    } else {
+        format!("libtessera.so.{major}")
+    }
+}
 
 fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -15,10 +35,18 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=TESSERA_CHECK_HEADER");
+    println!("cargo:rerun-if-env-changed=CARGO_C_CARGO");
 
     let major = env::var("CARGO_PKG_VERSION_MAJOR").expect("CARGO_PKG_VERSION_MAJOR");
-    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtessera.so.{major}");
+    let minor = env::var("CARGO_PKG_VERSION_MINOR").expect("CARGO_PKG_VERSION_MINOR");
+    // cargo-c runs cargo in its own process and sets CARGO_C_CARGO there
+    // before building, so build scripts inherit it (cargo-c 0.9 and 0.10).
+    let under_cargo_c = env::var_os("CARGO_C_CARGO").is_some();
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") && !under_cargo_c {
+        println!(
+            "cargo:rustc-cdylib-link-arg=-Wl,-soname,{}",
+            soname(&major, &minor)
+        );
     }
 
     let config =
@@ -31,7 +59,8 @@ fn main() {
     let generated = out_dir.join("tessera.h");
     bindings.write_to_file(&generated);
 
-    if env::var_os("TESSERA_CHECK_HEADER").is_none() {
+    let checkout = root.join(".git").exists();
+    if checkout && env::var_os("TESSERA_CHECK_HEADER").is_none() {
         let committed = root.join("include/tessera.h");
         let new = fs::read(&generated).expect("read generated header");
         if fs::read(&committed).ok().as_deref() != Some(&new[..]) {

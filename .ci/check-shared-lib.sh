@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # Checks a built libtessera shared library:
-#   - its SONAME is libtessera.so.<MAJOR>;
+#   - its SONAME is the one given (scripts/soname.sh: libtessera.so.0.<MINOR>
+#     for 0.x releases);
 #   - it exports only tsr_-prefixed symbols (nm -D --defined-only);
 #   - with a header: it exports exactly the functions the header declares.
 #
-# Usage: .ci/check-shared-lib.sh LIBRARY MAJOR [HEADER]
+# Usage: .ci/check-shared-lib.sh LIBRARY SONAME [HEADER]
 set -euo pipefail
 
 if [[ $# -lt 2 || $# -gt 3 ]]; then
-    echo "usage: $0 LIBRARY MAJOR [HEADER]" >&2
+    echo "usage: $0 LIBRARY SONAME [HEADER]" >&2
     exit 2
 fi
 lib=$1
-major=$2
+expected_soname=$2
 header=${3:-}
 status=0
 
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-if [[ "$soname" != "libtessera.so.$major" ]]; then
-    echo "FAIL: $lib has SONAME '${soname:-<none>}', expected libtessera.so.$major" >&2
+if [[ "$soname" != "$expected_soname" ]]; then
+    echo "FAIL: $lib has SONAME '${soname:-<none>}', expected $expected_soname" >&2
     status=1
 else
     echo "ok: SONAME $soname"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs examples/quickstart.c against an installed tessera found
 # with pkg-config, linked with the shared library and with the static one.
+# Works with the .pc file of the CMake install and with cargo-c's.
 #
 # Usage: .ci/pkg-config-consumer.sh PREFIX
 set -euo pipefail
@@ -33,11 +34,12 @@ if [[ -z "$loaded" || "$(realpath "$(dirname "$loaded")")" != "$(realpath "$libd
     exit 1
 fi
 
-# Static: libtessera.a and the native libraries the .pc file lists.
-# shellcheck disable=SC2046
+# Static: libtessera.a and the native libraries the .pc file lists in
+# Libs.private (pkg-config --static; -ltessera itself would pick the .so).
+static_libs=$(pkg-config --static --libs tessera | sed 's/\(^\| \)-ltessera\( \|$\)/ /')
+# shellcheck disable=SC2046,SC2086
 "$cc" "${strict[@]}" "$root/examples/quickstart.c" $(pkg-config --cflags tessera) \
-    "$libdir/libtessera.a" $(pkg-config --variable=native_static_libs tessera) \
-    -o "$out/quickstart_static"
+    "$libdir/libtessera.a" $static_libs -o "$out/quickstart_static"
 "$out/quickstart_static"
 if ldd "$out/quickstart_static" | grep -q libtessera; then
     echo "FAIL: quickstart_static depends on a shared libtessera" >&2

@@ -1,11 +1,11 @@
-// tessera's benchmark against its anchors (../shared/design/PERF.md):
+// tessera's benchmark against its anchors (docs/PERFORMANCE.md):
 // glibc malloc, a bare atomic pair, a plain C loop and memcpy always, and
 // libtorch (c10 / ATen from the torch wheel) when built with
 // -DTSR_BENCH_TORCH. Every case runs all its sides in one process,
 // interleaved round by round; each side's figure is the median over the
 // rounds. One markdown table row per case: tessera, the anchors, the
-// ratios and the PERF.md target with PASS / FAIL (or "report" where
-// PERF.md sets no target for tessera's side).
+// ratios and the target (docs/PERFORMANCE.md) with PASS / FAIL (or "report" where
+// no target is set for tessera's side).
 //
 // Build and run through benches/run.sh. Options:
 //   --quick         fewer rounds and shorter samples (a smoke run)
@@ -119,7 +119,7 @@ std::string fmt_time(double ns) {
     return buf;
 }
 
-// One table row. `bytes` > 0 adds GB/s; `checks` are the PERF.md targets,
+// One table row. `bytes` > 0 adds GB/s; `checks` are its targets (docs/PERFORMANCE.md),
 // each a ratio bound on tessera's time over one side's time.
 struct Target {
     std::string side;  // the anchor side's name

@@ -1,6 +1,6 @@
 //! Bench of the caching allocator against the uncached built-in CPU
 //! allocator it wraps: allocate + free of one block in a loop, both sides
-//! measured in one run (PERF.md "How to measure"). One line per case:
+//! measured in one run (as every case of docs/PERFORMANCE.md). One line per case:
 //! case, uncached ns, cached ns, ratio (cached / uncached; the issue's
 //! target is <= 0.5).
 //!

@@ -15,10 +15,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 cargo build --release --lib
 lib=$root/target/release
-# libtessera.so carries the SONAME libtessera.so.<major>: give the loader
-# that name next to the library.
-major=$(sed -n 's/^#define TSR_VERSION_MAJOR \([0-9]*\).*/\1/p' include/tessera.h)
-ln -sf libtessera.so "$lib/libtessera.so.${major:-0}"
+# Give the loader the library's SONAME (scripts/soname.sh) next to it.
+ln -sf libtessera.so "$lib/$(scripts/soname.sh)"
 out=$lib/tsr_bench
 flags="-O2 -Wall -Wextra -DNDEBUG -Iinclude -pthread"
 if [ "${BENCH_LINK:-static}" = shared ]; then

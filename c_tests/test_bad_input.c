@@ -418,7 +418,7 @@ static void c287(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NU
 static void c288(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
 
 /* Library */
-static void c289(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.1.0") == 0, "r != NULL && strcmp(r, \"0.1.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c289(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
 static void c290(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
 static void c291(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
 static void c292(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }

@@ -9,13 +9,13 @@
 #   FEATURES       cargo features, comma-separated (may be empty)
 #   STAGE_DIR      where the staged libraries go
 #   VERSION        MAJOR.MINOR.PATCH
-#   MAJOR          the major version (the SONAME is libtessera.so.MAJOR)
+#   SONAME         the library's SONAME (libtessera.so.0.MINOR for 0.x)
 #   EXPECTED_NATIVE_LIBS  the native libraries CMake was configured with
 #
-# Staged: libtessera.so.VERSION, the symlinks libtessera.so.MAJOR and
-# libtessera.so, and libtessera.a.
+# Staged: libtessera.so.VERSION, the symlinks SONAME and libtessera.so,
+# and libtessera.a.
 
-foreach(var CARGO SOURCE_DIR TARGET_DIR PROFILE STAGE_DIR VERSION MAJOR)
+foreach(var CARGO SOURCE_DIR TARGET_DIR PROFILE STAGE_DIR VERSION SONAME)
     if(NOT DEFINED ${var})
         message(FATAL_ERROR "CargoBuild.cmake: ${var} is not set")
     endif()
@@ -67,5 +67,5 @@ file(MAKE_DIRECTORY "${STAGE_DIR}")
 # relink needlessly.
 configure_file("${built}/libtessera.so" "${STAGE_DIR}/libtessera.so.${VERSION}" COPYONLY)
 configure_file("${built}/libtessera.a" "${STAGE_DIR}/libtessera.a" COPYONLY)
-file(CREATE_LINK "libtessera.so.${VERSION}" "${STAGE_DIR}/libtessera.so.${MAJOR}" SYMBOLIC)
-file(CREATE_LINK "libtessera.so.${MAJOR}" "${STAGE_DIR}/libtessera.so" SYMBOLIC)
+file(CREATE_LINK "libtessera.so.${VERSION}" "${STAGE_DIR}/${SONAME}" SYMBOLIC)
+file(CREATE_LINK "${SONAME}" "${STAGE_DIR}/libtessera.so" SYMBOLIC)

@@ -40,11 +40,12 @@ fi
 
 work=${TESSERA_CPP_TEST_DIR:-$root/target/cpp_tests}
 mkdir -p "$work/lib" "$work/bin"
-# The library's SONAME is libtessera.so.0: give the loader that name, and
-# the linker the unversioned one.
-cp "$lib_dir/libtessera.so" "$work/lib/libtessera.so.0.tmp"
-mv -f "$work/lib/libtessera.so.0.tmp" "$work/lib/libtessera.so.0"
-ln -sf libtessera.so.0 "$work/lib/libtessera.so"
+# Give the loader the library's SONAME (scripts/soname.sh) and the linker
+# the unversioned name.
+soname=$("$root/scripts/soname.sh")
+cp "$lib_dir/libtessera.so" "$work/lib/$soname.tmp"
+mv -f "$work/lib/$soname.tmp" "$work/lib/$soname"
+ln -sf "$soname" "$work/lib/libtessera.so"
 
 compilers=()
 for cxx in ${TESSERA_CPP_COMPILERS:-g++ clang++}; do

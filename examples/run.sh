@@ -43,10 +43,11 @@ if [[ -z $lib_dir ]]; then
 fi
 work=${TESSERA_EXAMPLES_DIR:-$root/target/examples}
 mkdir -p "$work/lib" "$work/bin"
-# The library's SONAME is libtessera.so.0.
-cp "$lib_dir/libtessera.so" "$work/lib/libtessera.so.0.tmp"
-mv -f "$work/lib/libtessera.so.0.tmp" "$work/lib/libtessera.so.0"
-ln -sf libtessera.so.0 "$work/lib/libtessera.so"
+# The library under its SONAME (scripts/soname.sh).
+soname=$("$root/scripts/soname.sh")
+cp "$lib_dir/libtessera.so" "$work/lib/$soname.tmp"
+mv -f "$work/lib/$soname.tmp" "$work/lib/$soname"
+ln -sf "$soname" "$work/lib/libtessera.so"
 
 cc=${CC:-cc}
 cxx=${CXX:-c++}
@@ -127,7 +128,7 @@ for script in examples/python/*.py; do
         continue
     fi
     echo "== $name"
-    if ! python3 "$script" "$work/lib/libtessera.so.0" >"$work/out/$name"; then
+    if ! python3 "$script" "$work/lib/$soname" >"$work/out/$name"; then
         echo "FAILED: $name exited with an error; its output:"
         cat "$work/out/$name"
         failures+=("$name")

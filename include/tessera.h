@@ -186,7 +186,7 @@ typedef struct DLManagedTensorVersioned {
 /**
  * Minor version.
  */
-#define TSR_VERSION_MINOR 1
+#define TSR_VERSION_MINOR 2
 
 /**
  * Patch version.
@@ -3268,7 +3268,9 @@ TsrStatus tsr_tensor_clone(const struct TsrTensor *t, struct TsrTensor **out);
  * program (or shared object) that contains it is loaded, through
  * tsr_register_allocator (which prints a failure to stderr). Use it once at
  * file scope, followed by a semicolon. In C it defines a constructor
- * function; in C++ a static object.
+ * function (`__attribute__((constructor))`: GCC and Clang, on Linux and
+ * macOS; other C compilers get a compile error naming the macro); in C++ a
+ * static object (any compiler).
  */
 #define TSR_CONCAT_INNER_(a, b) a##b
 #define TSR_CONCAT_(a, b) TSR_CONCAT_INNER_(a, b)
@@ -3285,12 +3287,16 @@ struct AllocatorRegistrar {
     static const ::tessera_detail::AllocatorRegistrar TSR_CONCAT_(tsr_allocator_registrar_, \
                                                                   __LINE__)(                \
         (device_type), (vtable_ptr), (self), (priority))
-#else
+#elif defined(__GNUC__) || defined(__clang__)
 #define TSR_REGISTER_ALLOCATOR(device_type, vtable_ptr, self, priority)                     \
     __attribute__((constructor)) static void TSR_CONCAT_(tsr_register_allocator_, __LINE__)( \
         void) {                                                                             \
         (void)tsr_register_allocator((device_type), (vtable_ptr), (self), (priority));      \
     }                                                                                       \
     extern int tsr_register_allocator_semicolon_
+#else
+/* No portable load-time hook in C: call tsr_register_allocator from main. */
+#define TSR_REGISTER_ALLOCATOR(device_type, vtable_ptr, self, priority)                     \
+    typedef char TSR_REGISTER_ALLOCATOR_needs_GCC_or_Clang_in_C[-1]
 #endif
 #endif  /* TESSERA_REGISTER_ALLOCATOR_DEFINED */

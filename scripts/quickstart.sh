@@ -12,13 +12,12 @@ run() {
 
 run cargo build --release
 
-# The shared library's SONAME is libtessera.so.<MAJOR>: programs look for
-# that name at run time, so give the loader a directory that has it.
-major=$(sed -n 's/^#define TSR_VERSION_MAJOR \([0-9][0-9]*\)$/\1/p' include/tessera.h)
-libdir=target/quickstart/lib
-run mkdir -p "$libdir"
-run ln -sf "$PWD/target/release/libtessera.so" "$libdir/libtessera.so.$major"
+# Programs linked with -ltessera look for the library's SONAME
+# (libtessera.so.0.<MINOR>) at run time, which cargo does not create:
+# scripts/link-soname.sh adds it next to target/release/libtessera.so.
+run scripts/link-soname.sh target/release
 
+run mkdir -p target/quickstart
 run "${CC:-cc}" -std=c99 -Wall -Wextra -Werror -pedantic -Iinclude examples/quickstart.c \
-    -Ltarget/release -ltessera -Wl,-rpath,"$PWD/$libdir" -o target/quickstart/quickstart
+    -Ltarget/release -ltessera -Wl,-rpath,"$PWD/target/release" -o target/quickstart/quickstart
 run target/quickstart/quickstart

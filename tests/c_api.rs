@@ -380,13 +380,17 @@ fn library_dirs() -> Result<(PathBuf, PathBuf), String> {
     ))
 }
 
-/// Makes `dir/libtessera.so.<MAJOR>` (the SONAME programs record) and
+/// Makes `dir/libtessera.so.0.<MINOR>` (the SONAME programs record while
+/// the version is 0.x; `libtessera.so.<MAJOR>` from 1.0, docs/ABI.md) and
 /// `dir/libtessera.so` (what `-ltessera` finds) point at `built`.
 fn link_shared_library(built: &Path, dir: &Path) -> Result<(), String> {
     if !built.exists() {
         return Err(format!("{} is missing", built.display()));
     }
-    let soname = format!("libtessera.so.{}", env!("CARGO_PKG_VERSION_MAJOR"));
+    let soname = match env!("CARGO_PKG_VERSION_MAJOR") {
+        "0" => format!("libtessera.so.0.{}", env!("CARGO_PKG_VERSION_MINOR")),
+        major => format!("libtessera.so.{major}"),
+    };
     for (name, target) in [
         (soname.as_str(), built),
         ("libtessera.so", Path::new(&soname)),

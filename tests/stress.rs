@@ -33,7 +33,7 @@ impl<T> Clone for Shared<T> {
     }
 }
 impl<T> Copy for Shared<T> {}
-// SAFETY: tessera handles may be used from any thread (ABI.md, the header).
+// SAFETY: tessera handles may be used from any thread (docs/ABI.md, the header).
 unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as Send.
 unsafe impl<T> Sync for Shared<T> {}

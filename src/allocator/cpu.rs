@@ -163,6 +163,20 @@ fn malloc_failed(counted: bool) -> String {
     reason
 }
 
+/// Advises transparent huge pages for `[data, data + nbytes)`, a range of
+/// one live block starting on a 2 MiB boundary.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn advise_huge_pages(data: *mut u8, nbytes: usize) {
+    // SAFETY: the range lies in a block this allocator owns; madvise only
+    // advises (a failure leaves normal pages).
+    unsafe { libc::madvise(data as *mut c_void, nbytes & !(4095), libc::MADV_HUGEPAGE) };
+}
+
+/// Transparent huge pages (MADV_HUGEPAGE) are Linux's: elsewhere the block
+/// is still 2 MiB aligned and nothing is advised.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn advise_huge_pages(_data: *mut u8, _nbytes: usize) {}
+
 /// The allocation path with fill or huge-page options, or for sizes too
 /// large to cache.
 #[cold]
@@ -189,9 +203,7 @@ fn alloc_block_with_options(nbytes: usize, opts: u8) -> std::result::Result<*mut
             header.write(raw as usize);
             header.add(1).write(nbytes);
         }
-        // SAFETY: [data, data + nbytes) lies in the block; madvise only
-        // advises (a failure leaves normal pages).
-        unsafe { libc::madvise(data as *mut c_void, nbytes & !(4095), libc::MADV_HUGEPAGE) };
+        advise_huge_pages(data, nbytes);
         if zero {
             // SAFETY: the data range is inside the block.
             unsafe { std::ptr::write_bytes(data, 0, nbytes) };

@@ -6,7 +6,7 @@ use std::ffi::c_char;
 /// Major version, as in tsr_version().
 pub const TSR_VERSION_MAJOR: u32 = 0;
 /// Minor version.
-pub const TSR_VERSION_MINOR: u32 = 1;
+pub const TSR_VERSION_MINOR: u32 = 2;
 /// Patch version.
 pub const TSR_VERSION_PATCH: u32 = 0;
 

@@ -2,7 +2,7 @@
 //! conversion over the safe core. Only this module deals with raw C
 //! pointers, status codes and the thread-local last-error slot.
 //!
-//! Conventions (../shared/design/ABI.md): fallible functions return
+//! Conventions (docs/ABI.md): fallible functions return
 //! `TsrStatus` and write results through out-pointers, untouched on failure;
 //! every function runs inside a panic guard; NULL handles are
 //! `TSR_ERR_NULL_POINTER`; handles returned are new references.

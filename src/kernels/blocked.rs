@@ -196,6 +196,8 @@ unsafe fn tile<T: Copy + Default>(
         // SAFETY: i < m0, j < mb: inside the buffer.
         unsafe { buf.offset(j as isize * row_bytes + (i * size) as isize) as *mut T }
     };
+    // Only the AVX2 kernel below moves the start of the scalar loops.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let (mut f0, mut fb) = (0, 0);
     #[cfg(target_arch = "x86_64")]
     if s.1 == size as isize && super::simd::avx2_enabled() {
@@ -247,6 +249,9 @@ unsafe fn tile<T: Copy + Default>(
 /// `row` readable and `dst` writable for `bytes`, not overlapping.
 #[inline(always)]
 unsafe fn write_row(dst: *mut u8, row: *const u8, bytes: usize, stream: bool) {
+    // Streaming stores are x86_64's (SSE2); elsewhere plain copies.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = stream;
     #[cfg(target_arch = "x86_64")]
     if stream && (dst as usize) % 16 == 0 && bytes % 16 == 0 {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};

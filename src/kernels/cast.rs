@@ -68,6 +68,9 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
 /// exactly.
 #[inline(always)]
 unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, stream: bool) {
+    // Only the x86_64 kernels stream their stores.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = stream;
     #[cfg(target_arch = "x86_64")]
     if super::simd::avx2_enabled() {
         // SAFETY (both arms): the CPU has AVX2 and F16C; S and D are the

@@ -81,6 +81,7 @@ trait Reducer {
     type In: Elem;
     type Acc: Elem;
     /// Whether this is a sum (whose f32 lanes have an AVX2 kernel).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const IS_SUM: bool;
     /// The accumulator of an empty set.
     fn identity() -> Self::Acc;

@@ -65,6 +65,7 @@ pub(crate) const STREAM_MIN_BYTES: usize = 32 << 20;
 
 /// Streamed conversions of at least this many values read and write four
 /// parts of the run at once.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const STREAMS_MIN: usize = 1 << 16;
 
 /// Whether an operation writing `bytes` should stream its stores.
@@ -262,6 +263,7 @@ pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
 /// The 32 lanes of [`sum_f32_lanes32`] folded as a tree: l += l + 16,
 /// then + 8, + 4, + 2, + 1.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn fold_lanes32(mut lanes: [f32; 32]) -> f32 {
     let mut width = 32;
     while width > 1 {
