@@ -11,7 +11,7 @@
 
 mod config;
 mod dims;
-mod fast;
+mod fast_setup;
 mod loops;
 mod overlap;
 mod presets;

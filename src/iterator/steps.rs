@@ -79,7 +79,7 @@ fn build_into(it: &mut TensorIterator, c: &mut IterConfig) -> Result<()> {
         c.static_shape.as_ref(),
     )?;
     let static_shape = c.static_shape.is_some();
-    if super::fast::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
+    if super::fast_setup::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
         return Ok(());
     }
     build_steps(it, c)
