@@ -58,9 +58,9 @@
 //! owner's drop destroys it at once.
 
 mod block;
-mod front;
+mod front_cache;
 #[cfg(test)]
-mod front_tests;
+mod front_cache_tests;
 mod lock;
 mod pool;
 mod stats;

@@ -21,7 +21,7 @@
 //! under the allocator's lock (the `&mut State` receiver is the proof).
 
 use super::block::{BlockId, BlockState, Records};
-use super::front::Front;
+use super::front_cache::Front;
 use super::stats::Tally;
 use super::Shared;
 use crate::allocator::AllocatorImpl;
