@@ -12,7 +12,7 @@
 //! huge pages on, requests of 2 MiB or more are aligned to 2 MiB instead
 //! and advised with `MADV_HUGEPAGE`.
 
-use super::{cpu_cache, Allocator, AllocatorImpl, RawAllocator};
+use super::{cpu_thread_cache, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -119,7 +119,7 @@ unsafe fn place(raw: *mut u8, nbytes: usize) -> *mut u8 {
 /// class.
 #[inline]
 fn capacity(nbytes: usize) -> usize {
-    cpu_cache::class_of(nbytes).map_or(nbytes, cpu_cache::class_size)
+    cpu_thread_cache::class_of(nbytes).map_or(nbytes, cpu_thread_cache::class_size)
 }
 
 /// Allocates `nbytes` (> 0) with the option bits `opts` and returns the
@@ -127,16 +127,16 @@ fn capacity(nbytes: usize) -> usize {
 /// shard, or the OS reason of the failure.
 #[inline]
 fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), String> {
-    let class = cpu_cache::class_of(nbytes);
+    let class = cpu_thread_cache::class_of(nbytes);
     if opts == 0 {
         if let Some(c) = class {
-            let (counted, cached) = cpu_cache::on_alloc(Some(c));
+            let (counted, cached) = cpu_thread_cache::on_alloc(Some(c));
             let raw = match cached {
                 Some(raw) => raw,
                 None => {
                     // SAFETY: plain C allocation; checked for NULL below.
                     let raw =
-                        unsafe { libc::malloc(cpu_cache::class_size(c) + ALIGNMENT) } as *mut u8;
+                        unsafe { libc::malloc(cpu_thread_cache::class_size(c) + ALIGNMENT) } as *mut u8;
                     if raw.is_null() {
                         return Err(malloc_failed(counted));
                     }
@@ -148,7 +148,7 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
         }
     }
     let data = alloc_block_with_options(nbytes, opts)?;
-    Ok((data, cpu_cache::count(0)))
+    Ok((data, cpu_thread_cache::count(0)))
 }
 
 /// The OS reason of a failed malloc, after taking back the thread's count
@@ -158,7 +158,7 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
 fn malloc_failed(counted: bool) -> String {
     let reason = std::io::Error::last_os_error().to_string();
     if counted {
-        cpu_cache::uncount_alloc();
+        cpu_thread_cache::uncount_alloc();
     }
     reason
 }
@@ -247,7 +247,7 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // Every block of a cacheable size holds its class capacity, so it can
     // serve any later request of that class.
     let (counted, cached) =
-        cpu_cache::on_free(cpu_cache::class_of(nbytes), raw as *mut u8, free_raw);
+        cpu_thread_cache::on_free(cpu_thread_cache::class_of(nbytes), raw as *mut u8, free_raw);
     if !counted {
         stats.count_free();
     }
@@ -269,22 +269,22 @@ unsafe fn free_raw(raw: *mut u8) {
 /// Sets the per-thread cache budget of the built-in CPU allocator (bytes;
 /// 0 turns caching off).
 pub fn set_cache_limit(bytes: usize) {
-    cpu_cache::set_cache_limit(bytes);
+    cpu_thread_cache::set_cache_limit(bytes);
 }
 
 /// The per-thread cache budget.
 pub fn cache_limit() -> usize {
-    cpu_cache::cache_limit()
+    cpu_thread_cache::cache_limit()
 }
 
 /// Frees the blocks the calling thread keeps cached; returns the bytes.
 pub fn release_thread_cache() -> usize {
-    cpu_cache::release_thread_cache()
+    cpu_thread_cache::release_thread_cache()
 }
 
 /// Bytes the calling thread keeps cached.
 pub fn thread_cached_bytes() -> usize {
-    cpu_cache::thread_cached_bytes()
+    cpu_thread_cache::thread_cached_bytes()
 }
 
 impl RawAllocator for CpuBackend {
@@ -326,7 +326,7 @@ pub(super) fn allocate_cached(
     if !device.is_cpu() || nbytes == 0 || OPTIONS.load(Relaxed) != 0 {
         return None;
     }
-    let raw = cpu_cache::take(cpu_cache::class_of(nbytes)?)?;
+    let raw = cpu_thread_cache::take(cpu_thread_cache::class_of(nbytes)?)?;
     // SAFETY: a cached block of this class holds class_size + ALIGNMENT
     // bytes, and the class holds nbytes.
     let data = unsafe { place(raw, nbytes) } as *mut c_void;

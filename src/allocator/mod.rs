@@ -4,7 +4,7 @@
 
 pub mod caching;
 pub mod cpu;
-mod cpu_cache;
+mod cpu_thread_cache;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod registry;
