@@ -275,16 +275,6 @@ fn resolve_device(device: Device) -> Result<Device> {
     Device::new(DeviceType::Cuda, index as i8)
 }
 
-/// The "current device" resolver the caching layer needs over `inner`, if
-/// `inner` is the CUDA device allocator.
-pub(crate) fn device_resolver(inner: &Allocator) -> Option<caching::DeviceResolver> {
-    inner
-        .backend()
-        .as_any()
-        .is::<CudaDevice>()
-        .then_some(resolve_device as caching::DeviceResolver)
-}
-
 /// Device memory: one cuMemAlloc per allocation.
 struct CudaDevice;
 
@@ -311,6 +301,10 @@ unsafe extern "C" fn device_free(ctx: *mut c_void) {
 }
 
 impl RawAllocator for CudaDevice {
+    fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
+        Some(resolve_device)
+    }
+
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
         let d = driver()?;
         let index = d.index_of(device)?;

@@ -53,6 +53,14 @@ pub trait RawAllocator: Send + Sync + 'static {
         Ok(())
     }
 
+    /// How this backend resolves device index -1 ("the current device")
+    /// to a concrete index, for a caching layer built over it (its pools
+    /// are per device); None (the default) when -1 needs no resolving. The
+    /// CUDA device allocator answers with the driver's current device.
+    fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
+        None
+    }
+
     /// Returns cached memory to the system, for caching allocators.
     fn empty_cache(&self) -> Result<()> {
         Ok(())
