@@ -158,15 +158,4 @@ impl TensorIterator {
         }
         parallel::parallel_for(0, numel, grain, |b, e| self.serial_for_each(f, b, e));
     }
-
-    /// Writes outputs computed in a temporary of the common dtype back to
-    /// the caller's tensors (with conversion).
-    pub fn cast_outputs(&self) -> crate::Result<()> {
-        for op in &self.operands[..self.num_outputs] {
-            if let (Some(orig), Some(temp)) = (&op.original, &op.tensor) {
-                crate::kernels::copy_(orig, temp)?;
-            }
-        }
-        Ok(())
-    }
 }

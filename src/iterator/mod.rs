@@ -13,13 +13,15 @@ mod config;
 mod dims;
 mod fast_setup;
 mod loops;
+mod operand_copy;
 mod overlap;
 mod presets;
 mod reduce;
 mod split;
-mod steps;
+pub(crate) mod steps;
 
 pub use config::IterConfig;
+pub(crate) use operand_copy::OperandCopy;
 
 /// Drops an iterator from [`IterConfig::build_boxed`], keeping its
 /// allocation for the calling thread's next boxed build.

@@ -19,9 +19,35 @@ use super::loops::map_run;
 use super::simd;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::iterator::{get_overlap_status, IterConfig, MemOverlapStatus, TensorIterator};
+use crate::iterator::{
+    get_overlap_status, IterConfig, MemOverlapStatus, OperandCopy, TensorIterator,
+};
 use crate::parallel;
 use crate::tensor::{MemoryFormat, Tensor};
+
+/// The copy kernel as the iterator's build pipeline sees it
+/// ([`OperandCopy`]): the build entry points (iter_build.rs) pass this.
+pub(crate) struct CopyKernel;
+
+impl OperandCopy for CopyKernel {
+    #[inline]
+    fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
+        copy_(dst, src)
+    }
+}
+
+impl TensorIterator {
+    /// Writes outputs computed in a temporary of the common dtype back to
+    /// the caller's tensors (with conversion).
+    pub fn cast_outputs(&self) -> Result<()> {
+        for op in &self.operands[..self.num_outputs] {
+            if let (Some(orig), Some(temp)) = (&op.original, &op.tensor) {
+                copy_(orig, temp)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Elements per thread at least for flat copies.
 const GRAIN: i64 = 32768;

@@ -17,10 +17,12 @@ pub mod copy;
 pub(crate) mod dispatch;
 pub mod elem;
 pub mod fill;
+mod iter_build;
 pub(crate) mod loops;
 pub mod ops;
 pub mod reduce;
 pub mod simd;
+mod tensor_copy;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod transpose;
 pub mod unary;

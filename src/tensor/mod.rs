@@ -397,17 +397,6 @@ impl Tensor {
         }
     }
 
-    /// A copy converted to `dtype` (same layout when dense); this tensor
-    /// itself when it already has that dtype.
-    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        if dtype == self.dtype() {
-            return Ok(self.clone());
-        }
-        let out = self.empty_like_dtype(MemoryFormat::Preserve, dtype)?;
-        crate::kernels::copy_(&out, self)?;
-        Ok(out)
-    }
-
     /// A 0-dim CPU tensor holding `value` that acts as a wrapped number in
     /// type promotion (its dtype: Bool, Long, UInt64, Double or
     /// ComplexDouble).
