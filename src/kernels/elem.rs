@@ -18,31 +18,10 @@
 //! Bool, the type itself otherwise (c10's `opmath_type`).
 
 use super::ops::Arith;
+pub use super::value_types::{Bool, Complex};
 use crate::dtype::{convert::scalar_to_bytes, DType, Scalar};
 use crate::error::Result;
 use half::{bf16, f16};
-
-/// A bool element: one byte, true when non-zero.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Bool(pub u8);
-
-/// A complex element of two `T` components (`re` first, as C99 and c10).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Complex<T> {
-    /// Real part.
-    pub re: T,
-    /// Imaginary part.
-    pub im: T,
-}
-
-impl<T> Complex<T> {
-    /// A complex value from its parts.
-    pub const fn new(re: T, im: T) -> Self {
-        Complex { re, im }
-    }
-}
 
 /// Real scalar types (integers and floating types, half included) with
 /// C-like conversions between every pair, by double dispatch: `x.to::<D>()`

@@ -26,6 +26,7 @@ mod tensor_copy;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod transpose;
 pub mod unary;
+mod value_types;
 
 pub use binary::{add, div, div_rounding, mul, sub, RoundingMode};
 pub use copy::copy_;
