@@ -135,8 +135,8 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
                 Some(raw) => raw,
                 None => {
                     // SAFETY: plain C allocation; checked for NULL below.
-                    let raw =
-                        unsafe { libc::malloc(cpu_thread_cache::class_size(c) + ALIGNMENT) } as *mut u8;
+                    let raw = unsafe { libc::malloc(cpu_thread_cache::class_size(c) + ALIGNMENT) }
+                        as *mut u8;
                     if raw.is_null() {
                         return Err(malloc_failed(counted));
                     }

@@ -30,9 +30,7 @@ pub(crate) fn build<K: OperandCopy>(mut config: IterConfig) -> Result<TensorIter
 /// struct).
 ///
 /// The operands are taken out of `config`, which is left without any.
-pub(crate) fn build_boxed<K: OperandCopy>(
-    config: &mut IterConfig,
-) -> Result<Box<TensorIterator>> {
+pub(crate) fn build_boxed<K: OperandCopy>(config: &mut IterConfig) -> Result<Box<TensorIterator>> {
     let (num_outputs, flags) = (config.outputs.len(), &config.flags);
     let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
         Some(mut spare) => {
