@@ -9,6 +9,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::transpose::RowStream;
 use crate::iterator::TensorIterator;
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::parallel;
 
 /// Without AVX2 kernels, rows are never left pending.
@@ -31,8 +32,6 @@ const TILE_B_BYTES: usize = 1024;
 const LINE: usize = 64;
 #[repr(C, align(64))]
 struct Line([u8; LINE]);
-/// Elements per parallel task at least (the default grain).
-const GRAIN: i64 = 32768;
 
 /// The loop dim to tile together with dim 0, when a copy iterator
 /// (output 0, input 1) is transpose-like: the input's smallest non-zero

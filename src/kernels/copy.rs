@@ -19,6 +19,7 @@ use super::loops::map_run;
 use super::simd;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::iterator::{
     get_overlap_status, IterConfig, MemOverlapStatus, OperandCopy, TensorIterator,
 };
@@ -48,9 +49,6 @@ impl TensorIterator {
         Ok(())
     }
 }
-
-/// Elements per thread at least for flat copies.
-const GRAIN: i64 = 32768;
 
 /// Copies `src` into `dst`, converting dtypes and broadcasting `src` to
 /// `dst`'s shape. Bumps dst's version.

@@ -24,14 +24,13 @@ use super::loops::{ld, load_op, st, widens, with_simd, zip_run, BUF};
 use super::ops::{Arith, Max};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::parallel;
 use crate::tensor::{shape::wrap_dim, Dims, Tensor};
 use half::{bf16, f16};
 use smallvec::SmallVec;
 use std::mem::size_of;
 
-/// Elements per thread at least.
-const GRAIN: i64 = 32768;
 /// Elements summed by one set of lanes before the pairwise tree combines
 /// blocks.
 const BLOCK: usize = 4096;
