@@ -79,6 +79,14 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
     Ok(())
 }
 
+impl Tensor {
+    /// Sets every element to `value` converted to the tensor's dtype, and
+    /// bumps the version: [`fill_`].
+    pub fn fill_(&self, value: Scalar) -> Result<()> {
+        fill_(self, value)
+    }
+}
+
 /// Writes `n` copies of the element in `pattern[..item]`, `stride` bytes
 /// apart (streaming stores when `stream` and the run is contiguous).
 ///

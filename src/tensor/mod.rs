@@ -6,8 +6,6 @@
 //! threads (`set_`) is `unsafe`: no other thread may use the tensor during
 //! the call (c10's rule).
 
-pub mod copy;
-mod fill;
 pub mod layout;
 pub mod shape;
 mod version;
@@ -17,7 +15,7 @@ pub use layout::{LayoutFlags, MemoryFormat};
 pub use shape::Dims;
 
 use crate::device::Device;
-use crate::dtype::DType;
+use crate::dtype::{convert::scalar_to_bytes, DType};
 use crate::error::Result;
 use crate::refcount::{RcTarget, Ref, WeakRef};
 use crate::storage::Storage;
@@ -414,7 +412,15 @@ impl Tensor {
         Ref::get_mut(&mut t.0)
             .expect("a new tensor is unique")
             .wrapped_number = true;
-        t.fill_(value)?;
+        let bytes = scalar_to_bytes(value, dtype)?;
+        // SAFETY: the storage was made above for one element of `dtype`
+        // (itemsize bytes, at most the 16 `bytes` holds) and nothing else
+        // refers to it yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), t.data_ptr() as *mut u8, dtype.itemsize())
+        };
+        // As fill_ did: a written tensor's version moves on.
+        t.bump_version();
         Ok(t)
     }
 
