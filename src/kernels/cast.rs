@@ -93,7 +93,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, strea
     // in every direct pair, so the two slices cannot alias.
     macro_rules! direct {
         ($s:ty, $d:ty, $conv:ident) => {{
-            // SAFETY: S is $s and D is $d (checked by DType); both runs
+            // SAFETY: S is $s and D is $d (their DTypes matched, and Elem's
+            // contract gives one type per DType); both runs
             // hold n aligned elements and do not overlap.
             let (s, d) = unsafe {
                 (
@@ -188,7 +189,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, strea
 #[inline(always)]
 fn widen_half<S: Elem>(src: &[S], dst: &mut [f32]) {
     match S::DTYPE {
-        // SAFETY: S is f16 / bf16 here (same size and layout).
+        // SAFETY: S is f16 / bf16 here: S::DTYPE matched, and Elem's contract
+        // makes that type the only Elem of the dtype.
         DType::Half => unsafe { &*(src as *const [S] as *const [f16]) }.convert_to_f32_slice(dst),
         DType::BFloat16 => {
             // SAFETY: as above.

@@ -271,7 +271,8 @@ unsafe fn blocks_x4<R: Reducer>(
         && super::simd::avx2_enabled()
     {
         // SAFETY: the CPU has AVX2; each block holds m contiguous f32
-        // values. Acc is f32 (checked by DType), so the results are read
+        // values. Acc is f32 (its DTYPE is Float, and Elem's contract makes
+        // f32 the only Elem of Float), so the results are read
         // back as Acc through a same-size copy.
         let s = unsafe { super::simd::sum_f32_lanes32_x4(q.map(|p| p as *const f32), m) };
         return s.map(|v| unsafe { std::mem::transmute_copy::<f32, R::Acc>(&v) });
