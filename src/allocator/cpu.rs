@@ -1,10 +1,10 @@
 //! The built-in CPU allocator: 64-byte aligned memory from malloc, with
 //! the size kept in a small header so a free needs no lookup, and a
-//! per-thread cache of freed blocks (cpu_cache.rs) so repeated sizes skip
+//! per-thread cache of freed blocks (cpu_thread_cache.rs) so repeated sizes skip
 //! malloc/free.
 //!
 //! Layout of an allocation: `malloc(capacity + 64)` returns `raw`, where
-//! the capacity is the request's size class (cpu_cache.rs; the request
+//! the capacity is the request's size class (cpu_thread_cache.rs; the request
 //! itself when too large to cache); the data starts at the first 64-byte
 //! boundary at least 16 bytes past `raw`; the 16 bytes before the data hold
 //! `raw` and `n`. The context handed out is the data address itself (as

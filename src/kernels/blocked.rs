@@ -62,10 +62,10 @@ pub(crate) fn transposed_dim(it: &TensorIterator) -> Option<usize> {
 /// tiles.
 ///
 /// Tiles are TILE0 (64) elements of dim 0 by 1 KiB of dim b (256 floats).
-/// On a 256^3 float permute this shape ran in about 0.55x the time of
-/// 32 x 32 tiles and 0.85x that of 64 x 64 ones: long source row segments
-/// let the hardware prefetcher stream each row, and every destination row
-/// segment (256 bytes) is written whole.
+/// This shape ran faster than square 32 x 32 and 64 x 64 tiles (figures in
+/// benches/PERF_RESULTS.md, "src/kernels/blocked.rs"): long source row
+/// segments let the hardware prefetcher stream each row, and every
+/// destination row segment (256 bytes) is written whole.
 pub(crate) fn copy_tiled<T: Copy + Default>(it: &TensorIterator, b: usize) {
     let size = std::mem::size_of::<T>();
     let tile_b = (TILE_B_BYTES / size).max(8);

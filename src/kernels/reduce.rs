@@ -158,8 +158,9 @@ where
 /// cut into that many equal parts of whole blocks, each with its own
 /// cascade, and block k of every part is folded in the same pass, so the
 /// memory system fetches from four places at once (one stream is limited
-/// by how many cache-line fills a core keeps in flight: about 23 GB/s here
-/// against 29 GB/s for four). The part totals combine as a tree, then the
+/// by how many cache-line fills a core keeps in flight, so four streams
+/// read faster; figures in benches/PERF_RESULTS.md, "src/kernels/reduce.rs").
+/// The part totals combine as a tree, then the
 /// rest of the run (less than STREAMS blocks) is added as one more
 /// cascade. The result depends only on n, never on timing.
 ///

@@ -296,8 +296,9 @@ impl Tensor {
 
     /// A tensor of `sizes`/`strides` (numel elements) on a fresh storage of
     /// `nbytes` from the device's allocator, which the caller sized for
-    /// exactly these strides: no bounds check. Inlined: as a call it added
-    /// 50 instructions to an iterator build (valgrind).
+    /// exactly these strides: no bounds check. Inlined: as a call it made
+    /// the iterator build longer (benches/PERF_RESULTS.md,
+    /// "src/tensor/mod.rs").
     #[inline(always)]
     fn on_new_storage(
         sizes: &[i64],

@@ -1,4 +1,4 @@
-//! Tests of the front cache (front.rs): exact-size reuse without the pool's
+//! Tests of the front cache (front_cache.rs): exact-size reuse without the pool's
 //! best fit, statistics that count parked blocks as freed, and every path
 //! that must empty it.
 

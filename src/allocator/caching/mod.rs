@@ -29,7 +29,7 @@
 //!
 //! # Front cache
 //! A freed small-pool block is first parked whole in the device's front
-//! cache (front.rs), and a later request of exactly its rounded size takes
+//! cache (front_cache.rs), and a later request of exactly its rounded size takes
 //! it back without best fit, split or merge, and with the statistics of
 //! the round trip reduced to a few counters (`Tally::block_parked`): a
 //! parked block's free is applied to the current values only when it is

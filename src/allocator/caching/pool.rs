@@ -114,7 +114,7 @@ struct DevicePools {
     device: Device,
     small: SmallBins,
     large: LargeFree,
-    /// Recently freed small blocks kept whole (front.rs).
+    /// Recently freed small blocks kept whole (front_cache.rs).
     front: Front,
 }
 
