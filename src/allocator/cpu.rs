@@ -262,7 +262,9 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
 /// # Safety
 /// `raw` must be the start of a block from alloc_block, not in use.
 unsafe fn free_raw(raw: *mut u8) {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: alloc_block gets its blocks from malloc, calloc or
+    // posix_memalign, all freed by free; the caller passes a block's start
+    // that nothing uses any more, so it is freed once.
     unsafe { libc::free(raw as *mut c_void) };
 }
 

@@ -237,7 +237,9 @@ impl Driver {
         }
         let device = self.device_of(dst).or_else(|| self.device_of(src));
         self.on_device(device.unwrap_or(0), || {
-            // SAFETY: forwarded from the caller; a context is current.
+            // SAFETY: the caller guarantees both ranges valid for nbytes
+            // on their devices and disjoint, cuMemcpy's contract; on_device
+            // made the device's context current, which the call needs.
             check(
                 unsafe { sys::cuMemcpy(dst as sys::CUdeviceptr, src as sys::CUdeviceptr, nbytes) },
                 || format!("cuMemcpy of {nbytes} bytes"),
@@ -333,7 +335,8 @@ impl RawAllocator for CudaDevice {
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: copy_data's contract (both ranges valid for nbytes,
+        // disjoint) is Driver::copy's, and the caller upholds it.
         unsafe { driver()?.copy(dst, src, nbytes) }
     }
 
@@ -387,7 +390,8 @@ impl RawAllocator for CudaPinned {
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: copy_data's contract (both ranges valid for nbytes,
+        // disjoint) is Driver::copy's, and the caller upholds it.
         unsafe { driver()?.copy(dst, src, nbytes) }
     }
 

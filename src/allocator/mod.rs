@@ -47,7 +47,8 @@ pub trait RawAllocator: Send + Sync + 'static {
     /// `dst` and `src` must be valid for `nbytes` bytes and not overlap.
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
         if nbytes > 0 {
-            // SAFETY: forwarded from the caller.
+            // SAFETY: the caller guarantees both ranges valid for nbytes
+            // bytes and disjoint, which is copy_nonoverlapping's contract.
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, nbytes) };
         }
         Ok(())
@@ -329,7 +330,8 @@ impl Allocator {
         src: *const c_void,
         nbytes: usize,
     ) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: this method's contract is the backend's copy_data
+        // contract (valid, disjoint ranges), which the caller upholds.
         unsafe { self.0.backend().copy_data(dst, src, nbytes) }
     }
 

@@ -479,7 +479,10 @@ impl Tensor {
             numel,
             flags,
         };
-        // SAFETY: forwarded from the caller: exclusive use for the call.
+        // SAFETY: the metadata is in an UnsafeCell; the caller guarantees
+        // that no other thread uses the tensor during the call and that no
+        // slice of the old sizes / strides is used after it, so this &mut,
+        // which lives for the replace only, is the only reference to it.
         let old = std::mem::replace(unsafe { &mut *self.meta.get() }, new_meta);
         drop(old);
         self.bump_version();

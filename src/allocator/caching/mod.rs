@@ -606,7 +606,9 @@ impl RawAllocator for CachingAllocator {
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: blocks are sub-ranges of the inner allocator's segments,
+        // so the inner copy applies; its contract (valid, disjoint ranges)
+        // is this method's, which the caller upholds.
         unsafe { self.shared().inner.copy_data(dst, src, nbytes) }
     }
 
