@@ -53,11 +53,14 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
         && aligned::<D>(dst)
         && aligned::<S>(src);
     if contiguous && (is_half::<S>() || is_half::<D>()) {
-        // SAFETY: forwarded; contiguous and aligned was checked.
+        // SAFETY: the caller's runs of n elements that alias at most
+        // exactly, checked just above to be contiguous and aligned: what
+        // staged requires.
         unsafe { staged::<S, D>(dst, src, n, stream) };
         return;
     }
-    // SAFETY: forwarded.
+    // SAFETY: cast_run's contract (two runs of n valid elements, aliasing
+    // at most exactly) is map_run's.
     unsafe { map_run::<S, D>(dst, ds, src, ss, n, stream, |v: S| v.cast::<D>()) };
 }
 

@@ -256,6 +256,7 @@ unsafe fn same_run(d: *mut u8, ds: i64, s: *const u8, ss: i64, n: i64, item: i64
         return;
     }
     let (ds, ss, n) = (ds as isize, ss as isize, n as usize);
-    // SAFETY: forwarded from the caller.
+    // SAFETY: T has `item` bytes, so the caller's runs of n valid elements,
+    // disjoint or the same, are map_run's requirement.
     dispatch_width!(item as usize, T => unsafe { map_run::<T, T>(d, ds, s, ss, n, false, |v| v) })
 }

@@ -115,7 +115,8 @@ impl<T: SumAcc> Reducer for Sum<T> {
     }
     #[inline(always)]
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T::Acc {
-        // SAFETY: forwarded.
+        // SAFETY: reduce_run's contract (a run of n readable elements) is
+        // pairwise's.
         unsafe { pairwise::<Self>(p, stride, n, |a, b| a.add(b)) }
     }
 }
@@ -145,7 +146,9 @@ where
     #[inline(always)]
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T {
         // Lanes hold op math values: compare in f32 for half types.
-        // SAFETY: forwarded.
+        // SAFETY: the caller's run of n readable elements, n >= 1 (amax
+        // refuses a reduced dim of size 0 before any run), is what
+        // lanes_op requires.
         T::from_op(unsafe { lanes_op::<T>(p, stride, n) })
     }
 }
@@ -175,7 +178,8 @@ unsafe fn pairwise<R: Reducer>(
 ) -> R::Acc {
     let item = size_of::<R::In>() as isize;
     if stride != item || n < STREAMS * BLOCK {
-        // SAFETY: forwarded.
+        // SAFETY: pairwise's contract (a run of n readable elements) is
+        // cascade's.
         return unsafe { cascade::<R>(p, stride, n, fold) };
     }
     let part = n / STREAMS / BLOCK * BLOCK;
@@ -244,7 +248,8 @@ unsafe fn block<R: Reducer>(
     m: usize,
     fold: impl Fn(R::Acc, R::Acc) -> R::Acc,
 ) -> R::Acc {
-    // SAFETY: forwarded.
+    // SAFETY: every arm reads the caller's block of m readable elements
+    // with its stride, the lanes functions' one requirement.
     unsafe {
         match size_of::<R::Acc>() {
             4 => lanes::<R, 32>(q, stride, m, fold),
@@ -279,7 +284,8 @@ unsafe fn blocks_x4<R: Reducer>(
         return s.map(|v| unsafe { std::mem::transmute_copy::<f32, R::Acc>(&v) });
     }
     let item = size_of::<R::In>() as isize;
-    // SAFETY: forwarded.
+    // SAFETY: each of the four is a contiguous block of m readable
+    // elements (the caller's guarantee), block's requirement.
     q.map(|p| unsafe { block::<R>(p, item, m, fold) })
 }
 
