@@ -443,36 +443,39 @@ mod tests {
     /// dtype's itemsize, and no two types share a dtype.
     #[test]
     fn each_elem_type_is_its_dtype_element() {
-        fn entry<T: Elem>() -> (DType, usize) {
+        fn entry<T: Elem>() -> DType {
             assert_eq!(
                 std::mem::size_of::<T>(),
                 T::DTYPE.itemsize(),
                 "{}",
                 T::DTYPE
             );
-            (T::DTYPE, std::mem::size_of::<T>())
+            T::DTYPE
         }
-        let all = [
-            entry::<Bool>(),
-            entry::<u8>(),
-            entry::<i8>(),
-            entry::<i16>(),
-            entry::<i32>(),
-            entry::<i64>(),
-            entry::<u16>(),
-            entry::<u32>(),
-            entry::<u64>(),
-            entry::<f32>(),
-            entry::<f64>(),
-            entry::<f16>(),
-            entry::<bf16>(),
-            entry::<Complex<f16>>(),
-            entry::<Complex<f32>>(),
-            entry::<Complex<f64>>(),
-        ];
+        macro_rules! entries {
+            ($($t:ty),*) => { [$(entry::<$t>()),*] };
+        }
+        let all = entries!(
+            Bool,
+            u8,
+            i8,
+            i16,
+            i32,
+            i64,
+            u16,
+            u32,
+            u64,
+            f32,
+            f64,
+            f16,
+            bf16,
+            Complex<f16>,
+            Complex<f32>,
+            Complex<f64>
+        );
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
-                assert_ne!(a.0, b.0, "two Elem types of one dtype");
+                assert_ne!(a, b, "two Elem types of one dtype");
             }
         }
     }
