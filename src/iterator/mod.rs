@@ -8,6 +8,12 @@
 //! set-up, byte strides, dimension reordering, output allocation and
 //! dimension coalescing. The iterator's dims are stored innermost first,
 //! as in c10.
+//!
+//! The two steps that copy an operand reach the copy kernel through the
+//! `OperandCopy` trait (operand_copy.rs), so this module does not depend
+//! on the kernels built on it; the public build entry points
+//! (`IterConfig::build*`, the `TensorIterator` presets) pass the copy
+//! kernel and are defined in kernels/iter_build.rs.
 
 mod config;
 mod dims;
