@@ -1,4 +1,9 @@
 //! Owned data pointers with a C deleter (c10's `DataPtr` / `UniqueVoidPtr`).
+//!
+//! A leaf: it knows nothing of allocators. The two methods that see
+//! through an allocator's statistics wrapper (`compare_exchange_deleter`,
+//! `cast_context`) are defined beside that wrapper, in
+//! allocator/tracked.rs.
 
 use crate::device::Device;
 use std::ffi::c_void;
@@ -118,11 +123,12 @@ impl DataPtr {
         out
     }
 
-    /// Replaces the deleter with `new` only if it is `expected`; returns
-    /// whether it did. A deleter installed by an allocator's statistics
-    /// wrapper is seen through: `expected` is compared with the deleter of
-    /// the memory it wraps.
-    pub fn compare_exchange_deleter(
+    /// Replaces the deleter with `new` only if this pointer's own deleter
+    /// is `expected`; returns whether it did. The public
+    /// `compare_exchange_deleter`, which also sees through an allocator's
+    /// statistics wrapper, is in allocator/tracked.rs, beside the wrapper.
+    #[inline]
+    pub(crate) fn compare_exchange_own_deleter(
         &mut self,
         expected: Option<DeleterFn>,
         new: Option<DeleterFn>,
@@ -131,26 +137,7 @@ impl DataPtr {
             self.deleter = new;
             return true;
         }
-        // SAFETY: ctx and deleter are this DataPtr's own, as the function
-        // requires.
-        unsafe {
-            crate::allocator::tracked::compare_exchange_inner_deleter(
-                self.ctx,
-                self.deleter,
-                expected,
-                new,
-            )
-        }
-    }
-
-    /// The context if the deleter is `expected` (c10's cast_context), also
-    /// through an allocator's statistics wrapper; None otherwise.
-    pub fn cast_context(&self, expected: DeleterFn) -> Option<*mut c_void> {
-        if same_deleter(self.deleter, Some(expected)) {
-            return Some(self.ctx);
-        }
-        // SAFETY: ctx and deleter are this DataPtr's own.
-        unsafe { crate::allocator::tracked::inner_context(self.ctx, self.deleter, expected) }
+        false
     }
 
     /// Runs the deleter now (if any) and leaves the pointer empty.

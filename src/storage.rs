@@ -116,7 +116,8 @@ impl StorageImpl {
     /// # Safety
     /// No other thread may use this storage during the call.
     pub(crate) unsafe fn replace_data(&self, data_ptr: DataPtr, nbytes: usize) {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the caller guarantees no other thread uses the storage
+        // during the call, state_mut's requirement.
         let state = unsafe { self.state_mut() };
         state.data_ptr = data_ptr;
         state.nbytes = nbytes;
@@ -141,7 +142,8 @@ impl StorageImpl {
         );
         let device = self.device();
         if device.device_type == DeviceType::Meta {
-            // SAFETY: forwarded from the caller.
+            // SAFETY: the caller guarantees no other thread uses the
+            // storage during the call, state_mut's requirement.
             unsafe { self.state_mut() }.nbytes = nbytes;
             return Ok(());
         }
@@ -153,7 +155,8 @@ impl StorageImpl {
             // distinct allocations.
             unsafe { alloc.copy_data(new_ptr.get(), self.data(), keep)? };
         }
-        // SAFETY: forwarded from the caller.
+        // SAFETY: as above: no other thread uses the storage during the
+        // call (the caller's guarantee).
         let state = unsafe { self.state_mut() };
         state.data_ptr = new_ptr;
         state.nbytes = nbytes;
@@ -222,7 +225,11 @@ impl StorageImpl {
     /// No other thread may use the storage during the call.
     #[allow(clippy::mut_from_ref)]
     unsafe fn state_mut(&self) -> &mut StorageState {
-        // SAFETY: forwarded from the caller: exclusive use for the call.
+        // SAFETY: the state is in an UnsafeCell; the caller guarantees that
+        // no other thread uses the storage during the call, and on this
+        // thread the mutators of this file use the &mut for a statement or
+        // two, with no borrow from state() live across it, so the &mut is
+        // the only reference to the state while it lives.
         unsafe { &mut *self.state.get() }
     }
 }
@@ -343,7 +350,8 @@ impl Storage {
             InvalidArgument,
             "the storage has {n} strong references: sharing an external pointer needs it uniquely owned"
         );
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the caller guarantees no other thread uses the storage
+        // during the call, replace_data's requirement.
         unsafe { self.0.replace_data(data_ptr, nbytes) };
         Ok(())
     }

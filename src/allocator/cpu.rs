@@ -1,10 +1,10 @@
 //! The built-in CPU allocator: 64-byte aligned memory from malloc, with
 //! the size kept in a small header so a free needs no lookup, and a
-//! per-thread cache of freed blocks (cpu_cache.rs) so repeated sizes skip
+//! per-thread cache of freed blocks (cpu_thread_cache.rs) so repeated sizes skip
 //! malloc/free.
 //!
 //! Layout of an allocation: `malloc(capacity + 64)` returns `raw`, where
-//! the capacity is the request's size class (cpu_cache.rs; the request
+//! the capacity is the request's size class (cpu_thread_cache.rs; the request
 //! itself when too large to cache); the data starts at the first 64-byte
 //! boundary at least 16 bytes past `raw`; the 16 bytes before the data hold
 //! `raw` and `n`. The context handed out is the data address itself (as
@@ -12,7 +12,7 @@
 //! huge pages on, requests of 2 MiB or more are aligned to 2 MiB instead
 //! and advised with `MADV_HUGEPAGE`.
 
-use super::{cpu_cache, Allocator, AllocatorImpl, RawAllocator};
+use super::{cpu_thread_cache, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -119,7 +119,7 @@ unsafe fn place(raw: *mut u8, nbytes: usize) -> *mut u8 {
 /// class.
 #[inline]
 fn capacity(nbytes: usize) -> usize {
-    cpu_cache::class_of(nbytes).map_or(nbytes, cpu_cache::class_size)
+    cpu_thread_cache::class_of(nbytes).map_or(nbytes, cpu_thread_cache::class_size)
 }
 
 /// Allocates `nbytes` (> 0) with the option bits `opts` and returns the
@@ -127,16 +127,16 @@ fn capacity(nbytes: usize) -> usize {
 /// shard, or the OS reason of the failure.
 #[inline]
 fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), String> {
-    let class = cpu_cache::class_of(nbytes);
+    let class = cpu_thread_cache::class_of(nbytes);
     if opts == 0 {
         if let Some(c) = class {
-            let (counted, cached) = cpu_cache::on_alloc(Some(c));
+            let (counted, cached) = cpu_thread_cache::on_alloc(Some(c));
             let raw = match cached {
                 Some(raw) => raw,
                 None => {
                     // SAFETY: plain C allocation; checked for NULL below.
-                    let raw =
-                        unsafe { libc::malloc(cpu_cache::class_size(c) + ALIGNMENT) } as *mut u8;
+                    let raw = unsafe { libc::malloc(cpu_thread_cache::class_size(c) + ALIGNMENT) }
+                        as *mut u8;
                     if raw.is_null() {
                         return Err(malloc_failed(counted));
                     }
@@ -148,7 +148,7 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
         }
     }
     let data = alloc_block_with_options(nbytes, opts)?;
-    Ok((data, cpu_cache::count(0)))
+    Ok((data, cpu_thread_cache::count(0)))
 }
 
 /// The OS reason of a failed malloc, after taking back the thread's count
@@ -158,7 +158,7 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
 fn malloc_failed(counted: bool) -> String {
     let reason = std::io::Error::last_os_error().to_string();
     if counted {
-        cpu_cache::uncount_alloc();
+        cpu_thread_cache::uncount_alloc();
     }
     reason
 }
@@ -259,7 +259,7 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // Every block of a cacheable size holds its class capacity, so it can
     // serve any later request of that class.
     let (counted, cached) =
-        cpu_cache::on_free(cpu_cache::class_of(nbytes), raw as *mut u8, free_raw);
+        cpu_thread_cache::on_free(cpu_thread_cache::class_of(nbytes), raw as *mut u8, free_raw);
     if !counted {
         stats.count_free();
     }
@@ -274,29 +274,31 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
 /// # Safety
 /// `raw` must be the start of a block from alloc_block, not in use.
 unsafe fn free_raw(raw: *mut u8) {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: alloc_block gets its blocks from malloc, calloc or
+    // posix_memalign, all freed by free; the caller passes a block's start
+    // that nothing uses any more, so it is freed once.
     unsafe { libc::free(raw as *mut c_void) };
 }
 
 /// Sets the per-thread cache budget of the built-in CPU allocator (bytes;
 /// 0 turns caching off).
 pub fn set_cache_limit(bytes: usize) {
-    cpu_cache::set_cache_limit(bytes);
+    cpu_thread_cache::set_cache_limit(bytes);
 }
 
 /// The per-thread cache budget.
 pub fn cache_limit() -> usize {
-    cpu_cache::cache_limit()
+    cpu_thread_cache::cache_limit()
 }
 
 /// Frees the blocks the calling thread keeps cached; returns the bytes.
 pub fn release_thread_cache() -> usize {
-    cpu_cache::release_thread_cache()
+    cpu_thread_cache::release_thread_cache()
 }
 
 /// Bytes the calling thread keeps cached.
 pub fn thread_cached_bytes() -> usize {
-    cpu_cache::thread_cached_bytes()
+    cpu_thread_cache::thread_cached_bytes()
 }
 
 impl RawAllocator for CpuBackend {
@@ -338,7 +340,7 @@ pub(super) fn allocate_cached(
     if !device.is_cpu() || nbytes == 0 || OPTIONS.load(Relaxed) != 0 {
         return None;
     }
-    let raw = cpu_cache::take(cpu_cache::class_of(nbytes)?)?;
+    let raw = cpu_thread_cache::take(cpu_thread_cache::class_of(nbytes)?)?;
     // SAFETY: a cached block of this class holds class_size + ALIGNMENT
     // bytes, and the class holds nbytes.
     let data = unsafe { place(raw, nbytes) } as *mut c_void;

@@ -237,7 +237,9 @@ impl Driver {
         }
         let device = self.device_of(dst).or_else(|| self.device_of(src));
         self.on_device(device.unwrap_or(0), || {
-            // SAFETY: forwarded from the caller; a context is current.
+            // SAFETY: the caller guarantees both ranges valid for nbytes
+            // on their devices and disjoint, cuMemcpy's contract; on_device
+            // made the device's context current, which the call needs.
             check(
                 unsafe { sys::cuMemcpy(dst as sys::CUdeviceptr, src as sys::CUdeviceptr, nbytes) },
                 || format!("cuMemcpy of {nbytes} bytes"),
@@ -275,16 +277,6 @@ fn resolve_device(device: Device) -> Result<Device> {
     Device::new(DeviceType::Cuda, index as i8)
 }
 
-/// The "current device" resolver the caching layer needs over `inner`, if
-/// `inner` is the CUDA device allocator.
-pub(crate) fn device_resolver(inner: &Allocator) -> Option<caching::DeviceResolver> {
-    inner
-        .backend()
-        .as_any()
-        .is::<CudaDevice>()
-        .then_some(resolve_device as caching::DeviceResolver)
-}
-
 /// Device memory: one cuMemAlloc per allocation.
 struct CudaDevice;
 
@@ -311,6 +303,10 @@ unsafe extern "C" fn device_free(ctx: *mut c_void) {
 }
 
 impl RawAllocator for CudaDevice {
+    fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
+        Some(resolve_device)
+    }
+
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
         let d = driver()?;
         let index = d.index_of(device)?;
@@ -339,7 +335,8 @@ impl RawAllocator for CudaDevice {
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: copy_data's contract (both ranges valid for nbytes,
+        // disjoint) is Driver::copy's, and the caller upholds it.
         unsafe { driver()?.copy(dst, src, nbytes) }
     }
 
@@ -393,7 +390,8 @@ impl RawAllocator for CudaPinned {
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: copy_data's contract (both ranges valid for nbytes,
+        // disjoint) is Driver::copy's, and the caller upholds it.
         unsafe { driver()?.copy(dst, src, nbytes) }
     }
 

@@ -4,7 +4,7 @@
 
 pub mod caching;
 pub mod cpu;
-mod cpu_cache;
+mod cpu_thread_cache;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod registry;
@@ -47,10 +47,19 @@ pub trait RawAllocator: Send + Sync + 'static {
     /// `dst` and `src` must be valid for `nbytes` bytes and not overlap.
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
         if nbytes > 0 {
-            // SAFETY: forwarded from the caller.
+            // SAFETY: the caller guarantees both ranges valid for nbytes
+            // bytes and disjoint, which is copy_nonoverlapping's contract.
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, nbytes) };
         }
         Ok(())
+    }
+
+    /// How this backend resolves device index -1 ("the current device")
+    /// to a concrete index, for a caching layer built over it (its pools
+    /// are per device); None (the default) when -1 needs no resolving. The
+    /// CUDA device allocator answers with the driver's current device.
+    fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
+        None
     }
 
     /// Returns cached memory to the system, for caching allocators.
@@ -321,7 +330,8 @@ impl Allocator {
         src: *const c_void,
         nbytes: usize,
     ) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: this method's contract is the backend's copy_data
+        // contract (valid, disjoint ranges), which the caller upholds.
         unsafe { self.0.backend().copy_data(dst, src, nbytes) }
     }
 

@@ -163,9 +163,9 @@ mod tests {
             for _ in 0..4 {
                 scope.spawn(|| {
                     for _ in 0..10_000 {
-                        super::super::cpu_cache::count(0);
+                        super::super::cpu_thread_cache::count(0);
                         s.record_alloc_bytes(std::ptr::null(), 8, Device::CPU);
-                        super::super::cpu_cache::count(1);
+                        super::super::cpu_thread_cache::count(1);
                         s.record_free_bytes(std::ptr::null(), 8, Device::CPU);
                     }
                 });

@@ -6,7 +6,7 @@
 //! exact and memory stays bounded by the peak number of threads.
 //!
 //! The thread's shard lives in the CPU allocator's per-thread state
-//! (cpu_cache.rs), so one thread-local access serves the count and the
+//! (cpu_thread_cache.rs), so one thread-local access serves the count and the
 //! block cache.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

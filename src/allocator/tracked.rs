@@ -52,41 +52,62 @@ unsafe extern "C" fn tracked_free(ctx: *mut c_void) {
     drop(block);
 }
 
-fn as_tracked<'a>(ctx: *mut c_void, deleter: Option<DeleterFn>) -> Option<&'a mut Tracked> {
-    if ctx.is_null() || !same_deleter(deleter, Some(tracked_free)) {
+/// The statistics block `dp` owns, if its deleter is `tracked_free`.
+fn as_tracked(dp: &DataPtr) -> Option<&Tracked> {
+    let ctx = dp.context();
+    if ctx.is_null() || !same_deleter(dp.deleter(), Some(tracked_free)) {
         return None;
     }
-    // SAFETY: a context whose deleter is tracked_free is always a live
-    // Tracked block owned by the DataPtr the caller holds.
+    // SAFETY: a DataPtr whose deleter is tracked_free owns a Tracked block
+    // made by `allocate` (tracked_free is private; from_raw_parts' contract
+    // makes any other pairing the caller's unsound claim that
+    // tracked_free(ctx) is sound). The block is freed only when `dp` drops
+    // or hands its context away, neither of which can happen while `dp` is
+    // borrowed for the returned lifetime.
+    Some(unsafe { &*(ctx as *const Tracked) })
+}
+
+/// As [`as_tracked`], mutably: the exclusive borrow of `dp` makes the
+/// borrow of the block it owns exclusive too.
+fn as_tracked_mut(dp: &mut DataPtr) -> Option<&mut Tracked> {
+    let ctx = dp.context();
+    if ctx.is_null() || !same_deleter(dp.deleter(), Some(tracked_free)) {
+        return None;
+    }
+    // SAFETY: as in as_tracked; `dp` is borrowed mutably for the returned
+    // lifetime and is the block's only owner, so no other reference to the
+    // block exists.
     Some(unsafe { &mut *(ctx as *mut Tracked) })
 }
 
-/// The wrapped memory's context if its deleter is `expected`.
-///
-/// # Safety
-/// `ctx` and `deleter` must be those of a live DataPtr the caller holds.
-pub(crate) unsafe fn inner_context(
-    ctx: *mut c_void,
-    deleter: Option<DeleterFn>,
-    expected: DeleterFn,
-) -> Option<*mut c_void> {
-    let t = as_tracked(ctx, deleter)?;
-    t.inner.cast_context(expected)
-}
+impl DataPtr {
+    /// Replaces the deleter with `new` only if it is `expected`; returns
+    /// whether it did. A deleter installed by an allocator's statistics
+    /// wrapper is seen through: `expected` is compared with the deleter of
+    /// the memory it wraps.
+    ///
+    /// (Defined here, beside the wrapper it sees through, so that
+    /// data_ptr.rs stays a leaf.)
+    pub fn compare_exchange_deleter(
+        &mut self,
+        expected: Option<DeleterFn>,
+        new: Option<DeleterFn>,
+    ) -> bool {
+        if self.compare_exchange_own_deleter(expected, new) {
+            return true;
+        }
+        match as_tracked_mut(self) {
+            Some(t) => t.inner.compare_exchange_deleter(expected, new),
+            None => false,
+        }
+    }
 
-/// Swaps the wrapped memory's deleter if it is `expected`.
-///
-/// # Safety
-/// `ctx` and `deleter` must be those of a live DataPtr the caller holds
-/// mutably.
-pub(crate) unsafe fn compare_exchange_inner_deleter(
-    ctx: *mut c_void,
-    deleter: Option<DeleterFn>,
-    expected: Option<DeleterFn>,
-    new: Option<DeleterFn>,
-) -> bool {
-    match as_tracked(ctx, deleter) {
-        Some(t) => t.inner.compare_exchange_deleter(expected, new),
-        None => false,
+    /// The context if the deleter is `expected` (c10's cast_context), also
+    /// through an allocator's statistics wrapper; None otherwise.
+    pub fn cast_context(&self, expected: DeleterFn) -> Option<*mut c_void> {
+        if same_deleter(self.deleter(), Some(expected)) {
+            return Some(self.context());
+        }
+        as_tracked(self)?.inner.cast_context(expected)
     }
 }

@@ -75,7 +75,10 @@ fn uint_or_float<T>(v: Scalar, from_uint: impl Fn(u64) -> T, from_float: impl Fn
 pub unsafe fn read_scalar(p: *const u8, dtype: DType) -> Result<Scalar> {
     macro_rules! rd {
         ($t:ty) => {
-            // SAFETY: forwarded from the caller; unaligned reads are fine.
+            // SAFETY: the arm's type has dtype's itemsize, and the caller
+            // guarantees that many readable bytes at p; read_unaligned
+            // needs no alignment, and every bit pattern of these types
+            // (bool is not among them) is a valid value.
             unsafe { (p as *const $t).read_unaligned() }
         };
     }

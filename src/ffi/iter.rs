@@ -523,7 +523,7 @@ pub unsafe extern "C" fn tsr_iter_build(
         check_not_null(out, "out")?;
         // SAFETY: forwarded from the caller.
         let mut copy = unsafe { config_mut(config)? }.clone();
-        let it = copy.build_boxed_taking_operands()?;
+        let it = copy.build_boxed()?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, iter_handle(it)) };
         Ok(())
@@ -571,7 +571,7 @@ pub unsafe extern "C" fn tsr_iter_binary_op(
                 &*tensor_view(a, "a")?,
                 &*tensor_view(b, "b")?,
             )?;
-            config.build_boxed_taking_operands()
+            config.build_boxed()
         })
     }
 }
@@ -599,7 +599,7 @@ pub unsafe extern "C" fn tsr_iter_binary_float_op(
                     &*tensor_view(b, "b")?,
                 )?
                 .promote_integer_inputs_to_float(true);
-            config.build_boxed_taking_operands()
+            config.build_boxed()
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The builder of an iterator: operands and flags, with c10's defaults and
 //! interactions.
 
-use super::{TensorIterator, MAX_OPERANDS};
+use super::MAX_OPERANDS;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -234,49 +234,5 @@ impl IterConfig {
     /// The number of inputs added.
     pub fn ninputs(&self) -> usize {
         self.inputs.len()
-    }
-
-    /// Runs the build pipeline on a copy of this config (which stays
-    /// usable).
-    pub fn build(&self) -> Result<TensorIterator> {
-        super::steps::build(self.clone())
-    }
-
-    /// Runs the general pipeline without the shortcut for trivial cases
-    /// (tests compare the two).
-    #[doc(hidden)]
-    pub fn build_general(&self) -> Result<TensorIterator> {
-        let mut c = self.clone();
-        super::steps::validate_flags(
-            &c.flags,
-            c.outputs.len() + c.inputs.len(),
-            c.static_shape.as_ref(),
-        )?;
-        let mut it = TensorIterator::empty(
-            c.outputs.len(),
-            c.flags.is_reduction,
-            c.flags.enforce_linear_iteration,
-        );
-        super::steps::build_steps(&mut it, &mut c)?;
-        Ok(it)
-    }
-
-    /// As [`IterConfig::build_owned`], into a heap allocation that is never
-    /// moved (the C API's handles).
-    pub fn build_boxed(mut self) -> Result<Box<TensorIterator>> {
-        super::steps::build_boxed(&mut self)
-    }
-
-    /// As [`IterConfig::build_boxed`], taking the operands out of this
-    /// config (left without any) instead of consuming it: a config set up
-    /// where it lies is then never copied (the C API's presets).
-    pub(crate) fn build_boxed_taking_operands(&mut self) -> Result<Box<TensorIterator>> {
-        super::steps::build_boxed(self)
-    }
-
-    /// Runs the build pipeline, moving the operands into the iterator
-    /// (saves a reference-count round trip per operand).
-    pub fn build_owned(self) -> Result<TensorIterator> {
-        super::steps::build(self)
     }
 }

@@ -5,7 +5,9 @@ use super::TensorIterator;
 use crate::parallel;
 use smallvec::SmallVec;
 
-/// c10's default grain size: the fewest elements one thread gets.
+/// c10's default grain size: the fewest elements one thread gets, for
+/// the iterator's loops and the kernels' flat parallel loops alike (the
+/// one definition of the figure).
 pub const DEFAULT_GRAIN_SIZE: i64 = 32768;
 
 /// A 2-D loop body: `(data, strides, size0, size1)` (the body may change
@@ -140,7 +142,7 @@ impl TensorIterator {
     }
 
     /// Runs `f` over every element, split across the thread pool in chunks
-    /// of at least `grain_size` elements (<= 0: 32768). Does not write cast
+    /// of at least `grain_size` elements (<= 0: [`DEFAULT_GRAIN_SIZE`]). Does not write cast
     /// temporaries back: call [`TensorIterator::cast_outputs`] after.
     pub fn for_each(&self, f: &Loop2d<'_>, grain_size: i64) {
         let grain = if grain_size <= 0 {
@@ -157,16 +159,5 @@ impl TensorIterator {
             return;
         }
         parallel::parallel_for(0, numel, grain, |b, e| self.serial_for_each(f, b, e));
-    }
-
-    /// Writes outputs computed in a temporary of the common dtype back to
-    /// the caller's tensors (with conversion).
-    pub fn cast_outputs(&self) -> crate::Result<()> {
-        for op in &self.operands[..self.num_outputs] {
-            if let (Some(orig), Some(temp)) = (&op.original, &op.tensor) {
-                crate::kernels::copy_(orig, temp)?;
-            }
-        }
-        Ok(())
     }
 }

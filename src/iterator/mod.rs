@@ -8,18 +8,26 @@
 //! set-up, byte strides, dimension reordering, output allocation and
 //! dimension coalescing. The iterator's dims are stored innermost first,
 //! as in c10.
+//!
+//! The two steps that copy an operand reach the copy kernel through the
+//! `OperandCopy` trait (operand_copy.rs), so this module does not depend
+//! on the kernels built on it; the public build entry points
+//! (`IterConfig::build*`, the `TensorIterator` presets) pass the copy
+//! kernel and are defined in kernels/iter_build.rs.
 
 mod config;
 mod dims;
-mod fast;
+mod fast_setup;
 mod loops;
+mod operand_copy;
 mod overlap;
 mod presets;
 mod reduce;
 mod split;
-mod steps;
+pub(crate) mod steps;
 
 pub use config::IterConfig;
+pub(crate) use operand_copy::OperandCopy;
 
 /// Drops an iterator from [`IterConfig::build_boxed`], keeping its
 /// allocation for the calling thread's next boxed build.

@@ -1,6 +1,6 @@
 //! The configurations of c10's common operators.
 
-use super::{IterConfig, TensorIterator};
+use super::IterConfig;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -108,42 +108,5 @@ impl IterConfig {
             .is_reduction(true)
             .promote_inputs_to_common_dtype(true);
         Ok(c)
-    }
-}
-
-impl TensorIterator {
-    /// Builds [`IterConfig::binary_op`].
-    pub fn binary_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<TensorIterator> {
-        IterConfig::binary_op(out, a, b)?.build_owned()
-    }
-
-    /// Builds [`IterConfig::binary_float_op`].
-    pub fn binary_float_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<TensorIterator> {
-        IterConfig::binary_float_op(out, a, b)?.build_owned()
-    }
-
-    /// Builds [`IterConfig::comparison_op`].
-    pub fn comparison_op(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<TensorIterator> {
-        IterConfig::comparison_op(out, a, b)?.build_owned()
-    }
-
-    /// Builds [`IterConfig::unary_op`].
-    pub fn unary_op(out: Option<&Tensor>, a: &Tensor) -> Result<TensorIterator> {
-        IterConfig::unary_op(out, a)?.build_owned()
-    }
-
-    /// Builds [`IterConfig::unary_float_op`].
-    pub fn unary_float_op(out: Option<&Tensor>, a: &Tensor) -> Result<TensorIterator> {
-        IterConfig::unary_float_op(out, a)?.build_owned()
-    }
-
-    /// Builds [`IterConfig::nullary_op`].
-    pub fn nullary_op(out: &Tensor) -> Result<TensorIterator> {
-        IterConfig::nullary_op(out)?.build_owned()
-    }
-
-    /// Builds [`IterConfig::reduce_op`].
-    pub fn reduce_op(out: &Tensor, a: &Tensor) -> Result<TensorIterator> {
-        IterConfig::reduce_op(out, a)?.build_owned()
     }
 }

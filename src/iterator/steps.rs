@@ -3,6 +3,7 @@
 //! dense layouts) touches each operand a handful of times.
 
 use super::config::{Flags, IterConfig};
+use super::operand_copy::OperandCopy;
 use super::overlap::{self, MemOverlap, MemOverlapStatus};
 use super::{Operand, TensorIterator};
 use crate::device::Device;
@@ -12,13 +13,13 @@ use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
 use smallvec::SmallVec;
 
 /// Builds an iterator from a config, moving its operands in.
-pub(crate) fn build(mut config: IterConfig) -> Result<TensorIterator> {
+pub(crate) fn build<K: OperandCopy>(mut config: IterConfig) -> Result<TensorIterator> {
     let mut it = TensorIterator::empty(
         config.outputs.len(),
         config.flags.is_reduction,
         config.flags.enforce_linear_iteration,
     );
-    build_into(&mut it, &mut config)?;
+    build_into::<K>(&mut it, &mut config)?;
     Ok(it)
 }
 
@@ -29,7 +30,7 @@ pub(crate) fn build(mut config: IterConfig) -> Result<TensorIterator> {
 /// struct).
 ///
 /// The operands are taken out of `config`, which is left without any.
-pub(crate) fn build_boxed(config: &mut IterConfig) -> Result<Box<TensorIterator>> {
+pub(crate) fn build_boxed<K: OperandCopy>(config: &mut IterConfig) -> Result<Box<TensorIterator>> {
     let (num_outputs, flags) = (config.outputs.len(), &config.flags);
     let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
         Some(mut spare) => {
@@ -46,7 +47,7 @@ pub(crate) fn build_boxed(config: &mut IterConfig) -> Result<Box<TensorIterator>
             flags.enforce_linear_iteration,
         )),
     };
-    build_into(&mut it, config)?;
+    build_into::<K>(&mut it, config)?;
     Ok(it)
 }
 
@@ -72,29 +73,32 @@ pub(crate) fn recycle_boxed(mut it: Box<TensorIterator>) {
 /// Fills `it` (fresh from `TensorIterator::empty`) with the operands taken
 /// out of a config. The config's parts are used in place (not moved out:
 /// each move of its SmallVecs is a copy).
-fn build_into(it: &mut TensorIterator, c: &mut IterConfig) -> Result<()> {
+fn build_into<K: OperandCopy>(it: &mut TensorIterator, c: &mut IterConfig) -> Result<()> {
     validate_flags(
         &c.flags,
         c.outputs.len() + c.inputs.len(),
         c.static_shape.as_ref(),
     )?;
     let static_shape = c.static_shape.is_some();
-    if super::fast::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
+    if super::fast_setup::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
         return Ok(());
     }
-    build_steps(it, c)
+    build_steps::<K>(it, c)
 }
 
 /// The general pipeline, filling `it` (fresh from `TensorIterator::empty`)
 /// with the operands taken out of `config`.
-pub(crate) fn build_steps(it: &mut TensorIterator, config: &mut IterConfig) -> Result<()> {
+pub(crate) fn build_steps<K: OperandCopy>(
+    it: &mut TensorIterator,
+    config: &mut IterConfig,
+) -> Result<()> {
     let flags = &config.flags;
     it.populate_operands(&mut config.outputs, &mut config.inputs);
     it.mark_outputs();
-    it.compute_mem_overlaps(flags)?;
+    it.compute_mem_overlaps::<K>(flags)?;
     it.compute_shape(flags, config.static_shape.as_deref())?;
     it.mark_resize_outputs(flags)?;
-    it.compute_types(flags)?;
+    it.compute_types::<K>(flags)?;
     if !it.fast_set_up()? {
         it.compute_strides();
         it.reorder_dimensions();
@@ -185,7 +189,7 @@ impl TensorIterator {
     /// Step 3: refuse outputs that write one location twice, and inputs
     /// that partially overlap an output (or copy them, with
     /// resolve_overlap_by_copy). Exact aliasing is allowed.
-    fn compute_mem_overlaps(&mut self, flags: &Flags) -> Result<()> {
+    fn compute_mem_overlaps<K: OperandCopy>(&mut self, flags: &Flags) -> Result<()> {
         if !flags.check_mem_overlap {
             return Ok(());
         }
@@ -212,7 +216,7 @@ impl TensorIterator {
                 }
                 if flags.resolve_overlap_by_copy {
                     if overlap::may_partially_overlap(&out, input) {
-                        let copy = input.clone_tensor(MemoryFormat::Preserve)?;
+                        let copy = K::clone_tensor(input, MemoryFormat::Preserve)?;
                         self.operands[j].tensor = Some(copy);
                     }
                     continue;
@@ -345,7 +349,7 @@ impl TensorIterator {
 
     /// Step 6: the common dtype and device, the dtype and device checks,
     /// and the CPU temporaries for casts.
-    fn compute_types(&mut self, flags: &Flags) -> Result<()> {
+    fn compute_types<K: OperandCopy>(&mut self, flags: &Flags) -> Result<()> {
         let n = self.num_outputs;
         let mut common_device = Device::CPU;
         let mut common: Option<DType> = None;
@@ -444,14 +448,14 @@ impl TensorIterator {
             return Ok(());
         }
         for i in 0..self.operands.len() {
-            self.review_operand(i, n, flags, common, common_device)?;
+            self.review_operand::<K>(i, n, flags, common, common_device)?;
         }
         Ok(())
     }
 
     /// Step 6, second half, for one operand: dtype and device of outputs
     /// to allocate, device and safe-cast checks, CPU cast temporaries.
-    fn review_operand(
+    fn review_operand<K: OperandCopy>(
         &mut self,
         i: usize,
         n: usize,
@@ -510,7 +514,7 @@ impl TensorIterator {
                 op.current_dtype = Some(common);
                 op.target_dtype = Some(common);
             } else if flags.promote_inputs_to_common_dtype && !op.is_output {
-                let converted = t.to_dtype(common)?;
+                let converted = K::to_dtype(t, common)?;
                 op.tensor = Some(converted);
                 op.current_dtype = Some(common);
                 op.target_dtype = Some(common);

@@ -9,6 +9,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::transpose::RowStream;
 use crate::iterator::TensorIterator;
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::parallel;
 
 /// Without AVX2 kernels, rows are never left pending.
@@ -31,8 +32,6 @@ const TILE_B_BYTES: usize = 1024;
 const LINE: usize = 64;
 #[repr(C, align(64))]
 struct Line([u8; LINE]);
-/// Elements per parallel task at least (the default grain).
-const GRAIN: i64 = 32768;
 
 /// The loop dim to tile together with dim 0, when a copy iterator
 /// (output 0, input 1) is transpose-like: the input's smallest non-zero
@@ -63,10 +62,10 @@ pub(crate) fn transposed_dim(it: &TensorIterator) -> Option<usize> {
 /// tiles.
 ///
 /// Tiles are TILE0 (64) elements of dim 0 by 1 KiB of dim b (256 floats).
-/// On a 256^3 float permute this shape ran in about 0.55x the time of
-/// 32 x 32 tiles and 0.85x that of 64 x 64 ones: long source row segments
-/// let the hardware prefetcher stream each row, and every destination row
-/// segment (256 bytes) is written whole.
+/// This shape ran faster than square 32 x 32 and 64 x 64 tiles (figures in
+/// benches/PERF_RESULTS.md, "src/kernels/blocked.rs"): long source row
+/// segments let the hardware prefetcher stream each row, and every
+/// destination row segment (256 bytes) is written whole.
 pub(crate) fn copy_tiled<T: Copy + Default>(it: &TensorIterator, b: usize) {
     let size = std::mem::size_of::<T>();
     let tile_b = (TILE_B_BYTES / size).max(8);

@@ -53,11 +53,14 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
         && aligned::<D>(dst)
         && aligned::<S>(src);
     if contiguous && (is_half::<S>() || is_half::<D>()) {
-        // SAFETY: forwarded; contiguous and aligned was checked.
+        // SAFETY: the caller's runs of n elements that alias at most
+        // exactly, checked just above to be contiguous and aligned: what
+        // staged requires.
         unsafe { staged::<S, D>(dst, src, n, stream) };
         return;
     }
-    // SAFETY: forwarded.
+    // SAFETY: cast_run's contract (two runs of n valid elements, aliasing
+    // at most exactly) is map_run's.
     unsafe { map_run::<S, D>(dst, ds, src, ss, n, stream, |v: S| v.cast::<D>()) };
 }
 
@@ -96,7 +99,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, strea
     // in every direct pair, so the two slices cannot alias.
     macro_rules! direct {
         ($s:ty, $d:ty, $conv:ident) => {{
-            // SAFETY: S is $s and D is $d (checked by DType); both runs
+            // SAFETY: S is $s and D is $d (their DTypes matched, and Elem's
+            // contract gives one type per DType); both runs
             // hold n aligned elements and do not overlap.
             let (s, d) = unsafe {
                 (
@@ -191,7 +195,8 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, strea
 #[inline(always)]
 fn widen_half<S: Elem>(src: &[S], dst: &mut [f32]) {
     match S::DTYPE {
-        // SAFETY: S is f16 / bf16 here (same size and layout).
+        // SAFETY: S is f16 / bf16 here: S::DTYPE matched, and Elem's contract
+        // makes that type the only Elem of the dtype.
         DType::Half => unsafe { &*(src as *const [S] as *const [f16]) }.convert_to_f32_slice(dst),
         DType::BFloat16 => {
             // SAFETY: as above.

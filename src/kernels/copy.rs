@@ -19,12 +19,36 @@ use super::loops::map_run;
 use super::simd;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::iterator::{get_overlap_status, IterConfig, MemOverlapStatus, TensorIterator};
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
+use crate::iterator::{
+    get_overlap_status, IterConfig, MemOverlapStatus, OperandCopy, TensorIterator,
+};
 use crate::parallel;
 use crate::tensor::{MemoryFormat, Tensor};
 
-/// Elements per thread at least for flat copies.
-const GRAIN: i64 = 32768;
+/// The copy kernel as the iterator's build pipeline sees it
+/// ([`OperandCopy`]): the build entry points (iter_build.rs) pass this.
+pub(crate) struct CopyKernel;
+
+impl OperandCopy for CopyKernel {
+    #[inline]
+    fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
+        copy_(dst, src)
+    }
+}
+
+impl TensorIterator {
+    /// Writes outputs computed in a temporary of the common dtype back to
+    /// the caller's tensors (with conversion).
+    pub fn cast_outputs(&self) -> Result<()> {
+        for op in &self.operands[..self.num_outputs] {
+            if let (Some(orig), Some(temp)) = (&op.original, &op.tensor) {
+                copy_(orig, temp)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Copies `src` into `dst`, converting dtypes and broadcasting `src` to
 /// `dst`'s shape. Bumps dst's version.
@@ -232,6 +256,7 @@ unsafe fn same_run(d: *mut u8, ds: i64, s: *const u8, ss: i64, n: i64, item: i64
         return;
     }
     let (ds, ss, n) = (ds as isize, ss as isize, n as usize);
-    // SAFETY: forwarded from the caller.
+    // SAFETY: T has `item` bytes, so the caller's runs of n valid elements,
+    // disjoint or the same, are map_run's requirement.
     dispatch_width!(item as usize, T => unsafe { map_run::<T, T>(d, ds, s, ss, n, false, |v| v) })
 }

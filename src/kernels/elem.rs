@@ -18,31 +18,10 @@
 //! Bool, the type itself otherwise (c10's `opmath_type`).
 
 use super::ops::Arith;
+pub use super::value_types::{Bool, Complex};
 use crate::dtype::{convert::scalar_to_bytes, DType, Scalar};
 use crate::error::Result;
 use half::{bf16, f16};
-
-/// A bool element: one byte, true when non-zero.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Bool(pub u8);
-
-/// A complex element of two `T` components (`re` first, as C99 and c10).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Complex<T> {
-    /// Real part.
-    pub re: T,
-    /// Imaginary part.
-    pub im: T,
-}
-
-impl<T> Complex<T> {
-    /// A complex value from its parts.
-    pub const fn new(re: T, im: T) -> Self {
-        Complex { re, im }
-    }
-}
 
 /// Real scalar types (integers and floating types, half included) with
 /// C-like conversions between every pair, by double dispatch: `x.to::<D>()`
@@ -228,7 +207,20 @@ real_half!(f16, from_f16, from_bf16, bf16);
 real_half!(bf16, from_bf16, from_f16, f16);
 
 /// One element type of a dtype the kernels support.
-pub trait Elem: Copy + Send + Sync + Default + 'static {
+///
+/// # Safety
+/// An implementation promises that `Self` is the in-memory element of
+/// [`Elem::DTYPE`]: `size_of::<Self>()` is that dtype's itemsize, every
+/// bit pattern of that size is a valid `Self`, and no other `Elem` type
+/// has the same `DTYPE`. The kernels rely on it: they read and write a
+/// tensor's memory of that dtype as `Self`, and after comparing `DTYPE`s
+/// (constants, so the comparison costs nothing) they cast a run of `Self`
+/// to the concrete type the dtype names, or `transmute_copy` a value
+/// (cast.rs, reduce.rs). An unsafe trait rather than a `TypeId`
+/// comparison at each cast: the contract also covers the reads of raw
+/// tensor memory as `Self`, which a `TypeId` check would not, and the
+/// constant `DTYPE` matches also pick the SIMD paths.
+pub unsafe trait Elem: Copy + Send + Sync + Default + 'static {
     /// The dtype this type stores.
     const DTYPE: DType;
     /// The type arithmetic runs in (c10's opmath type).
@@ -273,7 +265,9 @@ pub trait Elem: Copy + Send + Sync + Default + 'static {
     }
 }
 
-impl Elem for Bool {
+// SAFETY: Bool is one byte (repr(transparent) over u8), every byte is a
+// valid Bool, and it is the only Elem type of DType::Bool.
+unsafe impl Elem for Bool {
     const DTYPE: DType = DType::Bool;
     type Op = bool;
     #[inline(always)]
@@ -305,7 +299,9 @@ impl Elem for Bool {
 /// `Elem` for a real type; `$op` is its op math type.
 macro_rules! elem_real {
     ($t:ty, $dtype:ident, $op:ty) => {
-        impl Elem for $t {
+        // SAFETY: $t is DType::$dtype's element (a primitive of its itemsize,
+        // any bit pattern valid), listed once in the invocations below.
+        unsafe impl Elem for $t {
             const DTYPE: DType = DType::$dtype;
             type Op = $op;
             #[inline(always)]
@@ -351,7 +347,10 @@ elem_real!(f64, Double, f64);
 /// the `half` crate's slice conversions.
 macro_rules! elem_half {
     ($t:ty, $dtype:ident) => {
-        impl Elem for $t {
+        // SAFETY: $t (the half crate's 16-bit type, repr(transparent) over
+        // u16) is DType::$dtype's element: its itemsize, any bit pattern
+        // valid, listed once in the invocations below.
+        unsafe impl Elem for $t {
             const DTYPE: DType = DType::$dtype;
             type Op = f32;
             #[inline(always)]
@@ -399,7 +398,9 @@ elem_half!(bf16, BFloat16);
 /// `Elem` for a complex type of components `$r`, op math `Complex<$op>`.
 macro_rules! elem_complex {
     ($r:ty, $dtype:ident, $op:ty) => {
-        impl Elem for Complex<$r> {
+        // SAFETY: Complex<$r> is repr(C) (re, im), twice the itemsize of
+        // $r, any bit pattern valid, the only Elem type of DType::$dtype.
+        unsafe impl Elem for Complex<$r> {
             const DTYPE: DType = DType::$dtype;
             type Op = Complex<$op>;
             #[inline(always)]
@@ -437,6 +438,47 @@ elem_complex!(f64, ComplexDouble, f64);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Elem's safety contract, the part a test can see: each type has its
+    /// dtype's itemsize, and no two types share a dtype.
+    #[test]
+    fn each_elem_type_is_its_dtype_element() {
+        fn entry<T: Elem>() -> DType {
+            assert_eq!(
+                std::mem::size_of::<T>(),
+                T::DTYPE.itemsize(),
+                "{}",
+                T::DTYPE
+            );
+            T::DTYPE
+        }
+        macro_rules! entries {
+            ($($t:ty),*) => { [$(entry::<$t>()),*] };
+        }
+        let all = entries!(
+            Bool,
+            u8,
+            i8,
+            i16,
+            i32,
+            i64,
+            u16,
+            u32,
+            u64,
+            f32,
+            f64,
+            f16,
+            bf16,
+            Complex<f16>,
+            Complex<f32>,
+            Complex<f64>
+        );
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(a, b, "two Elem types of one dtype");
+            }
+        }
+    }
 
     #[test]
     fn casts_follow_c_rules() {

@@ -6,11 +6,9 @@ use super::simd;
 use crate::dtype::{convert::scalar_to_bytes, Scalar};
 use crate::error::Result;
 use crate::iterator::IterConfig;
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::parallel;
 use crate::tensor::Tensor;
-
-/// Elements per thread at least.
-const GRAIN: i64 = 32768;
 
 /// Sets every element of `t` to `value` converted to its dtype (C-like
 /// conversion; half and bfloat16 round to nearest even) and bumps the
@@ -79,6 +77,14 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
     }
     t.bump_version();
     Ok(())
+}
+
+impl Tensor {
+    /// Sets every element to `value` converted to the tensor's dtype, and
+    /// bumps the version: [`fill_`].
+    pub fn fill_(&self, value: Scalar) -> Result<()> {
+        fill_(self, value)
+    }
 }
 
 /// Writes `n` copies of the element in `pattern[..item]`, `stride` bytes

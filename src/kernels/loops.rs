@@ -178,7 +178,10 @@ pub(crate) unsafe fn zip_run<A: Copy + Default, B: Copy + Default, D: Copy + Def
     );
     // One loop per case, so none tests a flag per element: both inputs
     // contiguous, or one of them a broadcast scalar; streaming or not.
-    // SAFETY (all arms): forwarded from the caller.
+    // SAFETY (all arms): each arm reads a[i], b[i] and writes out[i] for
+    // i < n with the caller's strides (a stride-0 input reads its one
+    // element), within the runs of n valid elements the caller guarantees,
+    // which alias the output at most exactly.
     unsafe {
         match (os == sd, as_ == sa, as_ == 0, bs == sb, bs == 0, stream) {
             (true, true, _, true, _, false) => {
@@ -337,7 +340,8 @@ pub(crate) unsafe fn unary_op_run<T: Elem>(
     f: impl Fn(T::Op) -> T::Op,
 ) {
     if !widens::<T>() {
-        // SAFETY: forwarded.
+        // SAFETY: this function's contract is map_run's, which the caller
+        // upholds.
         return unsafe { map_run::<T, T>(out, os, x, xs, n, stream, |v| T::from_op(f(v.to_op()))) };
     }
     let mut bx = [T::Op::default(); BUF];
@@ -376,7 +380,8 @@ pub(crate) unsafe fn binary_op_run<T: Elem>(
     f: impl Fn(T::Op, T::Op) -> T::Op,
 ) {
     if !widens::<T>() {
-        // SAFETY: forwarded.
+        // SAFETY: this function's contract is zip_run's, which the caller
+        // upholds.
         return unsafe {
             zip_run::<T, T, T>(out, os, a, as_, b, bs, n, stream, |x, y| {
                 T::from_op(f(x.to_op(), y.to_op()))

@@ -3,12 +3,18 @@
 //! bool, the integer types, half, bfloat16, float, double and the complex
 //! types (float8 and quantized dtypes are refused with Unsupported).
 //!
-//! Layout: `elem` (one Rust type per dtype, conversions), `ops` (per
-//! element arithmetic), `dispatch` (dtype -> type), `loops` (inner runs
-//! specialised for contiguous and broadcast operands), `simd` (run-time
-//! AVX2 selection), `cast` and `blocked` (conversions, tiled transposes;
-//! `transpose` holds the AVX2 tile kernels),
-//! and one file per kernel family.
+//! Layout: `value_types` (Bool, Complex), `elem` (one Rust type per
+//! dtype, conversions), `ops` (per element arithmetic), `dispatch` (dtype
+//! -> type), `loops` (inner runs specialised for contiguous and broadcast
+//! operands), `simd` (run-time AVX2 selection), `cast` and `blocked`
+//! (conversions, tiled transposes; `transpose` holds the AVX2 tile
+//! kernels), and one file per kernel family.
+//!
+//! Also here, because they need a kernel: the iterator's build entry
+//! points (`iter_build`: `IterConfig::build*`, the `TensorIterator`
+//! presets), the `Tensor` methods that copy (`tensor_copy`) or fill
+//! (`fill`), and `TensorIterator::cast_outputs` (`copy`). See
+//! docs/ARCHITECTURE.md.
 
 pub mod binary;
 pub(crate) mod blocked;
@@ -17,13 +23,16 @@ pub mod copy;
 pub(crate) mod dispatch;
 pub mod elem;
 pub mod fill;
+mod iter_build;
 pub(crate) mod loops;
 pub mod ops;
 pub mod reduce;
 pub mod simd;
+mod tensor_copy;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod transpose;
 pub mod unary;
+mod value_types;
 
 pub use binary::{add, div, div_rounding, mul, sub, RoundingMode};
 pub use copy::copy_;

@@ -3,7 +3,7 @@
 //! arithmetic and PyTorch's CPU kernels in practice); bool addition is
 //! "or" and multiplication "and".
 
-use super::elem::Complex;
+use super::value_types::Complex;
 use crate::dtype::Scalar;
 
 /// Addition, multiplication and zero: every op math type.

@@ -24,14 +24,13 @@ use super::loops::{ld, load_op, st, widens, with_simd, zip_run, BUF};
 use super::ops::{Arith, Max};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::parallel;
 use crate::tensor::{shape::wrap_dim, Dims, Tensor};
 use half::{bf16, f16};
 use smallvec::SmallVec;
 use std::mem::size_of;
 
-/// Elements per thread at least.
-const GRAIN: i64 = 32768;
 /// Elements summed by one set of lanes before the pairwise tree combines
 /// blocks.
 const BLOCK: usize = 4096;
@@ -117,7 +116,8 @@ impl<T: SumAcc> Reducer for Sum<T> {
     }
     #[inline(always)]
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T::Acc {
-        // SAFETY: forwarded.
+        // SAFETY: reduce_run's contract (a run of n readable elements) is
+        // pairwise's.
         unsafe { pairwise::<Self>(p, stride, n, |a, b| a.add(b)) }
     }
 }
@@ -147,7 +147,9 @@ where
     #[inline(always)]
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T {
         // Lanes hold op math values: compare in f32 for half types.
-        // SAFETY: forwarded.
+        // SAFETY: the caller's run of n readable elements, n >= 1 (amax
+        // refuses a reduced dim of size 0 before any run), is what
+        // lanes_op requires.
         T::from_op(unsafe { lanes_op::<T>(p, stride, n) })
     }
 }
@@ -160,8 +162,9 @@ where
 /// cut into that many equal parts of whole blocks, each with its own
 /// cascade, and block k of every part is folded in the same pass, so the
 /// memory system fetches from four places at once (one stream is limited
-/// by how many cache-line fills a core keeps in flight: about 23 GB/s here
-/// against 29 GB/s for four). The part totals combine as a tree, then the
+/// by how many cache-line fills a core keeps in flight, so four streams
+/// read faster; figures in benches/PERF_RESULTS.md, "src/kernels/reduce.rs").
+/// The part totals combine as a tree, then the
 /// rest of the run (less than STREAMS blocks) is added as one more
 /// cascade. The result depends only on n, never on timing.
 ///
@@ -176,7 +179,8 @@ unsafe fn pairwise<R: Reducer>(
 ) -> R::Acc {
     let item = size_of::<R::In>() as isize;
     if stride != item || n < STREAMS * BLOCK {
-        // SAFETY: forwarded.
+        // SAFETY: pairwise's contract (a run of n readable elements) is
+        // cascade's.
         return unsafe { cascade::<R>(p, stride, n, fold) };
     }
     let part = n / STREAMS / BLOCK * BLOCK;
@@ -245,7 +249,8 @@ unsafe fn block<R: Reducer>(
     m: usize,
     fold: impl Fn(R::Acc, R::Acc) -> R::Acc,
 ) -> R::Acc {
-    // SAFETY: forwarded.
+    // SAFETY: every arm reads the caller's block of m readable elements
+    // with its stride, the lanes functions' one requirement.
     unsafe {
         match size_of::<R::Acc>() {
             4 => lanes::<R, 32>(q, stride, m, fold),
@@ -273,13 +278,15 @@ unsafe fn blocks_x4<R: Reducer>(
         && super::simd::avx2_enabled()
     {
         // SAFETY: the CPU has AVX2; each block holds m contiguous f32
-        // values. Acc is f32 (checked by DType), so the results are read
+        // values. Acc is f32 (its DTYPE is Float, and Elem's contract makes
+        // f32 the only Elem of Float), so the results are read
         // back as Acc through a same-size copy.
         let s = unsafe { super::simd::sum_f32_lanes32_x4(q.map(|p| p as *const f32), m) };
         return s.map(|v| unsafe { std::mem::transmute_copy::<f32, R::Acc>(&v) });
     }
     let item = size_of::<R::In>() as isize;
-    // SAFETY: forwarded.
+    // SAFETY: each of the four is a contiguous block of m readable
+    // elements (the caller's guarantee), block's requirement.
     q.map(|p| unsafe { block::<R>(p, item, m, fold) })
 }
 

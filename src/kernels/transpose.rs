@@ -180,9 +180,8 @@ pub(crate) unsafe fn transpose_blocks(
 /// [`transpose_blocks`] streams one row of the previous tile after each
 /// block it transposes, so the core's loads of the source and its stores
 /// to the destination overlap. Transposing a whole tile and then writing
-/// it out took the sum of the two phases (measured apart in a C model:
-/// 4.5 ms of reads, 3.4 of writes for the 256^3 float permute): 9.2-9.6
-/// ms, 2.3x a contiguous streamed copy; interleaved, 7.8-7.9 ms (1.9-2.0x).
+/// it out takes the sum of the two phases; interleaved, less (figures in
+/// benches/PERF_RESULTS.md, "src/kernels/transpose.rs").
 pub(crate) struct RowStream {
     dst: *mut u8,
     dst_row: isize,
@@ -241,8 +240,8 @@ impl RowStream {
         // SAFETY (both loops): the row is valid on both sides, per the
         // caller; the destination row is 32-byte aligned (checked in `new`).
         if self.row_bytes == 256 {
-            // The common row (64 floats), unrolled: 8.0-8.2 ms for the
-            // 256^3 float permute against 8.2-8.5 with the loop below.
+            // The common row (64 floats), unrolled: faster than the loop
+            // below (benches/PERF_RESULTS.md, "src/kernels/transpose.rs").
             for k in 0..8 {
                 unsafe { _mm256_stream_si256(dst.add(k), _mm256_loadu_si256(src.add(k))) };
             }

@@ -171,7 +171,8 @@ impl<T: RcTarget> Ref<T> {
     /// # Safety
     /// `ptr` must point at a live block (strong or weak count non-zero).
     pub unsafe fn clone_from_raw(ptr: *const RcBox<T>) -> Result<Ref<T>> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the caller guarantees a live block, incref_raw's only
+        // requirement.
         unsafe { incref_raw(ptr)? };
         // SAFETY: incref_raw added the strong count this Ref now owns.
         Ok(unsafe { Ref::from_raw(ptr) })
@@ -183,7 +184,9 @@ impl<T: RcTarget> Ref<T> {
     /// `ptr` must point at a live block whose strong count is non-zero, and
     /// stay so for `'a`.
     pub unsafe fn borrow_raw<'a>(ptr: *const RcBox<T>) -> &'a T {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: a non-zero strong count keeps the value alive (it is
+        // dropped only when that count reaches zero), and the caller keeps
+        // it so for 'a.
         unsafe { &(*ptr).value }
     }
 }
@@ -343,7 +346,8 @@ impl<T: RcTarget> Drop for WeakRef<T> {
 /// # Safety
 /// `ptr` must point at a live block.
 pub unsafe fn counts_raw<T>(ptr: *const RcBox<T>) -> (usize, usize) {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: a live block (the caller's guarantee) is not freed while its
+    // weak count is non-zero; only its atomic counts are read.
     let b = unsafe { &*ptr };
     (
         b.strong.load(Ordering::Acquire),
@@ -358,7 +362,8 @@ pub unsafe fn counts_raw<T>(ptr: *const RcBox<T>) -> (usize, usize) {
 /// `ptr` must point at a live block.
 #[inline]
 pub unsafe fn incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: the caller guarantees a live block, try_incref_raw's only
+    // requirement.
     unsafe { try_incref_raw(ptr) }.map_err(bad_incref)
 }
 
@@ -370,7 +375,8 @@ pub unsafe fn incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
 /// `ptr` must point at a live block.
 #[inline(always)]
 pub unsafe fn try_incref_raw<T>(ptr: *const RcBox<T>) -> std::result::Result<(), usize> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: a live block (the caller's guarantee) stays allocated for
+    // the call; only its atomic strong count is touched.
     let strong = unsafe { &(*ptr).strong };
     let old = strong.fetch_add(1, Ordering::Relaxed);
     if old.wrapping_sub(1) >= MAX_COUNT - 1 {
@@ -403,7 +409,8 @@ pub fn bad_incref(old: usize) -> crate::error::Error {
 /// reference to it, which this call consumes.
 #[inline]
 pub unsafe fn decref_raw<T: RcTarget>(ptr: *const RcBox<T>) -> Result<()> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: the caller owns a strong reference to a live block, which is
+    // decref_step's requirement; its Last case is handled just below.
     match unsafe { decref_step(ptr) } {
         Decref::Alive => Ok(()),
         Decref::Last => {
@@ -435,7 +442,8 @@ pub enum Decref {
 /// [`finish_last_strong`] with the same pointer.
 #[inline(always)]
 pub unsafe fn decref_step<T>(ptr: *const RcBox<T>) -> Decref {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: the caller's strong reference keeps the block allocated
+    // until this decrement; only its atomic strong count is touched.
     let strong = unsafe { &(*ptr).strong };
     match strong.fetch_sub(1, Ordering::AcqRel) {
         1 => Decref::Last,
@@ -459,7 +467,9 @@ pub unsafe fn decref_step<T>(ptr: *const RcBox<T>) -> Decref {
 #[cold]
 #[inline(never)]
 pub unsafe fn finish_last_strong<T: RcTarget>(ptr: *const RcBox<T>) {
-    // SAFETY: forwarded from the caller: the strong count moved from 1 to 0.
+    // SAFETY: decref_step returned Last (the caller's guarantee): this
+    // thread moved the strong count from 1 to 0, so it alone runs the
+    // release, once.
     unsafe { last_strong_released(ptr as *mut RcBox<T>) }
 }
 
@@ -478,7 +488,8 @@ pub fn dead_decref() -> crate::error::Error {
 /// # Safety
 /// `ptr` must point at a live block.
 pub unsafe fn weak_incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: a live block (the caller's guarantee) stays allocated for
+    // the call; only its atomic weak count is touched.
     let weak = unsafe { &(*ptr).weak };
     let old = weak.fetch_add(1, Ordering::Relaxed);
     if old == 0 || old >= MAX_COUNT {
@@ -498,7 +509,8 @@ pub unsafe fn weak_incref_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
 /// `ptr` must point at a live block and the caller must own one weak
 /// reference to it, which this call consumes.
 pub unsafe fn weak_decref_raw<T: RcTarget>(ptr: *const RcBox<T>) -> Result<()> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: the caller's weak reference keeps the block allocated until
+    // this decrement; only its atomic weak count is touched.
     let weak = unsafe { &(*ptr).weak };
     let old = weak.fetch_sub(1, Ordering::AcqRel);
     if old == 1 {
@@ -520,14 +532,16 @@ pub unsafe fn weak_decref_raw<T: RcTarget>(ptr: *const RcBox<T>) -> Result<()> {
 /// # Safety
 /// `ptr` must point at a live block with a non-zero strong count.
 pub unsafe fn downgrade_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: the caller guarantees a live block, counts_raw's only
+    // requirement.
     let (strong, _) = unsafe { counts_raw(ptr) };
     crate::ensure!(
         strong != 0,
         DeadObject,
         "the object's strong count is 0 (already released): cannot downgrade"
     );
-    // SAFETY: forwarded from the caller.
+    // SAFETY: the same live block (the caller's guarantee), as
+    // weak_incref_raw requires.
     unsafe { weak_incref_raw(ptr) }
 }
 
@@ -537,8 +551,9 @@ pub unsafe fn downgrade_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
 /// # Safety
 /// `ptr` must point at a live block.
 pub unsafe fn lock_raw<T: RcTarget>(ptr: *const RcBox<T>) -> bool {
-    // SAFETY: forwarded from the caller; we borrow the weak count of the
-    // caller's handle for the duration of the call (forget below).
+    // SAFETY: the caller's handle is a live block; the WeakRef made here
+    // borrows one weak count it does not own, and into_raw below gives it
+    // back without decrementing, so the counts are left as they were.
     let weak = unsafe { WeakRef::from_raw(ptr) };
     let locked = weak.lock();
     let _ = WeakRef::into_raw(weak);

@@ -6,8 +6,6 @@
 //! threads (`set_`) is `unsafe`: no other thread may use the tensor during
 //! the call (c10's rule).
 
-pub mod copy;
-mod fill;
 pub mod layout;
 pub mod shape;
 mod version;
@@ -17,7 +15,7 @@ pub use layout::{LayoutFlags, MemoryFormat};
 pub use shape::Dims;
 
 use crate::device::Device;
-use crate::dtype::DType;
+use crate::dtype::{convert::scalar_to_bytes, DType};
 use crate::error::Result;
 use crate::refcount::{RcTarget, Ref, WeakRef};
 use crate::storage::Storage;
@@ -298,8 +296,9 @@ impl Tensor {
 
     /// A tensor of `sizes`/`strides` (numel elements) on a fresh storage of
     /// `nbytes` from the device's allocator, which the caller sized for
-    /// exactly these strides: no bounds check. Inlined: as a call it added
-    /// 50 instructions to an iterator build (valgrind).
+    /// exactly these strides: no bounds check. Inlined: as a call it made
+    /// the iterator build longer (benches/PERF_RESULTS.md,
+    /// "src/tensor/mod.rs").
     #[inline(always)]
     fn on_new_storage(
         sizes: &[i64],
@@ -397,17 +396,6 @@ impl Tensor {
         }
     }
 
-    /// A copy converted to `dtype` (same layout when dense); this tensor
-    /// itself when it already has that dtype.
-    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        if dtype == self.dtype() {
-            return Ok(self.clone());
-        }
-        let out = self.empty_like_dtype(MemoryFormat::Preserve, dtype)?;
-        crate::kernels::copy_(&out, self)?;
-        Ok(out)
-    }
-
     /// A 0-dim CPU tensor holding `value` that acts as a wrapped number in
     /// type promotion (its dtype: Bool, Long, UInt64, Double or
     /// ComplexDouble).
@@ -425,7 +413,15 @@ impl Tensor {
         Ref::get_mut(&mut t.0)
             .expect("a new tensor is unique")
             .wrapped_number = true;
-        t.fill_(value)?;
+        let bytes = scalar_to_bytes(value, dtype)?;
+        // SAFETY: the storage was made above for one element of `dtype`
+        // (itemsize bytes, at most the 16 `bytes` holds) and nothing else
+        // refers to it yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), t.data_ptr() as *mut u8, dtype.itemsize())
+        };
+        // As fill_ did: a written tensor's version moves on.
+        t.bump_version();
         Ok(t)
     }
 
@@ -483,7 +479,10 @@ impl Tensor {
             numel,
             flags,
         };
-        // SAFETY: forwarded from the caller: exclusive use for the call.
+        // SAFETY: the metadata is in an UnsafeCell; the caller guarantees
+        // that no other thread uses the tensor during the call and that no
+        // slice of the old sizes / strides is used after it, so this &mut,
+        // which lives for the replace only, is the only reference to it.
         let old = std::mem::replace(unsafe { &mut *self.meta.get() }, new_meta);
         drop(old);
         self.bump_version();

@@ -1,7 +1,8 @@
-//! Views: new tensors over the same storage (and version counter), and the
-//! copies clone / contiguous / reshape fall back to.
+//! Views: new tensors over the same storage (and version counter). The
+//! operations that copy when a view cannot do (reshape, flatten,
+//! contiguous, clone) run the copy kernel: they are in
+//! kernels/tensor_copy.rs.
 
-use super::layout::{self, MemoryFormat};
 use super::shape::{self, wrap_dim, Dims};
 use super::Tensor;
 use crate::error::Result;
@@ -27,20 +28,6 @@ impl Tensor {
             );
         };
         self.alias(self.storage_offset(), sizes, strides)
-    }
-
-    /// A view with the new shape when the strides allow it, else a
-    /// contiguous copy with that shape.
-    pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
-        let sizes = shape::infer_size(shape, self.numel())?;
-        match shape::view_strides(self.sizes(), self.strides(), &sizes) {
-            Some(strides) => self.alias(self.storage_offset(), sizes, strides),
-            None => {
-                let copy = self.clone_tensor(MemoryFormat::Contiguous)?;
-                let strides = layout::contiguous_strides(&sizes);
-                copy.alias(0, sizes, strides)
-            }
-        }
     }
 
     /// Reorders the dims: dim i of the result is dim dims[i] of the input.
@@ -173,49 +160,5 @@ impl Tensor {
         sizes.insert(d, 1);
         strides.insert(d, stride);
         self.alias(self.storage_offset(), sizes, strides)
-    }
-
-    /// Merges dims start_dim..=end_dim into one (reshape: a view when
-    /// possible).
-    pub fn flatten(&self, start_dim: i64, end_dim: i64) -> Result<Tensor> {
-        let n = self.ndim();
-        if n == 0 {
-            return self.reshape(&[1]);
-        }
-        let (s, e) = (wrap_dim(start_dim, n)?, wrap_dim(end_dim, n)?);
-        crate::ensure!(
-            s <= e,
-            Shape,
-            "flatten start dim {s} comes after end dim {e}: expected start <= end"
-        );
-        if s == e {
-            return self.alias(
-                self.storage_offset(),
-                Dims::from_slice(self.sizes()),
-                Dims::from_slice(self.strides()),
-            );
-        }
-        let sizes = self.sizes();
-        let merged: i64 = sizes[s..=e].iter().product();
-        let mut shape: Dims = Dims::from_slice(&sizes[..s]);
-        shape.push(merged);
-        shape.extend_from_slice(&sizes[e + 1..]);
-        self.reshape(&shape)
-    }
-
-    /// This tensor if it is contiguous in `format`, else a copy that is.
-    pub fn contiguous(&self, format: MemoryFormat) -> Result<Tensor> {
-        if self.is_contiguous(format) {
-            return Ok(self.clone());
-        }
-        self.clone_tensor(format)
-    }
-
-    /// A copy with its own storage, laid out in `format` (Preserve: same
-    /// strides when dense, else the suggested format).
-    pub fn clone_tensor(&self, format: MemoryFormat) -> Result<Tensor> {
-        let out = self.empty_like(format)?;
-        crate::kernels::copy_(&out, self)?;
-        Ok(out)
     }
 }

@@ -4,7 +4,7 @@
 //! through a spare list rather than freed; the chunks go with the whole
 //! allocator state.
 
-use super::pool::PoolKind;
+use super::sizes::PoolKind;
 use super::Shared;
 use crate::data_ptr::DataPtr;
 use crate::device::Device;

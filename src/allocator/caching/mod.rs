@@ -29,7 +29,7 @@
 //!
 //! # Front cache
 //! A freed small-pool block is first parked whole in the device's front
-//! cache (front.rs), and a later request of exactly its rounded size takes
+//! cache (front_cache.rs), and a later request of exactly its rounded size takes
 //! it back without best fit, split or merge, and with the statistics of
 //! the round trip reduced to a few counters (`Tally::block_parked`): a
 //! parked block's free is applied to the current values only when it is
@@ -58,11 +58,12 @@
 //! owner's drop destroys it at once.
 
 mod block;
-mod front;
+mod front_cache;
 #[cfg(test)]
-mod front_tests;
+mod front_cache_tests;
 mod lock;
 mod pool;
+mod sizes;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -71,7 +72,8 @@ pub use stats::{CachingStats, PoolStats, Stat};
 
 use self::block::BlockId;
 use self::lock::SpinLock;
-use self::pool::{round_size, segment_size, PoolKind, State, SMALL_MAX};
+use self::pool::State;
+use self::sizes::{round_size, segment_size, PoolKind, SMALL_MAX};
 use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
@@ -141,11 +143,8 @@ unsafe impl Sync for CachingAllocator {}
 /// (with the usual statistics too) whose backend [`of`] returns.
 pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
     // Over the CUDA device allocator, index -1 ("current") must be
-    // resolved before a pool is picked.
-    #[cfg(feature = "cuda")]
-    let resolve = super::cuda::device_resolver(&inner);
-    #[cfg(not(feature = "cuda"))]
-    let resolve = None;
+    // resolved before a pool is picked: the backend says how.
+    let resolve = inner.backend().current_device_resolver();
     build(inner, options, resolve)
 }
 
@@ -317,7 +316,7 @@ impl CachingAllocator {
         if nbytes == 0 || nbytes > SMALL_MAX {
             return None;
         }
-        let size = (nbytes + pool::MIN_BLOCK - 1) & !(pool::MIN_BLOCK - 1);
+        let size = (nbytes + sizes::MIN_BLOCK - 1) & !(sizes::MIN_BLOCK - 1);
         let device = if device.is_cpu() {
             Device::CPU
         } else if device.index >= 0 || self.shared().resolve.is_none() {
@@ -607,7 +606,9 @@ impl RawAllocator for CachingAllocator {
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: blocks are sub-ranges of the inner allocator's segments,
+        // so the inner copy applies; its contract (valid, disjoint ranges)
+        // is this method's, which the caller upholds.
         unsafe { self.shared().inner.copy_data(dst, src, nbytes) }
     }
 

@@ -7,7 +7,7 @@
 //! the sum of the pools'. That is a third fewer updates on the allocation
 //! path than keeping a full copy for "all", and decrements touch one word.
 
-use super::pool::PoolKind;
+use super::sizes::PoolKind;
 
 /// A quantity with its current value and the highest value it reached
 /// since the allocator was made or its peaks were last reset.

@@ -1,4 +1,4 @@
-//! Tests of the front cache (front.rs): exact-size reuse without the pool's
+//! Tests of the front cache (front_cache.rs): exact-size reuse without the pool's
 //! best fit, statistics that count parked blocks as freed, and every path
 //! that must empty it.
 
@@ -85,11 +85,11 @@ fn empty_cache_returns_parked_blocks() {
 #[test]
 fn the_front_cache_is_bounded_per_size() {
     let (a, _) = cached();
-    let blocks: Vec<_> = (0..front::SLOTS + 2)
+    let blocks: Vec<_> = (0..front_cache::SLOTS + 2)
         .map(|_| a.allocate(8 * KIB).unwrap())
         .collect();
     drop(blocks);
-    assert_eq!(parked_bytes(&a), front::SLOTS * 8 * KIB);
+    assert_eq!(parked_bytes(&a), front_cache::SLOTS * 8 * KIB);
     let s = stats(&a).small;
     assert_eq!((s.active_blocks.current, s.num_frees), (0, 6));
     assert_eq!(audit(&a).whole_segments, 1);

@@ -18,7 +18,7 @@
 //! mod.rs, "Front cache", for why it is not per thread).
 
 use super::block::BlockId;
-use super::pool::{MIN_BLOCK, SMALL_MAX};
+use super::sizes::{MIN_BLOCK, SMALL_MAX};
 
 /// Blocks kept per size.
 pub(super) const SLOTS: usize = 4;
