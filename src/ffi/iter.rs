@@ -2,8 +2,11 @@
 //! option), build and the c10 presets, queries, and the loops that call a
 //! C 2-D loop callback.
 
-use super::error::{check_not_null, guard, guard_value, i64_slice, write_out};
-use super::storage::getter;
+use super::call::{
+    check_not_null, dtype_arg, getter, guard, guard_value, i64_slice, null_arg, optional_tensor,
+    preset, set_flag, write_out,
+};
+use super::handle::{box_from, box_into, box_mut, box_ref, lend};
 use super::tensor::{tensor_arg, tensor_handle, tensor_view, TsrTensor};
 use super::types::*;
 use crate::error::Result;
@@ -58,39 +61,23 @@ pub type TsrReduceCombine =
 /// Called with a sub-iterator (borrowed for the call only; do not free it).
 pub type TsrSubIterFn = Option<unsafe extern "C" fn(user: *mut c_void, sub: *mut TsrIter)>;
 
+/// The config behind the `config` argument.
+///
 /// # Safety
-/// `c` NULL or a live config from tsr_iter_config_new, not used elsewhere
-/// during the call.
+/// `c` under the contract of ffi/handle.rs, not used elsewhere during the
+/// call (configs are single-owner and not thread-safe).
 unsafe fn config_mut<'a>(c: *mut TsrIterConfig) -> Result<&'a mut IterConfig> {
-    check_not_null(c, "config")?;
-    // SAFETY: forwarded from the caller: c came from Box::into_raw.
-    Ok(unsafe { &mut *(c as *mut IterConfig) })
+    // SAFETY: the contract above, passed on.
+    unsafe { box_mut(c, "config") }
 }
 
+/// The iterator behind the `it` argument (owned or lent).
+///
 /// # Safety
-/// `it` NULL or a live iterator from a build.
+/// `it` under the contract of ffi/handle.rs.
 unsafe fn iter_ref<'a>(it: *const TsrIter) -> Result<&'a TensorIterator> {
-    check_not_null(it, "it")?;
-    // SAFETY: forwarded from the caller: it came from Box::into_raw.
-    Ok(unsafe { &*(it as *const TensorIterator) })
-}
-
-fn iter_handle(it: Box<TensorIterator>) -> *mut TsrIter {
-    Box::into_raw(it) as *mut TsrIter
-}
-
-/// # Safety
-/// `t` NULL or a live tensor handle.
-unsafe fn optional_tensor(
-    t: *const TsrTensor,
-    name: &str,
-) -> Result<Option<std::mem::ManuallyDrop<Tensor>>> {
-    if t.is_null() {
-        Ok(None)
-    } else {
-        // SAFETY: forwarded from the caller.
-        unsafe { tensor_view(t, name) }.map(Some)
-    }
+    // SAFETY: the contract above, passed on.
+    unsafe { box_ref(it, "it") }
 }
 
 fn arg_index(it: &TensorIterator, arg: i64) -> Result<usize> {
@@ -112,7 +99,7 @@ fn arg_index(it: &TensorIterator, arg: i64) -> Result<usize> {
 pub unsafe extern "C" fn tsr_iter_config_new(out: *mut *mut TsrIterConfig) -> TsrStatus {
     guard("tsr_iter_config_new", || {
         check_not_null(out, "out")?;
-        let c = Box::into_raw(Box::new(IterConfig::new())) as *mut TsrIterConfig;
+        let c = box_into(Box::new(IterConfig::new()));
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, c) };
         Ok(())
@@ -128,8 +115,9 @@ pub unsafe extern "C" fn tsr_iter_config_new(out: *mut *mut TsrIterConfig) -> Ts
 pub unsafe extern "C" fn tsr_iter_config_free(config: *mut TsrIterConfig) {
     guard_value("tsr_iter_config_free", (), || {
         if !config.is_null() {
-            // SAFETY: config came from Box::into_raw in tsr_iter_config_new.
-            drop(unsafe { Box::from_raw(config as *mut IterConfig) });
+            // SAFETY: config is non-NULL, made by tsr_iter_config_new
+            // (box_into), and the caller gives it up.
+            drop(unsafe { box_from(config) });
         }
     })
 }
@@ -149,9 +137,11 @@ pub unsafe extern "C" fn tsr_iter_config_add_output(
     tensor: *mut TsrTensor,
 ) -> TsrStatus {
     guard("tsr_iter_config_add_output", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `tensor` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); NULL means none; otherwise checked live.
         let t = unsafe { optional_tensor(tensor, "tensor")? };
         c.add_output(t.map(|t| Tensor::clone(&t)))?;
         Ok(())
@@ -171,9 +161,11 @@ pub unsafe extern "C" fn tsr_iter_config_add_input(
     tensor: *const TsrTensor,
 ) -> TsrStatus {
     guard("tsr_iter_config_add_input", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `tensor` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
         let t = unsafe { tensor_arg(tensor, "tensor")? };
         c.add_input(t)?;
         Ok(())
@@ -191,25 +183,10 @@ pub unsafe extern "C" fn tsr_iter_config_add_input_scalar(
     value: TsrScalar,
 ) -> TsrStatus {
     guard("tsr_iter_config_add_input_scalar", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
         c.add_input_scalar(value.to_core()?)?;
-        Ok(())
-    })
-}
-
-/// Shared body of the boolean setters.
-///
-/// # Safety
-/// `config` NULL or live.
-unsafe fn set_flag(
-    fname: &str,
-    config: *mut TsrIterConfig,
-    set: impl FnOnce(&mut IterConfig),
-) -> TsrStatus {
-    guard(fname, || {
-        // SAFETY: forwarded from the caller.
-        set(unsafe { config_mut(config)? });
         Ok(())
     })
 }
@@ -225,7 +202,8 @@ pub unsafe extern "C" fn tsr_iter_config_check_mem_overlap(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_check_mem_overlap", config, |c| {
             c.check_mem_overlap(on);
@@ -243,7 +221,8 @@ pub unsafe extern "C" fn tsr_iter_config_allow_cpu_scalars(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_allow_cpu_scalars", config, |c| {
             c.allow_cpu_scalars(on);
@@ -261,7 +240,8 @@ pub unsafe extern "C" fn tsr_iter_config_is_reduction(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_is_reduction", config, |c| {
             c.is_reduction(on);
@@ -280,7 +260,8 @@ pub unsafe extern "C" fn tsr_iter_config_resize_outputs(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_resize_outputs", config, |c| {
             c.resize_outputs(on);
@@ -297,7 +278,8 @@ pub unsafe extern "C" fn tsr_iter_config_check_all_same_dtype(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_check_all_same_dtype", config, |c| {
             c.check_all_same_dtype(on);
@@ -314,7 +296,8 @@ pub unsafe extern "C" fn tsr_iter_config_check_all_same_device(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_check_all_same_device", config, |c| {
             c.check_all_same_device(on);
@@ -331,7 +314,8 @@ pub unsafe extern "C" fn tsr_iter_config_enforce_safe_casting_to_output(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag(
             "tsr_iter_config_enforce_safe_casting_to_output",
@@ -353,7 +337,8 @@ pub unsafe extern "C" fn tsr_iter_config_enforce_linear_iteration(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_enforce_linear_iteration", config, |c| {
             c.enforce_linear_iteration(on);
@@ -371,7 +356,8 @@ pub unsafe extern "C" fn tsr_iter_config_promote_inputs_to_common_dtype(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag(
             "tsr_iter_config_promote_inputs_to_common_dtype",
@@ -393,7 +379,8 @@ pub unsafe extern "C" fn tsr_iter_config_promote_integer_inputs_to_float(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag(
             "tsr_iter_config_promote_integer_inputs_to_float",
@@ -416,7 +403,8 @@ pub unsafe extern "C" fn tsr_iter_config_cast_common_dtype_to_outputs(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag(
             "tsr_iter_config_cast_common_dtype_to_outputs",
@@ -438,7 +426,8 @@ pub unsafe extern "C" fn tsr_iter_config_resolve_overlap_by_copy(
     config: *mut TsrIterConfig,
     on: bool,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
     unsafe {
         set_flag("tsr_iter_config_resolve_overlap_by_copy", config, |c| {
             c.resolve_overlap_by_copy(on);
@@ -459,7 +448,8 @@ pub unsafe extern "C" fn tsr_iter_config_declare_static_dtype(
     dtype: TsrDType,
 ) -> TsrStatus {
     guard("tsr_iter_config_declare_static_dtype", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
         c.declare_static_dtype(dtype_arg(dtype)?);
         Ok(())
@@ -476,7 +466,8 @@ pub unsafe extern "C" fn tsr_iter_config_declare_static_device(
     device: TsrDevice,
 ) -> TsrStatus {
     guard("tsr_iter_config_declare_static_device", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
         c.declare_static_device(device.to_core()?);
         Ok(())
@@ -495,9 +486,11 @@ pub unsafe extern "C" fn tsr_iter_config_declare_static_shape(
     shape: *const i64,
 ) -> TsrStatus {
     guard("tsr_iter_config_declare_static_shape", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `shape` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
         c.declare_static_shape(unsafe { i64_slice(shape, ndim, "shape")? });
         Ok(())
     })
@@ -521,29 +514,12 @@ pub unsafe extern "C" fn tsr_iter_build(
 ) -> TsrStatus {
     guard("tsr_iter_build", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
         let mut copy = unsafe { config_mut(config)? }.clone();
         let it = copy.build_boxed_taking_operands()?;
         // SAFETY: out checked non-NULL.
-        unsafe { write_out(out, iter_handle(it)) };
-        Ok(())
-    })
-}
-
-/// Shared body of the presets.
-///
-/// # Safety
-/// `it` NULL or writable.
-unsafe fn preset(
-    fname: &str,
-    it: *mut *mut TsrIter,
-    make: impl FnOnce() -> Result<Box<TensorIterator>>,
-) -> TsrStatus {
-    guard(fname, || {
-        check_not_null(it, "it")?;
-        let built = make()?;
-        // SAFETY: it checked non-NULL.
-        unsafe { write_out(it, iter_handle(built)) };
+        unsafe { write_out(out, box_into(it)) };
         Ok(())
     })
 }
@@ -561,7 +537,8 @@ pub unsafe extern "C" fn tsr_iter_binary_op(
     b: *const TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out_or_null` is NULL or a live TsrTensor handle (the header's
+    // contract, ffi/handle.rs); NULL means none; otherwise checked live.
     unsafe {
         preset("tsr_iter_binary_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
@@ -587,7 +564,8 @@ pub unsafe extern "C" fn tsr_iter_binary_float_op(
     b: *const TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out_or_null` is NULL or a live TsrTensor handle (the header's
+    // contract, ffi/handle.rs); NULL means none; otherwise checked live.
     unsafe {
         preset("tsr_iter_binary_float_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
@@ -616,7 +594,8 @@ pub unsafe extern "C" fn tsr_iter_comparison_op(
     b: *const TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out_or_null` is NULL or a live TsrTensor handle (the header's
+    // contract, ffi/handle.rs); NULL means none; otherwise checked live.
     unsafe {
         preset("tsr_iter_comparison_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
@@ -640,7 +619,8 @@ pub unsafe extern "C" fn tsr_iter_unary_op(
     a: *const TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out_or_null` is NULL or a live TsrTensor handle (the header's
+    // contract, ffi/handle.rs); NULL means none; otherwise checked live.
     unsafe {
         preset("tsr_iter_unary_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
@@ -659,7 +639,8 @@ pub unsafe extern "C" fn tsr_iter_unary_float_op(
     a: *const TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out_or_null` is NULL or a live TsrTensor handle (the header's
+    // contract, ffi/handle.rs); NULL means none; otherwise checked live.
     unsafe {
         preset("tsr_iter_unary_float_op", it, || {
             let out = optional_tensor(out_or_null, "out")?;
@@ -678,7 +659,8 @@ pub unsafe extern "C" fn tsr_iter_nullary_op(
     out: *mut TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_view checks NULL and liveness.
     unsafe {
         preset("tsr_iter_nullary_op", it, || {
             IterConfig::nullary_op(&*tensor_view(out, "out")?)?.build_boxed()
@@ -697,7 +679,8 @@ pub unsafe extern "C" fn tsr_iter_reduce_op(
     a: *const TsrTensor,
     it: *mut *mut TsrIter,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `out` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_view checks NULL and liveness.
     unsafe {
         preset("tsr_iter_reduce_op", it, || {
             IterConfig::reduce_op(&*tensor_view(out, "out")?, &*tensor_view(a, "a")?)?.build_boxed()
@@ -714,8 +697,9 @@ pub unsafe extern "C" fn tsr_iter_reduce_op(
 pub unsafe extern "C" fn tsr_iter_free(it: *mut TsrIter) {
     guard_value("tsr_iter_free", (), || {
         if !it.is_null() {
-            // SAFETY: it came from Box::into_raw in a build.
-            crate::iterator::recycle(unsafe { Box::from_raw(it as *mut TensorIterator) });
+            // SAFETY: it is non-NULL, made by a build (box_into), and the
+            // caller gives it up.
+            crate::iterator::recycle(unsafe { box_from(it) });
         }
     })
 }
@@ -726,7 +710,8 @@ pub unsafe extern "C" fn tsr_iter_free(it: *mut TsrIter) {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_ndim(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_ndim", -1, || {
         Ok(unsafe { iter_ref(it)? }.ndim() as i64)
     })
@@ -739,7 +724,8 @@ pub unsafe extern "C" fn tsr_iter_ndim(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_shape(it: *const TsrIter) -> *const i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_shape", std::ptr::null(), || {
         Ok(unsafe { iter_ref(it)? }.shape().as_ptr())
     })
@@ -751,7 +737,8 @@ pub unsafe extern "C" fn tsr_iter_shape(it: *const TsrIter) -> *const i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_numel(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter(
         "tsr_iter_numel",
         -1,
@@ -765,7 +752,8 @@ pub unsafe extern "C" fn tsr_iter_numel(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_ntensors(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_ntensors", -1, || {
         Ok(unsafe { iter_ref(it)? }.ntensors() as i64)
     })
@@ -777,7 +765,8 @@ pub unsafe extern "C" fn tsr_iter_ntensors(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_noutputs(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_noutputs", -1, || {
         Ok(unsafe { iter_ref(it)? }.noutputs() as i64)
     })
@@ -789,7 +778,8 @@ pub unsafe extern "C" fn tsr_iter_noutputs(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_ninputs(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_ninputs", -1, || {
         Ok(unsafe { iter_ref(it)? }.ninputs() as i64)
     })
@@ -803,7 +793,8 @@ pub unsafe extern "C" fn tsr_iter_ninputs(it: *const TsrIter) -> i64 {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_strides(it: *const TsrIter, arg: i64) -> *const i64 {
     getter("tsr_iter_strides", std::ptr::null(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         Ok(it.strides(arg_index(it, arg)?).as_ptr())
     })
@@ -816,7 +807,8 @@ pub unsafe extern "C" fn tsr_iter_strides(it: *const TsrIter, arg: i64) -> *cons
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_dtype(it: *const TsrIter, arg: i64) -> TsrDType {
     getter("tsr_iter_dtype", -1, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         Ok(it.dtype(arg_index(it, arg)?).raw())
     })
@@ -830,7 +822,8 @@ pub unsafe extern "C" fn tsr_iter_dtype(it: *const TsrIter, arg: i64) -> TsrDTyp
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_common_dtype(it: *const TsrIter) -> TsrDType {
     getter("tsr_iter_common_dtype", -1, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }
             .common_dtype()
             .map_or(-1, |d| d.raw()))
@@ -845,7 +838,8 @@ pub unsafe extern "C" fn tsr_iter_common_dtype(it: *const TsrIter) -> TsrDType {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_data_ptr(it: *const TsrIter, arg: i64) -> *mut c_void {
     getter("tsr_iter_data_ptr", std::ptr::null_mut(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         Ok(it.data_ptr(arg_index(it, arg)?) as *mut c_void)
     })
@@ -859,7 +853,8 @@ pub unsafe extern "C" fn tsr_iter_data_ptr(it: *const TsrIter, arg: i64) -> *mut
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_output(it: *const TsrIter, i: i64) -> *mut TsrTensor {
     getter("tsr_iter_output", std::ptr::null_mut(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         crate::ensure!(
             i >= 0 && (i as usize) < it.noutputs(),
@@ -877,7 +872,8 @@ pub unsafe extern "C" fn tsr_iter_output(it: *const TsrIter, i: i64) -> *mut Tsr
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_is_contiguous(it: *const TsrIter) -> bool {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_is_contiguous", false, || {
         Ok(unsafe { iter_ref(it)? }.is_contiguous())
     })
@@ -889,7 +885,8 @@ pub unsafe extern "C" fn tsr_iter_is_contiguous(it: *const TsrIter) -> bool {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_is_trivial_1d(it: *const TsrIter) -> bool {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_is_trivial_1d", false, || {
         Ok(unsafe { iter_ref(it)? }.is_trivial_1d())
     })
@@ -901,7 +898,8 @@ pub unsafe extern "C" fn tsr_iter_is_trivial_1d(it: *const TsrIter) -> bool {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_num_output_elements(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_num_output_elements", -1, || {
         Ok(unsafe { iter_ref(it)? }.num_output_elements())
     })
@@ -914,7 +912,8 @@ pub unsafe extern "C" fn tsr_iter_num_output_elements(it: *const TsrIter) -> i64
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_num_reduce_dims(it: *const TsrIter) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_num_reduce_dims", -1, || {
         Ok(unsafe { iter_ref(it)? }.num_reduce_dims() as i64)
     })
@@ -927,7 +926,8 @@ pub unsafe extern "C" fn tsr_iter_num_reduce_dims(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_can_use_32bit_indexing(it: *const TsrIter) -> bool {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
+    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_can_use_32bit_indexing", false, || {
         Ok(unsafe { iter_ref(it)? }.can_use_32bit_indexing())
     })
@@ -979,10 +979,11 @@ pub unsafe extern "C" fn tsr_iter_for_each(
     grain_size: i64,
 ) -> TsrStatus {
     guard("tsr_iter_for_each", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         let Some(f) = loop_ else {
-            return Err(super::error::null_arg("loop"));
+            return Err(null_arg("loop"));
         };
         let l = CLoop { f, user };
         it.for_each(
@@ -1010,10 +1011,11 @@ pub unsafe extern "C" fn tsr_iter_serial_for_each(
     end: i64,
 ) -> TsrStatus {
     guard("tsr_iter_serial_for_each", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         let Some(f) = loop_ else {
-            return Err(super::error::null_arg("loop"));
+            return Err(null_arg("loop"));
         };
         crate::ensure!(
             begin >= 0,
@@ -1039,7 +1041,8 @@ pub unsafe extern "C" fn tsr_iter_serial_for_each(
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_cast_outputs(it: *mut TsrIter) -> TsrStatus {
     guard("tsr_iter_cast_outputs", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         unsafe { iter_ref(it)? }.cast_outputs()
     })
 }
@@ -1068,13 +1071,14 @@ pub unsafe extern "C" fn tsr_iter_parallel_reduce(
     grain_size: i64,
 ) -> TsrStatus {
     guard("tsr_iter_parallel_reduce", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         let Some(f) = loop_ else {
-            return Err(super::error::null_arg("loop"));
+            return Err(null_arg("loop"));
         };
         let Some(comb) = combine else {
-            return Err(super::error::null_arg("combine"));
+            return Err(null_arg("combine"));
         };
         crate::ensure!(
             acc_size <= 4096,
@@ -1193,10 +1197,11 @@ pub unsafe extern "C" fn tsr_iter_foreach_reduced_elt(
     parallelize: bool,
 ) -> TsrStatus {
     guard("tsr_iter_foreach_reduced_elt", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         let Some(f) = fn_ else {
-            return Err(super::error::null_arg("fn"));
+            return Err(null_arg("fn"));
         };
         crate::ensure!(
             it.noutputs() >= 1,
@@ -1222,10 +1227,11 @@ pub unsafe extern "C" fn tsr_iter_for_each_32bit_piece(
     user: *mut c_void,
 ) -> TsrStatus {
     guard("tsr_iter_for_each_32bit_piece", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         let it = unsafe { iter_ref(it)? };
         let Some(f) = fn_ else {
-            return Err(super::error::null_arg("fn"));
+            return Err(null_arg("fn"));
         };
         let cb = CSub { f, user };
         it.for_each_32bit_piece(&mut |piece: &TensorIterator| cb.call(piece));
@@ -1247,6 +1253,6 @@ impl CSub {
     fn call(&self, sub: &TensorIterator) {
         // SAFETY: the sub-iterator lives for the call; the callee only
         // reads it (queries, serial loops) and never frees it.
-        unsafe { (self.f)(self.user, sub as *const TensorIterator as *mut TsrIter) }
+        unsafe { (self.f)(self.user, lend(sub)) }
     }
 }
