@@ -14,15 +14,16 @@
 //! - [`Boxed`]: a single-owner handle; the pointer comes from
 //!   `Box::into_raw` of the target and goes back through `Box::from_raw`
 //!   exactly once (the `_free` function).
-//! - Borrowed: a pointer to a value tessera owns, [`lend`]t to a C
-//!   callback for the length of the call (the sub-iterator of
+//! - Borrowed: a pointer to a value tessera owns, handed by [`lend`] to a
+//!   C callback for the length of the call (the sub-iterator of
 //!   tsr_iter_for_each_32bit_piece). It is of a [`Boxed`] handle type so
-//!   the same queries accept it, and C must not free it.
+//!   the same queries accept it, and C must not free it. No handle type is
+//!   borrowed-only.
 //!
 //! The functions here take and return the handle type and infer the
 //! target from it, so a handle cannot be read as another type's target,
 //! nor a weak handle used where a strong one is expected: neither
-//! compiles (tests/compile_fail/handle_pairing.rs).
+//! compiles (tests/handle_pairing.rs).
 //!
 //! # The caller's contract, stated once
 //!
