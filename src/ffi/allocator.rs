@@ -2,8 +2,9 @@
 //! the built-in CPU allocator's options, statistics and the memory
 //! reporter.
 
-use super::error::{call_host, check_not_null, fail, guard, guard_value, kind_of, write_out};
-use super::object::read_sized;
+use super::call::{check_not_null, device_type_arg, guard, guard_value, read_sized, write_out};
+use super::error::{call_host, fail, kind_of};
+use super::handle;
 use super::refcount as rc;
 use super::types::*;
 use crate::allocator::{self, cpu, Allocator, AllocatorImpl, MemoryEvent, RawAllocator};
@@ -162,7 +163,9 @@ impl RawAllocator for CPlugin {
         match self.vtable.copy_data {
             None => {
                 if nbytes > 0 {
-                    // SAFETY: forwarded from the caller.
+                    // SAFETY: copy_data's contract: src and dst valid for
+                    // nbytes and not overlapping (the caller checked both
+                    // non-NULL).
                     unsafe {
                         std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, nbytes)
                     };
@@ -211,7 +214,8 @@ unsafe fn plugin_allocator(
     self_: *mut c_void,
 ) -> Result<Allocator> {
     check_not_null(vtable, "vtable")?;
-    // SAFETY: forwarded from the caller.
+    // SAFETY: vtable is non-NULL (checked above) and, by this function's
+    // contract, readable for its struct_size.
     let table = unsafe { read_sized(vtable, VTABLE_MIN_SIZE, "TsrAllocatorVTable")? };
     crate::ensure!(
         table.allocate.is_some(),
@@ -242,8 +246,9 @@ pub(crate) unsafe fn allocator_arg<'a>(
     a: *const TsrAllocator,
     name: &str,
 ) -> Result<&'a AllocatorImpl> {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::borrow::<AllocatorImpl, _>(a, name) }
+    // SAFETY: `a` is NULL or a live TsrAllocator (the header's contract,
+    // ffi/handle.rs); borrow checks NULL and liveness.
+    unsafe { handle::borrow(a, name) }
 }
 
 /// A new reference to the allocator behind a handle.
@@ -251,10 +256,9 @@ pub(crate) unsafe fn allocator_arg<'a>(
 /// # Safety
 /// `a` NULL or a live allocator handle.
 pub(crate) unsafe fn allocator_clone(a: *const TsrAllocator, name: &str) -> Result<Allocator> {
-    // SAFETY: forwarded from the caller.
-    Ok(Allocator::from_ref(unsafe {
-        rc::clone_ref::<AllocatorImpl, _>(a, name)?
-    }))
+    // SAFETY: `a` is NULL or a live TsrAllocator (the header's contract,
+    // ffi/handle.rs); clone_ref checks NULL and liveness.
+    Ok(Allocator::from_ref(unsafe { handle::clone_ref(a, name)? }))
 }
 
 /// The allocator behind a handle, borrowed for the call (no reference
@@ -267,8 +271,9 @@ pub(crate) unsafe fn allocator_view(
     a: *const TsrAllocator,
     name: &str,
 ) -> Result<std::mem::ManuallyDrop<Allocator>> {
-    // SAFETY: forwarded from the caller.
-    let r = unsafe { rc::view::<AllocatorImpl, _>(a, name)? };
+    // SAFETY: `a` is NULL or a live TsrAllocator (the header's contract,
+    // ffi/handle.rs); view checks NULL and liveness.
+    let r = unsafe { handle::view(a, name)? };
     Ok(std::mem::ManuallyDrop::new(Allocator::from_ref(
         std::mem::ManuallyDrop::into_inner(r),
     )))
@@ -276,7 +281,7 @@ pub(crate) unsafe fn allocator_view(
 
 /// Turns an allocator into a handle the caller owns.
 pub(crate) fn allocator_handle(a: Allocator) -> *mut TsrAllocator {
-    rc::into_handle(a.into_ref())
+    handle::into_handle(a.into_ref())
 }
 
 /// Creates an allocator from a C plugin table (copied) and its `self`
@@ -298,7 +303,8 @@ pub unsafe extern "C" fn tsr_allocator_new(
 ) -> TsrStatus {
     guard("tsr_allocator_new", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires vtable readable for its struct_size and
+        // its name NULL or NUL-terminated; plugin_allocator checks NULL.
         let a = unsafe { plugin_allocator(vtable, self_)? };
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, allocator_handle(a)) };
@@ -323,7 +329,8 @@ pub unsafe extern "C" fn tsr_register_allocator(
 ) -> TsrStatus {
     let status = guard("tsr_register_allocator", || {
         let t = device_type_arg(device_type)?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires vtable readable for its struct_size and
+        // its name NULL or NUL-terminated; plugin_allocator checks NULL.
         let a = unsafe { plugin_allocator(vtable, self_)? };
         allocator::set_allocator(t, &a, priority);
         Ok(())
@@ -359,7 +366,9 @@ pub unsafe extern "C" fn tsr_set_allocator(
 ) -> TsrStatus {
     guard("tsr_set_allocator", || {
         let t = device_type_arg(device_type)?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_clone checks NULL and
+        // liveness.
         let a = unsafe { allocator_clone(allocator, "allocator")? };
         allocator::set_allocator(t, &a, priority);
         Ok(())
@@ -408,7 +417,9 @@ pub extern "C" fn tsr_cpu_allocator() -> *mut TsrAllocator {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_name(allocator: *const TsrAllocator) -> *const c_char {
     guard_value("tsr_allocator_name", std::ptr::null(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // liveness.
         match unsafe { allocator_arg(allocator, "allocator") } {
             Ok(a) => a.c_name().as_ptr(),
             Err(e) => {
@@ -430,7 +441,9 @@ pub unsafe extern "C" fn tsr_allocator_name(allocator: *const TsrAllocator) -> *
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_plugin_self(allocator: *const TsrAllocator) -> *mut c_void {
     guard_value("tsr_allocator_plugin_self", std::ptr::null_mut(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // liveness.
         match unsafe { allocator_arg(allocator, "allocator") } {
             Ok(a) => a
                 .backend()
@@ -463,7 +476,9 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
 ) -> TsrStatus {
     guard("tsr_allocator_allocate", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_view checks NULL and
+        // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
         let dp = a.allocate(nbytes)?;
         // SAFETY: out checked non-NULL.
@@ -489,7 +504,9 @@ pub unsafe extern "C" fn tsr_allocator_raw_allocate(
 ) -> TsrStatus {
     guard("tsr_allocator_raw_allocate", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_view checks NULL and
+        // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
         let p = a.raw_allocate(nbytes)?;
         // SAFETY: out checked non-NULL.
@@ -513,9 +530,13 @@ pub unsafe extern "C" fn tsr_allocator_raw_deallocate(
     ptr: *mut c_void,
 ) -> TsrStatus {
     guard("tsr_allocator_raw_deallocate", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_view checks NULL and
+        // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires ptr to come from this allocator's
+        // raw_allocate and not be freed yet; raw_deallocate checks it has a
+        // raw deleter.
         unsafe { a.raw_deallocate(ptr) }
     })
 }
@@ -536,13 +557,16 @@ pub unsafe extern "C" fn tsr_allocator_copy_data(
     nbytes: usize,
 ) -> TsrStatus {
     guard("tsr_allocator_copy_data", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_view checks NULL and
+        // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
         if nbytes > 0 {
             check_not_null(dst, "dst")?;
             check_not_null(src, "src")?;
         }
-        // SAFETY: forwarded from the caller.
+        // SAFETY: dst and src checked non-NULL when nbytes > 0; the header
+        // requires them valid for nbytes bytes of this allocator's memory.
         unsafe { a.copy_data(dst, src, nbytes) }
     })
 }
@@ -560,7 +584,9 @@ pub unsafe extern "C" fn tsr_allocator_stats(
 ) -> TsrStatus {
     guard("tsr_allocator_stats", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // liveness.
         let a = unsafe { allocator_arg(allocator, "allocator")? };
         let s = a.stats().snapshot();
         // SAFETY: out checked non-NULL.
@@ -588,7 +614,9 @@ pub unsafe extern "C" fn tsr_allocator_stats(
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_reset_peak(allocator: *mut TsrAllocator) {
     guard_value("tsr_allocator_reset_peak", (), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // liveness.
         match unsafe { allocator_arg(allocator, "allocator") } {
             Ok(a) => a.stats().reset_peak(),
             Err(e) => {
@@ -709,8 +737,9 @@ pub extern "C" fn tsr_cpu_allocator_cached_bytes() -> usize {
 /// `a` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_incref(a: *mut TsrAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::incref::<AllocatorImpl, _>("tsr_allocator_incref", a) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::incref("tsr_allocator_incref", a) }
 }
 
 /// Drops a strong reference. Errors: TSR_ERR_NULL_POINTER,
@@ -720,8 +749,9 @@ pub unsafe extern "C" fn tsr_allocator_incref(a: *mut TsrAllocator) -> TsrStatus
 /// `a` NULL or a live handle the caller owns a reference of.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_decref(a: *mut TsrAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::decref::<AllocatorImpl, _>("tsr_allocator_decref", a) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::decref("tsr_allocator_decref", a) }
 }
 
 /// The strong count; 0 for NULL.
@@ -730,8 +760,9 @@ pub unsafe extern "C" fn tsr_allocator_decref(a: *mut TsrAllocator) -> TsrStatus
 /// `a` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_use_count(a: *const TsrAllocator) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<AllocatorImpl, _>("tsr_allocator_use_count", a).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_allocator_use_count", a).0 }
 }
 
 /// The raw weak count; 0 for NULL.
@@ -740,8 +771,9 @@ pub unsafe extern "C" fn tsr_allocator_use_count(a: *const TsrAllocator) -> usiz
 /// `a` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_weak_use_count(a: *const TsrAllocator) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<AllocatorImpl, _>("tsr_allocator_weak_use_count", a).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_allocator_weak_use_count", a).1 }
 }
 
 /// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
@@ -754,8 +786,9 @@ pub unsafe extern "C" fn tsr_allocator_downgrade(
     a: *mut TsrAllocator,
     out: *mut *mut TsrWeakAllocator,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::downgrade::<AllocatorImpl, _, _>("tsr_allocator_downgrade", a, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::downgrade("tsr_allocator_downgrade", a, out) }
 }
 
 /// Writes a new strong reference to `*out`, or NULL once expired.
@@ -768,8 +801,9 @@ pub unsafe extern "C" fn tsr_weak_allocator_lock(
     w: *mut TsrWeakAllocator,
     out: *mut *mut TsrAllocator,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::lock::<AllocatorImpl, _, _>("tsr_weak_allocator_lock", w, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::lock("tsr_weak_allocator_lock", w, out) }
 }
 
 /// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -778,8 +812,9 @@ pub unsafe extern "C" fn tsr_weak_allocator_lock(
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_allocator_incref(w: *mut TsrWeakAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_incref::<AllocatorImpl, _>("tsr_weak_allocator_incref", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_incref("tsr_weak_allocator_incref", w) }
 }
 
 /// Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -788,8 +823,9 @@ pub unsafe extern "C" fn tsr_weak_allocator_incref(w: *mut TsrWeakAllocator) -> 
 /// `w` NULL or a live weak handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_allocator_decref(w: *mut TsrWeakAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_decref::<AllocatorImpl, _>("tsr_weak_allocator_decref", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_decref("tsr_weak_allocator_decref", w) }
 }
 
 /// Whether the allocator expired; true for NULL.
@@ -798,8 +834,9 @@ pub unsafe extern "C" fn tsr_weak_allocator_decref(w: *mut TsrWeakAllocator) -> 
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_allocator_expired(w: *const TsrWeakAllocator) -> bool {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::expired::<AllocatorImpl, _>("tsr_weak_allocator_expired", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::expired("tsr_weak_allocator_expired", w) }
 }
 
 /// The strong count through a weak handle; 0 for NULL.
@@ -808,8 +845,9 @@ pub unsafe extern "C" fn tsr_weak_allocator_expired(w: *const TsrWeakAllocator) 
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_allocator_use_count(w: *const TsrWeakAllocator) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<AllocatorImpl, _>("tsr_weak_allocator_use_count", w).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_allocator_use_count", w).0 }
 }
 
 /// The raw weak count through a weak handle; 0 for NULL.
@@ -818,6 +856,7 @@ pub unsafe extern "C" fn tsr_weak_allocator_use_count(w: *const TsrWeakAllocator
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_allocator_weak_use_count(w: *const TsrWeakAllocator) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<AllocatorImpl, _>("tsr_weak_allocator_weak_use_count", w).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_allocator_weak_use_count", w).1 }
 }

@@ -2,8 +2,7 @@
 //! statistics, empty_cache and reset_peak.
 
 use super::allocator::{allocator_clone, allocator_handle, TsrAllocator};
-use super::error::{check_not_null, guard, guard_value, write_out};
-use super::object::read_sized;
+use super::call::{check_not_null, guard, guard_value, read_sized, write_out};
 use super::types::*;
 use crate::allocator::caching::{self, CachingAllocator, CachingOptions, PoolStats, Stat};
 use crate::allocator::Allocator;
@@ -141,7 +140,8 @@ unsafe fn options_arg(p: *const TsrCachingOptions) -> Result<CachingOptions> {
     if p.is_null() {
         return Ok(CachingOptions::default());
     }
-    // SAFETY: forwarded from the caller.
+    // SAFETY: p is non-NULL (checked above) and, by this function's contract,
+    // readable for its struct_size.
     let o = unsafe { read_sized(p, OPTIONS_MIN_SIZE, "TsrCachingOptions")? };
     let max_split_size = usize::try_from(o.max_split_size).map_err(|_| {
         crate::err!(
@@ -184,7 +184,8 @@ unsafe fn with_caching<T>(
     a: *const TsrAllocator,
     f: impl FnOnce(&CachingAllocator) -> Result<T>,
 ) -> Result<T> {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `a` is NULL or a live TsrAllocator handle (the header's
+    // contract, ffi/handle.rs); allocator_clone checks NULL and liveness.
     let alloc = unsafe { allocator_clone(a, "allocator")? };
     match caching::of(&alloc) {
         Some(c) => f(c),
@@ -229,9 +230,12 @@ pub unsafe extern "C" fn tsr_caching_allocator_new(
 ) -> TsrStatus {
     guard("tsr_caching_allocator_new", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `inner` is NULL or a live TsrAllocator handle (the header's
+        // contract, ffi/handle.rs); allocator_clone checks NULL and liveness.
         let inner = unsafe { allocator_clone(inner, "inner")? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires options NULL or readable for its
+        // struct_size, with a NULL or NUL-terminated name; options_arg checks
+        // NULL.
         let options = unsafe { options_arg(options)? };
         let a = caching::new(inner, options)?;
         // SAFETY: out checked non-NULL.
@@ -253,7 +257,9 @@ pub unsafe extern "C" fn tsr_caching_allocator_empty_cache(
     allocator: *mut TsrAllocator,
 ) -> TsrStatus {
     guard("tsr_caching_allocator_empty_cache", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); with_caching checks NULL and
+        // liveness.
         unsafe { with_caching(allocator, |c| c.empty_cache()) }
     })
 }
@@ -288,7 +294,9 @@ pub unsafe extern "C" fn tsr_caching_allocator_stats(
              ({} in this version)",
             std::mem::size_of::<TsrCachingStats>()
         );
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); with_caching checks NULL and
+        // liveness.
         let s = unsafe { with_caching(allocator, |c| c.stats())? };
         let n = size.min(std::mem::size_of::<TsrCachingStats>());
         let value = TsrCachingStats {
@@ -324,7 +332,9 @@ pub unsafe extern "C" fn tsr_caching_allocator_reset_peak(
     allocator: *mut TsrAllocator,
 ) -> TsrStatus {
     guard("tsr_caching_allocator_reset_peak", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); with_caching checks NULL and
+        // liveness.
         unsafe { with_caching(allocator, |c| c.reset_peak()) }
     })
 }
@@ -344,7 +354,9 @@ pub unsafe extern "C" fn tsr_caching_allocator_inner(
 ) -> TsrStatus {
     guard("tsr_caching_allocator_inner", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); with_caching checks NULL and
+        // liveness.
         let inner: Allocator = unsafe { with_caching(allocator, |c| Ok(c.inner().clone()))? };
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, allocator_handle(inner)) };
@@ -360,7 +372,9 @@ pub unsafe extern "C" fn tsr_caching_allocator_inner(
 #[no_mangle]
 pub unsafe extern "C" fn tsr_allocator_is_caching(allocator: *const TsrAllocator) -> bool {
     guard_value("tsr_allocator_is_caching", false, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); with_caching checks NULL and
+        // liveness.
         unsafe { with_caching(allocator, |_| Ok(())) }.is_ok()
     })
 }

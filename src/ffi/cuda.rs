@@ -13,36 +13,16 @@
 //! allocators' copy function (tsr_allocator_copy_data, and the storage and
 //! tensor copies built on it).
 
-use super::allocator::{allocator_handle, TsrAllocator};
-use super::error::{check_not_null, guard, guard_value, write_out};
+use super::allocator::TsrAllocator;
+use super::call::{guard, guard_value, hand_out};
 use super::types::*;
-use crate::allocator::Allocator;
-use crate::error::Result;
 
 #[cfg(feature = "cuda")]
 use crate::allocator::cuda;
 
 #[cfg(not(feature = "cuda"))]
-fn no_cuda<T>() -> Result<T> {
+fn no_cuda<T>() -> crate::error::Result<T> {
     crate::bail!(Unsupported, "tessera was built without the cuda feature")
-}
-
-/// Writes an allocator obtained from `get` to `out` as a new reference.
-///
-/// # Safety
-/// `out` NULL or writable.
-unsafe fn hand_out(
-    fname: &str,
-    out: *mut *mut TsrAllocator,
-    get: impl FnOnce() -> Result<Allocator>,
-) -> TsrStatus {
-    guard(fname, || {
-        check_not_null(out, "out")?;
-        let a = get()?;
-        // SAFETY: out checked non-NULL.
-        unsafe { write_out(out, allocator_handle(a)) };
-        Ok(())
-    })
 }
 
 /// Whether CUDA can be used: the driver loads and reports at least one
@@ -105,7 +85,8 @@ pub extern "C" fn tsr_cuda_init() -> TsrStatus {
 /// `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_cuda_allocator(out: *mut *mut TsrAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); hand_out checks each for NULL and liveness.
     unsafe {
         hand_out("tsr_cuda_allocator", out, || {
             #[cfg(feature = "cuda")]
@@ -127,7 +108,8 @@ pub unsafe extern "C" fn tsr_cuda_allocator(out: *mut *mut TsrAllocator) -> TsrS
 /// `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_cuda_raw_allocator(out: *mut *mut TsrAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); hand_out checks each for NULL and liveness.
     unsafe {
         hand_out("tsr_cuda_raw_allocator", out, || {
             #[cfg(feature = "cuda")]
@@ -151,7 +133,8 @@ pub unsafe extern "C" fn tsr_cuda_raw_allocator(out: *mut *mut TsrAllocator) -> 
 /// `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_cuda_pinned_allocator(out: *mut *mut TsrAllocator) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); hand_out checks each for NULL and liveness.
     unsafe {
         hand_out("tsr_cuda_pinned_allocator", out, || {
             #[cfg(feature = "cuda")]

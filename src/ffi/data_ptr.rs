@@ -1,6 +1,6 @@
 //! TsrDataPtr operations.
 
-use super::error::{check_not_null, guard, guard_value};
+use super::call::{check_not_null, guard, guard_value};
 use super::types::*;
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
@@ -38,7 +38,9 @@ impl TsrDataPtr {
     pub(crate) unsafe fn take(&mut self) -> DataPtr {
         let device = self.device.to_core().unwrap_or(Device::CPU);
         let taken = std::mem::replace(self, TsrDataPtr::empty(self.device));
-        // SAFETY: forwarded from the caller.
+        // SAFETY: this function's contract: the fields follow the TsrDataPtr
+        // contract, so calling deleter(ctx) once is sound; self is emptied so
+        // it cannot run twice.
         unsafe { DataPtr::from_raw_parts(taken.data, taken.ctx, taken.deleter, device) }
     }
 }
@@ -108,7 +110,8 @@ pub unsafe extern "C" fn tsr_data_ptr_compare_exchange_deleter(
         // SAFETY: p is valid; its contents are moved into a DataPtr for the
         // operation and moved back, never dropped here.
         let p = unsafe { &mut *p };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires *p to follow the TsrDataPtr contract;
+        // its contents are moved back into *p just below.
         let mut core = unsafe { p.take() };
         let did = core.compare_exchange_deleter(expected, new_deleter);
         *p = TsrDataPtr::from_core(core);

@@ -1,6 +1,7 @@
 //! Devices at the ABI.
 
-use super::error::{fail, guard_value};
+use super::call::{device_type_arg, guard_value};
+use super::error::fail;
 use super::types::*;
 use std::ffi::c_char;
 

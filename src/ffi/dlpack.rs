@@ -9,7 +9,7 @@
 //! comment of that block in cbindgen.toml). `tests/dlpack_header.rs`
 //! checks that the Rust and C layouts agree.
 
-use super::error::{check_not_null, guard, i64_slice};
+use super::call::{check_not_null, guard, i64_slice};
 use super::tensor::{put_tensor, tensor_impl, TsrTensor};
 use super::types::*;
 use crate::data_ptr::DataPtr;
@@ -310,12 +310,14 @@ impl<M: Managed> Consumed<M> {
 /// `shape` (and `strides` unless NULL) readable for `ndim` values.
 unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tensor> {
     let ndim = dlpack::check_ndim(t.ndim)?;
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this function's contract: shape readable for ndim values;
+    // i64_slice checks the length and NULL.
     let shape = unsafe { i64_slice(t.shape, ndim as i64, "dl_tensor.shape")? };
     let strides = if t.strides.is_null() {
         None
     } else {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: strides is non-NULL here and, by this function's contract,
+        // readable for ndim values.
         Some(unsafe { i64_slice(t.strides, ndim as i64, "dl_tensor.strides")? })
     };
     let plan = dlpack::plan_import(
@@ -364,7 +366,8 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack(
 ) -> TsrStatus {
     guard("tsr_tensor_to_dlpack", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         let managed = export::<DLManagedTensorVersioned>(unsafe { tensor_impl(t, "t")? })?;
         // SAFETY: out checked non-NULL.
         unsafe { out.write(managed) };
@@ -384,7 +387,8 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack_legacy(
 ) -> TsrStatus {
     guard("tsr_tensor_to_dlpack_legacy", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         let managed = export::<DLManagedTensor>(unsafe { tensor_impl(t, "t")? })?;
         // SAFETY: out checked non-NULL.
         unsafe { out.write(managed) };

@@ -1,6 +1,6 @@
 //! dtypes and scalars.
 
-use super::error::{check_not_null, guard, guard_value, write_out};
+use super::call::{check_not_null, guard, guard_value, write_out};
 use super::types::*;
 use crate::dtype::{self, DType, Scalar};
 use std::ffi::c_char;

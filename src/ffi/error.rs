@@ -1,13 +1,13 @@
-//! The error side of the ABI: status codes from core errors, the
-//! thread-local last-error message, the panic guard every exported function
-//! runs in, and argument checks.
+//! The error side of the ABI: status codes from core errors and back,
+//! and the thread-local last-error message (what the guards in
+//! ffi/call.rs record, and the exports that read and set it).
 
+use super::call::guard_value;
 use super::types::*;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind};
 use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -78,7 +78,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// Records a caught panic as the last error.
 #[cold]
 #[inline(never)]
-fn record_panic(fname: &str, payload: Box<dyn Any + Send>) {
+pub(crate) fn record_panic(fname: &str, payload: Box<dyn Any + Send>) {
     store_message(format!(
         "{fname}: internal error (caught panic): {}",
         panic_message(&*payload)
@@ -88,90 +88,8 @@ fn record_panic(fname: &str, payload: Box<dyn Any + Send>) {
 /// Maps a body's error to its status (recording the message).
 #[cold]
 #[inline(never)]
-fn fail_owned(fname: &str, err: Error) -> TsrStatus {
+pub(crate) fn fail_owned(fname: &str, err: Error) -> TsrStatus {
     fail(fname, &err)
-}
-
-/// Runs the body of a fallible exported function: maps its error to a
-/// status and message, and a panic to TSR_ERR_INTERNAL. Inlined into each
-/// exported function so the success path costs a compare; the error and
-/// panic paths are out of line.
-#[inline(always)]
-pub(crate) fn guard(fname: &str, body: impl FnOnce() -> Result<()>) -> TsrStatus {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => TSR_OK,
-        Ok(Err(e)) => fail_owned(fname, e),
-        Err(payload) => {
-            record_panic(fname, payload);
-            TSR_ERR_INTERNAL
-        }
-    }
-}
-
-/// Runs the body of an infallible exported function (a getter); a panic
-/// returns `fallback` and records the message.
-#[inline(always)]
-pub(crate) fn guard_value<T>(fname: &str, fallback: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(payload) => {
-            record_panic(fname, payload);
-            fallback
-        }
-    }
-}
-
-/// The error for a NULL pointer argument.
-#[cold]
-#[inline(never)]
-pub(crate) fn null_arg(name: &str) -> Error {
-    Error::new(
-        ErrorKind::NullPointer,
-        format!("argument '{name}' is NULL: expected a valid pointer"),
-    )
-}
-
-/// Checks that a pointer argument is not NULL.
-#[inline(always)]
-pub(crate) fn check_not_null<T>(p: *const T, name: &str) -> Result<()> {
-    if p.is_null() {
-        Err(null_arg(name))
-    } else {
-        Ok(())
-    }
-}
-
-/// Writes `value` through a checked out-pointer.
-///
-/// # Safety
-/// `out` must be NULL or valid for a write of `T`.
-pub(crate) unsafe fn write_out<T>(out: *mut T, value: T) {
-    debug_assert!(!out.is_null());
-    // SAFETY: forwarded from the caller; checked non-NULL before the body.
-    unsafe { out.write(value) };
-}
-
-/// Reads `n` int64 values from a C array; NULL is allowed when n == 0.
-///
-/// # Safety
-/// `p` must be NULL or valid for `n` reads.
-pub(crate) unsafe fn i64_slice<'a>(p: *const i64, n: i64, name: &str) -> Result<&'a [i64]> {
-    crate::ensure!(
-        n >= 0,
-        InvalidArgument,
-        "argument '{name}' has length {n}: expected a non-negative length"
-    );
-    crate::ensure!(
-        n <= TSR_MAX_DIMS,
-        Shape,
-        "argument '{name}' has {n} entries: at most {TSR_MAX_DIMS} dims are supported"
-    );
-    if n == 0 {
-        return Ok(&[]);
-    }
-    check_not_null(p, name)?;
-    // SAFETY: forwarded from the caller: p is valid for n reads.
-    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
 }
 
 /// The message of the last failure on the calling thread, or "" if none.

@@ -1,14 +1,11 @@
 //! The built-in CPU kernels at the ABI: add, sub, mul, div, neg, sum,
 //! amax, and wrapped-number operands.
 
-use super::error::{check_not_null, guard, i64_slice};
-use super::tensor::{put_tensor, tensor_view, TsrTensor};
+use super::call::{check_not_null, elementwise, guard, reduction};
+use super::tensor::{put_tensor, TsrTensor};
 use super::types::*;
-use crate::error::Result;
 use crate::kernels::{self, RoundingMode};
 use crate::tensor::Tensor;
-use smallvec::SmallVec;
-use std::mem::ManuallyDrop;
 
 /// How tsr_div_rounding rounds the quotient (PyTorch's rounding_mode).
 pub type TsrRoundingMode = i32;
@@ -18,55 +15,6 @@ pub const TSR_ROUNDING_NONE: TsrRoundingMode = 0;
 pub const TSR_ROUNDING_TRUNC: TsrRoundingMode = 1;
 /// Rounded toward negative infinity, in the common dtype ("floor").
 pub const TSR_ROUNDING_FLOOR: TsrRoundingMode = 2;
-
-/// # Safety
-/// `t` NULL or a live tensor handle.
-unsafe fn optional_tensor(t: *const TsrTensor, name: &str) -> Result<Option<ManuallyDrop<Tensor>>> {
-    if t.is_null() {
-        Ok(None)
-    } else {
-        // SAFETY: forwarded from the caller.
-        unsafe { tensor_view(t, name) }.map(Some)
-    }
-}
-
-/// Shared body of the element-wise kernels: reads the operands, runs
-/// `op`, and writes a new reference to the output through `result`
-/// (which may be NULL when an output was given).
-///
-/// # Safety
-/// Handles NULL or live; `result` NULL or writable.
-unsafe fn elementwise(
-    fname: &str,
-    out: *mut TsrTensor,
-    inputs: &[(*const TsrTensor, &str)],
-    result: *mut *mut TsrTensor,
-    op: impl FnOnce(Option<&Tensor>, &[Tensor]) -> Result<Tensor>,
-) -> TsrStatus {
-    guard(fname, || {
-        if out.is_null() {
-            check_not_null(result, "result")?;
-        }
-        // SAFETY: forwarded from the caller.
-        let out = unsafe { optional_tensor(out, "out")? };
-        // The inputs are borrowed for the call (no reference counts taken).
-        let mut args: SmallVec<[ManuallyDrop<Tensor>; 3]> = SmallVec::new();
-        for &(t, name) in inputs {
-            // SAFETY: forwarded from the caller.
-            args.push(unsafe { tensor_view(t, name)? });
-        }
-        // SAFETY: ManuallyDrop<Tensor> has the layout of Tensor; the slice
-        // only lends the views for the call.
-        let args: &[Tensor] =
-            unsafe { std::slice::from_raw_parts(args.as_ptr() as *const Tensor, args.len()) };
-        let r = op(out.as_deref(), args)?;
-        if !result.is_null() {
-            // SAFETY: result checked non-NULL and writable per the caller.
-            unsafe { put_tensor(result, r) };
-        }
-        Ok(())
-    })
-}
 
 /// `out = a + alpha * b` with broadcasting and type promotion (c10's
 /// binary_op rules: a 0-dim tensor or a wrapped number from
@@ -96,7 +44,8 @@ pub unsafe extern "C" fn tsr_add(
     alpha: TsrScalar,
     result: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); elementwise checks each for NULL and liveness.
     unsafe {
         elementwise(
             "tsr_add",
@@ -121,7 +70,8 @@ pub unsafe extern "C" fn tsr_sub(
     alpha: TsrScalar,
     result: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); elementwise checks each for NULL and liveness.
     unsafe {
         elementwise(
             "tsr_sub",
@@ -145,7 +95,8 @@ pub unsafe extern "C" fn tsr_mul(
     b: *const TsrTensor,
     result: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); elementwise checks each for NULL and liveness.
     unsafe {
         elementwise(
             "tsr_mul",
@@ -171,7 +122,8 @@ pub unsafe extern "C" fn tsr_div(
     b: *const TsrTensor,
     result: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); elementwise checks each for NULL and liveness.
     unsafe {
         elementwise(
             "tsr_div",
@@ -204,7 +156,8 @@ pub unsafe extern "C" fn tsr_div_rounding(
     mode: TsrRoundingMode,
     result: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); elementwise checks each for NULL and liveness.
     unsafe {
         elementwise(
             "tsr_div_rounding",
@@ -244,39 +197,13 @@ pub unsafe extern "C" fn tsr_neg(
     a: *const TsrTensor,
     result: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); elementwise checks each for NULL and liveness.
     unsafe {
         elementwise("tsr_neg", out_or_null, &[(a, "a")], result, |out, t| {
             kernels::neg(out, &t[0])
         })
     }
-}
-
-/// Shared body of the reductions.
-///
-/// # Safety
-/// `a` NULL or live; `dims` NULL or readable for `ndims` values; `out`
-/// NULL or writable.
-unsafe fn reduction(
-    fname: &str,
-    a: *const TsrTensor,
-    ndims: i64,
-    dims: *const i64,
-    keepdim: bool,
-    out: *mut *mut TsrTensor,
-    op: fn(&Tensor, &[i64], bool) -> Result<Tensor>,
-) -> TsrStatus {
-    guard(fname, || {
-        check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
-        let a = unsafe { tensor_view(a, "a")? };
-        // SAFETY: forwarded from the caller.
-        let dims = unsafe { i64_slice(dims, ndims, "dims")? };
-        let r = op(&a, dims, keepdim)?;
-        // SAFETY: out checked non-NULL.
-        unsafe { put_tensor(out, r) };
-        Ok(())
-    })
 }
 
 /// The sum of `a` over the `ndims` dims in `dims` (ndims 0: every dim;
@@ -301,7 +228,8 @@ pub unsafe extern "C" fn tsr_sum(
     keepdim: bool,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
     unsafe { reduction("tsr_sum", a, ndims, dims, keepdim, out, kernels::sum) }
 }
 
@@ -321,7 +249,8 @@ pub unsafe extern "C" fn tsr_amax(
     keepdim: bool,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
     unsafe { reduction("tsr_amax", a, ndims, dims, keepdim, out, kernels::amax) }
 }
 

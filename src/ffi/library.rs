@@ -1,6 +1,6 @@
 //! Library-wide functions: version and threads.
 
-use super::error::guard_value;
+use super::call::guard_value;
 use std::ffi::c_char;
 
 /// Major version, as in tsr_version().

@@ -6,15 +6,55 @@
 //! `TsrStatus` and write results through out-pointers, untouched on failure;
 //! every function runs inside a panic guard; NULL handles are
 //! `TSR_ERR_NULL_POINTER`; handles returned are new references.
+//!
+//! Where things are, and which helper to use when writing an export:
+//!
+//! - Handles (`handle`): each opaque handle type's Rust target and
+//!   ownership (refcounted strong / weak, boxed, lent) and every cast of a
+//!   handle pointer. Read a strong handle with `handle::borrow` (a `&T`
+//!   for the call), `handle::view` (a `Ref` for the call, no count taken:
+//!   to call methods of the owning wrapper) or `handle::clone_ref` (a new
+//!   reference to keep); hand one out with `handle::into_handle`. Boxed
+//!   handles (TsrIterConfig, TsrIter) go through `box_into` / `box_ref` /
+//!   `box_mut` / `box_from`. The typed wrappers in each file
+//!   (`tensor_view`, `storage_arg`, `allocator_clone`, ...) fix the Rust
+//!   wrapper type; prefer them. Never cast a handle pointer elsewhere.
+//! - Refcount exports (`refcount`): tsr_X_incref / decref / use_count /
+//!   weak_use_count / downgrade and the tsr_weak_X_* functions are each a
+//!   one-line call to the body of the same name, types inferred.
+//! - Bodies (`call`): every export runs in exactly one guard:
+//!   `guard` for a function returning TsrStatus (errors become status +
+//!   message, a panic TSR_ERR_INTERNAL); `getter` for a function returning
+//!   a value with a fallback (NULL, -1, false) and an error message;
+//!   `guard_value` for one that cannot fail except by panicking. Families
+//!   share a body: `produce` (make one value, write it to an
+//!   out-pointer), `view_op` (tensor -> new view in `*out`), `elementwise`
+//!   and `reduction` (kernels), `set_flag` (iterator config booleans),
+//!   `preset` (iterator presets), `hand_out` (allocator getters). Plain
+//!   arguments: `check_not_null` then `write_out` for out-pointers,
+//!   `i64_slice` for (ndim, int64 array) pairs, `read_sized` for host
+//!   structs that start with struct_size, `optional_tensor` for a tensor
+//!   that may be NULL, `dtype_arg` / `device_type_arg` / `format_arg`
+//!   for enum numbers.
+//! - Errors (`error`): the status codes of core errors, the thread's
+//!   last-error message (`fail` records one), `call_host` around calls
+//!   into C plugins.
+//!
+//! Safety comments: the C caller's contract for a handle argument is
+//! stated once in `handle`; each `// SAFETY:` at a call says which
+//! argument it covers and what the callee checks itself.
 
 pub mod allocator;
 pub mod caching;
+pub(crate) mod call;
 pub mod cuda;
 pub mod data_ptr;
 pub mod device;
 pub mod dlpack;
 pub mod dtype;
 pub mod error;
+#[doc(hidden)]
+pub mod handle;
 pub mod iter;
 pub mod kernels;
 pub mod library;

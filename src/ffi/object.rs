@@ -2,7 +2,8 @@
 //! same strong/weak counts as every tessera handle (c10's
 //! intrusive_ptr_target for C).
 
-use super::error::{check_not_null, guard, guard_value, write_out};
+use super::call::{check_not_null, getter, guard, guard_value, read_sized, write_out};
+use super::handle::{self, borrow_weak};
 use super::refcount as rc;
 use super::types::*;
 use crate::refcount::{RcTarget, Ref};
@@ -34,7 +35,8 @@ pub struct TsrWeakObject {
     _private: [u8; 0],
 }
 
-pub(crate) struct HostObject {
+#[doc(hidden)]
+pub struct HostObject {
     data: *mut c_void,
     vtable: TsrObjectVTable,
 }
@@ -65,38 +67,6 @@ impl Drop for HostObject {
         // SAFETY: data came from calloc in tsr_object_new.
         unsafe { libc::free(self.data) };
     }
-}
-
-/// Reads a host-provided struct that starts with `struct_size`: copies the
-/// bytes the host has and leaves later fields zero (NULL), so hosts built
-/// against an older, shorter struct keep working.
-///
-/// # Safety
-/// `p` must be valid for reads of `struct_size` bytes, `struct_size` being
-/// its first u32.
-pub(crate) unsafe fn read_sized<T: Copy>(
-    p: *const T,
-    min_size: usize,
-    what: &str,
-) -> crate::Result<T> {
-    // SAFETY: every struct read this way starts with a u32 struct_size.
-    let size = unsafe { (p as *const u32).read_unaligned() } as usize;
-    crate::ensure!(
-        (min_size..=65536).contains(&size),
-        InvalidArgument,
-        "{what}.struct_size is {size}: expected sizeof({what}) as compiled ({} in this \
-         version, at least {min_size})",
-        std::mem::size_of::<T>()
-    );
-    let mut value = std::mem::MaybeUninit::<T>::zeroed();
-    let n = size.min(std::mem::size_of::<T>());
-    // SAFETY: p is valid for `size` >= n bytes; value has room for
-    // size_of::<T>() >= n bytes; they do not overlap.
-    unsafe { std::ptr::copy_nonoverlapping(p as *const u8, value.as_mut_ptr() as *mut u8, n) };
-    // SAFETY: all structs read this way consist of integers, raw pointers
-    // and Option<fn> fields, valid for any bytes copied from C and for
-    // zeroes in the rest.
-    Ok(unsafe { value.assume_init() })
 }
 
 /// Creates a host object with `size` zeroed bytes (tsr_object_data) and
@@ -141,7 +111,7 @@ pub unsafe extern "C" fn tsr_object_new(
         );
         let r = Ref::new(HostObject { data, vtable });
         // SAFETY: out checked non-NULL.
-        unsafe { write_out(out, rc::into_handle(r)) };
+        unsafe { write_out(out, handle::into_handle(r)) };
         Ok(())
     })
 }
@@ -153,15 +123,10 @@ pub unsafe extern "C" fn tsr_object_new(
 /// `obj` NULL or a live object handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_object_data(obj: *const TsrObject) -> *mut c_void {
-    guard_value("tsr_object_data", std::ptr::null_mut(), || {
-        // SAFETY: forwarded from the caller.
-        match unsafe { rc::borrow::<HostObject, _>(obj, "obj") } {
-            Ok(o) => o.data,
-            Err(e) => {
-                super::error::fail("tsr_object_data", &e);
-                std::ptr::null_mut()
-            }
-        }
+    getter("tsr_object_data", std::ptr::null_mut(), || {
+        // SAFETY: `obj` is NULL or a live TsrObject (the header's contract,
+        // ffi/handle.rs); borrow checks NULL and liveness.
+        Ok(unsafe { handle::borrow(obj, "obj")? }.data)
     })
 }
 
@@ -176,9 +141,10 @@ pub unsafe extern "C" fn tsr_weak_object_data(weak: *const TsrWeakObject) -> *mu
         if weak.is_null() {
             return std::ptr::null_mut();
         }
-        // SAFETY: a weak handle keeps the block (and the HostObject value,
-        // destroyed only with it) alive; `data` is never mutated.
-        unsafe { Ref::borrow_raw(weak as *const crate::refcount::RcBox<HostObject>) }.data
+        // SAFETY: weak is non-NULL and the caller's weak count keeps the
+        // block and its HostObject (dropped only with the block) alive;
+        // `data` is never mutated, not even by release_resources.
+        unsafe { borrow_weak(weak) }.data
     })
 }
 
@@ -189,8 +155,9 @@ pub unsafe extern "C" fn tsr_weak_object_data(weak: *const TsrWeakObject) -> *mu
 /// `obj` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_object_incref(obj: *mut TsrObject) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::incref::<HostObject, _>("tsr_object_incref", obj) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::incref("tsr_object_incref", obj) }
 }
 
 /// Drops a strong reference; the last one runs release_resources (if weak
@@ -203,8 +170,9 @@ pub unsafe extern "C" fn tsr_object_incref(obj: *mut TsrObject) -> TsrStatus {
 /// strong reference.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_object_decref(obj: *mut TsrObject) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::decref::<HostObject, _>("tsr_object_decref", obj) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::decref("tsr_object_decref", obj) }
 }
 
 /// The strong count; 0 for NULL.
@@ -213,8 +181,9 @@ pub unsafe extern "C" fn tsr_object_decref(obj: *mut TsrObject) -> TsrStatus {
 /// `obj` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_object_use_count(obj: *const TsrObject) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<HostObject, _>("tsr_object_use_count", obj).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_object_use_count", obj).0 }
 }
 
 /// The raw weak count (weak references + 1 while strong > 0); 0 for NULL.
@@ -223,8 +192,9 @@ pub unsafe extern "C" fn tsr_object_use_count(obj: *const TsrObject) -> usize {
 /// `obj` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_object_weak_use_count(obj: *const TsrObject) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<HostObject, _>("tsr_object_weak_use_count", obj).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_object_weak_use_count", obj).1 }
 }
 
 /// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
@@ -237,8 +207,9 @@ pub unsafe extern "C" fn tsr_object_downgrade(
     obj: *mut TsrObject,
     out: *mut *mut TsrWeakObject,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::downgrade::<HostObject, _, _>("tsr_object_downgrade", obj, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::downgrade("tsr_object_downgrade", obj, out) }
 }
 
 /// Writes a new strong reference to `*out`, or NULL once the object
@@ -251,8 +222,9 @@ pub unsafe extern "C" fn tsr_weak_object_lock(
     weak: *mut TsrWeakObject,
     out: *mut *mut TsrObject,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::lock::<HostObject, _, _>("tsr_weak_object_lock", weak, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::lock("tsr_weak_object_lock", weak, out) }
 }
 
 /// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -261,8 +233,9 @@ pub unsafe extern "C" fn tsr_weak_object_lock(
 /// `weak` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_object_incref(weak: *mut TsrWeakObject) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_incref::<HostObject, _>("tsr_weak_object_incref", weak) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_incref("tsr_weak_object_incref", weak) }
 }
 
 /// Drops a weak reference; the last reference of any kind destroys the
@@ -272,8 +245,9 @@ pub unsafe extern "C" fn tsr_weak_object_incref(weak: *mut TsrWeakObject) -> Tsr
 /// `weak` NULL or a live weak handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_object_decref(weak: *mut TsrWeakObject) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_decref::<HostObject, _>("tsr_weak_object_decref", weak) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_decref("tsr_weak_object_decref", weak) }
 }
 
 /// Whether the object expired (strong count 0); true for NULL.
@@ -282,8 +256,9 @@ pub unsafe extern "C" fn tsr_weak_object_decref(weak: *mut TsrWeakObject) -> Tsr
 /// `weak` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_object_expired(weak: *const TsrWeakObject) -> bool {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::expired::<HostObject, _>("tsr_weak_object_expired", weak) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::expired("tsr_weak_object_expired", weak) }
 }
 
 /// The strong count seen through a weak handle; 0 for NULL.
@@ -292,8 +267,9 @@ pub unsafe extern "C" fn tsr_weak_object_expired(weak: *const TsrWeakObject) -> 
 /// `weak` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_object_use_count(weak: *const TsrWeakObject) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<HostObject, _>("tsr_weak_object_use_count", weak).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_object_use_count", weak).0 }
 }
 
 /// The raw weak count seen through a weak handle; 0 for NULL.
@@ -302,6 +278,7 @@ pub unsafe extern "C" fn tsr_weak_object_use_count(weak: *const TsrWeakObject) -
 /// `weak` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_object_weak_use_count(weak: *const TsrWeakObject) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<HostObject, _>("tsr_weak_object_weak_use_count", weak).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_object_weak_use_count", weak).1 }
 }

@@ -1,84 +1,29 @@
 //! Shared bodies of the per-handle refcount functions (tsr_X_incref, ...).
 //! Each exported function in the handle's own file is a one-line call to
-//! one of these, so cbindgen sees every function written out.
+//! one of these, its types inferred from the handle argument, so cbindgen
+//! sees every function written out. The casts are in ffi/handle.rs; every
+//! `unsafe fn` here takes its handles under the contract stated there.
 
-use super::error::{check_not_null, fail, guard, guard_value, null_arg};
+use super::call::{check_not_null, guard, guard_value, null_arg};
+use super::error::fail;
+use super::handle::{block, counts as block_counts, strong_of, weak_of, Refcounted, Strong, Weak};
 use super::types::*;
-use crate::error::Result;
-use crate::refcount::{self as rc, RcBox, RcTarget, Ref};
-
-fn raw<T, H>(h: *const H) -> *const RcBox<T> {
-    h as *const RcBox<T>
-}
-
-/// Borrows the value behind a strong handle after checking it is not NULL
-/// and its strong count is not zero.
-///
-/// # Safety
-/// `h` must be NULL or a handle of type T whose memory is alive.
-pub(crate) unsafe fn borrow<'a, T: RcTarget, H>(h: *const H, name: &str) -> Result<&'a T> {
-    check_not_null(h, name)?;
-    // SAFETY: forwarded from the caller: h points at a live block.
-    let (strong, _) = unsafe { rc::counts_raw(raw::<T, H>(h)) };
-    crate::ensure!(
-        strong > 0,
-        DeadObject,
-        "argument '{name}' was already released (strong count 0): expected a live handle"
-    );
-    // SAFETY: the strong count is non-zero and the caller holds it for the
-    // duration of the call.
-    Ok(unsafe { Ref::borrow_raw(raw::<T, H>(h)) })
-}
-
-/// A view of the object behind a borrowed handle, valid for the call:
-/// checked like [`borrow`], but no reference count is taken (the caller's
-/// reference keeps the object alive) and none is dropped.
-///
-/// # Safety
-/// As [`borrow`], and the result must not outlive the call.
-pub(crate) unsafe fn view<T: RcTarget, H>(
-    h: *const H,
-    name: &str,
-) -> Result<std::mem::ManuallyDrop<Ref<T>>> {
-    // SAFETY: forwarded from the caller.
-    unsafe { borrow::<T, H>(h, name)? };
-    // SAFETY: the handle is live with a non-zero strong count; ManuallyDrop
-    // keeps this Ref from decrementing a count it did not take.
-    Ok(std::mem::ManuallyDrop::new(unsafe {
-        Ref::from_raw(raw::<T, H>(h))
-    }))
-}
-
-/// A new strong reference from a borrowed handle.
-///
-/// # Safety
-/// As [`borrow`].
-pub(crate) unsafe fn clone_ref<T: RcTarget, H>(h: *const H, name: &str) -> Result<Ref<T>> {
-    check_not_null(h, name)?;
-    // SAFETY: forwarded from the caller.
-    unsafe { Ref::clone_from_raw(raw::<T, H>(h)) }
-        .map_err(|e| e.context(format!("argument '{name}'")))
-}
-
-/// Turns a strong reference into a C handle the caller owns.
-pub(crate) fn into_handle<T: RcTarget, H>(r: Ref<T>) -> *mut H {
-    Ref::into_raw(r) as *mut H
-}
+use crate::refcount::{self as rc, RcBox, RcTarget};
 
 /// Body of tsr_X_incref. The common case (a live handle) is one atomic
 /// add and a compare, with no stack frame; NULL and dead handles take the
 /// cold path that records the error.
 ///
 /// # Safety
-/// `h` must be NULL or a handle of type T whose memory is alive.
+/// `h` under the contract of ffi/handle.rs.
 #[inline(always)]
-pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+pub(crate) unsafe fn incref<H: Strong>(fname: &str, h: *const H) -> TsrStatus {
     if h.is_null() {
         return null_handle(fname, "handle");
     }
-    // SAFETY: forwarded from the caller. (Atomics cannot panic, so no
-    // unwind guard is needed here.)
-    match unsafe { rc::try_incref_raw(raw::<T, H>(h)) } {
+    // SAFETY: h is non-NULL and a live block (handle.rs contract).
+    // (Atomics cannot panic, so no unwind guard is needed here.)
+    match unsafe { rc::try_incref_raw(block(h)) } {
         Ok(()) => TSR_OK,
         Err(old) => refused(fname, old),
     }
@@ -87,15 +32,15 @@ pub(crate) unsafe fn incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStat
 /// Body of tsr_X_decref; as [`incref`], the common case is one atomic.
 ///
 /// # Safety
-/// `h` must be NULL or a handle of type T whose memory is alive, and the
-/// caller must own the strong reference it gives up.
+/// `h` under the contract of ffi/handle.rs, and the caller owns the strong
+/// reference it gives up.
 #[inline(always)]
-pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+pub(crate) unsafe fn decref<H: Strong>(fname: &str, h: *const H) -> TsrStatus {
     if h.is_null() {
         return null_handle(fname, "handle");
     }
-    let ptr = raw::<T, H>(h);
-    // SAFETY: forwarded from the caller.
+    let ptr = block(h);
+    // SAFETY: h is non-NULL and a live block (handle.rs contract).
     match unsafe { rc::decref_step(ptr) } {
         rc::Decref::Alive => TSR_OK,
         // SAFETY: decref_step just moved the strong count from 1 to 0.
@@ -112,7 +57,7 @@ pub(crate) unsafe fn decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStat
 #[inline(never)]
 unsafe fn release_last<T: RcTarget>(fname: &str, ptr: *const RcBox<T>) -> TsrStatus {
     guard(fname, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the caller (decref) just moved the strong count to 0.
         unsafe { rc::finish_last_strong(ptr) };
         Ok(())
     })
@@ -142,59 +87,60 @@ fn refused(fname: &str, old: usize) -> TsrStatus {
 /// Body of tsr_weak_X_incref.
 ///
 /// # Safety
-/// `h` must be NULL or a (weak) handle of type T whose memory is alive.
-pub(crate) unsafe fn weak_incref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+/// `w` under the contract of ffi/handle.rs.
+pub(crate) unsafe fn weak_incref<W: Weak>(fname: &str, w: *const W) -> TsrStatus {
     guard(fname, || {
-        check_not_null(h, "weak")?;
-        // SAFETY: forwarded from the caller.
-        unsafe { rc::weak_incref_raw(raw::<T, H>(h)) }
+        check_not_null(w, "weak")?;
+        // SAFETY: w is non-NULL and a live block (handle.rs contract).
+        unsafe { rc::weak_incref_raw(block(w)) }
     })
 }
 
 /// Body of tsr_weak_X_decref.
 ///
 /// # Safety
-/// As [`weak_incref`], and the caller must own the weak reference it gives up.
-pub(crate) unsafe fn weak_decref<T: RcTarget, H>(fname: &str, h: *const H) -> TsrStatus {
+/// As [`weak_incref`], and the caller owns the weak reference it gives up.
+pub(crate) unsafe fn weak_decref<W: Weak>(fname: &str, w: *const W) -> TsrStatus {
     guard(fname, || {
-        check_not_null(h, "weak")?;
-        // SAFETY: forwarded from the caller.
-        unsafe { rc::weak_decref_raw(raw::<T, H>(h)) }
+        check_not_null(w, "weak")?;
+        // SAFETY: w is non-NULL and a live block whose weak count the
+        // caller gives up (handle.rs contract).
+        unsafe { rc::weak_decref_raw(block(w)) }
     })
 }
 
-/// Body of the count getters: (strong, weak) of a handle, (0, 0) for NULL
-/// (with a last-error message).
+/// Body of the count getters: (strong, weak) of a strong or weak handle,
+/// (0, 0) for NULL (with a last-error message).
 ///
 /// # Safety
-/// `h` must be NULL or a handle of type T whose memory is alive.
-pub(crate) unsafe fn counts<T: RcTarget, H>(fname: &str, h: *const H) -> (usize, usize) {
+/// `h` under the contract of ffi/handle.rs.
+pub(crate) unsafe fn counts<H: Refcounted>(fname: &str, h: *const H) -> (usize, usize) {
     guard_value(fname, (0, 0), || {
         if h.is_null() {
             fail(fname, &null_arg("handle"));
             return (0, 0);
         }
-        // SAFETY: forwarded from the caller.
-        unsafe { rc::counts_raw(raw::<T, H>(h)) }
+        // SAFETY: h is non-NULL and a live block (handle.rs contract).
+        unsafe { block_counts(h) }
     })
 }
 
 /// Body of tsr_X_downgrade: writes a new weak handle to `out`.
 ///
 /// # Safety
-/// `h` as [`borrow`]; `out` NULL or writable.
-pub(crate) unsafe fn downgrade<T: RcTarget, H, W>(
+/// `h` under the contract of ffi/handle.rs; `out` NULL or writable.
+pub(crate) unsafe fn downgrade<H: Strong>(
     fname: &str,
     h: *const H,
-    out: *mut *mut W,
+    out: *mut *mut H::Weak,
 ) -> TsrStatus {
     guard(fname, || {
         check_not_null(h, "handle")?;
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
-        unsafe { rc::downgrade_raw(raw::<T, H>(h))? };
-        // SAFETY: out checked non-NULL.
-        unsafe { out.write(h as *mut W) };
+        // SAFETY: h is non-NULL and a live block (handle.rs contract).
+        unsafe { rc::downgrade_raw(block(h))? };
+        // SAFETY: out checked non-NULL; the caller made it writable.
+        unsafe { out.write(weak_of(h)) };
         Ok(())
     })
 }
@@ -203,13 +149,12 @@ pub(crate) unsafe fn downgrade<T: RcTarget, H, W>(
 /// object expired. No unwind guard: the body is atomics and stores.
 ///
 /// # Safety
-/// `w` NULL or a weak handle of type T whose memory is alive; `out` NULL
-/// or writable.
+/// `w` under the contract of ffi/handle.rs; `out` NULL or writable.
 #[inline(always)]
-pub(crate) unsafe fn lock<T: RcTarget, W, H>(
+pub(crate) unsafe fn lock<W: Weak>(
     fname: &str,
     w: *const W,
-    out: *mut *mut H,
+    out: *mut *mut W::Strong,
 ) -> TsrStatus {
     if w.is_null() {
         return null_handle(fname, "weak");
@@ -217,10 +162,10 @@ pub(crate) unsafe fn lock<T: RcTarget, W, H>(
     if out.is_null() {
         return null_handle(fname, "out");
     }
-    // SAFETY: forwarded from the caller.
-    let locked = unsafe { rc::lock_raw(raw::<T, W>(w)) };
+    // SAFETY: w is non-NULL and a live block (handle.rs contract).
+    let locked = unsafe { rc::lock_raw(block(w)) };
     let result = if locked {
-        w as *mut H
+        strong_of(w)
     } else {
         std::ptr::null_mut()
     };
@@ -232,9 +177,9 @@ pub(crate) unsafe fn lock<T: RcTarget, W, H>(
 /// Body of tsr_weak_X_expired: true for NULL.
 ///
 /// # Safety
-/// `w` NULL or a weak handle of type T whose memory is alive.
-pub(crate) unsafe fn expired<T: RcTarget, W>(fname: &str, w: *const W) -> bool {
-    // SAFETY: forwarded from the caller.
-    let (strong, _) = unsafe { counts::<T, W>(fname, w) };
+/// `w` under the contract of ffi/handle.rs.
+pub(crate) unsafe fn expired<W: Weak>(fname: &str, w: *const W) -> bool {
+    // SAFETY: the handle.rs contract, passed on; counts checks NULL.
+    let (strong, _) = unsafe { counts(fname, w) };
     strong == 0
 }

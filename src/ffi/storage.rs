@@ -1,7 +1,9 @@
 //! Storages at the ABI.
 
 use super::allocator::{allocator_handle, allocator_view, TsrAllocator};
-use super::error::{check_not_null, fail, guard, guard_value, write_out};
+use super::call::{check_not_null, getter, guard, write_out};
+use super::handle;
+
 use super::refcount as rc;
 use super::types::*;
 use crate::error::Result;
@@ -24,10 +26,9 @@ pub struct TsrWeakStorage {
 /// # Safety
 /// `s` NULL or a live storage handle.
 pub(crate) unsafe fn storage_arg(s: *const TsrStorage, name: &str) -> Result<Storage> {
-    // SAFETY: forwarded from the caller.
-    Ok(Storage::from_ref(unsafe {
-        rc::clone_ref::<StorageImpl, _>(s, name)?
-    }))
+    // SAFETY: `s` is NULL or a live TsrStorage (the header's contract,
+    // ffi/handle.rs); clone_ref checks NULL and liveness.
+    Ok(Storage::from_ref(unsafe { handle::clone_ref(s, name)? }))
 }
 
 /// Borrows the storage implementation behind a handle without a new ref.
@@ -35,12 +36,13 @@ pub(crate) unsafe fn storage_arg(s: *const TsrStorage, name: &str) -> Result<Sto
 /// # Safety
 /// `s` NULL or a live storage handle.
 unsafe fn storage_impl<'a>(s: *const TsrStorage, name: &str) -> Result<&'a StorageImpl> {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::borrow::<StorageImpl, _>(s, name) }
+    // SAFETY: `s` is NULL or a live TsrStorage (the header's contract,
+    // ffi/handle.rs); borrow checks NULL and liveness.
+    unsafe { handle::borrow(s, name) }
 }
 
 pub(crate) fn storage_handle(s: Storage) -> *mut TsrStorage {
-    rc::into_handle(s.into_ref())
+    handle::into_handle(s.into_ref())
 }
 
 /// Allocates a storage of `nbytes` on `device` with the allocator
@@ -86,7 +88,9 @@ pub unsafe extern "C" fn tsr_storage_new_with_allocator(
 ) -> TsrStatus {
     guard("tsr_storage_new_with_allocator", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); allocator_view checks NULL and
+        // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
         let s = Storage::with_allocator(nbytes, &a, resizable)?;
         // SAFETY: out checked non-NULL.
@@ -138,7 +142,8 @@ pub unsafe extern "C" fn tsr_storage_from_data_ptr(
 /// `s` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_nbytes(s: *const TsrStorage) -> usize {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
+    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_nbytes", 0, || {
         Ok(unsafe { storage_impl(s, "s")? }.nbytes())
     })
@@ -150,7 +155,8 @@ pub unsafe extern "C" fn tsr_storage_nbytes(s: *const TsrStorage) -> usize {
 /// `s` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_data(s: *const TsrStorage) -> *mut c_void {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
+    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_data", std::ptr::null_mut(), || {
         Ok(unsafe { storage_impl(s, "s")? }.data())
     })
@@ -166,7 +172,8 @@ pub unsafe extern "C" fn tsr_storage_device(s: *const TsrStorage) -> TsrDevice {
         device_type: -1,
         index: -1,
     };
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
+    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_device", bad, || {
         Ok(TsrDevice::from_core(
             unsafe { storage_impl(s, "s")? }.device(),
@@ -180,7 +187,8 @@ pub unsafe extern "C" fn tsr_storage_device(s: *const TsrStorage) -> TsrDevice {
 /// `s` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_resizable(s: *const TsrStorage) -> bool {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
+    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_resizable", false, || {
         Ok(unsafe { storage_impl(s, "s")? }.resizable())
     })
@@ -194,26 +202,13 @@ pub unsafe extern "C" fn tsr_storage_resizable(s: *const TsrStorage) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_allocator(s: *const TsrStorage) -> *mut TsrAllocator {
     getter("tsr_storage_allocator", std::ptr::null_mut(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         let st = unsafe { storage_impl(s, "s")? };
         Ok(st
             .allocator()
             .cloned()
             .map_or(std::ptr::null_mut(), allocator_handle))
-    })
-}
-
-/// Runs a getter body: errors record a message and give `fallback`.
-pub(crate) fn getter<T>(fname: &str, fallback: T, body: impl FnOnce() -> Result<T>) -> T
-where
-    T: Copy,
-{
-    guard_value(fname, fallback, || match body() {
-        Ok(v) => v,
-        Err(e) => {
-            fail(fname, &e);
-            fallback
-        }
     })
 }
 
@@ -230,7 +225,8 @@ where
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_resize(s: *mut TsrStorage, nbytes: usize) -> TsrStatus {
     guard("tsr_storage_resize", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
         let st = unsafe { storage_arg(s, "s")? };
         // SAFETY: the header documents that the storage must not be used
         // concurrently during a resize (c10's rule).
@@ -247,7 +243,8 @@ pub unsafe extern "C" fn tsr_storage_resize(s: *mut TsrStorage, nbytes: usize) -
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_fill(s: *mut TsrStorage, byte: u8) -> TsrStatus {
     guard("tsr_storage_fill", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         unsafe { storage_impl(s, "s")? }.fill(byte)
     })
 }
@@ -267,7 +264,8 @@ pub unsafe extern "C" fn tsr_storage_copy(
     src: *const TsrStorage,
 ) -> TsrStatus {
     guard("tsr_storage_copy", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `dst` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
         let (d, s) = unsafe { (storage_arg(dst, "dst")?, storage_arg(src, "src")?) };
         d.copy_from(&s)
     })
@@ -287,7 +285,8 @@ pub unsafe extern "C" fn tsr_storage_clone(
 ) -> TsrStatus {
     guard("tsr_storage_clone", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
         let c = unsafe { storage_arg(s, "s")? }.clone_storage()?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, storage_handle(c)) };
@@ -315,12 +314,11 @@ pub unsafe extern "C" fn tsr_storage_share_external(
 ) -> TsrStatus {
     guard("tsr_storage_share_external", || {
         check_not_null(data_ptr, "data_ptr")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         let st = unsafe { storage_impl(s, "s")? };
-        // SAFETY: s is live (checked above).
-        let n = unsafe {
-            crate::refcount::counts_raw(s as *const crate::refcount::RcBox<StorageImpl>).0
-        };
+        // SAFETY: storage_impl above checked s non-NULL with a live block.
+        let n = unsafe { handle::counts(s).0 };
         crate::ensure!(
             n == 1,
             InvalidArgument,
@@ -349,8 +347,9 @@ pub unsafe extern "C" fn tsr_storage_share_external(
 /// `s` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_incref(s: *mut TsrStorage) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::incref::<StorageImpl, _>("tsr_storage_incref", s) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::incref("tsr_storage_incref", s) }
 }
 
 /// Drops a strong reference; the last one frees the data (weak references
@@ -360,8 +359,9 @@ pub unsafe extern "C" fn tsr_storage_incref(s: *mut TsrStorage) -> TsrStatus {
 /// `s` NULL or a live handle the caller owns a reference of.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_decref(s: *mut TsrStorage) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::decref::<StorageImpl, _>("tsr_storage_decref", s) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::decref("tsr_storage_decref", s) }
 }
 
 /// The strong count; 0 for NULL.
@@ -370,8 +370,9 @@ pub unsafe extern "C" fn tsr_storage_decref(s: *mut TsrStorage) -> TsrStatus {
 /// `s` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_use_count(s: *const TsrStorage) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<StorageImpl, _>("tsr_storage_use_count", s).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_storage_use_count", s).0 }
 }
 
 /// The raw weak count; 0 for NULL.
@@ -380,8 +381,9 @@ pub unsafe extern "C" fn tsr_storage_use_count(s: *const TsrStorage) -> usize {
 /// `s` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_weak_use_count(s: *const TsrStorage) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<StorageImpl, _>("tsr_storage_weak_use_count", s).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_storage_weak_use_count", s).1 }
 }
 
 /// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
@@ -394,8 +396,9 @@ pub unsafe extern "C" fn tsr_storage_downgrade(
     s: *mut TsrStorage,
     out: *mut *mut TsrWeakStorage,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::downgrade::<StorageImpl, _, _>("tsr_storage_downgrade", s, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::downgrade("tsr_storage_downgrade", s, out) }
 }
 
 /// Writes a new strong reference to `*out`, or NULL once expired.
@@ -408,8 +411,9 @@ pub unsafe extern "C" fn tsr_weak_storage_lock(
     w: *mut TsrWeakStorage,
     out: *mut *mut TsrStorage,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::lock::<StorageImpl, _, _>("tsr_weak_storage_lock", w, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::lock("tsr_weak_storage_lock", w, out) }
 }
 
 /// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -418,8 +422,9 @@ pub unsafe extern "C" fn tsr_weak_storage_lock(
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_storage_incref(w: *mut TsrWeakStorage) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_incref::<StorageImpl, _>("tsr_weak_storage_incref", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_incref("tsr_weak_storage_incref", w) }
 }
 
 /// Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -428,8 +433,9 @@ pub unsafe extern "C" fn tsr_weak_storage_incref(w: *mut TsrWeakStorage) -> TsrS
 /// `w` NULL or a live weak handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_storage_decref(w: *mut TsrWeakStorage) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_decref::<StorageImpl, _>("tsr_weak_storage_decref", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_decref("tsr_weak_storage_decref", w) }
 }
 
 /// Whether the storage expired (its data is freed); true for NULL.
@@ -438,8 +444,9 @@ pub unsafe extern "C" fn tsr_weak_storage_decref(w: *mut TsrWeakStorage) -> TsrS
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_storage_expired(w: *const TsrWeakStorage) -> bool {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::expired::<StorageImpl, _>("tsr_weak_storage_expired", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::expired("tsr_weak_storage_expired", w) }
 }
 
 /// The strong count through a weak handle; 0 for NULL.
@@ -448,8 +455,9 @@ pub unsafe extern "C" fn tsr_weak_storage_expired(w: *const TsrWeakStorage) -> b
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_storage_use_count(w: *const TsrWeakStorage) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<StorageImpl, _>("tsr_weak_storage_use_count", w).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_storage_use_count", w).0 }
 }
 
 /// The raw weak count through a weak handle; 0 for NULL.
@@ -458,6 +466,7 @@ pub unsafe extern "C" fn tsr_weak_storage_use_count(w: *const TsrWeakStorage) ->
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_storage_weak_use_count(w: *const TsrWeakStorage) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<StorageImpl, _>("tsr_weak_storage_weak_use_count", w).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_storage_weak_use_count", w).1 }
 }

@@ -1,12 +1,13 @@
 //! Tensors at the ABI: creation, getters, set_, copies and refcounts.
 //! View functions live in ffi/views.rs.
 
-use super::error::{check_not_null, guard, i64_slice, write_out};
+use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice, write_out};
+use super::handle;
 use super::refcount as rc;
-use super::storage::{getter, storage_arg, storage_handle, TsrStorage};
+use super::storage::{storage_arg, storage_handle, TsrStorage};
 use super::types::*;
 use crate::error::Result;
-use crate::tensor::{MemoryFormat, Tensor, TensorImpl};
+use crate::tensor::{Tensor, TensorImpl};
 use std::ffi::c_void;
 
 /// A refcounted tensor: sizes, strides and an offset over a storage
@@ -26,10 +27,9 @@ pub struct TsrWeakTensor {
 /// # Safety
 /// `t` NULL or a live tensor handle.
 pub(crate) unsafe fn tensor_arg(t: *const TsrTensor, name: &str) -> Result<Tensor> {
-    // SAFETY: forwarded from the caller.
-    Ok(Tensor::from_ref(unsafe {
-        rc::clone_ref::<TensorImpl, _>(t, name)?
-    }))
+    // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
+    // ffi/handle.rs); clone_ref checks NULL and liveness.
+    Ok(Tensor::from_ref(unsafe { handle::clone_ref(t, name)? }))
 }
 
 /// The tensor behind a handle, borrowed for the call: checked like
@@ -42,8 +42,9 @@ pub(crate) unsafe fn tensor_view(
     t: *const TsrTensor,
     name: &str,
 ) -> Result<std::mem::ManuallyDrop<Tensor>> {
-    // SAFETY: forwarded from the caller.
-    let r = unsafe { rc::view::<TensorImpl, _>(t, name)? };
+    // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
+    // ffi/handle.rs); view checks NULL and liveness.
+    let r = unsafe { handle::view(t, name)? };
     Ok(std::mem::ManuallyDrop::new(Tensor::from_ref(
         std::mem::ManuallyDrop::into_inner(r),
     )))
@@ -54,13 +55,14 @@ pub(crate) unsafe fn tensor_view(
 /// # Safety
 /// `t` NULL or a live tensor handle that stays alive for 'a.
 pub(crate) unsafe fn tensor_impl<'a>(t: *const TsrTensor, name: &str) -> Result<&'a TensorImpl> {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::borrow::<TensorImpl, _>(t, name) }
+    // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
+    // ffi/handle.rs); borrow checks NULL and liveness.
+    unsafe { handle::borrow(t, name) }
 }
 
 /// Turns a tensor into a handle the caller owns.
 pub(crate) fn tensor_handle(t: Tensor) -> *mut TsrTensor {
-    rc::into_handle(t.into_ref())
+    handle::into_handle(t.into_ref())
 }
 
 /// Writes a new tensor handle through a checked out-pointer.
@@ -68,13 +70,8 @@ pub(crate) fn tensor_handle(t: Tensor) -> *mut TsrTensor {
 /// # Safety
 /// `out` non-NULL and writable.
 pub(crate) unsafe fn put_tensor(out: *mut *mut TsrTensor, t: Tensor) {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: out is non-NULL (checked by the caller) and writable.
     unsafe { write_out(out, tensor_handle(t)) }
-}
-
-/// Reads a memory format argument.
-pub(crate) fn format_arg(format: TsrMemoryFormat) -> Result<MemoryFormat> {
-    MemoryFormat::from_raw(format)
 }
 
 /// Allocates an uninitialized contiguous tensor with the allocator
@@ -98,7 +95,8 @@ pub unsafe extern "C" fn tsr_tensor_empty(
 ) -> TsrStatus {
     guard("tsr_tensor_empty", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `sizes` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
         let t = Tensor::empty(sizes, dtype_arg(dtype)?, device.to_core()?)?;
         // SAFETY: out checked non-NULL.
@@ -123,7 +121,8 @@ pub unsafe extern "C" fn tsr_tensor_empty_format(
 ) -> TsrStatus {
     guard("tsr_tensor_empty_format", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `sizes` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
         let t = Tensor::empty_with_format(
             sizes,
@@ -157,9 +156,11 @@ pub unsafe extern "C" fn tsr_tensor_empty_strided(
 ) -> TsrStatus {
     guard("tsr_tensor_empty_strided", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `sizes` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `strides` readable for `ndim` values
+        // when non-NULL; i64_slice checks the length and NULL.
         let strides = unsafe { i64_slice(strides, ndim, "strides")? };
         let t = Tensor::empty_strided(sizes, strides, dtype_arg(dtype)?, device.to_core()?)?;
         // SAFETY: out checked non-NULL.
@@ -181,7 +182,8 @@ pub unsafe extern "C" fn tsr_tensor_empty_like(
 ) -> TsrStatus {
     guard("tsr_tensor_empty_like", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_view checks NULL and liveness.
         let r = unsafe { tensor_view(t, "t")? }.empty_like(format_arg(format)?)?;
         // SAFETY: out checked non-NULL.
         unsafe { put_tensor(out, r) };
@@ -212,14 +214,17 @@ pub unsafe extern "C" fn tsr_tensor_from_storage(
 ) -> TsrStatus {
     guard("tsr_tensor_from_storage", || {
         check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
         let s = unsafe { storage_arg(storage, "storage")? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `sizes` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
         let strides = if strides.is_null() {
             None
         } else {
-            // SAFETY: forwarded from the caller.
+            // SAFETY: the header requires `strides` readable for `ndim` values
+            // when non-NULL; i64_slice checks the length and NULL.
             Some(unsafe { i64_slice(strides, ndim, "strides")? })
         };
         let t = Tensor::from_storage(&s, storage_offset, sizes, strides, dtype_arg(dtype)?)?;
@@ -235,7 +240,8 @@ pub unsafe extern "C" fn tsr_tensor_from_storage(
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_ndim(t: *const TsrTensor) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_ndim", -1, || {
         Ok(unsafe { tensor_impl(t, "t")? }.ndim() as i64)
     })
@@ -248,7 +254,8 @@ pub unsafe extern "C" fn tsr_tensor_ndim(t: *const TsrTensor) -> i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_sizes(t: *const TsrTensor) -> *const i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_sizes", std::ptr::null(), || {
         Ok(unsafe { tensor_impl(t, "t")? }.sizes().as_ptr())
     })
@@ -261,7 +268,8 @@ pub unsafe extern "C" fn tsr_tensor_sizes(t: *const TsrTensor) -> *const i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_strides(t: *const TsrTensor) -> *const i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_strides", std::ptr::null(), || {
         Ok(unsafe { tensor_impl(t, "t")? }.strides().as_ptr())
     })
@@ -275,7 +283,8 @@ pub unsafe extern "C" fn tsr_tensor_strides(t: *const TsrTensor) -> *const i64 {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_size(t: *const TsrTensor, dim: i64) -> i64 {
     getter("tsr_tensor_size", -1, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         let t = unsafe { tensor_impl(t, "t")? };
         crate::ensure!(t.ndim() > 0, Shape, "size of dim {dim} of a 0-dim tensor");
         Ok(t.sizes()[crate::tensor::shape::wrap_dim(dim, t.ndim())?])
@@ -290,7 +299,8 @@ pub unsafe extern "C" fn tsr_tensor_size(t: *const TsrTensor, dim: i64) -> i64 {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_stride(t: *const TsrTensor, dim: i64) -> i64 {
     getter("tsr_tensor_stride", -1, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         let t = unsafe { tensor_impl(t, "t")? };
         crate::ensure!(t.ndim() > 0, Shape, "stride of dim {dim} of a 0-dim tensor");
         Ok(t.strides()[crate::tensor::shape::wrap_dim(dim, t.ndim())?])
@@ -303,7 +313,8 @@ pub unsafe extern "C" fn tsr_tensor_stride(t: *const TsrTensor, dim: i64) -> i64
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_storage_offset(t: *const TsrTensor) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_storage_offset", -1, || {
         Ok(unsafe { tensor_impl(t, "t")? }.storage_offset())
     })
@@ -315,7 +326,8 @@ pub unsafe extern "C" fn tsr_tensor_storage_offset(t: *const TsrTensor) -> i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_numel(t: *const TsrTensor) -> i64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_numel", -1, || {
         Ok(unsafe { tensor_impl(t, "t")? }.numel())
     })
@@ -327,7 +339,8 @@ pub unsafe extern "C" fn tsr_tensor_numel(t: *const TsrTensor) -> i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_dtype(t: *const TsrTensor) -> TsrDType {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_dtype", -1, || {
         Ok(unsafe { tensor_impl(t, "t")? }.dtype().raw())
     })
@@ -339,7 +352,8 @@ pub unsafe extern "C" fn tsr_tensor_dtype(t: *const TsrTensor) -> TsrDType {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_itemsize(t: *const TsrTensor) -> usize {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_itemsize", 0, || {
         Ok(unsafe { tensor_impl(t, "t")? }.itemsize())
     })
@@ -355,7 +369,8 @@ pub unsafe extern "C" fn tsr_tensor_device(t: *const TsrTensor) -> TsrDevice {
         device_type: -1,
         index: -1,
     };
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_device", bad, || {
         Ok(TsrDevice::from_core(
             unsafe { tensor_impl(t, "t")? }.device(),
@@ -370,7 +385,8 @@ pub unsafe extern "C" fn tsr_tensor_device(t: *const TsrTensor) -> TsrDevice {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_data(t: *const TsrTensor) -> *mut c_void {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_data", std::ptr::null_mut(), || {
         Ok(unsafe { tensor_impl(t, "t")? }.data_ptr())
     })
@@ -383,7 +399,8 @@ pub unsafe extern "C" fn tsr_tensor_data(t: *const TsrTensor) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_storage(t: *const TsrTensor) -> *mut TsrStorage {
     getter("tsr_tensor_storage", std::ptr::null_mut(), || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(storage_handle(
             unsafe { tensor_impl(t, "t")? }.storage().clone(),
         ))
@@ -403,7 +420,8 @@ pub unsafe extern "C" fn tsr_tensor_is_contiguous(
     format: TsrMemoryFormat,
 ) -> bool {
     getter("tsr_tensor_is_contiguous", false, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.is_contiguous(format_arg(format)?))
     })
 }
@@ -416,7 +434,8 @@ pub unsafe extern "C" fn tsr_tensor_is_contiguous(
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_is_non_overlapping_and_dense(t: *const TsrTensor) -> bool {
     getter("tsr_tensor_is_non_overlapping_and_dense", false, || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.is_non_overlapping_and_dense())
     })
 }
@@ -428,7 +447,8 @@ pub unsafe extern "C" fn tsr_tensor_is_non_overlapping_and_dense(t: *const TsrTe
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_version(t: *const TsrTensor) -> u64 {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
+    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_version", 0, || {
         Ok(unsafe { tensor_impl(t, "t")? }.version())
     })
@@ -455,16 +475,20 @@ pub unsafe extern "C" fn tsr_tensor_set(
     strides: *const i64,
 ) -> TsrStatus {
     guard("tsr_tensor_set", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
         let tensor = unsafe { tensor_arg(t, "t")? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
         let s = unsafe { storage_arg(storage, "storage")? };
-        // SAFETY: forwarded from the caller.
+        // SAFETY: the header requires `sizes` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
         let strides = if strides.is_null() {
             None
         } else {
-            // SAFETY: forwarded from the caller.
+            // SAFETY: the header requires `strides` readable for `ndim` values
+            // when non-NULL; i64_slice checks the length and NULL.
             Some(unsafe { i64_slice(strides, ndim, "strides")? })
         };
         // SAFETY: the header documents that t must not be used by other
@@ -486,7 +510,8 @@ pub unsafe extern "C" fn tsr_tensor_set(
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) -> TsrStatus {
     guard("tsr_tensor_fill", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
         let t = unsafe { tensor_arg(t, "t")? };
         crate::kernels::fill_(&t, value.to_core()?)
     })
@@ -509,7 +534,8 @@ pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) ->
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_copy(dst: *mut TsrTensor, src: *const TsrTensor) -> TsrStatus {
     guard("tsr_tensor_copy", || {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: `dst` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_view checks NULL and liveness.
         let (d, s) = unsafe { (tensor_view(dst, "dst")?, tensor_view(src, "src")?) };
         crate::kernels::copy_(&d, &s)
     })
@@ -521,8 +547,9 @@ pub unsafe extern "C" fn tsr_tensor_copy(dst: *mut TsrTensor, src: *const TsrTen
 /// `t` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_incref(t: *mut TsrTensor) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::incref::<TensorImpl, _>("tsr_tensor_incref", t) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::incref("tsr_tensor_incref", t) }
 }
 
 /// Drops a strong reference; the last one releases the tensor's storage
@@ -532,8 +559,9 @@ pub unsafe extern "C" fn tsr_tensor_incref(t: *mut TsrTensor) -> TsrStatus {
 /// `t` NULL or a live handle the caller owns a reference of.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_decref(t: *mut TsrTensor) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::decref::<TensorImpl, _>("tsr_tensor_decref", t) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::decref("tsr_tensor_decref", t) }
 }
 
 /// The strong count; 0 for NULL.
@@ -542,8 +570,9 @@ pub unsafe extern "C" fn tsr_tensor_decref(t: *mut TsrTensor) -> TsrStatus {
 /// `t` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_use_count(t: *const TsrTensor) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<TensorImpl, _>("tsr_tensor_use_count", t).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_tensor_use_count", t).0 }
 }
 
 /// The raw weak count; 0 for NULL.
@@ -552,8 +581,9 @@ pub unsafe extern "C" fn tsr_tensor_use_count(t: *const TsrTensor) -> usize {
 /// `t` NULL or a handle whose memory is alive.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_weak_use_count(t: *const TsrTensor) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<TensorImpl, _>("tsr_tensor_weak_use_count", t).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_tensor_weak_use_count", t).1 }
 }
 
 /// Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
@@ -566,8 +596,9 @@ pub unsafe extern "C" fn tsr_tensor_downgrade(
     t: *mut TsrTensor,
     out: *mut *mut TsrWeakTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::downgrade::<TensorImpl, _, _>("tsr_tensor_downgrade", t, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::downgrade("tsr_tensor_downgrade", t, out) }
 }
 
 /// Writes a new strong reference to `*out`, or NULL once expired.
@@ -580,8 +611,9 @@ pub unsafe extern "C" fn tsr_weak_tensor_lock(
     w: *mut TsrWeakTensor,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::lock::<TensorImpl, _, _>("tsr_weak_tensor_lock", w, out) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::lock("tsr_weak_tensor_lock", w, out) }
 }
 
 /// Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -590,8 +622,9 @@ pub unsafe extern "C" fn tsr_weak_tensor_lock(
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_tensor_incref(w: *mut TsrWeakTensor) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_incref::<TensorImpl, _>("tsr_weak_tensor_incref", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_incref("tsr_weak_tensor_incref", w) }
 }
 
 /// Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -600,8 +633,9 @@ pub unsafe extern "C" fn tsr_weak_tensor_incref(w: *mut TsrWeakTensor) -> TsrSta
 /// `w` NULL or a live weak handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_tensor_decref(w: *mut TsrWeakTensor) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::weak_decref::<TensorImpl, _>("tsr_weak_tensor_decref", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::weak_decref("tsr_weak_tensor_decref", w) }
 }
 
 /// Whether the tensor expired; true for NULL.
@@ -610,8 +644,9 @@ pub unsafe extern "C" fn tsr_weak_tensor_decref(w: *mut TsrWeakTensor) -> TsrSta
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_tensor_expired(w: *const TsrWeakTensor) -> bool {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::expired::<TensorImpl, _>("tsr_weak_tensor_expired", w) }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::expired("tsr_weak_tensor_expired", w) }
 }
 
 /// The strong count through a weak handle; 0 for NULL.
@@ -620,8 +655,9 @@ pub unsafe extern "C" fn tsr_weak_tensor_expired(w: *const TsrWeakTensor) -> boo
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_tensor_use_count(w: *const TsrWeakTensor) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<TensorImpl, _>("tsr_weak_tensor_use_count", w).0 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_tensor_use_count", w).0 }
 }
 
 /// The raw weak count through a weak handle; 0 for NULL.
@@ -630,6 +666,7 @@ pub unsafe extern "C" fn tsr_weak_tensor_use_count(w: *const TsrWeakTensor) -> u
 /// `w` NULL or a live weak handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_weak_tensor_weak_use_count(w: *const TsrWeakTensor) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { rc::counts::<TensorImpl, _>("tsr_weak_tensor_weak_use_count", w).1 }
+    // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
+    // is checked inside.
+    unsafe { rc::counts("tsr_weak_tensor_weak_use_count", w).1 }
 }

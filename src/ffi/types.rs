@@ -130,6 +130,9 @@ pub const TSR_PRESERVE_FORMAT: TsrMemoryFormat = 1;
 
 /// The largest number of dims a tensor or iterator accepts.
 pub const TSR_MAX_DIMS: i64 = 64;
+// cbindgen writes only literals into the header, so TSR_MAX_DIMS stays one;
+// this ties it to the core's limit at compile time.
+const _: () = assert!(TSR_MAX_DIMS as usize == crate::tensor::MAX_DIMS);
 
 /// A device: type and index (-1 = the current device of that type).
 /// Two bytes.
@@ -264,14 +267,4 @@ impl TsrScalar {
             },
         }
     }
-}
-
-/// Converts a C dtype number, naming the function's argument on error.
-pub(crate) fn dtype_arg(raw: TsrDType) -> Result<DType> {
-    DType::from_raw(raw)
-}
-
-/// Converts a C device-type number.
-pub(crate) fn device_type_arg(raw: TsrDeviceType) -> Result<DeviceType> {
-    DeviceType::from_raw(raw)
 }

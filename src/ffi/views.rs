@@ -3,32 +3,10 @@
 //! counter. Dims may be negative and wrap as in c10; errors name the dim
 //! and the valid range.
 
-use super::error::{check_not_null, guard, i64_slice};
-use super::tensor::{format_arg, put_tensor, tensor_view, TsrTensor};
+use super::call::{format_arg, i64_slice, view_op};
+use super::tensor::TsrTensor;
 use super::types::*;
-use crate::error::Result;
-use crate::tensor::{MemoryFormat, Tensor};
-
-/// Shared body: NULL checks, the view, the write to `out`.
-///
-/// # Safety
-/// `t` NULL or a live handle; `out` NULL or writable.
-unsafe fn view_op(
-    fname: &str,
-    t: *const TsrTensor,
-    out: *mut *mut TsrTensor,
-    op: impl FnOnce(&Tensor) -> Result<Tensor>,
-) -> TsrStatus {
-    guard(fname, || {
-        check_not_null(out, "out")?;
-        // SAFETY: forwarded from the caller.
-        let input = unsafe { tensor_view(t, "t")? };
-        let r = op(&input)?;
-        // SAFETY: out checked non-NULL.
-        unsafe { put_tensor(out, r) };
-        Ok(())
-    })
-}
+use crate::tensor::MemoryFormat;
 
 /// A view with explicit sizes, strides (elements) and storage offset;
 /// bounds-checked against the storage.
@@ -47,7 +25,8 @@ pub unsafe extern "C" fn tsr_tensor_as_strided(
     storage_offset: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_as_strided", t, out, |x| {
             let sizes = i64_slice(sizes, ndim, "sizes")?;
@@ -71,7 +50,8 @@ pub unsafe extern "C" fn tsr_tensor_view(
     sizes: *const i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_view", t, out, |x| {
             x.view(i64_slice(sizes, ndim, "sizes")?)
@@ -91,7 +71,8 @@ pub unsafe extern "C" fn tsr_tensor_reshape(
     sizes: *const i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_reshape", t, out, |x| {
             x.reshape(i64_slice(sizes, ndim, "sizes")?)
@@ -111,7 +92,8 @@ pub unsafe extern "C" fn tsr_tensor_permute(
     dims: *const i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_permute", t, out, |x| {
             x.permute(i64_slice(dims, ndim, "dims")?)
@@ -130,7 +112,8 @@ pub unsafe extern "C" fn tsr_tensor_transpose(
     dim1: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe { view_op("tsr_tensor_transpose", t, out, |x| x.transpose(dim0, dim1)) }
 }
 
@@ -147,7 +130,8 @@ pub unsafe extern "C" fn tsr_tensor_expand(
     sizes: *const i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_expand", t, out, |x| {
             x.expand(i64_slice(sizes, ndim, "sizes")?)
@@ -167,7 +151,8 @@ pub unsafe extern "C" fn tsr_tensor_narrow(
     length: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_narrow", t, out, |x| {
             x.narrow(dim, start, length)
@@ -186,7 +171,8 @@ pub unsafe extern "C" fn tsr_tensor_select(
     index: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe { view_op("tsr_tensor_select", t, out, |x| x.select(dim, index)) }
 }
 
@@ -200,7 +186,8 @@ pub unsafe extern "C" fn tsr_tensor_squeeze(
     dim: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe { view_op("tsr_tensor_squeeze", t, out, |x| x.squeeze(dim)) }
 }
 
@@ -213,7 +200,8 @@ pub unsafe extern "C" fn tsr_tensor_squeeze_all(
     t: *const TsrTensor,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe { view_op("tsr_tensor_squeeze_all", t, out, |x| x.squeeze_all()) }
 }
 
@@ -227,7 +215,8 @@ pub unsafe extern "C" fn tsr_tensor_unsqueeze(
     dim: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe { view_op("tsr_tensor_unsqueeze", t, out, |x| x.unsqueeze(dim)) }
 }
 
@@ -243,7 +232,8 @@ pub unsafe extern "C" fn tsr_tensor_flatten(
     end_dim: i64,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_flatten", t, out, |x| {
             x.flatten(start_dim, end_dim)
@@ -262,7 +252,8 @@ pub unsafe extern "C" fn tsr_tensor_contiguous(
     format: TsrMemoryFormat,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_contiguous", t, out, |x| {
             x.contiguous(format_arg(format)?)
@@ -281,7 +272,8 @@ pub unsafe extern "C" fn tsr_tensor_clone(
     t: *const TsrTensor,
     out: *mut *mut TsrTensor,
 ) -> TsrStatus {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); view_op checks each for NULL and liveness.
     unsafe {
         view_op("tsr_tensor_clone", t, out, |x| {
             x.clone_tensor(MemoryFormat::Preserve)

@@ -1,0 +1,281 @@
+//! Typed C handles: which Rust value each opaque handle type stands for,
+//! how it is owned, and every pointer cast between the two. No other file
+//! of the crate turns a handle pointer into a Rust pointer or back.
+//!
+//! A handle type (`TsrTensor`, `TsrIter`, ...) is an empty struct the C
+//! side only ever sees through pointers. The traits below tie each one to
+//! its Rust target and its ownership kind:
+//!
+//! - [`Strong`]: a refcounted handle; the pointer is the address of an
+//!   [`RcBox`] of the target, and owning a handle is owning one strong
+//!   count. Its [`Strong::Weak`] is the weak handle type of the same box.
+//! - [`Weak`]: a weak handle to the same box; owning one is owning one
+//!   weak count. [`Weak::Strong`] leads back.
+//! - [`Boxed`]: a single-owner handle; the pointer comes from
+//!   `Box::into_raw` of the target and goes back through `Box::from_raw`
+//!   exactly once (the `_free` function).
+//! - Borrowed: a pointer to a value tessera owns, handed by [`lend`] to a
+//!   C callback for the length of the call (the sub-iterator of
+//!   tsr_iter_for_each_32bit_piece). It is of a [`Boxed`] handle type so
+//!   the same queries accept it, and C must not free it. No handle type is
+//!   borrowed-only.
+//!
+//! The functions here take and return the handle type and infer the
+//! target from it, so a handle cannot be read as another type's target,
+//! nor a weak handle used where a strong one is expected: neither
+//! compiles (tests/handle_pairing.rs).
+//!
+//! # The caller's contract, stated once
+//!
+//! Every `unsafe fn` here that takes a handle needs what the header asks
+//! of the C caller for each handle argument: the pointer is NULL or a
+//! handle of its declared C type, obtained from tessera, whose memory is
+//! still allocated (for refcounted handles: a strong or weak count is
+//! left; for boxed ones: not yet freed), and that stays so for the call.
+//! The exported functions pass their arguments on under that contract;
+//! tessera cannot check it (a pointer that is not a handle, or one used
+//! after free, is the documented undetectable misuse). What *is* checked
+//! here: NULL, and a strong count already at zero.
+
+use super::call::check_not_null;
+use crate::error::Result;
+use crate::refcount::{self as rc, RcBox, RcTarget, Ref};
+use std::mem::ManuallyDrop;
+
+use super::allocator::{TsrAllocator, TsrWeakAllocator};
+use super::iter::{TsrIter, TsrIterConfig};
+use super::object::{HostObject, TsrObject, TsrWeakObject};
+use super::storage::{TsrStorage, TsrWeakStorage};
+use super::tensor::{TsrTensor, TsrWeakTensor};
+use crate::allocator::AllocatorImpl;
+use crate::iterator::{IterConfig, TensorIterator};
+use crate::storage::StorageImpl;
+use crate::tensor::TensorImpl;
+
+/// An opaque C handle type and the Rust value its pointers stand for.
+///
+/// # Safety
+/// Implement it only through the `handles!` table below: the pointer of a
+/// handle of this type must be exactly what the ownership trait it also
+/// implements says (an `RcBox<Target>` or a `Box<Target>`).
+pub unsafe trait Handle: Sized + 'static {
+    /// The Rust value behind the handle.
+    type Target;
+}
+
+/// A handle whose pointer is the address of an `RcBox<Self::Target>`,
+/// strong or weak.
+///
+/// # Safety
+/// As [`Handle`].
+pub unsafe trait Refcounted: Handle<Target: RcTarget> {}
+
+/// A strong refcounted handle.
+///
+/// # Safety
+/// As [`Handle`].
+pub unsafe trait Strong: Refcounted {
+    /// The weak handle type of the same object.
+    type Weak: Weak<Strong = Self, Target = Self::Target>;
+}
+
+/// A weak refcounted handle.
+///
+/// # Safety
+/// As [`Handle`].
+pub unsafe trait Weak: Refcounted {
+    /// The strong handle type of the same object.
+    type Strong: Strong<Weak = Self, Target = Self::Target>;
+}
+
+/// A single-owner handle made by `Box::into_raw` of its target.
+///
+/// # Safety
+/// As [`Handle`].
+pub unsafe trait Boxed: Handle {}
+
+/// The table of handle types: one line per handle, the only place that
+/// says what a handle points at.
+macro_rules! handles {
+    (
+        refcounted { $($strong:ty, $weak:ty => $target:ty;)* }
+        boxed { $($boxed:ty => $btarget:ty;)* }
+    ) => {
+        $(
+            // SAFETY: these handles come from Ref::into_raw of the target
+            // (into_handle) and from casts of the same block (weak_of,
+            // strong_of); nothing else makes them.
+            unsafe impl Handle for $strong { type Target = $target; }
+            // SAFETY: as above.
+            unsafe impl Handle for $weak { type Target = $target; }
+            // SAFETY: as above.
+            unsafe impl Refcounted for $strong {}
+            // SAFETY: as above.
+            unsafe impl Refcounted for $weak {}
+            // SAFETY: as above.
+            unsafe impl Strong for $strong { type Weak = $weak; }
+            // SAFETY: as above.
+            unsafe impl Weak for $weak { type Strong = $strong; }
+        )*
+        $(
+            // SAFETY: these handles come from box_into (Box::into_raw of
+            // the target) or lend; nothing else makes them.
+            unsafe impl Handle for $boxed { type Target = $btarget; }
+            // SAFETY: as above.
+            unsafe impl Boxed for $boxed {}
+        )*
+    };
+}
+
+handles! {
+    refcounted {
+        TsrStorage, TsrWeakStorage => StorageImpl;
+        TsrTensor, TsrWeakTensor => TensorImpl;
+        TsrAllocator, TsrWeakAllocator => AllocatorImpl;
+        TsrObject, TsrWeakObject => HostObject;
+    }
+    boxed {
+        TsrIterConfig => IterConfig;
+        TsrIter => TensorIterator;
+    }
+}
+
+/// The block behind a refcounted handle, strong or weak.
+#[inline(always)]
+pub(crate) fn block<H: Refcounted>(h: *const H) -> *const RcBox<H::Target> {
+    h as *const RcBox<H::Target>
+}
+
+/// Borrows the value behind a strong handle after checking it is not NULL
+/// and its strong count is not zero.
+///
+/// # Safety
+/// `h` under the module's contract, alive for `'a`.
+pub unsafe fn borrow<'a, H: Strong>(h: *const H, name: &str) -> Result<&'a H::Target> {
+    check_not_null(h, name)?;
+    // SAFETY: h is non-NULL and, by the module's contract, a live block.
+    let (strong, _) = unsafe { rc::counts_raw(block(h)) };
+    crate::ensure!(
+        strong > 0,
+        DeadObject,
+        "argument '{name}' was already released (strong count 0): expected a live handle"
+    );
+    // SAFETY: the strong count is non-zero and the caller's reference
+    // keeps it so for 'a.
+    Ok(unsafe { Ref::borrow_raw(block(h)) })
+}
+
+/// The value behind a strong handle as a `Ref` for the call, checked like
+/// [`borrow`]; no count is taken and none is dropped (the caller's
+/// reference keeps the object alive).
+///
+/// # Safety
+/// As [`borrow`]; the result must not outlive the call.
+pub unsafe fn view<H: Strong>(h: *const H, name: &str) -> Result<ManuallyDrop<Ref<H::Target>>> {
+    // SAFETY: the module's contract, passed on.
+    unsafe { borrow(h, name)? };
+    // SAFETY: borrow checked the block live with a non-zero strong count;
+    // ManuallyDrop keeps this Ref from dropping a count it did not take.
+    Ok(ManuallyDrop::new(unsafe { Ref::from_raw(block(h)) }))
+}
+
+/// A new strong reference from a borrowed strong handle.
+///
+/// # Safety
+/// `h` under the module's contract.
+pub unsafe fn clone_ref<H: Strong>(h: *const H, name: &str) -> Result<Ref<H::Target>> {
+    check_not_null(h, name)?;
+    // SAFETY: h is non-NULL and a live block by the module's contract;
+    // clone_from_raw itself refuses a zero strong count.
+    unsafe { Ref::clone_from_raw(block(h)) }.map_err(|e| e.context(format!("argument '{name}'")))
+}
+
+/// Turns a strong reference into a handle the C caller owns.
+#[inline(always)]
+pub fn into_handle<H: Strong>(r: Ref<H::Target>) -> *mut H {
+    Ref::into_raw(r) as *mut H
+}
+
+/// (strong, weak) counts of the block behind a strong or weak handle.
+///
+/// # Safety
+/// `h` non-NULL, under the module's contract.
+#[inline(always)]
+pub unsafe fn counts<H: Refcounted>(h: *const H) -> (usize, usize) {
+    // SAFETY: the module's contract, passed on; h is non-NULL.
+    unsafe { rc::counts_raw(block(h)) }
+}
+
+/// The value behind a weak handle, whatever its strong count: after the
+/// object expired it has run `release_resources` but is not dropped, so
+/// only what that leaves intact may be read.
+///
+/// # Safety
+/// `w` non-NULL, under the module's contract, alive for `'a`.
+#[inline(always)]
+pub unsafe fn borrow_weak<'a, W: Weak>(w: *const W) -> &'a W::Target {
+    // SAFETY: the weak count the caller holds keeps the block and its
+    // value (dropped only with the block) allocated for 'a.
+    unsafe { Ref::borrow_raw(block(w)) }
+}
+
+/// The weak handle of the same block (downgrade, after the weak count
+/// was taken).
+#[inline(always)]
+pub fn weak_of<H: Strong>(h: *const H) -> *mut H::Weak {
+    h as *mut H::Weak
+}
+
+/// The strong handle of the same block (lock, after the strong count was
+/// taken).
+#[inline(always)]
+pub fn strong_of<W: Weak>(w: *const W) -> *mut W::Strong {
+    w as *mut W::Strong
+}
+
+/// Gives a boxed value to the C caller as a handle it owns.
+#[inline(always)]
+pub fn box_into<H: Boxed>(b: Box<H::Target>) -> *mut H {
+    Box::into_raw(b) as *mut H
+}
+
+/// Takes back the box behind an owned handle (its `_free` function).
+///
+/// # Safety
+/// `h` non-NULL, made by [`box_into`], not freed before nor used after.
+#[inline(always)]
+pub unsafe fn box_from<H: Boxed>(h: *mut H) -> Box<H::Target> {
+    // SAFETY: h came from Box::into_raw of H::Target (box_into) and the
+    // caller gives up the handle.
+    unsafe { Box::from_raw(h as *mut H::Target) }
+}
+
+/// Borrows the value behind a boxed (or lent) handle after a NULL check.
+///
+/// # Safety
+/// `h` under the module's contract, alive for `'a`.
+pub unsafe fn box_ref<'a, H: Boxed>(h: *const H, name: &str) -> Result<&'a H::Target> {
+    check_not_null(h, name)?;
+    // SAFETY: h is non-NULL and, by the module's contract, points at a
+    // live H::Target (box_into or lend).
+    Ok(unsafe { &*(h as *const H::Target) })
+}
+
+/// Borrows the value behind an owned boxed handle mutably, after a NULL
+/// check.
+///
+/// # Safety
+/// As [`box_ref`], made by [`box_into`], and not used by anything else
+/// for `'a` (single-owner handles are documented not thread-safe).
+pub unsafe fn box_mut<'a, H: Boxed>(h: *mut H, name: &str) -> Result<&'a mut H::Target> {
+    check_not_null(h, name)?;
+    // SAFETY: h is non-NULL, owned by the caller and unaliased for 'a.
+    Ok(unsafe { &mut *(h as *mut H::Target) })
+}
+
+/// Lends a value tessera owns to a C callback as a borrowed handle: valid
+/// while `value` is, only for reading queries, never freed by C.
+#[inline(always)]
+pub fn lend<H: Boxed>(value: &H::Target) -> *mut H {
+    value as *const H::Target as *mut H
+}

@@ -1,0 +1,410 @@
+//! The iterator config at the ABI: creation, operands, and one setter
+//! per c10 option.
+
+use super::*;
+
+/// Creates an empty iterator config with c10's defaults (check_mem_overlap,
+/// check_all_same_dtype, check_all_same_device, resize_outputs on).
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_new(out: *mut *mut TsrIterConfig) -> TsrStatus {
+    guard("tsr_iter_config_new", || {
+        check_not_null(out, "out")?;
+        let c = box_into(Box::new(IterConfig::new()));
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, c) };
+        Ok(())
+    })
+}
+
+/// Frees a config (and its references to the tensors added). NULL does
+/// nothing.
+///
+/// # Safety
+/// `config` NULL or a live config, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_free(config: *mut TsrIterConfig) {
+    guard_value("tsr_iter_config_free", (), || {
+        if !config.is_null() {
+            // SAFETY: config is non-NULL, made by tsr_iter_config_new
+            // (box_into), and the caller gives it up.
+            drop(unsafe { box_from(config) });
+        }
+    })
+}
+
+/// Adds an output (borrowed; the config keeps a reference), or NULL to
+/// have the build allocate it. Every output must be added before the
+/// first input.
+///
+/// Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_INVALID_ARGUMENT (an
+/// input was already added, or 64 operands reached).
+///
+/// # Safety
+/// `config` NULL or live; `tensor` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_add_output(
+    config: *mut TsrIterConfig,
+    tensor: *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_iter_config_add_output", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        // SAFETY: `tensor` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); NULL means none; otherwise checked live.
+        let t = unsafe { optional_tensor(tensor, "tensor")? };
+        c.add_output(t.map(|t| Tensor::clone(&t)))?;
+        Ok(())
+    })
+}
+
+/// Adds an input (borrowed; the config keeps a reference).
+///
+/// Errors: TSR_ERR_NULL_POINTER (config or tensor); TSR_ERR_INVALID_ARGUMENT
+/// (64 operands reached).
+///
+/// # Safety
+/// `config` NULL or live; `tensor` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_add_input(
+    config: *mut TsrIterConfig,
+    tensor: *const TsrTensor,
+) -> TsrStatus {
+    guard("tsr_iter_config_add_input", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        // SAFETY: `tensor` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
+        let t = unsafe { tensor_arg(tensor, "tensor")? };
+        c.add_input(t)?;
+        Ok(())
+    })
+}
+
+/// Adds a number as an input: a 0-dim CPU tensor that promotes as a
+/// wrapped scalar (an Int tensor plus 2.5 computes in Float).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_add_input_scalar(
+    config: *mut TsrIterConfig,
+    value: TsrScalar,
+) -> TsrStatus {
+    guard("tsr_iter_config_add_input_scalar", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        c.add_input_scalar(value.to_core()?)?;
+        Ok(())
+    })
+}
+
+/// Refuse outputs that write one location through several elements, and
+/// inputs that partially overlap an output (default on). Errors:
+/// TSR_ERR_NULL_POINTER.
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_check_mem_overlap(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_check_mem_overlap", config, |c| {
+            c.check_mem_overlap(on);
+        })
+    }
+}
+
+/// Accept 0-dim CPU inputs when the other operands are on a device
+/// (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_allow_cpu_scalars(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_allow_cpu_scalars", config, |c| {
+            c.allow_cpu_scalars(on);
+        })
+    }
+}
+
+/// Build a reduction: outputs have size 1 (or stride 0) along reduced
+/// dims, which the loop visits first (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_is_reduction(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_is_reduction", config, |c| {
+            c.is_reduction(on);
+        })
+    }
+}
+
+/// Resize defined outputs whose shape differs from the broadcast shape
+/// (default on). A resized output must not be used by other threads
+/// during the build.
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_resize_outputs(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_resize_outputs", config, |c| {
+            c.resize_outputs(on);
+        })
+    }
+}
+
+/// Require all operands to have one dtype (default on).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_check_all_same_dtype(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_check_all_same_dtype", config, |c| {
+            c.check_all_same_dtype(on);
+        })
+    }
+}
+
+/// Require all operands on one device (default on).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_check_all_same_device(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_check_all_same_device", config, |c| {
+            c.check_all_same_device(on);
+        })
+    }
+}
+
+/// Refuse outputs the common dtype cannot be safely cast to (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_enforce_safe_casting_to_output(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag(
+            "tsr_iter_config_enforce_safe_casting_to_output",
+            config,
+            |c| {
+                c.enforce_safe_casting_to_output(on);
+            },
+        )
+    }
+}
+
+/// Keep the tensors' dim order instead of reordering by strides (default
+/// off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_enforce_linear_iteration(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_enforce_linear_iteration", config, |c| {
+            c.enforce_linear_iteration(on);
+        })
+    }
+}
+
+/// Compute in the inputs' common dtype (c10's result_type), converting
+/// inputs on the CPU; turns check_all_same_dtype off (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_promote_inputs_to_common_dtype(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag(
+            "tsr_iter_config_promote_inputs_to_common_dtype",
+            config,
+            |c| {
+                c.promote_inputs_to_common_dtype(on);
+            },
+        )
+    }
+}
+
+/// Compute integer (and bool) common dtypes in Float; needs
+/// promote_inputs_to_common_dtype, checked at build (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_promote_integer_inputs_to_float(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag(
+            "tsr_iter_config_promote_integer_inputs_to_float",
+            config,
+            |c| {
+                c.promote_integer_inputs_to_float(on);
+            },
+        )
+    }
+}
+
+/// Write the common dtype into outputs of other dtypes through CPU
+/// temporaries copied back by tsr_iter_for_each / tsr_iter_cast_outputs;
+/// turns check_all_same_dtype off (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_cast_common_dtype_to_outputs(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag(
+            "tsr_iter_config_cast_common_dtype_to_outputs",
+            config,
+            |c| {
+                c.cast_common_dtype_to_outputs(on);
+            },
+        )
+    }
+}
+
+/// tessera's own (NumPy's COPY_IF_OVERLAP): copy an input that partially
+/// overlaps an output to a temporary instead of refusing (default off).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_resolve_overlap_by_copy(
+    config: *mut TsrIterConfig,
+    on: bool,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); set_flag checks each for NULL and liveness.
+    unsafe {
+        set_flag("tsr_iter_config_resolve_overlap_by_copy", config, |c| {
+            c.resolve_overlap_by_copy(on);
+        })
+    }
+}
+
+/// Fixes the dtype of allocated outputs; the build refuses it unless
+/// check_all_same_dtype is off.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (dtype number).
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_declare_static_dtype(
+    config: *mut TsrIterConfig,
+    dtype: TsrDType,
+) -> TsrStatus {
+    guard("tsr_iter_config_declare_static_dtype", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        c.declare_static_dtype(dtype_arg(dtype)?);
+        Ok(())
+    })
+}
+
+/// Fixes the device of allocated outputs.
+///
+/// # Safety
+/// `config` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_declare_static_device(
+    config: *mut TsrIterConfig,
+    device: TsrDevice,
+) -> TsrStatus {
+    guard("tsr_iter_config_declare_static_device", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        c.declare_static_device(device.to_core()?);
+        Ok(())
+    })
+}
+
+/// Fixes the loop shape instead of broadcasting; the build refuses it
+/// unless resize_outputs is off.
+///
+/// # Safety
+/// `config` NULL or live; `shape` readable for `ndim` values.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_declare_static_shape(
+    config: *mut TsrIterConfig,
+    ndim: i64,
+    shape: *const i64,
+) -> TsrStatus {
+    guard("tsr_iter_config_declare_static_shape", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        // SAFETY: the header requires `shape` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
+        c.declare_static_shape(unsafe { i64_slice(shape, ndim, "shape")? });
+        Ok(())
+    })
+}
