@@ -22,8 +22,15 @@
 
 /* Seconds a child may run (generous: under valgrind a child is ~50x slower). */
 #define CHILD_ALARM_S 60
-#define QUIET_N ((int64_t)4 << 20)
-#define BUSY_N ((int64_t)1 << 18)
+
+/* The tensors (4M floats for the quiet fork, as in the issue's report) and
+ * the busy forks. Under valgrind (.ci/valgrind.sh sets
+ * TESSERA_C_TEST_VALGRIND) a debug build adds 4M floats in about a minute:
+ * there, 64K floats (still two chunks of the kernels' 32K grain, so the
+ * add is parallel) and 8 busy forks. */
+static int64_t quiet_n = (int64_t)4 << 20;
+static int64_t busy_n = (int64_t)1 << 18;
+static int busy_forks = 20;
 
 static TsrDevice cpu(void) {
     TsrDevice d = {TSR_CPU, -1};
@@ -155,8 +162,8 @@ static void test_quiet_fork_after_the_pool_ran(void) {
     TsrAllocatorStats at_fork;
     TsrDataPtr kept;
     tsr_set_num_threads(2);
-    a = filled(QUIET_N, 1.5);
-    b = filled(QUIET_N, 2.25);
+    a = filled(quiet_n, 1.5);
+    b = filled(quiet_n, 2.25);
     CHECK_OK(tsr_caching_allocator_new(cpu_alloc, NULL, &cached));
     CHECK_OK(tsr_allocator_allocate(cached, 1024, &kept));
     /* The pool starts here. */
@@ -233,12 +240,12 @@ static void test_busy_forks(void) {
     memset(&w, 0, sizeof w);
     pthread_mutex_init(&w.lock, NULL);
     tsr_set_num_threads(2);
-    w.a = filled(BUSY_N, 1.5);
-    w.b = filled(BUSY_N, 2.25);
+    w.a = filled(busy_n, 1.5);
+    w.b = filled(busy_n, 2.25);
     w.cpu = tsr_cpu_allocator();
     CHECK_OK(tsr_caching_allocator_new(w.cpu, NULL, &w.cached));
     for (k = 0; k < 2; k++) CHECK(pthread_create(&th[k], NULL, busy_thread, &w) == 0);
-    for (k = 0; k < 20; k++) {
+    for (k = 0; k < busy_forks; k++) {
         char label[32];
         long start = busy_rounds(&w);
         struct timespec pause = {0, 0};
@@ -265,6 +272,11 @@ static void test_busy_forks(void) {
 }
 
 int main(void) {
+    const char *vg = getenv("TESSERA_C_TEST_VALGRIND");
+    if (vg != NULL && vg[0] != '\0' && strcmp(vg, "0") != 0) {
+        quiet_n = busy_n = (int64_t)1 << 16;
+        busy_forks = 8;
+    }
     RUN(test_quiet_fork_after_the_pool_ran);
     RUN(test_busy_forks);
     return 0;

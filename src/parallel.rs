@@ -7,7 +7,7 @@
 //! parallel loop makes a fresh one with the same thread count.
 
 use crate::fork::{self, Held};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 static NUM_THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -65,6 +65,10 @@ type PoolSlot = Option<Arc<rayon::ThreadPool>>;
 /// or `child`.
 static HELD: Held<RwLockWriteGuard<'static, PoolSlot>> = Held::new();
 
+/// The pool the last fork left behind in this (child) process; never
+/// freed (see [`fork_release`]).
+static ABANDONED: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
+
 /// Atfork `prepare`: holds the pool slot, so no thread is making or
 /// replacing the pool at the fork.
 ///
@@ -89,13 +93,16 @@ pub(crate) unsafe fn fork_release(in_child: bool) {
     };
     if in_child {
         if let Some(old) = guard.take() {
-            // Deliberately leaked, never dropped: its worker threads do
-            // not exist in the child, and dropping the pool would signal
-            // them through the pool's sleep state (locks and condition
-            // variables a worker may have held at the fork) and free
-            // memory those threads' stacks still point into. The child's
-            // next parallel loop makes a new pool (`pool`).
-            std::mem::forget(old);
+            // Deliberately leaked, never dropped (as mem::forget would;
+            // the pointer is kept so leak checkers such as valgrind
+            // count it as reachable): its worker threads do not exist in
+            // the child, and dropping the pool would signal them through
+            // the pool's sleep state (locks and condition variables a
+            // worker may have held at the fork) and free memory those
+            // threads' stacks still point into. The child's next parallel
+            // loop makes a new pool (`pool`). One pool per fork
+            // generation; a grandchild overwrites the pointer.
+            ABANDONED.store(Arc::into_raw(old).cast_mut(), Ordering::Relaxed);
         }
     }
     drop(guard);
