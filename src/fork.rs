@@ -36,10 +36,10 @@
 //!
 //! This cannot deadlock against tessera itself because no tessera code
 //! holds a lock of a later step while it waits for one of an earlier step
-//! (the nestings that exist: 2 then 4 or 5, when a registry lookup makes
-//! the built-in or CUDA allocator; 5 then 6, when a freed segment goes
-//! back to the CPU allocator), and no critical section calls host code
-//! (plugin callbacks, the reporter, deleters run outside the locks).
+//! (the only nesting: 2 then 4 or 5, when a registry lookup makes the
+//! built-in or CUDA allocator; the caching layer frees segments after
+//! unlocking), and no critical section calls host code (plugin
+//! callbacks, the reporter, deleters run outside the locks).
 //!
 //! # Registration
 //! The handlers are registered once per process, on tessera's first use
