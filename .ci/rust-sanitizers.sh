@@ -6,12 +6,15 @@
 #   .ci/rust-sanitizers.sh            # ASan and TSan
 #   .ci/rust-sanitizers.sh address    # one of them
 #   RUST_SANITIZER_FULL=1 .ci/rust-sanitizers.sh   # + kernels, iterator, DLPack tests
+#   RUST_SANITIZER_TESTS="--test fork" .ci/rust-sanitizers.sh thread   # some only
 #
 # - address: the library's unit tests, the stress tests (tests/stress.rs,
 #   tests/stress_alloc.rs) under AddressSanitizer + LeakSanitizer: the
 #   unsafe code of refcounts, storages, the iterator and the FFI.
 # - thread: the unit tests and the stress tests under ThreadSanitizer: data
 #   races in the refcounts, the registry, the caching allocator, loops.
+# - both also run tests/fork.rs: children forked while threads work must
+#   find tessera's locks free and its state whole.
 #
 # Each builds std and every dependency with the sanitizer into its own
 # target directory (target/asan, target/tsan): about 4-5 minutes each from
@@ -30,8 +33,11 @@ if ! rustup "+$toolchain" component list --installed 2>/dev/null | grep -q '^rus
 fi
 
 export TESSERA_CHECK_HEADER=1
-tests=(--lib --test stress --test stress_alloc)
-if [[ ${RUST_SANITIZER_FULL:-0} != 0 ]]; then
+tests=(--lib --test stress --test stress_alloc --test fork)
+if [[ -n ${RUST_SANITIZER_TESTS:-} ]]; then
+    # Only these cargo test targets, e.g. RUST_SANITIZER_TESTS="--test fork".
+    read -r -a tests <<<"$RUST_SANITIZER_TESTS"
+elif [[ ${RUST_SANITIZER_FULL:-0} != 0 ]]; then
     # The kernels' SIMD paths, the iterator property test and DLPack too:
     # about 4 minutes more under ASan, 7 under TSan (two cores).
     tests+=(--test kernels --test iterator_traversal --test dlpack)
@@ -47,7 +53,10 @@ for s in "${sanitizers[@]}"; do
         ;;
     thread)
         dir=target/tsan
-        export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
+        # die_after_fork=0: tests/fork.rs forks a multi-threaded process
+        # and its children start threads (the new pool), which TSan
+        # otherwise refuses by killing the child.
+        export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:die_after_fork=0}
         ;;
     *)
         echo "unknown sanitizer '$s': expected address or thread" >&2

@@ -22,6 +22,7 @@ pub mod storage;
 pub mod tensor;
 
 pub mod ffi;
+mod fork;
 pub mod iterator;
 pub mod kernels;
 pub mod parallel;

@@ -1,9 +1,14 @@
 //! The thread pool behind parallel loops: a rayon pool sized by
 //! `set_num_threads` (default: the machine's available parallelism), and
 //! c10's `parallel_for` splitting rule.
+//!
+//! After `fork()` the child has none of the pool's threads: its atfork
+//! handler ([`fork_release`]) forgets the pool, and the child's first
+//! parallel loop makes a fresh one with the same thread count.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use crate::fork::{self, Held};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 static NUM_THREADS: AtomicUsize = AtomicUsize::new(0);
 static POOL: RwLock<Option<Arc<rayon::ThreadPool>>> = RwLock::new(None);
@@ -23,6 +28,7 @@ pub fn get_num_threads() -> usize {
 /// Sets the number of threads parallel loops use (at least 1). The pool is
 /// rebuilt on the next parallel loop.
 pub fn set_num_threads(n: usize) {
+    fork::ensure_handlers();
     let n = n.max(1);
     if NUM_THREADS.swap(n, Ordering::Relaxed) != n {
         *POOL.write().unwrap_or_else(|e| e.into_inner()) = None;
@@ -30,6 +36,7 @@ pub fn set_num_threads(n: usize) {
 }
 
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+    fork::ensure_handlers();
     if let Some(p) = POOL.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
         if p.current_num_threads() == threads {
             return Some(p.clone());
@@ -50,6 +57,55 @@ fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
     );
     *slot = Some(p.clone());
     Some(p)
+}
+
+type PoolSlot = Option<Arc<rayon::ThreadPool>>;
+
+/// The pool slot's guard, from the atfork `prepare` handler to `parent`
+/// or `child`.
+static HELD: Held<RwLockWriteGuard<'static, PoolSlot>> = Held::new();
+
+/// The pool the last fork left behind in this (child) process; never
+/// freed (see [`fork_release`]).
+static ABANDONED: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Atfork `prepare`: holds the pool slot, so no thread is making or
+/// replacing the pool at the fork.
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+pub(crate) unsafe fn fork_prepare() {
+    let guard = POOL.write().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(guard) };
+}
+
+/// Atfork `parent` (in_child false) or `child`: releases the pool slot;
+/// in the child, first forgets the pool.
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+pub(crate) unsafe fn fork_release(in_child: bool) {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    let Some(mut guard) = (unsafe { HELD.take() }) else {
+        return;
+    };
+    if in_child {
+        if let Some(old) = guard.take() {
+            // Deliberately leaked, never dropped (as mem::forget would;
+            // the pointer is kept so leak checkers such as valgrind
+            // count it as reachable): its worker threads do not exist in
+            // the child, and dropping the pool would signal them through
+            // the pool's sleep state (locks and condition variables a
+            // worker may have held at the fork) and free memory those
+            // threads' stacks still point into. The child's next parallel
+            // loop makes a new pool (`pool`). One pool per fork
+            // generation; a grandchild overwrites the pointer.
+            ABANDONED.store(Arc::into_raw(old).cast_mut(), Ordering::Relaxed);
+        }
+    }
+    drop(guard);
 }
 
 /// Whether the calling thread is running a parallel loop's task.

@@ -10,7 +10,7 @@ pub mod cuda;
 pub mod registry;
 pub mod reporter;
 pub mod stats;
-mod thread_counts;
+pub(crate) mod thread_counts;
 pub(crate) mod tracked;
 
 pub use registry::{get_allocator, set_allocator};
@@ -20,11 +20,12 @@ pub use stats::{Stats, StatsSnapshot};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
+use crate::fork::{self, Held};
 use crate::refcount::{RcTarget, Ref};
 use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// What a memory backend implements. tessera wraps it in an [`Allocator`],
 /// which adds statistics and reference counting.
@@ -111,6 +112,69 @@ pub struct AllocatorImpl {
     backend: Option<Box<dyn RawAllocator>>,
 }
 
+type RawSizes = Mutex<HashMap<usize, usize>>;
+
+/// The raw-size tables of every live allocator (addresses of
+/// `AllocatorImpl::raw_sizes`), so the atfork handlers can hold them all.
+static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn live() -> MutexGuard<'static, Vec<usize>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Drop for AllocatorImpl {
+    fn drop(&mut self) {
+        let me = &self.raw_sizes as *const RawSizes as usize;
+        let mut live = live();
+        if let Some(i) = live.iter().position(|&p| p == me) {
+            live.swap_remove(i);
+        }
+    }
+}
+
+/// The guards the atfork handlers hold: the list, then every table.
+type HeldTables = (
+    MutexGuard<'static, Vec<usize>>,
+    Vec<MutexGuard<'static, HashMap<usize, usize>>>,
+);
+static HELD: Held<HeldTables> = Held::new();
+
+/// Atfork `prepare`: holds the list of live allocators, then each one's
+/// raw-size table (in list order).
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+pub(crate) unsafe fn fork_prepare() {
+    let list = live();
+    let tables = list
+        .iter()
+        .map(|&p| {
+            // SAFETY: an address in the list is the table of a live
+            // allocator: it leaves the list (AllocatorImpl::drop, under
+            // the list's lock, which we hold until fork_release) before
+            // its memory goes. 'static: the guard is dropped in
+            // fork_release, before the list's lock is released.
+            let table: &'static RawSizes = unsafe { &*(p as *const RawSizes) };
+            table.lock().unwrap_or_else(|e| e.into_inner())
+        })
+        .collect();
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put((list, tables)) };
+}
+
+/// Atfork `parent` or `child`: releases the tables, then the list.
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+pub(crate) unsafe fn fork_release() {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    if let Some((list, tables)) = unsafe { HELD.take() } {
+        drop(tables);
+        drop(list);
+    }
+}
+
 impl RcTarget for AllocatorImpl {
     fn release_resources(&mut self) {
         // No strong reference and no allocation remain: drop the backend
@@ -165,9 +229,10 @@ impl Allocator {
         default_device: Device,
         backend: Box<dyn RawAllocator>,
     ) -> Allocator {
+        fork::ensure_handlers();
         let name: String = name.into();
         let own_stats = backend.keeps_own_stats();
-        Allocator(Ref::new(AllocatorImpl {
+        let made = Ref::new(AllocatorImpl {
             name: CString::new(name.replace('\0', "")).unwrap_or_default(),
             builtin_cpu: false,
             own_stats,
@@ -175,7 +240,10 @@ impl Allocator {
             stats: Stats::default(),
             raw_sizes: Mutex::new(HashMap::new()),
             backend: Some(backend),
-        }))
+        });
+        // Its final address: the object does not move inside the Ref.
+        live().push(&made.raw_sizes as *const RawSizes as usize);
+        Allocator(made)
     }
 
     /// The built-in CPU allocator (always the same object).

@@ -6,8 +6,9 @@
 
 use super::Allocator;
 use crate::device::DeviceType;
+use crate::fork::{self, Held};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockWriteGuard};
 
 /// Whether the CPU slot holds something other than the built-in allocator
 /// (until then, CPU allocations skip the registry lock).
@@ -30,7 +31,37 @@ const EMPTY: RwLock<Option<Slot>> = RwLock::new(None);
 static SLOTS: [RwLock<Option<Slot>>; DeviceType::SLOTS] = [EMPTY; DeviceType::SLOTS];
 
 fn slot(t: DeviceType) -> &'static RwLock<Option<Slot>> {
+    fork::ensure_handlers();
     &SLOTS[t as u8 as usize]
+}
+
+/// The slots' guards, from the atfork `prepare` handler to `parent` or
+/// `child`.
+static HELD: Held<Vec<RwLockWriteGuard<'static, Option<Slot>>>> = Held::new();
+
+/// Atfork `prepare`: holds every slot, by device type number, so no
+/// thread is replacing an allocator at the fork. The child keeps every
+/// registered allocator.
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+pub(crate) unsafe fn fork_prepare() {
+    let guards = SLOTS
+        .iter()
+        .map(|s| s.write().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(guards) };
+}
+
+/// Atfork `parent` or `child`: releases the slots.
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+pub(crate) unsafe fn fork_release() {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    drop(unsafe { HELD.take() });
 }
 
 /// Installs `allocator` for `device_type` if `priority` >= the current

@@ -2,9 +2,10 @@
 //! allocation and free of every allocator (c10's reportMemoryUsage hook).
 
 use crate::device::Device;
+use crate::fork::{self, Held};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 /// One allocation (+bytes) or free (-bytes).
 #[derive(Debug, Clone, Copy)]
@@ -28,9 +29,40 @@ static REPORTER: RwLock<Option<MemoryReporter>> = RwLock::new(None);
 /// Installs (Some) or removes (None) the reporter. Calls already running
 /// finish with the old one.
 pub fn set_memory_reporter(reporter: Option<MemoryReporter>) {
+    fork::ensure_handlers();
     let mut slot = REPORTER.write().unwrap_or_else(|e| e.into_inner());
     ACTIVE.store(reporter.is_some(), Ordering::Release);
-    *slot = reporter;
+    let old = std::mem::replace(&mut *slot, reporter);
+    drop(slot);
+    // Released outside the lock: a C reporter's release callback may call
+    // back into tessera (and no host code runs under a lock the atfork
+    // handlers take, see crate::fork).
+    drop(old);
+}
+
+/// The reporter slot's guard, from the atfork `prepare` handler to
+/// `parent` or `child`.
+static HELD: Held<RwLockWriteGuard<'static, Option<MemoryReporter>>> = Held::new();
+
+/// Atfork `prepare`: holds the reporter slot.
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+pub(crate) unsafe fn fork_prepare() {
+    let guard = REPORTER.write().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(guard) };
+}
+
+/// Atfork `parent` or `child`: releases the reporter slot (the child
+/// keeps the reporter).
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+pub(crate) unsafe fn fork_release() {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    drop(unsafe { HELD.take() });
 }
 
 /// Whether a reporter is installed (a hint: it may change right after).

@@ -8,9 +8,18 @@
 //! The thread's shard lives in the CPU allocator's per-thread state
 //! (cpu_thread_cache.rs), so one thread-local access serves the count and the
 //! block cache.
+//!
+//! After `fork()`, the child's atfork handler puts every shard but the
+//! forking thread's on the free list: their threads do not exist in the
+//! child (their block caches are gone with them: unreachable, and already
+//! out of the statistics, since a cached block counts as freed). Their
+//! counts stay in the sums, so the child's totals go on from the
+//! parent's.
 
+use crate::fork::{self, Held};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// One thread's counters: [allocations, frees].
 #[repr(align(64))]
@@ -36,27 +45,86 @@ impl Shard {
 static ALL: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
 static FREE: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
 
+thread_local! {
+    /// The shard the current thread owns (null: none), for the atfork
+    /// child handler. Const-initialized with no destructor, so reading it
+    /// never runs an initializer (which would take FREE).
+    static MINE: Cell<*const Shard> = const { Cell::new(std::ptr::null()) };
+}
+
 /// A shard owned by the current thread; returned to the free list on drop.
 pub(crate) struct Owned(pub(crate) &'static Shard);
 
 impl Drop for Owned {
     fn drop(&mut self) {
+        MINE.with(|m| m.set(std::ptr::null()));
         FREE.lock().unwrap_or_else(|e| e.into_inner()).push(self.0);
     }
 }
 
 /// Takes a shard for the current thread.
 pub(crate) fn acquire() -> Owned {
-    if let Some(s) = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-        return Owned(s);
-    }
-    let s: &'static Shard = Box::leak(Box::default());
-    ALL.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+    fork::ensure_handlers();
+    let s = match FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+        Some(s) => s,
+        None => {
+            let s: &'static Shard = Box::leak(Box::default());
+            ALL.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+            s
+        }
+    };
+    MINE.with(|m| m.set(s));
     Owned(s)
+}
+
+type Lists = (
+    MutexGuard<'static, Vec<&'static Shard>>,
+    MutexGuard<'static, Vec<&'static Shard>>,
+);
+
+/// ALL's and FREE's guards, from the atfork `prepare` handler to `parent`
+/// or `child`.
+static HELD: Held<Lists> = Held::new();
+
+/// Atfork `prepare`: holds ALL, then FREE, and makes room in FREE for
+/// every shard (so the child handler does not allocate).
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+pub(crate) unsafe fn fork_prepare() {
+    let all = ALL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut free = FREE.lock().unwrap_or_else(|e| e.into_inner());
+    let more = all.len().saturating_sub(free.len());
+    free.reserve(more);
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put((all, free)) };
+}
+
+/// Atfork `parent` (in_child false) or `child`: releases both lists; in
+/// the child, first makes every shard but the calling thread's free.
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+pub(crate) unsafe fn fork_release(in_child: bool) {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    let Some((all, mut free)) = (unsafe { HELD.take() }) else {
+        return;
+    };
+    if in_child {
+        // The only thread of the child: its shard (if it has one) is the
+        // only one in use.
+        let mine = MINE.with(|m| m.get());
+        free.clear();
+        free.extend(all.iter().copied().filter(|&s| !std::ptr::eq(s, mine)));
+    }
+    drop(free);
+    drop(all);
 }
 
 /// The sums of both counters over every shard.
 pub(crate) fn sum() -> [u64; 2] {
+    fork::ensure_handlers();
     let all = ALL.lock().unwrap_or_else(|e| e.into_inner());
     let mut total = [0u64; 2];
     for s in all.iter() {

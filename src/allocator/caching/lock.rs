@@ -107,6 +107,29 @@ impl<T> SpinLock<T> {
         }
     }
 
+    /// Takes the lock whether or not it is poisoned, without a guard: for
+    /// the atfork `prepare` handler, which holds it across the fork and
+    /// releases it with [`SpinLock::force_unlock`] (in the parent and in
+    /// the child). The child then finds the pools as they were between
+    /// two critical sections, never half updated.
+    pub(super) fn force_lock(&self) {
+        if self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+    }
+
+    /// Releases a lock taken with [`SpinLock::force_lock`].
+    ///
+    /// # Safety
+    /// The caller took the lock with `force_lock` and has not released it.
+    pub(super) unsafe fn force_unlock(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
     /// The value, for the owner when no other thread can hold the lock.
     pub(super) fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()

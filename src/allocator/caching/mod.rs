@@ -78,10 +78,12 @@ use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fork::{self, Held};
 use crate::refcount::Ref;
 use std::any::Any;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard};
 
 /// Options of a caching allocator.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -121,10 +123,70 @@ impl Shared {
     /// `shared` must come from `build`, no block may be out and no thread
     /// may use it any more (the owner is gone, and this is the last user).
     unsafe fn destroy(shared: *const Shared) {
+        // Out of the list first (the atfork handlers lock every state in
+        // it), and with the list's lock released before the state goes:
+        // dropping it frees segments through the inner allocator.
+        {
+            let mut live = live();
+            if let Some(i) = live.iter().position(|&p| p == shared as usize) {
+                live.swap_remove(i);
+            }
+        }
         // SAFETY: made by Box::into_raw in build; the caller guarantees
         // this is the last use.
         drop(unsafe { Box::from_raw(shared as *mut Shared) });
     }
+}
+
+/// Every live shared state (addresses), so the atfork handlers can hold
+/// every pool lock across a fork.
+static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn live() -> MutexGuard<'static, Vec<usize>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The list's guard, held from the atfork `prepare` handler to `parent`
+/// or `child` (the pool locks are held without guards).
+static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
+
+/// Atfork `prepare`: holds the list of live caching allocators, then each
+/// one's pool lock, in list order, so no thread is inside a critical
+/// section at the fork. A poisoned lock is taken too (and stays
+/// poisoned).
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+pub(crate) unsafe fn fork_prepare() {
+    let list = live();
+    for &p in list.iter() {
+        // SAFETY: a state in the list is alive: it leaves the list
+        // (Shared::destroy, under the list's lock, which we hold until
+        // fork_release) before it is freed.
+        unsafe { &*(p as *const Shared) }.lock.force_lock();
+    }
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(list) };
+}
+
+/// Atfork `parent` or `child`: releases every pool lock, then the list.
+/// In the child, the blocks other threads of the parent held stay
+/// counted as in use (the child's statistics go on from the parent's).
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+pub(crate) unsafe fn fork_release() {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    let Some(list) = (unsafe { HELD.take() }) else {
+        return;
+    };
+    for &p in list.iter() {
+        // SAFETY: alive, as in fork_prepare (the list is still held);
+        // fork_prepare took this lock and nothing released it since.
+        unsafe { (*(p as *const Shared)).lock.force_unlock() };
+    }
+    drop(list);
 }
 
 /// The caching backend. Reach it from an [`Allocator`] with [`of`].
@@ -169,6 +231,7 @@ fn build(
         .name
         .unwrap_or_else(|| format!("caching({})", inner.name()));
     let default_device = options.default_device.unwrap_or(inner.default_device());
+    fork::ensure_handlers();
     let shared = Box::into_raw(Box::new(Shared {
         lock: SpinLock::new(State::new(oversize_from)),
         inner,
@@ -177,6 +240,7 @@ fn build(
     }));
     // SAFETY: just made and not shared yet, so this access is exclusive.
     unsafe { (*shared).lock.get_mut().set_shared(shared) };
+    live().push(shared as usize);
     let backend = CachingAllocator {
         // SAFETY: Box::into_raw never returns NULL.
         shared: unsafe { NonNull::new_unchecked(shared) },
