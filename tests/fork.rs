@@ -336,6 +336,10 @@ fn busy_forks() -> Result<(), String> {
 }
 
 fn main() {
+    // libtest's `--list` and name filters (other flags are ignored).
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list = args.iter().any(|a| a == "--list");
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let mut failed = 0;
     for (name, test) in [
         (
@@ -344,6 +348,13 @@ fn main() {
         ),
         ("busy_forks_while_two_threads_work", busy_forks),
     ] {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        if list {
+            println!("{name}: test");
+            continue;
+        }
         let t0 = Instant::now();
         match test() {
             Ok(()) => println!("test {name} ... ok ({:.2}s)", t0.elapsed().as_secs_f64()),
