@@ -1651,36 +1651,6 @@ struct TsrScalar tsr_scalar_bool(bool value);
 struct TsrScalar tsr_scalar_complex(double re, double im);
 
 /**
- * The message of the last failure on the calling thread, or "" if none.
- * The string stays valid until this thread's next failing call. Never
- * NULL.
- */
-const char *tsr_last_error_message(void);
-
-/**
- * Clears the calling thread's last error message.
- */
-void tsr_clear_last_error(void);
-
-/**
- * Records a message as the calling thread's last error. For allocator
- * plugins and other callbacks: a callback that fails calls this, then
- * returns its error status; tessera passes the message on to the caller.
- * `message` NULL records "". Returns `status` unchanged, so a plugin can
- * write `return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "...");`.
- *
- * # Safety
- * `message` must be NULL or a NUL-terminated string.
- */
-TsrStatus tsr_set_last_error(TsrStatus status, const char *message);
-
-/**
- * The name of a status code ("TSR_OK", "TSR_ERR_SHAPE", ...), or
- * "TSR_ERR_UNKNOWN" for a number that is not a status. Never NULL; static.
- */
-const char *tsr_status_name(TsrStatus status);
-
-/**
  * Creates an empty iterator config with c10's defaults (check_mem_overlap,
  * check_all_same_dtype, check_all_same_device, resize_outputs on).
  *
@@ -2346,6 +2316,36 @@ TsrStatus tsr_amax(const struct TsrTensor *a,
  * `out` NULL or writable.
  */
 TsrStatus tsr_scalar_tensor(struct TsrScalar value, struct TsrTensor **out);
+
+/**
+ * The message of the last failure on the calling thread, or "" if none.
+ * The string stays valid until this thread's next failing call. Never
+ * NULL.
+ */
+const char *tsr_last_error_message(void);
+
+/**
+ * Clears the calling thread's last error message.
+ */
+void tsr_clear_last_error(void);
+
+/**
+ * Records a message as the calling thread's last error. For allocator
+ * plugins and other callbacks: a callback that fails calls this, then
+ * returns its error status; tessera passes the message on to the caller.
+ * `message` NULL records "". Returns `status` unchanged, so a plugin can
+ * write `return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "...");`.
+ *
+ * # Safety
+ * `message` must be NULL or a NUL-terminated string.
+ */
+TsrStatus tsr_set_last_error(TsrStatus status, const char *message);
+
+/**
+ * The name of a status code ("TSR_OK", "TSR_ERR_SHAPE", ...), or
+ * "TSR_ERR_UNKNOWN" for a number that is not a status. Never NULL; static.
+ */
+const char *tsr_status_name(TsrStatus status);
 
 /**
  * The library version, "MAJOR.MINOR.PATCH". Static; never NULL.

@@ -116,7 +116,7 @@ impl CPlugin {
         };
         // SAFETY: tsr_status_name returns a static string.
         let sname =
-            unsafe { CStr::from_ptr(super::error::tsr_status_name(status)) }.to_string_lossy();
+            unsafe { CStr::from_ptr(super::last_error::tsr_status_name(status)) }.to_string_lossy();
         Error::new(
             kind_of(status),
             format!(
@@ -337,7 +337,7 @@ pub unsafe extern "C" fn tsr_register_allocator(
     });
     if status != TSR_OK {
         // SAFETY: tsr_last_error_message returns a valid C string.
-        let msg = unsafe { CStr::from_ptr(super::error::tsr_last_error_message()) };
+        let msg = unsafe { CStr::from_ptr(super::last_error::tsr_last_error_message()) };
         eprintln!(
             "tessera: TSR_REGISTER_ALLOCATOR failed: {}",
             msg.to_string_lossy()

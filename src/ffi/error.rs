@@ -1,13 +1,13 @@
 //! The error side of the ABI: status codes from core errors and back,
 //! and the thread-local last-error message (what the guards in
-//! ffi/call.rs record, and the exports that read and set it).
+//! ffi/call.rs record). A leaf of ffi: the exports that read and set the
+//! message are in ffi/last_error.rs.
 
-use super::call::guard_value;
 use super::types::*;
 use crate::error::{Error, ErrorKind};
 use std::any::Any;
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CString};
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -49,7 +49,7 @@ pub(crate) fn kind_of(status: TsrStatus) -> ErrorKind {
     }
 }
 
-fn store_message(message: String) {
+pub(crate) fn store_message(message: String) {
     // Interior NULs cannot be represented in a C string: replace them.
     let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
     LAST_ERROR.with(|slot| *slot.borrow_mut() = c);
@@ -92,51 +92,6 @@ pub(crate) fn fail_owned(fname: &str, err: Error) -> TsrStatus {
     fail(fname, &err)
 }
 
-/// The message of the last failure on the calling thread, or "" if none.
-/// The string stays valid until this thread's next failing call. Never
-/// NULL.
-#[no_mangle]
-pub extern "C" fn tsr_last_error_message() -> *const c_char {
-    guard_value("tsr_last_error_message", c"".as_ptr(), || {
-        LAST_ERROR.with(|slot| slot.borrow().as_ptr())
-    })
-}
-
-/// Clears the calling thread's last error message.
-#[no_mangle]
-pub extern "C" fn tsr_clear_last_error() {
-    guard_value("tsr_clear_last_error", (), || {
-        LAST_ERROR.with(|slot| *slot.borrow_mut() = CString::default())
-    })
-}
-
-/// Records a message as the calling thread's last error. For allocator
-/// plugins and other callbacks: a callback that fails calls this, then
-/// returns its error status; tessera passes the message on to the caller.
-/// `message` NULL records "". Returns `status` unchanged, so a plugin can
-/// write `return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "...");`.
-///
-/// # Safety
-/// `message` must be NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn tsr_set_last_error(
-    status: TsrStatus,
-    message: *const c_char,
-) -> TsrStatus {
-    guard_value("tsr_set_last_error", status, || {
-        let text = if message.is_null() {
-            String::new()
-        } else {
-            // SAFETY: the caller passes a NUL-terminated string.
-            unsafe { CStr::from_ptr(message) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        store_message(text);
-        status
-    })
-}
-
 /// Calls a host callback (an allocator plugin's function) with the calling
 /// thread's last-error slot emptied, and returns its status with what it
 /// recorded there (tsr_set_last_error). The message that was in the slot
@@ -151,27 +106,12 @@ pub(crate) fn call_host(f: impl FnOnce() -> TsrStatus) -> (TsrStatus, String) {
     (status, recorded.to_string_lossy().into_owned())
 }
 
-/// The name of a status code ("TSR_OK", "TSR_ERR_SHAPE", ...), or
-/// "TSR_ERR_UNKNOWN" for a number that is not a status. Never NULL; static.
-#[no_mangle]
-pub extern "C" fn tsr_status_name(status: TsrStatus) -> *const c_char {
-    guard_value("tsr_status_name", c"TSR_ERR_UNKNOWN".as_ptr(), || {
-        let name: &'static CStr = match status {
-            TSR_OK => c"TSR_OK",
-            TSR_ERR_INVALID_ARGUMENT => c"TSR_ERR_INVALID_ARGUMENT",
-            TSR_ERR_NULL_POINTER => c"TSR_ERR_NULL_POINTER",
-            TSR_ERR_OUT_OF_MEMORY => c"TSR_ERR_OUT_OF_MEMORY",
-            TSR_ERR_SHAPE => c"TSR_ERR_SHAPE",
-            TSR_ERR_DTYPE => c"TSR_ERR_DTYPE",
-            TSR_ERR_DEVICE => c"TSR_ERR_DEVICE",
-            TSR_ERR_OVERLAP => c"TSR_ERR_OVERLAP",
-            TSR_ERR_NOT_RESIZABLE => c"TSR_ERR_NOT_RESIZABLE",
-            TSR_ERR_UNSUPPORTED => c"TSR_ERR_UNSUPPORTED",
-            TSR_ERR_INTERNAL => c"TSR_ERR_INTERNAL",
-            TSR_ERR_DEAD_OBJECT => c"TSR_ERR_DEAD_OBJECT",
-            TSR_ERR_ZERO_DIVISION => c"TSR_ERR_ZERO_DIVISION",
-            _ => c"TSR_ERR_UNKNOWN",
-        };
-        name.as_ptr()
-    })
+/// The calling thread's last error message (valid until its next failure).
+pub(crate) fn last_message() -> *const c_char {
+    LAST_ERROR.with(|slot| slot.borrow().as_ptr())
+}
+
+/// Empties the calling thread's last error message.
+pub(crate) fn clear_message() {
+    LAST_ERROR.with(|slot| *slot.borrow_mut() = CString::default())
 }

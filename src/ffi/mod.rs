@@ -38,7 +38,8 @@
 //!   for enum numbers.
 //! - Errors (`error`): the status codes of core errors, the thread's
 //!   last-error message (`fail` records one), `call_host` around calls
-//!   into C plugins.
+//!   into C plugins; `last_error` holds the exports that read and set
+//!   the message (`tsr_last_error_message`, `tsr_status_name`, ...).
 //!
 //! Safety comments: the C caller's contract for a handle argument is
 //! stated once in `handle`; each `// SAFETY:` at a call says which
@@ -57,6 +58,7 @@ pub mod error;
 pub mod handle;
 pub mod iter;
 pub mod kernels;
+pub mod last_error;
 pub mod library;
 pub mod object;
 pub(crate) mod refcount;
@@ -65,5 +67,5 @@ pub mod tensor;
 pub mod types;
 pub mod views;
 
-pub use error::*;
+pub use last_error::*;
 pub use types::*;
