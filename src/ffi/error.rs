@@ -4,7 +4,7 @@
 //! message are in ffi/last_error.rs.
 
 use super::types::*;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Result};
 use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -114,4 +114,26 @@ pub(crate) fn last_message() -> *const c_char {
 /// Empties the calling thread's last error message.
 pub(crate) fn clear_message() {
     LAST_ERROR.with(|slot| *slot.borrow_mut() = CString::default())
+}
+
+// ---- NULL arguments. ----
+
+/// The error for a NULL pointer argument.
+#[cold]
+#[inline(never)]
+pub(crate) fn null_arg(name: &str) -> Error {
+    Error::new(
+        ErrorKind::NullPointer,
+        format!("argument '{name}' is NULL: expected a valid pointer"),
+    )
+}
+
+/// Checks that a pointer argument is not NULL.
+#[inline(always)]
+pub(crate) fn check_not_null<T>(p: *const T, name: &str) -> Result<()> {
+    if p.is_null() {
+        Err(null_arg(name))
+    } else {
+        Ok(())
+    }
 }
