@@ -1,11 +1,12 @@
 //! The shapes of an exported function's body, in one place: the panic
 //! and error guards every export runs in, the shared bodies of families of
 //! exports (views, element-wise kernels, reductions, iterator flags and
-//! presets, allocator getters), and the readers and writers of plain
-//! arguments (NULL checks, out-pointers, int64 arrays, sized structs,
-//! dtype / device / format numbers). ffi/mod.rs says which to use when;
-//! the last-error slot and status mapping they feed are in ffi/error.rs,
-//! the handle casts in ffi/handle.rs.
+//! presets), and the readers and writers of plain arguments (NULL checks,
+//! out-pointers, int64 arrays, sized structs, dtype / device / format
+//! numbers). ffi/mod.rs says which to use when; the last-error slot,
+//! status mapping and NULL-argument errors they use are in ffi/error.rs,
+//! the handle casts in ffi/handle.rs. Above those two; below every area
+//! file.
 
 pub(crate) use super::error::{check_not_null, null_arg};
 use super::error::{fail, fail_owned, record_panic};

@@ -1,7 +1,8 @@
 //! The error side of the ABI: status codes from core errors and back,
 //! and the thread-local last-error message (what the guards in
-//! ffi/call.rs record). A leaf of ffi: the exports that read and set the
-//! message are in ffi/last_error.rs.
+//! ffi/call.rs record), and the NULL-argument errors. Uses only
+//! ffi/types.rs of ffi: the exports that read and set the message are in
+//! ffi/last_error.rs.
 
 use super::types::*;
 use crate::error::{Error, ErrorKind, Result};

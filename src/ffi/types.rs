@@ -1,4 +1,6 @@
-//! Plain-data types and constants that cross the ABI.
+//! Plain-data types and constants that cross the ABI, and every opaque
+//! handle type (the area files re-export their own). The bottom of ffi:
+//! names no other file of it.
 
 use crate::device::{Device, DeviceType};
 use crate::dtype::{DType, Scalar};
