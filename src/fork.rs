@@ -98,7 +98,7 @@ pub(crate) struct Step {
     /// # Safety
     /// Only from the atfork handlers, after `prepare`.
     pub(crate) release: unsafe fn(bool),
-    /// Set once the step is in [`TABLE`] (and the handlers registered).
+    /// Set once the step is in [`TABLE`] and the handlers are registered.
     pub(crate) added: AtomicBool,
 }
 
@@ -155,7 +155,11 @@ fn add(step: &'static Step) {
     while FORKING.load(Ordering::SeqCst) && PROGRESS.load(Ordering::SeqCst) >= step.order {
         std::thread::yield_now();
     }
-    step.added.store(true, Ordering::Release);
+    // If registering failed (out of memory), the step's next call tries
+    // again.
+    if REGISTERED.load(Ordering::Acquire) == DONE {
+        step.added.store(true, Ordering::Release);
+    }
 }
 
 /// The step in slot `order`, if added.
