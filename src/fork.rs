@@ -23,7 +23,7 @@
 //! 0. the fork lock of this module (concurrent forks take turns);
 //!    then it completes the built-in CPU allocator's one-time
 //!    initialization (a `OnceLock`: one caught half-way would block the
-//!    child forever);
+//!    child forever; every step's `before`, `allocator::complete_builtin`);
 //! 1. the thread pool slot (`parallel.rs`);
 //! 2. the allocator registry's slots, by device type number;
 //! 3. the memory reporter slot;
@@ -42,14 +42,27 @@
 //! callbacks, the reporter, deleters run outside the locks).
 //!
 //! # Registration
-//! The handlers are registered once per process, on tessera's first use
-//! of any of those locks ([`ensure_handlers`]). Registering never waits
-//! on a fork in progress in a way that could deadlock: until
-//! `pthread_atfork` returns, no fork runs tessera's handlers, so none
-//! waits for a lock the registering thread may hold.
+//! This module is a leaf: it knows the lock order by step number only.
+//! Each module that keeps such locks declares its [`Step`] (its number,
+//! its `prepare` and `release` functions) in a static and calls
+//! [`ensure_handlers`] with it before taking any of them. The first call
+//! for a step puts the step in the table the handlers walk and, on
+//! tessera's first use of any of those locks, registers the handlers
+//! (once per process). Later calls cost one load.
+//!
+//! Registering never waits on a fork in progress in a way that could
+//! deadlock: until `pthread_atfork` returns, no fork runs tessera's
+//! handlers, so none waits for a lock the registering thread may hold.
+//! A step added while a fork's `prepare` runs is either seen by it (the
+//! handlers read each step's slot just before taking its locks) or, if
+//! `prepare` had already passed its slot, the adding thread waits for
+//! that fork to end before it takes the step's locks. The fork does not
+//! wait for that thread: it holds no lock of an earlier step (`prepare`
+//! holds them all) nor of a later one (no tessera code first uses a step
+//! while it holds a lock of a later step, see the nesting above).
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// [`REGISTERED`] once the handlers are installed in this process.
 const DONE: u64 = u64::MAX;
@@ -62,13 +75,99 @@ static REGISTERED: AtomicU64 = AtomicU64::new(0);
 /// Held by a fork from its `prepare` to its `parent` or `child` handler.
 static FORKING: AtomicBool = AtomicBool::new(false);
 
-/// Installs the atfork handlers if this process has not yet. Cheap (one
-/// load) once done; call it before taking any lock the handlers take.
+/// The number of lock-order steps (1 to 6, see the module doc; each
+/// module's `FORK_STEP` static names its number).
+pub(crate) const STEPS: usize = 6;
+
+/// One step of the lock order: the locks of one module, taken by
+/// `prepare` and released by `release` (`in_child`: in the child
+/// process). Declare it in a static and pass it to [`ensure_handlers`].
+pub(crate) struct Step {
+    /// Its place in the lock order, 1 to [`STEPS`].
+    pub(crate) order: usize,
+    /// Run by the `prepare` handler before it takes any lock (one-time
+    /// initializations that a fork must not catch half-way).
+    pub(crate) before: fn(),
+    /// Takes the step's locks and keeps their guards in a [`Held`].
+    ///
+    /// # Safety
+    /// Only from the atfork handlers.
+    pub(crate) prepare: unsafe fn(),
+    /// Releases what `prepare` took.
+    ///
+    /// # Safety
+    /// Only from the atfork handlers, after `prepare`.
+    pub(crate) release: unsafe fn(bool),
+    /// Set once the step is in [`TABLE`] and the handlers are registered.
+    pub(crate) added: AtomicBool,
+}
+
+impl Step {
+    /// A step not yet added.
+    pub(crate) const fn new(
+        order: usize,
+        before: fn(),
+        prepare: unsafe fn(),
+        release: unsafe fn(bool),
+    ) -> Step {
+        assert!(order >= 1 && order <= STEPS + TEST_SLOTS);
+        Step {
+            order,
+            before,
+            prepare,
+            release,
+            added: AtomicBool::new(false),
+        }
+    }
+}
+
+/// One slot past the last step for the unit tests' own step (the
+/// handlers never read it).
+const TEST_SLOTS: usize = cfg!(test) as usize;
+
+/// The steps added so far, by order (slot 0 unused).
+static TABLE: [AtomicPtr<Step>; STEPS + 1 + TEST_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; STEPS + 1 + TEST_SLOTS];
+
+/// While FORKING is held: the step whose slot `prepare` reads next or has
+/// read last (0: not yet at step 1).
+static PROGRESS: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes sure the atfork handlers cover `step`'s locks (and are installed
+/// in this process). Cheap (one load) once done; call it before taking
+/// any of the step's locks.
 #[inline]
-pub(crate) fn ensure_handlers() {
+pub(crate) fn ensure_handlers(step: &'static Step) {
+    if !step.added.load(Ordering::Acquire) {
+        add(step);
+    }
+}
+
+#[cold]
+fn add(step: &'static Step) {
+    TABLE[step.order].store(step as *const Step as *mut Step, Ordering::SeqCst);
     if REGISTERED.load(Ordering::Acquire) != DONE {
         register();
     }
+    // A fork whose prepare read this slot before the store above does not
+    // hold the step's locks: let it end before the caller takes them. This
+    // thread holds no lock of an earlier step (that prepare holds them).
+    while FORKING.load(Ordering::SeqCst) && PROGRESS.load(Ordering::SeqCst) >= step.order {
+        std::thread::yield_now();
+    }
+    // If registering failed (out of memory), the step's next call tries
+    // again.
+    if REGISTERED.load(Ordering::Acquire) == DONE {
+        step.added.store(true, Ordering::Release);
+    }
+}
+
+/// The step in slot `order`, if added.
+fn step_at(order: usize) -> Option<&'static Step> {
+    let p = TABLE[order].load(Ordering::SeqCst);
+    // SAFETY: the table holds only null or addresses of `&'static Step`s
+    // (add).
+    unsafe { p.as_ref() }
 }
 
 #[cold]
@@ -141,47 +240,73 @@ impl<T> Held<T> {
 
 extern "C" fn prepare() {
     while FORKING
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .compare_exchange_weak(false, true, Ordering::SeqCst, Ordering::Relaxed)
         .is_err()
     {
         std::thread::yield_now();
     }
-    let _ = crate::allocator::cpu::builtin_ref();
-    // SAFETY (every call below): FORKING is held, as their contracts ask.
-    unsafe {
-        crate::parallel::fork_prepare();
-        crate::allocator::registry::fork_prepare();
-        crate::allocator::reporter::fork_prepare();
-        crate::allocator::fork_prepare();
-        crate::allocator::caching::fork_prepare();
-        crate::allocator::thread_counts::fork_prepare();
+    PROGRESS.store(0, Ordering::SeqCst);
+    for order in 1..=STEPS {
+        if let Some(step) = step_at(order) {
+            (step.before)();
+        }
+    }
+    for order in 1..=STEPS {
+        PROGRESS.store(order, Ordering::SeqCst);
+        if let Some(step) = step_at(order) {
+            // SAFETY: FORKING is held, as the step's contract asks.
+            unsafe { (step.prepare)() };
+        }
+    }
+}
+
+/// Releases, in reverse order, every step `prepare` took (those in the
+/// table: a step added after prepare passed its slot waits for this fork
+/// to end before it is marked added, but its slot is already filled, so
+/// its release finds nothing held and does nothing).
+fn release_all(in_child: bool) {
+    for order in (1..=STEPS).rev() {
+        if let Some(step) = step_at(order) {
+            // SAFETY: FORKING is held since prepare (in the child: the
+            // child's copy of it, on its only thread).
+            unsafe { (step.release)(in_child) };
+        }
     }
 }
 
 extern "C" fn parent() {
-    // SAFETY (every call below): FORKING is held since prepare.
-    unsafe {
-        crate::allocator::thread_counts::fork_release(false);
-        crate::allocator::caching::fork_release();
-        crate::allocator::fork_release();
-        crate::allocator::reporter::fork_release();
-        crate::allocator::registry::fork_release();
-        crate::parallel::fork_release(false);
-    }
-    FORKING.store(false, Ordering::Release);
+    release_all(false);
+    FORKING.store(false, Ordering::SeqCst);
 }
 
 extern "C" fn child() {
     REGISTERED.store(DONE, Ordering::Release);
-    // SAFETY (every call below): FORKING is held since prepare (the
-    // child's copy of it), and this is the child's only thread.
-    unsafe {
-        crate::allocator::thread_counts::fork_release(true);
-        crate::allocator::caching::fork_release();
-        crate::allocator::fork_release();
-        crate::allocator::reporter::fork_release();
-        crate::allocator::registry::fork_release();
-        crate::parallel::fork_release(true);
+    release_all(true);
+    FORKING.store(false, Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe fn nothing() {}
+    unsafe fn nothing_released(_in_child: bool) {}
+
+    #[test]
+    fn first_use_adds_the_step_and_registers_the_handlers() {
+        // The test-only slot past the last step: the handlers never run it.
+        static TEST_STEP: Step = Step::new(STEPS + 1, || {}, nothing, nothing_released);
+        assert!(!TEST_STEP.added.load(Ordering::SeqCst));
+        assert!(step_at(STEPS + 1).is_none());
+        ensure_handlers(&TEST_STEP);
+        assert!(TEST_STEP.added.load(Ordering::SeqCst));
+        assert_eq!(REGISTERED.load(Ordering::SeqCst), DONE);
+        assert!(std::ptr::eq(step_at(STEPS + 1).unwrap(), &TEST_STEP));
     }
-    FORKING.store(false, Ordering::Release);
+
+    #[test]
+    #[should_panic]
+    fn a_step_outside_the_order_is_refused() {
+        let _ = Step::new(0, || {}, nothing, nothing_released);
+    }
 }

@@ -6,7 +6,7 @@
 //! handler ([`fork_release`]) forgets the pool, and the child's first
 //! parallel loop makes a fresh one with the same thread count.
 
-use crate::fork::{self, Held};
+use crate::fork::{self, Held, Step};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
@@ -28,7 +28,7 @@ pub fn get_num_threads() -> usize {
 /// Sets the number of threads parallel loops use (at least 1). The pool is
 /// rebuilt on the next parallel loop.
 pub fn set_num_threads(n: usize) {
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     let n = n.max(1);
     if NUM_THREADS.swap(n, Ordering::Relaxed) != n {
         *POOL.write().unwrap_or_else(|e| e.into_inner()) = None;
@@ -36,7 +36,7 @@ pub fn set_num_threads(n: usize) {
 }
 
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     if let Some(p) = POOL.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
         if p.current_num_threads() == threads {
             return Some(p.clone());
@@ -68,6 +68,14 @@ static HELD: Held<RwLockWriteGuard<'static, PoolSlot>> = Held::new();
 /// The pool the last fork left behind in this (child) process; never
 /// freed (see [`fork_release`]).
 static ABANDONED: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Step 1 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    1,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
 
 /// Atfork `prepare`: holds the pool slot, so no thread is making or
 /// replacing the pool at the fork.

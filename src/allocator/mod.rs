@@ -20,7 +20,7 @@ pub use stats::{Stats, StatsSnapshot};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
-use crate::fork::{self, Held};
+use crate::fork::{self, Held, Step};
 use crate::refcount::{RcTarget, Ref};
 use std::any::Any;
 use std::collections::HashMap;
@@ -132,12 +132,22 @@ impl Drop for AllocatorImpl {
     }
 }
 
+/// Completes the built-in CPU allocator's one-time initialization (the
+/// atfork `prepare` handler runs it before it takes any lock: a
+/// `OnceLock` caught half-way by a fork would block the child forever).
+pub(crate) fn complete_builtin() {
+    let _ = cpu::builtin_ref();
+}
+
 /// The guards the atfork handlers hold: the list, then every table.
 type HeldTables = (
     MutexGuard<'static, Vec<usize>>,
     Vec<MutexGuard<'static, HashMap<usize, usize>>>,
 );
 static HELD: Held<HeldTables> = Held::new();
+
+/// Step 4 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(4, complete_builtin, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the list of live allocators, then each one's
 /// raw-size table (in list order).
@@ -166,7 +176,7 @@ pub(crate) unsafe fn fork_prepare() {
 ///
 /// # Safety
 /// Only from the atfork handlers, after [`fork_prepare`].
-pub(crate) unsafe fn fork_release() {
+pub(crate) unsafe fn fork_release(_in_child: bool) {
     // SAFETY: called from the parent or child handler, as the contract
     // asks.
     if let Some((list, tables)) = unsafe { HELD.take() } {
@@ -229,7 +239,7 @@ impl Allocator {
         default_device: Device,
         backend: Box<dyn RawAllocator>,
     ) -> Allocator {
-        fork::ensure_handlers();
+        fork::ensure_handlers(&FORK_STEP);
         let name: String = name.into();
         let own_stats = backend.keeps_own_stats();
         let made = Ref::new(AllocatorImpl {

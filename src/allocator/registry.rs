@@ -6,7 +6,7 @@
 
 use super::Allocator;
 use crate::device::DeviceType;
-use crate::fork::{self, Held};
+use crate::fork::{self, Held, Step};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
@@ -31,13 +31,21 @@ const EMPTY: RwLock<Option<Slot>> = RwLock::new(None);
 static SLOTS: [RwLock<Option<Slot>>; DeviceType::SLOTS] = [EMPTY; DeviceType::SLOTS];
 
 fn slot(t: DeviceType) -> &'static RwLock<Option<Slot>> {
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     &SLOTS[t as u8 as usize]
 }
 
 /// The slots' guards, from the atfork `prepare` handler to `parent` or
 /// `child`.
 static HELD: Held<Vec<RwLockWriteGuard<'static, Option<Slot>>>> = Held::new();
+
+/// Step 2 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    2,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
 
 /// Atfork `prepare`: holds every slot, by device type number, so no
 /// thread is replacing an allocator at the fork. The child keeps every
@@ -58,7 +66,7 @@ pub(crate) unsafe fn fork_prepare() {
 ///
 /// # Safety
 /// Only from the atfork handlers, after [`fork_prepare`].
-pub(crate) unsafe fn fork_release() {
+pub(crate) unsafe fn fork_release(_in_child: bool) {
     // SAFETY: called from the parent or child handler, as the contract
     // asks.
     drop(unsafe { HELD.take() });

@@ -2,7 +2,7 @@
 //! allocation and free of every allocator (c10's reportMemoryUsage hook).
 
 use crate::device::Device;
-use crate::fork::{self, Held};
+use crate::fork::{self, Held, Step};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -29,7 +29,7 @@ static REPORTER: RwLock<Option<MemoryReporter>> = RwLock::new(None);
 /// Installs (Some) or removes (None) the reporter. Calls already running
 /// finish with the old one.
 pub fn set_memory_reporter(reporter: Option<MemoryReporter>) {
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     let mut slot = REPORTER.write().unwrap_or_else(|e| e.into_inner());
     ACTIVE.store(reporter.is_some(), Ordering::Release);
     let old = std::mem::replace(&mut *slot, reporter);
@@ -43,6 +43,14 @@ pub fn set_memory_reporter(reporter: Option<MemoryReporter>) {
 /// The reporter slot's guard, from the atfork `prepare` handler to
 /// `parent` or `child`.
 static HELD: Held<RwLockWriteGuard<'static, Option<MemoryReporter>>> = Held::new();
+
+/// Step 3 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    3,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
 
 /// Atfork `prepare`: holds the reporter slot.
 ///
@@ -59,7 +67,7 @@ pub(crate) unsafe fn fork_prepare() {
 ///
 /// # Safety
 /// Only from the atfork handlers, after [`fork_prepare`].
-pub(crate) unsafe fn fork_release() {
+pub(crate) unsafe fn fork_release(_in_child: bool) {
     // SAFETY: called from the parent or child handler, as the contract
     // asks.
     drop(unsafe { HELD.take() });

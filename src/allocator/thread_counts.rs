@@ -16,7 +16,7 @@
 //! counts stay in the sums, so the child's totals go on from the
 //! parent's.
 
-use crate::fork::{self, Held};
+use crate::fork::{self, Held, Step};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -64,7 +64,7 @@ impl Drop for Owned {
 
 /// Takes a shard for the current thread.
 pub(crate) fn acquire() -> Owned {
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     let s = match FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
         Some(s) => s,
         None => {
@@ -85,6 +85,14 @@ type Lists = (
 /// ALL's and FREE's guards, from the atfork `prepare` handler to `parent`
 /// or `child`.
 static HELD: Held<Lists> = Held::new();
+
+/// Step 6 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    6,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
 
 /// Atfork `prepare`: holds ALL, then FREE, and makes room in FREE for
 /// every shard (so the child handler does not allocate).
@@ -124,7 +132,7 @@ pub(crate) unsafe fn fork_release(in_child: bool) {
 
 /// The sums of both counters over every shard.
 pub(crate) fn sum() -> [u64; 2] {
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     let all = ALL.lock().unwrap_or_else(|e| e.into_inner());
     let mut total = [0u64; 2];
     for s in all.iter() {

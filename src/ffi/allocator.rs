@@ -2,11 +2,14 @@
 //! the built-in CPU allocator's options, statistics and the memory
 //! reporter.
 
-use super::call::{check_not_null, device_type_arg, guard, guard_value, read_sized, write_out};
+use super::call::{
+    check_not_null, device_type_arg, guard, guard_value, produce, read_sized, write_out,
+};
 use super::error::{call_host, fail, kind_of};
 use super::handle;
 use super::refcount as rc;
 use super::types::*;
+pub use super::types::{TsrAllocator, TsrWeakAllocator};
 use crate::allocator::{self, cpu, Allocator, AllocatorImpl, MemoryEvent, RawAllocator};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
@@ -14,16 +17,6 @@ use crate::error::{Error, Result};
 use std::any::Any;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;
-
-/// A refcounted allocator (opaque).
-pub struct TsrAllocator {
-    _private: [u8; 0],
-}
-
-/// A weak reference to an allocator (opaque).
-pub struct TsrWeakAllocator {
-    _private: [u8; 0],
-}
 
 /// An allocator plugin written in C. tessera copies the table at
 /// tsr_allocator_new, so it need not outlive the call. Every function may
@@ -859,4 +852,18 @@ pub unsafe extern "C" fn tsr_weak_allocator_weak_use_count(w: *const TsrWeakAllo
     // SAFETY: the handle contract of ffi/handle.rs, passed on; NULL
     // is checked inside.
     unsafe { rc::counts("tsr_weak_allocator_weak_use_count", w).1 }
+}
+
+/// Writes an allocator obtained from `get` to `out` as a new reference:
+/// [`produce`] of a new TsrAllocator.
+///
+/// # Safety
+/// `out` NULL or writable.
+pub(crate) unsafe fn hand_out(
+    fname: &str,
+    out: *mut *mut TsrAllocator,
+    get: impl FnOnce() -> Result<Allocator>,
+) -> TsrStatus {
+    // SAFETY: `out` is this function's own argument, NULL or writable.
+    unsafe { produce(fname, out, "out", || get().map(allocator_handle)) }
 }

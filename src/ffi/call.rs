@@ -1,22 +1,20 @@
 //! The shapes of an exported function's body, in one place: the panic
 //! and error guards every export runs in, the shared bodies of families of
 //! exports (views, element-wise kernels, reductions, iterator flags and
-//! presets, allocator getters), and the readers and writers of plain
-//! arguments (NULL checks, out-pointers, int64 arrays, sized structs,
-//! dtype / device / format numbers). ffi/mod.rs says which to use when;
-//! the last-error slot and status mapping they feed are in ffi/error.rs,
-//! the handle casts in ffi/handle.rs.
+//! presets), and the readers and writers of plain arguments (NULL checks,
+//! out-pointers, int64 arrays, sized structs, dtype / device / format
+//! numbers). ffi/mod.rs says which to use when; the last-error slot,
+//! status mapping and NULL-argument errors they use are in ffi/error.rs,
+//! the handle casts in ffi/handle.rs. Above those two; below every area
+//! file.
 
-use super::allocator::{allocator_handle, TsrAllocator};
+pub(crate) use super::error::{check_not_null, null_arg};
 use super::error::{fail, fail_owned, record_panic};
-use super::handle::{box_into, box_mut};
-use super::iter::{TsrIter, TsrIterConfig};
-use super::tensor::{put_tensor, tensor_view, TsrTensor};
+use super::handle::{box_into, box_mut, tensor_handle, tensor_view};
 use super::types::*;
-use crate::allocator::Allocator;
 use crate::device::DeviceType;
 use crate::dtype::DType;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::iterator::{IterConfig, TensorIterator};
 use crate::tensor::{MemoryFormat, Tensor};
 use smallvec::SmallVec;
@@ -213,41 +211,7 @@ pub(crate) unsafe fn reduction(
     })
 }
 
-/// Writes an allocator obtained from `get` to `out` as a new reference:
-/// [`produce`] of a new TsrAllocator.
-///
-/// # Safety
-/// `out` NULL or writable.
-pub(crate) unsafe fn hand_out(
-    fname: &str,
-    out: *mut *mut TsrAllocator,
-    get: impl FnOnce() -> Result<Allocator>,
-) -> TsrStatus {
-    // SAFETY: `out` is this function's own argument, NULL or writable.
-    unsafe { produce(fname, out, "out", || get().map(allocator_handle)) }
-}
-
 // ---- Plain arguments: checks, readers, writers. ----
-
-/// The error for a NULL pointer argument.
-#[cold]
-#[inline(never)]
-pub(crate) fn null_arg(name: &str) -> Error {
-    Error::new(
-        ErrorKind::NullPointer,
-        format!("argument '{name}' is NULL: expected a valid pointer"),
-    )
-}
-
-/// Checks that a pointer argument is not NULL.
-#[inline(always)]
-pub(crate) fn check_not_null<T>(p: *const T, name: &str) -> Result<()> {
-    if p.is_null() {
-        Err(null_arg(name))
-    } else {
-        Ok(())
-    }
-}
 
 /// Writes `value` through a checked out-pointer.
 ///
@@ -258,6 +222,15 @@ pub(crate) unsafe fn write_out<T>(out: *mut T, value: T) {
     // SAFETY: out was checked non-NULL before the body, and the caller made it
     // writable for a T.
     unsafe { out.write(value) };
+}
+
+/// Writes a new tensor handle through a checked out-pointer.
+///
+/// # Safety
+/// `out` non-NULL and writable.
+pub(crate) unsafe fn put_tensor(out: *mut *mut TsrTensor, t: Tensor) {
+    // SAFETY: out is non-NULL (checked by the caller) and writable.
+    unsafe { write_out(out, tensor_handle(t)) }
 }
 
 /// Reads `n` int64 values from a C array; NULL is allowed when n == 0.

@@ -13,8 +13,9 @@
 //! allocators' copy function (tsr_allocator_copy_data, and the storage and
 //! tensor copies built on it).
 
+use super::allocator::hand_out;
 use super::allocator::TsrAllocator;
-use super::call::{guard, guard_value, hand_out};
+use super::call::{guard, guard_value};
 use super::types::*;
 
 #[cfg(feature = "cuda")]

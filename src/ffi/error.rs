@@ -1,10 +1,11 @@
 //! The error side of the ABI: status codes from core errors and back,
 //! and the thread-local last-error message (what the guards in
-//! ffi/call.rs record). A leaf of ffi: the exports that read and set the
-//! message are in ffi/last_error.rs.
+//! ffi/call.rs record), and the NULL-argument errors. Uses only
+//! ffi/types.rs of ffi: the exports that read and set the message are in
+//! ffi/last_error.rs.
 
 use super::types::*;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Result};
 use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -114,4 +115,26 @@ pub(crate) fn last_message() -> *const c_char {
 /// Empties the calling thread's last error message.
 pub(crate) fn clear_message() {
     LAST_ERROR.with(|slot| *slot.borrow_mut() = CString::default())
+}
+
+// ---- NULL arguments. ----
+
+/// The error for a NULL pointer argument.
+#[cold]
+#[inline(never)]
+pub(crate) fn null_arg(name: &str) -> Error {
+    Error::new(
+        ErrorKind::NullPointer,
+        format!("argument '{name}' is NULL: expected a valid pointer"),
+    )
+}
+
+/// Checks that a pointer argument is not NULL.
+#[inline(always)]
+pub(crate) fn check_not_null<T>(p: *const T, name: &str) -> Result<()> {
+    if p.is_null() {
+        Err(null_arg(name))
+    } else {
+        Ok(())
+    }
 }

@@ -37,20 +37,19 @@
 //! after free, is the documented undetectable misuse). What *is* checked
 //! here: NULL, and a strong count already at zero.
 
-use super::call::check_not_null;
+use super::error::check_not_null;
+use super::types::{
+    HostObject, TsrAllocator, TsrIter, TsrIterConfig, TsrObject, TsrStorage, TsrTensor,
+    TsrWeakAllocator, TsrWeakObject, TsrWeakStorage, TsrWeakTensor,
+};
 use crate::error::Result;
 use crate::refcount::{self as rc, RcBox, RcTarget, Ref};
 use std::mem::ManuallyDrop;
 
-use super::allocator::{TsrAllocator, TsrWeakAllocator};
-use super::iter::{TsrIter, TsrIterConfig};
-use super::object::{HostObject, TsrObject, TsrWeakObject};
-use super::storage::{TsrStorage, TsrWeakStorage};
-use super::tensor::{TsrTensor, TsrWeakTensor};
 use crate::allocator::AllocatorImpl;
 use crate::iterator::{IterConfig, TensorIterator};
 use crate::storage::StorageImpl;
-use crate::tensor::TensorImpl;
+use crate::tensor::{Tensor, TensorImpl};
 
 /// An opaque C handle type and the Rust value its pointers stand for.
 ///
@@ -278,4 +277,29 @@ pub unsafe fn box_mut<'a, H: Boxed>(h: *mut H, name: &str) -> Result<&'a mut H::
 #[inline(always)]
 pub fn lend<H: Boxed>(value: &H::Target) -> *mut H {
     value as *const H::Target as *mut H
+}
+
+// ---- Typed wrappers used by the shared bodies in ffi/call.rs. ----
+
+/// The tensor behind a handle, borrowed for the call: checked like
+/// [`tensor_arg`] but without taking a reference (the caller's keeps the
+/// tensor alive). Clone it to keep it.
+///
+/// # Safety
+/// `t` NULL or a live tensor handle; the result must not outlive the call.
+pub(crate) unsafe fn tensor_view(
+    t: *const TsrTensor,
+    name: &str,
+) -> Result<std::mem::ManuallyDrop<Tensor>> {
+    // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
+    // ffi/handle.rs); view checks NULL and liveness.
+    let r = unsafe { view(t, name)? };
+    Ok(std::mem::ManuallyDrop::new(Tensor::from_ref(
+        std::mem::ManuallyDrop::into_inner(r),
+    )))
+}
+
+/// Turns a tensor into a handle the caller owns.
+pub(crate) fn tensor_handle(t: Tensor) -> *mut TsrTensor {
+    into_handle(t.into_ref())
 }

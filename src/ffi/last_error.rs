@@ -11,17 +11,13 @@ use std::ffi::{c_char, CStr};
 /// NULL.
 #[no_mangle]
 pub extern "C" fn tsr_last_error_message() -> *const c_char {
-    guard_value("tsr_last_error_message", c"".as_ptr(), || {
-        last_message()
-    })
+    guard_value("tsr_last_error_message", c"".as_ptr(), last_message)
 }
 
 /// Clears the calling thread's last error message.
 #[no_mangle]
 pub extern "C" fn tsr_clear_last_error() {
-    guard_value("tsr_clear_last_error", (), || {
-        clear_message()
-    })
+    guard_value("tsr_clear_last_error", (), clear_message)
 }
 
 /// Records a message as the calling thread's last error. For allocator

@@ -9,6 +9,13 @@
 //!
 //! Where things are, and which helper to use when writing an export:
 //!
+//! Layers, bottom to top (docs/ARCHITECTURE.md): `types` (plain C types
+//! and every opaque handle type), `error`, `handle`, `call`, then the
+//! area files; no file names one above it.
+//!
+//! - Types (`types`): the plain C types and constants, and every opaque
+//!   handle type (`TsrTensor`, `TsrIter`, ...; each area file re-exports
+//!   its own) with the host object's target `HostObject`.
 //! - Handles (`handle`): each opaque handle type's Rust target and
 //!   ownership (refcounted strong / weak, boxed, lent) and every cast of a
 //!   handle pointer. Read a strong handle with `handle::borrow` (a `&T`
@@ -17,8 +24,10 @@
 //!   reference to keep); hand one out with `handle::into_handle`. Boxed
 //!   handles (TsrIterConfig, TsrIter) go through `box_into` / `box_ref` /
 //!   `box_mut` / `box_from`. The typed wrappers in each file
-//!   (`tensor_view`, `storage_arg`, `allocator_clone`, ...) fix the Rust
-//!   wrapper type; prefer them. Never cast a handle pointer elsewhere.
+//!   (`tensor_arg`, `storage_arg`, `allocator_clone`, ...; `tensor_view`
+//!   and `tensor_handle` are here, for `call`, and re-exported by
+//!   `tensor`) fix the Rust wrapper type; prefer them. Never cast a
+//!   handle pointer elsewhere.
 //! - Refcount exports (`refcount`): tsr_X_incref / decref / use_count /
 //!   weak_use_count / downgrade and the tsr_weak_X_* functions are each a
 //!   one-line call to the body of the same name, types inferred.
@@ -30,16 +39,19 @@
 //!   share a body: `produce` (make one value, write it to an
 //!   out-pointer), `view_op` (tensor -> new view in `*out`), `elementwise`
 //!   and `reduction` (kernels), `set_flag` (iterator config booleans),
-//!   `preset` (iterator presets), `hand_out` (allocator getters). Plain
-//!   arguments: `check_not_null` then `write_out` for out-pointers,
+//!   `preset` (iterator presets); `hand_out` (allocator getters) is in
+//!   `allocator`. Plain arguments: `check_not_null` then `write_out`
+//!   (`put_tensor` for a new tensor handle) for out-pointers,
 //!   `i64_slice` for (ndim, int64 array) pairs, `read_sized` for host
 //!   structs that start with struct_size, `optional_tensor` for a tensor
 //!   that may be NULL, `dtype_arg` / `device_type_arg` / `format_arg`
 //!   for enum numbers.
 //! - Errors (`error`): the status codes of core errors, the thread's
 //!   last-error message (`fail` records one), `call_host` around calls
-//!   into C plugins; `last_error` holds the exports that read and set
-//!   the message (`tsr_last_error_message`, `tsr_status_name`, ...).
+//!   into C plugins, and the NULL-argument errors (`null_arg`,
+//!   `check_not_null`; `call` re-exports them); `last_error` holds the
+//!   exports that read and set the message (`tsr_last_error_message`,
+//!   `tsr_status_name`, ...).
 //!
 //! Safety comments: the C caller's contract for a handle argument is
 //! stated once in `handle`; each `// SAFETY:` at a call says which

@@ -6,68 +6,9 @@ use super::call::{check_not_null, getter, guard, guard_value, read_sized, write_
 use super::handle::{self, borrow_weak};
 use super::refcount as rc;
 use super::types::*;
-use crate::refcount::{RcTarget, Ref};
+pub use super::types::{HostObject, TsrObject, TsrObjectVTable, TsrWeakObject};
+use crate::refcount::Ref;
 use std::ffi::c_void;
-
-/// Callbacks of a host object; both optional.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct TsrObjectVTable {
-    /// sizeof(TsrObjectVTable) as compiled by the host.
-    pub struct_size: u32,
-    /// Called with the object's data when the strong count reaches 0 while
-    /// weak references remain (free expensive resources here). Not called
-    /// when the object is destroyed with no weak references left.
-    pub release_resources: Option<unsafe extern "C" fn(obj: *mut c_void)>,
-    /// Called with the object's data when the object is destroyed (the
-    /// weak count reached 0), just before its bytes are freed.
-    pub destroy: Option<unsafe extern "C" fn(obj: *mut c_void)>,
-}
-
-/// A refcounted host object (opaque).
-pub struct TsrObject {
-    _private: [u8; 0],
-}
-
-/// A weak reference to a host object (opaque; a distinct type so a weak
-/// handle cannot be passed where a strong one is needed).
-pub struct TsrWeakObject {
-    _private: [u8; 0],
-}
-
-#[doc(hidden)]
-pub struct HostObject {
-    data: *mut c_void,
-    vtable: TsrObjectVTable,
-}
-
-// SAFETY: the data block is plain memory owned by this object; the host's
-// callbacks are documented as callable from whichever thread drops the
-// last reference.
-unsafe impl Send for HostObject {}
-// SAFETY: tessera never reads or writes the data block itself; hosts
-// synchronize their own accesses to it.
-unsafe impl Sync for HostObject {}
-
-impl RcTarget for HostObject {
-    fn release_resources(&mut self) {
-        if let Some(f) = self.vtable.release_resources {
-            // SAFETY: the host's callback receives the block it filled in.
-            unsafe { f(self.data) };
-        }
-    }
-}
-
-impl Drop for HostObject {
-    fn drop(&mut self) {
-        if let Some(f) = self.vtable.destroy {
-            // SAFETY: as release_resources; called once, before the free.
-            unsafe { f(self.data) };
-        }
-        // SAFETY: data came from calloc in tsr_object_new.
-        unsafe { libc::free(self.data) };
-    }
-}
 
 /// Creates a host object with `size` zeroed bytes (tsr_object_data) and
 /// the callbacks in `vtable` (copied; NULL for none). Writes a new strong

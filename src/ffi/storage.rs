@@ -6,20 +6,10 @@ use super::handle;
 
 use super::refcount as rc;
 use super::types::*;
+pub use super::types::{TsrStorage, TsrWeakStorage};
 use crate::error::Result;
 use crate::storage::{Storage, StorageImpl};
 use std::ffi::c_void;
-
-/// A refcounted storage: bytes plus the allocator that made them (opaque).
-pub struct TsrStorage {
-    _private: [u8; 0],
-}
-
-/// A weak reference to a storage (opaque). It does not keep the bytes:
-/// they are freed when the last strong reference goes.
-pub struct TsrWeakStorage {
-    _private: [u8; 0],
-}
 
 /// Borrows the storage behind a handle.
 ///

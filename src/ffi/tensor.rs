@@ -1,26 +1,17 @@
 //! Tensors at the ABI: creation, getters, set_, copies and refcounts.
 //! View functions live in ffi/views.rs.
 
-use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice, write_out};
+pub(crate) use super::call::put_tensor;
+use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice};
 use super::handle;
+pub(crate) use super::handle::{tensor_handle, tensor_view};
 use super::refcount as rc;
 use super::storage::{storage_arg, storage_handle, TsrStorage};
 use super::types::*;
+pub use super::types::{TsrTensor, TsrWeakTensor};
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorImpl};
 use std::ffi::c_void;
-
-/// A refcounted tensor: sizes, strides and an offset over a storage
-/// (opaque). Metadata reads are thread-safe; tsr_tensor_set must not run
-/// while other threads use the same tensor.
-pub struct TsrTensor {
-    _private: [u8; 0],
-}
-
-/// A weak reference to a tensor (opaque).
-pub struct TsrWeakTensor {
-    _private: [u8; 0],
-}
 
 /// Borrows the tensor behind a handle (a new reference).
 ///
@@ -32,24 +23,6 @@ pub(crate) unsafe fn tensor_arg(t: *const TsrTensor, name: &str) -> Result<Tenso
     Ok(Tensor::from_ref(unsafe { handle::clone_ref(t, name)? }))
 }
 
-/// The tensor behind a handle, borrowed for the call: checked like
-/// [`tensor_arg`] but without taking a reference (the caller's keeps the
-/// tensor alive). Clone it to keep it.
-///
-/// # Safety
-/// `t` NULL or a live tensor handle; the result must not outlive the call.
-pub(crate) unsafe fn tensor_view(
-    t: *const TsrTensor,
-    name: &str,
-) -> Result<std::mem::ManuallyDrop<Tensor>> {
-    // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
-    // ffi/handle.rs); view checks NULL and liveness.
-    let r = unsafe { handle::view(t, name)? };
-    Ok(std::mem::ManuallyDrop::new(Tensor::from_ref(
-        std::mem::ManuallyDrop::into_inner(r),
-    )))
-}
-
 /// Borrows the tensor implementation behind a handle without a new ref.
 ///
 /// # Safety
@@ -58,20 +31,6 @@ pub(crate) unsafe fn tensor_impl<'a>(t: *const TsrTensor, name: &str) -> Result<
     // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
     // ffi/handle.rs); borrow checks NULL and liveness.
     unsafe { handle::borrow(t, name) }
-}
-
-/// Turns a tensor into a handle the caller owns.
-pub(crate) fn tensor_handle(t: Tensor) -> *mut TsrTensor {
-    handle::into_handle(t.into_ref())
-}
-
-/// Writes a new tensor handle through a checked out-pointer.
-///
-/// # Safety
-/// `out` non-NULL and writable.
-pub(crate) unsafe fn put_tensor(out: *mut *mut TsrTensor, t: Tensor) {
-    // SAFETY: out is non-NULL (checked by the caller) and writable.
-    unsafe { write_out(out, tensor_handle(t)) }
 }
 
 /// Allocates an uninitialized contiguous tensor with the allocator

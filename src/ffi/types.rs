@@ -1,8 +1,11 @@
-//! Plain-data types and constants that cross the ABI.
+//! Plain-data types and constants that cross the ABI, and every opaque
+//! handle type (the area files re-export their own). The bottom of ffi:
+//! names no other file of it.
 
 use crate::device::{Device, DeviceType};
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
+use crate::refcount::RcTarget;
 use std::ffi::c_void;
 
 /// Status of a fallible call: `TSR_OK` (0) or an error code. Codes are
@@ -266,5 +269,113 @@ impl TsrScalar {
                 },
             },
         }
+    }
+}
+
+// ---- Opaque handle types (the C side sees them only through pointers;
+// ffi/handle.rs ties each to its Rust target and ownership). ----
+
+/// A refcounted allocator (opaque).
+pub struct TsrAllocator {
+    _private: [u8; 0],
+}
+
+/// A weak reference to an allocator (opaque).
+pub struct TsrWeakAllocator {
+    _private: [u8; 0],
+}
+
+/// A refcounted storage: bytes plus the allocator that made them (opaque).
+pub struct TsrStorage {
+    _private: [u8; 0],
+}
+
+/// A weak reference to a storage (opaque). It does not keep the bytes:
+/// they are freed when the last strong reference goes.
+pub struct TsrWeakStorage {
+    _private: [u8; 0],
+}
+
+/// A refcounted tensor: sizes, strides and an offset over a storage
+/// (opaque). Metadata reads are thread-safe; tsr_tensor_set must not run
+/// while other threads use the same tensor.
+pub struct TsrTensor {
+    _private: [u8; 0],
+}
+
+/// A weak reference to a tensor (opaque).
+pub struct TsrWeakTensor {
+    _private: [u8; 0],
+}
+
+/// An iterator configuration (opaque, single owner: free it with
+/// tsr_iter_config_free). Not thread-safe.
+pub struct TsrIterConfig {
+    _private: [u8; 0],
+}
+
+/// A built iterator (opaque, single owner: free it with tsr_iter_free).
+/// Queries and loops may run from several threads at once.
+pub struct TsrIter {
+    _private: [u8; 0],
+}
+
+/// Callbacks of a host object; both optional.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TsrObjectVTable {
+    /// sizeof(TsrObjectVTable) as compiled by the host.
+    pub struct_size: u32,
+    /// Called with the object's data when the strong count reaches 0 while
+    /// weak references remain (free expensive resources here). Not called
+    /// when the object is destroyed with no weak references left.
+    pub release_resources: Option<unsafe extern "C" fn(obj: *mut c_void)>,
+    /// Called with the object's data when the object is destroyed (the
+    /// weak count reached 0), just before its bytes are freed.
+    pub destroy: Option<unsafe extern "C" fn(obj: *mut c_void)>,
+}
+
+/// A refcounted host object (opaque).
+pub struct TsrObject {
+    _private: [u8; 0],
+}
+
+/// A weak reference to a host object (opaque; a distinct type so a weak
+/// handle cannot be passed where a strong one is needed).
+pub struct TsrWeakObject {
+    _private: [u8; 0],
+}
+
+#[doc(hidden)]
+pub struct HostObject {
+    pub(crate) data: *mut c_void,
+    pub(crate) vtable: TsrObjectVTable,
+}
+
+// SAFETY: the data block is plain memory owned by this object; the host's
+// callbacks are documented as callable from whichever thread drops the
+// last reference.
+unsafe impl Send for HostObject {}
+// SAFETY: tessera never reads or writes the data block itself; hosts
+// synchronize their own accesses to it.
+unsafe impl Sync for HostObject {}
+
+impl RcTarget for HostObject {
+    fn release_resources(&mut self) {
+        if let Some(f) = self.vtable.release_resources {
+            // SAFETY: the host's callback receives the block it filled in.
+            unsafe { f(self.data) };
+        }
+    }
+}
+
+impl Drop for HostObject {
+    fn drop(&mut self) {
+        if let Some(f) = self.vtable.destroy {
+            // SAFETY: as release_resources; called once, before the free.
+            unsafe { f(self.data) };
+        }
+        // SAFETY: data came from calloc in tsr_object_new.
+        unsafe { libc::free(self.data) };
     }
 }

@@ -78,7 +78,7 @@ use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::fork::{self, Held};
+use crate::fork::{self, Held, Step};
 use crate::refcount::Ref;
 use std::any::Any;
 use std::ffi::c_void;
@@ -150,6 +150,14 @@ fn live() -> MutexGuard<'static, Vec<usize>> {
 /// or `child` (the pool locks are held without guards).
 static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
+/// Step 5 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    5,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
+
 /// Atfork `prepare`: holds the list of live caching allocators, then each
 /// one's pool lock, in list order, so no thread is inside a critical
 /// section at the fork. A poisoned lock is taken too (and stays
@@ -175,7 +183,7 @@ pub(crate) unsafe fn fork_prepare() {
 ///
 /// # Safety
 /// Only from the atfork handlers, after [`fork_prepare`].
-pub(crate) unsafe fn fork_release() {
+pub(crate) unsafe fn fork_release(_in_child: bool) {
     // SAFETY: called from the parent or child handler, as the contract
     // asks.
     let Some(list) = (unsafe { HELD.take() }) else {
@@ -231,7 +239,7 @@ fn build(
         .name
         .unwrap_or_else(|| format!("caching({})", inner.name()));
     let default_device = options.default_device.unwrap_or(inner.default_device());
-    fork::ensure_handlers();
+    fork::ensure_handlers(&FORK_STEP);
     let shared = Box::into_raw(Box::new(Shared {
         lock: SpinLock::new(State::new(oversize_from)),
         inner,

@@ -26,22 +26,11 @@ use super::call::{
 use super::handle::{box_from, box_into, box_mut, box_ref, lend};
 use super::tensor::{tensor_arg, tensor_handle, tensor_view, TsrTensor};
 use super::types::*;
+pub use super::types::{TsrIter, TsrIterConfig};
 use crate::error::Result;
 use crate::iterator::{IterConfig, TensorIterator};
 use crate::tensor::Tensor;
 use std::ffi::{c_char, c_void};
-
-/// An iterator configuration (opaque, single owner: free it with
-/// tsr_iter_config_free). Not thread-safe.
-pub struct TsrIterConfig {
-    _private: [u8; 0],
-}
-
-/// A built iterator (opaque, single owner: free it with tsr_iter_free).
-/// Queries and loops may run from several threads at once.
-pub struct TsrIter {
-    _private: [u8; 0],
-}
 
 /// A 2-D loop body. `data[arg]` is the first element of operand arg
 /// (outputs first); `strides` holds the dim-0 byte strides of every
