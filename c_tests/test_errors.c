@@ -30,6 +30,9 @@ static void test_status_names(void) {
         {TSR_ERR_INTERNAL, "TSR_ERR_INTERNAL"},
         {TSR_ERR_DEAD_OBJECT, "TSR_ERR_DEAD_OBJECT"},
         {TSR_ERR_ZERO_DIVISION, "TSR_ERR_ZERO_DIVISION"},
+        {TSR_ERR_READ_ONLY, "TSR_ERR_READ_ONLY"},
+        {TSR_ERR_IO, "TSR_ERR_IO"},
+        {TSR_ERR_FORMAT, "TSR_ERR_FORMAT"},
     };
     size_t i;
     CHECK_EQ(TSR_OK, 0);

@@ -742,6 +742,22 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_ERR_ZERO_DIVISION 12
 
 /**
+ * A write into read-only memory (a read-only storage or tensor).
+ */
+#define TSR_ERR_READ_ONLY 13
+
+/**
+ * A file or shared-memory operation failed: the path and the OS reason are
+ * in the message.
+ */
+#define TSR_ERR_IO 14
+
+/**
+ * A malformed, truncated or refused file or buffer.
+ */
+#define TSR_ERR_FORMAT 15
+
+/**
  * uint8 (c10 Byte).
  */
 #define TSR_BYTE 0

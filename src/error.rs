@@ -35,6 +35,13 @@ pub enum ErrorKind {
     DeadObject,
     /// An integer division by zero.
     ZeroDivision,
+    /// A write into read-only memory (a read-only storage or tensor).
+    ReadOnly,
+    /// A file or shared-memory operation failed (path and OS reason in the
+    /// message).
+    Io,
+    /// A malformed, truncated or refused file or buffer.
+    Format,
 }
 
 /// An error with its kind and message.

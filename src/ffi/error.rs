@@ -29,6 +29,9 @@ pub(crate) fn status_of(kind: ErrorKind) -> TsrStatus {
         ErrorKind::Internal => TSR_ERR_INTERNAL,
         ErrorKind::DeadObject => TSR_ERR_DEAD_OBJECT,
         ErrorKind::ZeroDivision => TSR_ERR_ZERO_DIVISION,
+        ErrorKind::ReadOnly => TSR_ERR_READ_ONLY,
+        ErrorKind::Io => TSR_ERR_IO,
+        ErrorKind::Format => TSR_ERR_FORMAT,
     }
 }
 
@@ -46,6 +49,9 @@ pub(crate) fn kind_of(status: TsrStatus) -> ErrorKind {
         TSR_ERR_UNSUPPORTED => ErrorKind::Unsupported,
         TSR_ERR_DEAD_OBJECT => ErrorKind::DeadObject,
         TSR_ERR_ZERO_DIVISION => ErrorKind::ZeroDivision,
+        TSR_ERR_READ_ONLY => ErrorKind::ReadOnly,
+        TSR_ERR_IO => ErrorKind::Io,
+        TSR_ERR_FORMAT => ErrorKind::Format,
         _ => ErrorKind::Internal,
     }
 }

@@ -66,6 +66,9 @@ pub extern "C" fn tsr_status_name(status: TsrStatus) -> *const c_char {
             TSR_ERR_INTERNAL => c"TSR_ERR_INTERNAL",
             TSR_ERR_DEAD_OBJECT => c"TSR_ERR_DEAD_OBJECT",
             TSR_ERR_ZERO_DIVISION => c"TSR_ERR_ZERO_DIVISION",
+            TSR_ERR_READ_ONLY => c"TSR_ERR_READ_ONLY",
+            TSR_ERR_IO => c"TSR_ERR_IO",
+            TSR_ERR_FORMAT => c"TSR_ERR_FORMAT",
             _ => c"TSR_ERR_UNKNOWN",
         };
         name.as_ptr()

@@ -37,6 +37,13 @@ pub const TSR_ERR_INTERNAL: TsrStatus = 10;
 pub const TSR_ERR_DEAD_OBJECT: TsrStatus = 11;
 /// An integer division by zero.
 pub const TSR_ERR_ZERO_DIVISION: TsrStatus = 12;
+/// A write into read-only memory (a read-only storage or tensor).
+pub const TSR_ERR_READ_ONLY: TsrStatus = 13;
+/// A file or shared-memory operation failed: the path and the OS reason are
+/// in the message.
+pub const TSR_ERR_IO: TsrStatus = 14;
+/// A malformed, truncated or refused file or buffer.
+pub const TSR_ERR_FORMAT: TsrStatus = 15;
 
 /// An element type: c10's ScalarType number, 8 bits wide.
 pub type TsrDType = i8;
