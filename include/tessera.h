@@ -838,6 +838,41 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_BFLOAT16 15
 
 /**
+ * quantized uint4, two per byte (c10 QUInt4x2; storage only).
+ */
+#define TSR_QUINT4X2 16
+
+/**
+ * quantized uint2, four per byte (c10 QUInt2x4; storage only).
+ */
+#define TSR_QUINT2X4 17
+
+/**
+ * eight 1-bit fields per byte (c10 Bits1x8; storage only).
+ */
+#define TSR_BITS1X8 18
+
+/**
+ * four 2-bit fields per byte (c10 Bits2x4; storage only).
+ */
+#define TSR_BITS2X4 19
+
+/**
+ * two 4-bit fields per byte (c10 Bits4x2; storage only).
+ */
+#define TSR_BITS4X2 20
+
+/**
+ * one byte of bits (c10 Bits8; storage only).
+ */
+#define TSR_BITS8 21
+
+/**
+ * two bytes of bits (c10 Bits16; storage only).
+ */
+#define TSR_BITS16 22
+
+/**
  * float8 e5m2.
  */
 #define TSR_FLOAT8_E5M2 23
@@ -846,6 +881,16 @@ typedef int32_t TsrMemoryFormat;
  * float8 e4m3fn.
  */
 #define TSR_FLOAT8_E4M3FN 24
+
+/**
+ * float8 e5m2fnuz (finite, one NaN, no negative zero).
+ */
+#define TSR_FLOAT8_E5M2FNUZ 25
+
+/**
+ * float8 e4m3fnuz (finite, one NaN, no negative zero).
+ */
+#define TSR_FLOAT8_E4M3FNUZ 26
 
 /**
  * uint16.
@@ -861,6 +906,91 @@ typedef int32_t TsrMemoryFormat;
  * uint64.
  */
 #define TSR_UINT64 29
+
+/**
+ * 1-bit unsigned integer, one per byte (c10 UInt1; storage only).
+ */
+#define TSR_UINT1 30
+
+/**
+ * 2-bit unsigned integer, one per byte (c10 UInt2; storage only).
+ */
+#define TSR_UINT2 31
+
+/**
+ * 3-bit unsigned integer, one per byte (c10 UInt3; storage only).
+ */
+#define TSR_UINT3 32
+
+/**
+ * 4-bit unsigned integer, one per byte (c10 UInt4; storage only).
+ */
+#define TSR_UINT4 33
+
+/**
+ * 5-bit unsigned integer, one per byte (c10 UInt5; storage only).
+ */
+#define TSR_UINT5 34
+
+/**
+ * 6-bit unsigned integer, one per byte (c10 UInt6; storage only).
+ */
+#define TSR_UINT6 35
+
+/**
+ * 7-bit unsigned integer, one per byte (c10 UInt7; storage only).
+ */
+#define TSR_UINT7 36
+
+/**
+ * 1-bit signed integer, one per byte (c10 Int1; storage only).
+ */
+#define TSR_INT1 37
+
+/**
+ * 2-bit signed integer, one per byte (c10 Int2; storage only).
+ */
+#define TSR_INT2 38
+
+/**
+ * 3-bit signed integer, one per byte (c10 Int3; storage only).
+ */
+#define TSR_INT3 39
+
+/**
+ * 4-bit signed integer, one per byte (c10 Int4; storage only).
+ */
+#define TSR_INT4 40
+
+/**
+ * 5-bit signed integer, one per byte (c10 Int5; storage only).
+ */
+#define TSR_INT5 41
+
+/**
+ * 6-bit signed integer, one per byte (c10 Int6; storage only).
+ */
+#define TSR_INT6 42
+
+/**
+ * 7-bit signed integer, one per byte (c10 Int7; storage only).
+ */
+#define TSR_INT7 43
+
+/**
+ * float8 e8m0fnu (a power-of-two scale: 8 exponent bits, no sign).
+ */
+#define TSR_FLOAT8_E8M0FNU 44
+
+/**
+ * two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2).
+ */
+#define TSR_FLOAT4_E2M1FN_X2 45
+
+/**
+ * complex of two bfloat16 (c10 BComplex32).
+ */
+#define TSR_BCOMPLEX32 46
 
 /**
  * Alias of TSR_BYTE.

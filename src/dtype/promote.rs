@@ -116,7 +116,7 @@ pub fn promote_types(a: DType, b: DType) -> Result<DType> {
     }
     match (table_index(a), table_index(b)) {
         (Some(i), Some(j)) => Ok(TABLE[i][j]),
-        _ => crate::bail!(Internal, "no promotion rule for {a} and {b}"),
+        _ => crate::bail!(DType, "c10 has no promotion rule for {a} and {b}"),
     }
 }
 

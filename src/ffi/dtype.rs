@@ -19,32 +19,8 @@ pub extern "C" fn tsr_dtype_itemsize(dtype: TsrDType) -> usize {
 #[no_mangle]
 pub extern "C" fn tsr_dtype_name(dtype: TsrDType) -> *const c_char {
     guard_value("tsr_dtype_name", c"Undefined".as_ptr(), || {
-        let name: &'static std::ffi::CStr = match DType::try_from_raw(dtype) {
-            None => c"Undefined",
-            Some(d) => match d {
-                DType::Byte => c"Byte",
-                DType::Char => c"Char",
-                DType::Short => c"Short",
-                DType::Int => c"Int",
-                DType::Long => c"Long",
-                DType::Half => c"Half",
-                DType::Float => c"Float",
-                DType::Double => c"Double",
-                DType::ComplexHalf => c"ComplexHalf",
-                DType::ComplexFloat => c"ComplexFloat",
-                DType::ComplexDouble => c"ComplexDouble",
-                DType::Bool => c"Bool",
-                DType::QInt8 => c"QInt8",
-                DType::QUInt8 => c"QUInt8",
-                DType::QInt32 => c"QInt32",
-                DType::BFloat16 => c"BFloat16",
-                DType::Float8E5M2 => c"Float8_e5m2",
-                DType::Float8E4M3Fn => c"Float8_e4m3fn",
-                DType::UInt16 => c"UInt16",
-                DType::UInt32 => c"UInt32",
-                DType::UInt64 => c"UInt64",
-            },
-        };
+        let name: &'static std::ffi::CStr =
+            DType::try_from_raw(dtype).map_or(c"Undefined", DType::c_name);
         name.as_ptr()
     })
 }
