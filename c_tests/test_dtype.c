@@ -3,7 +3,8 @@
  * PyTorch 2.15 (tests/data/torch_dtypes.jsonl);
  * promotion and can_cast for all 144 pairs of the 12 common dtypes (a table
  * written down from PyTorch's results); the promotion errors for
- * quantized, float8 and UInt16/32/64 types.
+ * quantized, float8 and UInt16/32/64 types (every pair of the 47:
+ * tests/dtype_pairs.rs).
  */
 #include "tsr_test.h"
 
