@@ -1,6 +1,7 @@
 //! Dtype dispatch: a `match` over the dtype that runs a body with a local
 //! type alias bound to the element type (as c10's AT_DISPATCH macros).
-//! The float8 and quantized dtypes are refused with TSR_ERR_UNSUPPORTED.
+//! The float8, quantized, bits and sub-byte dtypes are refused with
+//! TSR_ERR_UNSUPPORTED naming the operation and the dtype.
 
 use crate::dtype::DType;
 use crate::error::Error;
@@ -40,6 +41,7 @@ macro_rules! dispatch_all {
             UInt16 => u16, UInt32 => u32, UInt64 => u64,
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
         )
@@ -54,6 +56,7 @@ macro_rules! dispatch_signed {
             UInt16 => u16, UInt32 => u32, UInt64 => u64,
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
         )
@@ -66,6 +69,7 @@ macro_rules! dispatch_floating {
         $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
         )
