@@ -1993,6 +1993,45 @@ TsrStatus tsr_iter_config_declare_static_shape(struct TsrIterConfig *config,
                                                const int64_t *shape);
 
 /**
+ * As tsr_iter_config_declare_static_shape, with the dims listed in
+ * `squash_dims` set to 1 (c10's declare_static_shape(shape, squash_dims):
+ * a reduction's loop shape). Dims may be negative (counted from the end).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config; shape or squash_dims NULL with a
+ * non-zero length); TSR_ERR_INVALID_ARGUMENT (a negative length);
+ * TSR_ERR_SHAPE (a squash dim outside the shape, more than TSR_MAX_DIMS
+ * entries).
+ * The config is unchanged on error.
+ *
+ * # Safety
+ * `config` NULL or live; `shape` readable for `ndim` values and
+ * `squash_dims` for `nsquash` values.
+ */
+TsrStatus tsr_iter_config_declare_static_shape_squashed(struct TsrIterConfig *config,
+                                                        int64_t ndim,
+                                                        const int64_t *shape,
+                                                        int64_t nsquash,
+                                                        const int64_t *squash_dims);
+
+/**
+ * Outputs the build allocates (those added as NULL) come from
+ * `allocator` instead of the registry's allocator for their device: a
+ * host's arena. The config keeps its own reference to the allocator (the
+ * caller's stays the caller's); NULL restores the registry. The build
+ * fails with TSR_ERR_DEVICE, naming the allocator, when it allocates on
+ * another device type than the outputs'. Cast temporaries still come
+ * from the registry.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_DEAD_OBJECT (a released
+ * allocator).
+ *
+ * # Safety
+ * `config` NULL or live; `allocator` NULL or a live allocator handle.
+ */
+TsrStatus tsr_iter_config_output_allocator(struct TsrIterConfig *config,
+                                           struct TsrAllocator *allocator);
+
+/**
  * Builds an iterator from `config` (which stays usable and must still be
  * freed) and writes it to `*out`: broadcast shape, common dtype and
  * device, overlap checks, allocated outputs, reordered and coalesced dims.
