@@ -1663,7 +1663,8 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  *
  * Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
- * message); TSR_ERR_DTYPE (quantized dtypes); TSR_ERR_OUT_OF_MEMORY.
+ * message); TSR_ERR_DTYPE (quantized, bits and sub-byte integer
+ * dtypes and BComplex32, which DLPack has no code for); TSR_ERR_OUT_OF_MEMORY.
  * `*out` is untouched on error.
  *
  * # Safety
