@@ -1,8 +1,10 @@
 /*
- * dtypes: c10's numbers, item sizes and names of every supported dtype;
+ * dtypes: c10's numbers, item sizes and names of all 47 ScalarTypes of
+ * PyTorch 2.15 (tests/data/torch_dtypes.jsonl);
  * promotion and can_cast for all 144 pairs of the 12 common dtypes (a table
  * written down from PyTorch's results); the promotion errors for
- * quantized, float8 and UInt16/32/64 types.
+ * quantized, float8 and UInt16/32/64 types (every pair of the 47:
+ * tests/dtype_pairs.rs).
  */
 #include "tsr_test.h"
 
@@ -30,11 +32,37 @@ static void test_itemsize_and_names(void) {
         {TSR_QUINT8, 13, 1, "QUInt8", false, false},
         {TSR_QINT32, 14, 4, "QInt32", false, false},
         {TSR_BFLOAT16, 15, 2, "BFloat16", true, false},
+        {TSR_QUINT4X2, 16, 1, "QUInt4x2", false, false},
+        {TSR_QUINT2X4, 17, 1, "QUInt2x4", false, false},
+        {TSR_BITS1X8, 18, 1, "Bits1x8", false, false},
+        {TSR_BITS2X4, 19, 1, "Bits2x4", false, false},
+        {TSR_BITS4X2, 20, 1, "Bits4x2", false, false},
+        {TSR_BITS8, 21, 1, "Bits8", false, false},
+        {TSR_BITS16, 22, 2, "Bits16", false, false},
         {TSR_FLOAT8_E5M2, 23, 1, "Float8_e5m2", true, false},
         {TSR_FLOAT8_E4M3FN, 24, 1, "Float8_e4m3fn", true, false},
+        {TSR_FLOAT8_E5M2FNUZ, 25, 1, "Float8_e5m2fnuz", true, false},
+        {TSR_FLOAT8_E4M3FNUZ, 26, 1, "Float8_e4m3fnuz", true, false},
         {TSR_UINT16, 27, 2, "UInt16", false, false},
         {TSR_UINT32, 28, 4, "UInt32", false, false},
         {TSR_UINT64, 29, 8, "UInt64", false, false},
+        {TSR_UINT1, 30, 1, "UInt1", false, false},
+        {TSR_UINT2, 31, 1, "UInt2", false, false},
+        {TSR_UINT3, 32, 1, "UInt3", false, false},
+        {TSR_UINT4, 33, 1, "UInt4", false, false},
+        {TSR_UINT5, 34, 1, "UInt5", false, false},
+        {TSR_UINT6, 35, 1, "UInt6", false, false},
+        {TSR_UINT7, 36, 1, "UInt7", false, false},
+        {TSR_INT1, 37, 1, "Int1", false, false},
+        {TSR_INT2, 38, 1, "Int2", false, false},
+        {TSR_INT3, 39, 1, "Int3", false, false},
+        {TSR_INT4, 40, 1, "Int4", false, false},
+        {TSR_INT5, 41, 1, "Int5", false, false},
+        {TSR_INT6, 42, 1, "Int6", false, false},
+        {TSR_INT7, 43, 1, "Int7", false, false},
+        {TSR_FLOAT8_E8M0FNU, 44, 1, "Float8_e8m0fnu", true, false},
+        {TSR_FLOAT4_E2M1FN_X2, 45, 1, "Float4_e2m1fn_x2", true, false},
+        {TSR_BCOMPLEX32, 46, 4, "BComplex32", false, true},
     };
     size_t i;
     int valid = 0, n;

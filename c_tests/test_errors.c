@@ -55,9 +55,9 @@ static void test_message_names_function_and_value(void) {
     tsr_clear_last_error();
     CHECK(strcmp(tsr_last_error_message(), "") == 0);
 
-    CHECK_STATUS(tsr_promote_types(TSR_FLOAT, 42, &out), TSR_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tsr_promote_types(TSR_FLOAT, 47, &out), TSR_ERR_INVALID_ARGUMENT);
     CHECK_MSG_CONTAINS("tsr_promote_types");
-    CHECK_MSG_CONTAINS("42");
+    CHECK_MSG_CONTAINS("47");
     CHECK_MSG_CONTAINS("argument 'b'");
     CHECK_EQ(out, TSR_BOOL); /* untouched on failure */
 
@@ -151,7 +151,7 @@ static void test_null_handles(void) {
 }
 
 static void test_unknown_numbers(void) {
-    static const int bad_dtypes[] = {-1, 16, 17, 22, 25, 26, 30, 44, 127};
+    static const int bad_dtypes[] = {-128, -1, 47, 48, 100, 127};
     TsrAllocator *cpu = tsr_cpu_allocator();
     size_t i;
     for (i = 0; i < sizeof bad_dtypes / sizeof bad_dtypes[0]; i++) {

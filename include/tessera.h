@@ -838,6 +838,41 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_BFLOAT16 15
 
 /**
+ * quantized uint4, two per byte (c10 QUInt4x2; storage only).
+ */
+#define TSR_QUINT4X2 16
+
+/**
+ * quantized uint2, four per byte (c10 QUInt2x4; storage only).
+ */
+#define TSR_QUINT2X4 17
+
+/**
+ * eight 1-bit fields per byte (c10 Bits1x8; storage only).
+ */
+#define TSR_BITS1X8 18
+
+/**
+ * four 2-bit fields per byte (c10 Bits2x4; storage only).
+ */
+#define TSR_BITS2X4 19
+
+/**
+ * two 4-bit fields per byte (c10 Bits4x2; storage only).
+ */
+#define TSR_BITS4X2 20
+
+/**
+ * one byte of bits (c10 Bits8; storage only).
+ */
+#define TSR_BITS8 21
+
+/**
+ * two bytes of bits (c10 Bits16; storage only).
+ */
+#define TSR_BITS16 22
+
+/**
  * float8 e5m2.
  */
 #define TSR_FLOAT8_E5M2 23
@@ -846,6 +881,16 @@ typedef int32_t TsrMemoryFormat;
  * float8 e4m3fn.
  */
 #define TSR_FLOAT8_E4M3FN 24
+
+/**
+ * float8 e5m2fnuz (finite, one NaN, no negative zero).
+ */
+#define TSR_FLOAT8_E5M2FNUZ 25
+
+/**
+ * float8 e4m3fnuz (finite, one NaN, no negative zero).
+ */
+#define TSR_FLOAT8_E4M3FNUZ 26
 
 /**
  * uint16.
@@ -861,6 +906,91 @@ typedef int32_t TsrMemoryFormat;
  * uint64.
  */
 #define TSR_UINT64 29
+
+/**
+ * 1-bit unsigned integer, one per byte (c10 UInt1; storage only).
+ */
+#define TSR_UINT1 30
+
+/**
+ * 2-bit unsigned integer, one per byte (c10 UInt2; storage only).
+ */
+#define TSR_UINT2 31
+
+/**
+ * 3-bit unsigned integer, one per byte (c10 UInt3; storage only).
+ */
+#define TSR_UINT3 32
+
+/**
+ * 4-bit unsigned integer, one per byte (c10 UInt4; storage only).
+ */
+#define TSR_UINT4 33
+
+/**
+ * 5-bit unsigned integer, one per byte (c10 UInt5; storage only).
+ */
+#define TSR_UINT5 34
+
+/**
+ * 6-bit unsigned integer, one per byte (c10 UInt6; storage only).
+ */
+#define TSR_UINT6 35
+
+/**
+ * 7-bit unsigned integer, one per byte (c10 UInt7; storage only).
+ */
+#define TSR_UINT7 36
+
+/**
+ * 1-bit signed integer, one per byte (c10 Int1; storage only).
+ */
+#define TSR_INT1 37
+
+/**
+ * 2-bit signed integer, one per byte (c10 Int2; storage only).
+ */
+#define TSR_INT2 38
+
+/**
+ * 3-bit signed integer, one per byte (c10 Int3; storage only).
+ */
+#define TSR_INT3 39
+
+/**
+ * 4-bit signed integer, one per byte (c10 Int4; storage only).
+ */
+#define TSR_INT4 40
+
+/**
+ * 5-bit signed integer, one per byte (c10 Int5; storage only).
+ */
+#define TSR_INT5 41
+
+/**
+ * 6-bit signed integer, one per byte (c10 Int6; storage only).
+ */
+#define TSR_INT6 42
+
+/**
+ * 7-bit signed integer, one per byte (c10 Int7; storage only).
+ */
+#define TSR_INT7 43
+
+/**
+ * float8 e8m0fnu (a power-of-two scale: 8 exponent bits, no sign).
+ */
+#define TSR_FLOAT8_E8M0FNU 44
+
+/**
+ * two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2).
+ */
+#define TSR_FLOAT4_E2M1FN_X2 45
+
+/**
+ * complex of two bfloat16 (c10 BComplex32).
+ */
+#define TSR_BCOMPLEX32 46
 
 /**
  * Alias of TSR_BYTE.
@@ -1610,23 +1740,29 @@ const char *tsr_dtype_name(TsrDType dtype);
 bool tsr_dtype_is_valid(TsrDType dtype);
 
 /**
- * Whether `dtype` is a real floating type (Half, Float, Double, BFloat16,
- * float8); false for unsupported numbers.
+ * Whether `dtype` is a real floating type (c10's isFloatingType: Half,
+ * Float, Double, BFloat16, the five float8 types, Float4_e2m1fn_x2);
+ * false for numbers that are not dtypes.
  */
 bool tsr_dtype_is_floating(TsrDType dtype);
 
 /**
- * Whether `dtype` is complex; false for unsupported numbers.
+ * Whether `dtype` is complex (ComplexHalf, ComplexFloat, ComplexDouble,
+ * BComplex32); false for numbers that are not dtypes.
  */
 bool tsr_dtype_is_complex(TsrDType dtype);
 
 /**
- * Writes to `*out` the dtype both `a` and `b` promote to, by c10's table.
+ * Writes to `*out` the dtype both `a` and `b` promote to, as c10 2.15's
+ * promoteTypes (equal types give themselves; its table, with BComplex32
+ * as the complex of BFloat16).
  *
  * Errors: TSR_ERR_NULL_POINTER if `out` is NULL; TSR_ERR_INVALID_ARGUMENT
- * for an unsupported dtype number; TSR_ERR_DTYPE for pairs c10 does not
- * promote (quantized or float8 types with another type, UInt16/32/64 with
- * a non-floating type). `*out` is untouched on error.
+ * for a number that is not a dtype (outside 0..46); TSR_ERR_DTYPE, naming
+ * both dtypes, for pairs c10 does not promote: a quantized, bits or float8
+ * type with another type, UInt1..7 / UInt16/32/64 with a non-floating
+ * type, Int1..7 or Float4_e2m1fn_x2 with a type outside c10's table.
+ * `*out` is untouched on error.
  *
  * # Safety
  * `out` must be NULL or valid for one write.
@@ -1635,9 +1771,9 @@ TsrStatus tsr_promote_types(TsrDType a, TsrDType b, TsrDType *out);
 
 /**
  * Whether an operation that enforces safe casting may write a `from` value
- * into a `to` output (c10's canCast): false for complex -> non-complex,
- * floating -> integral or bool, and non-bool -> bool; false if either
- * number is not a supported dtype.
+ * into a `to` output (c10's canCast, defined for every pair of the 47):
+ * false for complex -> non-complex, floating -> integral or bool, and
+ * non-bool -> bool; false if either number is not a dtype.
  */
 bool tsr_can_cast(TsrDType from, TsrDType to);
 

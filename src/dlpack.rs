@@ -179,45 +179,49 @@ pub struct DLDataType {
     pub lanes: u16,
 }
 
-/// The (type code, bits) pairs of tessera's dtypes, one per dtype that has
-/// a DLPack type; the quantized types have none.
-const DTYPE_CODES: [(DType, u8, u8); 18] = [
-    (DType::Bool, type_code::BOOL, 8),
-    (DType::Byte, type_code::UINT, 8),
-    (DType::UInt16, type_code::UINT, 16),
-    (DType::UInt32, type_code::UINT, 32),
-    (DType::UInt64, type_code::UINT, 64),
-    (DType::Char, type_code::INT, 8),
-    (DType::Short, type_code::INT, 16),
-    (DType::Int, type_code::INT, 32),
-    (DType::Long, type_code::INT, 64),
-    (DType::Half, type_code::FLOAT, 16),
-    (DType::Float, type_code::FLOAT, 32),
-    (DType::Double, type_code::FLOAT, 64),
-    (DType::BFloat16, type_code::BFLOAT, 16),
-    (DType::ComplexHalf, type_code::COMPLEX, 32),
-    (DType::ComplexFloat, type_code::COMPLEX, 64),
-    (DType::ComplexDouble, type_code::COMPLEX, 128),
-    (DType::Float8E5M2, type_code::FLOAT8_E5M2, 8),
-    (DType::Float8E4M3Fn, type_code::FLOAT8_E4M3FN, 8),
+/// The (type code, bits, lanes) of tessera's dtypes, one per dtype that
+/// has a DLPack type (DLPack 1.1 codes). Float4_e2m1fn_x2 is two 4-bit
+/// lanes of kDLFloat4_e2m1fn in its byte. The quantized, bits and sub-byte
+/// integer types and BComplex32 have none.
+const DTYPE_CODES: [(DType, u8, u8, u16); 22] = [
+    (DType::Bool, type_code::BOOL, 8, 1),
+    (DType::Byte, type_code::UINT, 8, 1),
+    (DType::UInt16, type_code::UINT, 16, 1),
+    (DType::UInt32, type_code::UINT, 32, 1),
+    (DType::UInt64, type_code::UINT, 64, 1),
+    (DType::Char, type_code::INT, 8, 1),
+    (DType::Short, type_code::INT, 16, 1),
+    (DType::Int, type_code::INT, 32, 1),
+    (DType::Long, type_code::INT, 64, 1),
+    (DType::Half, type_code::FLOAT, 16, 1),
+    (DType::Float, type_code::FLOAT, 32, 1),
+    (DType::Double, type_code::FLOAT, 64, 1),
+    (DType::BFloat16, type_code::BFLOAT, 16, 1),
+    (DType::ComplexHalf, type_code::COMPLEX, 32, 1),
+    (DType::ComplexFloat, type_code::COMPLEX, 64, 1),
+    (DType::ComplexDouble, type_code::COMPLEX, 128, 1),
+    (DType::Float8E5M2, type_code::FLOAT8_E5M2, 8, 1),
+    (DType::Float8E4M3Fn, type_code::FLOAT8_E4M3FN, 8, 1),
+    (DType::Float8E5M2Fnuz, type_code::FLOAT8_E5M2FNUZ, 8, 1),
+    (DType::Float8E4M3Fnuz, type_code::FLOAT8_E4M3FNUZ, 8, 1),
+    (DType::Float8E8M0Fnu, type_code::FLOAT8_E8M0FNU, 8, 1),
+    (DType::Float4E2M1FnX2, type_code::FLOAT4_E2M1FN, 4, 2),
 ];
 
 impl DLDataType {
-    /// The DLPack type of a tessera dtype (one lane). Quantized dtypes
-    /// have no DLPack type: TSR_ERR_DTYPE.
+    /// The DLPack type of a tessera dtype. The quantized, bits and
+    /// sub-byte integer types and BComplex32 have no DLPack type:
+    /// TSR_ERR_DTYPE naming the dtype.
     pub fn from_dtype(dtype: DType) -> Result<DLDataType> {
         DTYPE_CODES
             .iter()
-            .find(|(d, _, _)| *d == dtype)
-            .map(|&(_, code, bits)| DLDataType {
-                code,
-                bits,
-                lanes: 1,
-            })
+            .find(|(d, _, _, _)| *d == dtype)
+            .map(|&(_, code, bits, lanes)| DLDataType { code, bits, lanes })
             .ok_or_else(|| {
                 crate::err!(
                     DType,
-                    "dtype {dtype} has no DLPack type code: quantized tensors cannot be exported"
+                    "dtype {dtype} has no DLPack type code: quantized, bits, sub-byte integer \
+                     and BComplex32 tensors cannot be exported"
                 )
             })
     }
@@ -226,11 +230,18 @@ impl DLDataType {
     /// width tessera has for that code.
     pub fn to_dtype(self) -> Result<DType> {
         let DLDataType { code, bits, lanes } = self;
+        if let Some(&(dtype, _, _, _)) = DTYPE_CODES
+            .iter()
+            .find(|&&(_, c, b, l)| c == code && b == bits && l == lanes)
+        {
+            return Ok(dtype);
+        }
         crate::ensure!(
             lanes == 1,
             DType,
             "DLPack dtype (code {code}, bits {bits}) has {lanes} lanes: tessera supports only \
-             lanes == 1 (no vector types)"
+             lanes == 1 (no vector types), and 2 lanes of 4-bit kDLFloat4_e2m1fn \
+             (Float4_e2m1fn_x2)"
         );
         let Some(name) = type_code_name(code) else {
             crate::bail!(
@@ -238,16 +249,16 @@ impl DLDataType {
                 "unknown DLPack type code {code}: expected a DLDataTypeCode of DLPack 1.1 (0-17)"
             )
         };
-        if let Some(&(dtype, _, _)) = DTYPE_CODES
-            .iter()
-            .find(|&&(_, c, b)| c == code && b == bits)
-        {
-            return Ok(dtype);
-        }
         let widths: Vec<String> = DTYPE_CODES
             .iter()
-            .filter(|&&(_, c, _)| c == code)
-            .map(|&(_, _, b)| b.to_string())
+            .filter(|&&(_, c, _, _)| c == code)
+            .map(|&(_, _, b, l)| {
+                if l == 1 {
+                    b.to_string()
+                } else {
+                    format!("{b} with {l} lanes")
+                }
+            })
             .collect();
         if widths.is_empty() {
             crate::bail!(
@@ -488,16 +499,19 @@ mod tests {
     };
 
     #[test]
-    fn every_dtype_maps_both_ways_or_is_quantized() {
+    fn every_dtype_maps_both_ways_or_is_storage_only() {
         for d in DType::ALL {
             match DLDataType::from_dtype(d) {
                 Ok(t) => {
-                    assert_eq!(t.lanes, 1);
-                    assert_eq!(usize::from(t.bits), d.itemsize() * 8, "{d}");
+                    assert_eq!(
+                        usize::from(t.bits) * usize::from(t.lanes),
+                        d.itemsize() * 8,
+                        "{d}"
+                    );
                     assert_eq!(t.to_dtype().unwrap(), d);
                 }
                 Err(e) => {
-                    assert!(d.is_quantized(), "{d}: {e}");
+                    assert!(d.is_storage_only() || d == DType::BComplex32, "{d}: {e}");
                     assert_eq!(e.kind(), ErrorKind::DType);
                     assert!(e.message().contains(d.name()), "{e}");
                 }
@@ -527,6 +541,49 @@ mod tests {
             DLDataType::from_dtype(DType::Float8E4M3Fn).unwrap(),
             dt(10, 8)
         );
+        assert_eq!(
+            DLDataType::from_dtype(DType::Float8E5M2Fnuz).unwrap(),
+            dt(13, 8)
+        );
+        assert_eq!(
+            DLDataType::from_dtype(DType::Float8E4M3Fnuz).unwrap(),
+            dt(11, 8)
+        );
+        assert_eq!(
+            DLDataType::from_dtype(DType::Float8E8M0Fnu).unwrap(),
+            dt(14, 8)
+        );
+        let fp4 = DLDataType {
+            code: 17,
+            bits: 4,
+            lanes: 2,
+        };
+        assert_eq!(DLDataType::from_dtype(DType::Float4E2M1FnX2).unwrap(), fp4);
+        assert_eq!(fp4.to_dtype().unwrap(), DType::Float4E2M1FnX2);
+        for d in [
+            DType::BComplex32,
+            DType::Bits8,
+            DType::UInt4,
+            DType::QUInt4x2,
+        ] {
+            let e = DLDataType::from_dtype(d).unwrap_err();
+            assert!(e.message().contains(d.name()), "{e}");
+        }
+        // DLPack codes tessera has no dtype for are refused by name.
+        for (code, bits, name) in [
+            (type_code::FLOAT8_E3M4, 8, "kDLFloat8_e3m4"),
+            (type_code::FLOAT8_E4M3, 8, "kDLFloat8_e4m3"),
+            (type_code::FLOAT8_E4M3B11FNUZ, 8, "kDLFloat8_e4m3b11fnuz"),
+            (type_code::FLOAT6_E2M3FN, 6, "kDLFloat6_e2m3fn"),
+            (type_code::FLOAT6_E3M2FN, 6, "kDLFloat6_e3m2fn"),
+        ] {
+            let e = dt(code, bits).to_dtype().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::DType);
+            assert!(e.message().contains(name), "{e}");
+        }
+        // one lane of float4 is not a tessera dtype (c10 packs two per byte)
+        let e = dt(type_code::FLOAT4_E2M1FN, 4).to_dtype().unwrap_err();
+        assert!(e.message().contains("kDLFloat4_e2m1fn"), "{e}");
     }
 
     #[test]

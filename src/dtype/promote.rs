@@ -33,9 +33,9 @@ impl Category {
     }
 }
 
-/// Row/column order of the promotion table: the 13 dtypes with full
-/// promotion rules.
-const TABLE_ORDER: [DType; 13] = [
+/// Row/column order of the promotion table: the 14 dtypes with full
+/// promotion rules (c10's 13 and BComplex32).
+const TABLE_ORDER: [DType; 14] = [
     DType::Byte,
     DType::Char,
     DType::Short,
@@ -49,31 +49,36 @@ const TABLE_ORDER: [DType; 13] = [
     DType::ComplexDouble,
     DType::Bool,
     DType::BFloat16,
+    DType::BComplex32,
 ];
 
-/// c10's promotion table over [`TABLE_ORDER`] (a fact: the same numbers as
-/// PyTorch's promoteTypes).
-const TABLE: [[DType; 13]; 13] = {
+/// c10's promotion table over [`TABLE_ORDER`] (facts: the same entries as
+/// PyTorch's promoteTypes), with the BComplex32 row and column of
+/// PyTorch 2.15: BComplex32 is to BFloat16 what ComplexHalf is to Half, so
+/// integers and bool give BComplex32 and Half / ComplexHalf meet it in
+/// ComplexFloat.
+const TABLE: [[DType; 14]; 14] = {
     use DType::{
-        BFloat16 as bf, Bool as b1, Byte as u1, Char as i1, ComplexDouble as c8,
+        BComplex32 as cb, BFloat16 as bf, Bool as b1, Byte as u1, Char as i1, ComplexDouble as c8,
         ComplexFloat as c4, ComplexHalf as c2, Double as f8, Float as f4, Half as f2, Int as i4,
         Long as i8, Short as i2,
     };
     [
-        //u1  i1  i2  i4  i8  f2  f4  f8  c2  c4  c8  b1  bf
-        [u1, i2, i2, i4, i8, f2, f4, f8, c2, c4, c8, u1, bf], // u1
-        [i2, i1, i2, i4, i8, f2, f4, f8, c2, c4, c8, i1, bf], // i1
-        [i2, i2, i2, i4, i8, f2, f4, f8, c2, c4, c8, i2, bf], // i2
-        [i4, i4, i4, i4, i8, f2, f4, f8, c2, c4, c8, i4, bf], // i4
-        [i8, i8, i8, i8, i8, f2, f4, f8, c2, c4, c8, i8, bf], // i8
-        [f2, f2, f2, f2, f2, f2, f4, f8, c2, c4, c8, f2, f4], // f2
-        [f4, f4, f4, f4, f4, f4, f4, f8, c4, c4, c8, f4, f4], // f4
-        [f8, f8, f8, f8, f8, f8, f8, f8, c8, c8, c8, f8, f8], // f8
-        [c2, c2, c2, c2, c2, c2, c4, c8, c2, c4, c8, c2, c4], // c2
-        [c4, c4, c4, c4, c4, c4, c4, c8, c4, c4, c8, c4, c4], // c4
-        [c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8], // c8
-        [u1, i1, i2, i4, i8, f2, f4, f8, c2, c4, c8, b1, bf], // b1
-        [bf, bf, bf, bf, bf, f4, f4, f8, c4, c4, c8, bf, bf], // bf
+        //u1  i1  i2  i4  i8  f2  f4  f8  c2  c4  c8  b1  bf  cb
+        [u1, i2, i2, i4, i8, f2, f4, f8, c2, c4, c8, u1, bf, cb], // u1
+        [i2, i1, i2, i4, i8, f2, f4, f8, c2, c4, c8, i1, bf, cb], // i1
+        [i2, i2, i2, i4, i8, f2, f4, f8, c2, c4, c8, i2, bf, cb], // i2
+        [i4, i4, i4, i4, i8, f2, f4, f8, c2, c4, c8, i4, bf, cb], // i4
+        [i8, i8, i8, i8, i8, f2, f4, f8, c2, c4, c8, i8, bf, cb], // i8
+        [f2, f2, f2, f2, f2, f2, f4, f8, c2, c4, c8, f2, f4, c4], // f2
+        [f4, f4, f4, f4, f4, f4, f4, f8, c4, c4, c8, f4, f4, c4], // f4
+        [f8, f8, f8, f8, f8, f8, f8, f8, c8, c8, c8, f8, f8, c8], // f8
+        [c2, c2, c2, c2, c2, c2, c4, c8, c2, c4, c8, c2, c4, c4], // c2
+        [c4, c4, c4, c4, c4, c4, c4, c8, c4, c4, c8, c4, c4, c4], // c4
+        [c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8, c8], // c8
+        [u1, i1, i2, i4, i8, f2, f4, f8, c2, c4, c8, b1, bf, cb], // b1
+        [bf, bf, bf, bf, bf, f4, f4, f8, c4, c4, c8, bf, bf, cb], // bf
+        [cb, cb, cb, cb, cb, c4, c4, c8, c4, c4, c8, cb, cb, cb], // cb
     ]
 };
 
@@ -81,10 +86,13 @@ fn table_index(d: DType) -> Option<usize> {
     TABLE_ORDER.iter().position(|t| *t == d)
 }
 
-/// The smallest dtype both `a` and `b` convert to, by c10's rules: equal
-/// types give themselves; quantized and float8 types do not promote;
-/// UInt16/32/64 promote only with real floating types; the rest follow
-/// c10's table.
+/// The smallest dtype both `a` and `b` convert to, by c10's rules in c10's
+/// order: equal types give themselves; a quantized type with another is
+/// refused; a bits type with another has no promotion (c10: Undefined);
+/// float8 types do not promote; UInt1..7 and UInt16/32/64 promote only
+/// with floating types (to the floating type); the rest follow c10's
+/// table, and a pair outside it (Int1..Int7, Float4_e2m1fn_x2) is
+/// refused. Every refusal is a DType error naming both dtypes.
 pub fn promote_types(a: DType, b: DType) -> Result<DType> {
     if a == b {
         return Ok(a);
@@ -93,6 +101,12 @@ pub fn promote_types(a: DType, b: DType) -> Result<DType> {
         crate::bail!(
             DType,
             "promotion with quantized types is not supported: got {a} and {b}"
+        );
+    }
+    if a.is_bits() || b.is_bits() {
+        crate::bail!(
+            DType,
+            "bits types do not promote (c10 gives Undefined): got {a} and {b}"
         );
     }
     if a.is_float8() || b.is_float8() {
@@ -110,13 +124,13 @@ pub fn promote_types(a: DType, b: DType) -> Result<DType> {
         }
         crate::bail!(
             DType,
-            "promotion for UInt16, UInt32 and UInt64 is supported only with floating types: \
-             got {a} and {b}"
+            "promotion for UInt1..UInt7, UInt16, UInt32 and UInt64 is supported only with \
+             floating types: got {a} and {b}"
         );
     }
     match (table_index(a), table_index(b)) {
         (Some(i), Some(j)) => Ok(TABLE[i][j]),
-        _ => crate::bail!(Internal, "no promotion rule for {a} and {b}"),
+        _ => crate::bail!(DType, "c10 has no promotion rule for {a} and {b}"),
     }
 }
 

@@ -19,32 +19,8 @@ pub extern "C" fn tsr_dtype_itemsize(dtype: TsrDType) -> usize {
 #[no_mangle]
 pub extern "C" fn tsr_dtype_name(dtype: TsrDType) -> *const c_char {
     guard_value("tsr_dtype_name", c"Undefined".as_ptr(), || {
-        let name: &'static std::ffi::CStr = match DType::try_from_raw(dtype) {
-            None => c"Undefined",
-            Some(d) => match d {
-                DType::Byte => c"Byte",
-                DType::Char => c"Char",
-                DType::Short => c"Short",
-                DType::Int => c"Int",
-                DType::Long => c"Long",
-                DType::Half => c"Half",
-                DType::Float => c"Float",
-                DType::Double => c"Double",
-                DType::ComplexHalf => c"ComplexHalf",
-                DType::ComplexFloat => c"ComplexFloat",
-                DType::ComplexDouble => c"ComplexDouble",
-                DType::Bool => c"Bool",
-                DType::QInt8 => c"QInt8",
-                DType::QUInt8 => c"QUInt8",
-                DType::QInt32 => c"QInt32",
-                DType::BFloat16 => c"BFloat16",
-                DType::Float8E5M2 => c"Float8_e5m2",
-                DType::Float8E4M3Fn => c"Float8_e4m3fn",
-                DType::UInt16 => c"UInt16",
-                DType::UInt32 => c"UInt32",
-                DType::UInt64 => c"UInt64",
-            },
-        };
+        let name: &'static std::ffi::CStr =
+            DType::try_from_raw(dtype).map_or(c"Undefined", DType::c_name);
         name.as_ptr()
     })
 }
@@ -57,8 +33,9 @@ pub extern "C" fn tsr_dtype_is_valid(dtype: TsrDType) -> bool {
     })
 }
 
-/// Whether `dtype` is a real floating type (Half, Float, Double, BFloat16,
-/// float8); false for unsupported numbers.
+/// Whether `dtype` is a real floating type (c10's isFloatingType: Half,
+/// Float, Double, BFloat16, the five float8 types, Float4_e2m1fn_x2);
+/// false for numbers that are not dtypes.
 #[no_mangle]
 pub extern "C" fn tsr_dtype_is_floating(dtype: TsrDType) -> bool {
     guard_value("tsr_dtype_is_floating", false, || {
@@ -66,7 +43,8 @@ pub extern "C" fn tsr_dtype_is_floating(dtype: TsrDType) -> bool {
     })
 }
 
-/// Whether `dtype` is complex; false for unsupported numbers.
+/// Whether `dtype` is complex (ComplexHalf, ComplexFloat, ComplexDouble,
+/// BComplex32); false for numbers that are not dtypes.
 #[no_mangle]
 pub extern "C" fn tsr_dtype_is_complex(dtype: TsrDType) -> bool {
     guard_value("tsr_dtype_is_complex", false, || {
@@ -74,12 +52,16 @@ pub extern "C" fn tsr_dtype_is_complex(dtype: TsrDType) -> bool {
     })
 }
 
-/// Writes to `*out` the dtype both `a` and `b` promote to, by c10's table.
+/// Writes to `*out` the dtype both `a` and `b` promote to, as c10 2.15's
+/// promoteTypes (equal types give themselves; its table, with BComplex32
+/// as the complex of BFloat16).
 ///
 /// Errors: TSR_ERR_NULL_POINTER if `out` is NULL; TSR_ERR_INVALID_ARGUMENT
-/// for an unsupported dtype number; TSR_ERR_DTYPE for pairs c10 does not
-/// promote (quantized or float8 types with another type, UInt16/32/64 with
-/// a non-floating type). `*out` is untouched on error.
+/// for a number that is not a dtype (outside 0..46); TSR_ERR_DTYPE, naming
+/// both dtypes, for pairs c10 does not promote: a quantized, bits or float8
+/// type with another type, UInt1..7 / UInt16/32/64 with a non-floating
+/// type, Int1..7 or Float4_e2m1fn_x2 with a type outside c10's table.
+/// `*out` is untouched on error.
 ///
 /// # Safety
 /// `out` must be NULL or valid for one write.
@@ -101,9 +83,9 @@ pub unsafe extern "C" fn tsr_promote_types(
 }
 
 /// Whether an operation that enforces safe casting may write a `from` value
-/// into a `to` output (c10's canCast): false for complex -> non-complex,
-/// floating -> integral or bool, and non-bool -> bool; false if either
-/// number is not a supported dtype.
+/// into a `to` output (c10's canCast, defined for every pair of the 47):
+/// false for complex -> non-complex, floating -> integral or bool, and
+/// non-bool -> bool; false if either number is not a dtype.
 #[no_mangle]
 pub extern "C" fn tsr_can_cast(from: TsrDType, to: TsrDType) -> bool {
     guard_value("tsr_can_cast", false, || {

@@ -79,16 +79,68 @@ pub const TSR_QUINT8: TsrDType = 13;
 pub const TSR_QINT32: TsrDType = 14;
 /// bfloat16.
 pub const TSR_BFLOAT16: TsrDType = 15;
+/// quantized uint4, two per byte (c10 QUInt4x2; storage only).
+pub const TSR_QUINT4X2: TsrDType = 16;
+/// quantized uint2, four per byte (c10 QUInt2x4; storage only).
+pub const TSR_QUINT2X4: TsrDType = 17;
+/// eight 1-bit fields per byte (c10 Bits1x8; storage only).
+pub const TSR_BITS1X8: TsrDType = 18;
+/// four 2-bit fields per byte (c10 Bits2x4; storage only).
+pub const TSR_BITS2X4: TsrDType = 19;
+/// two 4-bit fields per byte (c10 Bits4x2; storage only).
+pub const TSR_BITS4X2: TsrDType = 20;
+/// one byte of bits (c10 Bits8; storage only).
+pub const TSR_BITS8: TsrDType = 21;
+/// two bytes of bits (c10 Bits16; storage only).
+pub const TSR_BITS16: TsrDType = 22;
 /// float8 e5m2.
 pub const TSR_FLOAT8_E5M2: TsrDType = 23;
 /// float8 e4m3fn.
 pub const TSR_FLOAT8_E4M3FN: TsrDType = 24;
+/// float8 e5m2fnuz (finite, one NaN, no negative zero).
+pub const TSR_FLOAT8_E5M2FNUZ: TsrDType = 25;
+/// float8 e4m3fnuz (finite, one NaN, no negative zero).
+pub const TSR_FLOAT8_E4M3FNUZ: TsrDType = 26;
 /// uint16.
 pub const TSR_UINT16: TsrDType = 27;
 /// uint32.
 pub const TSR_UINT32: TsrDType = 28;
 /// uint64.
 pub const TSR_UINT64: TsrDType = 29;
+/// 1-bit unsigned integer, one per byte (c10 UInt1; storage only).
+pub const TSR_UINT1: TsrDType = 30;
+/// 2-bit unsigned integer, one per byte (c10 UInt2; storage only).
+pub const TSR_UINT2: TsrDType = 31;
+/// 3-bit unsigned integer, one per byte (c10 UInt3; storage only).
+pub const TSR_UINT3: TsrDType = 32;
+/// 4-bit unsigned integer, one per byte (c10 UInt4; storage only).
+pub const TSR_UINT4: TsrDType = 33;
+/// 5-bit unsigned integer, one per byte (c10 UInt5; storage only).
+pub const TSR_UINT5: TsrDType = 34;
+/// 6-bit unsigned integer, one per byte (c10 UInt6; storage only).
+pub const TSR_UINT6: TsrDType = 35;
+/// 7-bit unsigned integer, one per byte (c10 UInt7; storage only).
+pub const TSR_UINT7: TsrDType = 36;
+/// 1-bit signed integer, one per byte (c10 Int1; storage only).
+pub const TSR_INT1: TsrDType = 37;
+/// 2-bit signed integer, one per byte (c10 Int2; storage only).
+pub const TSR_INT2: TsrDType = 38;
+/// 3-bit signed integer, one per byte (c10 Int3; storage only).
+pub const TSR_INT3: TsrDType = 39;
+/// 4-bit signed integer, one per byte (c10 Int4; storage only).
+pub const TSR_INT4: TsrDType = 40;
+/// 5-bit signed integer, one per byte (c10 Int5; storage only).
+pub const TSR_INT5: TsrDType = 41;
+/// 6-bit signed integer, one per byte (c10 Int6; storage only).
+pub const TSR_INT6: TsrDType = 42;
+/// 7-bit signed integer, one per byte (c10 Int7; storage only).
+pub const TSR_INT7: TsrDType = 43;
+/// float8 e8m0fnu (a power-of-two scale: 8 exponent bits, no sign).
+pub const TSR_FLOAT8_E8M0FNU: TsrDType = 44;
+/// two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2).
+pub const TSR_FLOAT4_E2M1FN_X2: TsrDType = 45;
+/// complex of two bfloat16 (c10 BComplex32).
+pub const TSR_BCOMPLEX32: TsrDType = 46;
 /// Alias of TSR_BYTE.
 pub const TSR_UINT8: TsrDType = 0;
 /// Alias of TSR_CHAR.
