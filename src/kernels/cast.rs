@@ -21,6 +21,19 @@ const fn is_half<T: Elem>() -> bool {
     matches!(T::DTYPE, DType::Half | DType::BFloat16)
 }
 
+/// Whether `T` is a float8 type.
+#[inline(always)]
+const fn is_float8<T: Elem>() -> bool {
+    matches!(
+        T::DTYPE,
+        DType::Float8E5M2
+            | DType::Float8E4M3Fn
+            | DType::Float8E5M2Fnuz
+            | DType::Float8E4M3Fnuz
+            | DType::Float8E8M0Fnu
+    )
+}
+
 /// Whether `T`'s real components are f64 (its values would lose bits on
 /// the way through an f32 buffer).
 #[inline(always)]
@@ -52,7 +65,9 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
         && ss == size_of::<S>() as isize
         && aligned::<D>(dst)
         && aligned::<S>(src);
-    if contiguous && (is_half::<S>() || is_half::<D>()) {
+    // Float8 to a half type stays element-wise: its conversion gives c10's
+    // bfloat16 NaN, which the half crate's slice conversions do not.
+    if contiguous && (is_half::<S>() || is_half::<D>()) && !(is_float8::<S>() && is_half::<D>()) {
         // SAFETY: the caller's runs of n elements that alias at most
         // exactly, checked just above to be contiguous and aligned: what
         // staged requires.
