@@ -337,3 +337,42 @@ fn float4_x2_copies_bytes_and_refuses_conversions() {
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(e.message().contains("Float4_e2m1fn_x2"), "{e}");
 }
+
+/// The vectorized f32 -> e4m3fn / e5m2 copies (AVX2 where the CPU has
+/// it) give the scalar encoding for every value: random bit patterns,
+/// every tie and neighbour of tests/data/float8_c10_cases.txt, at every
+/// alignment and tail length.
+#[test]
+fn vectorized_float_to_float8_matches_scalar() {
+    let mut xs: Vec<u32> = include_str!("data/float8_c10_cases.txt")
+        .lines()
+        .filter(|l| l.starts_with("E Float8_e4m3fn ") || l.starts_with("E Float8_e5m2 "))
+        .map(|l| u32::from_str_radix(l.split(' ').nth(2).unwrap(), 16).unwrap())
+        .collect();
+    let mut s = 0x2545F4914F6CDD1Du64;
+    for _ in 0..200_000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        xs.push(s as u32);
+    }
+    let src = from_bytes(
+        DType::Float,
+        &xs.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(),
+    );
+    for (t, f) in [
+        (DType::Float8E4M3Fn, Float8Format::E4M3Fn),
+        (DType::Float8E5M2, Float8Format::E5M2),
+    ] {
+        for (start, len) in [(0, xs.len()), (1, xs.len() - 1), (3, 45), (5, 31), (0, 7)] {
+            let part = src.narrow(0, start as i64, len as i64).unwrap();
+            let dst = Tensor::empty(&[len as i64], t, Device::CPU).unwrap();
+            kernels::copy_(&dst, &part).unwrap();
+            let got = bytes_of(&dst);
+            for (k, g) in got.iter().enumerate() {
+                let x = f32::from_bits(xs[start + k]);
+                assert_eq!(*g, f.encode(x), "{t} of {x:e} ({:#010x})", xs[start + k]);
+            }
+        }
+    }
+}

@@ -65,6 +65,21 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
         && ss == size_of::<S>() as isize
         && aligned::<D>(dst)
         && aligned::<S>(src);
+    #[cfg(target_arch = "x86_64")]
+    if contiguous && matches!(S::DTYPE, DType::Float) && super::simd::avx2_enabled() {
+        let consts = match D::DTYPE {
+            DType::Float8E4M3Fn => Some(super::simd::E4M3FN),
+            DType::Float8E5M2 => Some(super::simd::E5M2),
+            _ => None,
+        };
+        if let Some(c) = consts {
+            // SAFETY: the CPU has AVX2; S is f32 and D a one-byte type
+            // (their DTypes); contiguous runs of n elements, not
+            // overlapping (different itemsizes).
+            unsafe { super::simd::f32_to_f8(src as *const f32, dst, n, c) };
+            return;
+        }
+    }
     // Float8 to a half type stays element-wise: its conversion gives c10's
     // bfloat16 NaN, which the half crate's slice conversions do not.
     if contiguous && (is_half::<S>() || is_half::<D>()) && !(is_float8::<S>() && is_half::<D>()) {
