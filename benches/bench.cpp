@@ -711,6 +711,25 @@ void bench_big(int threads) {
         report(name, s, 6.0 * N, {{"libtorch", 1.0, "tessera >= 1.0x libtorch"}});
         TRY(tsr_tensor_decref(h));
     }
+    name = std::string("copy with cast f32 -> float8_e4m3fn, 16M") + suffix;
+    if (wanted(name)) {
+        TsrTensor* f8 = tsr_empty({N}, TSR_FLOAT8_E4M3FN);
+        std::vector<Side> s;
+        s.push_back({"tessera", [f8, a](long n) {
+                         for (long i = 0; i < n; i++) TRY(tsr_tensor_copy(f8, a));
+                     }});
+#ifdef TSR_BENCH_TORCH
+        at::Tensor t8 = at::from_blob(tsr_tensor_data(f8), {N}, at::kFloat8_e4m3fn);
+        s.push_back({"libtorch", [t8, ta](long n) {
+                         at::Tensor o = t8;
+                         for (long i = 0; i < n; i++) o.copy_(ta);
+                     }});
+#endif
+        measure(s, 150, 7);
+        // GB/s: 4 bytes read and 1 written per element.
+        report(name, s, 5.0 * N, {{"libtorch", 1.0, "tessera >= 1.0x libtorch"}});
+        TRY(tsr_tensor_decref(f8));
+    }
     name = std::string("sum of 16M floats") + suffix;
     if (wanted(name)) {
         std::vector<Side> s;

@@ -880,22 +880,26 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_BITS16 22
 
 /**
- * float8 e5m2.
+ * float8 e5m2 (bias 15, largest 57344, +-inf; converted to through float32
+ * with nearest even, overflowing to inf; copy and fill, no arithmetic).
  */
 #define TSR_FLOAT8_E5M2 23
 
 /**
- * float8 e4m3fn.
+ * float8 e4m3fn (bias 7, largest 448, no inf, NaN 0x7F / 0xFF; nearest
+ * even, saturating at +-448, inf too; copy and fill, no arithmetic).
  */
 #define TSR_FLOAT8_E4M3FN 24
 
 /**
- * float8 e5m2fnuz (finite, one NaN, no negative zero).
+ * float8 e5m2fnuz (bias 16, largest 57344, one NaN 0x80, no inf, no
+ * negative zero; nearest even, overflow and inf to NaN; copy and fill).
  */
 #define TSR_FLOAT8_E5M2FNUZ 25
 
 /**
- * float8 e4m3fnuz (finite, one NaN, no negative zero).
+ * float8 e4m3fnuz (bias 8, largest 240, one NaN 0x80, no inf, no negative
+ * zero; nearest even, overflow and inf to NaN; copy and fill).
  */
 #define TSR_FLOAT8_E4M3FNUZ 26
 
@@ -985,12 +989,15 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_INT7 43
 
 /**
- * float8 e8m0fnu (a power-of-two scale: 8 exponent bits, no sign).
+ * float8 e8m0fnu (a power-of-two scale 2^(b-127): 8 exponent bits, no
+ * sign, no zero, NaN 0xFF; the sign is dropped and the exponent rounds up
+ * from a significand of 1.5, as c10; copy and fill).
  */
 #define TSR_FLOAT8_E8M0FNU 44
 
 /**
- * two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2).
+ * two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2):
+ * storage only, as c10 (same-dtype copies; no conversion, no fill).
  */
 #define TSR_FLOAT4_E2M1FN_X2 45
 

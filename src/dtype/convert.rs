@@ -1,7 +1,9 @@
 //! Scalar values written as one element of any dtype, with C-like
 //! conversions (floats to integers truncate; out-of-range saturates;
-//! half and bfloat16 round to nearest even through the `half` crate).
+//! half and bfloat16 round to nearest even through the `half` crate; the
+//! float8 types go through f32 and their format's rounding, as c10's).
 
+use super::float8::Float8Format;
 use super::{DType, Scalar};
 use crate::error::Result;
 
@@ -49,11 +51,28 @@ pub fn scalar_to_bytes(value: Scalar, dtype: DType) -> Result<[u8; 16]> {
             out[..8].copy_from_slice(&re.to_ne_bytes());
             out[8..16].copy_from_slice(&im.to_ne_bytes());
         }
+        DType::Float8E5M2 => out[0] = Float8Format::E5M2.encode(scalar_f32(value)),
+        DType::Float8E4M3Fn => out[0] = Float8Format::E4M3Fn.encode(scalar_f32(value)),
+        DType::Float8E5M2Fnuz => out[0] = Float8Format::E5M2Fnuz.encode(scalar_f32(value)),
+        DType::Float8E4M3Fnuz => out[0] = Float8Format::E4M3Fnuz.encode(scalar_f32(value)),
+        DType::Float8E8M0Fnu => out[0] = Float8Format::E8M0Fnu.encode(scalar_f32(value)),
         _ => {
             crate::bail!(Unsupported, "writing a scalar as {dtype} is not supported")
         }
     }
     Ok(out)
+}
+
+/// The f32 c10 converts a scalar to on its way to a float8 type: integers
+/// rounded once (as C's int -> float), doubles narrowed, complex's real
+/// part.
+fn scalar_f32(v: Scalar) -> f32 {
+    match v {
+        Scalar::Bool(b) => b as u8 as f32,
+        Scalar::Int(i) => i as f32,
+        Scalar::UInt(u) => u as f32,
+        other => other.to_f64() as f32,
+    }
 }
 
 fn int_or_float<T>(v: Scalar, from_int: impl Fn(i64) -> T, from_float: impl Fn(f64) -> T) -> T {
@@ -117,6 +136,11 @@ pub unsafe fn read_scalar(p: *const u8, dtype: DType) -> Result<Scalar> {
             let parts = rd!([f64; 2]);
             Scalar::Complex(parts[0], parts[1])
         }
+        DType::Float8E5M2 => Scalar::Float(Float8Format::E5M2.decode(rd!(u8)) as f64),
+        DType::Float8E4M3Fn => Scalar::Float(Float8Format::E4M3Fn.decode(rd!(u8)) as f64),
+        DType::Float8E5M2Fnuz => Scalar::Float(Float8Format::E5M2Fnuz.decode(rd!(u8)) as f64),
+        DType::Float8E4M3Fnuz => Scalar::Float(Float8Format::E4M3Fnuz.decode(rd!(u8)) as f64),
+        DType::Float8E8M0Fnu => Scalar::Float(Float8Format::E8M0Fnu.decode(rd!(u8)) as f64),
         _ => {
             crate::bail!(Unsupported, "reading a {dtype} element is not supported")
         }
@@ -143,5 +167,13 @@ mod tests {
         let b = scalar_to_bytes(Scalar::Float(0.5), DType::Bool).unwrap();
         assert_eq!(b[0], 1);
         assert!(scalar_to_bytes(Scalar::Int(1), DType::QInt8).is_err());
+        // float8: through f32 with the format's rules (e4m3fn saturates).
+        let b = scalar_to_bytes(Scalar::Float(1e39), DType::Float8E4M3Fn).unwrap();
+        assert_eq!(b[0], 0x7E);
+        let b = scalar_to_bytes(Scalar::Int(-3), DType::Float8E5M2).unwrap();
+        assert_eq!(b[0], 0xC2);
+        // SAFETY: b holds one element of the dtype.
+        let back = unsafe { read_scalar(b.as_ptr(), DType::Float8E5M2) }.unwrap();
+        assert_eq!(back, Scalar::Float(-3.0));
     }
 }

@@ -1,6 +1,8 @@
 //! Element types, numbered as c10's `ScalarType`.
 
 pub mod convert;
+pub mod float4;
+pub mod float8;
 mod promote;
 mod scalar;
 

@@ -100,13 +100,17 @@ pub const TSR_BITS4X2: TsrDType = 20;
 pub const TSR_BITS8: TsrDType = 21;
 /// two bytes of bits (c10 Bits16; storage only).
 pub const TSR_BITS16: TsrDType = 22;
-/// float8 e5m2.
+/// float8 e5m2 (bias 15, largest 57344, +-inf; converted to through float32
+/// with nearest even, overflowing to inf; copy and fill, no arithmetic).
 pub const TSR_FLOAT8_E5M2: TsrDType = 23;
-/// float8 e4m3fn.
+/// float8 e4m3fn (bias 7, largest 448, no inf, NaN 0x7F / 0xFF; nearest
+/// even, saturating at +-448, inf too; copy and fill, no arithmetic).
 pub const TSR_FLOAT8_E4M3FN: TsrDType = 24;
-/// float8 e5m2fnuz (finite, one NaN, no negative zero).
+/// float8 e5m2fnuz (bias 16, largest 57344, one NaN 0x80, no inf, no
+/// negative zero; nearest even, overflow and inf to NaN; copy and fill).
 pub const TSR_FLOAT8_E5M2FNUZ: TsrDType = 25;
-/// float8 e4m3fnuz (finite, one NaN, no negative zero).
+/// float8 e4m3fnuz (bias 8, largest 240, one NaN 0x80, no inf, no negative
+/// zero; nearest even, overflow and inf to NaN; copy and fill).
 pub const TSR_FLOAT8_E4M3FNUZ: TsrDType = 26;
 /// uint16.
 pub const TSR_UINT16: TsrDType = 27;
@@ -142,9 +146,12 @@ pub const TSR_INT5: TsrDType = 41;
 pub const TSR_INT6: TsrDType = 42;
 /// 7-bit signed integer, one per byte (c10 Int7; storage only).
 pub const TSR_INT7: TsrDType = 43;
-/// float8 e8m0fnu (a power-of-two scale: 8 exponent bits, no sign).
+/// float8 e8m0fnu (a power-of-two scale 2^(b-127): 8 exponent bits, no
+/// sign, no zero, NaN 0xFF; the sign is dropped and the exponent rounds up
+/// from a significand of 1.5, as c10; copy and fill).
 pub const TSR_FLOAT8_E8M0FNU: TsrDType = 44;
-/// two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2).
+/// two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2):
+/// storage only, as c10 (same-dtype copies; no conversion, no fill).
 pub const TSR_FLOAT4_E2M1FN_X2: TsrDType = 45;
 /// complex of two bfloat16 (c10 BComplex32).
 pub const TSR_BCOMPLEX32: TsrDType = 46;

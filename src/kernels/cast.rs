@@ -21,6 +21,19 @@ const fn is_half<T: Elem>() -> bool {
     matches!(T::DTYPE, DType::Half | DType::BFloat16)
 }
 
+/// Whether `T` is a float8 type.
+#[inline(always)]
+const fn is_float8<T: Elem>() -> bool {
+    matches!(
+        T::DTYPE,
+        DType::Float8E5M2
+            | DType::Float8E4M3Fn
+            | DType::Float8E5M2Fnuz
+            | DType::Float8E4M3Fnuz
+            | DType::Float8E8M0Fnu
+    )
+}
+
 /// Whether `T`'s real components are f64 (its values would lose bits on
 /// the way through an f32 buffer).
 #[inline(always)]
@@ -52,7 +65,24 @@ pub(crate) unsafe fn cast_run<S: Elem, D: Elem>(
         && ss == size_of::<S>() as isize
         && aligned::<D>(dst)
         && aligned::<S>(src);
-    if contiguous && (is_half::<S>() || is_half::<D>()) {
+    #[cfg(target_arch = "x86_64")]
+    if contiguous && matches!(S::DTYPE, DType::Float) && super::simd::avx2_enabled() {
+        let consts = match D::DTYPE {
+            DType::Float8E4M3Fn => Some(super::simd::E4M3FN),
+            DType::Float8E5M2 => Some(super::simd::E5M2),
+            _ => None,
+        };
+        if let Some(c) = consts {
+            // SAFETY: the CPU has AVX2; S is f32 and D a one-byte type
+            // (their DTypes); contiguous runs of n elements, not
+            // overlapping (different itemsizes).
+            unsafe { super::simd::f32_to_f8(src as *const f32, dst, n, c) };
+            return;
+        }
+    }
+    // Float8 to a half type stays element-wise: its conversion gives c10's
+    // bfloat16 NaN, which the half crate's slice conversions do not.
+    if contiguous && (is_half::<S>() || is_half::<D>()) && !(is_float8::<S>() && is_half::<D>()) {
         // SAFETY: the caller's runs of n elements that alias at most
         // exactly, checked just above to be contiguous and aligned: what
         // staged requires.

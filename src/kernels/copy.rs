@@ -13,7 +13,7 @@
 
 use super::blocked;
 use super::cast::cast_run;
-use super::dispatch::{dispatch_all, dispatch_width};
+use super::dispatch::{dispatch_convert, dispatch_width};
 use super::elem::Elem;
 use super::loops::map_run;
 use super::simd;
@@ -55,7 +55,7 @@ impl TensorIterator {
 ///
 /// Errors: Device (non-CPU tensors: device copies go through the
 /// allocators), Shape (not broadcastable), Unsupported (a conversion to or
-/// from a float8 or quantized dtype; equal dtypes copy bytes), Overlap
+/// from a quantized dtype; equal dtypes copy bytes), Overlap
 /// (dst writes one location through several elements).
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
     crate::ensure!(
@@ -98,8 +98,17 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
 }
 
 fn check_convertible(d: DType) -> Result<()> {
+    // Float4_e2m1fn_x2 packs two values in one element: c10 converts it to
+    // and from no other dtype (its copy kernel raises), and neither does
+    // tessera; dtype::float4 has the nibble conversions for hosts.
     crate::ensure!(
-        !(d.is_quantized() || d.is_float8()),
+        d != DType::Float4E2M1FnX2,
+        Unsupported,
+        "conversion to or from {d} is not supported: an element packs two 4-bit values, \
+         and c10 converts it to no other dtype (copies between equal dtypes are)"
+    );
+    crate::ensure!(
+        !d.is_quantized(),
         Unsupported,
         "conversion to or from {d} is not supported (copies between equal dtypes are)"
     );
@@ -209,7 +218,7 @@ type CastRuns = unsafe fn(&mut [*mut u8], &[i64], i64, i64, bool);
 /// The 2-D conversion loop from `st` to `dt`: one instance per dtype pair.
 fn cast_runs(st: DType, dt: DType) -> Result<CastRuns> {
     Ok(
-        dispatch_all!(st, "copy", S => dispatch_all!(dt, "copy", D => {
+        dispatch_convert!(st, "copy", S => dispatch_convert!(dt, "copy", D => {
             cast_2d::<S, D> as CastRuns
         })),
     )

@@ -1,7 +1,8 @@
 //! Dtype dispatch: a `match` over the dtype that runs a body with a local
 //! type alias bound to the element type (as c10's AT_DISPATCH macros).
-//! The float8, quantized, bits and sub-byte dtypes are refused with
-//! TSR_ERR_UNSUPPORTED naming the operation and the dtype.
+//! Dtypes a macro does not list (quantized, bits and sub-byte everywhere,
+//! float8 outside `dispatch_convert`) are refused with TSR_ERR_UNSUPPORTED
+//! naming the operation and the dtype.
 
 use crate::dtype::DType;
 use crate::error::Error;
@@ -48,6 +49,27 @@ macro_rules! dispatch_all {
     };
 }
 
+/// As `dispatch_all`, plus the float8 types: the dtypes copies convert
+/// between (float8 has no arithmetic kernels, as in c10).
+macro_rules! dispatch_convert {
+    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
+        $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
+            Bool => $crate::kernels::elem::Bool,
+            Byte => u8, Char => i8, Short => i16, Int => i32, Long => i64,
+            UInt16 => u16, UInt32 => u32, UInt64 => u64,
+            Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
+            ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            ComplexFloat => $crate::kernels::elem::Complex<f32>,
+            ComplexDouble => $crate::kernels::elem::Complex<f64>,
+            Float8E5M2 => $crate::kernels::elem::Float8E5M2,
+            Float8E4M3Fn => $crate::kernels::elem::Float8E4M3Fn,
+            Float8E5M2Fnuz => $crate::kernels::elem::Float8E5M2Fnuz,
+            Float8E4M3Fnuz => $crate::kernels::elem::Float8E4M3Fnuz,
+            Float8E8M0Fnu => $crate::kernels::elem::Float8E8M0Fnu,
+        )
+    };
+}
+
 /// As `dispatch_all`, without Bool (negation, subtraction).
 macro_rules! dispatch_signed {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
@@ -87,7 +109,10 @@ macro_rules! dispatch_real {
     };
 }
 
-pub(crate) use {dispatch_all, dispatch_arms, dispatch_floating, dispatch_real, dispatch_signed};
+pub(crate) use {
+    dispatch_all, dispatch_arms, dispatch_convert, dispatch_floating, dispatch_real,
+    dispatch_signed,
+};
 
 /// Runs `$body` with `$T` bound to a plain type of `$itemsize` bytes (u8,
 /// u16, u32, u64, or a 16-byte Complex<f64>), for code that moves elements

@@ -13,12 +13,20 @@
 //!   nearest even through the `half` crate (integers go through `f32`
 //!   first, as c10's `Half(float)` constructor does).
 //!
+//! - The float8 types convert as c10's do, through f32: decoding is exact,
+//!   anything else becomes an f32 first (integers and f64 round to f32,
+//!   half types widen) and is then encoded with the format's rounding
+//!   (`dtype::float8`); to integers and bool they go as their f32 value.
+//!
 //! Arithmetic runs in each type's "op math" type ([`Elem::Op`]): `f32`
 //! for half and bfloat16, `Complex<f32>` for ComplexHalf and BComplex32, `bool` for
 //! Bool, the type itself otherwise (c10's `opmath_type`).
 
 use super::ops::Arith;
-pub use super::value_types::{Bool, Complex};
+pub use super::value_types::{
+    Bool, Complex, Float8E4M3Fn, Float8E4M3Fnuz, Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu,
+};
+use crate::dtype::float8::Float8Format;
 use crate::dtype::{convert::scalar_to_bytes, DType, Scalar};
 use crate::error::Result;
 use half::{bf16, f16};
@@ -53,6 +61,13 @@ pub trait Real: Copy + Send + Sync + 'static {
     fn from_f32(v: f32) -> Self;
     /// Converts from f64.
     fn from_f64(v: f64) -> Self;
+    /// Converts a float8 type's (exact) f32 value: `from_f32`, except that
+    /// NaNs become bfloat16's one NaN (c10's float8 -> BFloat16 drops NaN
+    /// payloads and signs, where the `half` crate keeps them).
+    #[inline(always)]
+    fn from_float8_value(v: f32) -> Self {
+        Self::from_f32(v)
+    }
     /// Converts to another real type.
     fn to<D: Real>(self) -> D;
     /// Whether the value is non-zero (NaN counts as non-zero).
@@ -139,9 +154,17 @@ real_primitive!(f64, from_f64);
 /// `Real` for a half type: integers and f32 through `from_f32`, f64
 /// through `from_f64`, the other half type through f32.
 macro_rules! real_half {
-    ($t:ty, $from_self:ident, $from_other:ident, $other:ty) => {
+    ($t:ty, $from_self:ident, $from_other:ident, $other:ty, $nan:expr) => {
         impl Real for $t {
             const ZERO: Self = <$t>::ZERO;
+            #[inline(always)]
+            fn from_float8_value(v: f32) -> Self {
+                if v.is_nan() {
+                    $nan(v)
+                } else {
+                    <$t>::from_f32(v)
+                }
+            }
             #[inline(always)]
             fn from_u8(v: u8) -> Self {
                 <$t>::from_f32(v as f32)
@@ -203,8 +226,12 @@ macro_rules! real_half {
     };
 }
 
-real_half!(f16, from_f16, from_bf16, bf16);
-real_half!(bf16, from_bf16, from_f16, f16);
+// c10's NaNs: Half keeps the payload as the half crate does, BFloat16 has
+// one NaN (0x7FC0, no sign).
+real_half!(f16, from_f16, from_bf16, bf16, |v: f32| f16::from_f32(v));
+real_half!(bf16, from_bf16, from_f16, f16, |_v: f32| bf16::from_bits(
+    0x7FC0
+));
 
 /// One element type of a dtype the kernels support.
 ///
@@ -395,6 +422,127 @@ macro_rules! elem_half {
 elem_half!(f16, Half);
 elem_half!(bf16, BFloat16);
 
+/// `Real` and `Elem` for a float8 type: its value is its f32 decoding;
+/// every other type reaches it through f32 (c10's float8 constructors take
+/// a float), and it reaches every other type as that f32. Op math is f32.
+macro_rules! elem_float8 {
+    ($t:ident, $dtype:ident, $format:ident) => {
+        impl $t {
+            /// The element's value (exact).
+            #[inline(always)]
+            pub fn value(self) -> f32 {
+                Float8Format::$format.decode(self.0)
+            }
+            /// The element nearest to `v` (c10's rounding, NaN and overflow
+            /// rules).
+            #[inline(always)]
+            pub const fn new(v: f32) -> Self {
+                $t(Float8Format::$format.encode(v))
+            }
+        }
+
+        impl Real for $t {
+            /// The encoding of 0.0 (for Float8_e8m0fnu, which has no zero,
+            /// its smallest value, as c10 encodes 0.0).
+            const ZERO: Self = $t::new(0.0);
+            #[inline(always)]
+            fn from_u8(v: u8) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_i8(v: i8) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_i16(v: i16) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_i32(v: i32) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_u16(v: u16) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_u32(v: u32) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn from_f16(v: f16) -> Self {
+                $t::new(v.to_f32())
+            }
+            #[inline(always)]
+            fn from_bf16(v: bf16) -> Self {
+                $t::new(v.to_f32())
+            }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self {
+                $t::new(v)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                $t::new(v as f32)
+            }
+            #[inline(always)]
+            fn to<D: Real>(self) -> D {
+                D::from_float8_value(self.value())
+            }
+            #[inline(always)]
+            fn nonzero(self) -> bool {
+                // NaN is non-zero, as c10's conversion to bool through float.
+                self.value() != 0.0
+            }
+        }
+
+        // SAFETY: $t is a repr(transparent) byte, DType::$dtype's one-byte
+        // element; every byte is a valid value; listed once below.
+        unsafe impl Elem for $t {
+            const DTYPE: DType = DType::$dtype;
+            type Op = f32;
+            #[inline(always)]
+            fn to_op(self) -> f32 {
+                self.value()
+            }
+            #[inline(always)]
+            fn from_op(v: f32) -> Self {
+                $t::new(v)
+            }
+            #[inline(always)]
+            fn cast<D: Elem>(self) -> D {
+                D::from_real(self)
+            }
+            #[inline(always)]
+            fn from_bool(b: bool) -> Self {
+                $t::new(b as u8 as f32)
+            }
+            #[inline(always)]
+            fn from_real<R: Real>(r: R) -> Self {
+                r.to::<$t>()
+            }
+            #[inline(always)]
+            fn from_complex<R: Real>(re: R, _im: R) -> Self {
+                re.to::<$t>()
+            }
+        }
+    };
+}
+
+elem_float8!(Float8E5M2, Float8E5M2, E5M2);
+elem_float8!(Float8E4M3Fn, Float8E4M3Fn, E4M3Fn);
+elem_float8!(Float8E5M2Fnuz, Float8E5M2Fnuz, E5M2Fnuz);
+elem_float8!(Float8E4M3Fnuz, Float8E4M3Fnuz, E4M3Fnuz);
+elem_float8!(Float8E8M0Fnu, Float8E8M0Fnu, E8M0Fnu);
+
 /// `Elem` for a complex type of components `$r`, op math `Complex<$op>`.
 macro_rules! elem_complex {
     ($r:ty, $dtype:ident, $op:ty) => {
@@ -473,7 +621,12 @@ mod tests {
             Complex<f16>,
             Complex<bf16>,
             Complex<f32>,
-            Complex<f64>
+            Complex<f64>,
+            Float8E5M2,
+            Float8E4M3Fn,
+            Float8E5M2Fnuz,
+            Float8E4M3Fnuz,
+            Float8E8M0Fnu
         );
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {

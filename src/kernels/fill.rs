@@ -11,11 +11,12 @@ use crate::parallel;
 use crate::tensor::Tensor;
 
 /// Sets every element of `t` to `value` converted to its dtype (C-like
-/// conversion; half and bfloat16 round to nearest even) and bumps the
+/// conversion; half and bfloat16 round to nearest even; float8 through f32
+/// with the format's rounding, as c10) and bumps the
 /// version. Tensors whose elements share memory (expanded) are allowed:
 /// filling is idempotent, as in c10.
 ///
-/// Errors: Unsupported (non-CPU tensors; float8 and quantized dtypes).
+/// Errors: Unsupported (non-CPU tensors; quantized dtypes).
 pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
     crate::ensure!(
         t.device().is_cpu(),

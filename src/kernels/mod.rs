@@ -1,7 +1,8 @@
 //! Built-in CPU kernels over the iterator: copy with conversion and
 //! broadcasting, fill, add / sub / mul / div, neg, sum and amax, for
 //! bool, the integer types, half, bfloat16, float, double and the complex
-//! types (float8 and quantized dtypes are refused with Unsupported).
+//! types; copy and fill also for the float8 types (their arithmetic, and
+//! quantized dtypes, are refused with Unsupported).
 //!
 //! Layout: `value_types` (Bool, Complex), `elem` (one Rust type per
 //! dtype, conversions), `ops` (per element arithmetic), `dispatch` (dtype

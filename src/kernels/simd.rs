@@ -178,6 +178,112 @@ pub(crate) unsafe fn f32_to_f16(src: *const f32, dst: *mut u16, n: usize, stream
     }
 }
 
+/// The constants of an IEEE-like float8 format with a saturating or
+/// infinite top (e4m3fn, e5m2) for [`f32_to_f8`].
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct F8Consts {
+    /// Mantissa bits.
+    pub m: u32,
+    /// Exponent bias.
+    pub bias: i32,
+    /// The largest code a finite or infinite value encodes to (0x7E for
+    /// e4m3fn's saturation, 0x7C for e5m2's inf).
+    pub top: i32,
+    /// The scalar conversion (tails; must agree with the vector one).
+    pub scalar: fn(f32) -> u8,
+}
+
+/// e4m3fn: saturates at 448 (0x7E), NaN 0x7F.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const E4M3FN: F8Consts = F8Consts {
+    m: 3,
+    bias: 7,
+    top: 0x7E,
+    scalar: crate::dtype::float8::f32_to_e4m3fn,
+};
+
+/// e5m2: overflows to inf (0x7C), NaN 0x7F.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const E5M2: F8Consts = F8Consts {
+    m: 2,
+    bias: 15,
+    top: 0x7C,
+    scalar: crate::dtype::float8::f32_to_e5m2,
+};
+
+/// f32 -> e4m3fn or e5m2 (c10's rounding: nearest even; NaN 0x7F with the
+/// sign; past the top, `c.top`), 32 values per step, bit-identical to
+/// `c.scalar`. Normal results round with integer arithmetic on the f32
+/// bits (rebias, add half an ulp less one plus the kept lsb, shift);
+/// results below the format's smallest normal round by a float add that
+/// aligns the value to the subnormal unit (the FPU's nearest even).
+///
+/// # Safety
+/// The CPU must have AVX2; `src` holds `n` readable f32, `dst` `n`
+/// writable bytes, not overlapping. The MXCSR rounding mode must be the
+/// default (nearest), as everywhere in Rust.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn f32_to_f8(src: *const f32, dst: *mut u8, n: usize, c: F8Consts) {
+    use std::arch::x86_64::*;
+    let shift = 23 - c.m;
+    // The smallest normal, 2^(1 - bias), as f32 bits.
+    let min_normal = ((128 - c.bias) as u32) << 23;
+    // Adding 2^(min_exp - 1 + 23 - m + 1)... = a float whose ulp is the
+    // subnormal unit 2^(1 - bias - m): exponent field 127 + 1 - bias - m + 23.
+    let magic_field = (127 + 1 - c.bias - c.m as i32 + 23) as u32;
+    // SAFETY (whole body): indices stay below n; AVX2 per the caller.
+    unsafe {
+        let sign_mask = _mm256_set1_epi32(i32::MIN);
+        let inf = _mm256_set1_epi32(0x7F80_0000);
+        let nan_code = _mm256_set1_epi32(0x7F);
+        let top = _mm256_set1_epi32(c.top);
+        let min_norm = _mm256_set1_epi32(min_normal as i32);
+        let rebias = _mm256_set1_epi32(
+            (((c.bias - 127) as u32) << 23).wrapping_add((1 << (shift - 1)) - 1) as i32,
+        );
+        let one = _mm256_set1_epi32(1);
+        let magic_bits = _mm256_set1_epi32((magic_field << 23) as i32);
+        let magic = _mm256_castsi256_ps(magic_bits);
+        let shift_v = _mm_cvtsi32_si128(shift as i32);
+        let code8 = |at: usize| -> __m256i {
+            let x = _mm256_loadu_si256(src.add(at) as *const __m256i);
+            let sign = _mm256_and_si256(x, sign_mask);
+            let a = _mm256_xor_si256(x, sign);
+            // Normal: (a + rebias + lsb) >> shift.
+            let lsb = _mm256_and_si256(_mm256_srl_epi32(a, shift_v), one);
+            let normal =
+                _mm256_srl_epi32(_mm256_add_epi32(_mm256_add_epi32(a, rebias), lsb), shift_v);
+            // Subnormal: (|x| + magic) - magic's bits.
+            let sub = _mm256_sub_epi32(
+                _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)),
+                magic_bits,
+            );
+            let is_sub = _mm256_cmpgt_epi32(min_norm, a);
+            let code = _mm256_blendv_epi8(normal, sub, is_sub);
+            // Past the top (inf included): the top; NaN: 0x7F.
+            let code = _mm256_min_epi32(code, top);
+            let is_nan = _mm256_cmpgt_epi32(a, inf);
+            let code = _mm256_blendv_epi8(code, nan_code, is_nan);
+            _mm256_or_si256(code, _mm256_srli_epi32::<24>(sign))
+        };
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let mut i = 0;
+        while i + 32 <= n {
+            let ab = _mm256_packus_epi32(code8(i), code8(i + 8));
+            let cd = _mm256_packus_epi32(code8(i + 16), code8(i + 24));
+            let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+            _mm256_storeu_si256(dst.add(i) as *mut __m256i, bytes);
+            i += 32;
+        }
+        while i < n {
+            *dst.add(i) = (c.scalar)(*src.add(i));
+            i += 1;
+        }
+    }
+}
+
 /// f16 -> f32 with F16C (exact), 32 values per step.
 ///
 /// # Safety

@@ -24,3 +24,27 @@ impl<T> Complex<T> {
         Complex { re, im }
     }
 }
+
+/// The float8 element types: the byte as stored, its value given by
+/// `dtype::float8` (c10's formats and rounding).
+macro_rules! float8_types {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name(pub u8);
+    )*};
+}
+
+float8_types! {
+    /// A Float8_e5m2 element.
+    Float8E5M2;
+    /// A Float8_e4m3fn element.
+    Float8E4M3Fn;
+    /// A Float8_e5m2fnuz element.
+    Float8E5M2Fnuz;
+    /// A Float8_e4m3fnuz element.
+    Float8E4M3Fnuz;
+    /// A Float8_e8m0fnu element.
+    Float8E8M0Fnu;
+}
