@@ -356,7 +356,8 @@ unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tens
 /// The result shares t's memory (no copy): `dl_tensor.data` is the address
 /// of the first element with `byte_offset` 0 (NULL when t has no
 /// elements), `shape` and `strides` (in elements, never NULL) live in the
-/// same allocation as the struct, `flags` is 0 (writable, not a copy),
+/// same allocation as the struct, `flags` is 0 (writable, not a copy) or
+/// DLPACK_FLAG_BITMASK_READ_ONLY for a read-only tensor,
 /// `version` is {1, 1}. CPU tensors are kDLCPU device 0; CUDA tensors are
 /// kDLCUDA with their device index, an unresolved index -1 ("current
 /// device") being exported as 0. `manager_ctx` is t's storage
@@ -366,7 +367,8 @@ unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tens
 /// consumer that does); the deleter may run on any thread. Later metadata
 /// changes to t (tsr_tensor_set) do not affect the export, but
 /// tsr_storage_resize on t's storage frees the memory the export points
-/// to, as it does for every view of that storage.
+/// to, as it does for every view of that storage; tsr_storage_set_data_ptr
+/// on it is refused until the export's deleter has run.
 ///
 /// Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
 /// TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
@@ -393,6 +395,8 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack(
 
 /// As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)
 /// DLManagedTensor for consumers that do not read the versioned struct.
+/// The legacy struct has no flags, so a read-only tensor is refused
+/// (TSR_ERR_READ_ONLY: its consumer could write it).
 ///
 /// # Safety
 /// `t` NULL or a live handle; `out` NULL or writable.
@@ -429,11 +433,14 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack_legacy(
 /// any byte_offset that keeps the first element aligned for its dtype.
 /// The tensor's storage starts at data + byte_offset and spans exactly the
 /// bytes the view addresses; it is not resizable. The DLPack shape and
-/// strides arrays are copied.
+/// strides arrays are copied. A tensor flagged
+/// DLPACK_FLAG_BITMASK_READ_ONLY is imported as a read-only tensor (its
+/// storage is read-only: every write through tessera fails with
+/// TSR_ERR_READ_ONLY).
 ///
 /// Errors: TSR_ERR_NULL_POINTER (consumed, out, or shape with ndim > 0);
 /// TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
-/// read-only tensors, since tessera tensors are writable; negative strides
+/// negative strides
 /// on dims of size > 1; DLPack devices tessera does not import);
 /// TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
 /// not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);

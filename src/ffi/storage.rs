@@ -25,7 +25,7 @@ pub(crate) unsafe fn storage_arg(s: *const TsrStorage, name: &str) -> Result<Sto
 ///
 /// # Safety
 /// `s` NULL or a live storage handle.
-unsafe fn storage_impl<'a>(s: *const TsrStorage, name: &str) -> Result<&'a StorageImpl> {
+pub(crate) unsafe fn storage_impl<'a>(s: *const TsrStorage, name: &str) -> Result<&'a StorageImpl> {
     // SAFETY: `s` is NULL or a live TsrStorage (the header's contract,
     // ffi/handle.rs); borrow checks NULL and liveness.
     unsafe { handle::borrow(s, name) }

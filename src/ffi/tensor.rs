@@ -366,6 +366,21 @@ pub unsafe extern "C" fn tsr_tensor_storage(t: *const TsrTensor) -> *mut TsrStor
     })
 }
 
+/// Whether the tensor's storage is read-only (tsr_storage_is_read_only):
+/// every write into the tensor fails with TSR_ERR_READ_ONLY. false for
+/// NULL (with a message).
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_is_read_only(t: *const TsrTensor) -> bool {
+    getter("tsr_tensor_is_read_only", false, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
+        Ok(unsafe { tensor_impl(t, "t")? }.is_read_only())
+    })
+}
+
 /// Whether the tensor is contiguous in `format` (TSR_CONTIGUOUS,
 /// TSR_CHANNELS_LAST, TSR_CHANNELS_LAST_3D; TSR_PRESERVE asks for
 /// TSR_CONTIGUOUS). Cached, refreshed on every metadata change. false for
