@@ -1888,7 +1888,8 @@ TsrStatus tsr_iter_config_declare_static_shape(struct TsrIterConfig *config,
  * freed) and writes it to `*out`: broadcast shape, common dtype and
  * device, overlap checks, allocated outputs, reordered and coalesced dims.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable, output
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (an output on a read-only
+ * storage); TSR_ERR_SHAPE (not broadcastable, output
  * of the wrong shape); TSR_ERR_DTYPE (dtype mismatch naming both dtypes,
  * unsafe cast); TSR_ERR_DEVICE; TSR_ERR_OVERLAP; TSR_ERR_NOT_RESIZABLE;
  * TSR_ERR_INVALID_ARGUMENT (invalid flag combination).
@@ -2215,7 +2216,8 @@ TsrStatus tsr_iter_for_each_32bit_piece(struct TsrIter *it, TsrSubIterFn fn_, vo
  * receives a new reference to the output (out itself when given);
  * `result` may be NULL when `out_or_null` is given. `a`, `b` borrowed.
  *
- * Errors: TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
+ * Errors: TSR_ERR_READ_ONLY (out on a read-only storage);
+ * TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
  * TSR_ERR_SHAPE (not broadcastable); TSR_ERR_DTYPE (alpha not an
  * integer for integral inputs, a bool alpha for non-bool results, a
  * complex alpha for real ones; result dtype not safely castable to out's);
@@ -2296,9 +2298,9 @@ TsrStatus tsr_div_rounding(struct TsrTensor *out_or_null,
  * (TSR_ERR_DTYPE), as in PyTorch. `out_or_null`, `result`: as tsr_add;
  * out may be `a` itself.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DTYPE (bool input, out of another
- * dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP; TSR_ERR_DEVICE;
- * TSR_ERR_UNSUPPORTED.
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (out); TSR_ERR_DTYPE
+ * (bool input, out of another dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP;
+ * TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED.
  *
  * # Safety
  * Handles NULL or live; `result` NULL or writable.
@@ -2631,7 +2633,8 @@ struct TsrAllocator *tsr_storage_allocator(const struct TsrStorage *s);
  * Pointers to the old data become invalid. Not thread-safe: no other
  * thread may use the storage (or tensors on it) during the call.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_NOT_RESIZABLE; TSR_ERR_OUT_OF_MEMORY
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_NOT_RESIZABLE;
+ * TSR_ERR_OUT_OF_MEMORY
  * (the storage is unchanged).
  *
  * # Safety
@@ -2642,7 +2645,8 @@ TsrStatus tsr_storage_resize(struct TsrStorage *s, size_t nbytes);
 /**
  * Sets every byte to `byte` (CPU storages).
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_UNSUPPORTED (not on the CPU).
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_UNSUPPORTED (not
+ * on the CPU).
  *
  * # Safety
  * `s` NULL or a live handle.
@@ -2654,7 +2658,8 @@ TsrStatus tsr_storage_fill(struct TsrStorage *s, uint8_t byte);
  * Copies to or from a device go through the device allocator's copy
  * function.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (sizes differ); the
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (sizes
+ * differ); the
  * allocator's copy error.
  *
  * # Safety
@@ -2679,7 +2684,7 @@ TsrStatus tsr_storage_clone(const struct TsrStorage *s, struct TsrStorage **out)
  * reference. `*data_ptr` is consumed (zeroed) on success; the old data is
  * freed; the storage becomes non-resizable without allocator.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT (the storage has
  * other strong references, an invalid device, or NULL data with nbytes >
  * 0). On error `*data_ptr` is untouched.
  *
@@ -3169,7 +3174,8 @@ TsrStatus tsr_tensor_set(struct TsrTensor *t,
  * tensors. Expanded tensors (elements sharing memory) may be filled.
  * Bumps the version.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT
+ * (value's dtype);
  * TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
  *
  * # Safety
@@ -3185,7 +3191,8 @@ TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
  * temporary first). Transposed layouts copy in cache-blocked tiles; large
  * copies run in parallel. Bumps dst's version.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (not
+ * broadcastable);
  * TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
  * (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
  * or quantized dtype; equal dtypes copy bytes).

@@ -476,7 +476,8 @@ pub unsafe extern "C" fn tsr_tensor_set(
 /// tensors. Expanded tensors (elements sharing memory) may be filled.
 /// Bumps the version.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT
+/// (value's dtype);
 /// TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
 ///
 /// # Safety
@@ -498,7 +499,8 @@ pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) ->
 /// temporary first). Transposed layouts copy in cache-blocked tiles; large
 /// copies run in parallel. Bumps dst's version.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (not
+/// broadcastable);
 /// TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
 /// (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
 /// or quantized dtype; equal dtypes copy bytes).
