@@ -245,7 +245,7 @@ static void c128(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(F.dead_t, 
 static void c129(void) { fx_expect_status(tsr_tensor_from_dlpack(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
 static void c130(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl(), NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c131(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(2, 0, 2, kDLFloat, 1), &S.tensor), TSR_ERR_UNSUPPORTED, "version 2.1"); }
-static void c132(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1), &S.tensor), TSR_ERR_UNSUPPORTED, "read-only"); }
+static void c132(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
 static void c133(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, -1, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim -1"); }
 static void c134(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 65, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim 65"); }
 static void c135(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 2, 99, 1), &S.tensor), TSR_ERR_DTYPE, NULL); }
@@ -539,272 +539,307 @@ static void c402(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(
 static void c403(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 static void c404(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
+/* Storages beyond process memory: files, read-only memory, a storage's DataPtr */
+static void c405(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c406(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c407(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
+static void c408(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
+static void c409(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
+static void c410(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
+static void c411(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c412(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c413(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c414(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c415(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
+static void c416(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c417(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c418(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c419(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
+static void c420(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c421(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c422(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c423(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c424(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c425(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c426(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c427(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c428(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c429(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
+static void c430(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c431(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c432(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
+static void c433(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
+static void c434(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c435(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c436(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c437(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
+
 /* Tensors */
-static void c405(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
-static void c406(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c407(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c408(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c409(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c410(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c411(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c412(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c413(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c414(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c415(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
-static void c416(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c417(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c418(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c419(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c420(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c421(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c422(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c423(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c424(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c425(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c426(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c427(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c428(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c429(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c430(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c431(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c432(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c433(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c434(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c435(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c436(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c437(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c438(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c439(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c440(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c441(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c442(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c443(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c444(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c445(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c446(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c447(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c448(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c449(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c450(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c451(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c452(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c453(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c454(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c455(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c456(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c457(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c458(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c459(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c460(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c461(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c462(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c463(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c464(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c465(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c466(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c467(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c468(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c469(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c470(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c471(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c472(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c473(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c474(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c475(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c476(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c477(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c478(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c479(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c480(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c481(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c482(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c483(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c484(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c485(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c486(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c487(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c488(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c489(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c490(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c491(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c492(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c493(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c494(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c495(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c496(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c497(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c498(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c499(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c500(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c501(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c502(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c503(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c504(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c505(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c506(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c507(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c508(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c509(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c510(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c511(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c512(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c438(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c439(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c440(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c441(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c442(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c443(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c444(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c445(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c446(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c447(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c448(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c449(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c450(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c451(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c452(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c453(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c454(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c455(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c456(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c457(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c458(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c459(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c460(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c461(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c462(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c463(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c464(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c465(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c466(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c467(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c468(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c469(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c470(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c471(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c472(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c473(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c474(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c475(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c476(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c477(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c478(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c479(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c480(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c481(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c482(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c483(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c484(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c485(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c486(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c487(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c488(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c489(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c490(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c491(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c492(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c493(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c494(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c495(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c496(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c497(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c498(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c499(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c500(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c501(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c502(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c503(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c504(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c505(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c506(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c507(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c508(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c509(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c510(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c511(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c512(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c513(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c514(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c515(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c516(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c517(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c518(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c519(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c520(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c521(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c522(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c523(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c524(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c525(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c526(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c527(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c528(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c529(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c530(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c531(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c532(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c533(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c534(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c535(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c536(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c537(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c538(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c539(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c540(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c541(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c542(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c543(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c544(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c545(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c513(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c514(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c515(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c516(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c517(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c518(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c519(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c520(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c521(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c522(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c523(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c524(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c525(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c526(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c527(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c528(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c529(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c530(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c531(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c532(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c533(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c534(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c535(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c536(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c537(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c538(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c539(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c540(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c541(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c542(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c543(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c544(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c545(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c546(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c547(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c548(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c549(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c550(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c551(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c552(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c553(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c554(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c555(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c556(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c557(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c558(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c559(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c560(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c561(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c562(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c563(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c564(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c565(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c566(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c567(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c568(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c569(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c570(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c571(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c572(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c573(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c574(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c575(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c576(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c577(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c578(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c579(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c580(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c581(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c582(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c583(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c584(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c585(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c586(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c587(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c588(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c589(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c590(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c546(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c547(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c548(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c549(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c550(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c551(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c552(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c553(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c554(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c555(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c556(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c557(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c558(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c559(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c560(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c561(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c562(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c563(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c564(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c565(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c566(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c567(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c568(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c569(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c570(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c571(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c572(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c573(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c574(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c575(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c576(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c577(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c578(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c579(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c580(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c581(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c582(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c583(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c584(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c585(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c586(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c587(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c588(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c589(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c590(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c591(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c592(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c593(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c594(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c595(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c596(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c597(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c598(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c599(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c600(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c601(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c602(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c603(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c604(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c605(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c606(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c607(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c608(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c609(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c610(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c611(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c612(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c613(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c614(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c615(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c616(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c617(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c618(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c619(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c620(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c621(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c622(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c623(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Kernels */
-static void c591(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c592(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c593(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c594(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c595(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c596(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c597(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c598(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c599(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c600(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c601(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c602(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c603(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c604(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c605(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c606(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c607(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c608(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c609(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c610(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c611(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c612(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c613(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c614(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c615(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c616(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c617(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c618(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c619(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c620(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c621(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c622(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c623(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c624(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c625(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c626(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c627(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c628(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c629(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c630(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c631(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c632(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c633(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c634(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c635(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c636(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c637(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c638(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c639(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c640(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c641(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c642(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c643(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c644(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c645(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c646(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c647(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c648(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c649(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c650(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c651(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c624(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c625(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c626(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c627(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c628(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c629(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c630(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c631(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c632(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c633(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c634(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c635(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c636(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c637(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c638(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c639(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c640(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c641(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c642(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c643(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c644(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c645(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c646(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c647(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c648(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c649(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c650(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c651(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c652(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c653(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c654(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c655(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c656(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c657(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c658(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c659(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c660(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c661(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c662(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c663(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c664(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c665(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c666(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c667(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c668(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c669(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c670(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c671(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c672(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c673(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c674(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c675(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c676(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c677(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c678(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c679(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c680(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c681(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c682(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c683(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c684(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c652(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c653(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c654(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c655(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c656(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c657(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c658(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c659(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c660(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c661(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c662(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c663(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c685(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c686(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c687(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c688(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c689(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c690(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c691(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c692(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c693(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c694(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c695(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c696(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1216,265 +1251,298 @@ static const Case CASES[] = {
     {"tsr_weak_storage_expired", "w = F.dead_ws", c402},
     {"tsr_weak_storage_use_count", "w = NULL", c403},
     {"tsr_weak_storage_weak_use_count", "w = NULL", c404},
-    {"tsr_tensor_empty", "sizes = NULL", c405},
-    {"tsr_tensor_empty", "out = NULL", c406},
-    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c407},
-    {"tsr_tensor_empty", "ndim = -1", c408},
-    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c409},
-    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c410},
-    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c411},
-    {"tsr_tensor_empty", "dtype = 99", c412},
-    {"tsr_tensor_empty", "dtype = -1", c413},
-    {"tsr_tensor_empty", "device = fx_device(99, 0)", c414},
-    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c415},
-    {"tsr_tensor_empty", "dtype = 47", c416},
-    {"tsr_tensor_empty", "dtype = 127", c417},
-    {"tsr_tensor_empty_format", "sizes = NULL", c418},
-    {"tsr_tensor_empty_format", "out = NULL", c419},
-    {"tsr_tensor_empty_format", "ndim = -1", c420},
-    {"tsr_tensor_empty_format", "dtype = 99", c421},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c422},
-    {"tsr_tensor_empty_format", "format = 42", c423},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c424},
-    {"tsr_tensor_empty_format", "dtype = 47", c425},
-    {"tsr_tensor_empty_format", "dtype = 127", c426},
-    {"tsr_tensor_empty_format", "dtype = -1", c427},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c428},
-    {"tsr_tensor_empty_strided", "strides = NULL", c429},
-    {"tsr_tensor_empty_strided", "out = NULL", c430},
-    {"tsr_tensor_empty_strided", "ndim = -1", c431},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c432},
-    {"tsr_tensor_empty_strided", "dtype = 99", c433},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c434},
-    {"tsr_tensor_empty_strided", "dtype = 47", c435},
-    {"tsr_tensor_empty_strided", "dtype = 127", c436},
-    {"tsr_tensor_empty_strided", "dtype = -1", c437},
-    {"tsr_tensor_empty_like", "t = NULL", c438},
-    {"tsr_tensor_empty_like", "out = NULL", c439},
-    {"tsr_tensor_empty_like", "format = 42", c440},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c441},
-    {"tsr_tensor_from_storage", "storage = NULL", c442},
-    {"tsr_tensor_from_storage", "sizes = NULL", c443},
-    {"tsr_tensor_from_storage", "strides = NULL", c444},
-    {"tsr_tensor_from_storage", "out = NULL", c445},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c446},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c447},
-    {"tsr_tensor_from_storage", "ndim = -1", c448},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c449},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c450},
-    {"tsr_tensor_from_storage", "dtype = 99", c451},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c452},
-    {"tsr_tensor_from_storage", "dtype = 47", c453},
-    {"tsr_tensor_from_storage", "dtype = 127", c454},
-    {"tsr_tensor_from_storage", "dtype = -1", c455},
-    {"tsr_tensor_ndim", "t = NULL", c456},
-    {"tsr_tensor_ndim", "t = F.dead_t", c457},
-    {"tsr_tensor_sizes", "t = NULL", c458},
-    {"tsr_tensor_strides", "t = NULL", c459},
-    {"tsr_tensor_size", "t = NULL", c460},
-    {"tsr_tensor_size", "dim = 2", c461},
-    {"tsr_tensor_size", "dim = -3", c462},
-    {"tsr_tensor_size", "dim = INT64_MIN", c463},
-    {"tsr_tensor_stride", "t = NULL", c464},
-    {"tsr_tensor_stride", "dim = 2", c465},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c466},
-    {"tsr_tensor_storage_offset", "t = NULL", c467},
-    {"tsr_tensor_numel", "t = NULL", c468},
-    {"tsr_tensor_dtype", "t = NULL", c469},
-    {"tsr_tensor_itemsize", "t = NULL", c470},
-    {"tsr_tensor_device", "t = NULL", c471},
-    {"tsr_tensor_data", "t = NULL", c472},
-    {"tsr_tensor_storage", "t = NULL", c473},
-    {"tsr_tensor_storage", "t = F.dead_t", c474},
-    {"tsr_tensor_is_contiguous", "t = NULL", c475},
-    {"tsr_tensor_is_contiguous", "format = 42", c476},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c477},
-    {"tsr_tensor_version", "t = NULL", c478},
-    {"tsr_tensor_set", "t = NULL", c479},
-    {"tsr_tensor_set", "storage = NULL", c480},
-    {"tsr_tensor_set", "sizes = NULL", c481},
-    {"tsr_tensor_set", "strides = NULL", c482},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c483},
-    {"tsr_tensor_set", "storage_offset = -1", c484},
-    {"tsr_tensor_set", "ndim = -1", c485},
-    {"tsr_tensor_set", "storage = F.dead_s", c486},
-    {"tsr_tensor_fill", "t = NULL", c487},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c488},
-    {"tsr_tensor_fill", "t = F.dead_t", c489},
-    {"tsr_tensor_copy", "dst = NULL", c490},
-    {"tsr_tensor_copy", "src = NULL", c491},
-    {"tsr_tensor_copy", "src = F.t4", c492},
-    {"tsr_tensor_copy", "dst = F.dead_t", c493},
-    {"tsr_tensor_incref", "t = NULL", c494},
-    {"tsr_tensor_incref", "t = F.dead_t", c495},
-    {"tsr_tensor_decref", "t = NULL", c496},
-    {"tsr_tensor_decref", "t = F.dead_t", c497},
-    {"tsr_tensor_use_count", "t = NULL", c498},
-    {"tsr_tensor_use_count", "t = F.dead_t", c499},
-    {"tsr_tensor_weak_use_count", "t = NULL", c500},
-    {"tsr_tensor_downgrade", "t = NULL", c501},
-    {"tsr_tensor_downgrade", "out = NULL", c502},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c503},
-    {"tsr_weak_tensor_lock", "w = NULL", c504},
-    {"tsr_weak_tensor_lock", "out = NULL", c505},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c506},
-    {"tsr_weak_tensor_incref", "w = NULL", c507},
-    {"tsr_weak_tensor_decref", "w = NULL", c508},
-    {"tsr_weak_tensor_expired", "w = NULL", c509},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c510},
-    {"tsr_weak_tensor_use_count", "w = NULL", c511},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c512},
-    {"tsr_tensor_as_strided", "t = NULL", c513},
-    {"tsr_tensor_as_strided", "sizes = NULL", c514},
-    {"tsr_tensor_as_strided", "strides = NULL", c515},
-    {"tsr_tensor_as_strided", "out = NULL", c516},
-    {"tsr_tensor_as_strided", "ndim = -1", c517},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c518},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c519},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c520},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c521},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c522},
-    {"tsr_tensor_view", "t = NULL", c523},
-    {"tsr_tensor_view", "sizes = NULL", c524},
-    {"tsr_tensor_view", "out = NULL", c525},
-    {"tsr_tensor_view", "ndim = -1", c526},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c527},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c528},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c529},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c530},
-    {"tsr_tensor_reshape", "t = NULL", c531},
-    {"tsr_tensor_reshape", "sizes = NULL", c532},
-    {"tsr_tensor_reshape", "out = NULL", c533},
-    {"tsr_tensor_reshape", "ndim = -1", c534},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c535},
-    {"tsr_tensor_permute", "t = NULL", c536},
-    {"tsr_tensor_permute", "dims = NULL", c537},
-    {"tsr_tensor_permute", "out = NULL", c538},
-    {"tsr_tensor_permute", "ndim = 1", c539},
-    {"tsr_tensor_permute", "ndim = -1", c540},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c541},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c542},
-    {"tsr_tensor_transpose", "t = NULL", c543},
-    {"tsr_tensor_transpose", "out = NULL", c544},
-    {"tsr_tensor_transpose", "dim0 = 2", c545},
-    {"tsr_tensor_transpose", "dim1 = -3", c546},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c547},
-    {"tsr_tensor_expand", "t = NULL", c548},
-    {"tsr_tensor_expand", "sizes = NULL", c549},
-    {"tsr_tensor_expand", "out = NULL", c550},
-    {"tsr_tensor_expand", "ndim = -1", c551},
-    {"tsr_tensor_expand", "ndim = 1", c552},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c553},
-    {"tsr_tensor_narrow", "t = NULL", c554},
-    {"tsr_tensor_narrow", "out = NULL", c555},
-    {"tsr_tensor_narrow", "dim = 2", c556},
-    {"tsr_tensor_narrow", "start = 3", c557},
-    {"tsr_tensor_narrow", "length = -1", c558},
-    {"tsr_tensor_narrow", "length = 4", c559},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c560},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c561},
-    {"tsr_tensor_select", "t = NULL", c562},
-    {"tsr_tensor_select", "out = NULL", c563},
-    {"tsr_tensor_select", "dim = 2", c564},
-    {"tsr_tensor_select", "index = 2", c565},
-    {"tsr_tensor_select", "index = -3", c566},
-    {"tsr_tensor_select", "index = INT64_MIN", c567},
-    {"tsr_tensor_squeeze", "t = NULL", c568},
-    {"tsr_tensor_squeeze", "out = NULL", c569},
-    {"tsr_tensor_squeeze", "dim = 2", c570},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c571},
-    {"tsr_tensor_squeeze_all", "t = NULL", c572},
-    {"tsr_tensor_squeeze_all", "out = NULL", c573},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c574},
-    {"tsr_tensor_unsqueeze", "t = NULL", c575},
-    {"tsr_tensor_unsqueeze", "out = NULL", c576},
-    {"tsr_tensor_unsqueeze", "dim = 3", c577},
-    {"tsr_tensor_unsqueeze", "dim = -4", c578},
-    {"tsr_tensor_flatten", "t = NULL", c579},
-    {"tsr_tensor_flatten", "out = NULL", c580},
-    {"tsr_tensor_flatten", "start_dim = 2", c581},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c582},
-    {"tsr_tensor_flatten", "end_dim = -3", c583},
-    {"tsr_tensor_contiguous", "t = NULL", c584},
-    {"tsr_tensor_contiguous", "out = NULL", c585},
-    {"tsr_tensor_contiguous", "format = 42", c586},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c587},
-    {"tsr_tensor_clone", "t = NULL", c588},
-    {"tsr_tensor_clone", "out = NULL", c589},
-    {"tsr_tensor_clone", "t = F.dead_t", c590},
-    {"tsr_add", "out_or_null = NULL", c591},
-    {"tsr_add", "a = NULL", c592},
-    {"tsr_add", "b = NULL", c593},
-    {"tsr_add", "result = NULL", c594},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c595},
-    {"tsr_add", "b = F.t4", c596},
-    {"tsr_add", "alpha = fx_scalar(99)", c597},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c598},
-    {"tsr_add", "a = F.dead_t", c599},
-    {"tsr_sub", "out_or_null = NULL", c600},
-    {"tsr_sub", "a = NULL", c601},
-    {"tsr_sub", "b = NULL", c602},
-    {"tsr_sub", "result = NULL", c603},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c604},
-    {"tsr_sub", "b = F.t4", c605},
-    {"tsr_sub", "alpha = fx_scalar(99)", c606},
-    {"tsr_mul", "out_or_null = NULL", c607},
-    {"tsr_mul", "a = NULL", c608},
-    {"tsr_mul", "b = NULL", c609},
-    {"tsr_mul", "result = NULL", c610},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c611},
-    {"tsr_mul", "b = F.t4", c612},
-    {"tsr_mul", "b = F.dead_t", c613},
-    {"tsr_div", "out_or_null = NULL", c614},
-    {"tsr_div", "a = NULL", c615},
-    {"tsr_div", "b = NULL", c616},
-    {"tsr_div", "result = NULL", c617},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c618},
-    {"tsr_div", "b = F.t4", c619},
-    {"tsr_div_rounding", "out_or_null = NULL", c620},
-    {"tsr_div_rounding", "a = NULL", c621},
-    {"tsr_div_rounding", "b = NULL", c622},
-    {"tsr_div_rounding", "result = NULL", c623},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c624},
-    {"tsr_div_rounding", "mode = 42", c625},
-    {"tsr_div_rounding", "mode = -1", c626},
-    {"tsr_div_rounding", "b = F.t4", c627},
-    {"tsr_neg", "out_or_null = NULL", c628},
-    {"tsr_neg", "a = NULL", c629},
-    {"tsr_neg", "result = NULL", c630},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c631},
-    {"tsr_neg", "out_or_null = F.t4", c632},
-    {"tsr_neg", "a = F.dead_t", c633},
-    {"tsr_sum", "a = NULL", c634},
-    {"tsr_sum", "dims = NULL", c635},
-    {"tsr_sum", "out = NULL", c636},
-    {"tsr_sum", "ndims = 0, dims = NULL", c637},
-    {"tsr_sum", "ndims = -1", c638},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c639},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c640},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c641},
-    {"tsr_sum", "a = F.dead_t", c642},
-    {"tsr_amax", "a = NULL", c643},
-    {"tsr_amax", "dims = NULL", c644},
-    {"tsr_amax", "out = NULL", c645},
-    {"tsr_amax", "ndims = 0, dims = NULL", c646},
-    {"tsr_amax", "ndims = -1", c647},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c648},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c649},
-    {"tsr_scalar_tensor", "out = NULL", c650},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c651},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c652},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c653},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c654},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c655},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c656},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c657},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c658},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c659},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c660},
-    {"tsr_iter_config_output_allocator", "config = NULL", c661},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c662},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c663},
+    {"tsr_storage_from_file", "path = NULL", c405},
+    {"tsr_storage_from_file", "out = NULL", c406},
+    {"tsr_storage_from_file", "call", c407},
+    {"tsr_storage_from_file", "path = \"/\"", c408},
+    {"tsr_storage_from_file", "mode = 7", c409},
+    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c410},
+    {"tsr_storage_filename", "s = NULL", c411},
+    {"tsr_storage_filename", "call", c412},
+    {"tsr_storage_filename", "s = F.dead_s", c413},
+    {"tsr_storage_flush", "s = NULL", c414},
+    {"tsr_storage_flush", "call", c415},
+    {"tsr_storage_flush", "s = F.dead_s", c416},
+    {"tsr_storage_make_read_only", "s = NULL", c417},
+    {"tsr_storage_make_read_only", "s = F.dead_s", c418},
+    {"tsr_storage_make_read_only", "call", c419},
+    {"tsr_storage_is_read_only", "s = NULL", c420},
+    {"tsr_storage_is_read_only", "call", c421},
+    {"tsr_storage_is_read_only", "s = F.dead_s", c422},
+    {"tsr_tensor_is_read_only", "t = NULL", c423},
+    {"tsr_tensor_is_read_only", "call", c424},
+    {"tsr_tensor_is_read_only", "t = F.dead_t", c425},
+    {"tsr_storage_data_ptr", "s = NULL", c426},
+    {"tsr_storage_data_ptr", "out = NULL", c427},
+    {"tsr_storage_data_ptr", "s = F.dead_s", c428},
+    {"tsr_storage_data_ptr", "call", c429},
+    {"tsr_storage_set_data_ptr", "s = NULL", c430},
+    {"tsr_storage_set_data_ptr", "consumed = NULL", c431},
+    {"tsr_storage_set_data_ptr", "old_out = NULL", c432},
+    {"tsr_storage_set_data_ptr", "call", c433},
+    {"tsr_storage_set_data_ptr", "s = F.dead_s", c434},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c435},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c436},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c437},
+    {"tsr_tensor_empty", "sizes = NULL", c438},
+    {"tsr_tensor_empty", "out = NULL", c439},
+    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c440},
+    {"tsr_tensor_empty", "ndim = -1", c441},
+    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c442},
+    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c443},
+    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c444},
+    {"tsr_tensor_empty", "dtype = 99", c445},
+    {"tsr_tensor_empty", "dtype = -1", c446},
+    {"tsr_tensor_empty", "device = fx_device(99, 0)", c447},
+    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c448},
+    {"tsr_tensor_empty", "dtype = 47", c449},
+    {"tsr_tensor_empty", "dtype = 127", c450},
+    {"tsr_tensor_empty_format", "sizes = NULL", c451},
+    {"tsr_tensor_empty_format", "out = NULL", c452},
+    {"tsr_tensor_empty_format", "ndim = -1", c453},
+    {"tsr_tensor_empty_format", "dtype = 99", c454},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c455},
+    {"tsr_tensor_empty_format", "format = 42", c456},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c457},
+    {"tsr_tensor_empty_format", "dtype = 47", c458},
+    {"tsr_tensor_empty_format", "dtype = 127", c459},
+    {"tsr_tensor_empty_format", "dtype = -1", c460},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c461},
+    {"tsr_tensor_empty_strided", "strides = NULL", c462},
+    {"tsr_tensor_empty_strided", "out = NULL", c463},
+    {"tsr_tensor_empty_strided", "ndim = -1", c464},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c465},
+    {"tsr_tensor_empty_strided", "dtype = 99", c466},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c467},
+    {"tsr_tensor_empty_strided", "dtype = 47", c468},
+    {"tsr_tensor_empty_strided", "dtype = 127", c469},
+    {"tsr_tensor_empty_strided", "dtype = -1", c470},
+    {"tsr_tensor_empty_like", "t = NULL", c471},
+    {"tsr_tensor_empty_like", "out = NULL", c472},
+    {"tsr_tensor_empty_like", "format = 42", c473},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c474},
+    {"tsr_tensor_from_storage", "storage = NULL", c475},
+    {"tsr_tensor_from_storage", "sizes = NULL", c476},
+    {"tsr_tensor_from_storage", "strides = NULL", c477},
+    {"tsr_tensor_from_storage", "out = NULL", c478},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c479},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c480},
+    {"tsr_tensor_from_storage", "ndim = -1", c481},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c482},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c483},
+    {"tsr_tensor_from_storage", "dtype = 99", c484},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c485},
+    {"tsr_tensor_from_storage", "dtype = 47", c486},
+    {"tsr_tensor_from_storage", "dtype = 127", c487},
+    {"tsr_tensor_from_storage", "dtype = -1", c488},
+    {"tsr_tensor_ndim", "t = NULL", c489},
+    {"tsr_tensor_ndim", "t = F.dead_t", c490},
+    {"tsr_tensor_sizes", "t = NULL", c491},
+    {"tsr_tensor_strides", "t = NULL", c492},
+    {"tsr_tensor_size", "t = NULL", c493},
+    {"tsr_tensor_size", "dim = 2", c494},
+    {"tsr_tensor_size", "dim = -3", c495},
+    {"tsr_tensor_size", "dim = INT64_MIN", c496},
+    {"tsr_tensor_stride", "t = NULL", c497},
+    {"tsr_tensor_stride", "dim = 2", c498},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c499},
+    {"tsr_tensor_storage_offset", "t = NULL", c500},
+    {"tsr_tensor_numel", "t = NULL", c501},
+    {"tsr_tensor_dtype", "t = NULL", c502},
+    {"tsr_tensor_itemsize", "t = NULL", c503},
+    {"tsr_tensor_device", "t = NULL", c504},
+    {"tsr_tensor_data", "t = NULL", c505},
+    {"tsr_tensor_storage", "t = NULL", c506},
+    {"tsr_tensor_storage", "t = F.dead_t", c507},
+    {"tsr_tensor_is_contiguous", "t = NULL", c508},
+    {"tsr_tensor_is_contiguous", "format = 42", c509},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c510},
+    {"tsr_tensor_version", "t = NULL", c511},
+    {"tsr_tensor_set", "t = NULL", c512},
+    {"tsr_tensor_set", "storage = NULL", c513},
+    {"tsr_tensor_set", "sizes = NULL", c514},
+    {"tsr_tensor_set", "strides = NULL", c515},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c516},
+    {"tsr_tensor_set", "storage_offset = -1", c517},
+    {"tsr_tensor_set", "ndim = -1", c518},
+    {"tsr_tensor_set", "storage = F.dead_s", c519},
+    {"tsr_tensor_fill", "t = NULL", c520},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c521},
+    {"tsr_tensor_fill", "t = F.dead_t", c522},
+    {"tsr_tensor_copy", "dst = NULL", c523},
+    {"tsr_tensor_copy", "src = NULL", c524},
+    {"tsr_tensor_copy", "src = F.t4", c525},
+    {"tsr_tensor_copy", "dst = F.dead_t", c526},
+    {"tsr_tensor_incref", "t = NULL", c527},
+    {"tsr_tensor_incref", "t = F.dead_t", c528},
+    {"tsr_tensor_decref", "t = NULL", c529},
+    {"tsr_tensor_decref", "t = F.dead_t", c530},
+    {"tsr_tensor_use_count", "t = NULL", c531},
+    {"tsr_tensor_use_count", "t = F.dead_t", c532},
+    {"tsr_tensor_weak_use_count", "t = NULL", c533},
+    {"tsr_tensor_downgrade", "t = NULL", c534},
+    {"tsr_tensor_downgrade", "out = NULL", c535},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c536},
+    {"tsr_weak_tensor_lock", "w = NULL", c537},
+    {"tsr_weak_tensor_lock", "out = NULL", c538},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c539},
+    {"tsr_weak_tensor_incref", "w = NULL", c540},
+    {"tsr_weak_tensor_decref", "w = NULL", c541},
+    {"tsr_weak_tensor_expired", "w = NULL", c542},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c543},
+    {"tsr_weak_tensor_use_count", "w = NULL", c544},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c545},
+    {"tsr_tensor_as_strided", "t = NULL", c546},
+    {"tsr_tensor_as_strided", "sizes = NULL", c547},
+    {"tsr_tensor_as_strided", "strides = NULL", c548},
+    {"tsr_tensor_as_strided", "out = NULL", c549},
+    {"tsr_tensor_as_strided", "ndim = -1", c550},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c551},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c552},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c553},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c554},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c555},
+    {"tsr_tensor_view", "t = NULL", c556},
+    {"tsr_tensor_view", "sizes = NULL", c557},
+    {"tsr_tensor_view", "out = NULL", c558},
+    {"tsr_tensor_view", "ndim = -1", c559},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c560},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c561},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c562},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c563},
+    {"tsr_tensor_reshape", "t = NULL", c564},
+    {"tsr_tensor_reshape", "sizes = NULL", c565},
+    {"tsr_tensor_reshape", "out = NULL", c566},
+    {"tsr_tensor_reshape", "ndim = -1", c567},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c568},
+    {"tsr_tensor_permute", "t = NULL", c569},
+    {"tsr_tensor_permute", "dims = NULL", c570},
+    {"tsr_tensor_permute", "out = NULL", c571},
+    {"tsr_tensor_permute", "ndim = 1", c572},
+    {"tsr_tensor_permute", "ndim = -1", c573},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c574},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c575},
+    {"tsr_tensor_transpose", "t = NULL", c576},
+    {"tsr_tensor_transpose", "out = NULL", c577},
+    {"tsr_tensor_transpose", "dim0 = 2", c578},
+    {"tsr_tensor_transpose", "dim1 = -3", c579},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c580},
+    {"tsr_tensor_expand", "t = NULL", c581},
+    {"tsr_tensor_expand", "sizes = NULL", c582},
+    {"tsr_tensor_expand", "out = NULL", c583},
+    {"tsr_tensor_expand", "ndim = -1", c584},
+    {"tsr_tensor_expand", "ndim = 1", c585},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c586},
+    {"tsr_tensor_narrow", "t = NULL", c587},
+    {"tsr_tensor_narrow", "out = NULL", c588},
+    {"tsr_tensor_narrow", "dim = 2", c589},
+    {"tsr_tensor_narrow", "start = 3", c590},
+    {"tsr_tensor_narrow", "length = -1", c591},
+    {"tsr_tensor_narrow", "length = 4", c592},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c593},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c594},
+    {"tsr_tensor_select", "t = NULL", c595},
+    {"tsr_tensor_select", "out = NULL", c596},
+    {"tsr_tensor_select", "dim = 2", c597},
+    {"tsr_tensor_select", "index = 2", c598},
+    {"tsr_tensor_select", "index = -3", c599},
+    {"tsr_tensor_select", "index = INT64_MIN", c600},
+    {"tsr_tensor_squeeze", "t = NULL", c601},
+    {"tsr_tensor_squeeze", "out = NULL", c602},
+    {"tsr_tensor_squeeze", "dim = 2", c603},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c604},
+    {"tsr_tensor_squeeze_all", "t = NULL", c605},
+    {"tsr_tensor_squeeze_all", "out = NULL", c606},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c607},
+    {"tsr_tensor_unsqueeze", "t = NULL", c608},
+    {"tsr_tensor_unsqueeze", "out = NULL", c609},
+    {"tsr_tensor_unsqueeze", "dim = 3", c610},
+    {"tsr_tensor_unsqueeze", "dim = -4", c611},
+    {"tsr_tensor_flatten", "t = NULL", c612},
+    {"tsr_tensor_flatten", "out = NULL", c613},
+    {"tsr_tensor_flatten", "start_dim = 2", c614},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c615},
+    {"tsr_tensor_flatten", "end_dim = -3", c616},
+    {"tsr_tensor_contiguous", "t = NULL", c617},
+    {"tsr_tensor_contiguous", "out = NULL", c618},
+    {"tsr_tensor_contiguous", "format = 42", c619},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c620},
+    {"tsr_tensor_clone", "t = NULL", c621},
+    {"tsr_tensor_clone", "out = NULL", c622},
+    {"tsr_tensor_clone", "t = F.dead_t", c623},
+    {"tsr_add", "out_or_null = NULL", c624},
+    {"tsr_add", "a = NULL", c625},
+    {"tsr_add", "b = NULL", c626},
+    {"tsr_add", "result = NULL", c627},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c628},
+    {"tsr_add", "b = F.t4", c629},
+    {"tsr_add", "alpha = fx_scalar(99)", c630},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c631},
+    {"tsr_add", "a = F.dead_t", c632},
+    {"tsr_sub", "out_or_null = NULL", c633},
+    {"tsr_sub", "a = NULL", c634},
+    {"tsr_sub", "b = NULL", c635},
+    {"tsr_sub", "result = NULL", c636},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c637},
+    {"tsr_sub", "b = F.t4", c638},
+    {"tsr_sub", "alpha = fx_scalar(99)", c639},
+    {"tsr_mul", "out_or_null = NULL", c640},
+    {"tsr_mul", "a = NULL", c641},
+    {"tsr_mul", "b = NULL", c642},
+    {"tsr_mul", "result = NULL", c643},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c644},
+    {"tsr_mul", "b = F.t4", c645},
+    {"tsr_mul", "b = F.dead_t", c646},
+    {"tsr_div", "out_or_null = NULL", c647},
+    {"tsr_div", "a = NULL", c648},
+    {"tsr_div", "b = NULL", c649},
+    {"tsr_div", "result = NULL", c650},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c651},
+    {"tsr_div", "b = F.t4", c652},
+    {"tsr_div_rounding", "out_or_null = NULL", c653},
+    {"tsr_div_rounding", "a = NULL", c654},
+    {"tsr_div_rounding", "b = NULL", c655},
+    {"tsr_div_rounding", "result = NULL", c656},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c657},
+    {"tsr_div_rounding", "mode = 42", c658},
+    {"tsr_div_rounding", "mode = -1", c659},
+    {"tsr_div_rounding", "b = F.t4", c660},
+    {"tsr_neg", "out_or_null = NULL", c661},
+    {"tsr_neg", "a = NULL", c662},
+    {"tsr_neg", "result = NULL", c663},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c664},
+    {"tsr_neg", "out_or_null = F.t4", c665},
+    {"tsr_neg", "a = F.dead_t", c666},
+    {"tsr_sum", "a = NULL", c667},
+    {"tsr_sum", "dims = NULL", c668},
+    {"tsr_sum", "out = NULL", c669},
+    {"tsr_sum", "ndims = 0, dims = NULL", c670},
+    {"tsr_sum", "ndims = -1", c671},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c672},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c673},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c674},
+    {"tsr_sum", "a = F.dead_t", c675},
+    {"tsr_amax", "a = NULL", c676},
+    {"tsr_amax", "dims = NULL", c677},
+    {"tsr_amax", "out = NULL", c678},
+    {"tsr_amax", "ndims = 0, dims = NULL", c679},
+    {"tsr_amax", "ndims = -1", c680},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c681},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c682},
+    {"tsr_scalar_tensor", "out = NULL", c683},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c684},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c685},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c686},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c687},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c688},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c689},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c690},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c691},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c692},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c693},
+    {"tsr_iter_config_output_allocator", "config = NULL", c694},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c695},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c696},
 };
 
 static const char *const COVERED[] = {
@@ -1612,17 +1680,24 @@ static const char *const COVERED[] = {
     "tsr_storage_clone",
     "tsr_storage_copy",
     "tsr_storage_data",
+    "tsr_storage_data_ptr",
     "tsr_storage_decref",
     "tsr_storage_device",
     "tsr_storage_downgrade",
+    "tsr_storage_filename",
     "tsr_storage_fill",
+    "tsr_storage_flush",
     "tsr_storage_from_data_ptr",
+    "tsr_storage_from_file",
     "tsr_storage_incref",
+    "tsr_storage_is_read_only",
+    "tsr_storage_make_read_only",
     "tsr_storage_nbytes",
     "tsr_storage_new",
     "tsr_storage_new_with_allocator",
     "tsr_storage_resizable",
     "tsr_storage_resize",
+    "tsr_storage_set_data_ptr",
     "tsr_storage_share_external",
     "tsr_storage_use_count",
     "tsr_storage_weak_use_count",
@@ -1650,6 +1725,7 @@ static const char *const COVERED[] = {
     "tsr_tensor_incref",
     "tsr_tensor_is_contiguous",
     "tsr_tensor_is_non_overlapping_and_dense",
+    "tsr_tensor_is_read_only",
     "tsr_tensor_itemsize",
     "tsr_tensor_narrow",
     "tsr_tensor_ndim",

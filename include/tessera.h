@@ -664,6 +664,11 @@ typedef struct TsrObjectVTable {
 } TsrObjectVTable;
 
 /**
+ * How tsr_storage_from_file maps a file.
+ */
+typedef int32_t TsrFileMode;
+
+/**
  * A memory format: c10's MemoryFormat number, 32 bits wide.
  */
 typedef int32_t TsrMemoryFormat;
@@ -763,6 +768,21 @@ typedef int32_t TsrMemoryFormat;
  * A malformed, truncated or refused file or buffer.
  */
 #define TSR_ERR_FORMAT 15
+
+/**
+ * Copy-on-write: the storage is writable, the file never changes.
+ */
+#define TSR_FILE_PRIVATE 0
+
+/**
+ * Writes reach the file; it is created (mode 0600) or extended to nbytes.
+ */
+#define TSR_FILE_SHARED 1
+
+/**
+ * A read-only mapping: a read-only storage.
+ */
+#define TSR_FILE_READ_ONLY 2
 
 /**
  * uint8 (c10 Byte).
@@ -1656,7 +1676,8 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  * The result shares t's memory (no copy): `dl_tensor.data` is the address
  * of the first element with `byte_offset` 0 (NULL when t has no
  * elements), `shape` and `strides` (in elements, never NULL) live in the
- * same allocation as the struct, `flags` is 0 (writable, not a copy),
+ * same allocation as the struct, `flags` is 0 (writable, not a copy) or
+ * DLPACK_FLAG_BITMASK_READ_ONLY for a read-only tensor,
  * `version` is {1, 1}. CPU tensors are kDLCPU device 0; CUDA tensors are
  * kDLCUDA with their device index, an unresolved index -1 ("current
  * device") being exported as 0. `manager_ctx` is t's storage
@@ -1666,7 +1687,8 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  * consumer that does); the deleter may run on any thread. Later metadata
  * changes to t (tsr_tensor_set) do not affect the export, but
  * tsr_storage_resize on t's storage frees the memory the export points
- * to, as it does for every view of that storage.
+ * to, as it does for every view of that storage; tsr_storage_set_data_ptr
+ * on it is refused until the export's deleter has run.
  *
  * Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
@@ -1682,6 +1704,8 @@ TsrStatus tsr_tensor_to_dlpack(const struct TsrTensor *t, DLManagedTensorVersion
 /**
  * As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)
  * DLManagedTensor for consumers that do not read the versioned struct.
+ * The legacy struct has no flags, so a read-only tensor is refused
+ * (TSR_ERR_READ_ONLY: its consumer could write it).
  *
  * # Safety
  * `t` NULL or a live handle; `out` NULL or writable.
@@ -1706,11 +1730,14 @@ TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor
  * any byte_offset that keeps the first element aligned for its dtype.
  * The tensor's storage starts at data + byte_offset and spans exactly the
  * bytes the view addresses; it is not resizable. The DLPack shape and
- * strides arrays are copied.
+ * strides arrays are copied. A tensor flagged
+ * DLPACK_FLAG_BITMASK_READ_ONLY is imported as a read-only tensor (its
+ * storage is read-only: every write through tessera fails with
+ * TSR_ERR_READ_ONLY).
  *
  * Errors: TSR_ERR_NULL_POINTER (consumed, out, or shape with ndim > 0);
  * TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
- * read-only tensors, since tessera tensors are writable; negative strides
+ * negative strides
  * on dims of size > 1; DLPack devices tessera does not import);
  * TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
  * not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
@@ -2051,7 +2078,8 @@ TsrStatus tsr_iter_config_output_allocator(struct TsrIterConfig *config,
  * freed) and writes it to `*out`: broadcast shape, common dtype and
  * device, overlap checks, allocated outputs, reordered and coalesced dims.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable, output
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (an output on a read-only
+ * storage); TSR_ERR_SHAPE (not broadcastable, output
  * of the wrong shape); TSR_ERR_DTYPE (dtype mismatch naming both dtypes,
  * unsafe cast); TSR_ERR_DEVICE; TSR_ERR_OVERLAP; TSR_ERR_NOT_RESIZABLE;
  * TSR_ERR_INVALID_ARGUMENT (invalid flag combination).
@@ -2378,7 +2406,8 @@ TsrStatus tsr_iter_for_each_32bit_piece(struct TsrIter *it, TsrSubIterFn fn_, vo
  * receives a new reference to the output (out itself when given);
  * `result` may be NULL when `out_or_null` is given. `a`, `b` borrowed.
  *
- * Errors: TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
+ * Errors: TSR_ERR_READ_ONLY (out on a read-only storage);
+ * TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
  * TSR_ERR_SHAPE (not broadcastable); TSR_ERR_DTYPE (alpha not an
  * integer for integral inputs, a bool alpha for non-bool results, a
  * complex alpha for real ones; result dtype not safely castable to out's);
@@ -2459,9 +2488,9 @@ TsrStatus tsr_div_rounding(struct TsrTensor *out_or_null,
  * (TSR_ERR_DTYPE), as in PyTorch. `out_or_null`, `result`: as tsr_add;
  * out may be `a` itself.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DTYPE (bool input, out of another
- * dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP; TSR_ERR_DEVICE;
- * TSR_ERR_UNSUPPORTED.
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (out); TSR_ERR_DTYPE
+ * (bool input, out of another dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP;
+ * TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED.
  *
  * # Safety
  * Handles NULL or live; `result` NULL or writable.
@@ -2794,7 +2823,8 @@ struct TsrAllocator *tsr_storage_allocator(const struct TsrStorage *s);
  * Pointers to the old data become invalid. Not thread-safe: no other
  * thread may use the storage (or tensors on it) during the call.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_NOT_RESIZABLE; TSR_ERR_OUT_OF_MEMORY
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_NOT_RESIZABLE;
+ * TSR_ERR_OUT_OF_MEMORY
  * (the storage is unchanged).
  *
  * # Safety
@@ -2805,7 +2835,8 @@ TsrStatus tsr_storage_resize(struct TsrStorage *s, size_t nbytes);
 /**
  * Sets every byte to `byte` (CPU storages).
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_UNSUPPORTED (not on the CPU).
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_UNSUPPORTED (not
+ * on the CPU).
  *
  * # Safety
  * `s` NULL or a live handle.
@@ -2817,7 +2848,8 @@ TsrStatus tsr_storage_fill(struct TsrStorage *s, uint8_t byte);
  * Copies to or from a device go through the device allocator's copy
  * function.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (sizes differ); the
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (sizes
+ * differ); the
  * allocator's copy error.
  *
  * # Safety
@@ -2842,7 +2874,7 @@ TsrStatus tsr_storage_clone(const struct TsrStorage *s, struct TsrStorage **out)
  * reference. `*data_ptr` is consumed (zeroed) on success; the old data is
  * freed; the storage becomes non-resizable without allocator.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT (the storage has
  * other strong references, an invalid device, or NULL data with nbytes >
  * 0). On error `*data_ptr` is untouched.
  *
@@ -2944,6 +2976,144 @@ size_t tsr_weak_storage_use_count(const struct TsrWeakStorage *w);
  * `w` NULL or a live weak handle.
  */
 size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
+
+/**
+ * Writes a borrowed view of the storage's data pointer to `*out` (c10's
+ * `storage.data_ptr()`, a `const DataPtr&`): its data, ctx, deleter and
+ * device. The view is not an owner: never pass it to tsr_data_ptr_free
+ * or to a function that consumes a TsrDataPtr; it is valid while the
+ * storage's data is (until its last strong reference goes, a resize, or
+ * tsr_storage_set_data_ptr). With tsr_data_ptr_cast_context a plugin
+ * gets the per-block context it gave its allocation back (tessera's
+ * allocator statistics wrapper is seen through).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (s or out); TSR_ERR_DEAD_OBJECT. `*out`
+ * is untouched on error.
+ *
+ * # Safety
+ * `s` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_data_ptr(const struct TsrStorage *s, struct TsrDataPtr *out);
+
+/**
+ * Replaces the storage's data pointer (c10's StorageImpl::set_data_ptr
+ * with set_nbytes): `*consumed` is moved in (zeroed on success) and the
+ * storage's size becomes `nbytes`; every tensor on the storage sees the
+ * new memory at once (their offsets are unchanged, so the new memory
+ * must hold what they view). The old data pointer is written to
+ * `*old_out`, which the caller then owns (free it once with
+ * tsr_data_ptr_free), or freed now when `old_out` is NULL: either way
+ * exactly once. The allocator and the resizable flag are kept (a later
+ * resize frees the new memory through its deleter). Not thread-safe: no
+ * other thread may use the storage or a tensor on it during the call.
+ *
+ * Refused while a DLPack export of the storage (tsr_tensor_to_dlpack of
+ * any tensor on it) is alive: its consumer points at the current memory,
+ * which the swap would free (TSR_ERR_INVALID_ARGUMENT naming the number
+ * of live exports; call their deleters first).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (s or consumed); TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_READ_ONLY (a read-only storage); TSR_ERR_INVALID_ARGUMENT (a
+ * live DLPack export; an invalid device in *consumed or one other than
+ * the storage's; NULL data with nbytes > 0). On error `*consumed` and
+ * `*old_out` are untouched and the storage is unchanged.
+ *
+ * # Safety
+ * `s` NULL or a live handle, not used concurrently; `consumed` NULL or a
+ * valid TsrDataPtr spanning `nbytes`; `old_out` NULL or writable.
+ */
+TsrStatus tsr_storage_set_data_ptr(struct TsrStorage *s,
+                                   struct TsrDataPtr *consumed,
+                                   size_t nbytes,
+                                   struct TsrDataPtr *old_out);
+
+/**
+ * Makes the storage read-only, for good (there is no way back): every
+ * write through tessera into it, or into any tensor on it, then fails
+ * with TSR_ERR_READ_ONLY naming the function (fills, copies into it,
+ * kernel and iterator outputs, resize, share_external, set_data_ptr).
+ * Reading works as usual; the memory itself is not protected (a host
+ * writing through tsr_storage_data bypasses the flag). DLPack exports
+ * made from then on carry DLPACK_FLAG_BITMASK_READ_ONLY. Idempotent;
+ * safe from any thread (a write already running finishes).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+TsrStatus tsr_storage_make_read_only(struct TsrStorage *s);
+
+/**
+ * Whether the storage is read-only (tsr_storage_make_read_only, a
+ * TSR_FILE_READ_ONLY file, a DLPack import flagged read-only); false
+ * for NULL (with a message).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+bool tsr_storage_is_read_only(const struct TsrStorage *s);
+
+/**
+ * Maps the file at `path` into a new CPU storage (torch's
+ * UntypedStorage.from_file) and writes a new reference to `*out`. The
+ * mapping is the storage's data: views, weak references and DLPack
+ * exports work as for any storage, and the file is unmapped and closed
+ * when the storage's data is released (on any thread). No allocator is
+ * involved; the storage is not resizable.
+ *
+ * `mode`: TSR_FILE_PRIVATE (copy-on-write: writable, the file never
+ * changes; the file must hold nbytes), TSR_FILE_SHARED (writes reach the
+ * file and every process mapping it; a missing file is created with mode
+ * 0600, a shorter one extended to nbytes, sparse), TSR_FILE_READ_ONLY (a
+ * read-only mapping and a read-only storage: every write through tessera
+ * fails with TSR_ERR_READ_ONLY). `nbytes` 0 maps the whole file; less
+ * than the file maps its first nbytes. Files over 4 GiB work. If another
+ * process truncates the file below the mapping, accesses past its end
+ * fault (SIGBUS), as for any mapping.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (path or out); TSR_ERR_INVALID_ARGUMENT
+ * (an unknown mode; nbytes larger than a PRIVATE or READ_ONLY file, with
+ * both sizes in the message; nbytes above PTRDIFF_MAX); TSR_ERR_IO (the
+ * file cannot be opened, created, extended or mapped, or is a directory
+ * or special file; the message names the path and the OS reason). On
+ * error nothing is left behind (a file SHARED created is removed, one it
+ * extended gets its size back) and `*out` is untouched.
+ *
+ * # Safety
+ * `path` NULL or a NUL-terminated string; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_from_file(const char *path,
+                                TsrFileMode mode,
+                                size_t nbytes,
+                                struct TsrStorage **out);
+
+/**
+ * The path of a TSR_FILE_SHARED file storage, as given to
+ * tsr_storage_from_file (torch: only shared file storages have a
+ * filename); NULL for every other storage (not an error) and for NULL
+ * `s` (with a message). The string belongs to the storage's mapping: it
+ * stays valid while the storage's data does (until the last strong
+ * reference goes or tsr_storage_set_data_ptr replaces the data).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+const char *tsr_storage_filename(const struct TsrStorage *s);
+
+/**
+ * Writes the dirty pages of a TSR_FILE_SHARED file storage to its file
+ * (msync, synchronous): after it a plain read() of the file sees every
+ * write made before the call. A no-op (TSR_OK) for PRIVATE and
+ * READ_ONLY file storages and for storages not backed by a file.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_IO (msync
+ * failed; path and OS reason in the message).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+TsrStatus tsr_storage_flush(struct TsrStorage *s);
 
 /**
  * Allocates an uninitialized contiguous tensor with the allocator
@@ -3130,6 +3300,16 @@ void *tsr_tensor_data(const struct TsrTensor *t);
 struct TsrStorage *tsr_tensor_storage(const struct TsrTensor *t);
 
 /**
+ * Whether the tensor's storage is read-only (tsr_storage_is_read_only):
+ * every write into the tensor fails with TSR_ERR_READ_ONLY. false for
+ * NULL (with a message).
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+bool tsr_tensor_is_read_only(const struct TsrTensor *t);
+
+/**
  * Whether the tensor is contiguous in `format` (TSR_CONTIGUOUS,
  * TSR_CHANNELS_LAST, TSR_CHANNELS_LAST_3D; TSR_PRESERVE asks for
  * TSR_CONTIGUOUS). Cached, refreshed on every metadata change. false for
@@ -3184,7 +3364,8 @@ TsrStatus tsr_tensor_set(struct TsrTensor *t,
  * tensors. Expanded tensors (elements sharing memory) may be filled.
  * Bumps the version.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT
+ * (value's dtype);
  * TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
  *
  * # Safety
@@ -3200,7 +3381,8 @@ TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
  * temporary first). Transposed layouts copy in cache-blocked tiles; large
  * copies run in parallel. Bumps dst's version.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (not
+ * broadcastable);
  * TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
  * (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
  * or quantized dtype; equal dtypes copy bytes).

@@ -58,6 +58,7 @@ DOC = ROOT / "docs" / "BAD_INPUT.md"
 STATUSES = [
     "OK", "INVALID_ARGUMENT", "NULL_POINTER", "OUT_OF_MEMORY", "SHAPE", "DTYPE", "DEVICE",
     "OVERLAP", "NOT_RESIZABLE", "UNSUPPORTED", "INTERNAL", "DEAD_OBJECT", "ZERO_DIVISION",
+    "READ_ONLY", "IO", "FORMAT",
 ]
 
 # Default argument of a parameter: (type regex, name regex, C expression).
@@ -84,7 +85,7 @@ DEFAULTS = [
     (r"struct TsrIterConfig \*", r".*", "F.cfg"),
     (r"struct TsrIter \*\*", r".*", "&S.iter"),
     (r"(const )?struct TsrIter \*", r".*", "F.it"),
-    (r"struct TsrDataPtr \*", r"out", "&S.data_ptr"),
+    (r"struct TsrDataPtr \*", r"out|old_out", "&S.data_ptr"),
     (r"(const )?struct TsrDataPtr \*", r".*", "&F.dp"),
     (r"struct TsrAllocatorStats \*", r".*", "&S.astats"),
     (r"struct TsrCachingStats \*", r".*", "&S.cstats"),
@@ -103,6 +104,8 @@ DEFAULTS = [
     (r"const int64_t \*", r"dims", "FX_DIMS"),
     (r"const int64_t \*", r"squash_dims", "FX_DIMS"),
     (r"const char \*", r"message", '"a plugin message"'),
+    (r"const char \*", r"path", '"/nonexistent/tessera.bin"'),
+    (r"TsrFileMode", r".*", "TSR_FILE_READ_ONLY"),
     (r"void \*", r"acc", "&F.acc"),
     (r"void \*", r"dst", "F.buf"),
     (r"const void \*", r"src", "F.buf2"),

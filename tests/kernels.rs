@@ -1223,3 +1223,41 @@ fn avx2_and_baseline_loops_give_identical_bits() {
     kernels::simd::set_avx2_enabled(true);
     assert_eq!(with, without);
 }
+
+// ------------------------------------------------------------- read-only
+
+#[test]
+fn read_only_outputs_are_refused_by_every_kernel_and_the_iterator() {
+    let ro = from_vec::<f32>(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let w = from_vec::<f32>(&[2, 3], &[2.0; 6]);
+    ro.storage().make_read_only();
+    assert!(ro.is_read_only() && !w.is_read_only());
+    let one = Scalar::Int(1);
+    let results = [
+        ("fill_", ro.fill_(Scalar::Float(0.0)).map(|_| ())),
+        ("copy_", kernels::copy_(&ro, &w)),
+        ("add", kernels::add(Some(&ro), &w, &w, one).map(|_| ())),
+        ("sub", kernels::sub(Some(&ro), &w, &w, one).map(|_| ())),
+        ("mul", kernels::mul(Some(&ro), &w, &w).map(|_| ())),
+        ("div", kernels::div(Some(&ro), &w, &w).map(|_| ())),
+        (
+            "div_rounding",
+            kernels::div_rounding(Some(&ro), &w, &w, RoundingMode::Floor).map(|_| ()),
+        ),
+        ("neg", kernels::neg(Some(&ro), &w).map(|_| ())),
+        (
+            "iterator build",
+            tessera::iterator::TensorIterator::binary_op(Some(&ro), &w, &w).map(|_| ()),
+        ),
+    ];
+    for (what, r) in results {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::ReadOnly, "{what}: {e}");
+        assert!(e.message().contains("read-only"), "{what}: {e}");
+    }
+    assert_eq!(to_vec::<f32>(&ro), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    // reading works, and results are writable
+    let r = kernels::add(None, &ro, &ro, one).unwrap();
+    assert!(!r.is_read_only());
+    assert_eq!(to_vec::<f32>(&r), [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+}

@@ -70,6 +70,54 @@ class Storage : public Handle<Storage, TsrStorage> {
         return detail::finish(status, adopt(out));
     }
 
+    /**
+     * A storage over a mapping of the file at `path` (tsr_storage_from_file):
+     * TSR_FILE_PRIVATE (copy-on-write), TSR_FILE_SHARED (writes reach the
+     * file; created / extended to nbytes) or TSR_FILE_READ_ONLY (a read-only
+     * storage). `nbytes` 0 maps the whole file.
+     */
+    [[nodiscard]] static Returns<Storage> from_file(const char* path, TsrFileMode mode,
+                                                    size_t nbytes = 0) {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_from_file(path, mode, nbytes, &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /** The path of a TSR_FILE_SHARED file storage; nullptr for every other storage. */
+    const char* filename() const noexcept { return tsr_storage_filename(get()); }
+
+    /** Writes a SHARED file storage's dirty pages to the file (a no-op otherwise). */
+    Returns<void> flush() { return detail::check(tsr_storage_flush(get())); }
+
+    /** Whether the storage is read-only: every write through tessera is refused. */
+    bool is_read_only() const noexcept { return tsr_storage_is_read_only(get()); }
+
+    /** Makes the storage read-only, for good (all its tensors too). */
+    Returns<void> make_read_only() { return detail::check(tsr_storage_make_read_only(get())); }
+
+    /**
+     * A borrowed view of the storage's data pointer (data, ctx, deleter,
+     * device): never free it; valid while the storage's data is.
+     */
+    [[nodiscard]] Returns<TsrDataPtr> data_ptr_view() const {
+        TsrDataPtr out{};
+        TsrStatus status = tsr_storage_data_ptr(get(), &out);
+        return detail::finish(status, std::move(out));
+    }
+
+    /**
+     * Replaces the data pointer under every tensor on the storage (c10's
+     * set_data_ptr): `memory` is consumed on success (untouched on
+     * failure) and the old data pointer is returned, owned by the caller.
+     * Refused for read-only storages and while a DLPack export of the
+     * storage is alive.
+     */
+    [[nodiscard]] Returns<DataPtr> set_data_ptr(DataPtr&& memory, size_t nbytes) {
+        TsrDataPtr old{};
+        TsrStatus status = tsr_storage_set_data_ptr(get(), memory.raw(), nbytes, &old);
+        return detail::finish(status, DataPtr(old));
+    }
+
     /** The size in bytes. */
     size_t nbytes() const noexcept { return tsr_storage_nbytes(get()); }
 

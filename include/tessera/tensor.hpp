@@ -209,6 +209,9 @@ class Tensor : public Handle<Tensor, TsrTensor> {
     /** The storage (shared). */
     Storage storage() const noexcept { return Storage::adopt(tsr_tensor_storage(get())); }
 
+    /** Whether the tensor's storage is read-only: every write into it is refused. */
+    bool is_read_only() const noexcept { return tsr_tensor_is_read_only(get()); }
+
     /** Whether the tensor is contiguous in `format`. */
     bool is_contiguous(TsrMemoryFormat format = TSR_CONTIGUOUS) const noexcept {
         return tsr_tensor_is_contiguous(get(), format);

@@ -91,7 +91,10 @@ pub struct DLManagedTensorVersioned {
 
 /// What export and import need of both managed-tensor structs.
 trait Managed: Sized {
-    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void) -> Self;
+    /// Whether the struct has a flags field (DLPACK_FLAG_BITMASK_READ_ONLY).
+    const HAS_FLAGS: bool;
+    /// The struct; `read_only` sets the READ_ONLY flag where there is one.
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, read_only: bool) -> Self;
     /// Calls the producer's deleter, if any.
     ///
     /// # Safety
@@ -106,7 +109,8 @@ trait Managed: Sized {
 }
 
 impl Managed for DLManagedTensorVersioned {
-    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void) -> Self {
+    const HAS_FLAGS: bool = true;
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, read_only: bool) -> Self {
         DLManagedTensorVersioned {
             version: DLPackVersion {
                 major: dlpack::DLPACK_MAJOR_VERSION,
@@ -114,7 +118,7 @@ impl Managed for DLManagedTensorVersioned {
             },
             manager_ctx,
             deleter: Some(Self::tessera_deleter),
-            flags: 0,
+            flags: if read_only { dlpack::FLAG_READ_ONLY } else { 0 },
             dl_tensor,
         }
     }
@@ -138,7 +142,8 @@ impl Managed for DLManagedTensorVersioned {
 }
 
 impl Managed for DLManagedTensor {
-    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void) -> Self {
+    const HAS_FLAGS: bool = false;
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, _read_only: bool) -> Self {
         DLManagedTensor {
             dl_tensor,
             manager_ctx,
@@ -182,6 +187,14 @@ fn export_layout<M>(ndim: usize) -> (Layout, usize) {
 
 /// Exports a tensor as a newly allocated managed tensor.
 fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
+    let read_only = t.is_read_only();
+    crate::ensure!(
+        M::HAS_FLAGS || !read_only,
+        ReadOnly,
+        "the tensor is read-only and a legacy DLManagedTensor has no read-only flag, so its \
+         consumer could write it: use tsr_tensor_to_dlpack (DLPack 1.x, which sets \
+         DLPACK_FLAG_BITMASK_READ_ONLY)"
+    );
     let dtype = DLDataType::from_dtype(t.dtype())?;
     let device = DLDevice::from_device(t.device())?;
     let ndim = t.ndim();
@@ -206,6 +219,8 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
         ptr::copy_nonoverlapping(t.strides().as_ptr(), strides, ndim);
     }
     let storage = t.storage().clone();
+    // Counted until free_export: set_data_ptr refuses while it is alive.
+    storage.export_started();
     // manager_ctx: the storage handle the block holds a reference of.
     let manager_ctx = Ref::as_ptr(storage.as_rc()) as *mut c_void;
     let dl_tensor = DLTensor {
@@ -220,7 +235,7 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
     // SAFETY: the allocation is aligned and large enough for the block.
     unsafe {
         block.write(ExportBlock {
-            managed: M::new(dl_tensor, manager_ctx),
+            managed: M::new(dl_tensor, manager_ctx, read_only),
             ndim,
             storage,
         })
@@ -244,6 +259,7 @@ unsafe fn free_export<M>(managed: *mut M) {
     let storage = unsafe { ptr::read(ptr::addr_of!((*block).storage)) };
     // SAFETY: same pointer and layout as the allocation in export.
     unsafe { std::alloc::dealloc(block as *mut u8, export_layout::<M>(ndim).0) };
+    storage.export_ended();
     drop(storage);
 }
 
@@ -340,7 +356,8 @@ unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tens
 /// The result shares t's memory (no copy): `dl_tensor.data` is the address
 /// of the first element with `byte_offset` 0 (NULL when t has no
 /// elements), `shape` and `strides` (in elements, never NULL) live in the
-/// same allocation as the struct, `flags` is 0 (writable, not a copy),
+/// same allocation as the struct, `flags` is 0 (writable, not a copy) or
+/// DLPACK_FLAG_BITMASK_READ_ONLY for a read-only tensor,
 /// `version` is {1, 1}. CPU tensors are kDLCPU device 0; CUDA tensors are
 /// kDLCUDA with their device index, an unresolved index -1 ("current
 /// device") being exported as 0. `manager_ctx` is t's storage
@@ -350,7 +367,8 @@ unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tens
 /// consumer that does); the deleter may run on any thread. Later metadata
 /// changes to t (tsr_tensor_set) do not affect the export, but
 /// tsr_storage_resize on t's storage frees the memory the export points
-/// to, as it does for every view of that storage.
+/// to, as it does for every view of that storage; tsr_storage_set_data_ptr
+/// on it is refused until the export's deleter has run.
 ///
 /// Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
 /// TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
@@ -378,6 +396,8 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack(
 
 /// As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)
 /// DLManagedTensor for consumers that do not read the versioned struct.
+/// The legacy struct has no flags, so a read-only tensor is refused
+/// (TSR_ERR_READ_ONLY: its consumer could write it).
 ///
 /// # Safety
 /// `t` NULL or a live handle; `out` NULL or writable.
@@ -414,11 +434,14 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack_legacy(
 /// any byte_offset that keeps the first element aligned for its dtype.
 /// The tensor's storage starts at data + byte_offset and spans exactly the
 /// bytes the view addresses; it is not resizable. The DLPack shape and
-/// strides arrays are copied.
+/// strides arrays are copied. A tensor flagged
+/// DLPACK_FLAG_BITMASK_READ_ONLY is imported as a read-only tensor (its
+/// storage is read-only: every write through tessera fails with
+/// TSR_ERR_READ_ONLY).
 ///
 /// Errors: TSR_ERR_NULL_POINTER (consumed, out, or shape with ndim > 0);
 /// TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
-/// read-only tensors, since tessera tensors are writable; negative strides
+/// negative strides
 /// on dims of size > 1; DLPack devices tessera does not import);
 /// TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
 /// not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
@@ -447,10 +470,12 @@ pub unsafe extern "C" fn tsr_tensor_from_dlpack(
         // SAFETY: a major version 1 struct has this layout; it stays live
         // until `owner` calls the deleter, after these copies.
         let (flags, dl_tensor) = unsafe { ((*consumed).flags, (*consumed).dl_tensor) };
-        dlpack::check_flags(flags)?;
         // SAFETY: owner owns the struct holding dl_tensor; its arrays are
         // valid per the caller.
         let t = unsafe { import(owner, &dl_tensor)? };
+        if flags & dlpack::FLAG_READ_ONLY != 0 {
+            t.storage().make_read_only();
+        }
         // SAFETY: out checked non-NULL.
         unsafe { put_tensor(out, t) };
         Ok(())

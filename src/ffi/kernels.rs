@@ -27,7 +27,8 @@ pub const TSR_ROUNDING_FLOOR: TsrRoundingMode = 2;
 /// receives a new reference to the output (out itself when given);
 /// `result` may be NULL when `out_or_null` is given. `a`, `b` borrowed.
 ///
-/// Errors: TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
+/// Errors: TSR_ERR_READ_ONLY (out on a read-only storage);
+/// TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
 /// TSR_ERR_SHAPE (not broadcastable); TSR_ERR_DTYPE (alpha not an
 /// integer for integral inputs, a bool alpha for non-bool results, a
 /// complex alpha for real ones; result dtype not safely castable to out's);
@@ -185,9 +186,9 @@ pub unsafe extern "C" fn tsr_div_rounding(
 /// (TSR_ERR_DTYPE), as in PyTorch. `out_or_null`, `result`: as tsr_add;
 /// out may be `a` itself.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DTYPE (bool input, out of another
-/// dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP; TSR_ERR_DEVICE;
-/// TSR_ERR_UNSUPPORTED.
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (out); TSR_ERR_DTYPE
+/// (bool input, out of another dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP;
+/// TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED.
 ///
 /// # Safety
 /// Handles NULL or live; `result` NULL or writable.

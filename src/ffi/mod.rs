@@ -75,6 +75,8 @@ pub mod library;
 pub mod object;
 pub(crate) mod refcount;
 pub mod storage;
+pub mod storage_data;
+pub mod storage_file;
 pub mod tensor;
 pub mod types;
 pub mod views;

@@ -25,7 +25,7 @@ pub(crate) unsafe fn storage_arg(s: *const TsrStorage, name: &str) -> Result<Sto
 ///
 /// # Safety
 /// `s` NULL or a live storage handle.
-unsafe fn storage_impl<'a>(s: *const TsrStorage, name: &str) -> Result<&'a StorageImpl> {
+pub(crate) unsafe fn storage_impl<'a>(s: *const TsrStorage, name: &str) -> Result<&'a StorageImpl> {
     // SAFETY: `s` is NULL or a live TsrStorage (the header's contract,
     // ffi/handle.rs); borrow checks NULL and liveness.
     unsafe { handle::borrow(s, name) }
@@ -207,7 +207,8 @@ pub unsafe extern "C" fn tsr_storage_allocator(s: *const TsrStorage) -> *mut Tsr
 /// Pointers to the old data become invalid. Not thread-safe: no other
 /// thread may use the storage (or tensors on it) during the call.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_NOT_RESIZABLE; TSR_ERR_OUT_OF_MEMORY
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_NOT_RESIZABLE;
+/// TSR_ERR_OUT_OF_MEMORY
 /// (the storage is unchanged).
 ///
 /// # Safety
@@ -226,7 +227,8 @@ pub unsafe extern "C" fn tsr_storage_resize(s: *mut TsrStorage, nbytes: usize) -
 
 /// Sets every byte to `byte` (CPU storages).
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_UNSUPPORTED (not on the CPU).
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_UNSUPPORTED (not
+/// on the CPU).
 ///
 /// # Safety
 /// `s` NULL or a live handle.
@@ -243,7 +245,8 @@ pub unsafe extern "C" fn tsr_storage_fill(s: *mut TsrStorage, byte: u8) -> TsrSt
 /// Copies to or from a device go through the device allocator's copy
 /// function.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (sizes differ); the
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (sizes
+/// differ); the
 /// allocator's copy error.
 ///
 /// # Safety
@@ -289,7 +292,7 @@ pub unsafe extern "C" fn tsr_storage_clone(
 /// reference. `*data_ptr` is consumed (zeroed) on success; the old data is
 /// freed; the storage becomes non-resizable without allocator.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT (the storage has
 /// other strong references, an invalid device, or NULL data with nbytes >
 /// 0). On error `*data_ptr` is untouched.
 ///
@@ -307,6 +310,7 @@ pub unsafe extern "C" fn tsr_storage_share_external(
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
         // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         let st = unsafe { storage_impl(s, "s")? };
+        st.check_writable("sharing an external pointer")?;
         // SAFETY: storage_impl above checked s non-NULL with a live block.
         let n = unsafe { handle::counts(s).0 };
         crate::ensure!(
@@ -325,9 +329,8 @@ pub unsafe extern "C" fn tsr_storage_share_external(
         // SAFETY: the caller hands over a valid TsrDataPtr.
         let core = unsafe { dp.take() };
         // SAFETY: the header documents no concurrent use during the call;
-        // uniqueness was checked above.
-        unsafe { st.replace_data(core, nbytes) };
-        Ok(())
+        // uniqueness and writability were checked above.
+        unsafe { st.replace_data(core, nbytes) }
     })
 }
 

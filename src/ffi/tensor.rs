@@ -366,6 +366,21 @@ pub unsafe extern "C" fn tsr_tensor_storage(t: *const TsrTensor) -> *mut TsrStor
     })
 }
 
+/// Whether the tensor's storage is read-only (tsr_storage_is_read_only):
+/// every write into the tensor fails with TSR_ERR_READ_ONLY. false for
+/// NULL (with a message).
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_is_read_only(t: *const TsrTensor) -> bool {
+    getter("tsr_tensor_is_read_only", false, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
+        Ok(unsafe { tensor_impl(t, "t")? }.is_read_only())
+    })
+}
+
 /// Whether the tensor is contiguous in `format` (TSR_CONTIGUOUS,
 /// TSR_CHANNELS_LAST, TSR_CHANNELS_LAST_3D; TSR_PRESERVE asks for
 /// TSR_CONTIGUOUS). Cached, refreshed on every metadata change. false for
@@ -461,7 +476,8 @@ pub unsafe extern "C" fn tsr_tensor_set(
 /// tensors. Expanded tensors (elements sharing memory) may be filled.
 /// Bumps the version.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT
+/// (value's dtype);
 /// TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
 ///
 /// # Safety
@@ -483,7 +499,8 @@ pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) ->
 /// temporary first). Transposed layouts copy in cache-blocked tiles; large
 /// copies run in parallel. Bumps dst's version.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (not
+/// broadcastable);
 /// TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
 /// (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
 /// or quantized dtype; equal dtypes copy bytes).

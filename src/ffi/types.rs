@@ -45,6 +45,15 @@ pub const TSR_ERR_IO: TsrStatus = 14;
 /// A malformed, truncated or refused file or buffer.
 pub const TSR_ERR_FORMAT: TsrStatus = 15;
 
+/// How tsr_storage_from_file maps a file.
+pub type TsrFileMode = i32;
+/// Copy-on-write: the storage is writable, the file never changes.
+pub const TSR_FILE_PRIVATE: TsrFileMode = 0;
+/// Writes reach the file; it is created (mode 0600) or extended to nbytes.
+pub const TSR_FILE_SHARED: TsrFileMode = 1;
+/// A read-only mapping: a read-only storage.
+pub const TSR_FILE_READ_ONLY: TsrFileMode = 2;
+
 /// An element type: c10's ScalarType number, 8 bits wide; every number
 /// 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
 /// the floating types Half / Float / Double / BFloat16 and the complex

@@ -77,7 +77,7 @@ class TsrDevice(ctypes.Structure):
 
 
 TSR_OK = 0
-TSR_ERR_UNSUPPORTED = 9
+TSR_ERR_READ_ONLY = 13
 TSR_CPU = 0
 TSR_DTYPES = {  # c10 ScalarType numbers -> NumPy dtype names
     0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
@@ -111,6 +111,8 @@ def load(path):
         "tsr_tensor_from_dlpack": (ctypes.c_int32, [ctypes.c_void_p, _void_pp]),
         "tsr_tensor_from_dlpack_legacy": (ctypes.c_int32, [ctypes.c_void_p, _void_pp]),
         "tsr_last_error_message": (ctypes.c_char_p, []),
+        "tsr_tensor_is_read_only": (ctypes.c_bool, [ctypes.c_void_p]),
+        "tsr_neg": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p, _void_pp]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -301,16 +303,25 @@ def test_numpy_to_tessera(lib, np, versioned):
     assert sys.getrefcount(arr) == refs, "NumPy's deleter did not run exactly once"
 
 
-def test_numpy_read_only_is_refused_and_released(lib, np):
+def test_numpy_read_only_imports_read_only(lib, np):
     arr = np.arange(4, dtype=np.int32)
     arr.flags.writeable = False
     refs = sys.getrefcount(arr)
     capsule = arr.__dlpack__(max_version=(1, 1))
     status, t = import_capsule(lib, capsule, True)
-    assert status == TSR_ERR_UNSUPPORTED and t is None, (status, t)
-    assert b"read-only" in lib.tsr_last_error_message()
+    check(lib, status, "tsr_tensor_from_dlpack of a read-only array")
     del capsule
-    assert sys.getrefcount(arr) == refs, "the refused tensor was not deleted"
+    assert lib.tsr_tensor_is_read_only(t), "NumPy's READ_ONLY flag was not kept"
+    assert lib.tsr_tensor_data(t) == arr.ctypes.data, "tessera does not view NumPy's memory"
+    # an in-place write through tessera (neg into itself) is refused
+    out = ctypes.c_void_p()
+    status = lib.tsr_neg(t, t, ctypes.byref(out))
+    assert status == TSR_ERR_READ_ONLY and out.value is None, (status, out.value)
+    msg = lib.tsr_last_error_message()
+    assert msg.startswith(b"tsr_neg") and b"read-only" in msg, msg
+    assert list(arr) == [0, 1, 2, 3], arr
+    check(lib, lib.tsr_tensor_decref(t), "tsr_tensor_decref")
+    assert sys.getrefcount(arr) == refs, "NumPy's deleter did not run exactly once"
 
 
 def main():
@@ -347,8 +358,8 @@ def main():
     if numpy_versioned:
         tests += [
             ("numpy_to_tessera_versioned", lambda: test_numpy_to_tessera(lib, np, True)),
-            ("numpy_read_only_is_refused_and_released",
-             lambda: test_numpy_read_only_is_refused_and_released(lib, np)),
+            ("numpy_read_only_imports_read_only",
+             lambda: test_numpy_read_only_imports_read_only(lib, np)),
         ]
     else:
         print(f"note: numpy {np.__version__} cannot export versioned capsules")

@@ -7,7 +7,8 @@ use super::*;
 /// freed) and writes it to `*out`: broadcast shape, common dtype and
 /// device, overlap checks, allocated outputs, reordered and coalesced dims.
 ///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable, output
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (an output on a read-only
+/// storage); TSR_ERR_SHAPE (not broadcastable, output
 /// of the wrong shape); TSR_ERR_DTYPE (dtype mismatch naming both dtypes,
 /// unsafe cast); TSR_ERR_DEVICE; TSR_ERR_OVERLAP; TSR_ERR_NOT_RESIZABLE;
 /// TSR_ERR_INVALID_ARGUMENT (invalid flag combination).
