@@ -17,6 +17,7 @@ pub mod data_ptr;
 pub mod device;
 pub mod dlpack;
 pub mod dtype;
+pub mod pickle;
 pub mod refcount;
 pub mod storage;
 pub mod tensor;
