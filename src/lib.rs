@@ -19,6 +19,7 @@ pub mod dlpack;
 pub mod dtype;
 pub mod pickle;
 pub mod refcount;
+pub mod serialize;
 pub mod storage;
 pub mod tensor;
 
