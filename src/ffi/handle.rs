@@ -40,8 +40,7 @@
 use super::error::check_not_null;
 use super::types::{
     HostObject, TsrAllocator, TsrIter, TsrIterConfig, TsrObject, TsrStorage, TsrTensor,
-    TsrTensorDict,
-    TsrWeakAllocator, TsrWeakObject, TsrWeakStorage, TsrWeakTensor,
+    TsrTensorDict, TsrWeakAllocator, TsrWeakObject, TsrWeakStorage, TsrWeakTensor,
 };
 use crate::error::Result;
 use crate::refcount::{self as rc, RcBox, RcTarget, Ref};

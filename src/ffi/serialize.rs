@@ -178,7 +178,8 @@ pub unsafe extern "C" fn tsr_dict_get(
         let d = unsafe { box_ref(dict, "dict")? };
         // SAFETY: name is NULL or NUL-terminated.
         let name = unsafe { str_arg(name, "name")? };
-        Ok(d.get(name).map_or(ptr::null_mut(), |t| tensor_handle(t.clone())))
+        Ok(d.get(name)
+            .map_or(ptr::null_mut(), |t| tensor_handle(t.clone())))
     })
 }
 

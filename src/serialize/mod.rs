@@ -100,25 +100,31 @@ fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
     crate::err!(Io, "{what} {}: {e}", path.display())
 }
 
-/// Saves `dict` to the file at `path` (created or truncated).
+/// Saves `dict` to the file at `path` (created or truncated). On an
+/// error no file is left behind.
 pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
     let format = format_for_path(path, format);
-    // Build first: a dict that cannot be saved leaves no file behind.
+    let bytes = match format {
+        Format::Safetensors => Some(safetensors_format::write(dict)?),
+        _ => None,
+    };
     let file = std::fs::File::create(path).map_err(|e| io_err(path, "cannot create", e))?;
-    match format {
-        Format::Safetensors => {
-            let bytes = safetensors_format::write(dict)?;
+    let result = match bytes {
+        Some(bytes) => {
             let mut file = file;
             file.write_all(&bytes)
-                .map_err(|e| io_err(path, "cannot write", e))?;
+                .map_err(|e| io_err(path, "cannot write", e))
         }
-        _ => {
+        None => {
             let w = std::io::BufWriter::with_capacity(1 << 20, file);
-            let mut w = torch_write::write(dict, ARCHIVE, w)?;
-            w.flush().map_err(|e| io_err(path, "cannot write", e))?;
+            torch_write::write(dict, ARCHIVE, w)
+                .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)))
         }
+    };
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    result
 }
 
 /// Loads a dict from `bytes`, its records viewing `backing` (the storage
@@ -197,13 +203,22 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
     load_from_storage(&bytes, format)
 }
 
-/// A private mapping of the file at `path`.
+/// A private (copy-on-write) mapping of the file at `path`.
 fn map_file(path: &Path) -> Result<Storage> {
-    crate::bail!(
-        Unsupported,
-        "loading {} with TSR_LOAD_MMAP: file-backed storages are not in this build yet",
+    let meta = std::fs::metadata(path).map_err(|e| io_err(path, "cannot open", e))?;
+    crate::ensure!(
+        meta.is_file(),
+        Io,
+        "{} is not a regular file",
         path.display()
-    )
+    );
+    crate::ensure!(
+        meta.len() > 0,
+        Format,
+        "{} is empty: expected a torch or safetensors file",
+        path.display()
+    );
+    Storage::from_file(path, crate::storage::file::FileMode::Private, 0)
 }
 
 #[cfg(test)]

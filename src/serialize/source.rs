@@ -40,7 +40,11 @@ impl Source<'_> {
                 let data_ptr = unsafe {
                     DataPtr::from_raw_parts(ptr as *mut c_void, ctx, Some(drop_parent), Device::CPU)
                 };
-                return Ok(Storage::from_data_ptr(data_ptr, len));
+                let s = Storage::from_data_ptr(data_ptr, len);
+                if parent.is_read_only() {
+                    s.make_read_only();
+                }
+                return Ok(s);
             }
         }
         let s = Storage::new(len, Device::CPU, true)?;

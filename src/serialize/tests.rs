@@ -411,3 +411,65 @@ fn safetensors_bad_headers_are_refused() {
     huge.extend_from_slice(b"{}");
     format_error(&huge, "safetensors");
 }
+
+#[test]
+fn mmap_loading_views_a_private_mapping() {
+    let dir = std::env::temp_dir().join(format!("tessera-mmap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = views();
+    let a = filled(&[4, 4], DType::Float, 0);
+    let mut shared = TensorDict::new();
+    shared.set("a", a.clone()).unwrap();
+    shared.set("b", a.narrow(0, 1, 2).unwrap()).unwrap();
+    for (file, format, dict) in [
+        ("v.pt", Format::Torch, &d),
+        ("s.pt", Format::Torch, &shared),
+        ("v.safetensors", Format::Safetensors, &shared),
+    ] {
+        let path = dir.join(file);
+        let dict = if format == Format::Safetensors {
+            let mut one = TensorDict::new();
+            one.set("a", a.clone()).unwrap();
+            one.set("scalar", filled(&[], DType::Long, 3)).unwrap();
+            one
+        } else {
+            dict.clone()
+        };
+        save(&dict, &path, format).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let back = load(&path, Format::Auto, LoadFlags { mmap: true }).unwrap();
+        for (name, t) in dict.iter() {
+            let u = back.get(name).unwrap();
+            same(t, u, name, format == Format::Torch);
+            if u.numel() > 0 {
+                // A view of the mapping: no allocator made its memory.
+                assert!(u.storage().allocator().is_none(), "{file} {name}");
+            }
+        }
+        if format == Format::Torch && back.get("b").is_some() {
+            let (la, lb) = (back.get("a").unwrap(), back.get("b").unwrap());
+            assert!(Storage::ptr_eq(la.storage(), lb.storage()));
+            // SAFETY: a private mapping of 64 bytes, writable.
+            unsafe { *(la.data_ptr() as *mut f32).add(4) = 7.0 };
+            // SAFETY: as above; b starts at element 4 of a.
+            assert_eq!(unsafe { *(lb.data_ptr() as *const f32) }, 7.0);
+        }
+        drop(back);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{file}: the file never changes"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tensors_loaded_from_a_read_only_storage_are_read_only() {
+    let mut d = TensorDict::new();
+    d.set("w", filled(&[16], DType::Float, 0)).unwrap();
+    let s = save_to_storage(&d, Format::Torch).unwrap();
+    s.make_read_only();
+    let back = load_from_storage(&s, Format::Torch).unwrap();
+    assert!(back.get("w").unwrap().storage().is_read_only());
+}
