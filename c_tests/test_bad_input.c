@@ -755,6 +755,66 @@ static void c612(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, tru
 static void c613(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c614(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
 
+/* Tensor dictionaries, saving and loading */
+static void c615(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c616(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c617(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c618(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c619(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c620(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c621(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c622(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c623(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c624(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c625(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c626(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c627(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c628(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c629(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c630(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c631(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c632(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c633(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c634(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c635(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c636(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c637(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c638(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c639(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c640(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c641(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c642(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c643(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c644(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c645(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c646(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c647(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c648(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c649(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "No such file"); }
+static void c650(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 3), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c651(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c652(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c653(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c654(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c655(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c656(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c657(void) { fx_expect_status(tsr_load(fx_path(), 3, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c658(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c659(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 2, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c660(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c661(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c662(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c663(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c664(void) { fx_expect_status(tsr_save_to_storage(F.dict, 7, &S.storage), TSR_ERR_INVALID_ARGUMENT, "7"); }
+static void c665(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c666(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c667(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c668(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c669(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c670(void) { fx_expect_status(tsr_load_from_storage(F.s, 9, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "9"); }
+static void c671(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c672(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+
 typedef struct {
     const char *fname, *label;
     void (*run)(void);
@@ -1375,6 +1435,64 @@ static const Case CASES[] = {
     {"tsr_amax", "dims = FX_DIMS_REPEATED", c612},
     {"tsr_scalar_tensor", "out = NULL", c613},
     {"tsr_scalar_tensor", "value = fx_scalar(99)", c614},
+    {"tsr_dict_new", "out = NULL", c615},
+    {"tsr_dict_new", "call", c616},
+    {"tsr_dict_free", "dict = NULL", c617},
+    {"tsr_dict_free", "call", c618},
+    {"tsr_dict_set", "dict = NULL", c619},
+    {"tsr_dict_set", "name = NULL", c620},
+    {"tsr_dict_set", "t = NULL", c621},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c622},
+    {"tsr_dict_set", "t = F.dead_t", c623},
+    {"tsr_dict_set", "call", c624},
+    {"tsr_dict_size", "dict = NULL", c625},
+    {"tsr_dict_size", "call", c626},
+    {"tsr_dict_name", "dict = NULL", c627},
+    {"tsr_dict_name", "i = 1", c628},
+    {"tsr_dict_name", "i = SIZE_MAX", c629},
+    {"tsr_dict_name", "call", c630},
+    {"tsr_dict_get", "dict = NULL", c631},
+    {"tsr_dict_get", "name = NULL", c632},
+    {"tsr_dict_get", "name = \"absent\"", c633},
+    {"tsr_dict_get", "name = \"\\xff\"", c634},
+    {"tsr_dict_get", "call", c635},
+    {"tsr_dict_set_metadata", "dict = NULL", c636},
+    {"tsr_dict_set_metadata", "key = NULL", c637},
+    {"tsr_dict_set_metadata", "value = NULL", c638},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c639},
+    {"tsr_dict_set_metadata", "call", c640},
+    {"tsr_dict_metadata", "dict = NULL", c641},
+    {"tsr_dict_metadata", "key = NULL", c642},
+    {"tsr_dict_metadata", "key = \"absent\"", c643},
+    {"tsr_dict_metadata", "call", c644},
+    {"tsr_save", "dict = NULL", c645},
+    {"tsr_save", "path = NULL", c646},
+    {"tsr_save", "path = \"\"", c647},
+    {"tsr_save", "path = \"/\"", c648},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c649},
+    {"tsr_save", "format = 3", c650},
+    {"tsr_save", "format = -1", c651},
+    {"tsr_save", "call", c652},
+    {"tsr_load", "path = NULL", c653},
+    {"tsr_load", "out = NULL", c654},
+    {"tsr_load", "path = \"/\"", c655},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c656},
+    {"tsr_load", "format = 3", c657},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c658},
+    {"tsr_load", "flags = 2", c659},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c660},
+    {"tsr_load", "call", c661},
+    {"tsr_save_to_storage", "dict = NULL", c662},
+    {"tsr_save_to_storage", "out = NULL", c663},
+    {"tsr_save_to_storage", "format = 7", c664},
+    {"tsr_save_to_storage", "call", c665},
+    {"tsr_load_from_storage", "bytes = NULL", c666},
+    {"tsr_load_from_storage", "out = NULL", c667},
+    {"tsr_load_from_storage", "bytes = F.saved", c668},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c669},
+    {"tsr_load_from_storage", "format = 9", c670},
+    {"tsr_load_from_storage", "flags = 4", c671},
+    {"tsr_load_from_storage", "call", c672},
 };
 
 static const char *const COVERED[] = {
@@ -1422,6 +1540,14 @@ static const char *const COVERED[] = {
     "tsr_data_ptr_release_context",
     "tsr_device",
     "tsr_device_type_name",
+    "tsr_dict_free",
+    "tsr_dict_get",
+    "tsr_dict_metadata",
+    "tsr_dict_name",
+    "tsr_dict_new",
+    "tsr_dict_set",
+    "tsr_dict_set_metadata",
+    "tsr_dict_size",
     "tsr_div",
     "tsr_div_rounding",
     "tsr_dtype_is_complex",
@@ -1484,6 +1610,8 @@ static const char *const COVERED[] = {
     "tsr_iter_unary_float_op",
     "tsr_iter_unary_op",
     "tsr_last_error_message",
+    "tsr_load",
+    "tsr_load_from_storage",
     "tsr_mul",
     "tsr_neg",
     "tsr_object_data",
@@ -1495,6 +1623,8 @@ static const char *const COVERED[] = {
     "tsr_object_weak_use_count",
     "tsr_promote_types",
     "tsr_register_allocator",
+    "tsr_save",
+    "tsr_save_to_storage",
     "tsr_scalar_bool",
     "tsr_scalar_complex",
     "tsr_scalar_float",
