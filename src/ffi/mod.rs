@@ -74,6 +74,7 @@ pub mod last_error;
 pub mod library;
 pub mod object;
 pub(crate) mod refcount;
+pub mod serialize;
 pub mod storage;
 pub mod storage_data;
 pub mod storage_file;
