@@ -58,6 +58,7 @@ DOC = ROOT / "docs" / "BAD_INPUT.md"
 STATUSES = [
     "OK", "INVALID_ARGUMENT", "NULL_POINTER", "OUT_OF_MEMORY", "SHAPE", "DTYPE", "DEVICE",
     "OVERLAP", "NOT_RESIZABLE", "UNSUPPORTED", "INTERNAL", "DEAD_OBJECT", "ZERO_DIVISION",
+    "READ_ONLY", "IO", "FORMAT",
 ]
 
 # Default argument of a parameter: (type regex, name regex, C expression).
@@ -98,6 +99,10 @@ DEFAULTS = [
     (r"TsrDType \*", r".*", "&S.dtype"),
     (r"bool \*", r".*", "&S.flag"),
     (r"void \*\*", r".*", "&S.ptr"),
+    (r"int \*", r"fd_out", "&S.fd"),
+    (r"int", r"fd", "-1"),
+    (r"char \*", r"buf", "F.buf"),
+    (r"const char \*", r"name", '"/tessera-no-such-segment"'),
     (r"const int64_t \*", r"sizes|shape", "FX_SIZES"),
     (r"const int64_t \*", r"strides", "FX_STRIDES"),
     (r"const int64_t \*", r"dims", "FX_DIMS"),

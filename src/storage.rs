@@ -13,6 +13,8 @@ use crate::refcount::{RcTarget, Ref, WeakRef};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 
+pub mod shm;
+
 /// Which allocator made a storage's data.
 enum AllocatorHold {
     /// External memory (from a DataPtr).

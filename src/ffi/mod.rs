@@ -75,6 +75,7 @@ pub mod library;
 pub mod object;
 pub(crate) mod refcount;
 pub mod storage;
+pub mod storage_shm;
 pub mod tensor;
 pub mod types;
 pub mod views;
