@@ -140,10 +140,18 @@ fn segment_of(dp: &DataPtr) -> Option<&Segment> {
 }
 
 /// Maps `len` bytes of `fd` shared, read-write; NULL for 0 bytes.
-fn map(fd: &OwnedFd, len: usize, what: &str) -> Result<*mut u8> {
+/// `populate`: map every page now (Linux; the pages exist already).
+fn map(fd: &OwnedFd, len: usize, what: &str, populate: bool) -> Result<*mut u8> {
     if len == 0 {
         return Ok(std::ptr::null_mut());
     }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = {
+        let _ = populate;
+        libc::MAP_SHARED
+    };
     // SAFETY: a fresh mapping chosen by the kernel; the arguments are
     // plain values and a live descriptor.
     let p = unsafe {
@@ -151,7 +159,7 @@ fn map(fd: &OwnedFd, len: usize, what: &str) -> Result<*mut u8> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            flags,
             fd.as_raw_fd(),
             0,
         )
@@ -243,15 +251,14 @@ fn create_named() -> Result<(OwnedFd, CString)> {
 fn anonymous_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
     let fd = anonymous_object()?;
     truncate(&fd, nbytes, "a shared-memory object")?;
-    let base = map(&fd, nbytes, "a shared-memory object")?;
-    let seg = Segment {
+    write_in(&fd, src, nbytes)?;
+    let base = map(&fd, nbytes, "a shared-memory object", true)?;
+    Ok(Segment {
         fd,
         base,
         map_len: nbytes,
         name: None,
-    };
-    copy_in(&seg, src, nbytes);
-    Ok(seg)
+    })
 }
 
 /// A named segment of `nbytes` holding a copy of `src`, count 1.
@@ -261,7 +268,8 @@ fn named_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
         .and_then(|o| o.checked_add(TRAILER_SIZE))
         .ok_or_else(|| crate::err!(OutOfMemory, "{nbytes} bytes do not fit a segment"))?;
     let made = truncate(&fd, map_len, "a shared-memory object")
-        .and_then(|()| map(&fd, map_len, "a shared-memory object"));
+        .and_then(|()| write_in(&fd, src, nbytes))
+        .and_then(|()| map(&fd, map_len, "a shared-memory object", true));
     let base = match made {
         Ok(b) => b,
         Err(e) => {
@@ -280,22 +288,55 @@ fn named_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
             _pad: [0; 5],
         })
     };
-    let seg = Segment {
+    Ok(Segment {
         fd,
         base,
         map_len,
         name: Some((name, std::process::id())),
-    };
-    copy_in(&seg, src, nbytes);
-    Ok(seg)
+    })
 }
 
-fn copy_in(seg: &Segment, src: *const u8, nbytes: usize) {
-    if nbytes > 0 {
-        // SAFETY: src holds nbytes (the storage's data), the mapping at
-        // least nbytes; a new mapping never overlaps the old memory.
-        unsafe { std::ptr::copy_nonoverlapping(src, seg.base, nbytes) };
+/// Writes `nbytes` at `src` to the start of the object with pwrite, before
+/// it is mapped: the kernel fills new pages as it allocates them, where a
+/// copy through the mapping would take a fault and a zeroing per page
+/// (benches/bench.cpp, "share_memory").
+fn write_in(fd: &OwnedFd, src: *const u8, nbytes: usize) -> Result<()> {
+    let mut done = 0;
+    while done < nbytes {
+        // SAFETY: src holds nbytes readable bytes (the storage's data);
+        // the descriptor is live.
+        let n = unsafe {
+            libc::pwrite(
+                fd.as_raw_fd(),
+                src.add(done) as *const c_void,
+                nbytes - done,
+                done as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                crate::bail!(
+                    OutOfMemory,
+                    "filling a shared-memory object of {nbytes} bytes failed: {e}"
+                );
+            }
+            crate::bail!(
+                Io,
+                "filling a shared-memory object of {nbytes} bytes failed: {e}"
+            );
+        }
+        crate::ensure!(
+            n > 0,
+            Io,
+            "filling a shared-memory object of {nbytes} bytes: pwrite wrote nothing"
+        );
+        done += n as usize;
     }
+    Ok(())
 }
 
 /// Locks that serialize share_memory / share_name on one storage (striped
@@ -487,7 +528,7 @@ impl Storage {
             InvalidArgument,
             "nbytes {nbytes} is larger than {what}, which holds {size} bytes: expected at most {size}"
         );
-        let base = map(&own, nbytes, &what)?;
+        let base = map(&own, nbytes, &what, false)?;
         let seg = Segment {
             fd: own,
             base,
@@ -523,7 +564,7 @@ impl Storage {
             Format,
             "{what} holds {size} bytes: not a segment made by share_name"
         );
-        let base = map(&fd, size, &what)?;
+        let base = map(&fd, size, &what, false)?;
         let mut seg = Segment {
             fd,
             base,
