@@ -344,6 +344,7 @@ static void test_sigkill_leaves_nothing(void) {
     TsrStorage *st = NULL;
     pid_t pid;
     CHECK_OK(tsr_storage_new(1 << 16, cpu(), false, &st));
+    CHECK_OK(tsr_storage_fill(st, 0)); /* memcheck: no uninitialised bytes to pwrite */
     CHECK_OK(tsr_storage_share_memory(st));
     CHECK_OK(tsr_storage_share_fd(st, &fd));
     CHECK(pipe(ready) == 0);
@@ -394,6 +395,7 @@ static void test_bad_input(void) {
     CHECK(shm_unlink("/tessera-test-foreign") == 0);
     /* nbytes larger than the segment */
     CHECK_OK(tsr_storage_new(10, cpu(), true, &st));
+    CHECK_OK(tsr_storage_fill(st, 0));
     CHECK_OK(tsr_storage_share_memory(st));
     CHECK_OK(tsr_storage_share_fd(st, &fd));
     CHECK_STATUS(tsr_storage_from_fd(fd, 11, &out), TSR_ERR_INVALID_ARGUMENT);
