@@ -21,7 +21,9 @@ use std::os::fd::IntoRawFd;
 /// Thread safety: concurrent tsr_storage_share_memory /
 /// tsr_storage_share_name calls on one storage are serialized (one moves
 /// the bytes); no other use of the storage or its tensors may overlap the
-/// call (pointers to the old data become invalid).
+/// call. Pointers to the old data become invalid, as after a resize:
+/// tsr_storage_data / tsr_tensor_data values taken before, and the data
+/// of a DLPack export of a tensor on the storage that is still alive.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_UNSUPPORTED
 /// (not a CPU storage); TSR_ERR_OUT_OF_MEMORY / TSR_ERR_IO (the segment
@@ -96,7 +98,9 @@ pub unsafe extern "C" fn tsr_storage_share_fd(
 /// reference to `*out`. `fd` is borrowed: the storage keeps its own
 /// duplicate, the caller still closes `fd`. Writes through the storage
 /// reach every process mapping the object. The storage is shared
-/// (tsr_storage_is_shared), not resizable, has no allocator.
+/// (tsr_storage_is_shared), not resizable, has no allocator. A descriptor
+/// of a named segment (tsr_storage_share_name) holds a 64-byte trailer
+/// after the data: pass its nbytes rather than 0.
 ///
 /// Errors: TSR_ERR_NULL_POINTER (out); TSR_ERR_INVALID_ARGUMENT (a
 /// negative or closed descriptor, a pipe / socket / directory, nbytes
