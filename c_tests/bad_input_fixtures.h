@@ -18,6 +18,9 @@
 #ifndef BAD_INPUT_FIXTURES_H
 #define BAD_INPUT_FIXTURES_H
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* pipe, close: shared-memory cases */
+#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -243,6 +246,7 @@ typedef struct {
     TsrDType dtype;
     bool flag;
     TsrTensorDict *dict;
+    int fd; /* tsr_storage_share_fd */
 } Scratch;
 
 static Fixtures F;
@@ -281,6 +285,24 @@ static const char *fx_path(void) {
         atexit(fx_path_unlink);
     }
     return fx_path_buf;
+}
+
+/* Shared-memory storages: the read end of a pipe (closed at teardown)
+   and a name longer than NAME_MAX. */
+static int fx_pipe[2] = {-1, -1};
+static int fx_pipe_fd(void) {
+    CHECK(pipe(fx_pipe) == 0);
+    return fx_pipe[0];
+}
+static TsrStorage *fx_shared_su(void) {
+    CHECK_OK(tsr_storage_share_memory(F.su));
+    return F.su;
+}
+static const char *fx_long_name(void) {
+    static char name[301];
+    memset(name, 'x', 300);
+    name[0] = '/';
+    return name;
 }
 
 static void fx_setup(void) {
@@ -410,6 +432,11 @@ static void fx_expect_message(int mode, const char *substr) {
 static void fx_teardown(void) {
     tsr_dict_free(F.dict);
     CHECK_OK(tsr_storage_decref(F.saved));
+    if (fx_pipe[0] >= 0) {
+        close(fx_pipe[0]);
+        close(fx_pipe[1]);
+        fx_pipe[0] = fx_pipe[1] = -1;
+    }
     tsr_iter_free(F.it);
     tsr_iter_config_free(F.cfg);
     tsr_iter_config_free(F.cfg_empty);

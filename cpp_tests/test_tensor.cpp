@@ -9,6 +9,7 @@
 #include <complex>
 #include <cstdlib>
 #include <map>
+#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 
@@ -243,6 +244,28 @@ TEST(share_external_needs_a_unique_storage) {
     CHECK(s.data() == block);
     s.reset();
     CHECK_EQ(frees, 1);
+}
+
+TEST(shared_memory_storages) {
+    Storage s = OK(Storage::create(16, Device::cpu(), true));
+    OK(s.fill(7));
+    CHECK_FAILS(s.share_fd(), TSR_ERR_INVALID_ARGUMENT, "tsr_storage_share_fd");
+    CHECK(!s.is_shared());
+    OK(s.share_memory());
+    CHECK(s.is_shared());
+    CHECK(!s.resizable());
+    int fd = OK(s.share_fd());
+    Storage other = OK(Storage::from_fd(fd));
+    close(fd);
+    CHECK_EQ(other.nbytes(), 16u);
+    static_cast<unsigned char*>(other.data())[3] = 9;
+    CHECK_EQ(static_cast<unsigned char*>(s.data())[3], 9);
+    std::string name = OK(s.share_name());
+    CHECK_EQ(name.rfind("/tessera-", 0), 0u);
+    Storage named = OK(Storage::open_shared(name));
+    CHECK_EQ(static_cast<unsigned char*>(named.data())[0], 7);
+    CHECK_FAILS(Storage::open_shared("/tessera-no-such-name"), TSR_ERR_IO,
+                "tsr_storage_open_shared");
 }
 
 TEST(tensor_value_semantics) {

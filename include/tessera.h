@@ -2925,6 +2925,124 @@ size_t tsr_weak_storage_use_count(const struct TsrWeakStorage *w);
 size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
 
 /**
+ * Moves the storage's bytes into a new shared-memory segment (an
+ * anonymous memfd on Linux), in place (torch's share_memory_): the
+ * storage's DataPtr is swapped, so every tensor on it sees the same
+ * values at the new address; the old memory is freed (its allocator's
+ * statistics drop); the storage becomes non-resizable and has no
+ * allocator any more. Handles, weak references and version counters are
+ * unchanged. No-op when already shared (and for CUDA storages).
+ *
+ * Thread safety: concurrent tsr_storage_share_memory /
+ * tsr_storage_share_name calls on one storage are serialized (one moves
+ * the bytes); no other use of the storage or its tensors may overlap the
+ * call. Pointers to the old data become invalid, as after a resize:
+ * tsr_storage_data / tsr_tensor_data values taken before, and the data
+ * of a DLPack export of a tensor on the storage that is still alive.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_UNSUPPORTED
+ * (not a CPU storage); TSR_ERR_OUT_OF_MEMORY / TSR_ERR_IO (the segment
+ * could not be made or mapped: the storage is unchanged).
+ *
+ * # Safety
+ * `s` NULL or a live handle, used by no other thread except through
+ * share_memory / share_name during the call.
+ */
+TsrStatus tsr_storage_share_memory(struct TsrStorage *s);
+
+/**
+ * Whether the storage's data is shared between processes: storages made
+ * by tsr_storage_share_memory, tsr_storage_share_name,
+ * tsr_storage_from_fd and tsr_storage_open_shared, and CUDA storages.
+ * false for NULL (with a message).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+bool tsr_storage_is_shared(const struct TsrStorage *s);
+
+/**
+ * Writes to `*fd_out` a new descriptor of the shared-memory object the
+ * storage lives in; the caller owns it (close it when done). It is
+ * close-on-exec: send it over a Unix socket (SCM_RIGHTS), or clear
+ * FD_CLOEXEC to leave it to an exec'd child; the other process maps it
+ * with tsr_storage_from_fd. The object lives while any process maps it or
+ * holds a descriptor of it; the kernel frees it when all are gone, even
+ * after a crash.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (the storage is not in shared memory: call
+ * tsr_storage_share_memory first); TSR_ERR_IO (no descriptor left).
+ * `*fd_out` is untouched on error.
+ *
+ * # Safety
+ * `s` NULL or a live handle; `fd_out` NULL or writable.
+ */
+TsrStatus tsr_storage_share_fd(const struct TsrStorage *s, int *fd_out);
+
+/**
+ * Maps the shared-memory object (or regular file) behind `fd` into a new
+ * CPU storage of `nbytes` bytes (0: the object's size) and writes a new
+ * reference to `*out`. `fd` is borrowed: the storage keeps its own
+ * duplicate, the caller still closes `fd`. Writes through the storage
+ * reach every process mapping the object. The storage is shared
+ * (tsr_storage_is_shared), not resizable, has no allocator. A descriptor
+ * of a named segment (tsr_storage_share_name) holds a 64-byte trailer
+ * after the data: pass its nbytes rather than 0.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (out); TSR_ERR_INVALID_ARGUMENT (a
+ * negative or closed descriptor, a pipe / socket / directory, nbytes
+ * larger than the object); TSR_ERR_IO (fstat or mmap failed, e.g. a
+ * descriptor opened read-only). Nothing is kept on error.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_storage_from_fd(int fd, size_t nbytes, struct TsrStorage **out);
+
+/**
+ * Moves the storage into a named POSIX shared-memory segment, in place
+ * (as tsr_storage_share_memory; a storage already in an anonymous
+ * segment moves once more, and descriptors given out before keep the old
+ * segment), unless it is in one already, and writes the segment's
+ * NUL-terminated name ("/tessera-...", 35 bytes with the NUL) to `buf`.
+ * An unrelated process opens it with tsr_storage_open_shared. The name
+ * is removed when the last storage using it, in any process, is
+ * released; a process that dies holding one leaves the name in /dev/shm
+ * (README "Shared memory" says how to clean it).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (s or buf); TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (buflen smaller than the name: the message
+ * says the size needed; nothing moved); TSR_ERR_UNSUPPORTED (not a CPU
+ * storage); TSR_ERR_IO / TSR_ERR_OUT_OF_MEMORY (the segment could not be
+ * made: the storage is unchanged). Thread safety: as
+ * tsr_storage_share_memory.
+ *
+ * # Safety
+ * `s` NULL or a live handle (see tsr_storage_share_memory); `buf` NULL or
+ * `buflen` writable bytes.
+ */
+TsrStatus tsr_storage_share_name(struct TsrStorage *s, char *buf, size_t buflen);
+
+/**
+ * Opens the named segment `name` (from tsr_storage_share_name, in this
+ * or another process) as a new CPU storage sharing its memory, and
+ * writes a new reference to `*out`. The storage holds the segment (its
+ * name stays until every storage using it is released). Shared, not
+ * resizable, no allocator.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (name or out); TSR_ERR_INVALID_ARGUMENT
+ * (an empty name, one longer than 255 bytes after its '/', or with a
+ * second '/'); TSR_ERR_IO (no segment of that name, no permission, or it
+ * is being removed); TSR_ERR_FORMAT (a segment not made by
+ * tsr_storage_share_name). Nothing is kept on error.
+ *
+ * # Safety
+ * `name` NULL or a NUL-terminated string; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_open_shared(const char *name, struct TsrStorage **out);
+
+/**
  * Allocates an uninitialized contiguous tensor with the allocator
  * registered for `device`'s type and writes a new reference to `*out`.
  *

@@ -24,6 +24,8 @@ use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+pub mod shm;
+
 /// Which allocator made a storage's data.
 enum AllocatorHold {
     /// External memory (from a DataPtr).

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 
 namespace tessera {
@@ -157,6 +158,50 @@ class Storage : public Handle<Storage, TsrStorage> {
      */
     Returns<void> share_external(DataPtr&& memory, size_t nbytes) {
         return detail::check(tsr_storage_share_external(get(), memory.raw(), nbytes));
+    }
+
+    /**
+     * Moves the bytes into a shared-memory segment in place (every tensor
+     * on the storage follows; the old memory is freed; no longer
+     * resizable). No-op when already shared. See tsr_storage_share_memory.
+     */
+    Returns<void> share_memory() { return detail::check(tsr_storage_share_memory(get())); }
+
+    /** Whether the data is shared between processes (shared memory, CUDA). */
+    bool is_shared() const noexcept { return tsr_storage_is_shared(get()); }
+
+    /**
+     * A new close-on-exec descriptor of the segment (the caller closes it);
+     * the storage must be shared already.
+     */
+    [[nodiscard]] Returns<int> share_fd() const {
+        int fd = -1;
+        TsrStatus status = tsr_storage_share_fd(get(), &fd);
+        return detail::finish(status, std::move(fd));
+    }
+
+    /** Maps the object behind `fd` (borrowed), `nbytes` bytes (0: all of it). */
+    [[nodiscard]] static Returns<Storage> from_fd(int fd, size_t nbytes = 0) {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_from_fd(fd, nbytes, &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /**
+     * Moves the storage into a named segment (unless it is in one) and
+     * returns the name, for open_shared in another process.
+     */
+    [[nodiscard]] Returns<std::string> share_name() {
+        char buf[300] = {0};
+        TsrStatus status = tsr_storage_share_name(get(), buf, sizeof buf);
+        return detail::finish(status, std::string(buf));
+    }
+
+    /** Opens the named segment made by share_name (in any process). */
+    [[nodiscard]] static Returns<Storage> open_shared(const std::string& name) {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_storage_open_shared(name.c_str(), &out);
+        return detail::finish(status, adopt(out));
     }
 };
 

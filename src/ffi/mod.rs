@@ -78,6 +78,7 @@ pub mod serialize;
 pub mod storage;
 pub mod storage_data;
 pub mod storage_file;
+pub mod storage_shm;
 pub mod tensor;
 pub mod types;
 pub mod views;
