@@ -296,6 +296,19 @@ pub fn release_thread_cache() -> usize {
     cpu_thread_cache::release_thread_cache()
 }
 
+/// Frees the blocks every thread keeps cached (the caller's at once, the
+/// others' as soon as they are not inside the allocator); returns the
+/// bytes freed.
+pub fn release_all_caches() -> usize {
+    cpu_thread_cache::release_all_caches()
+}
+
+/// Before retrying a failed allocation: frees every thread's cache.
+#[cold]
+fn release_for_retry() -> usize {
+    release_all_caches()
+}
+
 /// Bytes the calling thread keeps cached.
 pub fn thread_cached_bytes() -> usize {
     cpu_thread_cache::thread_cached_bytes()
@@ -312,6 +325,10 @@ impl RawAllocator for CpuBackend {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn kind(&self) -> &'static str {
+        "cpu"
     }
 
     fn keeps_own_stats(&self) -> bool {
@@ -367,7 +384,12 @@ pub(super) fn allocate_cpu(
         owner.stats.record_failure();
         return Err(too_large(nbytes));
     }
-    match alloc_block(nbytes, OPTIONS.load(Relaxed)) {
+    let mut result = alloc_block(nbytes, OPTIONS.load(Relaxed));
+    if result.is_err() && release_for_retry() > 0 {
+        // Out of memory with blocks cached: give them back and retry once.
+        result = alloc_block(nbytes, OPTIONS.load(Relaxed));
+    }
+    match result {
         Ok((data, counted)) => {
             let data = data as *mut c_void;
             if !counted {
