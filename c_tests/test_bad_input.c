@@ -755,6 +755,21 @@ static void c612(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, tru
 static void c613(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c614(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
 
+/* Memory history, snapshots and out-of-memory observers */
+static void c615(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c616(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c617(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c618(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c619(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c620(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c621(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c622(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c623(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c624(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_INVALID_ARGUMENT, "fn is NULL"); }
+static void c625(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c626(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c627(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+
 typedef struct {
     const char *fname, *label;
     void (*run)(void);
@@ -1375,10 +1390,24 @@ static const Case CASES[] = {
     {"tsr_amax", "dims = FX_DIMS_REPEATED", c612},
     {"tsr_scalar_tensor", "out = NULL", c613},
     {"tsr_scalar_tensor", "value = fx_scalar(99)", c614},
+    {"tsr_memory_record_history", "options = NULL", c615},
+    {"tsr_memory_record_history", "call", c616},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c617},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c618},
+    {"tsr_memory_snapshot", "path = NULL", c619},
+    {"tsr_memory_snapshot", "call", c620},
+    {"tsr_memory_snapshot", "format = 7", c621},
+    {"tsr_memory_snapshot", "format = -1", c622},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c623},
+    {"tsr_add_oom_observer", "fn_ = NULL", c624},
+    {"tsr_add_oom_observer", "user = NULL", c625},
+    {"tsr_cpu_allocator_release_all_caches", "call", c626},
+    {"tsr_memory_history_is_recording", "call", c627},
 };
 
 static const char *const COVERED[] = {
     "tsr_add",
+    "tsr_add_oom_observer",
     "tsr_allocator_allocate",
     "tsr_allocator_copy_data",
     "tsr_allocator_decref",
@@ -1405,6 +1434,7 @@ static const char *const COVERED[] = {
     "tsr_cpu_allocator",
     "tsr_cpu_allocator_cache_limit",
     "tsr_cpu_allocator_cached_bytes",
+    "tsr_cpu_allocator_release_all_caches",
     "tsr_cpu_allocator_release_cache",
     "tsr_cpu_allocator_set_cache_limit",
     "tsr_cpu_allocator_set_huge_pages",
@@ -1484,6 +1514,9 @@ static const char *const COVERED[] = {
     "tsr_iter_unary_float_op",
     "tsr_iter_unary_op",
     "tsr_last_error_message",
+    "tsr_memory_history_is_recording",
+    "tsr_memory_record_history",
+    "tsr_memory_snapshot",
     "tsr_mul",
     "tsr_neg",
     "tsr_object_data",

@@ -58,6 +58,7 @@ DOC = ROOT / "docs" / "BAD_INPUT.md"
 STATUSES = [
     "OK", "INVALID_ARGUMENT", "NULL_POINTER", "OUT_OF_MEMORY", "SHAPE", "DTYPE", "DEVICE",
     "OVERLAP", "NOT_RESIZABLE", "UNSUPPORTED", "INTERNAL", "DEAD_OBJECT", "ZERO_DIVISION",
+    "READ_ONLY", "IO", "FORMAT",
 ]
 
 # Default argument of a parameter: (type regex, name regex, C expression).
@@ -111,6 +112,10 @@ DEFAULTS = [
     (r"TsrReduceCombine", r".*", "fx_combine"),
     (r"TsrSubIterFn", r".*", "fx_sub"),
     (r"TsrMemoryReportFn", r".*", "fx_reporter"),
+    (r"TsrOomObserverFn", r".*", "fx_oom_observer"),
+    (r"const struct TsrHistoryOptions \*", r".*", "&FX_HISTORY"),
+    (r"TsrSnapshotFormat", r".*", "TSR_SNAPSHOT_JSON"),
+    (r"const char \*", r"path", '"/dev/null"'),
     (r"TsrDeleterFn", r".*", "fx_deleter"),
     (r"TsrDType", r".*", "TSR_FLOAT"),
     (r"TsrDeviceType", r".*", "TSR_PRIVATE_USE1"),
