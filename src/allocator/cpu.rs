@@ -84,8 +84,32 @@ pub fn builtin() -> Allocator {
 
 /// The built-in CPU allocator, borrowed for the process lifetime.
 pub(crate) fn builtin_ref() -> &'static Allocator {
-    BUILTIN
-        .get_or_init(|| Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu())
+    BUILTIN.get_or_init(|| {
+        apply_alloc_conf();
+        Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
+    })
+}
+
+/// Applies TESSERA_ALLOC_CONF (read once, here: the built-in CPU
+/// allocator is made before the first allocation of any kind).
+#[cold]
+fn apply_alloc_conf() {
+    let conf = super::alloc_conf::get();
+    if let Some(limit) = conf.cpu_cache_limit {
+        set_cache_limit(limit);
+    }
+    let mut o = options();
+    o.zero_fill = conf.zero_fill.unwrap_or(o.zero_fill);
+    o.junk_fill = conf.junk_fill.unwrap_or(o.junk_fill);
+    o.huge_pages = conf.huge_pages.unwrap_or(o.huge_pages);
+    // alloc_conf refuses zero_fill and junk_fill together.
+    let _ = set_options(o);
+    if conf.record_history == Some(true) {
+        let entries = conf
+            .max_entries
+            .unwrap_or(super::alloc_conf::DEFAULT_MAX_ENTRIES);
+        let _ = super::history::start(entries, conf.backtraces.unwrap_or(false));
+    }
 }
 
 #[cold]

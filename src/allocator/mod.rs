@@ -3,6 +3,7 @@
 //! registry, the built-in CPU allocator and the memory reporter.
 
 mod active;
+pub mod alloc_conf;
 pub mod caching;
 pub mod cpu;
 mod cpu_thread_cache;

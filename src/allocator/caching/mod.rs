@@ -223,7 +223,13 @@ fn build(
     options: CachingOptions,
     resolve: Option<DeviceResolver>,
 ) -> Result<Allocator> {
-    let max_split = options.max_split_size;
+    let max_split = match options.max_split_size {
+        // TESSERA_ALLOC_CONF's max_split_size_mb is the default.
+        0 => crate::allocator::alloc_conf::get()
+            .max_split_size
+            .unwrap_or(0),
+        n => n,
+    };
     crate::ensure!(
         max_split == 0 || max_split > SMALL_MAX,
         InvalidArgument,
