@@ -17,7 +17,7 @@ import json
 import re
 import sys
 
-INTERNAL = ("tessera::", "<tessera::", "tsr_", "std::", "core::", "alloc::", "backtrace::", "__rust", "rust_")
+INTERNAL = ("tessera::", "<tessera::", "tsr_", "std::", "<std::", "core::", "<core::", "alloc::", "<alloc::", "backtrace::", "__rust", "rust_")
 NO_STACK = "(no backtrace)"
 BEFORE = "(allocated before the history window)"
 

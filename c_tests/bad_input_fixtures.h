@@ -105,6 +105,15 @@ static void fx_reporter(void *user, const void *ptr, int64_t delta, uint64_t tot
     (void)user, (void)ptr, (void)delta, (void)total, (void)d;
 }
 
+/* memory history (tsr_memory_record_history, tsr_add_oom_observer) */
+static const TsrHistoryOptions FX_HISTORY = {sizeof(TsrHistoryOptions), 16, false};
+static const TsrHistoryOptions FX_HISTORY_TINY = {4, 16, false};
+static const TsrHistoryOptions FX_HISTORY_EMPTY = {sizeof(TsrHistoryOptions), 0, false};
+static void fx_oom_observer(void *user, const char *allocator, TsrDevice d, size_t requested,
+                            uint64_t allocated) {
+    (void)user, (void)allocator, (void)d, (void)requested, (void)allocated;
+}
+
 /* ---- DLPack producers ----------------------------------------------------- */
 
 static long fx_dl_made = 0, fx_dl_deleted = 0;

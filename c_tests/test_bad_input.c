@@ -513,275 +513,262 @@ static void c376(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(
 static void c377(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 static void c378(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
-/* Shared-memory storages (issue 17) */
-static void c379(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c380(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
-static void c381(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c382(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c383(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c384(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c385(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
-static void c386(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c387(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
-static void c388(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
-static void c389(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c390(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c391(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
-static void c392(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
-static void c393(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
-static void c394(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c395(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c396(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
-static void c397(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
-static void c398(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c399(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c400(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c401(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
-static void c402(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
-static void c403(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
-static void c404(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-
 /* Tensors */
-static void c405(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
-static void c406(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c407(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c408(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c409(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c410(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c411(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c412(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c413(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c414(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c415(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
-static void c416(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c417(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c418(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c419(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c420(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c421(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c422(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c423(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c424(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c425(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c426(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c427(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c428(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c429(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c430(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c431(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c432(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c433(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c434(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c435(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c436(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c437(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c438(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c439(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c440(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c441(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c442(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c443(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c444(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c445(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c446(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c447(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c448(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c449(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c450(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c451(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c452(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c453(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c454(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c455(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c456(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c457(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c458(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c459(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c460(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c461(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c462(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c463(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c464(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c465(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c466(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c467(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c468(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c469(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c470(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c471(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c472(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c473(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c474(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c475(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c476(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c477(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c478(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c479(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c480(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c481(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c482(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c483(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c484(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c485(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c486(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c487(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c488(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c489(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c490(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c491(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c492(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c493(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c494(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c495(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c496(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c497(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c498(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c499(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c500(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c501(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c379(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c380(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c381(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c382(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c383(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c384(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c385(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c386(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c387(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c388(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c389(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c390(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c391(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c392(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c393(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c394(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c395(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c396(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c397(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c398(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c399(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c400(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c401(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c402(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c403(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c404(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c405(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c406(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c407(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c408(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c409(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c410(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c411(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c412(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c413(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c414(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c415(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c416(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c417(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c418(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c419(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c420(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c421(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c422(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c423(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c424(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c425(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c426(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c427(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c428(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c429(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c430(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c431(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c432(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c433(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c434(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c435(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c436(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c437(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c438(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c439(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c440(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c441(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c442(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c443(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c444(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c445(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c446(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c447(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c448(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c449(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c450(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c451(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c452(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c453(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c454(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c455(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c456(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c457(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c458(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c459(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c460(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c461(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c462(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c463(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c464(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c465(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c466(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c467(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c468(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c469(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c470(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c471(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c472(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c473(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c474(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c475(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c502(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c503(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c504(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c505(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c506(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c507(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c508(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c509(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c510(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c511(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c512(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c513(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c514(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c515(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c516(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c517(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c518(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c519(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c520(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c521(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c522(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c523(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c524(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c525(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c526(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c527(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c528(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c529(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c530(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c531(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c532(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c533(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c534(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c535(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c536(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c537(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c538(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c539(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c540(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c541(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c542(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c543(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c544(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c545(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c546(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c547(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c548(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c549(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c550(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c551(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c552(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c553(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c554(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c555(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c556(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c557(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c558(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c559(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c560(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c561(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c562(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c563(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c564(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c565(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c566(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c567(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c568(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c569(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c570(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c571(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c572(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c573(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c574(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c575(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c576(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c577(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c578(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c579(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c476(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c477(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c478(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c479(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c480(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c481(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c482(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c483(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c484(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c485(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c486(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c487(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c488(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c489(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c490(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c491(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c492(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c493(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c494(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c495(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c496(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c497(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c498(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c499(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c500(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c501(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c502(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c503(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c504(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c505(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c506(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c507(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c508(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c509(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c510(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c511(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c512(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c513(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c514(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c515(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c516(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c517(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c518(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c519(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c520(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c521(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c522(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c523(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c524(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c525(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c526(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c527(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c528(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c529(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c530(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c531(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c532(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c533(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c534(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c535(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c536(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c537(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c538(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c539(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c540(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c541(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c542(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c543(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c544(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c545(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c546(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c547(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c548(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c549(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c550(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c551(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c552(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c553(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Kernels */
-static void c580(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c581(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c582(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c583(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c584(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c585(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c586(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c587(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c588(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c589(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c590(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c591(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c592(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c593(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c594(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c595(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c596(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c597(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c598(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c599(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c600(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c601(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c602(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c603(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c604(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c605(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c606(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c607(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c608(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c609(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c610(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c611(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c612(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c613(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c614(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c615(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c616(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c617(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c618(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c619(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c620(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c621(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c622(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c623(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c624(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c625(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c626(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c627(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c628(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c629(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c630(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c631(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c632(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c633(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c634(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c635(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c636(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c637(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c638(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c639(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c640(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c554(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c555(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c556(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c557(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c558(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c559(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c560(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c561(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c562(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c563(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c564(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c565(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c566(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c567(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c568(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c569(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c570(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c571(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c572(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c573(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c574(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c575(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c576(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c577(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c578(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c579(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c580(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c581(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c582(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c583(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c584(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c585(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c586(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c587(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c588(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c589(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c590(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c591(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c592(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c593(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c594(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c595(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c596(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c597(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c598(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c599(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c600(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c601(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c602(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c603(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c604(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c605(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c606(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c607(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c608(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c609(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c610(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c611(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c612(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c613(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c614(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+
+/* Memory history, snapshots and out-of-memory observers */
+static void c615(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c616(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c617(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c618(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c619(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c620(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c621(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c622(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c623(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c624(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_INVALID_ARGUMENT, "fn is NULL"); }
+static void c625(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c626(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c627(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1167,272 +1154,260 @@ static const Case CASES[] = {
     {"tsr_weak_storage_expired", "w = F.dead_ws", c376},
     {"tsr_weak_storage_use_count", "w = NULL", c377},
     {"tsr_weak_storage_weak_use_count", "w = NULL", c378},
-    {"tsr_storage_share_memory", "s = NULL", c379},
-    {"tsr_storage_share_memory", "call", c380},
-    {"tsr_storage_share_memory", "s = F.dead_s", c381},
-    {"tsr_storage_is_shared", "s = NULL", c382},
-    {"tsr_storage_is_shared", "call", c383},
-    {"tsr_storage_is_shared", "s = F.dead_s", c384},
-    {"tsr_storage_share_fd", "s = NULL", c385},
-    {"tsr_storage_share_fd", "fd_out = NULL", c386},
-    {"tsr_storage_share_fd", "call", c387},
-    {"tsr_storage_share_fd", "s = fx_shared_su()", c388},
-    {"tsr_storage_share_fd", "s = F.dead_s", c389},
-    {"tsr_storage_from_fd", "out = NULL", c390},
-    {"tsr_storage_from_fd", "fd = -1", c391},
-    {"tsr_storage_from_fd", "fd = 4000", c392},
-    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c393},
-    {"tsr_storage_share_name", "s = NULL", c394},
-    {"tsr_storage_share_name", "buf = NULL", c395},
-    {"tsr_storage_share_name", "buflen = 64", c396},
-    {"tsr_storage_share_name", "call", c397},
-    {"tsr_storage_share_name", "s = F.dead_s", c398},
-    {"tsr_storage_open_shared", "name = NULL", c399},
-    {"tsr_storage_open_shared", "out = NULL", c400},
-    {"tsr_storage_open_shared", "call", c401},
-    {"tsr_storage_open_shared", "name = fx_long_name()", c402},
-    {"tsr_storage_open_shared", "name = \"/a/b\"", c403},
-    {"tsr_storage_open_shared", "name = \"\"", c404},
-    {"tsr_tensor_empty", "sizes = NULL", c405},
-    {"tsr_tensor_empty", "out = NULL", c406},
-    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c407},
-    {"tsr_tensor_empty", "ndim = -1", c408},
-    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c409},
-    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c410},
-    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c411},
-    {"tsr_tensor_empty", "dtype = 99", c412},
-    {"tsr_tensor_empty", "dtype = -1", c413},
-    {"tsr_tensor_empty", "device = fx_device(99, 0)", c414},
-    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c415},
-    {"tsr_tensor_empty_format", "sizes = NULL", c416},
-    {"tsr_tensor_empty_format", "out = NULL", c417},
-    {"tsr_tensor_empty_format", "ndim = -1", c418},
-    {"tsr_tensor_empty_format", "dtype = 99", c419},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c420},
-    {"tsr_tensor_empty_format", "format = 42", c421},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c422},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c423},
-    {"tsr_tensor_empty_strided", "strides = NULL", c424},
-    {"tsr_tensor_empty_strided", "out = NULL", c425},
-    {"tsr_tensor_empty_strided", "ndim = -1", c426},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c427},
-    {"tsr_tensor_empty_strided", "dtype = 99", c428},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c429},
-    {"tsr_tensor_empty_like", "t = NULL", c430},
-    {"tsr_tensor_empty_like", "out = NULL", c431},
-    {"tsr_tensor_empty_like", "format = 42", c432},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c433},
-    {"tsr_tensor_from_storage", "storage = NULL", c434},
-    {"tsr_tensor_from_storage", "sizes = NULL", c435},
-    {"tsr_tensor_from_storage", "strides = NULL", c436},
-    {"tsr_tensor_from_storage", "out = NULL", c437},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c438},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c439},
-    {"tsr_tensor_from_storage", "ndim = -1", c440},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c441},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c442},
-    {"tsr_tensor_from_storage", "dtype = 99", c443},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c444},
-    {"tsr_tensor_ndim", "t = NULL", c445},
-    {"tsr_tensor_ndim", "t = F.dead_t", c446},
-    {"tsr_tensor_sizes", "t = NULL", c447},
-    {"tsr_tensor_strides", "t = NULL", c448},
-    {"tsr_tensor_size", "t = NULL", c449},
-    {"tsr_tensor_size", "dim = 2", c450},
-    {"tsr_tensor_size", "dim = -3", c451},
-    {"tsr_tensor_size", "dim = INT64_MIN", c452},
-    {"tsr_tensor_stride", "t = NULL", c453},
-    {"tsr_tensor_stride", "dim = 2", c454},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c455},
-    {"tsr_tensor_storage_offset", "t = NULL", c456},
-    {"tsr_tensor_numel", "t = NULL", c457},
-    {"tsr_tensor_dtype", "t = NULL", c458},
-    {"tsr_tensor_itemsize", "t = NULL", c459},
-    {"tsr_tensor_device", "t = NULL", c460},
-    {"tsr_tensor_data", "t = NULL", c461},
-    {"tsr_tensor_storage", "t = NULL", c462},
-    {"tsr_tensor_storage", "t = F.dead_t", c463},
-    {"tsr_tensor_is_contiguous", "t = NULL", c464},
-    {"tsr_tensor_is_contiguous", "format = 42", c465},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c466},
-    {"tsr_tensor_version", "t = NULL", c467},
-    {"tsr_tensor_set", "t = NULL", c468},
-    {"tsr_tensor_set", "storage = NULL", c469},
-    {"tsr_tensor_set", "sizes = NULL", c470},
-    {"tsr_tensor_set", "strides = NULL", c471},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c472},
-    {"tsr_tensor_set", "storage_offset = -1", c473},
-    {"tsr_tensor_set", "ndim = -1", c474},
-    {"tsr_tensor_set", "storage = F.dead_s", c475},
-    {"tsr_tensor_fill", "t = NULL", c476},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c477},
-    {"tsr_tensor_fill", "t = F.dead_t", c478},
-    {"tsr_tensor_copy", "dst = NULL", c479},
-    {"tsr_tensor_copy", "src = NULL", c480},
-    {"tsr_tensor_copy", "src = F.t4", c481},
-    {"tsr_tensor_copy", "dst = F.dead_t", c482},
-    {"tsr_tensor_incref", "t = NULL", c483},
-    {"tsr_tensor_incref", "t = F.dead_t", c484},
-    {"tsr_tensor_decref", "t = NULL", c485},
-    {"tsr_tensor_decref", "t = F.dead_t", c486},
-    {"tsr_tensor_use_count", "t = NULL", c487},
-    {"tsr_tensor_use_count", "t = F.dead_t", c488},
-    {"tsr_tensor_weak_use_count", "t = NULL", c489},
-    {"tsr_tensor_downgrade", "t = NULL", c490},
-    {"tsr_tensor_downgrade", "out = NULL", c491},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c492},
-    {"tsr_weak_tensor_lock", "w = NULL", c493},
-    {"tsr_weak_tensor_lock", "out = NULL", c494},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c495},
-    {"tsr_weak_tensor_incref", "w = NULL", c496},
-    {"tsr_weak_tensor_decref", "w = NULL", c497},
-    {"tsr_weak_tensor_expired", "w = NULL", c498},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c499},
-    {"tsr_weak_tensor_use_count", "w = NULL", c500},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c501},
-    {"tsr_tensor_as_strided", "t = NULL", c502},
-    {"tsr_tensor_as_strided", "sizes = NULL", c503},
-    {"tsr_tensor_as_strided", "strides = NULL", c504},
-    {"tsr_tensor_as_strided", "out = NULL", c505},
-    {"tsr_tensor_as_strided", "ndim = -1", c506},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c507},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c508},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c509},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c510},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c511},
-    {"tsr_tensor_view", "t = NULL", c512},
-    {"tsr_tensor_view", "sizes = NULL", c513},
-    {"tsr_tensor_view", "out = NULL", c514},
-    {"tsr_tensor_view", "ndim = -1", c515},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c516},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c517},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c518},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c519},
-    {"tsr_tensor_reshape", "t = NULL", c520},
-    {"tsr_tensor_reshape", "sizes = NULL", c521},
-    {"tsr_tensor_reshape", "out = NULL", c522},
-    {"tsr_tensor_reshape", "ndim = -1", c523},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c524},
-    {"tsr_tensor_permute", "t = NULL", c525},
-    {"tsr_tensor_permute", "dims = NULL", c526},
-    {"tsr_tensor_permute", "out = NULL", c527},
-    {"tsr_tensor_permute", "ndim = 1", c528},
-    {"tsr_tensor_permute", "ndim = -1", c529},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c530},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c531},
-    {"tsr_tensor_transpose", "t = NULL", c532},
-    {"tsr_tensor_transpose", "out = NULL", c533},
-    {"tsr_tensor_transpose", "dim0 = 2", c534},
-    {"tsr_tensor_transpose", "dim1 = -3", c535},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c536},
-    {"tsr_tensor_expand", "t = NULL", c537},
-    {"tsr_tensor_expand", "sizes = NULL", c538},
-    {"tsr_tensor_expand", "out = NULL", c539},
-    {"tsr_tensor_expand", "ndim = -1", c540},
-    {"tsr_tensor_expand", "ndim = 1", c541},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c542},
-    {"tsr_tensor_narrow", "t = NULL", c543},
-    {"tsr_tensor_narrow", "out = NULL", c544},
-    {"tsr_tensor_narrow", "dim = 2", c545},
-    {"tsr_tensor_narrow", "start = 3", c546},
-    {"tsr_tensor_narrow", "length = -1", c547},
-    {"tsr_tensor_narrow", "length = 4", c548},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c549},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c550},
-    {"tsr_tensor_select", "t = NULL", c551},
-    {"tsr_tensor_select", "out = NULL", c552},
-    {"tsr_tensor_select", "dim = 2", c553},
-    {"tsr_tensor_select", "index = 2", c554},
-    {"tsr_tensor_select", "index = -3", c555},
-    {"tsr_tensor_select", "index = INT64_MIN", c556},
-    {"tsr_tensor_squeeze", "t = NULL", c557},
-    {"tsr_tensor_squeeze", "out = NULL", c558},
-    {"tsr_tensor_squeeze", "dim = 2", c559},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c560},
-    {"tsr_tensor_squeeze_all", "t = NULL", c561},
-    {"tsr_tensor_squeeze_all", "out = NULL", c562},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c563},
-    {"tsr_tensor_unsqueeze", "t = NULL", c564},
-    {"tsr_tensor_unsqueeze", "out = NULL", c565},
-    {"tsr_tensor_unsqueeze", "dim = 3", c566},
-    {"tsr_tensor_unsqueeze", "dim = -4", c567},
-    {"tsr_tensor_flatten", "t = NULL", c568},
-    {"tsr_tensor_flatten", "out = NULL", c569},
-    {"tsr_tensor_flatten", "start_dim = 2", c570},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c571},
-    {"tsr_tensor_flatten", "end_dim = -3", c572},
-    {"tsr_tensor_contiguous", "t = NULL", c573},
-    {"tsr_tensor_contiguous", "out = NULL", c574},
-    {"tsr_tensor_contiguous", "format = 42", c575},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c576},
-    {"tsr_tensor_clone", "t = NULL", c577},
-    {"tsr_tensor_clone", "out = NULL", c578},
-    {"tsr_tensor_clone", "t = F.dead_t", c579},
-    {"tsr_add", "out_or_null = NULL", c580},
-    {"tsr_add", "a = NULL", c581},
-    {"tsr_add", "b = NULL", c582},
-    {"tsr_add", "result = NULL", c583},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c584},
-    {"tsr_add", "b = F.t4", c585},
-    {"tsr_add", "alpha = fx_scalar(99)", c586},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c587},
-    {"tsr_add", "a = F.dead_t", c588},
-    {"tsr_sub", "out_or_null = NULL", c589},
-    {"tsr_sub", "a = NULL", c590},
-    {"tsr_sub", "b = NULL", c591},
-    {"tsr_sub", "result = NULL", c592},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c593},
-    {"tsr_sub", "b = F.t4", c594},
-    {"tsr_sub", "alpha = fx_scalar(99)", c595},
-    {"tsr_mul", "out_or_null = NULL", c596},
-    {"tsr_mul", "a = NULL", c597},
-    {"tsr_mul", "b = NULL", c598},
-    {"tsr_mul", "result = NULL", c599},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c600},
-    {"tsr_mul", "b = F.t4", c601},
-    {"tsr_mul", "b = F.dead_t", c602},
-    {"tsr_div", "out_or_null = NULL", c603},
-    {"tsr_div", "a = NULL", c604},
-    {"tsr_div", "b = NULL", c605},
-    {"tsr_div", "result = NULL", c606},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c607},
-    {"tsr_div", "b = F.t4", c608},
-    {"tsr_div_rounding", "out_or_null = NULL", c609},
-    {"tsr_div_rounding", "a = NULL", c610},
-    {"tsr_div_rounding", "b = NULL", c611},
-    {"tsr_div_rounding", "result = NULL", c612},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c613},
-    {"tsr_div_rounding", "mode = 42", c614},
-    {"tsr_div_rounding", "mode = -1", c615},
-    {"tsr_div_rounding", "b = F.t4", c616},
-    {"tsr_neg", "out_or_null = NULL", c617},
-    {"tsr_neg", "a = NULL", c618},
-    {"tsr_neg", "result = NULL", c619},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c620},
-    {"tsr_neg", "out_or_null = F.t4", c621},
-    {"tsr_neg", "a = F.dead_t", c622},
-    {"tsr_sum", "a = NULL", c623},
-    {"tsr_sum", "dims = NULL", c624},
-    {"tsr_sum", "out = NULL", c625},
-    {"tsr_sum", "ndims = 0, dims = NULL", c626},
-    {"tsr_sum", "ndims = -1", c627},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c628},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c629},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c630},
-    {"tsr_sum", "a = F.dead_t", c631},
-    {"tsr_amax", "a = NULL", c632},
-    {"tsr_amax", "dims = NULL", c633},
-    {"tsr_amax", "out = NULL", c634},
-    {"tsr_amax", "ndims = 0, dims = NULL", c635},
-    {"tsr_amax", "ndims = -1", c636},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c637},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c638},
-    {"tsr_scalar_tensor", "out = NULL", c639},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c640},
+    {"tsr_tensor_empty", "sizes = NULL", c379},
+    {"tsr_tensor_empty", "out = NULL", c380},
+    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c381},
+    {"tsr_tensor_empty", "ndim = -1", c382},
+    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c383},
+    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c384},
+    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c385},
+    {"tsr_tensor_empty", "dtype = 99", c386},
+    {"tsr_tensor_empty", "dtype = -1", c387},
+    {"tsr_tensor_empty", "device = fx_device(99, 0)", c388},
+    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c389},
+    {"tsr_tensor_empty_format", "sizes = NULL", c390},
+    {"tsr_tensor_empty_format", "out = NULL", c391},
+    {"tsr_tensor_empty_format", "ndim = -1", c392},
+    {"tsr_tensor_empty_format", "dtype = 99", c393},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c394},
+    {"tsr_tensor_empty_format", "format = 42", c395},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c396},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c397},
+    {"tsr_tensor_empty_strided", "strides = NULL", c398},
+    {"tsr_tensor_empty_strided", "out = NULL", c399},
+    {"tsr_tensor_empty_strided", "ndim = -1", c400},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c401},
+    {"tsr_tensor_empty_strided", "dtype = 99", c402},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c403},
+    {"tsr_tensor_empty_like", "t = NULL", c404},
+    {"tsr_tensor_empty_like", "out = NULL", c405},
+    {"tsr_tensor_empty_like", "format = 42", c406},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c407},
+    {"tsr_tensor_from_storage", "storage = NULL", c408},
+    {"tsr_tensor_from_storage", "sizes = NULL", c409},
+    {"tsr_tensor_from_storage", "strides = NULL", c410},
+    {"tsr_tensor_from_storage", "out = NULL", c411},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c412},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c413},
+    {"tsr_tensor_from_storage", "ndim = -1", c414},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c415},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c416},
+    {"tsr_tensor_from_storage", "dtype = 99", c417},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c418},
+    {"tsr_tensor_ndim", "t = NULL", c419},
+    {"tsr_tensor_ndim", "t = F.dead_t", c420},
+    {"tsr_tensor_sizes", "t = NULL", c421},
+    {"tsr_tensor_strides", "t = NULL", c422},
+    {"tsr_tensor_size", "t = NULL", c423},
+    {"tsr_tensor_size", "dim = 2", c424},
+    {"tsr_tensor_size", "dim = -3", c425},
+    {"tsr_tensor_size", "dim = INT64_MIN", c426},
+    {"tsr_tensor_stride", "t = NULL", c427},
+    {"tsr_tensor_stride", "dim = 2", c428},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c429},
+    {"tsr_tensor_storage_offset", "t = NULL", c430},
+    {"tsr_tensor_numel", "t = NULL", c431},
+    {"tsr_tensor_dtype", "t = NULL", c432},
+    {"tsr_tensor_itemsize", "t = NULL", c433},
+    {"tsr_tensor_device", "t = NULL", c434},
+    {"tsr_tensor_data", "t = NULL", c435},
+    {"tsr_tensor_storage", "t = NULL", c436},
+    {"tsr_tensor_storage", "t = F.dead_t", c437},
+    {"tsr_tensor_is_contiguous", "t = NULL", c438},
+    {"tsr_tensor_is_contiguous", "format = 42", c439},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c440},
+    {"tsr_tensor_version", "t = NULL", c441},
+    {"tsr_tensor_set", "t = NULL", c442},
+    {"tsr_tensor_set", "storage = NULL", c443},
+    {"tsr_tensor_set", "sizes = NULL", c444},
+    {"tsr_tensor_set", "strides = NULL", c445},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c446},
+    {"tsr_tensor_set", "storage_offset = -1", c447},
+    {"tsr_tensor_set", "ndim = -1", c448},
+    {"tsr_tensor_set", "storage = F.dead_s", c449},
+    {"tsr_tensor_fill", "t = NULL", c450},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c451},
+    {"tsr_tensor_fill", "t = F.dead_t", c452},
+    {"tsr_tensor_copy", "dst = NULL", c453},
+    {"tsr_tensor_copy", "src = NULL", c454},
+    {"tsr_tensor_copy", "src = F.t4", c455},
+    {"tsr_tensor_copy", "dst = F.dead_t", c456},
+    {"tsr_tensor_incref", "t = NULL", c457},
+    {"tsr_tensor_incref", "t = F.dead_t", c458},
+    {"tsr_tensor_decref", "t = NULL", c459},
+    {"tsr_tensor_decref", "t = F.dead_t", c460},
+    {"tsr_tensor_use_count", "t = NULL", c461},
+    {"tsr_tensor_use_count", "t = F.dead_t", c462},
+    {"tsr_tensor_weak_use_count", "t = NULL", c463},
+    {"tsr_tensor_downgrade", "t = NULL", c464},
+    {"tsr_tensor_downgrade", "out = NULL", c465},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c466},
+    {"tsr_weak_tensor_lock", "w = NULL", c467},
+    {"tsr_weak_tensor_lock", "out = NULL", c468},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c469},
+    {"tsr_weak_tensor_incref", "w = NULL", c470},
+    {"tsr_weak_tensor_decref", "w = NULL", c471},
+    {"tsr_weak_tensor_expired", "w = NULL", c472},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c473},
+    {"tsr_weak_tensor_use_count", "w = NULL", c474},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c475},
+    {"tsr_tensor_as_strided", "t = NULL", c476},
+    {"tsr_tensor_as_strided", "sizes = NULL", c477},
+    {"tsr_tensor_as_strided", "strides = NULL", c478},
+    {"tsr_tensor_as_strided", "out = NULL", c479},
+    {"tsr_tensor_as_strided", "ndim = -1", c480},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c481},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c482},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c483},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c484},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c485},
+    {"tsr_tensor_view", "t = NULL", c486},
+    {"tsr_tensor_view", "sizes = NULL", c487},
+    {"tsr_tensor_view", "out = NULL", c488},
+    {"tsr_tensor_view", "ndim = -1", c489},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c490},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c491},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c492},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c493},
+    {"tsr_tensor_reshape", "t = NULL", c494},
+    {"tsr_tensor_reshape", "sizes = NULL", c495},
+    {"tsr_tensor_reshape", "out = NULL", c496},
+    {"tsr_tensor_reshape", "ndim = -1", c497},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c498},
+    {"tsr_tensor_permute", "t = NULL", c499},
+    {"tsr_tensor_permute", "dims = NULL", c500},
+    {"tsr_tensor_permute", "out = NULL", c501},
+    {"tsr_tensor_permute", "ndim = 1", c502},
+    {"tsr_tensor_permute", "ndim = -1", c503},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c504},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c505},
+    {"tsr_tensor_transpose", "t = NULL", c506},
+    {"tsr_tensor_transpose", "out = NULL", c507},
+    {"tsr_tensor_transpose", "dim0 = 2", c508},
+    {"tsr_tensor_transpose", "dim1 = -3", c509},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c510},
+    {"tsr_tensor_expand", "t = NULL", c511},
+    {"tsr_tensor_expand", "sizes = NULL", c512},
+    {"tsr_tensor_expand", "out = NULL", c513},
+    {"tsr_tensor_expand", "ndim = -1", c514},
+    {"tsr_tensor_expand", "ndim = 1", c515},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c516},
+    {"tsr_tensor_narrow", "t = NULL", c517},
+    {"tsr_tensor_narrow", "out = NULL", c518},
+    {"tsr_tensor_narrow", "dim = 2", c519},
+    {"tsr_tensor_narrow", "start = 3", c520},
+    {"tsr_tensor_narrow", "length = -1", c521},
+    {"tsr_tensor_narrow", "length = 4", c522},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c523},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c524},
+    {"tsr_tensor_select", "t = NULL", c525},
+    {"tsr_tensor_select", "out = NULL", c526},
+    {"tsr_tensor_select", "dim = 2", c527},
+    {"tsr_tensor_select", "index = 2", c528},
+    {"tsr_tensor_select", "index = -3", c529},
+    {"tsr_tensor_select", "index = INT64_MIN", c530},
+    {"tsr_tensor_squeeze", "t = NULL", c531},
+    {"tsr_tensor_squeeze", "out = NULL", c532},
+    {"tsr_tensor_squeeze", "dim = 2", c533},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c534},
+    {"tsr_tensor_squeeze_all", "t = NULL", c535},
+    {"tsr_tensor_squeeze_all", "out = NULL", c536},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c537},
+    {"tsr_tensor_unsqueeze", "t = NULL", c538},
+    {"tsr_tensor_unsqueeze", "out = NULL", c539},
+    {"tsr_tensor_unsqueeze", "dim = 3", c540},
+    {"tsr_tensor_unsqueeze", "dim = -4", c541},
+    {"tsr_tensor_flatten", "t = NULL", c542},
+    {"tsr_tensor_flatten", "out = NULL", c543},
+    {"tsr_tensor_flatten", "start_dim = 2", c544},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c545},
+    {"tsr_tensor_flatten", "end_dim = -3", c546},
+    {"tsr_tensor_contiguous", "t = NULL", c547},
+    {"tsr_tensor_contiguous", "out = NULL", c548},
+    {"tsr_tensor_contiguous", "format = 42", c549},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c550},
+    {"tsr_tensor_clone", "t = NULL", c551},
+    {"tsr_tensor_clone", "out = NULL", c552},
+    {"tsr_tensor_clone", "t = F.dead_t", c553},
+    {"tsr_add", "out_or_null = NULL", c554},
+    {"tsr_add", "a = NULL", c555},
+    {"tsr_add", "b = NULL", c556},
+    {"tsr_add", "result = NULL", c557},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c558},
+    {"tsr_add", "b = F.t4", c559},
+    {"tsr_add", "alpha = fx_scalar(99)", c560},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c561},
+    {"tsr_add", "a = F.dead_t", c562},
+    {"tsr_sub", "out_or_null = NULL", c563},
+    {"tsr_sub", "a = NULL", c564},
+    {"tsr_sub", "b = NULL", c565},
+    {"tsr_sub", "result = NULL", c566},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c567},
+    {"tsr_sub", "b = F.t4", c568},
+    {"tsr_sub", "alpha = fx_scalar(99)", c569},
+    {"tsr_mul", "out_or_null = NULL", c570},
+    {"tsr_mul", "a = NULL", c571},
+    {"tsr_mul", "b = NULL", c572},
+    {"tsr_mul", "result = NULL", c573},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c574},
+    {"tsr_mul", "b = F.t4", c575},
+    {"tsr_mul", "b = F.dead_t", c576},
+    {"tsr_div", "out_or_null = NULL", c577},
+    {"tsr_div", "a = NULL", c578},
+    {"tsr_div", "b = NULL", c579},
+    {"tsr_div", "result = NULL", c580},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c581},
+    {"tsr_div", "b = F.t4", c582},
+    {"tsr_div_rounding", "out_or_null = NULL", c583},
+    {"tsr_div_rounding", "a = NULL", c584},
+    {"tsr_div_rounding", "b = NULL", c585},
+    {"tsr_div_rounding", "result = NULL", c586},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c587},
+    {"tsr_div_rounding", "mode = 42", c588},
+    {"tsr_div_rounding", "mode = -1", c589},
+    {"tsr_div_rounding", "b = F.t4", c590},
+    {"tsr_neg", "out_or_null = NULL", c591},
+    {"tsr_neg", "a = NULL", c592},
+    {"tsr_neg", "result = NULL", c593},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c594},
+    {"tsr_neg", "out_or_null = F.t4", c595},
+    {"tsr_neg", "a = F.dead_t", c596},
+    {"tsr_sum", "a = NULL", c597},
+    {"tsr_sum", "dims = NULL", c598},
+    {"tsr_sum", "out = NULL", c599},
+    {"tsr_sum", "ndims = 0, dims = NULL", c600},
+    {"tsr_sum", "ndims = -1", c601},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c602},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c603},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c604},
+    {"tsr_sum", "a = F.dead_t", c605},
+    {"tsr_amax", "a = NULL", c606},
+    {"tsr_amax", "dims = NULL", c607},
+    {"tsr_amax", "out = NULL", c608},
+    {"tsr_amax", "ndims = 0, dims = NULL", c609},
+    {"tsr_amax", "ndims = -1", c610},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c611},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c612},
+    {"tsr_scalar_tensor", "out = NULL", c613},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c614},
+    {"tsr_memory_record_history", "options = NULL", c615},
+    {"tsr_memory_record_history", "call", c616},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c617},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c618},
+    {"tsr_memory_snapshot", "path = NULL", c619},
+    {"tsr_memory_snapshot", "call", c620},
+    {"tsr_memory_snapshot", "format = 7", c621},
+    {"tsr_memory_snapshot", "format = -1", c622},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c623},
+    {"tsr_add_oom_observer", "fn_ = NULL", c624},
+    {"tsr_add_oom_observer", "user = NULL", c625},
+    {"tsr_cpu_allocator_release_all_caches", "call", c626},
+    {"tsr_memory_history_is_recording", "call", c627},
 };
 
 static const char *const COVERED[] = {
     "tsr_add",
+    "tsr_add_oom_observer",
     "tsr_allocator_allocate",
     "tsr_allocator_copy_data",
     "tsr_allocator_decref",
@@ -1459,6 +1434,7 @@ static const char *const COVERED[] = {
     "tsr_cpu_allocator",
     "tsr_cpu_allocator_cache_limit",
     "tsr_cpu_allocator_cached_bytes",
+    "tsr_cpu_allocator_release_all_caches",
     "tsr_cpu_allocator_release_cache",
     "tsr_cpu_allocator_set_cache_limit",
     "tsr_cpu_allocator_set_huge_pages",
@@ -1538,6 +1514,9 @@ static const char *const COVERED[] = {
     "tsr_iter_unary_float_op",
     "tsr_iter_unary_op",
     "tsr_last_error_message",
+    "tsr_memory_history_is_recording",
+    "tsr_memory_record_history",
+    "tsr_memory_snapshot",
     "tsr_mul",
     "tsr_neg",
     "tsr_object_data",
@@ -1569,19 +1548,13 @@ static const char *const COVERED[] = {
     "tsr_storage_downgrade",
     "tsr_storage_fill",
     "tsr_storage_from_data_ptr",
-    "tsr_storage_from_fd",
     "tsr_storage_incref",
-    "tsr_storage_is_shared",
     "tsr_storage_nbytes",
     "tsr_storage_new",
     "tsr_storage_new_with_allocator",
-    "tsr_storage_open_shared",
     "tsr_storage_resizable",
     "tsr_storage_resize",
     "tsr_storage_share_external",
-    "tsr_storage_share_fd",
-    "tsr_storage_share_memory",
-    "tsr_storage_share_name",
     "tsr_storage_use_count",
     "tsr_storage_weak_use_count",
     "tsr_sub",

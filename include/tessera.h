@@ -648,6 +648,43 @@ typedef void (*TsrSubIterFn)(void *user, struct TsrIter *sub);
 typedef int32_t TsrRoundingMode;
 
 /**
+ * Options of tsr_memory_record_history.
+ */
+typedef struct TsrHistoryOptions {
+    /**
+     * sizeof(TsrHistoryOptions) as compiled by the caller; must cover
+     * `backtraces`.
+     */
+    uint32_t struct_size;
+    /**
+     * The ring's capacity: it keeps the newest `max_entries` events (at
+     * least 1).
+     */
+    size_t max_entries;
+    /**
+     * Capture a backtrace with each allocation (symbolized only when a
+     * snapshot is written; about 1-2 us per allocation).
+     */
+    bool backtraces;
+} TsrHistoryOptions;
+
+/**
+ * The format of tsr_memory_snapshot.
+ */
+typedef int32_t TsrSnapshotFormat;
+
+/**
+ * An out-of-memory observer: the allocator's name (valid during the
+ * call), the device asked for, the bytes requested and the allocator's
+ * allocated bytes at the failure.
+ */
+typedef void (*TsrOomObserverFn)(void *user,
+                                 const char *allocator,
+                                 struct TsrDevice device,
+                                 size_t requested,
+                                 uint64_t allocated_bytes);
+
+/**
  * Callbacks of a host object; both optional.
  */
 typedef struct TsrObjectVTable {
@@ -692,6 +729,16 @@ typedef int32_t TsrMemoryFormat;
  * Rounded toward negative infinity, in the common dtype ("floor").
  */
 #define TSR_ROUNDING_FLOOR 2
+
+/**
+ * tessera's JSON (docs/MEMORY_SNAPSHOT.md, docs/snapshot.schema.json).
+ */
+#define TSR_SNAPSHOT_JSON 0
+
+/**
+ * The pickle PyTorch's memory_viz (pytorch.org/memory_viz) reads.
+ */
+#define TSR_SNAPSHOT_TORCH 1
 
 /**
  * Success.
@@ -2412,6 +2459,53 @@ void tsr_set_num_threads(int32_t n);
  * available parallelism).
  */
 int32_t tsr_get_num_threads(void);
+
+/**
+ * Starts recording the allocations and frees of every allocator (plugins
+ * and caching allocators included) into a ring of the newest
+ * `options->max_entries` events; NULL stops recording and forgets the
+ * events. Calling it again while recording changes the options and keeps
+ * the events that fit.
+ *
+ * # Safety
+ * `options` NULL or valid for reads of its `struct_size` bytes.
+ */
+TsrStatus tsr_memory_record_history(const struct TsrHistoryOptions *options);
+
+/**
+ * Writes a snapshot of every allocator's live blocks, the caching
+ * allocators' segments and the recorded events to `path`:
+ * TSR_SNAPSHOT_JSON (tessera's documented JSON) or TSR_SNAPSHOT_TORCH
+ * (the pickle memory_viz loads). TSR_ERR_IO names the path and the OS
+ * reason when it can't be written.
+ *
+ * # Safety
+ * `path` NULL or a NUL-terminated string.
+ */
+TsrStatus tsr_memory_snapshot(const char *path, TsrSnapshotFormat format);
+
+/**
+ * Adds an observer called when any allocator runs out of memory, after
+ * its own recovery failed and before the failing call returns its
+ * error, from the failing thread, outside tessera's locks (it may call
+ * into tessera). Observers stay for the life of the process.
+ *
+ * # Safety
+ * `fn_` must stay callable with `user` from any thread.
+ */
+TsrStatus tsr_add_oom_observer(TsrOomObserverFn fn_, void *user);
+
+/**
+ * Frees the blocks every thread keeps in the built-in CPU allocator's
+ * caches (tsr_cpu_allocator_release_cache frees only the caller's). A
+ * thread inside the allocator at that moment frees its own as it leaves.
+ */
+TsrStatus tsr_cpu_allocator_release_all_caches(void);
+
+/**
+ * Whether memory history records now.
+ */
+bool tsr_memory_history_is_recording(void);
 
 /**
  * Creates a host object with `size` zeroed bytes (tsr_object_data) and

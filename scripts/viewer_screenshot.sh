@@ -3,9 +3,11 @@
 # memory viewer: the snapshot given (e.g. one tsr_memory_snapshot wrote in
 # a real run) or, without one, a synthetic one from scripts/make_snapshot.py,
 # turned into a report and photographed by headless Chromium, 1400 pixels
-# wide and as tall as the page.
+# wide and as tall as the page. With --example, the snapshot comes from a
+# real run of examples/memory_history.c (built with -g, so the allocation
+# sites have file and line): that is how the README's picture is made.
 #
-#   scripts/viewer_screenshot.sh [SNAPSHOT.json] [OUT.png]
+#   scripts/viewer_screenshot.sh [SNAPSHOT.json | --example] [OUT.png]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,7 +18,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 snapshot=${1:-}
-if [ -z "$snapshot" ]; then
+if [ "$snapshot" = --example ]; then
+    # The library as examples/run.sh builds it (target/examples/lib), then
+    # the example with debug information and repository-relative paths.
+    "$root/examples/run.sh" memory_history >/dev/null
+    lib=${TESSERA_EXAMPLES_DIR:-$root/target/examples}/lib
+    (cd "$root" && ${CC:-cc} -std=c99 -g -O0 -fdebug-prefix-map="$root"=. -Iinclude \
+        examples/memory_history.c -L"$lib" -ltessera -Wl,-rpath,"$lib" -o "$work/memory_history")
+    snapshot=$work/memory_history.json
+    "$work/memory_history" "$snapshot"
+elif [ -z "$snapshot" ]; then
     snapshot=$work/synthetic.json
     python3 "$root/scripts/make_snapshot.py" "$snapshot" --events 12000 --seed 18
 fi

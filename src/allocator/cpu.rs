@@ -84,8 +84,32 @@ pub fn builtin() -> Allocator {
 
 /// The built-in CPU allocator, borrowed for the process lifetime.
 pub(crate) fn builtin_ref() -> &'static Allocator {
-    BUILTIN
-        .get_or_init(|| Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu())
+    BUILTIN.get_or_init(|| {
+        apply_alloc_conf();
+        Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
+    })
+}
+
+/// Applies TESSERA_ALLOC_CONF (read once, here: the built-in CPU
+/// allocator is made before the first allocation of any kind).
+#[cold]
+fn apply_alloc_conf() {
+    let conf = super::alloc_conf::get();
+    if let Some(limit) = conf.cpu_cache_limit {
+        set_cache_limit(limit);
+    }
+    let mut o = options();
+    o.zero_fill = conf.zero_fill.unwrap_or(o.zero_fill);
+    o.junk_fill = conf.junk_fill.unwrap_or(o.junk_fill);
+    o.huge_pages = conf.huge_pages.unwrap_or(o.huge_pages);
+    // alloc_conf refuses zero_fill and junk_fill together.
+    let _ = set_options(o);
+    if conf.record_history == Some(true) {
+        let entries = conf
+            .max_entries
+            .unwrap_or(super::alloc_conf::DEFAULT_MAX_ENTRIES);
+        let _ = super::history::start(entries, conf.backtraces.unwrap_or(false));
+    }
 }
 
 #[cold]
@@ -296,6 +320,19 @@ pub fn release_thread_cache() -> usize {
     cpu_thread_cache::release_thread_cache()
 }
 
+/// Frees the blocks every thread keeps cached (the caller's at once, the
+/// others' as soon as they are not inside the allocator); returns the
+/// bytes freed.
+pub fn release_all_caches() -> usize {
+    cpu_thread_cache::release_all_caches()
+}
+
+/// Before retrying a failed allocation: frees every thread's cache.
+#[cold]
+fn release_for_retry() -> usize {
+    release_all_caches()
+}
+
 /// Bytes the calling thread keeps cached.
 pub fn thread_cached_bytes() -> usize {
     cpu_thread_cache::thread_cached_bytes()
@@ -312,6 +349,10 @@ impl RawAllocator for CpuBackend {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn kind(&self) -> &'static str {
+        "cpu"
     }
 
     fn keeps_own_stats(&self) -> bool {
@@ -367,7 +408,12 @@ pub(super) fn allocate_cpu(
         owner.stats.record_failure();
         return Err(too_large(nbytes));
     }
-    match alloc_block(nbytes, OPTIONS.load(Relaxed)) {
+    let mut result = alloc_block(nbytes, OPTIONS.load(Relaxed));
+    if result.is_err() && release_for_retry() > 0 {
+        // Out of memory with blocks cached: give them back and retry once.
+        result = alloc_block(nbytes, OPTIONS.load(Relaxed));
+    }
+    match result {
         Ok((data, counted)) => {
             let data = data as *mut c_void;
             if !counted {

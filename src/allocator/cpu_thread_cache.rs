@@ -9,11 +9,16 @@
 //! classes, one for the largest). Each thread keeps at most
 //! [`cache_limit`] bytes (default [`DEFAULT_LIMIT`]; 0 disables caching);
 //! a block that does not fit is freed at once. Bins are emptied when their
-//! thread exits, and on demand with [`release_thread_cache`].
+//! thread exits, on demand with [`release_thread_cache`] (the caller's)
+//! and [`release_all_caches`] (every thread's), and before the allocator
+//! retries an allocation that ran out of memory.
 
 use super::thread_counts;
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::cell::{RefCell, UnsafeCell};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU8, AtomicUsize};
+use std::sync::{Mutex, MutexGuard};
 
 /// The largest block size (in bytes, class size) kept in a cache.
 pub const MAX_CACHED: usize = 256 << 20;
@@ -98,15 +103,17 @@ struct Bin {
     len: u8,
 }
 
-struct Cache {
+/// The bins of one thread.
+struct Bins {
     bins: [Bin; NUM_CLASSES],
     bytes: usize,
     /// How to free a block that leaves the cache (set by the allocator).
     release: unsafe fn(*mut u8),
 }
 
-impl Cache {
-    fn release_all(&mut self) {
+impl Bins {
+    fn release_all(&mut self) -> usize {
+        let before = self.bytes;
         for (c, bin) in self.bins.iter_mut().enumerate() {
             for &b in &bin.blocks[..bin.len as usize] {
                 // SAFETY: cached blocks are owned by the cache and freed once.
@@ -115,12 +122,128 @@ impl Cache {
             }
             bin.len = 0;
         }
+        before
     }
 }
 
-impl Drop for Cache {
+/// No release requested.
+const IDLE: u8 = 0;
+/// Another thread asked for the bins to be emptied.
+const REQUESTED: u8 = 1;
+/// Another thread is emptying them.
+const STEALING: u8 = 2;
+
+/// A thread's cache: its bins, which only the owning thread touches
+/// except while [`release_all_caches`] empties them, and the two flags of
+/// the handshake that makes that safe (an asymmetric Dekker: the owner
+/// pays plain stores and a load, the releaser a membarrier).
+///
+/// Owner, around every use of its bins ([`Cache::enter`] / [`Cache::exit`]):
+/// store `active` = true, load `state`; if not IDLE, settle it first
+/// (empty its own bins when REQUESTED, wait while STEALING); use the
+/// bins; store `active` = false (release). Releaser ([`release_all_caches`]):
+/// store `state` = REQUESTED in every cache, membarrier (a full barrier on
+/// every thread of the process), then for each cache whose `active` it
+/// reads false, CAS REQUESTED -> STEALING, empty the bins, store IDLE.
+/// After the membarrier, either the releaser sees an owner's `active`
+/// (and does not steal) or that owner sees REQUESTED (and settles before
+/// touching its bins); the CAS decides who empties them.
+struct Cache {
+    active: AtomicBool,
+    state: AtomicU8,
+    bins: UnsafeCell<Bins>,
+}
+
+// SAFETY: `bins` is reached only by the owning thread inside its active
+// window, or by a releaser that won the handshake (see Cache), never by
+// both; the flags are atomics.
+unsafe impl Sync for Cache {}
+// SAFETY: as Sync; the raw block pointers are owned memory.
+unsafe impl Send for Cache {}
+
+impl Cache {
+    /// Starts the owner's use of its bins; returns them.
+    ///
+    /// # Safety
+    /// Only the owning thread, paired with [`Cache::exit`] before it
+    /// enters again; the result must not outlive the exit.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)] // the handshake makes the access exclusive
+    unsafe fn enter(&self) -> &mut Bins {
+        self.active.store(true, Relaxed);
+        compiler_fence(SeqCst);
+        if self.state.load(Relaxed) != IDLE {
+            self.settle();
+        }
+        // SAFETY: we are active and the state is IDLE: no releaser
+        // touches the bins until we exit (see Cache).
+        unsafe { &mut *self.bins.get() }
+    }
+
+    /// Ends the owner's use of its bins.
+    #[inline(always)]
+    fn exit(&self) {
+        compiler_fence(SeqCst);
+        self.active.store(false, Release);
+    }
+
+    /// The owner, active, found a release requested or under way.
+    #[cold]
+    #[inline(never)]
+    fn settle(&self) {
+        loop {
+            match self.state.load(Acquire) {
+                IDLE => return,
+                REQUESTED => {
+                    if self
+                        .state
+                        .compare_exchange(REQUESTED, IDLE, Acquire, Relaxed)
+                        .is_ok()
+                    {
+                        // SAFETY: we are active and won the handshake:
+                        // no releaser touches the bins.
+                        unsafe { &mut *self.bins.get() }.release_all();
+                        return;
+                    }
+                }
+                _ => std::hint::spin_loop(),
+            }
+        }
+    }
+}
+
+/// Every thread's cache (addresses of their `Cache`), for
+/// [`release_all_caches`]; a cache leaves it before it is freed.
+static REGISTRY: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn registry() -> MutexGuard<'static, Vec<usize>> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The owning thread's handle on its cache.
+struct Owned(NonNull<Cache>);
+
+impl Owned {
+    fn cache(&self) -> &Cache {
+        // SAFETY: the cache lives until this handle drops.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for Owned {
     fn drop(&mut self) {
-        self.release_all();
+        {
+            let mut reg = registry();
+            let me = self.0.as_ptr() as usize;
+            if let Some(i) = reg.iter().position(|&p| p == me) {
+                reg.swap_remove(i);
+            }
+        }
+        // SAFETY: made by Box::into_raw in new_cache; out of the registry
+        // (under its lock, which a releaser holds while it steals), so no
+        // other thread can reach it.
+        let mut cache = unsafe { Box::from_raw(self.0.as_ptr()) };
+        cache.bins.get_mut().release_all();
     }
 }
 
@@ -128,7 +251,7 @@ impl Drop for Cache {
 /// and the block cache, behind one thread-local access.
 struct ThreadState {
     counts: thread_counts::Owned,
-    cache: Option<Box<Cache>>,
+    cache: Option<Owned>,
 }
 
 thread_local! {
@@ -145,20 +268,26 @@ thread_local! {
 pub fn on_alloc(class: Option<usize>) -> (bool, Option<*mut u8>) {
     STATE
         .try_with(|state| {
-            let Ok(mut state) = state.try_borrow_mut() else {
+            let Ok(state) = state.try_borrow_mut() else {
                 return (false, None);
             };
             state.counts.0.bump(0);
-            let (Some(c), Some(cache)) = (class, state.cache.as_mut()) else {
+            let (Some(c), Some(owned)) = (class, state.cache.as_ref()) else {
                 return (true, None);
             };
-            let bin = &mut cache.bins[c];
-            if bin.len == 0 {
-                return (true, None);
-            }
-            bin.len -= 1;
-            cache.bytes -= CLASSES[c].0;
-            (true, Some(bin.blocks[bin.len as usize]))
+            let cache = owned.cache();
+            // SAFETY: the owning thread; exit below.
+            let bins = unsafe { cache.enter() };
+            let bin = &mut bins.bins[c];
+            let got = if bin.len == 0 {
+                None
+            } else {
+                bin.len -= 1;
+                bins.bytes -= CLASSES[c].0;
+                Some(bin.blocks[bin.len as usize])
+            };
+            cache.exit();
+            (true, got)
         })
         .unwrap_or((false, None))
 }
@@ -172,14 +301,23 @@ pub fn take(class: usize) -> Option<*mut u8> {
         .try_with(|state| {
             let mut state = state.try_borrow_mut().ok()?;
             let ThreadState { counts, cache } = &mut *state;
-            let cache = cache.as_mut()?;
-            let bin = &mut cache.bins[class];
-            let len = bin.len.checked_sub(1)?;
-            bin.len = len;
-            let block = bin.blocks[len as usize];
-            cache.bytes -= CLASSES[class].0;
-            counts.0.bump(0);
-            Some(block)
+            let cache = cache.as_ref()?.cache();
+            // SAFETY: the owning thread; exit below.
+            let bins = unsafe { cache.enter() };
+            let bin = &mut bins.bins[class];
+            let got = match bin.len.checked_sub(1) {
+                Some(len) => {
+                    bin.len = len;
+                    bins.bytes -= CLASSES[class].0;
+                    Some(bin.blocks[len as usize])
+                }
+                None => None,
+            };
+            cache.exit();
+            if got.is_some() {
+                counts.0.bump(0);
+            }
+            got
         })
         .ok()
         .flatten()
@@ -215,17 +353,22 @@ pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)
                 return (true, false);
             }
             let cache = match state.cache {
-                Some(ref mut cache) => cache,
-                None => new_cache(&mut state.cache, release),
+                Some(ref owned) => owned.cache(),
+                None => new_cache(&mut state.cache, release).cache(),
             };
-            let bin = &mut cache.bins[c];
-            if bin.len >= slots || cache.bytes + size > limit {
-                return (true, false);
-            }
-            bin.blocks[bin.len as usize] = block;
-            bin.len += 1;
-            cache.bytes += size;
-            (true, true)
+            // SAFETY: the owning thread; exit below.
+            let bins = unsafe { cache.enter() };
+            let bin = &mut bins.bins[c];
+            let cached = if bin.len >= slots || bins.bytes + size > limit {
+                false
+            } else {
+                bin.blocks[bin.len as usize] = block;
+                bin.len += 1;
+                bins.bytes += size;
+                true
+            };
+            cache.exit();
+            (true, cached)
         })
         .unwrap_or((false, false))
 }
@@ -235,15 +378,23 @@ pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)
 /// make every free probe three stack pages.
 #[cold]
 #[inline(never)]
-fn new_cache(slot: &mut Option<Box<Cache>>, release: unsafe fn(*mut u8)) -> &mut Cache {
-    slot.insert(Box::new(Cache {
-        bins: [Bin {
-            blocks: [std::ptr::null_mut(); BIN_SLOTS],
-            len: 0,
-        }; NUM_CLASSES],
-        bytes: 0,
-        release,
-    }))
+fn new_cache(slot: &mut Option<Owned>, release: unsafe fn(*mut u8)) -> &Owned {
+    let cache = Box::new(Cache {
+        active: AtomicBool::new(false),
+        state: AtomicU8::new(IDLE),
+        bins: UnsafeCell::new(Bins {
+            bins: [Bin {
+                blocks: [std::ptr::null_mut(); BIN_SLOTS],
+                len: 0,
+            }; NUM_CLASSES],
+            bytes: 0,
+            release,
+        }),
+    });
+    // SAFETY: Box::into_raw never returns NULL.
+    let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cache)) };
+    registry().push(ptr.as_ptr() as usize);
+    slot.insert(Owned(ptr))
 }
 
 /// Adds one to counter `which` (0: allocations, 1: frees) of this thread;
@@ -261,37 +412,95 @@ pub fn count(which: usize) -> bool {
         .unwrap_or(false)
 }
 
+/// Runs `f` on the calling thread's bins, if it has a cache.
+fn with_own_bins<T>(f: impl FnOnce(&mut Bins) -> T) -> Option<T> {
+    STATE
+        .try_with(|state| {
+            let state = state.try_borrow_mut().ok()?;
+            let cache = state.cache.as_ref()?.cache();
+            // SAFETY: the owning thread; exit below.
+            let bins = unsafe { cache.enter() };
+            let r = f(bins);
+            cache.exit();
+            Some(r)
+        })
+        .ok()
+        .flatten()
+}
+
 /// Frees every block cached by the calling thread; returns the bytes
 /// released.
 pub fn release_thread_cache() -> usize {
-    STATE
-        .try_with(|state| {
-            let Ok(mut state) = state.try_borrow_mut() else {
-                return 0;
-            };
-            match state.cache.as_mut() {
-                Some(c) => {
-                    let before = c.bytes;
-                    c.release_all();
-                    before
-                }
-                None => 0,
-            }
-        })
-        .unwrap_or(0)
+    with_own_bins(Bins::release_all).unwrap_or(0)
 }
 
 /// Bytes cached by the calling thread.
 pub fn thread_cached_bytes() -> usize {
-    STATE
-        .try_with(|state| {
-            state
-                .try_borrow()
-                .ok()
-                .and_then(|s| s.cache.as_ref().map(|c| c.bytes))
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
+    with_own_bins(|b| b.bytes).unwrap_or(0)
+}
+
+/// A full memory barrier on every running thread of the process
+/// (membarrier(2)); false where the kernel has none.
+fn barrier_on_every_thread() -> bool {
+    const CMD_GLOBAL: libc::c_int = 1;
+    const CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let membarrier = |cmd: libc::c_int| -> bool {
+        // SAFETY: membarrier takes two integer arguments and touches no
+        // memory of ours.
+        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint) == 0 }
+    };
+    if *REGISTERED.get_or_init(|| membarrier(CMD_REGISTER_PRIVATE_EXPEDITED))
+        && membarrier(CMD_PRIVATE_EXPEDITED)
+    {
+        return true;
+    }
+    membarrier(CMD_GLOBAL)
+}
+
+/// Frees the blocks every thread caches: the caller's at once, every
+/// other thread's by the caller when that thread is not inside the
+/// allocator, else by that thread itself as it leaves (see [`Cache`]).
+/// Returns the bytes the caller freed. Where the kernel has no membarrier,
+/// other threads empty their caches at their next allocation or free.
+pub fn release_all_caches() -> usize {
+    let mut freed = release_thread_cache();
+    let reg = registry();
+    for &p in reg.iter() {
+        // SAFETY: a registered cache is alive while the registry is held.
+        unsafe { &*(p as *const Cache) }
+            .state
+            .store(REQUESTED, Relaxed);
+    }
+    if !barrier_on_every_thread() {
+        return freed;
+    }
+    for &p in reg.iter() {
+        // SAFETY: as above.
+        let cache = unsafe { &*(p as *const Cache) };
+        // An owner inside the allocator leaves within a few instructions;
+        // if it is preempted there, it settles the request itself.
+        let mut spins = 0;
+        while cache.active.load(Acquire) && spins < 1000 {
+            std::hint::spin_loop();
+            spins += 1;
+        }
+        if cache.active.load(Acquire) {
+            continue;
+        }
+        if cache
+            .state
+            .compare_exchange(REQUESTED, STEALING, Acquire, Relaxed)
+            .is_ok()
+        {
+            // SAFETY: we won the handshake: the owner is not active, and
+            // on entering it waits while the state is STEALING.
+            freed += unsafe { &mut *cache.bins.get() }.release_all();
+            cache.state.store(IDLE, Release);
+        }
+    }
+    freed
 }
 
 #[cfg(test)]

@@ -2,13 +2,18 @@
 //! refcounted [`Allocator`] handle with statistics, the per-device-type
 //! registry, the built-in CPU allocator and the memory reporter.
 
+mod active;
+pub mod alloc_conf;
 pub mod caching;
 pub mod cpu;
 mod cpu_thread_cache;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod history;
+pub mod oom;
 pub mod registry;
 pub mod reporter;
+pub mod snapshot;
 pub mod stats;
 pub(crate) mod thread_counts;
 pub(crate) mod tracked;
@@ -68,6 +73,18 @@ pub trait RawAllocator: Send + Sync + 'static {
         Ok(())
     }
 
+    /// What kind of allocator this is, in memory snapshots: "cpu",
+    /// "caching", "plugin" or "other" (the default).
+    fn kind(&self) -> &'static str {
+        "other"
+    }
+
+    /// The name of the allocator this one takes its memory from (caching
+    /// allocators), for memory snapshots.
+    fn inner_name(&self) -> Option<String> {
+        None
+    }
+
     /// The backend as `Any`, to reach backend-specific queries.
     fn as_any(&self) -> &dyn Any;
 
@@ -114,8 +131,9 @@ pub struct AllocatorImpl {
 
 type RawSizes = Mutex<HashMap<usize, usize>>;
 
-/// The raw-size tables of every live allocator (addresses of
-/// `AllocatorImpl::raw_sizes`), so the atfork handlers can hold them all.
+/// Every live allocator (addresses of its `AllocatorImpl`, in creation
+/// order), so the atfork handlers can hold their raw-size tables and
+/// memory snapshots can list them.
 static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn live() -> MutexGuard<'static, Vec<usize>> {
@@ -124,10 +142,10 @@ fn live() -> MutexGuard<'static, Vec<usize>> {
 
 impl Drop for AllocatorImpl {
     fn drop(&mut self) {
-        let me = &self.raw_sizes as *const RawSizes as usize;
+        let me = self as *const AllocatorImpl as usize;
         let mut live = live();
         if let Some(i) = live.iter().position(|&p| p == me) {
-            live.swap_remove(i);
+            live.remove(i);
         }
     }
 }
@@ -159,12 +177,12 @@ pub(crate) unsafe fn fork_prepare() {
     let tables = list
         .iter()
         .map(|&p| {
-            // SAFETY: an address in the list is the table of a live
-            // allocator: it leaves the list (AllocatorImpl::drop, under
-            // the list's lock, which we hold until fork_release) before
-            // its memory goes. 'static: the guard is dropped in
-            // fork_release, before the list's lock is released.
-            let table: &'static RawSizes = unsafe { &*(p as *const RawSizes) };
+            // SAFETY: an address in the list is a live allocator: it
+            // leaves the list (AllocatorImpl::drop, under the list's
+            // lock, which we hold until fork_release) before its memory
+            // goes. 'static: the guard is dropped in fork_release, before
+            // the list's lock is released.
+            let table: &'static RawSizes = unsafe { &(*(p as *const AllocatorImpl)).raw_sizes };
             table.lock().unwrap_or_else(|e| e.into_inner())
         })
         .collect();
@@ -182,6 +200,19 @@ pub(crate) unsafe fn fork_release(_in_child: bool) {
     if let Some((list, tables)) = unsafe { HELD.take() } {
         drop(tables);
         drop(list);
+    }
+}
+
+/// Calls `f` with every live allocator, in creation order, under the
+/// list's lock (`f` must not create or drop an allocator).
+pub(crate) fn for_each_live(mut f: impl FnMut(&AllocatorImpl)) {
+    let list = live();
+    for &p in list.iter() {
+        // SAFETY: an address in the list is a live allocator (it leaves
+        // the list under this lock before its memory goes); only fields
+        // that never change after creation (name, device, statistics)
+        // are read through it.
+        f(unsafe { &*(p as *const AllocatorImpl) });
     }
 }
 
@@ -242,17 +273,24 @@ impl Allocator {
         fork::ensure_handlers(&FORK_STEP);
         let name: String = name.into();
         let own_stats = backend.keeps_own_stats();
+        let name = CString::new(name.replace('\0', "")).unwrap_or_default();
+        let tag = history::Tag::new(
+            name.to_string_lossy().into_owned(),
+            default_device,
+            backend.kind(),
+            backend.inner_name(),
+        );
         let made = Ref::new(AllocatorImpl {
-            name: CString::new(name.replace('\0', "")).unwrap_or_default(),
+            name,
             builtin_cpu: false,
             own_stats,
             default_device,
-            stats: Stats::default(),
+            stats: Stats::tagged(tag, false),
             raw_sizes: Mutex::new(HashMap::new()),
             backend: Some(backend),
         });
         // Its final address: the object does not move inside the Ref.
-        live().push(&made.raw_sizes as *const RawSizes as usize);
+        live().push(&*made as *const AllocatorImpl as usize);
         Allocator(made)
     }
 
@@ -290,7 +328,12 @@ impl Allocator {
     pub(crate) fn mark_builtin_cpu(mut self) -> Allocator {
         let inner = Ref::get_mut(&mut self.0).expect("a new allocator is unique");
         inner.builtin_cpu = true;
-        inner.stats = Stats::with_per_thread_counts();
+        let tag = inner
+            .stats
+            .tag()
+            .cloned()
+            .expect("Allocator::new tags its statistics");
+        inner.stats = Stats::tagged(tag, true);
         self
     }
 
@@ -310,6 +353,17 @@ impl Allocator {
     /// pointer keeps this allocator alive until it is freed.
     #[inline]
     pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        match self.allocate_quiet(nbytes, device) {
+            Ok(dp) => Ok(dp),
+            Err(e) => Err(self.failed(e, nbytes, device)),
+        }
+    }
+
+    /// As [`Allocator::allocate_on`] without telling the out-of-memory
+    /// observers (a caching allocator's segment requests: it recovers,
+    /// and reports its own failure).
+    #[inline]
+    pub(crate) fn allocate_quiet(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
         if self.0.builtin_cpu {
             if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
                 return Ok(dp);
@@ -320,6 +374,16 @@ impl Allocator {
             return self.0.backend().allocate_tracked(&self.0, nbytes, device);
         }
         tracked::allocate(self, nbytes, device)
+    }
+
+    /// A failed allocation: tells the observers when memory ran out.
+    #[cold]
+    #[inline(never)]
+    fn failed(&self, e: crate::error::Error, nbytes: usize, device: Device) -> crate::error::Error {
+        if e.kind() == crate::error::ErrorKind::OutOfMemory {
+            oom::notify(&self.0, nbytes, device);
+        }
+        e
     }
 
     /// Allocates and returns only the address (c10's raw_allocate); needs
@@ -335,13 +399,14 @@ impl Allocator {
         let own_stats = self.0.backend().keeps_own_stats();
         let device = self.0.default_device;
         let dp = if own_stats {
-            self.0.backend().allocate_tracked(&self.0, nbytes, device)?
+            self.0.backend().allocate_tracked(&self.0, nbytes, device)
         } else {
             self.0
                 .backend()
                 .allocate(nbytes, device)
-                .inspect_err(|_| self.0.stats.record_failure())?
-        };
+                .inspect_err(|_| self.0.stats.record_failure())
+        }
+        .map_err(|e| self.failed(e, nbytes, device))?;
         let (data, ctx, deleter, device) = dp.into_raw_parts();
         if ctx != data || !crate::data_ptr::same_deleter(deleter, Some(raw_deleter)) {
             // Give the memory back before failing.

@@ -1,10 +1,11 @@
 //! The process-wide memory reporter: one callback that sees every
 //! allocation and free of every allocator (c10's reportMemoryUsage hook).
 
+use super::active::{self, HISTORY, REPORTER};
+use super::history::{self, Tag};
 use crate::device::Device;
 use crate::fork::{self, Held, Step};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 /// One allocation (+bytes) or free (-bytes).
@@ -23,15 +24,14 @@ pub struct MemoryEvent {
 /// A reporter callback.
 pub type MemoryReporter = Arc<dyn Fn(&MemoryEvent) + Send + Sync>;
 
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-static REPORTER: RwLock<Option<MemoryReporter>> = RwLock::new(None);
+static REPORTER_SLOT: RwLock<Option<MemoryReporter>> = RwLock::new(None);
 
 /// Installs (Some) or removes (None) the reporter. Calls already running
 /// finish with the old one.
 pub fn set_memory_reporter(reporter: Option<MemoryReporter>) {
     fork::ensure_handlers(&FORK_STEP);
-    let mut slot = REPORTER.write().unwrap_or_else(|e| e.into_inner());
-    ACTIVE.store(reporter.is_some(), Ordering::Release);
+    let mut slot = REPORTER_SLOT.write().unwrap_or_else(|e| e.into_inner());
+    active::set(REPORTER, reporter.is_some());
     let old = std::mem::replace(&mut *slot, reporter);
     drop(slot);
     // Released outside the lock: a C reporter's release callback may call
@@ -57,7 +57,7 @@ static FORK_STEP: Step = Step::new(
 /// # Safety
 /// Only from the atfork handlers (crate::fork).
 pub(crate) unsafe fn fork_prepare() {
-    let guard = REPORTER.write().unwrap_or_else(|e| e.into_inner());
+    let guard = REPORTER_SLOT.write().unwrap_or_else(|e| e.into_inner());
     // SAFETY: called from the prepare handler, as the contract asks.
     unsafe { HELD.put(guard) };
 }
@@ -73,30 +73,55 @@ pub(crate) unsafe fn fork_release(_in_child: bool) {
     drop(unsafe { HELD.take() });
 }
 
-/// Whether a reporter is installed (a hint: it may change right after).
+/// Whether a reporter is installed or history records (a hint: it may
+/// change right after).
 #[inline]
 pub(crate) fn is_active() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
+    active::get() != 0
 }
 
-/// Tells the reporter, if one is installed.
+/// Tells the reporter, if one is installed, and records the event in the
+/// memory history, if it records. `tag` names the allocator (None: an
+/// allocator being destroyed, whose events are not recorded).
 #[inline]
-pub(crate) fn report(ptr: *const c_void, delta_bytes: i64, total_allocated: u64, device: Device) {
-    if !ACTIVE.load(Ordering::Relaxed) {
+pub(crate) fn report(
+    tag: Option<&Arc<Tag>>,
+    ptr: *const c_void,
+    delta_bytes: i64,
+    total_allocated: u64,
+    device: Device,
+) {
+    let active = active::get();
+    if active == 0 {
         return;
     }
-    report_slow(MemoryEvent {
-        ptr,
-        delta_bytes,
-        total_allocated,
-        device,
-    });
+    report_slow(
+        active,
+        tag,
+        MemoryEvent {
+            ptr,
+            delta_bytes,
+            total_allocated,
+            device,
+        },
+    );
 }
 
 #[cold]
-fn report_slow(event: MemoryEvent) {
-    let reporter = REPORTER.read().unwrap_or_else(|e| e.into_inner()).clone();
-    if let Some(f) = reporter {
-        f(&event);
+#[inline(never)]
+fn report_slow(active: u8, tag: Option<&Arc<Tag>>, event: MemoryEvent) {
+    if active & HISTORY != 0 {
+        if let Some(tag) = tag {
+            history::record_change(tag, event.ptr as usize, event.delta_bytes);
+        }
+    }
+    if active & REPORTER != 0 {
+        let reporter = REPORTER_SLOT
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(f) = reporter {
+            f(&event);
+        }
     }
 }

@@ -7,10 +7,12 @@
 //! locked instruction) and summed when read; other allocators count with
 //! atomics.
 
+use super::history::Tag;
 use super::reporter;
 use crate::device::Device;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Counters kept by every allocator.
 #[derive(Debug, Default)]
@@ -23,6 +25,9 @@ pub struct Stats {
     /// Count allocations and frees in per-thread shards (one Stats only:
     /// the built-in CPU allocator's).
     per_thread_counts: bool,
+    /// The allocator's identity in memory history events (None for
+    /// statistics that belong to no allocator).
+    tag: Option<Arc<Tag>>,
 }
 
 /// A copy of the counters at one moment.
@@ -41,13 +46,27 @@ pub struct StatsSnapshot {
 }
 
 impl Stats {
-    /// Statistics whose counts live in per-thread shards (for the one
-    /// process-wide built-in CPU allocator).
+    /// Statistics whose counts live in per-thread shards (tests).
+    #[cfg(test)]
     pub(crate) fn with_per_thread_counts() -> Stats {
         Stats {
             per_thread_counts: true,
             ..Stats::default()
         }
+    }
+
+    /// Statistics of the allocator `tag` names.
+    pub(crate) fn tagged(tag: Arc<Tag>, per_thread_counts: bool) -> Stats {
+        Stats {
+            per_thread_counts,
+            tag: Some(tag),
+            ..Stats::default()
+        }
+    }
+
+    /// The allocator's identity in memory history events.
+    pub(crate) fn tag(&self) -> Option<&Arc<Tag>> {
+        self.tag.as_ref()
     }
 
     /// Records an allocation of `nbytes` at `ptr` and tells the reporter.
@@ -74,7 +93,7 @@ impl Stats {
         if now > self.peak.load(Relaxed) {
             self.peak.fetch_max(now, Relaxed);
         }
-        reporter::report(ptr, nbytes as i64, now, device);
+        reporter::report(self.tag.as_ref(), ptr, nbytes as i64, now, device);
     }
 
     /// The bytes and report of a free whose count the caller keeps.
@@ -82,7 +101,7 @@ impl Stats {
     pub(crate) fn record_free_bytes(&self, ptr: *const c_void, nbytes: usize, device: Device) {
         let n = nbytes as u64;
         let now = self.allocated.fetch_sub(n, Relaxed).wrapping_sub(n);
-        reporter::report(ptr, -(nbytes as i64), now, device);
+        reporter::report(self.tag.as_ref(), ptr, -(nbytes as i64), now, device);
     }
 
     /// Counts an allocation in the shared counter.

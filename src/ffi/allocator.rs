@@ -179,6 +179,10 @@ impl RawAllocator for CPlugin {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn kind(&self) -> &'static str {
+        "plugin"
+    }
 }
 
 fn out_device_invalid(out: &TsrDataPtr) -> bool {

@@ -72,6 +72,7 @@ pub mod iter;
 pub mod kernels;
 pub mod last_error;
 pub mod library;
+pub mod memory;
 pub mod object;
 pub(crate) mod refcount;
 pub mod serialize;

@@ -173,6 +173,22 @@ impl Records {
         self.spare = Some(b);
     }
 
+    /// Every record made so far (spare ones included), for walks that
+    /// look at all of them (memory snapshots).
+    pub(super) fn all(&self) -> Vec<BlockId> {
+        let mut ids = Vec::with_capacity(self.chunks.len() * RECORDS_PER_CHUNK);
+        for &chunk in &self.chunks {
+            for i in 0..RECORDS_PER_CHUNK {
+                // SAFETY: i is in bounds of a live chunk (freed only when
+                // the records drop).
+                let rec = unsafe { (chunk as *mut Block).add(i) };
+                // SAFETY: rec points into a live allocation, so not NULL.
+                ids.push(BlockId(unsafe { NonNull::new_unchecked(rec) }));
+            }
+        }
+        ids
+    }
+
     fn grow(&mut self) {
         let chunk: Box<[Block]> = (0..RECORDS_PER_CHUNK)
             .map(|_| Block {

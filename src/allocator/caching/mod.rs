@@ -74,7 +74,7 @@ use self::block::BlockId;
 use self::lock::SpinLock;
 use self::pool::State;
 use self::sizes::{round_size, segment_size, PoolKind, SMALL_MAX};
-use super::{reporter, Allocator, AllocatorImpl, RawAllocator};
+use super::{history, reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -223,7 +223,13 @@ fn build(
     options: CachingOptions,
     resolve: Option<DeviceResolver>,
 ) -> Result<Allocator> {
-    let max_split = options.max_split_size;
+    let max_split = match options.max_split_size {
+        // TESSERA_ALLOC_CONF's max_split_size_mb is the default.
+        0 => crate::allocator::alloc_conf::get()
+            .max_split_size
+            .unwrap_or(0),
+        n => n,
+    };
     crate::ensure!(
         max_split == 0 || max_split > SMALL_MAX,
         InvalidArgument,
@@ -255,13 +261,62 @@ fn build(
     };
     let alloc = Allocator::new(name, default_device, Box::new(backend));
     let owner: *const AllocatorImpl = &*alloc.0;
-    of(&alloc)
+    let mut st = of(&alloc)
         .expect("just made a caching allocator")
         .shared()
         .lock
-        .lock()?
-        .owner = owner;
+        .lock()?;
+    st.owner = owner;
+    st.tag = alloc.0.stats().tag().cloned();
+    drop(st);
     Ok(alloc)
+}
+
+/// A block of a segment, for memory snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentBlock {
+    /// Address.
+    pub addr: usize,
+    /// Size (rounded).
+    pub size: usize,
+    /// Handed out (else cached free).
+    pub allocated: bool,
+    /// What the caller asked for, while allocated.
+    pub requested: Option<usize>,
+}
+
+/// A segment of a caching allocator, for memory snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentView {
+    /// Address of its first block.
+    pub addr: usize,
+    /// Total size.
+    pub size: usize,
+    /// "small", "large" or "oversize".
+    pub pool: &'static str,
+    /// Where the memory is.
+    pub device: Device,
+    /// Its blocks in address order.
+    pub blocks: Vec<SegmentBlock>,
+}
+
+/// The segments of every live caching allocator, keyed by the owner's
+/// history identity ([`history::Tag::key`]).
+pub(crate) fn all_segments() -> Vec<(usize, Vec<SegmentView>)> {
+    let list = live();
+    let mut out = Vec::new();
+    for &p in list.iter() {
+        // SAFETY: an address in the list is a live Shared (it leaves the
+        // list under this lock before it is destroyed).
+        let shared = unsafe { &*(p as *const Shared) };
+        let Ok(mut st) = shared.lock.lock() else {
+            continue;
+        };
+        if let Some(tag) = st.tag.clone() {
+            out.push((history::Tag::key(&tag), st.segments()));
+        }
+    }
+    out
 }
 
 /// The caching backend of `a`, or None if `a` is not a caching allocator.
@@ -503,7 +558,7 @@ impl CachingAllocator {
                 owner.name()
             );
         };
-        let first = match shared.inner.allocate_on(seg, device) {
+        let first = match shared.inner.allocate_quiet(seg, device) {
             Ok(mem) => return Ok((mem, seg)),
             Err(e) => e,
         };
@@ -529,7 +584,7 @@ impl CachingAllocator {
         };
         let released_count = released.len();
         drop(released);
-        match shared.inner.allocate_on(seg, device) {
+        match shared.inner.allocate_quiet(seg, device) {
             Ok(mem) => Ok((mem, seg)),
             Err(second) => {
                 let state = {
@@ -569,7 +624,7 @@ fn finish_allocation(
     st.allocated += nbytes as u64;
     let total = st.allocated;
     drop(st);
-    reporter::report(data, nbytes as i64, total, data_device);
+    reporter::report(owner.stats().tag(), data, nbytes as i64, total, data_device);
     // SAFETY: caching_free takes the block back exactly once, from any
     // thread; the block's memory stays valid until then.
     unsafe { DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device) }
@@ -628,15 +683,15 @@ fn release_locked(mut st: lock::SpinGuard<'_, State>, block: BlockId) -> bool {
 /// critical sections with the report between them.
 #[cold]
 fn free_reported(shared: &Shared, block: BlockId) -> bool {
-    let (data, nbytes, device, total) = {
+    let (data, nbytes, device, total, tag) = {
         let Ok(mut st) = shared.lock.lock() else {
             return false;
         };
         let (data, nbytes, device) = st.info(block);
         st.record_free(nbytes);
-        (data, nbytes, device, st.allocated)
+        (data, nbytes, device, st.allocated, st.tag.clone())
     };
-    reporter::report(data, -(nbytes as i64), total, device);
+    reporter::report(tag.as_ref(), data, -(nbytes as i64), total, device);
     let Ok(mut st) = shared.lock.lock() else {
         return false;
     };
@@ -690,6 +745,14 @@ impl RawAllocator for CachingAllocator {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn kind(&self) -> &'static str {
+        "caching"
+    }
+
+    fn inner_name(&self) -> Option<String> {
+        Some(self.shared().inner.name().to_string())
     }
 
     fn keeps_own_stats(&self) -> bool {

@@ -131,6 +131,9 @@ pub(super) struct State {
     pub(super) owner: *const AllocatorImpl,
     /// The owner is gone: the last free destroys the state.
     pub(super) orphaned: bool,
+    /// The owner's identity in memory history (kept after the owner is
+    /// gone, for the frees of the blocks still out).
+    pub(super) tag: Option<std::sync::Arc<crate::allocator::history::Tag>>,
     /// Requests of this size or more are oversize (usize::MAX: none).
     oversize_from: usize,
 }
@@ -149,6 +152,7 @@ impl State {
             allocated: 0,
             owner: std::ptr::null(),
             orphaned: false,
+            tag: None,
             oversize_from,
         }
     }
@@ -575,6 +579,51 @@ impl State {
             segments.push(mem);
         }
         segments
+    }
+
+    /// Every segment with the blocks that tile it, in address order (memory
+    /// snapshots). Parked blocks are flushed first, so they show as free.
+    pub(super) fn segments(&mut self) -> Vec<super::SegmentView> {
+        self.flush_front(None);
+        let heads: Vec<BlockId> = self
+            .records
+            .all()
+            .into_iter()
+            .filter(|&b| self.bs(b).segment.is_some())
+            .collect();
+        let mut out = Vec::with_capacity(heads.len());
+        for head in heads {
+            let (kind, oversize, device) = {
+                let s = self.bs(head);
+                (s.kind, s.oversize, s.device)
+            };
+            let mut blocks = Vec::new();
+            let mut cur = Some(head);
+            while let Some(b) = cur {
+                let s = self.bs(b);
+                blocks.push(super::SegmentBlock {
+                    addr: s.addr,
+                    size: s.size,
+                    allocated: s.allocated,
+                    requested: s.allocated.then_some(s.requested),
+                });
+                cur = s.next;
+            }
+            let pool = match (kind, oversize) {
+                (PoolKind::Small, _) => "small",
+                (PoolKind::Large, false) => "large",
+                (PoolKind::Large, true) => "oversize",
+            };
+            out.push(super::SegmentView {
+                addr: blocks[0].addr,
+                size: blocks.iter().map(|b| b.size).sum(),
+                pool,
+                device,
+                blocks,
+            });
+        }
+        out.sort_by_key(|s| s.addr);
+        out
     }
 
     /// The statistics now: the front caches are flushed first, so that

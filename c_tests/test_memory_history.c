@@ -1,0 +1,184 @@
+/*
+ * Memory history, snapshots and out-of-memory observers through the C
+ * API: a C plugin's allocations and frees are events like the built-in
+ * allocators', an observer sees a plugin's failure with the right figures
+ * (and may call back into tessera), the snapshot file names the plugin and
+ * its live block, and tsr_cpu_allocator_release_all_caches empties another
+ * thread's cache. (Event sequences, schema validation and the TORCH
+ * pickle: tests/memory_history.rs.)
+ */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "tsr_test.h"
+
+static const TsrDevice CPU = {TSR_CPU, -1};
+
+/* ---- a plugin that refuses requests above a limit ----------------------- */
+
+static size_t limit = 1 << 20;
+
+static void hist_free(void *ctx) { free(ctx); }
+
+static TsrStatus hist_allocate(void *self, size_t nbytes, TsrDevice device, TsrDataPtr *out) {
+    (void)self;
+    if (nbytes > limit) return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "hist plugin: over its limit");
+    void *p = malloc(nbytes ? nbytes : 1);
+    if (p == NULL) return TSR_ERR_OUT_OF_MEMORY;
+    out->data = p;
+    out->ctx = p;
+    out->deleter = hist_free;
+    out->device = device;
+    return TSR_OK;
+}
+
+static TsrAllocator *new_plugin(const char *name) {
+    TsrAllocatorVTable v;
+    memset(&v, 0, sizeof v);
+    v.struct_size = sizeof v;
+    v.name = name;
+    v.allocate = hist_allocate;
+    TsrAllocator *a = NULL;
+    CHECK_OK(tsr_allocator_new(&v, NULL, &a));
+    return a;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (f == NULL) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    CHECK_EQ((long)fread(buf, 1, (size_t)n, f), n);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void scratch_path(char *buf, size_t n, const char *name) {
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, n, "%s/tessera-%ld-%s", dir ? dir : "/tmp", (long)getpid(), name);
+}
+
+static void test_plugin_events_reach_the_snapshot(void) {
+    TsrHistoryOptions o = {sizeof o, 1000, false};
+    CHECK_OK(tsr_memory_record_history(&o));
+    CHECK(tsr_memory_history_is_recording());
+    TsrAllocator *a = new_plugin("hist-c-plugin");
+    TsrStorage *kept = NULL, *gone = NULL;
+    CHECK_OK(tsr_storage_new_with_allocator(12345, a, false, &kept));
+    CHECK_OK(tsr_storage_new_with_allocator(54321, a, false, &gone));
+    CHECK_OK(tsr_storage_decref(gone));
+    char path[512];
+    scratch_path(path, sizeof path, "snapshot.json");
+    CHECK_OK(tsr_memory_snapshot(path, TSR_SNAPSHOT_JSON));
+    char *doc = read_file(path);
+    CHECK(doc != NULL);
+    if (doc != NULL) {
+        CHECK(strstr(doc, "\"name\":\"hist-c-plugin\"") != NULL);
+        CHECK(strstr(doc, "\"kind\":\"plugin\"") != NULL);
+        /* the live block with its size, and the freed one's free event */
+        CHECK(strstr(doc, "\"size\":12345") != NULL);
+        CHECK(strstr(doc, "\"action\":\"free\"") != NULL);
+        CHECK(strstr(doc, "\"size\":54321") != NULL);
+        free(doc);
+    }
+    unlink(path);
+    scratch_path(path, sizeof path, "snapshot.pickle");
+    CHECK_OK(tsr_memory_snapshot(path, TSR_SNAPSHOT_TORCH));
+    doc = read_file(path);
+    if (doc != NULL) {
+        CHECK_EQ((unsigned char)doc[0], 0x80); /* pickle protocol 2 */
+        free(doc);
+    }
+    unlink(path);
+    CHECK_OK(tsr_storage_decref(kept));
+    CHECK_OK(tsr_allocator_decref(a));
+    CHECK_OK(tsr_memory_record_history(NULL));
+    CHECK(!tsr_memory_history_is_recording());
+}
+
+/* ---- out-of-memory observer ---------------------------------------------- */
+
+static int oom_calls = 0;
+static char oom_name[64];
+static size_t oom_requested = 0;
+static uint64_t oom_allocated = 0;
+static TsrDeviceType oom_device = -1;
+
+static void observer(void *user, const char *allocator, TsrDevice device, size_t requested,
+                     uint64_t allocated) {
+    CHECK(user == &oom_calls);
+    if (strcmp(allocator, "hist-oom") != 0) return;
+    oom_calls++;
+    snprintf(oom_name, sizeof oom_name, "%s", allocator);
+    oom_device = device.type;
+    oom_requested = requested;
+    oom_allocated = allocated;
+    /* Calling back into tessera from an observer must not deadlock. */
+    TsrStorage *s = NULL;
+    CHECK_OK(tsr_storage_new(64, CPU, false, &s));
+    CHECK_OK(tsr_storage_decref(s));
+}
+
+static void test_oom_observer_sees_a_plugin_failure(void) {
+    CHECK_OK(tsr_add_oom_observer(observer, &oom_calls));
+    TsrAllocator *a = new_plugin("hist-oom");
+    TsrStorage *held = NULL, *s = NULL;
+    CHECK_OK(tsr_storage_new_with_allocator(1000, a, false, &held));
+    CHECK_STATUS(tsr_storage_new_with_allocator(limit + 1, a, false, &s), TSR_ERR_OUT_OF_MEMORY);
+    CHECK(s == NULL);
+    CHECK_EQ(oom_calls, 1);
+    CHECK(strcmp(oom_name, "hist-oom") == 0);
+    CHECK_EQ(oom_device, TSR_CPU);
+    CHECK_EQ(oom_requested, limit + 1);
+    CHECK_EQ(oom_allocated, 1000);
+    CHECK_OK(tsr_storage_decref(held));
+    CHECK_OK(tsr_allocator_decref(a));
+}
+
+/* ---- release_all_caches --------------------------------------------------- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int phase = 0;
+static size_t worker_cached = 0, worker_after = 0;
+
+static void *worker(void *arg) {
+    (void)arg;
+    TsrStorage *s[4];
+    for (int i = 0; i < 4; i++) CHECK_OK(tsr_storage_new(100000, CPU, false, &s[i]));
+    for (int i = 0; i < 4; i++) CHECK_OK(tsr_storage_decref(s[i]));
+    pthread_mutex_lock(&mu);
+    worker_cached = tsr_cpu_allocator_cached_bytes();
+    phase = 1;
+    pthread_cond_broadcast(&cv);
+    while (phase != 2) pthread_cond_wait(&cv, &mu);
+    worker_after = tsr_cpu_allocator_cached_bytes();
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+static void test_release_all_caches_empties_another_thread(void) {
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, worker, NULL), 0);
+    pthread_mutex_lock(&mu);
+    while (phase != 1) pthread_cond_wait(&cv, &mu);
+    CHECK(worker_cached >= 4 * 100000);
+    CHECK_OK(tsr_cpu_allocator_release_all_caches());
+    phase = 2;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(t, NULL);
+    CHECK_EQ(worker_after, 0);
+}
+
+int main(void) {
+    RUN(test_plugin_events_reach_the_snapshot);
+    RUN(test_oom_observer_sees_a_plugin_failure);
+    RUN(test_release_all_caches_empties_another_thread);
+    printf("all memory history tests passed (%d checks)\n", tsr_test_checks);
+    return 0;
+}

@@ -1,0 +1,61 @@
+//! Out-of-memory observers (c10's ProfiledCPUMemoryReporter::OutOfMemory,
+//! for every allocator): called when an allocation fails for lack of
+//! memory, before the failing call returns its error, after the
+//! allocator's own recovery (caching allocators return their unused
+//! segments and retry; the CPU allocator frees its thread caches and
+//! retries) failed too.
+
+use super::{history, AllocatorImpl};
+use crate::device::Device;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
+
+/// What an observer is told.
+#[derive(Debug, Clone, Copy)]
+pub struct OomEvent<'a> {
+    /// The allocator that failed.
+    pub allocator: &'a CStr,
+    /// The device it was asked for.
+    pub device: Device,
+    /// The bytes requested.
+    pub requested: usize,
+    /// The allocator's allocated bytes at the failure.
+    pub allocated_bytes: u64,
+}
+
+/// An observer.
+pub type OomObserver = Arc<dyn Fn(&OomEvent<'_>) + Send + Sync>;
+
+static ANY: AtomicBool = AtomicBool::new(false);
+static OBSERVERS: RwLock<Vec<OomObserver>> = RwLock::new(Vec::new());
+
+/// Adds an observer (they are never removed: as c10's, they live as long
+/// as the process).
+pub fn add_oom_observer(f: OomObserver) {
+    OBSERVERS.write().unwrap_or_else(|e| e.into_inner()).push(f);
+    ANY.store(true, Relaxed);
+}
+
+/// Tells the history and every observer that `owner` failed to allocate
+/// `requested` bytes on `device`. The observers run outside any lock of
+/// tessera's, so they may call back into it (allocate, take a snapshot).
+#[cold]
+pub(crate) fn notify(owner: &AllocatorImpl, requested: usize, device: Device) {
+    if let Some(tag) = owner.stats().tag() {
+        history::record_oom(tag, requested);
+    }
+    if !ANY.load(Relaxed) {
+        return;
+    }
+    let observers = OBSERVERS.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let event = OomEvent {
+        allocator: owner.c_name(),
+        device,
+        requested,
+        allocated_bytes: owner.stats().snapshot().allocated_bytes,
+    };
+    for f in &observers {
+        f(&event);
+    }
+}

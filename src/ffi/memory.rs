@@ -1,0 +1,176 @@
+//! Memory history, snapshots and out-of-memory observers at the ABI
+//! (docs/MEMORY_SNAPSHOT.md; the semantics are in allocator::history,
+//! allocator::snapshot and allocator::oom).
+
+use super::call::{check_not_null, guard, guard_value, read_sized};
+use super::types::*;
+use crate::allocator::{cpu, history, oom, snapshot};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Arc;
+
+/// Options of tsr_memory_record_history.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TsrHistoryOptions {
+    /// sizeof(TsrHistoryOptions) as compiled by the caller; must cover
+    /// `backtraces`.
+    pub struct_size: u32,
+    /// The ring's capacity: it keeps the newest `max_entries` events (at
+    /// least 1).
+    pub max_entries: usize,
+    /// Capture a backtrace with each allocation (symbolized only when a
+    /// snapshot is written; about 1-2 us per allocation).
+    pub backtraces: bool,
+}
+
+/// TsrHistoryOptions as read from the caller: `backtraces` as a byte, so
+/// that any byte a C bool may hold is a valid value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawHistoryOptions {
+    struct_size: u32,
+    max_entries: usize,
+    backtraces: u8,
+}
+
+/// The format of tsr_memory_snapshot.
+pub type TsrSnapshotFormat = i32;
+/// tessera's JSON (docs/MEMORY_SNAPSHOT.md, docs/snapshot.schema.json).
+pub const TSR_SNAPSHOT_JSON: TsrSnapshotFormat = 0;
+/// The pickle PyTorch's memory_viz (pytorch.org/memory_viz) reads.
+pub const TSR_SNAPSHOT_TORCH: TsrSnapshotFormat = 1;
+
+/// An out-of-memory observer: the allocator's name (valid during the
+/// call), the device asked for, the bytes requested and the allocator's
+/// allocated bytes at the failure.
+pub type TsrOomObserverFn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        allocator: *const c_char,
+        device: TsrDevice,
+        requested: usize,
+        allocated_bytes: u64,
+    ),
+>;
+
+/// Starts recording the allocations and frees of every allocator (plugins
+/// and caching allocators included) into a ring of the newest
+/// `options->max_entries` events; NULL stops recording and forgets the
+/// events. Calling it again while recording changes the options and keeps
+/// the events that fit.
+///
+/// # Safety
+/// `options` NULL or valid for reads of its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_memory_record_history(options: *const TsrHistoryOptions) -> TsrStatus {
+    guard("tsr_memory_record_history", || {
+        if options.is_null() {
+            history::stop();
+            return Ok(());
+        }
+        let min = std::mem::offset_of!(RawHistoryOptions, backtraces) + 1;
+        // SAFETY: non-NULL, and the caller guarantees struct_size readable
+        // bytes; RawHistoryOptions has TsrHistoryOptions' layout with
+        // `backtraces` read as a byte.
+        let o = unsafe {
+            read_sized(
+                options as *const RawHistoryOptions,
+                min,
+                "TsrHistoryOptions",
+            )
+        }?;
+        let _ = o.struct_size;
+        history::start(o.max_entries, o.backtraces != 0)
+    })
+}
+
+/// Writes a snapshot of every allocator's live blocks, the caching
+/// allocators' segments and the recorded events to `path`:
+/// TSR_SNAPSHOT_JSON (tessera's documented JSON) or TSR_SNAPSHOT_TORCH
+/// (the pickle memory_viz loads). TSR_ERR_IO names the path and the OS
+/// reason when it can't be written.
+///
+/// # Safety
+/// `path` NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_memory_snapshot(
+    path: *const c_char,
+    format: TsrSnapshotFormat,
+) -> TsrStatus {
+    guard("tsr_memory_snapshot", || {
+        check_not_null(path, "path")?;
+        let format = match format {
+            TSR_SNAPSHOT_JSON => snapshot::Format::Json,
+            TSR_SNAPSHOT_TORCH => snapshot::Format::Torch,
+            other => crate::bail!(
+                InvalidArgument,
+                "format is {other}: expected TSR_SNAPSHOT_JSON (0) or TSR_SNAPSHOT_TORCH (1)"
+            ),
+        };
+        // SAFETY: non-NULL and NUL-terminated (the caller's contract).
+        let path = unsafe { CStr::from_ptr(path) };
+        let path = path.to_str().map_err(|_| {
+            crate::err!(
+                InvalidArgument,
+                "path {:?} is not UTF-8: expected a UTF-8 file path",
+                path
+            )
+        })?;
+        snapshot::write(std::path::Path::new(path), format)
+    })
+}
+
+/// Adds an observer called when any allocator runs out of memory, after
+/// its own recovery failed and before the failing call returns its
+/// error, from the failing thread, outside tessera's locks (it may call
+/// into tessera). Observers stay for the life of the process.
+///
+/// # Safety
+/// `fn_` must stay callable with `user` from any thread.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_add_oom_observer(
+    fn_: TsrOomObserverFn,
+    user: *mut c_void,
+) -> TsrStatus {
+    guard("tsr_add_oom_observer", || {
+        let Some(f) = fn_ else {
+            crate::bail!(InvalidArgument, "fn is NULL: expected an observer function");
+        };
+        let user = user as usize;
+        oom::add_oom_observer(Arc::new(move |e: &oom::OomEvent<'_>| {
+            // SAFETY: the host registered f with this user pointer; the
+            // name is NUL-terminated and outlives the call.
+            unsafe {
+                f(
+                    user as *mut c_void,
+                    e.allocator.as_ptr(),
+                    TsrDevice::from_core(e.device),
+                    e.requested,
+                    e.allocated_bytes,
+                )
+            }
+        }));
+        Ok(())
+    })
+}
+
+/// Frees the blocks every thread keeps in the built-in CPU allocator's
+/// caches (tsr_cpu_allocator_release_cache frees only the caller's). A
+/// thread inside the allocator at that moment frees its own as it leaves.
+#[no_mangle]
+pub extern "C" fn tsr_cpu_allocator_release_all_caches() -> TsrStatus {
+    guard("tsr_cpu_allocator_release_all_caches", || {
+        cpu::release_all_caches();
+        Ok(())
+    })
+}
+
+/// Whether memory history records now.
+#[no_mangle]
+pub extern "C" fn tsr_memory_history_is_recording() -> bool {
+    guard_value(
+        "tsr_memory_history_is_recording",
+        false,
+        history::is_recording,
+    )
+}
