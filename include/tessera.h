@@ -546,7 +546,14 @@ typedef struct TsrCachingStats {
 } TsrCachingStats;
 
 /**
- * An element type: c10's ScalarType number, 8 bits wide.
+ * An element type: c10's ScalarType number, 8 bits wide; every number
+ * 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
+ * the floating types Half / Float / Double / BFloat16 and the complex
+ * types (BComplex32 as ComplexHalf). The float8 types and
+ * Float4_e2m1fn_x2 have no arithmetic. The quantized, bits and sub-byte
+ * integer types (UInt1..7, Int1..7) are storage-only: views and
+ * same-dtype copies; anything else is TSR_ERR_UNSUPPORTED naming the
+ * dtype. Numbers outside 0..46 are TSR_ERR_INVALID_ARGUMENT.
  */
 typedef int8_t TsrDType;
 
@@ -711,6 +718,11 @@ typedef struct TsrObjectVTable {
 typedef int32_t TsrFormat;
 
 /**
+ * How tsr_storage_from_file maps a file.
+ */
+typedef int32_t TsrFileMode;
+
+/**
  * A memory format: c10's MemoryFormat number, 32 bits wide.
  */
 typedef int32_t TsrMemoryFormat;
@@ -822,6 +834,21 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_ERR_FORMAT 15
 
 /**
+ * Copy-on-write: the storage is writable, the file never changes.
+ */
+#define TSR_FILE_PRIVATE 0
+
+/**
+ * Writes reach the file; it is created (mode 0600) or extended to nbytes.
+ */
+#define TSR_FILE_SHARED 1
+
+/**
+ * A read-only mapping: a read-only storage.
+ */
+#define TSR_FILE_READ_ONLY 2
+
+/**
  * uint8 (c10 Byte).
  */
 #define TSR_BYTE 0
@@ -902,14 +929,63 @@ typedef int32_t TsrMemoryFormat;
 #define TSR_BFLOAT16 15
 
 /**
- * float8 e5m2.
+ * quantized uint4, two per byte (c10 QUInt4x2; storage only).
+ */
+#define TSR_QUINT4X2 16
+
+/**
+ * quantized uint2, four per byte (c10 QUInt2x4; storage only).
+ */
+#define TSR_QUINT2X4 17
+
+/**
+ * eight 1-bit fields per byte (c10 Bits1x8; storage only).
+ */
+#define TSR_BITS1X8 18
+
+/**
+ * four 2-bit fields per byte (c10 Bits2x4; storage only).
+ */
+#define TSR_BITS2X4 19
+
+/**
+ * two 4-bit fields per byte (c10 Bits4x2; storage only).
+ */
+#define TSR_BITS4X2 20
+
+/**
+ * one byte of bits (c10 Bits8; storage only).
+ */
+#define TSR_BITS8 21
+
+/**
+ * two bytes of bits (c10 Bits16; storage only).
+ */
+#define TSR_BITS16 22
+
+/**
+ * float8 e5m2 (bias 15, largest 57344, +-inf; converted to through float32
+ * with nearest even, overflowing to inf; copy and fill, no arithmetic).
  */
 #define TSR_FLOAT8_E5M2 23
 
 /**
- * float8 e4m3fn.
+ * float8 e4m3fn (bias 7, largest 448, no inf, NaN 0x7F / 0xFF; nearest
+ * even, saturating at +-448, inf too; copy and fill, no arithmetic).
  */
 #define TSR_FLOAT8_E4M3FN 24
+
+/**
+ * float8 e5m2fnuz (bias 16, largest 57344, one NaN 0x80, no inf, no
+ * negative zero; nearest even, overflow and inf to NaN; copy and fill).
+ */
+#define TSR_FLOAT8_E5M2FNUZ 25
+
+/**
+ * float8 e4m3fnuz (bias 8, largest 240, one NaN 0x80, no inf, no negative
+ * zero; nearest even, overflow and inf to NaN; copy and fill).
+ */
+#define TSR_FLOAT8_E4M3FNUZ 26
 
 /**
  * uint16.
@@ -925,6 +1001,94 @@ typedef int32_t TsrMemoryFormat;
  * uint64.
  */
 #define TSR_UINT64 29
+
+/**
+ * 1-bit unsigned integer, one per byte (c10 UInt1; storage only).
+ */
+#define TSR_UINT1 30
+
+/**
+ * 2-bit unsigned integer, one per byte (c10 UInt2; storage only).
+ */
+#define TSR_UINT2 31
+
+/**
+ * 3-bit unsigned integer, one per byte (c10 UInt3; storage only).
+ */
+#define TSR_UINT3 32
+
+/**
+ * 4-bit unsigned integer, one per byte (c10 UInt4; storage only).
+ */
+#define TSR_UINT4 33
+
+/**
+ * 5-bit unsigned integer, one per byte (c10 UInt5; storage only).
+ */
+#define TSR_UINT5 34
+
+/**
+ * 6-bit unsigned integer, one per byte (c10 UInt6; storage only).
+ */
+#define TSR_UINT6 35
+
+/**
+ * 7-bit unsigned integer, one per byte (c10 UInt7; storage only).
+ */
+#define TSR_UINT7 36
+
+/**
+ * 1-bit signed integer, one per byte (c10 Int1; storage only).
+ */
+#define TSR_INT1 37
+
+/**
+ * 2-bit signed integer, one per byte (c10 Int2; storage only).
+ */
+#define TSR_INT2 38
+
+/**
+ * 3-bit signed integer, one per byte (c10 Int3; storage only).
+ */
+#define TSR_INT3 39
+
+/**
+ * 4-bit signed integer, one per byte (c10 Int4; storage only).
+ */
+#define TSR_INT4 40
+
+/**
+ * 5-bit signed integer, one per byte (c10 Int5; storage only).
+ */
+#define TSR_INT5 41
+
+/**
+ * 6-bit signed integer, one per byte (c10 Int6; storage only).
+ */
+#define TSR_INT6 42
+
+/**
+ * 7-bit signed integer, one per byte (c10 Int7; storage only).
+ */
+#define TSR_INT7 43
+
+/**
+ * float8 e8m0fnu (a power-of-two scale 2^(b-127): 8 exponent bits, no
+ * sign, no zero, NaN 0xFF; the sign is dropped and the exponent rounds up
+ * from a significand of 1.5, as c10; copy and fill).
+ */
+#define TSR_FLOAT8_E8M0FNU 44
+
+/**
+ * two float4 e2m1fn values packed in one byte (c10 Float4_e2m1fn_x2):
+ * storage only, as c10 (same-dtype copies; no conversion, no fill).
+ */
+#define TSR_FLOAT4_E2M1FN_X2 45
+
+/**
+ * complex of two bfloat16 (c10 BComplex32).
+ */
+#define TSR_BCOMPLEX32 46
 
 /**
  * Alias of TSR_BYTE.
@@ -1592,7 +1756,8 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  * The result shares t's memory (no copy): `dl_tensor.data` is the address
  * of the first element with `byte_offset` 0 (NULL when t has no
  * elements), `shape` and `strides` (in elements, never NULL) live in the
- * same allocation as the struct, `flags` is 0 (writable, not a copy),
+ * same allocation as the struct, `flags` is 0 (writable, not a copy) or
+ * DLPACK_FLAG_BITMASK_READ_ONLY for a read-only tensor,
  * `version` is {1, 1}. CPU tensors are kDLCPU device 0; CUDA tensors are
  * kDLCUDA with their device index, an unresolved index -1 ("current
  * device") being exported as 0. `manager_ctx` is t's storage
@@ -1602,11 +1767,13 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  * consumer that does); the deleter may run on any thread. Later metadata
  * changes to t (tsr_tensor_set) do not affect the export, but
  * tsr_storage_resize on t's storage frees the memory the export points
- * to, as it does for every view of that storage.
+ * to, as it does for every view of that storage; tsr_storage_set_data_ptr
+ * on it is refused until the export's deleter has run.
  *
  * Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
- * message); TSR_ERR_DTYPE (quantized dtypes); TSR_ERR_OUT_OF_MEMORY.
+ * message); TSR_ERR_DTYPE (quantized, bits and sub-byte integer
+ * dtypes and BComplex32, which DLPack has no code for); TSR_ERR_OUT_OF_MEMORY.
  * `*out` is untouched on error.
  *
  * # Safety
@@ -1617,6 +1784,8 @@ TsrStatus tsr_tensor_to_dlpack(const struct TsrTensor *t, DLManagedTensorVersion
 /**
  * As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)
  * DLManagedTensor for consumers that do not read the versioned struct.
+ * The legacy struct has no flags, so a read-only tensor is refused
+ * (TSR_ERR_READ_ONLY: its consumer could write it).
  *
  * # Safety
  * `t` NULL or a live handle; `out` NULL or writable.
@@ -1641,11 +1810,14 @@ TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor
  * any byte_offset that keeps the first element aligned for its dtype.
  * The tensor's storage starts at data + byte_offset and spans exactly the
  * bytes the view addresses; it is not resizable. The DLPack shape and
- * strides arrays are copied.
+ * strides arrays are copied. A tensor flagged
+ * DLPACK_FLAG_BITMASK_READ_ONLY is imported as a read-only tensor (its
+ * storage is read-only: every write through tessera fails with
+ * TSR_ERR_READ_ONLY).
  *
  * Errors: TSR_ERR_NULL_POINTER (consumed, out, or shape with ndim > 0);
  * TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
- * read-only tensors, since tessera tensors are writable; negative strides
+ * negative strides
  * on dims of size > 1; DLPack devices tessera does not import);
  * TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
  * not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
@@ -1690,23 +1862,29 @@ const char *tsr_dtype_name(TsrDType dtype);
 bool tsr_dtype_is_valid(TsrDType dtype);
 
 /**
- * Whether `dtype` is a real floating type (Half, Float, Double, BFloat16,
- * float8); false for unsupported numbers.
+ * Whether `dtype` is a real floating type (c10's isFloatingType: Half,
+ * Float, Double, BFloat16, the five float8 types, Float4_e2m1fn_x2);
+ * false for numbers that are not dtypes.
  */
 bool tsr_dtype_is_floating(TsrDType dtype);
 
 /**
- * Whether `dtype` is complex; false for unsupported numbers.
+ * Whether `dtype` is complex (ComplexHalf, ComplexFloat, ComplexDouble,
+ * BComplex32); false for numbers that are not dtypes.
  */
 bool tsr_dtype_is_complex(TsrDType dtype);
 
 /**
- * Writes to `*out` the dtype both `a` and `b` promote to, by c10's table.
+ * Writes to `*out` the dtype both `a` and `b` promote to, as c10 2.15's
+ * promoteTypes (equal types give themselves; its table, with BComplex32
+ * as the complex of BFloat16).
  *
  * Errors: TSR_ERR_NULL_POINTER if `out` is NULL; TSR_ERR_INVALID_ARGUMENT
- * for an unsupported dtype number; TSR_ERR_DTYPE for pairs c10 does not
- * promote (quantized or float8 types with another type, UInt16/32/64 with
- * a non-floating type). `*out` is untouched on error.
+ * for a number that is not a dtype (outside 0..46); TSR_ERR_DTYPE, naming
+ * both dtypes, for pairs c10 does not promote: a quantized, bits or float8
+ * type with another type, UInt1..7 / UInt16/32/64 with a non-floating
+ * type, Int1..7 or Float4_e2m1fn_x2 with a type outside c10's table.
+ * `*out` is untouched on error.
  *
  * # Safety
  * `out` must be NULL or valid for one write.
@@ -1715,9 +1893,9 @@ TsrStatus tsr_promote_types(TsrDType a, TsrDType b, TsrDType *out);
 
 /**
  * Whether an operation that enforces safe casting may write a `from` value
- * into a `to` output (c10's canCast): false for complex -> non-complex,
- * floating -> integral or bool, and non-bool -> bool; false if either
- * number is not a supported dtype.
+ * into a `to` output (c10's canCast, defined for every pair of the 47):
+ * false for complex -> non-complex, floating -> integral or bool, and
+ * non-bool -> bool; false if either number is not a dtype.
  */
 bool tsr_can_cast(TsrDType from, TsrDType to);
 
@@ -1937,11 +2115,51 @@ TsrStatus tsr_iter_config_declare_static_shape(struct TsrIterConfig *config,
                                                const int64_t *shape);
 
 /**
+ * As tsr_iter_config_declare_static_shape, with the dims listed in
+ * `squash_dims` set to 1 (c10's declare_static_shape(shape, squash_dims):
+ * a reduction's loop shape). Dims may be negative (counted from the end).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config; shape or squash_dims NULL with a
+ * non-zero length); TSR_ERR_INVALID_ARGUMENT (a negative length);
+ * TSR_ERR_SHAPE (a squash dim outside the shape, more than TSR_MAX_DIMS
+ * entries).
+ * The config is unchanged on error.
+ *
+ * # Safety
+ * `config` NULL or live; `shape` readable for `ndim` values and
+ * `squash_dims` for `nsquash` values.
+ */
+TsrStatus tsr_iter_config_declare_static_shape_squashed(struct TsrIterConfig *config,
+                                                        int64_t ndim,
+                                                        const int64_t *shape,
+                                                        int64_t nsquash,
+                                                        const int64_t *squash_dims);
+
+/**
+ * Outputs the build allocates (those added as NULL) come from
+ * `allocator` instead of the registry's allocator for their device: a
+ * host's arena. The config keeps its own reference to the allocator (the
+ * caller's stays the caller's); NULL restores the registry. The build
+ * fails with TSR_ERR_DEVICE, naming the allocator, when it allocates on
+ * another device type than the outputs'. Cast temporaries still come
+ * from the registry.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_DEAD_OBJECT (a released
+ * allocator).
+ *
+ * # Safety
+ * `config` NULL or live; `allocator` NULL or a live allocator handle.
+ */
+TsrStatus tsr_iter_config_output_allocator(struct TsrIterConfig *config,
+                                           struct TsrAllocator *allocator);
+
+/**
  * Builds an iterator from `config` (which stays usable and must still be
  * freed) and writes it to `*out`: broadcast shape, common dtype and
  * device, overlap checks, allocated outputs, reordered and coalesced dims.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable, output
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (an output on a read-only
+ * storage); TSR_ERR_SHAPE (not broadcastable, output
  * of the wrong shape); TSR_ERR_DTYPE (dtype mismatch naming both dtypes,
  * unsafe cast); TSR_ERR_DEVICE; TSR_ERR_OVERLAP; TSR_ERR_NOT_RESIZABLE;
  * TSR_ERR_INVALID_ARGUMENT (invalid flag combination).
@@ -2268,7 +2486,8 @@ TsrStatus tsr_iter_for_each_32bit_piece(struct TsrIter *it, TsrSubIterFn fn_, vo
  * receives a new reference to the output (out itself when given);
  * `result` may be NULL when `out_or_null` is given. `a`, `b` borrowed.
  *
- * Errors: TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
+ * Errors: TSR_ERR_READ_ONLY (out on a read-only storage);
+ * TSR_ERR_NULL_POINTER (a, b; result when out is NULL);
  * TSR_ERR_SHAPE (not broadcastable); TSR_ERR_DTYPE (alpha not an
  * integer for integral inputs, a bool alpha for non-bool results, a
  * complex alpha for real ones; result dtype not safely castable to out's);
@@ -2349,9 +2568,9 @@ TsrStatus tsr_div_rounding(struct TsrTensor *out_or_null,
  * (TSR_ERR_DTYPE), as in PyTorch. `out_or_null`, `result`: as tsr_add;
  * out may be `a` itself.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DTYPE (bool input, out of another
- * dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP; TSR_ERR_DEVICE;
- * TSR_ERR_UNSUPPORTED.
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (out); TSR_ERR_DTYPE
+ * (bool input, out of another dtype); TSR_ERR_SHAPE; TSR_ERR_OVERLAP;
+ * TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED.
  *
  * # Safety
  * Handles NULL or live; `result` NULL or writable.
@@ -2867,7 +3086,8 @@ struct TsrAllocator *tsr_storage_allocator(const struct TsrStorage *s);
  * Pointers to the old data become invalid. Not thread-safe: no other
  * thread may use the storage (or tensors on it) during the call.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_NOT_RESIZABLE; TSR_ERR_OUT_OF_MEMORY
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_NOT_RESIZABLE;
+ * TSR_ERR_OUT_OF_MEMORY
  * (the storage is unchanged).
  *
  * # Safety
@@ -2878,7 +3098,8 @@ TsrStatus tsr_storage_resize(struct TsrStorage *s, size_t nbytes);
 /**
  * Sets every byte to `byte` (CPU storages).
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_UNSUPPORTED (not on the CPU).
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_UNSUPPORTED (not
+ * on the CPU).
  *
  * # Safety
  * `s` NULL or a live handle.
@@ -2890,7 +3111,8 @@ TsrStatus tsr_storage_fill(struct TsrStorage *s, uint8_t byte);
  * Copies to or from a device go through the device allocator's copy
  * function.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (sizes differ); the
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (sizes
+ * differ); the
  * allocator's copy error.
  *
  * # Safety
@@ -2915,7 +3137,7 @@ TsrStatus tsr_storage_clone(const struct TsrStorage *s, struct TsrStorage **out)
  * reference. `*data_ptr` is consumed (zeroed) on success; the old data is
  * freed; the storage becomes non-resizable without allocator.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (the storage has
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT (the storage has
  * other strong references, an invalid device, or NULL data with nbytes >
  * 0). On error `*data_ptr` is untouched.
  *
@@ -3017,6 +3239,144 @@ size_t tsr_weak_storage_use_count(const struct TsrWeakStorage *w);
  * `w` NULL or a live weak handle.
  */
 size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
+
+/**
+ * Writes a borrowed view of the storage's data pointer to `*out` (c10's
+ * `storage.data_ptr()`, a `const DataPtr&`): its data, ctx, deleter and
+ * device. The view is not an owner: never pass it to tsr_data_ptr_free
+ * or to a function that consumes a TsrDataPtr; it is valid while the
+ * storage's data is (until its last strong reference goes, a resize, or
+ * tsr_storage_set_data_ptr). With tsr_data_ptr_cast_context a plugin
+ * gets the per-block context it gave its allocation back (tessera's
+ * allocator statistics wrapper is seen through).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (s or out); TSR_ERR_DEAD_OBJECT. `*out`
+ * is untouched on error.
+ *
+ * # Safety
+ * `s` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_data_ptr(const struct TsrStorage *s, struct TsrDataPtr *out);
+
+/**
+ * Replaces the storage's data pointer (c10's StorageImpl::set_data_ptr
+ * with set_nbytes): `*consumed` is moved in (zeroed on success) and the
+ * storage's size becomes `nbytes`; every tensor on the storage sees the
+ * new memory at once (their offsets are unchanged, so the new memory
+ * must hold what they view). The old data pointer is written to
+ * `*old_out`, which the caller then owns (free it once with
+ * tsr_data_ptr_free), or freed now when `old_out` is NULL: either way
+ * exactly once. The allocator and the resizable flag are kept (a later
+ * resize frees the new memory through its deleter). Not thread-safe: no
+ * other thread may use the storage or a tensor on it during the call.
+ *
+ * Refused while a DLPack export of the storage (tsr_tensor_to_dlpack of
+ * any tensor on it) is alive: its consumer points at the current memory,
+ * which the swap would free (TSR_ERR_INVALID_ARGUMENT naming the number
+ * of live exports; call their deleters first).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (s or consumed); TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_READ_ONLY (a read-only storage); TSR_ERR_INVALID_ARGUMENT (a
+ * live DLPack export; an invalid device in *consumed or one other than
+ * the storage's; NULL data with nbytes > 0). On error `*consumed` and
+ * `*old_out` are untouched and the storage is unchanged.
+ *
+ * # Safety
+ * `s` NULL or a live handle, not used concurrently; `consumed` NULL or a
+ * valid TsrDataPtr spanning `nbytes`; `old_out` NULL or writable.
+ */
+TsrStatus tsr_storage_set_data_ptr(struct TsrStorage *s,
+                                   struct TsrDataPtr *consumed,
+                                   size_t nbytes,
+                                   struct TsrDataPtr *old_out);
+
+/**
+ * Makes the storage read-only, for good (there is no way back): every
+ * write through tessera into it, or into any tensor on it, then fails
+ * with TSR_ERR_READ_ONLY naming the function (fills, copies into it,
+ * kernel and iterator outputs, resize, share_external, set_data_ptr).
+ * Reading works as usual; the memory itself is not protected (a host
+ * writing through tsr_storage_data bypasses the flag). DLPack exports
+ * made from then on carry DLPACK_FLAG_BITMASK_READ_ONLY. Idempotent;
+ * safe from any thread (a write already running finishes).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+TsrStatus tsr_storage_make_read_only(struct TsrStorage *s);
+
+/**
+ * Whether the storage is read-only (tsr_storage_make_read_only, a
+ * TSR_FILE_READ_ONLY file, a DLPack import flagged read-only); false
+ * for NULL (with a message).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+bool tsr_storage_is_read_only(const struct TsrStorage *s);
+
+/**
+ * Maps the file at `path` into a new CPU storage (torch's
+ * UntypedStorage.from_file) and writes a new reference to `*out`. The
+ * mapping is the storage's data: views, weak references and DLPack
+ * exports work as for any storage, and the file is unmapped and closed
+ * when the storage's data is released (on any thread). No allocator is
+ * involved; the storage is not resizable.
+ *
+ * `mode`: TSR_FILE_PRIVATE (copy-on-write: writable, the file never
+ * changes; the file must hold nbytes), TSR_FILE_SHARED (writes reach the
+ * file and every process mapping it; a missing file is created with mode
+ * 0600, a shorter one extended to nbytes, sparse), TSR_FILE_READ_ONLY (a
+ * read-only mapping and a read-only storage: every write through tessera
+ * fails with TSR_ERR_READ_ONLY). `nbytes` 0 maps the whole file; less
+ * than the file maps its first nbytes. Files over 4 GiB work. If another
+ * process truncates the file below the mapping, accesses past its end
+ * fault (SIGBUS), as for any mapping.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (path or out); TSR_ERR_INVALID_ARGUMENT
+ * (an unknown mode; nbytes larger than a PRIVATE or READ_ONLY file, with
+ * both sizes in the message; nbytes above PTRDIFF_MAX); TSR_ERR_IO (the
+ * file cannot be opened, created, extended or mapped, or is a directory
+ * or special file; the message names the path and the OS reason). On
+ * error nothing is left behind (a file SHARED created is removed, one it
+ * extended gets its size back) and `*out` is untouched.
+ *
+ * # Safety
+ * `path` NULL or a NUL-terminated string; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_from_file(const char *path,
+                                TsrFileMode mode,
+                                size_t nbytes,
+                                struct TsrStorage **out);
+
+/**
+ * The path of a TSR_FILE_SHARED file storage, as given to
+ * tsr_storage_from_file (torch: only shared file storages have a
+ * filename); NULL for every other storage (not an error) and for NULL
+ * `s` (with a message). The string belongs to the storage's mapping: it
+ * stays valid while the storage's data does (until the last strong
+ * reference goes or tsr_storage_set_data_ptr replaces the data).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+const char *tsr_storage_filename(const struct TsrStorage *s);
+
+/**
+ * Writes the dirty pages of a TSR_FILE_SHARED file storage to its file
+ * (msync, synchronous): after it a plain read() of the file sees every
+ * write made before the call. A no-op (TSR_OK) for PRIVATE and
+ * READ_ONLY file storages and for storages not backed by a file.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_IO (msync
+ * failed; path and OS reason in the message).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+TsrStatus tsr_storage_flush(struct TsrStorage *s);
 
 /**
  * Moves the storage's bytes into a new shared-memory segment (an
@@ -3321,6 +3681,16 @@ void *tsr_tensor_data(const struct TsrTensor *t);
 struct TsrStorage *tsr_tensor_storage(const struct TsrTensor *t);
 
 /**
+ * Whether the tensor's storage is read-only (tsr_storage_is_read_only):
+ * every write into the tensor fails with TSR_ERR_READ_ONLY. false for
+ * NULL (with a message).
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+bool tsr_tensor_is_read_only(const struct TsrTensor *t);
+
+/**
  * Whether the tensor is contiguous in `format` (TSR_CONTIGUOUS,
  * TSR_CHANNELS_LAST, TSR_CHANNELS_LAST_3D; TSR_PRESERVE asks for
  * TSR_CONTIGUOUS). Cached, refreshed on every metadata change. false for
@@ -3375,7 +3745,8 @@ TsrStatus tsr_tensor_set(struct TsrTensor *t,
  * tensors. Expanded tensors (elements sharing memory) may be filled.
  * Bumps the version.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (value's dtype);
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_INVALID_ARGUMENT
+ * (value's dtype);
  * TSR_ERR_UNSUPPORTED (quantized/float8 dtypes, non-CPU tensors).
  *
  * # Safety
@@ -3391,7 +3762,8 @@ TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
  * temporary first). Transposed layouts copy in cache-blocked tiles; large
  * copies run in parallel. Bumps dst's version.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (not broadcastable);
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY (dst); TSR_ERR_SHAPE (not
+ * broadcastable);
  * TSR_ERR_OVERLAP (dst has elements sharing memory); TSR_ERR_DEVICE
  * (non-CPU tensors); TSR_ERR_UNSUPPORTED (conversion to or from a float8
  * or quantized dtype; equal dtypes copy bytes).

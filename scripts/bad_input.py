@@ -62,9 +62,13 @@ STATUSES = [
 ]
 
 # Default argument of a parameter: (type regex, name regex, C expression).
-# The first match wins. Handles are live fixtures, out-pointers point into
+# An optional fourth item limits the entry to the functions whose name
+# matches it. The first match wins. Handles are live fixtures, out-pointers point into
 # the scratch struct S, arrays and numbers describe F.t (float [2, 3]).
 DEFAULTS = [
+    (r"const char \*", r"name", '"/tessera-no-such-segment"', r"tsr_storage_open_shared"),
+    (r"const char \*", r"path", '"/nonexistent/tessera.bin"', r"tsr_storage_from_file"),
+    (r"const char \*", r"path", '"/dev/null"', r"tsr_memory_snapshot"),
     (r"struct TsrTensor \*\*", r".*", "&S.tensor"),
     (r"(const )?struct TsrTensor \*", r".*", "F.t"),
     (r"struct TsrStorage \*\*", r".*", "&S.storage"),
@@ -110,13 +114,11 @@ DEFAULTS = [
     (r"int \*", r"fd_out", "&S.fd"),
     (r"int", r"fd", "-1"),
     (r"char \*", r"buf", "F.buf"),
-    (r"const char \*", r"name", '"/tessera-no-such-segment"'),
     (r"const int64_t \*", r"sizes|shape", "FX_SIZES"),
     (r"const int64_t \*", r"strides", "FX_STRIDES"),
     (r"const int64_t \*", r"dims", "FX_DIMS"),
     (r"const int64_t \*", r"squash_dims", "FX_DIMS"),
     (r"const char \*", r"message", '"a plugin message"'),
-    (r"const char \*", r"path", '"/nonexistent/tessera.bin"'),
     (r"TsrFileMode", r".*", "TSR_FILE_READ_ONLY"),
     (r"void \*", r"acc", "&F.acc"),
     (r"void \*", r"dst", "F.buf"),
@@ -130,7 +132,6 @@ DEFAULTS = [
     (r"TsrOomObserverFn", r".*", "fx_oom_observer"),
     (r"const struct TsrHistoryOptions \*", r".*", "&FX_HISTORY"),
     (r"TsrSnapshotFormat", r".*", "TSR_SNAPSHOT_JSON"),
-    (r"const char \*", r"path", '"/dev/null"'),
     (r"TsrDeleterFn", r".*", "fx_deleter"),
     (r"TsrDType", r".*", "TSR_FLOAT"),
     (r"TsrDeviceType", r".*", "TSR_PRIVATE_USE1"),
@@ -250,7 +251,9 @@ def is_pointer(ptype):
 
 
 def default_arg(fname, ptype, pname):
-    for tre, nre, expr in DEFAULTS:
+    for tre, nre, expr, *only in DEFAULTS:
+        if only and not re.fullmatch(only[0], fname):
+            continue
         if re.fullmatch(tre, ptype) and re.fullmatch(nre, pname):
             return expr
     raise TableError(f"{fname}: no default for parameter '{ptype} {pname}': add one to DEFAULTS")

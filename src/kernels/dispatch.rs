@@ -59,6 +59,7 @@ macro_rules! dispatch_convert {
             UInt16 => u16, UInt32 => u32, UInt64 => u64,
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
             Float8E5M2 => $crate::kernels::elem::Float8E5M2,
