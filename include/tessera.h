@@ -1819,8 +1819,9 @@ TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor
  * TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
  * negative strides
  * on dims of size > 1; DLPack devices tessera does not import);
- * TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
- * not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
+ * TSR_ERR_DTYPE (lanes != 1 except kDLFloat4_e2m1fn's 4 bits x 2 lanes,
+ * unknown type codes, codes tessera has no dtype for such as
+ * kDLFloat8_e3m4 and kDLFloat6_*, bit widths tessera does not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
  * TSR_ERR_INVALID_ARGUMENT (NULL data with elements, a misaligned first
  * element, an unknown device type, a CUDA device_id beyond 127);
  * TSR_ERR_OUT_OF_MEMORY (sizes whose span overflows). `*out` is
@@ -1831,7 +1832,8 @@ TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor
  * shape (and strides, unless NULL) hold `ndim` values and whose memory
  * spans the view; `out` NULL or writable.
  */
-TsrStatus tsr_tensor_from_dlpack(DLManagedTensorVersioned *consumed, struct TsrTensor **out);
+TsrStatus tsr_tensor_from_dlpack(DLManagedTensorVersioned *consumed,
+                                 struct TsrTensor **out);
 
 /**
  * As tsr_tensor_from_dlpack, for a legacy (unversioned) DLManagedTensor:

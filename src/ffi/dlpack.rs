@@ -443,8 +443,9 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack_legacy(
 /// TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
 /// negative strides
 /// on dims of size > 1; DLPack devices tessera does not import);
-/// TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
-/// not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
+/// TSR_ERR_DTYPE (lanes != 1 except kDLFloat4_e2m1fn's 4 bits x 2 lanes,
+/// unknown type codes, codes tessera has no dtype for such as
+/// kDLFloat8_e3m4 and kDLFloat6_*, bit widths tessera does not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
 /// TSR_ERR_INVALID_ARGUMENT (NULL data with elements, a misaligned first
 /// element, an unknown device type, a CUDA device_id beyond 127);
 /// TSR_ERR_OUT_OF_MEMORY (sizes whose span overflows). `*out` is
