@@ -4,7 +4,8 @@
 //! and tensors holding storages, in arbitrary order. A model of every
 //! storage's bytes is checked after each step; at the end every plugin
 //! allocation is freed, every external buffer's deleter ran exactly once,
-//! and the plugin's release ran exactly once.
+//! and the plugin's release ran exactly once. Shared memory (issue 17):
+//! share_memory in place and a share_fd / from_fd round trip.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,6 +17,7 @@ use std::sync::Mutex;
 use tessera::ffi::allocator::*;
 use tessera::ffi::data_ptr::tsr_data_ptr_free;
 use tessera::ffi::storage::*;
+use tessera::ffi::storage_shm::*;
 use tessera::ffi::tensor::*;
 use tessera::ffi::*;
 use tessera_fuzz::{check_refusal, Input};
@@ -218,6 +220,14 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
         return;
     }
     let k = input.u8() as usize % pool.len();
+    // ---- shared memory (issue 17, st-shm): its own draw, so the other
+    // operations keep their numbers ----
+    if input.range(0, 6) == 0 {
+        shm_step(input, &mut pool[k]);
+        check(&pool[k]);
+        return;
+    }
+    // ---- end of shared memory ----
     let op = input.range(0, 9);
     // SAFETY (whole block): every handle is live and owned by the pool.
     unsafe {
@@ -367,6 +377,62 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
         check(e);
     }
 }
+
+// ---- shared memory (issue 17, st-shm) ----
+
+/// share_memory (in place: the bytes stay, the storage becomes shared and
+/// non-resizable, an external buffer it held is freed) or a descriptor
+/// round trip (a second storage over the same segment sees and makes
+/// writes; a storage not in shared memory is refused).
+fn shm_step(input: &mut Input, e: &mut Entry) {
+    // SAFETY (whole block): e.h is a live handle owned by the pool.
+    unsafe {
+        if input.bool() {
+            let shared = tsr_storage_is_shared(e.h);
+            let before = tsr_storage_data(e.h);
+            assert_eq!(tsr_storage_share_memory(e.h), TSR_OK);
+            assert!(tsr_storage_is_shared(e.h) && !tsr_storage_resizable(e.h));
+            if shared {
+                assert_eq!(
+                    tsr_storage_data(e.h),
+                    before,
+                    "a shared storage moved again"
+                );
+            } else if let Some(id) = e.ext.take() {
+                assert_eq!(deletions(id), 1, "the moved-out buffer was not freed");
+            }
+            return;
+        }
+        let mut fd = -7;
+        let s = tsr_storage_share_fd(e.h, &mut fd);
+        if !tsr_storage_is_shared(e.h) {
+            assert_eq!(s, TSR_ERR_INVALID_ARGUMENT);
+            check_refusal("tsr_storage_share_fd", s);
+            assert_eq!(fd, -7);
+            return;
+        }
+        assert_eq!(s, TSR_OK);
+        let mut other = ptr::null_mut();
+        assert_eq!(tsr_storage_from_fd(fd, 0, &mut other), TSR_OK);
+        assert_eq!(libc_close(fd), 0);
+        let n = e.model.len();
+        assert_eq!(tsr_storage_nbytes(other), n);
+        if n > 0 {
+            let i = input.range(0, n as i64 - 1) as usize;
+            let byte = input.u8();
+            *(tsr_storage_data(other) as *mut u8).add(i) = byte;
+            e.model[i] = Some(byte);
+        }
+        assert_eq!(tsr_storage_decref(other), TSR_OK);
+    }
+}
+
+extern "C" {
+    #[link_name = "close"]
+    fn libc_close(fd: std::ffi::c_int) -> std::ffi::c_int;
+}
+
+// ---- end of shared memory ----
 
 fuzz_target!(|data: &[u8]| {
     {

@@ -139,19 +139,13 @@ fn segment_of(dp: &DataPtr) -> Option<&Segment> {
     Some(unsafe { &*(dp.context() as *const Segment) })
 }
 
-/// Maps `len` bytes of `fd` shared, read-write; NULL for 0 bytes.
-/// `populate`: map every page now (Linux; the pages exist already).
-fn map(fd: &OwnedFd, len: usize, what: &str, populate: bool) -> Result<*mut u8> {
+/// Maps `len` bytes of `fd` shared, read-write; NULL for 0 bytes. Pages
+/// are mapped as they are touched: MAP_POPULATE on a segment just filled
+/// cost more than touching every page afterwards (benches/bench.cpp).
+fn map(fd: &OwnedFd, len: usize, what: &str) -> Result<*mut u8> {
     if len == 0 {
         return Ok(std::ptr::null_mut());
     }
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let flags = {
-        let _ = populate;
-        libc::MAP_SHARED
-    };
     // SAFETY: a fresh mapping chosen by the kernel; the arguments are
     // plain values and a live descriptor.
     let p = unsafe {
@@ -159,7 +153,7 @@ fn map(fd: &OwnedFd, len: usize, what: &str, populate: bool) -> Result<*mut u8> 
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            flags,
+            libc::MAP_SHARED,
             fd.as_raw_fd(),
             0,
         )
@@ -252,7 +246,7 @@ fn anonymous_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
     let fd = anonymous_object()?;
     truncate(&fd, nbytes, "a shared-memory object")?;
     write_in(&fd, src, nbytes)?;
-    let base = map(&fd, nbytes, "a shared-memory object", true)?;
+    let base = map(&fd, nbytes, "a shared-memory object")?;
     Ok(Segment {
         fd,
         base,
@@ -269,7 +263,7 @@ fn named_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
         .ok_or_else(|| crate::err!(OutOfMemory, "{nbytes} bytes do not fit a segment"))?;
     let made = truncate(&fd, map_len, "a shared-memory object")
         .and_then(|()| write_in(&fd, src, nbytes))
-        .and_then(|()| map(&fd, map_len, "a shared-memory object", true));
+        .and_then(|()| map(&fd, map_len, "a shared-memory object"));
     let base = match made {
         Ok(b) => b,
         Err(e) => {
@@ -528,7 +522,7 @@ impl Storage {
             InvalidArgument,
             "nbytes {nbytes} is larger than {what}, which holds {size} bytes: expected at most {size}"
         );
-        let base = map(&own, nbytes, &what, false)?;
+        let base = map(&own, nbytes, &what)?;
         let seg = Segment {
             fd: own,
             base,
@@ -564,7 +558,7 @@ impl Storage {
             Format,
             "{what} holds {size} bytes: not a segment made by share_name"
         );
-        let base = map(&fd, size, &what, false)?;
+        let base = map(&fd, size, &what)?;
         let mut seg = Segment {
             fd,
             base,
