@@ -3393,12 +3393,16 @@ TsrStatus tsr_storage_flush(struct TsrStorage *s);
  * tsr_storage_share_name calls on one storage are serialized (one moves
  * the bytes); no other use of the storage or its tensors may overlap the
  * call. Pointers to the old data become invalid, as after a resize:
- * tsr_storage_data / tsr_tensor_data values taken before, and the data
- * of a DLPack export of a tensor on the storage that is still alive.
+ * tsr_storage_data / tsr_tensor_data values taken before. A storage with
+ * a live DLPack export is refused (as tsr_storage_set_data_ptr): the
+ * consumer would keep the freed address.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_UNSUPPORTED
- * (not a CPU storage); TSR_ERR_OUT_OF_MEMORY / TSR_ERR_IO (the segment
- * could not be made or mapped: the storage is unchanged).
+ * (not a CPU storage); TSR_ERR_READ_ONLY (a read-only storage: other
+ * processes would get writable memory); TSR_ERR_INVALID_ARGUMENT (a live
+ * DLPack export of a tensor on the storage); TSR_ERR_OUT_OF_MEMORY /
+ * TSR_ERR_IO (the segment could not be made or mapped). On every error
+ * the storage is unchanged.
  *
  * # Safety
  * `s` NULL or a live handle, used by no other thread except through
@@ -3409,7 +3413,8 @@ TsrStatus tsr_storage_share_memory(struct TsrStorage *s);
 /**
  * Whether the storage's data is shared between processes: storages made
  * by tsr_storage_share_memory, tsr_storage_share_name,
- * tsr_storage_from_fd and tsr_storage_open_shared, and CUDA storages.
+ * tsr_storage_from_fd and tsr_storage_open_shared, TSR_FILE_SHARED file
+ * storages, and CUDA storages.
  * false for NULL (with a message).
  *
  * # Safety
@@ -3470,8 +3475,10 @@ TsrStatus tsr_storage_from_fd(int fd, size_t nbytes, struct TsrStorage **out);
  * Errors: TSR_ERR_NULL_POINTER (s or buf); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_INVALID_ARGUMENT (buflen smaller than the name: the message
  * says the size needed; nothing moved); TSR_ERR_UNSUPPORTED (not a CPU
- * storage); TSR_ERR_IO / TSR_ERR_OUT_OF_MEMORY (the segment could not be
- * made: the storage is unchanged). Thread safety: as
+ * storage); TSR_ERR_READ_ONLY and TSR_ERR_INVALID_ARGUMENT (a read-only
+ * storage, a live DLPack export: as tsr_storage_share_memory);
+ * TSR_ERR_IO / TSR_ERR_OUT_OF_MEMORY (the segment could not be made: the
+ * storage is unchanged). Thread safety: as
  * tsr_storage_share_memory.
  *
  * # Safety

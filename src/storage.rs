@@ -152,6 +152,23 @@ impl StorageImpl {
         Ok(())
     }
 
+    /// The checks before the storage's memory is replaced by other memory
+    /// (set_data_ptr, share_external, a move into shared memory): a
+    /// writable storage (ReadOnly) with no live DLPack export, whose
+    /// consumer would keep the old, freed address (InvalidArgument).
+    pub fn check_replaceable(&self, what: &str) -> Result<()> {
+        self.check_writable(what)?;
+        let live = self.live_exports();
+        crate::ensure!(
+            live == 0,
+            InvalidArgument,
+            "the storage has {live} live DLPack export(s): their consumers point at the current \
+             memory, so {what} cannot move it (expected no live export; call the exports' \
+             deleters first)"
+        );
+        Ok(())
+    }
+
     /// Records a DLPack export of this storage (its consumer points at the
     /// current memory until [`StorageImpl::export_ended`]).
     pub(crate) fn export_started(&self) {
@@ -206,15 +223,7 @@ impl StorageImpl {
     /// The checks of [`StorageImpl::set_data_ptr`], without changing
     /// anything.
     pub fn check_set_data_ptr(&self, new: &DataPtr, nbytes: usize) -> Result<()> {
-        self.check_writable("replacing its data pointer")?;
-        let live = self.live_exports();
-        crate::ensure!(
-            live == 0,
-            InvalidArgument,
-            "the storage has {live} live DLPack export(s): their consumers point at the current \
-             memory, so its data pointer cannot be replaced (expected no live export; call the \
-             exports' deleters first)"
-        );
+        self.check_replaceable("replacing its data pointer")?;
         let (old, dev) = (self.device(), new.device());
         crate::ensure!(
             old.same_as(dev),
@@ -248,7 +257,7 @@ impl StorageImpl {
     /// # Safety
     /// No other thread may use this storage during the call.
     pub(crate) unsafe fn replace_data(&self, data_ptr: DataPtr, nbytes: usize) -> Result<()> {
-        self.check_writable("sharing an external pointer")?;
+        self.check_replaceable("sharing an external pointer")?;
         // SAFETY: the caller guarantees no other thread uses the storage
         // during the call, state_mut's requirement.
         let state = unsafe { self.state_mut() };

@@ -420,9 +420,12 @@ impl StorageImpl {
     }
 
     /// Whether the data is shared between processes: shared-memory
-    /// storages, and CUDA memory (as torch's is_shared).
+    /// storages, SHARED file storages and CUDA memory (as torch's
+    /// is_shared).
     pub fn is_shared(&self) -> bool {
-        self.segment().is_some() || self.device().device_type == DeviceType::Cuda
+        self.segment().is_some()
+            || self.filename().is_some()
+            || self.device().device_type == DeviceType::Cuda
     }
 
     /// The POSIX name of a storage in a named segment.
@@ -470,10 +473,11 @@ impl StorageImpl {
             return Ok(());
         }
         self.check_host("share_memory")?;
+        self.check_replaceable("share_memory")?;
         let seg = anonymous_copy(self.data() as *const u8, self.nbytes())?;
         // SAFETY: the caller's contract, and the lock, keep every other
         // thread off the storage.
-        unsafe { self.replace_data(into_data_ptr(seg), self.nbytes()) };
+        unsafe { self.replace_data(into_data_ptr(seg), self.nbytes()) }?;
         Ok(())
     }
 
@@ -490,10 +494,11 @@ impl StorageImpl {
             return Ok(name);
         }
         self.check_host("share_name")?;
+        self.check_replaceable("share_name")?;
         let seg = named_copy(self.data() as *const u8, self.nbytes())?;
         let name = seg.name().map(CStr::to_owned).expect("a named segment");
         // SAFETY: as in share_memory.
-        unsafe { self.replace_data(into_data_ptr(seg), self.nbytes()) };
+        unsafe { self.replace_data(into_data_ptr(seg), self.nbytes()) }?;
         Ok(name)
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::ErrorKind;
 use crate::allocator::{Allocator, RawAllocator};
 use std::any::Any;
 use std::sync::Arc;
@@ -231,4 +232,53 @@ fn bad_inputs() {
     let e = filled(3).share_fd().unwrap_err();
     assert!(e.message().contains("not in shared memory"), "{e}");
     assert_eq!(memfds(), before);
+}
+
+#[test]
+fn read_only_storage_is_not_moved() {
+    let s = filled(64);
+    s.make_read_only();
+    let before = s.data();
+    // SAFETY: this test is the storage's only user.
+    let e = unsafe { s.share_memory() }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+    assert!(e.message().contains("share_memory"), "{e}");
+    assert_eq!(s.data(), before);
+    assert!(!s.is_shared());
+}
+
+#[test]
+fn live_dlpack_export_blocks_the_move() {
+    let s = filled(64);
+    s.export_started();
+    let before = s.data();
+    // SAFETY: this test is the storage's only user.
+    let e = unsafe { s.share_memory() }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("1 live DLPack export"), "{e}");
+    assert_eq!(s.data(), before);
+    // SAFETY: as above.
+    let e = unsafe { s.share_name() }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    s.export_ended();
+    // SAFETY: as above.
+    unsafe { s.share_memory() }.unwrap();
+    assert!(s.is_shared());
+    assert_eq!(bytes(&s), (0..64u8).collect::<Vec<_>>());
+}
+
+#[test]
+fn shared_file_storage_is_shared() {
+    use crate::storage::file::FileMode;
+    let path = std::env::temp_dir().join(format!("tsr-shm-is-shared-{}", std::process::id()));
+    let shared = Storage::from_file(&path, FileMode::Shared, 4096).unwrap();
+    assert!(shared.is_shared());
+    let private = Storage::from_file(&path, FileMode::Private, 0).unwrap();
+    assert!(!private.is_shared());
+    let before = shared.data();
+    // SAFETY: this test is the storages' only user.
+    unsafe { shared.share_memory() }.unwrap();
+    assert_eq!(shared.data(), before, "a SHARED file storage is shared already: no move");
+    drop((shared, private));
+    std::fs::remove_file(&path).unwrap();
 }
