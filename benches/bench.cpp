@@ -26,6 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "tessera.h"
 
 #ifdef TSR_BENCH_TORCH
@@ -896,6 +899,63 @@ void bench_share_memory() {
     report(name, s, (double)bytes, {{"memcpy", 1.5, "<= 1.5x memcpy"}});
 }
 
+// A 1 GiB file of floats mapped read-only (tsr_storage_from_file) with a
+// first tensor view over it and one element read through the view, beside
+// read() of the same file (from the page cache) into a buffer: the
+// mapping copies nothing, so its time does not grow with the file.
+// Target (docs/PERFORMANCE.md, issue 17): <= 0.1 ms, an absolute bound.
+void bench_from_file() {
+    const std::string name = "from_file 1 GiB READ_ONLY + first view";
+    if (!wanted(name)) return;
+    const size_t nbytes = size_t(1) << 30;
+    char path[96];
+    std::snprintf(path, sizeof path, "/tmp/tessera-bench-%ld.bin", (long)getpid());
+    {
+        std::vector<char> chunk(size_t(1) << 24, 1);
+        FILE* f = std::fopen(path, "wb");
+        if (f == nullptr) {
+            std::fprintf(stderr, "cannot create %s\n", path);
+            std::exit(1);
+        }
+        for (size_t done = 0; done < nbytes; done += chunk.size())
+            if (std::fwrite(chunk.data(), 1, chunk.size(), f) != chunk.size()) std::exit(1);
+        std::fclose(f);
+    }
+    std::vector<Side> s;
+    s.push_back({"tessera from_file + view", [&path, nbytes](long n) {
+                     for (long i = 0; i < n; i++) {
+                         TsrStorage* st = nullptr;
+                         TsrTensor* t = nullptr;
+                         TRY(tsr_storage_from_file(path, TSR_FILE_READ_ONLY, 0, &st));
+                         int64_t numel = (int64_t)(nbytes / 4);
+                         TRY(tsr_tensor_from_storage(st, 0, 1, &numel, nullptr, TSR_FLOAT, &t));
+                         keep(((const float*)tsr_tensor_data(t))[0]);
+                         TRY(tsr_storage_decref(st));
+                         TRY(tsr_tensor_decref(t));
+                     }
+                 }});
+    std::vector<char> buf(nbytes);
+    s.push_back({"read()", [&path, &buf, nbytes](long n) {
+                     for (long i = 0; i < n; i++) {
+                         int fd = open(path, O_RDONLY);
+                         size_t done = 0;
+                         while (done < nbytes) {
+                             ssize_t r = read(fd, buf.data() + done, nbytes - done);
+                             if (r <= 0) std::exit(1);
+                             done += (size_t)r;
+                         }
+                         close(fd);
+                         keep(buf[nbytes - 1]);
+                     }
+                 }});
+    measure(s, 100, 5);
+    double t = s[0].median();
+    char note[96];
+    std::snprintf(note, sizeof note, "<= 0.1 ms: %s", t <= 1e5 ? "PASS" : "FAIL");
+    report(name, s, 0, {}, note);
+    unlink(path);
+}
+
 // A compute-bound loop (no memory traffic): run on 1 and 2 threads, it
 // tells how much of a second core this process can get right now.
 double spin(long k) {
@@ -956,5 +1016,6 @@ int main(int argc, char** argv) {
     for (int threads : {1, 2}) bench_big(threads);
     for (int threads : {1, 2}) bench_permuted(threads);
     bench_share_memory();
+    bench_from_file();
     return 0;
 }

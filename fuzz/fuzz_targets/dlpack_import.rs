@@ -260,6 +260,7 @@ fn roundtrip(h: *mut TsrTensor) -> *mut TsrTensor {
         assert_eq!(tsr_tensor_to_dlpack(h, &mut m), TSR_OK);
         assert_eq!(tsr_tensor_from_dlpack(m, &mut back), TSR_OK);
         assert_eq!(tensor_of(back).sizes(), tensor_of(h).sizes());
+        assert_eq!(tensor_of(back).is_read_only(), tensor_of(h).is_read_only());
     }
     back
 }
@@ -299,6 +300,9 @@ fuzz_target!(|data: &[u8]| {
         // SAFETY: a new reference from the import.
         let t = unsafe { tensor_of(out) };
         check_import(&spec, &t, buf);
+        // DLPACK_FLAG_BITMASK_READ_ONLY (versioned only): a read-only import
+        let read_only = fname == "tsr_tensor_from_dlpack" && flags & 1 != 0;
+        assert_eq!(t.is_read_only(), read_only, "flags {flags:#x} via {fname}");
         // A view and a DLPack round trip keep the memory alive.
         let mut view = ptr::null_mut();
         // SAFETY: live handle; out writable.

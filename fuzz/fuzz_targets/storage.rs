@@ -1,10 +1,12 @@
 //! Fuzzes storages through the C API: creation (registry, a counting C
 //! plugin, external memory), resize (including allocation failures),
 //! share_external, clone, copy, fill, extra strong and weak references
-//! and tensors holding storages, in arbitrary order. A model of every
-//! storage's bytes is checked after each step; at the end every plugin
-//! allocation is freed, every external buffer's deleter ran exactly once,
-//! and the plugin's release ran exactly once. Shared memory (issue 17):
+//! and tensors holding storages, read-only storages (every write refused),
+//! set_data_ptr (the old pointer handed back or freed exactly once) and
+//! storages mapped from a temporary file (each TsrFileMode), in arbitrary
+//! order. A model of every storage's bytes is checked after each step; at
+//! the end every plugin allocation is freed, every external buffer's
+//! deleter ran exactly once, and the plugin's release ran exactly once. Shared memory (issue 17):
 //! share_memory in place and a share_fd / from_fd round trip.
 #![no_main]
 
@@ -18,6 +20,8 @@ use tessera::ffi::allocator::*;
 use tessera::ffi::data_ptr::tsr_data_ptr_free;
 use tessera::ffi::storage::*;
 use tessera::ffi::storage_shm::*;
+use tessera::ffi::storage_data::*;
+use tessera::ffi::storage_file::*;
 use tessera::ffi::tensor::*;
 use tessera::ffi::*;
 use tessera_fuzz::{check_refusal, Input};
@@ -140,12 +144,14 @@ struct Entry {
     tensors: Vec<*mut TsrTensor>,
     /// The external buffer it currently holds, if any.
     ext: Option<usize>,
+    read_only: bool,
 }
 
 fn check(e: &Entry) {
     // SAFETY: e.h is a live handle.
     unsafe {
         assert_eq!(tsr_storage_nbytes(e.h), e.model.len());
+        assert_eq!(tsr_storage_is_read_only(e.h), e.read_only);
         let data = tsr_storage_data(e.h) as *const u8;
         if e.model.is_empty() {
             return;
@@ -211,12 +217,68 @@ fn push_new(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>)
         extra: Vec::new(),
         tensors: Vec::new(),
         ext,
+        read_only: false,
+    });
+}
+
+/// A storage mapped from a new temporary file of random bytes, in a random
+/// mode; the file is removed at once (the mapping keeps its pages).
+fn push_file(input: &mut Input, pool: &mut Vec<Entry>) {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = input.range(0, 300) as usize;
+    let bytes: Vec<u8> = (0..n).map(|_| input.u8()).collect();
+    let path = std::env::temp_dir().join(format!(
+        "tessera-fuzz-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&path, &bytes).unwrap();
+    let mode = input.range(0, 2) as TsrFileMode;
+    // 0 or the file's size, sometimes one byte too many
+    let nbytes = match input.range(0, 2) {
+        0 => 0,
+        1 => n,
+        _ => n + 1,
+    };
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let mut h = ptr::dangling_mut();
+    // SAFETY: a C string; out writable.
+    let s = unsafe { tsr_storage_from_file(cpath.as_ptr(), mode, nbytes, &mut h) };
+    std::fs::remove_file(&path).unwrap();
+    if nbytes > n && mode != TSR_FILE_SHARED {
+        assert_eq!(s, TSR_ERR_INVALID_ARGUMENT);
+        check_refusal("tsr_storage_from_file", s);
+        assert_eq!(h, ptr::dangling_mut());
+        return;
+    }
+    assert_eq!(s, TSR_OK);
+    let mut model: Vec<Option<u8>> = bytes.into_iter().map(Some).collect();
+    if nbytes > n {
+        model.push(Some(0)); // SHARED extended the file with a zero
+    }
+    // SAFETY: h is a new storage.
+    unsafe {
+        assert_eq!(tsr_storage_filename(h).is_null(), mode != TSR_FILE_SHARED);
+        assert_eq!(tsr_storage_flush(h), TSR_OK);
+        assert!(!tsr_storage_resizable(h));
+    }
+    pool.push(Entry {
+        h,
+        model,
+        extra: Vec::new(),
+        tensors: Vec::new(),
+        ext: None,
+        read_only: mode == TSR_FILE_READ_ONLY,
     });
 }
 
 fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
     if pool.is_empty() || input.range(0, 7) == 0 {
-        push_new(input, plugin, pool);
+        if input.range(0, 3) == 0 {
+            push_file(input, pool);
+        } else {
+            push_new(input, plugin, pool);
+        }
         return;
     }
     let k = input.u8() as usize % pool.len();
@@ -228,7 +290,7 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
         return;
     }
     // ---- end of shared memory ----
-    let op = input.range(0, 9);
+    let op = input.range(0, 11);
     // SAFETY (whole block): every handle is live and owned by the pool.
     unsafe {
         match op {
@@ -241,7 +303,9 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
                 let resizable = tsr_storage_resizable(e.h);
                 let s = tsr_storage_resize(e.h, n);
                 let refused = std::mem::take(&mut ledger().fail_next) == 0 && fail;
-                if !resizable {
+                if e.read_only {
+                    assert_eq!(s, TSR_ERR_READ_ONLY);
+                } else if !resizable {
                     assert_eq!(s, TSR_ERR_NOT_RESIZABLE);
                 } else if refused {
                     assert_eq!(s, TSR_ERR_OUT_OF_MEMORY);
@@ -250,6 +314,11 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
                 }
                 if s == TSR_OK {
                     e.model.resize(n, None);
+                    // a resizable storage given an external pointer by
+                    // set_data_ptr frees it on resize
+                    if let Some(id) = e.ext.take() {
+                        assert_eq!(deletions(id), 1, "the resized-away buffer was not freed");
+                    }
                 } else {
                     check_refusal("tsr_storage_resize", s);
                 }
@@ -262,7 +331,12 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
                 let (mut dp, id) = external(n, byte);
                 let unique = e.extra.is_empty() && e.tensors.is_empty();
                 let s = tsr_storage_share_external(e.h, &mut dp, n);
-                if unique {
+                if e.read_only {
+                    assert_eq!(s, TSR_ERR_READ_ONLY);
+                    check_refusal("tsr_storage_share_external", s);
+                    tsr_data_ptr_free(&mut dp);
+                    assert_eq!(deletions(id), 1);
+                } else if unique {
                     assert_eq!(s, TSR_OK);
                     assert!(
                         dp.ctx.is_null() && dp.deleter.is_none(),
@@ -299,12 +373,16 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
                     extra: Vec::new(),
                     tensors: Vec::new(),
                     ext: None,
+                    read_only: false,
                 });
             }
             3 => {
                 let j = input.u8() as usize % pool.len();
                 let s = tsr_storage_copy(pool[k].h, pool[j].h);
-                if pool[k].model.len() == pool[j].model.len() {
+                if pool[k].read_only {
+                    assert_eq!(s, TSR_ERR_READ_ONLY);
+                    check_refusal("tsr_storage_copy", s);
+                } else if pool[k].model.len() == pool[j].model.len() {
                     assert_eq!(s, TSR_OK);
                     pool[k].model = pool[j].model.clone();
                 } else {
@@ -314,8 +392,14 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
             }
             4 => {
                 let byte = input.u8();
-                assert_eq!(tsr_storage_fill(pool[k].h, byte), TSR_OK);
-                pool[k].model.iter_mut().for_each(|m| *m = Some(byte));
+                let s = tsr_storage_fill(pool[k].h, byte);
+                if pool[k].read_only {
+                    assert_eq!(s, TSR_ERR_READ_ONLY);
+                    check_refusal("tsr_storage_fill", s);
+                } else {
+                    assert_eq!(s, TSR_OK);
+                    pool[k].model.iter_mut().for_each(|m| *m = Some(byte));
+                }
             }
             5 => {
                 let e = &mut pool[k];
@@ -340,6 +424,53 @@ fn step(input: &mut Input, plugin: *mut TsrAllocator, pool: &mut Vec<Entry>) {
                 let e = &mut pool[k];
                 if let Some(t) = e.tensors.pop() {
                     assert_eq!(tsr_tensor_decref(t), TSR_OK);
+                }
+            }
+            9 => {
+                // one way: every later write is refused
+                assert_eq!(tsr_storage_make_read_only(pool[k].h), TSR_OK);
+                pool[k].read_only = true;
+            }
+            10 => {
+                // set_data_ptr: the old pointer handed back or freed, once
+                let e = &mut pool[k];
+                let n = input.range(0, 300) as usize;
+                let byte = input.u8();
+                let (mut dp, id) = external(n, byte);
+                let hand_back = input.bool();
+                let mut old = TsrDataPtr {
+                    data: ptr::null_mut(),
+                    ctx: ptr::null_mut(),
+                    deleter: None,
+                    device: CPU,
+                };
+                let old_out = if hand_back {
+                    &mut old as *mut TsrDataPtr
+                } else {
+                    ptr::null_mut()
+                };
+                let s = tsr_storage_set_data_ptr(e.h, &mut dp, n, old_out);
+                if e.read_only {
+                    assert_eq!(s, TSR_ERR_READ_ONLY);
+                    check_refusal("tsr_storage_set_data_ptr", s);
+                    assert!(old.ctx.is_null());
+                    tsr_data_ptr_free(&mut dp);
+                    assert_eq!(deletions(id), 1);
+                } else {
+                    assert_eq!(s, TSR_OK);
+                    assert!(
+                        dp.ctx.is_null() && dp.deleter.is_none(),
+                        "a consumed pointer"
+                    );
+                    let previous = e.ext.replace(id);
+                    if let Some(prev) = previous {
+                        assert_eq!(deletions(prev), u32::from(!hand_back));
+                    }
+                    tsr_data_ptr_free(&mut old);
+                    if let Some(prev) = previous {
+                        assert_eq!(deletions(prev), 1, "the old pointer was not freed once");
+                    }
+                    e.model = vec![Some(byte); n];
                 }
             }
             _ => {
@@ -390,7 +521,15 @@ fn shm_step(input: &mut Input, e: &mut Entry) {
         if input.bool() {
             let shared = tsr_storage_is_shared(e.h);
             let before = tsr_storage_data(e.h);
-            assert_eq!(tsr_storage_share_memory(e.h), TSR_OK);
+            let s = tsr_storage_share_memory(e.h);
+            if e.read_only && !shared {
+                // Other processes would get writable memory: refused.
+                assert_eq!(s, TSR_ERR_READ_ONLY);
+                check_refusal("tsr_storage_share_memory", s);
+                assert_eq!(tsr_storage_data(e.h), before);
+                return;
+            }
+            assert_eq!(s, TSR_OK);
             assert!(tsr_storage_is_shared(e.h) && !tsr_storage_resizable(e.h));
             if shared {
                 assert_eq!(
@@ -405,7 +544,9 @@ fn shm_step(input: &mut Input, e: &mut Entry) {
         }
         let mut fd = -7;
         let s = tsr_storage_share_fd(e.h, &mut fd);
-        if !tsr_storage_is_shared(e.h) {
+        // Refused for storages not in a shared-memory segment (SHARED file
+        // storages are shared but have no segment).
+        if s != TSR_OK {
             assert_eq!(s, TSR_ERR_INVALID_ARGUMENT);
             check_refusal("tsr_storage_share_fd", s);
             assert_eq!(fd, -7);

@@ -159,21 +159,26 @@ impl Storage {
                 "the path '{shown}' holds a NUL byte: expected a C string"
             )
         })?;
-        let existed = path.exists();
-        let file = match mode {
-            FileMode::Shared => OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(path),
-            _ => File::open(path),
-        }
-        .map_err(|e| io_err(&format!("open ({} mode)", mode.name()), path, e))?;
+        let open_err = |e| io_err(&format!("open ({} mode)", mode.name()), path, e);
+        // SHARED: create the file only if it does not exist (so a failure
+        // below removes exactly what this call created), else open it.
+        let (file, created) = match mode {
+            FileMode::Shared => {
+                let mut options = OpenOptions::new();
+                options.read(true).write(true);
+                match options.clone().create_new(true).mode(0o600).open(path) {
+                    Ok(f) => (f, true),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        (options.open(path).map_err(open_err)?, false)
+                    }
+                    Err(e) => return Err(open_err(e)),
+                }
+            }
+            _ => (File::open(path).map_err(open_err)?, false),
+        };
         let mut undo = Undo {
             path,
-            created: mode == FileMode::Shared && !existed,
+            created,
             old_len: None,
         };
         let meta = file
