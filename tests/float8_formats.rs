@@ -260,3 +260,38 @@ fn every_f32_encodes_as_c10() {
         assert_eq!(h, want, "{}", f.name());
     }
 }
+
+/// The copy kernel's f32 -> e4m3fn and e5m2 paths (AVX2 where the CPU
+/// has it) over all 2^32 float32 bit patterns, 16M at a time, hash as
+/// c10's encodings (the hashes above). Ignored, as above.
+#[test]
+#[ignore]
+fn every_f32_copies_to_float8_as_c10() {
+    use tessera::{kernels, DType, Device, Tensor};
+    const CHUNK: u64 = 1 << 24;
+    for (d, want) in [
+        (DType::Float8E5M2, 0xfcf769a137e22325u64),
+        (DType::Float8E4M3Fn, 0xc7114836d2622325),
+    ] {
+        let src = Tensor::empty(&[CHUNK as i64], DType::Float, Device::CPU).unwrap();
+        let dst = Tensor::empty(&[CHUNK as i64], d, Device::CPU).unwrap();
+        let mut h = 0xcbf29ce484222325u64;
+        for c in 0..(1u64 << 32) / CHUNK {
+            // SAFETY: src holds CHUNK contiguous u32-sized elements.
+            let s = unsafe {
+                std::slice::from_raw_parts_mut(src.data_ptr() as *mut u32, CHUNK as usize)
+            };
+            for (k, x) in s.iter_mut().enumerate() {
+                *x = (c * CHUNK) as u32 + k as u32;
+            }
+            kernels::copy_(&dst, &src).unwrap();
+            // SAFETY: dst holds CHUNK contiguous bytes.
+            let out =
+                unsafe { std::slice::from_raw_parts(dst.data_ptr() as *const u8, CHUNK as usize) };
+            for b in out {
+                h = (h ^ *b as u64).wrapping_mul(0x100000001b3);
+            }
+        }
+        assert_eq!(h, want, "{d}");
+    }
+}
