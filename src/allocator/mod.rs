@@ -331,7 +331,6 @@ impl Allocator {
         let tag = inner
             .stats
             .tag()
-            .cloned()
             .expect("Allocator::new tags its statistics");
         inner.stats = Stats::tagged(tag, true);
         self
