@@ -9,6 +9,7 @@
 use super::active;
 use crate::device::Device;
 use crate::error::Result;
+use crate::fork::{self, Held, Step};
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -171,6 +172,39 @@ static RING: RingLock = RingLock {
 /// Whether events carry stacks (read before taking the lock).
 static BACKTRACES: AtomicBool = AtomicBool::new(false);
 
+/// The ring's guard, from the atfork `prepare` handler to `parent` or
+/// `child`.
+static HELD: Held<RingGuard> = Held::new();
+
+/// Step 4 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    4,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
+
+/// Atfork `prepare`: holds the ring.
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+unsafe fn fork_prepare() {
+    let guard = lock();
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(guard) };
+}
+
+/// Atfork `parent` or `child`: releases the ring (the child keeps its
+/// events).
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+unsafe fn fork_release(_in_child: bool) {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    drop(unsafe { HELD.take() });
+}
+
 /// The ring, locked.
 pub(crate) fn lock() -> RingGuard {
     let mut spins = 0u32;
@@ -288,6 +322,7 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
         "memory history: max_entries is 0; expected at least 1 (the ring's capacity in events)"
     );
     let _ = origin();
+    fork::ensure_handlers(&FORK_STEP);
     let mut guard = lock();
     let ring = guard.get_or_insert_with(Ring::default);
     if !ring.recording {

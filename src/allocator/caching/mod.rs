@@ -150,9 +150,9 @@ fn live() -> MutexGuard<'static, Vec<usize>> {
 /// or `child` (the pool locks are held without guards).
 static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
-/// Step 5 of the atfork handlers' lock order (crate::fork).
+/// Step 6 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    5,
+    6,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,
