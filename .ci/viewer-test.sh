@@ -13,7 +13,8 @@
 # Prints the load+render time of the 100,000-event page (fails above
 # VIEWER_MAX_RENDER_MS, default 5000: a hang guard, not a benchmark).
 # Screenshots go to $VIEWER_TEST_OUT (default: a temporary directory, kept).
-# VIEWER_TEST_SNAPSHOTS="a.json b.json" adds snapshots from a real run.
+# A snapshot from a real run of examples/memory_history.c is always checked;
+# VIEWER_TEST_SNAPSHOTS="a.json b.json" adds more.
 #
 #   bash .ci/viewer-test.sh
 set -euo pipefail
@@ -67,6 +68,14 @@ done
 # Snapshots from a real run (e.g. written by a C test through
 # tsr_memory_snapshot), space-separated in $VIEWER_TEST_SNAPSHOTS, get the
 # same checks as the synthetic ones.
+# And always one written by tsr_memory_snapshot in a real run:
+# examples/memory_history.c (two allocators, backtraces).
+examples/run.sh memory_history >/dev/null
+lib=${TESSERA_EXAMPLES_DIR:-$root/target/examples}/lib
+${CC:-cc} -std=c99 -g -Iinclude examples/memory_history.c -L"$lib" -ltessera \
+    -Wl,-rpath,"$lib" -o "$out/memory_history"
+"$out/memory_history" "$out/real0.json" >/dev/null
+cases+=("real0:")
 i=0
 for f in ${VIEWER_TEST_SNAPSHOTS:-}; do
     i=$((i + 1))

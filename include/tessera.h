@@ -669,8 +669,8 @@ typedef struct TsrHistoryOptions {
      */
     size_t max_entries;
     /**
-     * Capture a backtrace with each allocation (symbolized only when a
-     * snapshot is written; about 1-2 us per allocation).
+     * Capture a backtrace with each allocation (return addresses only,
+     * up to 64 frames; symbolized when a snapshot is written).
      */
     bool backtraces;
 } TsrHistoryOptions;

@@ -27,18 +27,22 @@
 //! 1. the thread pool slot (`parallel.rs`);
 //! 2. the allocator registry's slots, by device type number;
 //! 3. the memory reporter slot;
-//! 4. the list of live allocators, then each one's raw-allocation size
+//! 4. the memory history ring (`allocator/history.rs`);
+//! 5. the list of live allocators, then each one's raw-allocation size
 //!    table, in list order (`allocator/mod.rs`);
-//! 5. the list of live caching allocators, then each one's pool lock, in
+//! 6. the list of live caching allocators, then each one's pool lock, in
 //!    list order (`allocator/caching`);
-//! 6. the CPU allocator's counter shard lists: all shards, then the free
-//!    list (`allocator/thread_counts.rs`).
+//! 7. the CPU allocator's counter shard lists: all shards, then the free
+//!    list (`allocator/thread_counts.rs`);
+//! 8. the list of the CPU allocator's thread caches
+//!    (`allocator/cpu_thread_cache.rs`).
 //!
 //! This cannot deadlock against tessera itself because no tessera code
 //! holds a lock of a later step while it waits for one of an earlier step
-//! (the only nesting: 2 then 4 or 5, when a registry lookup makes the
-//! built-in or CUDA allocator; the caching layer frees segments after
-//! unlocking), and no critical section calls host code (plugin
+//! (the nestings: 2 then 4, 5 or 6, when a registry lookup makes the
+//! built-in or CUDA allocator, which may start memory history; 4 then 5
+//! and 6, when a memory snapshot reads the allocators under the ring's
+//! lock; the caching layer frees segments after unlocking), and no critical section calls host code (plugin
 //! callbacks, the reporter, deleters run outside the locks).
 //!
 //! # Registration
@@ -75,9 +79,9 @@ static REGISTERED: AtomicU64 = AtomicU64::new(0);
 /// Held by a fork from its `prepare` to its `parent` or `child` handler.
 static FORKING: AtomicBool = AtomicBool::new(false);
 
-/// The number of lock-order steps (1 to 6, see the module doc; each
+/// The number of lock-order steps (1 to 8, see the module doc; each
 /// module's `FORK_STEP` static names its number).
-pub(crate) const STEPS: usize = 6;
+pub(crate) const STEPS: usize = 8;
 
 /// One step of the lock order: the locks of one module, taken by
 /// `prepare` and released by `release` (`in_child`: in the child

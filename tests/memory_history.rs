@@ -329,3 +329,44 @@ fn release_all_caches_frees_other_threads_blocks() {
     to_worker.send(()).unwrap();
     assert_eq!(worker.join().unwrap(), 0, "the worker's cache is empty");
 }
+
+#[test]
+fn fork_while_recording_leaves_the_child_usable() {
+    let _s = serial();
+    history::start(1000, false).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    // Another thread records events (and frees into its thread cache) all
+    // the time, so forks catch it inside the ring's lock now and then.
+    let busy = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            drop(Allocator::cpu().allocate(256).unwrap());
+        }
+    });
+    for _ in 0..20 {
+        // SAFETY: the child only allocates through tessera, writes a
+        // snapshot and exits with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = Allocator::cpu().allocate(128).is_ok()
+                && snapshot::write(std::path::Path::new("/dev/null"), Format::Json).is_ok()
+                && {
+                    cpu::release_all_caches();
+                    true
+                };
+            // SAFETY: ends the child without running the parent's handlers.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child status {status}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    history::stop();
+}

@@ -14,6 +14,7 @@
 //! retries an allocation that ran out of memory.
 
 use super::thread_counts;
+use crate::fork::{self, Held, Step};
 use std::cell::{RefCell, UnsafeCell};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
@@ -220,6 +221,40 @@ fn registry() -> MutexGuard<'static, Vec<usize>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The registry's guard, from the atfork `prepare` handler to `parent`
+/// or `child`.
+static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
+
+/// Step 8 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    8,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
+
+/// Atfork `prepare`: holds the registry of thread caches.
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+unsafe fn fork_prepare() {
+    let guard = registry();
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(guard) };
+}
+
+/// Atfork `parent` or `child`: releases the registry. In the child, the
+/// caches of the parent's other threads stay registered (their blocks are
+/// the child's too; a release_all_caches frees those not caught mid-use).
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+unsafe fn fork_release(_in_child: bool) {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    drop(unsafe { HELD.take() });
+}
+
 /// The owning thread's handle on its cache.
 struct Owned(NonNull<Cache>);
 
@@ -393,6 +428,7 @@ fn new_cache(slot: &mut Option<Owned>, release: unsafe fn(*mut u8)) -> &Owned {
     });
     // SAFETY: Box::into_raw never returns NULL.
     let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cache)) };
+    fork::ensure_handlers(&FORK_STEP);
     registry().push(ptr.as_ptr() as usize);
     slot.insert(Owned(ptr))
 }

@@ -9,15 +9,18 @@
 use super::active;
 use crate::device::Device;
 use crate::error::Result;
+use crate::fork::{self, Held, Step};
+use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-/// The identity of an allocator in events: made once per allocator, kept
-/// by its statistics and by each event that names it (so an event outlives
-/// its allocator).
-#[derive(Debug)]
+/// The identity of an allocator in events: interned (one per distinct
+/// name, device, kind and inner name, kept for the life of the process),
+/// so that events and the statistics hold a plain reference and recording
+/// pays no reference counting.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Tag {
     /// The allocator's name.
     pub name: String,
@@ -30,24 +33,32 @@ pub struct Tag {
 }
 
 impl Tag {
-    /// A new identity.
+    /// The identity of an allocator with these properties.
     pub(crate) fn new(
         name: String,
         device: Device,
         kind: &'static str,
         inner: Option<String>,
-    ) -> Arc<Tag> {
-        Arc::new(Tag {
+    ) -> &'static Tag {
+        static TAGS: Mutex<Vec<&'static Tag>> = Mutex::new(Vec::new());
+        let tag = Tag {
             name,
             device,
             kind,
             inner,
-        })
+        };
+        let mut tags = TAGS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&t) = tags.iter().find(|t| ***t == tag) {
+            return t;
+        }
+        let t: &'static Tag = Box::leak(Box::new(tag));
+        tags.push(t);
+        t
     }
 
     /// A key for tables: the identity's address.
-    pub(crate) fn key(tag: &Arc<Tag>) -> usize {
-        Arc::as_ptr(tag) as usize
+    pub(crate) fn key(tag: &'static Tag) -> usize {
+        tag as *const Tag as usize
     }
 }
 
@@ -83,13 +94,13 @@ pub struct Event {
     /// What happened.
     pub action: Action,
     /// Which allocator.
-    pub tag: Arc<Tag>,
+    pub tag: &'static Tag,
     /// The block's address (0 for Oom).
     pub addr: usize,
     /// Its size (a free carries its block's size; Oom: bytes requested).
     pub size: usize,
-    /// Nanoseconds on [`now_ns`]'s clock.
-    pub time_ns: u64,
+    /// When, in [`ticks`] (see [`TickScale`]).
+    pub ticks: u64,
     /// Where, when backtraces are on.
     pub(crate) stack: Option<Stack>,
 }
@@ -97,9 +108,9 @@ pub struct Event {
 /// A block allocated while recording and not freed yet.
 #[derive(Debug, Clone)]
 pub(crate) struct LiveBlock {
-    pub(crate) tag: Arc<Tag>,
+    pub(crate) tag: &'static Tag,
     pub(crate) size: usize,
-    pub(crate) time_ns: u64,
+    pub(crate) ticks: u64,
     pub(crate) stack: Option<Stack>,
 }
 
@@ -113,23 +124,192 @@ pub(crate) struct Ring {
     pub(crate) recorded: u64,
     pub(crate) events: VecDeque<Event>,
     /// (allocator key, address) -> block.
-    pub(crate) live: HashMap<(usize, usize), LiveBlock>,
+    pub(crate) live: HashMap<(usize, usize), LiveBlock, KeyHash>,
 }
 
-static RING: Mutex<Option<Ring>> = Mutex::new(None);
+/// The ring's lock: a spin lock whose release is a plain store (one
+/// locked instruction per event instead of a mutex's two; the critical
+/// sections are a hash-table update and a ring push). A waiter yields its
+/// time slice after a short spin.
+struct RingLock {
+    locked: AtomicBool,
+    ring: UnsafeCell<Option<Ring>>,
+}
+
+// SAFETY: `ring` is only reached through a RingGuard, which exists only
+// while `locked` is held by its thread.
+unsafe impl Sync for RingLock {}
+
+/// Exclusive access to the ring.
+pub(crate) struct RingGuard(&'static RingLock);
+
+impl std::ops::Deref for RingGuard {
+    type Target = Option<Ring>;
+    fn deref(&self) -> &Option<Ring> {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*self.0.ring.get() }
+    }
+}
+
+impl std::ops::DerefMut for RingGuard {
+    fn deref_mut(&mut self) -> &mut Option<Ring> {
+        // SAFETY: the guard holds the lock, and this borrow of the guard
+        // is exclusive.
+        unsafe { &mut *self.0.ring.get() }
+    }
+}
+
+impl Drop for RingGuard {
+    fn drop(&mut self) {
+        self.0.locked.store(false, Release);
+    }
+}
+
+static RING: RingLock = RingLock {
+    locked: AtomicBool::new(false),
+    ring: UnsafeCell::new(None),
+};
 /// Whether events carry stacks (read before taking the lock).
 static BACKTRACES: AtomicBool = AtomicBool::new(false);
 
-/// The ring, locked (made empty on first use).
-pub(crate) fn lock() -> MutexGuard<'static, Option<Ring>> {
-    RING.lock().unwrap_or_else(|e| e.into_inner())
+/// The ring's guard, from the atfork `prepare` handler to `parent` or
+/// `child`.
+static HELD: Held<RingGuard> = Held::new();
+
+/// Step 4 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(
+    4,
+    crate::allocator::complete_builtin,
+    fork_prepare,
+    fork_release,
+);
+
+/// Atfork `prepare`: holds the ring.
+///
+/// # Safety
+/// Only from the atfork handlers (crate::fork).
+unsafe fn fork_prepare() {
+    let guard = lock();
+    // SAFETY: called from the prepare handler, as the contract asks.
+    unsafe { HELD.put(guard) };
+}
+
+/// Atfork `parent` or `child`: releases the ring (the child keeps its
+/// events).
+///
+/// # Safety
+/// Only from the atfork handlers, after [`fork_prepare`].
+unsafe fn fork_release(_in_child: bool) {
+    // SAFETY: called from the parent or child handler, as the contract
+    // asks.
+    drop(unsafe { HELD.take() });
+}
+
+/// The ring, locked.
+pub(crate) fn lock() -> RingGuard {
+    let mut spins = 0u32;
+    while RING
+        .locked
+        .compare_exchange_weak(false, true, Acquire, Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    RingGuard(&RING)
+}
+
+/// The clock's origin: an Instant and the tick count read with it.
+fn origin() -> &'static (Instant, u64) {
+    static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
+    ORIGIN.get_or_init(|| (Instant::now(), ticks()))
+}
+
+/// A cheap monotonic tick count: the time-stamp counter on x86-64 (a few
+/// nanoseconds to read, where clock_gettime can take tens on virtual
+/// machines), converted to nanoseconds only when a snapshot is written
+/// ([`ticks_to_ns`]); nanoseconds of Instant elsewhere.
+#[inline]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc has no preconditions; every x86-64 CPU has it.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: OnceLock<Instant> = OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// Converts tick counts to nanoseconds since the clock's origin, with the
+/// rate measured between the origin and now (the invariant TSC of every
+/// x86-64 CPU of the last fifteen years ticks at a constant rate).
+pub(crate) struct TickScale {
+    t0: u64,
+    ns_per_tick: f64,
+    /// Now, in nanoseconds since the origin.
+    pub(crate) now_ns: u64,
+}
+
+impl TickScale {
+    /// The scale now.
+    pub(crate) fn now() -> TickScale {
+        let (i0, t0) = *origin();
+        let (t, ns) = (ticks(), i0.elapsed().as_nanos() as u64);
+        let ns_per_tick = if t > t0 && ns > 0 {
+            ns as f64 / (t - t0) as f64
+        } else {
+            1.0
+        };
+        TickScale {
+            t0,
+            ns_per_tick,
+            now_ns: ns,
+        }
+    }
+
+    /// `t` (from [`ticks`]) in nanoseconds since the origin.
+    pub(crate) fn ns(&self, t: u64) -> u64 {
+        (((t.saturating_sub(self.t0)) as f64 * self.ns_per_tick) as u64).min(self.now_ns)
+    }
 }
 
 /// Nanoseconds since the first use of this clock in the process.
 pub fn now_ns() -> u64 {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    origin().0.elapsed().as_nanos() as u64
 }
+
+/// A hasher for (allocator, address) keys: addresses are already well
+/// spread, so a multiply mixes enough, at a fraction of SipHash's cost on
+/// a path that runs for every allocation while recording.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(29) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// The live-block table's hasher.
+pub(crate) type KeyHash = std::hash::BuildHasherDefault<KeyHasher>;
 
 /// Starts recording (or changes the options while recording): the ring
 /// keeps the newest `max_entries` events. Restarting while recording
@@ -141,7 +321,8 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
         InvalidArgument,
         "memory history: max_entries is 0; expected at least 1 (the ring's capacity in events)"
     );
-    let _ = now_ns();
+    let _ = origin();
+    fork::ensure_handlers(&FORK_STEP);
     let mut guard = lock();
     let ring = guard.get_or_insert_with(Ring::default);
     if !ring.recording {
@@ -200,24 +381,25 @@ fn push(ring: &mut Ring, event: Event) {
 /// Records an allocation (`delta` > 0) or free (`delta` < 0) of the
 /// allocator `tag` at `addr` (the reporter's slow path calls it).
 #[cold]
-pub(crate) fn record_change(tag: &Arc<Tag>, addr: usize, delta: i64) {
+pub(crate) fn record_change(tag: &'static Tag, addr: usize, delta: i64) {
     let size = delta.unsigned_abs() as usize;
     let want_stack = delta > 0 && BACKTRACES.load(Relaxed);
     // Captured outside the lock: unwinding takes microseconds.
     let stack = want_stack.then(capture);
-    let time_ns = now_ns();
     let mut guard = lock();
     let Some(ring) = guard.as_mut().filter(|r| r.recording) else {
         return;
     };
+    // Read under the lock, so times never decrease along the ring.
+    let ticks = ticks();
     let key = (Tag::key(tag), addr);
     let action = if delta >= 0 {
         ring.live.insert(
             key,
             LiveBlock {
-                tag: tag.clone(),
+                tag,
                 size,
-                time_ns,
+                ticks,
                 stack: stack.clone(),
             },
         );
@@ -230,35 +412,36 @@ pub(crate) fn record_change(tag: &Arc<Tag>, addr: usize, delta: i64) {
         ring,
         Event {
             action,
-            tag: tag.clone(),
+            tag,
             addr,
             size,
-            time_ns,
+            ticks,
             stack,
         },
     );
 }
 
 /// Records a failed allocation of `requested` bytes.
-pub(crate) fn record_oom(tag: &Arc<Tag>, requested: usize) {
+pub(crate) fn record_oom(tag: &'static Tag, requested: usize) {
     if active::get() & active::HISTORY == 0 {
         return;
     }
     let want_stack = BACKTRACES.load(Relaxed);
     let stack = want_stack.then(capture);
-    let time_ns = now_ns();
     let mut guard = lock();
     let Some(ring) = guard.as_mut().filter(|r| r.recording) else {
         return;
     };
+    // Read under the lock, so times never decrease along the ring.
+    let ticks = ticks();
     push(
         ring,
         Event {
             action: Action::Oom,
-            tag: tag.clone(),
+            tag,
             addr: 0,
             size: requested,
-            time_ns,
+            ticks,
             stack,
         },
     );

@@ -164,8 +164,8 @@ type HeldTables = (
 );
 static HELD: Held<HeldTables> = Held::new();
 
-/// Step 4 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(4, complete_builtin, fork_prepare, fork_release);
+/// Step 5 of the atfork handlers' lock order (crate::fork).
+static FORK_STEP: Step = Step::new(5, complete_builtin, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the list of live allocators, then each one's
 /// raw-size table (in list order).
@@ -331,7 +331,6 @@ impl Allocator {
         let tag = inner
             .stats
             .tag()
-            .cloned()
             .expect("Allocator::new tags its statistics");
         inner.stats = Stats::tagged(tag, true);
         self

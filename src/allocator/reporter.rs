@@ -85,7 +85,7 @@ pub(crate) fn is_active() -> bool {
 /// allocator being destroyed, whose events are not recorded).
 #[inline]
 pub(crate) fn report(
-    tag: Option<&Arc<Tag>>,
+    tag: Option<&'static Tag>,
     ptr: *const c_void,
     delta_bytes: i64,
     total_allocated: u64,
@@ -109,7 +109,7 @@ pub(crate) fn report(
 
 #[cold]
 #[inline(never)]
-fn report_slow(active: u8, tag: Option<&Arc<Tag>>, event: MemoryEvent) {
+fn report_slow(active: u8, tag: Option<&'static Tag>, event: MemoryEvent) {
     if active & HISTORY != 0 {
         if let Some(tag) = tag {
             history::record_change(tag, event.ptr as usize, event.delta_bytes);

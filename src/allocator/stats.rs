@@ -12,7 +12,6 @@ use super::reporter;
 use crate::device::Device;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 
 /// Counters kept by every allocator.
 #[derive(Debug, Default)]
@@ -27,7 +26,7 @@ pub struct Stats {
     per_thread_counts: bool,
     /// The allocator's identity in memory history events (None for
     /// statistics that belong to no allocator).
-    tag: Option<Arc<Tag>>,
+    tag: Option<&'static Tag>,
 }
 
 /// A copy of the counters at one moment.
@@ -56,7 +55,7 @@ impl Stats {
     }
 
     /// Statistics of the allocator `tag` names.
-    pub(crate) fn tagged(tag: Arc<Tag>, per_thread_counts: bool) -> Stats {
+    pub(crate) fn tagged(tag: &'static Tag, per_thread_counts: bool) -> Stats {
         Stats {
             per_thread_counts,
             tag: Some(tag),
@@ -65,8 +64,8 @@ impl Stats {
     }
 
     /// The allocator's identity in memory history events.
-    pub(crate) fn tag(&self) -> Option<&Arc<Tag>> {
-        self.tag.as_ref()
+    pub(crate) fn tag(&self) -> Option<&'static Tag> {
+        self.tag
     }
 
     /// Records an allocation of `nbytes` at `ptr` and tells the reporter.
@@ -93,7 +92,7 @@ impl Stats {
         if now > self.peak.load(Relaxed) {
             self.peak.fetch_max(now, Relaxed);
         }
-        reporter::report(self.tag.as_ref(), ptr, nbytes as i64, now, device);
+        reporter::report(self.tag, ptr, nbytes as i64, now, device);
     }
 
     /// The bytes and report of a free whose count the caller keeps.
@@ -101,7 +100,7 @@ impl Stats {
     pub(crate) fn record_free_bytes(&self, ptr: *const c_void, nbytes: usize, device: Device) {
         let n = nbytes as u64;
         let now = self.allocated.fetch_sub(n, Relaxed).wrapping_sub(n);
-        reporter::report(self.tag.as_ref(), ptr, -(nbytes as i64), now, device);
+        reporter::report(self.tag, ptr, -(nbytes as i64), now, device);
     }
 
     /// Counts an allocation in the shared counter.

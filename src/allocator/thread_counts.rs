@@ -86,9 +86,9 @@ type Lists = (
 /// or `child`.
 static HELD: Held<Lists> = Held::new();
 
-/// Step 6 of the atfork handlers' lock order (crate::fork).
+/// Step 7 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    6,
+    7,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

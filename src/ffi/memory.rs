@@ -18,8 +18,8 @@ pub struct TsrHistoryOptions {
     /// The ring's capacity: it keeps the newest `max_entries` events (at
     /// least 1).
     pub max_entries: usize,
-    /// Capture a backtrace with each allocation (symbolized only when a
-    /// snapshot is written; about 1-2 us per allocation).
+    /// Capture a backtrace with each allocation (return addresses only,
+    /// up to 64 frames; symbolized when a snapshot is written).
     pub backtraces: bool,
 }
 

@@ -150,9 +150,9 @@ fn live() -> MutexGuard<'static, Vec<usize>> {
 /// or `child` (the pool locks are held without guards).
 static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
-/// Step 5 of the atfork handlers' lock order (crate::fork).
+/// Step 6 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    5,
+    6,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,
@@ -267,7 +267,7 @@ fn build(
         .lock
         .lock()?;
     st.owner = owner;
-    st.tag = alloc.0.stats().tag().cloned();
+    st.tag = alloc.0.stats().tag();
     drop(st);
     Ok(alloc)
 }
@@ -312,8 +312,8 @@ pub(crate) fn all_segments() -> Vec<(usize, Vec<SegmentView>)> {
         let Ok(mut st) = shared.lock.lock() else {
             continue;
         };
-        if let Some(tag) = st.tag.clone() {
-            out.push((history::Tag::key(&tag), st.segments()));
+        if let Some(tag) = st.tag {
+            out.push((history::Tag::key(tag), st.segments()));
         }
     }
     out
@@ -689,9 +689,9 @@ fn free_reported(shared: &Shared, block: BlockId) -> bool {
         };
         let (data, nbytes, device) = st.info(block);
         st.record_free(nbytes);
-        (data, nbytes, device, st.allocated, st.tag.clone())
+        (data, nbytes, device, st.allocated, st.tag)
     };
-    reporter::report(tag.as_ref(), data, -(nbytes as i64), total, device);
+    reporter::report(tag, data, -(nbytes as i64), total, device);
     let Ok(mut st) = shared.lock.lock() else {
         return false;
     };

@@ -133,7 +133,7 @@ pub(super) struct State {
     pub(super) orphaned: bool,
     /// The owner's identity in memory history (kept after the owner is
     /// gone, for the frees of the blocks still out).
-    pub(super) tag: Option<std::sync::Arc<crate::allocator::history::Tag>>,
+    pub(super) tag: Option<&'static crate::allocator::history::Tag>,
     /// Requests of this size or more are oversize (usize::MAX: none).
     oversize_from: usize,
 }

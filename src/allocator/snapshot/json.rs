@@ -28,7 +28,7 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
                     let mut o = Map::new();
                     o.insert("addr".into(), hex(*addr));
                     o.insert("size".into(), json!(b.size));
-                    o.insert("time_ns".into(), json!(b.time_ns));
+                    o.insert("time_ns".into(), json!(g.scale.ns(b.ticks)));
                     if let Some(s) = &b.stack {
                         o.insert("stack".into(), json!(&*frames.stack(s)));
                     }
@@ -94,7 +94,7 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
             o.insert("device".into(), device(e.tag.device));
             o.insert("addr".into(), hex(e.addr));
             o.insert("size".into(), json!(e.size));
-            o.insert("time_ns".into(), json!(e.time_ns));
+            o.insert("time_ns".into(), json!(g.scale.ns(e.ticks)));
             if let Some(s) = &e.stack {
                 o.insert("stack".into(), json!(&*frames.stack(s)));
             }

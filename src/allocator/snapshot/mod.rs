@@ -30,7 +30,7 @@ pub enum Format {
 
 /// One allocator as the snapshot sees it.
 pub(crate) struct AllocatorView {
-    pub(crate) tag: Arc<Tag>,
+    pub(crate) tag: &'static Tag,
     pub(crate) stats: StatsSnapshot,
     /// Live blocks by address.
     pub(crate) blocks: Vec<(usize, LiveBlock)>,
@@ -48,12 +48,15 @@ pub(crate) struct Gathered {
     pub(crate) allocators: Vec<AllocatorView>,
     pub(crate) taken_ns: u64,
     pub(crate) unix_ms: u64,
+    /// Converts events' and blocks' ticks to nanoseconds.
+    pub(crate) scale: history::TickScale,
 }
 
 /// Reads the state of every allocator and the ring, under the ring's lock.
 pub(crate) fn gather() -> Gathered {
     let ring = history::lock();
-    let taken_ns = history::now_ns();
+    let scale = history::TickScale::now();
+    let taken_ns = scale.now_ns;
     let unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -63,7 +66,7 @@ pub(crate) fn gather() -> Gathered {
         if let Some(tag) = a.stats().tag() {
             index.insert(Tag::key(tag), allocators.len());
             allocators.push(AllocatorView {
-                tag: tag.clone(),
+                tag,
                 stats: a.stats().snapshot(),
                 blocks: Vec::new(),
                 segments: None,
@@ -84,6 +87,7 @@ pub(crate) fn gather() -> Gathered {
         allocators,
         taken_ns,
         unix_ms,
+        scale,
     };
     if let Some(r) = ring.as_ref() {
         g.recording = r.recording;
@@ -99,7 +103,7 @@ pub(crate) fn gather() -> Gathered {
                     // allocator's orphaned state): listed from its blocks.
                     index.insert(key, g.allocators.len());
                     g.allocators.push(AllocatorView {
-                        tag: block.tag.clone(),
+                        tag: block.tag,
                         stats: StatsSnapshot::default(),
                         blocks: Vec::new(),
                         segments: (block.tag.kind == "caching").then(Vec::new),

@@ -132,7 +132,7 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
                 "addr": e.addr,
                 "size": e.size,
                 "stream": 0,
-                "time_us": e.time_ns / 1000,
+                "time_us": g.scale.ns(e.ticks) / 1000,
                 "frames": fr.clone(),
                 "allocator": e.tag.name,
             });
