@@ -1,6 +1,6 @@
 use super::*;
-use crate::error::ErrorKind;
 use crate::allocator::{Allocator, RawAllocator};
+use crate::error::ErrorKind;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -278,7 +278,11 @@ fn shared_file_storage_is_shared() {
     let before = shared.data();
     // SAFETY: this test is the storages' only user.
     unsafe { shared.share_memory() }.unwrap();
-    assert_eq!(shared.data(), before, "a SHARED file storage is shared already: no move");
+    assert_eq!(
+        shared.data(),
+        before,
+        "a SHARED file storage is shared already: no move"
+    );
     drop((shared, private));
     std::fs::remove_file(&path).unwrap();
 }
