@@ -473,3 +473,106 @@ fn tensors_loaded_from_a_read_only_storage_are_read_only() {
     let back = load_from_storage(&s, Format::Torch).unwrap();
     assert!(back.get("w").unwrap().storage().is_read_only());
 }
+
+/// A pickle shaped like Python's torch.save of
+/// `{"model": model.state_dict(), "epoch": 3, "opt": {"lr": 0.1, "w": t}}`
+/// (an OrderedDict with `_metadata` state, nn.Parameter rebuilds, nested
+/// dicts, non-tensor values), storages memoized as Python's pickler does.
+#[test]
+fn a_python_style_checkpoint_loads_nested_and_skips_non_tensors() {
+    let od = |items: Vec<(Value, Value)>, state: Option<Value>| Value::Reduce {
+        callable: Box::new(Value::global("collections", "OrderedDict")),
+        args: Box::new(Value::Tuple(vec![])),
+        items,
+        state: state.map(Box::new),
+    };
+    let tensor = |key: &str, memo: u32, offset: i64, sizes: &[i64], strides: &[i64]| {
+        let ints = |v: &[i64]| Value::Tuple(v.iter().map(|&i| Value::Int(i)).collect());
+        let storage = if key == "0" && memo == 1 {
+            Value::MemoGet(0)
+        } else {
+            Value::Memo {
+                id: memo,
+                value: Box::new(Value::PersistentId(Box::new(Value::Tuple(vec![
+                    Value::str("storage"),
+                    Value::global("torch", "FloatStorage"),
+                    Value::str(key),
+                    Value::str("cpu"),
+                    Value::Int(6),
+                ])))),
+            }
+        };
+        Value::call(
+            Value::global("torch._utils", "_rebuild_tensor_v2"),
+            vec![
+                storage,
+                Value::Int(offset),
+                ints(sizes),
+                ints(strides),
+                Value::Bool(true),
+                od(vec![], None),
+            ],
+        )
+    };
+    let param = |t: Value| {
+        Value::call(
+            Value::global("torch._utils", "_rebuild_parameter"),
+            vec![t, Value::Bool(true), od(vec![], None)],
+        )
+    };
+    let model = od(
+        vec![
+            (
+                Value::str("fc.weight"),
+                param(tensor("0", 0, 0, &[2, 3], &[3, 1])),
+            ),
+            (Value::str("fc.bias"), param(tensor("0", 1, 3, &[3], &[1]))),
+        ],
+        Some(Value::Dict(vec![(
+            Value::str("_metadata"),
+            od(
+                vec![(
+                    Value::str(""),
+                    Value::Dict(vec![(Value::str("version"), Value::Int(1))]),
+                )],
+                None,
+            ),
+        )])),
+    );
+    let root = Value::Dict(vec![
+        (Value::str("model"), model),
+        (Value::str("epoch"), Value::Int(3)),
+        (
+            Value::str("opt"),
+            Value::Dict(vec![
+                (Value::str("lr"), Value::Float(0.1)),
+                (Value::str("w"), tensor("1", 2, 0, &[6], &[1])),
+            ]),
+        ),
+    ]);
+    let pkl = pickle::write(&root).unwrap();
+    let rec0: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let rec1: Vec<u8> = (0..6)
+        .flat_map(|i| (10.0 + i as f32).to_le_bytes())
+        .collect();
+    let d = load_bytes(&archive(&pkl, &[("0", &rec0), ("1", &rec1)])).unwrap();
+    let names: Vec<_> = d.iter().map(|(n, _)| n.to_owned()).collect();
+    assert_eq!(names, ["model.fc.weight", "model.fc.bias", "opt.w"]);
+    let (w, b) = (
+        d.get("model.fc.weight").unwrap(),
+        d.get("model.fc.bias").unwrap(),
+    );
+    assert!(
+        Storage::ptr_eq(w.storage(), b.storage()),
+        "one storage for weight and bias"
+    );
+    assert_eq!(b.storage_offset(), 3);
+    // SAFETY: b is a float [3] tensor of CPU memory.
+    assert_eq!(unsafe { *(b.data_ptr() as *const f32) }, 3.0);
+    // SAFETY: opt.w is a float [6] tensor of CPU memory.
+    assert_eq!(
+        unsafe { *(d.get("opt.w").unwrap().data_ptr() as *const f32).add(5) },
+        15.0
+    );
+    assert_eq!(d.metadata(SKIPPED_KEY), Some("epoch\nopt.lr"));
+}
