@@ -576,3 +576,24 @@ fn a_python_style_checkpoint_loads_nested_and_skips_non_tensors() {
     );
     assert_eq!(d.metadata(SKIPPED_KEY), Some("epoch\nopt.lr"));
 }
+
+#[test]
+fn zip64_entries_are_read() {
+    use std::io::Write;
+    let pkl = tensor_pickle("FloatStorage", "0", 4, 0, &[4], &[1]);
+    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    z.start_file("big/data.pkl", o).unwrap();
+    z.write_all(&pkl).unwrap();
+    z.start_file("big/data/0", o).unwrap();
+    z.write_all(&[0u8; 16]).unwrap();
+    let bytes = z.finish().unwrap().into_inner();
+    // ZIP64 extra fields (header id 0x0001) are present.
+    assert!(bytes
+        .windows(4)
+        .any(|w| w == [1, 0, 16, 0] || w == [1, 0, 8, 0] || w == [1, 0, 24, 0]));
+    let d = load_bytes(&bytes).unwrap();
+    assert_eq!(d.get("t").unwrap().sizes(), &[4]);
+}
