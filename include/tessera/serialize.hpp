@@ -75,7 +75,7 @@ class TensorDict {
         return detail::finish(status, TensorDict(out));
     }
 
-    /** Loads from file bytes held by a CPU storage (tensors view it where aligned). */
+    /** Loads from file bytes held by a CPU storage (tensors view that storage where aligned). */
     [[nodiscard]] static Returns<TensorDict> load(const Storage& bytes,
                                                   Format format = Format::Auto) {
         TsrTensorDict* out = nullptr;

@@ -156,14 +156,20 @@ fn storage_bytes(s: &Storage) -> Result<&[u8]> {
     Ok(unsafe { std::slice::from_raw_parts(s.data() as *const u8, s.nbytes()) })
 }
 
-/// Loads a dict from the file bytes in `bytes`: tensors view its bytes
-/// where their alignment allows (keeping `bytes` alive), copies otherwise.
+/// Loads a dict from the file bytes in `bytes`: tensors view that storage
+/// (at their record's offset) where their alignment allows, copies
+/// otherwise.
 pub fn load_from_storage(bytes: &Storage, format: Format) -> Result<TensorDict> {
+    load_backed(bytes, format, true)
+}
+
+fn load_backed(bytes: &Storage, format: Format, direct: bool) -> Result<TensorDict> {
     let slice = storage_bytes(bytes)?;
     load_source(
         &Source {
             bytes: slice,
             backing: Some(bytes),
+            direct,
         },
         format,
     )
@@ -200,7 +206,8 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
     } else {
         read_file(path)?
     };
-    load_from_storage(&bytes, format)
+    // Only this function holds `bytes`: records get storages of their own.
+    load_backed(&bytes, format, false)
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.

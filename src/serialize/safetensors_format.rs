@@ -165,8 +165,8 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
             .map_err(|_| {
                 crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
             })?;
-        let storage = source.record(data_start + start, end - start, dtype.itemsize().min(16))?;
-        let t = Tensor::from_storage(&storage, 0, &sizes, None, dtype)
+        let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
+        let t = Tensor::from_storage(&rec.storage, rec.base, &sizes, None, dtype)
             .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
         dict.set(&name, t)?;
     }

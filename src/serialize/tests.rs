@@ -34,9 +34,20 @@ fn same(a: &Tensor, b: &Tensor, name: &str, strides_too: bool) {
     assert_eq!(row_major(a), row_major(b), "{name}: values");
 }
 
+/// Saves `dict` to a file and loads it back (copy loading: each record
+/// gets its own storage, offsets as saved).
 fn round_trip(dict: &TensorDict, format: Format) -> TensorDict {
-    let s = save_to_storage(dict, format).unwrap();
-    load_from_storage(&s, Format::Auto).unwrap()
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "tessera-rt-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    save(dict, &path, format).unwrap();
+    let back = load(&path, Format::Auto, LoadFlags::default()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    back
 }
 
 fn torch_dtypes() -> Vec<DType> {
@@ -146,10 +157,7 @@ fn torch_round_trip_preserves_sharing() {
     let zip = zip::ZipArchive::new(std::io::Cursor::new(&bytes)).unwrap();
     let records = zip.file_names().filter(|n| n.contains("/data/")).count();
     assert_eq!(records, 2, "one record per storage");
-    for back in [round_trip(&d, Format::Torch), {
-        let s = save_to_storage(&d, Format::Torch).unwrap();
-        load_from_storage(&s, Format::Torch).unwrap()
-    }] {
+    for back in [round_trip(&d, Format::Torch)] {
         let (la, lb, lc) = (
             back.get("a").unwrap(),
             back.get("b").unwrap(),
@@ -566,7 +574,7 @@ fn a_python_style_checkpoint_loads_nested_and_skips_non_tensors() {
         Storage::ptr_eq(w.storage(), b.storage()),
         "one storage for weight and bias"
     );
-    assert_eq!(b.storage_offset(), 3);
+    assert_eq!(b.storage_offset() - w.storage_offset(), 3);
     // SAFETY: b is a float [3] tensor of CPU memory.
     assert_eq!(unsafe { *(b.data_ptr() as *const f32) }, 3.0);
     // SAFETY: opt.w is a float [6] tensor of CPU memory.
@@ -596,4 +604,42 @@ fn zip64_entries_are_read() {
         .any(|w| w == [1, 0, 16, 0] || w == [1, 0, 8, 0] || w == [1, 0, 24, 0]));
     let d = load_bytes(&bytes).unwrap();
     assert_eq!(d.get("t").unwrap().sizes(), &[4]);
+}
+
+#[test]
+fn loading_from_a_storage_views_that_storage() {
+    let a = filled(&[4, 4], DType::Float, 0);
+    let mut d = TensorDict::new();
+    d.set("a", a.clone()).unwrap();
+    d.set("b", a.narrow(0, 1, 2).unwrap()).unwrap();
+    d.set("x", filled(&[3], DType::Double, 1)).unwrap();
+    for format in [Format::Torch, Format::Safetensors] {
+        let mut d = d.clone();
+        if format == Format::Safetensors {
+            d = TensorDict::new();
+            d.set("a", a.clone()).unwrap();
+            d.set("x", filled(&[3], DType::Double, 1)).unwrap();
+        }
+        let bytes = save_to_storage(&d, format).unwrap();
+        let back = load_from_storage(&bytes, format).unwrap();
+        for (name, t) in d.iter() {
+            let u = back.get(name).unwrap();
+            // The tensors view the caller's storage itself, at their
+            // record's offset, so they follow what is done to it later.
+            assert!(Storage::ptr_eq(u.storage(), &bytes), "{name}");
+            same(t, u, name, false);
+            assert_eq!(t.strides(), u.strides());
+        }
+        if format == Format::Torch {
+            let (la, lb) = (back.get("a").unwrap(), back.get("b").unwrap());
+            assert_eq!(
+                lb.storage_offset() - la.storage_offset(),
+                4,
+                "relative offsets kept"
+            );
+        }
+        assert!(bytes.use_count() > 1);
+        drop(back);
+        assert_eq!(bytes.use_count(), 1, "nothing kept after the dict is gone");
+    }
 }

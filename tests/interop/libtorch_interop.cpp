@@ -77,8 +77,10 @@ std::vector<char> bytes_of(const at::Tensor& t) {
     return std::vector<char>(p, p + c.numel() * c.element_size());
 }
 
-bool same_geometry(const tessera::Tensor& a, const at::Tensor& b) {
-    if (a.ndim() != b.dim() || a.storage_offset() != b.storage_offset()) return false;
+// Same dtype, sizes, strides and storage offset (shifted by `shift`
+// elements: tensors loaded from a storage view it at their record's offset).
+bool same_geometry(const tessera::Tensor& a, const at::Tensor& b, int64_t shift = 0) {
+    if (a.ndim() != b.dim() || a.storage_offset() != b.storage_offset() + shift) return false;
     for (int64_t d = 0; d < a.ndim(); d++) {
         if (a.size(d) != b.size(d) || a.stride(d) != b.stride(d)) return false;
     }
@@ -168,11 +170,16 @@ void libtorch_writes_tessera_reads(const std::string& dir) {
     loaded.push_back(tessera::TensorDict::load(path.c_str(), tessera::Format::Auto, TSR_LOAD_MMAP));
     for (tessera::TensorDict& d : loaded) {
         EXPECT(d.size() == dict.size());
+        // From the storage (the first), base views `s` at its record's
+        // offset; the other views keep their offsets relative to it.
+        int64_t shift = d["base"].storage_offset();
         for (const auto& entry : dict) {
             tessera::Tensor mine = d[entry.key().c_str()];
             EXPECT(bool(mine));
             if (!mine) continue;
-            EXPECT(same_geometry(mine, entry.value()));
+            bool shares = entry.value().storage().is_alias_of(base.storage());
+            int64_t own_shift = shares ? shift : mine.storage_offset() - entry.value().storage_offset();
+            EXPECT(same_geometry(mine, entry.value(), own_shift));
             EXPECT(bytes_of(mine) == bytes_of(entry.value()));
         }
         tessera::Tensor b = d["base"], r = d["rows"], t = d["t"];
