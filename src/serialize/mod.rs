@@ -103,24 +103,13 @@ fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
 /// Saves `dict` to the file at `path` (created or truncated). On an
 /// error no file is left behind.
 pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
-    let format = format_for_path(path, format);
-    let bytes = match format {
-        Format::Safetensors => Some(safetensors_format::write(dict)?),
-        _ => None,
-    };
+    if format_for_path(path, format) == Format::Safetensors {
+        return safetensors_format::write_file(dict, path);
+    }
     let file = std::fs::File::create(path).map_err(|e| io_err(path, "cannot create", e))?;
-    let result = match bytes {
-        Some(bytes) => {
-            let mut file = file;
-            file.write_all(&bytes)
-                .map_err(|e| io_err(path, "cannot write", e))
-        }
-        None => {
-            let w = std::io::BufWriter::with_capacity(1 << 20, file);
-            torch_write::write(dict, ARCHIVE, w)
-                .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)))
-        }
-    };
+    let w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let result = torch_write::write(dict, ARCHIVE, w)
+        .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)));
     if result.is_err() {
         let _ = std::fs::remove_file(path);
     }

@@ -88,8 +88,14 @@ fn st_err(e: safetensors::SafeTensorError) -> Error {
     crate::err!(Format, "safetensors: {e}")
 }
 
-/// The file's bytes for `dict`.
-pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
+/// The tensors of `dict` as safetensors views, and its metadata, after
+/// the checks (CPU, dtypes, no overlapping tensors).
+fn prepare(
+    dict: &TensorDict,
+) -> Result<(
+    Vec<(&str, TensorBytes<'_>)>,
+    Option<HashMap<String, String>>,
+)> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
     for (i, (name, t)) in entries.iter().enumerate() {
         check_saveable(name, t)?;
@@ -129,9 +135,33 @@ pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
         .metadata_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-    let meta = (!meta.is_empty()).then_some(meta);
+    Ok((tensors, (!meta.is_empty()).then_some(meta)))
+}
+
+/// The file's bytes for `dict`.
+pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
+    let (tensors, meta) = prepare(dict)?;
     safetensors::serialize(tensors.iter().map(|(n, t)| (*n, t)), meta)
         .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))
+}
+
+/// Writes the file for `dict` at `path`, the tensors' bytes straight from
+/// their storages (no copy of the whole file in memory).
+pub(crate) fn write_file(dict: &TensorDict, path: &std::path::Path) -> Result<()> {
+    let (tensors, meta) = prepare(dict)?;
+    // The crate checks everything before it creates the file; an I/O
+    // error comes after, and the partial file is removed.
+    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), meta, path).map_err(|e| {
+        match e {
+            safetensors::SafeTensorError::IoError(io) => {
+                if path.is_file() {
+                    let _ = std::fs::remove_file(path);
+                }
+                crate::err!(Io, "cannot write {}: {io}", path.display())
+            }
+            other => crate::err!(InvalidArgument, "safetensors: {other}"),
+        }
+    })
 }
 
 /// Reads a safetensors file from `source`.
