@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "tsr_test.h"
 
@@ -227,6 +228,8 @@ typedef struct {
     TsrWeakObject *dead_wo;
     double acc;
     char buf[64], buf2[64], fixed_bytes[16];
+    TsrTensorDict *dict; /* {"w": a float [3] tensor of its own}, metadata k=v */
+    TsrStorage *saved;   /* F.dict's bytes in the torch format */
 } Fixtures;
 
 typedef struct {
@@ -248,6 +251,7 @@ typedef struct {
     void *ptr;
     TsrDType dtype;
     bool flag;
+    TsrTensorDict *dict;
 } Scratch;
 
 static Fixtures F;
@@ -265,6 +269,27 @@ static TsrDevice fx_device(int8_t type, int8_t index) {
     d.type = type;
     d.index = index;
     return d;
+}
+
+/* A torch file of F.dict's contents, written once per process (removed
+ * at exit). */
+static char fx_path_buf[64];
+static void fx_path_unlink(void) { remove(fx_path_buf); }
+static const char *fx_path(void) {
+    if (!fx_path_buf[0]) {
+        snprintf(fx_path_buf, sizeof fx_path_buf, "/tmp/tsr-bad-input-%ld.pt", (long)getpid());
+        TsrTensorDict *d = NULL;
+        TsrTensor *w = NULL;
+        int64_t three = 3;
+        CHECK_OK(tsr_dict_new(&d));
+        CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &w));
+        CHECK_OK(tsr_dict_set(d, "w", w));
+        CHECK_OK(tsr_save(d, fx_path_buf, TSR_FORMAT_TORCH));
+        CHECK_OK(tsr_tensor_decref(w));
+        tsr_dict_free(d);
+        atexit(fx_path_unlink);
+    }
+    return fx_path_buf;
 }
 
 static void fx_setup(void) {
@@ -306,6 +331,15 @@ static void fx_setup(void) {
     F.dp.device = FX_CPU;
     F.copts.struct_size = sizeof F.copts;
     /* dead handles */
+    {
+        TsrTensor *w = NULL;
+        CHECK_OK(tsr_dict_new(&F.dict));
+        CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &w));
+        CHECK_OK(tsr_dict_set(F.dict, "w", w));
+        CHECK_OK(tsr_dict_set_metadata(F.dict, "k", "v"));
+        CHECK_OK(tsr_tensor_decref(w));
+        CHECK_OK(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &F.saved));
+    }
     CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &F.dead_t));
     CHECK_OK(tsr_tensor_downgrade(F.dead_t, &F.dead_wt));
     CHECK_OK(tsr_tensor_decref(F.dead_t));
@@ -383,6 +417,8 @@ static void fx_expect_message(int mode, const char *substr) {
 }
 
 static void fx_teardown(void) {
+    tsr_dict_free(F.dict);
+    CHECK_OK(tsr_storage_decref(F.saved));
     tsr_iter_free(F.it);
     tsr_iter_config_free(F.cfg);
     tsr_iter_config_free(F.cfg_empty);

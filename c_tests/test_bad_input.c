@@ -245,7 +245,7 @@ static void c128(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(F.dead_t, 
 static void c129(void) { fx_expect_status(tsr_tensor_from_dlpack(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
 static void c130(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl(), NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c131(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(2, 0, 2, kDLFloat, 1), &S.tensor), TSR_ERR_UNSUPPORTED, "version 2.1"); }
-static void c132(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1), &S.tensor), TSR_ERR_UNSUPPORTED, "read-only"); }
+static void c132(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
 static void c133(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, -1, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim -1"); }
 static void c134(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 65, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim 65"); }
 static void c135(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 2, 99, 1), &S.tensor), TSR_ERR_DTYPE, NULL); }
@@ -761,14 +761,74 @@ static void c616(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY)
 static void c617(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
 static void c618(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
 static void c619(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c620(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c621(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c622(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c620(void) { fx_expect_status(tsr_memory_snapshot(fx_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c621(void) { fx_expect_status(tsr_memory_snapshot(fx_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c622(void) { fx_expect_status(tsr_memory_snapshot(fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
 static void c623(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
 static void c624(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_INVALID_ARGUMENT, "fn is NULL"); }
 static void c625(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
 static void c626(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
 static void c627(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+
+/* Tensor dictionaries, saving and loading */
+static void c628(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c629(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c630(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c631(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c632(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c633(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c634(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c635(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c636(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c637(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c638(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c639(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c640(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c641(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c642(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c643(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c644(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c645(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c646(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c647(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c648(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c649(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c650(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c651(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c652(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c653(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c654(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c655(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c656(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c657(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c658(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c659(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c660(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c661(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c662(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "No such file"); }
+static void c663(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 3), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c664(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c665(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c666(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c667(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c668(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c669(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c670(void) { fx_expect_status(tsr_load(fx_path(), 3, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c671(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c672(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 2, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c673(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c674(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c675(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c676(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c677(void) { fx_expect_status(tsr_save_to_storage(F.dict, 7, &S.storage), TSR_ERR_INVALID_ARGUMENT, "7"); }
+static void c678(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c679(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c680(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c681(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c682(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c683(void) { fx_expect_status(tsr_load_from_storage(F.s, 9, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "9"); }
+static void c684(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c685(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1403,6 +1463,64 @@ static const Case CASES[] = {
     {"tsr_add_oom_observer", "user = NULL", c625},
     {"tsr_cpu_allocator_release_all_caches", "call", c626},
     {"tsr_memory_history_is_recording", "call", c627},
+    {"tsr_dict_new", "out = NULL", c628},
+    {"tsr_dict_new", "call", c629},
+    {"tsr_dict_free", "dict = NULL", c630},
+    {"tsr_dict_free", "call", c631},
+    {"tsr_dict_set", "dict = NULL", c632},
+    {"tsr_dict_set", "name = NULL", c633},
+    {"tsr_dict_set", "t = NULL", c634},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c635},
+    {"tsr_dict_set", "t = F.dead_t", c636},
+    {"tsr_dict_set", "call", c637},
+    {"tsr_dict_size", "dict = NULL", c638},
+    {"tsr_dict_size", "call", c639},
+    {"tsr_dict_name", "dict = NULL", c640},
+    {"tsr_dict_name", "i = 1", c641},
+    {"tsr_dict_name", "i = SIZE_MAX", c642},
+    {"tsr_dict_name", "call", c643},
+    {"tsr_dict_get", "dict = NULL", c644},
+    {"tsr_dict_get", "name = NULL", c645},
+    {"tsr_dict_get", "name = \"absent\"", c646},
+    {"tsr_dict_get", "name = \"\\xff\"", c647},
+    {"tsr_dict_get", "call", c648},
+    {"tsr_dict_set_metadata", "dict = NULL", c649},
+    {"tsr_dict_set_metadata", "key = NULL", c650},
+    {"tsr_dict_set_metadata", "value = NULL", c651},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c652},
+    {"tsr_dict_set_metadata", "call", c653},
+    {"tsr_dict_metadata", "dict = NULL", c654},
+    {"tsr_dict_metadata", "key = NULL", c655},
+    {"tsr_dict_metadata", "key = \"absent\"", c656},
+    {"tsr_dict_metadata", "call", c657},
+    {"tsr_save", "dict = NULL", c658},
+    {"tsr_save", "path = NULL", c659},
+    {"tsr_save", "path = \"\"", c660},
+    {"tsr_save", "path = \"/\"", c661},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c662},
+    {"tsr_save", "format = 3", c663},
+    {"tsr_save", "format = -1", c664},
+    {"tsr_save", "call", c665},
+    {"tsr_load", "path = NULL", c666},
+    {"tsr_load", "out = NULL", c667},
+    {"tsr_load", "path = \"/\"", c668},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c669},
+    {"tsr_load", "format = 3", c670},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c671},
+    {"tsr_load", "flags = 2", c672},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c673},
+    {"tsr_load", "call", c674},
+    {"tsr_save_to_storage", "dict = NULL", c675},
+    {"tsr_save_to_storage", "out = NULL", c676},
+    {"tsr_save_to_storage", "format = 7", c677},
+    {"tsr_save_to_storage", "call", c678},
+    {"tsr_load_from_storage", "bytes = NULL", c679},
+    {"tsr_load_from_storage", "out = NULL", c680},
+    {"tsr_load_from_storage", "bytes = F.saved", c681},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c682},
+    {"tsr_load_from_storage", "format = 9", c683},
+    {"tsr_load_from_storage", "flags = 4", c684},
+    {"tsr_load_from_storage", "call", c685},
 };
 
 static const char *const COVERED[] = {
@@ -1452,6 +1570,14 @@ static const char *const COVERED[] = {
     "tsr_data_ptr_release_context",
     "tsr_device",
     "tsr_device_type_name",
+    "tsr_dict_free",
+    "tsr_dict_get",
+    "tsr_dict_metadata",
+    "tsr_dict_name",
+    "tsr_dict_new",
+    "tsr_dict_set",
+    "tsr_dict_set_metadata",
+    "tsr_dict_size",
     "tsr_div",
     "tsr_div_rounding",
     "tsr_dtype_is_complex",
@@ -1514,6 +1640,8 @@ static const char *const COVERED[] = {
     "tsr_iter_unary_float_op",
     "tsr_iter_unary_op",
     "tsr_last_error_message",
+    "tsr_load",
+    "tsr_load_from_storage",
     "tsr_memory_history_is_recording",
     "tsr_memory_record_history",
     "tsr_memory_snapshot",
@@ -1528,6 +1656,8 @@ static const char *const COVERED[] = {
     "tsr_object_weak_use_count",
     "tsr_promote_types",
     "tsr_register_allocator",
+    "tsr_save",
+    "tsr_save_to_storage",
     "tsr_scalar_bool",
     "tsr_scalar_complex",
     "tsr_scalar_float",

@@ -262,10 +262,6 @@ static void test_refusals(void) {
     check_refused(p, &deletes, TSR_ERR_UNSUPPORTED, "negative stride");
 
     p = producer(2, shape, NULL, &deletes);
-    p->managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-    check_refused(p, &deletes, TSR_ERR_UNSUPPORTED, "read-only");
-
-    p = producer(2, shape, NULL, &deletes);
     p->managed.dl_tensor.device.device_type = kDLMetal;
     check_refused(p, &deletes, TSR_ERR_UNSUPPORTED, "kDLMetal");
 

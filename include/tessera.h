@@ -199,6 +199,12 @@ typedef struct DLManagedTensorVersioned {
 #define TSR_MAX_DIMS 64
 
 /**
+ * tsr_load flag: tensors view a private (copy-on-write) mapping of the
+ * file, nothing copied (torch.load(mmap=True)).
+ */
+#define TSR_LOAD_MMAP 1
+
+/**
  * A refcounted allocator (opaque).
  */
 typedef struct TsrAllocator TsrAllocator;
@@ -231,6 +237,12 @@ typedef struct TsrStorage TsrStorage;
  * while other threads use the same tensor.
  */
 typedef struct TsrTensor TsrTensor;
+
+/**
+ * An ordered name -> tensor dictionary with string metadata (opaque,
+ * single owner: free it with tsr_dict_free). Not thread-safe.
+ */
+typedef struct TsrTensorDict TsrTensorDict;
 
 /**
  * A weak reference to an allocator (opaque).
@@ -694,6 +706,11 @@ typedef struct TsrObjectVTable {
 } TsrObjectVTable;
 
 /**
+ * A file format of tsr_save / tsr_load (TSR_FORMAT_*).
+ */
+typedef int32_t TsrFormat;
+
+/**
  * A memory format: c10's MemoryFormat number, 32 bits wide.
  */
 typedef int32_t TsrMemoryFormat;
@@ -1013,6 +1030,22 @@ typedef int32_t TsrMemoryFormat;
  * Alias of TSR_PRESERVE (torch.preserve_format).
  */
 #define TSR_PRESERVE_FORMAT 1
+
+/**
+ * Load: detected from the bytes; save: TSR_FORMAT_SAFETENSORS for a path
+ * ending in ".safetensors", else TSR_FORMAT_TORCH.
+ */
+#define TSR_FORMAT_AUTO 0
+
+/**
+ * torch.save's zip archive (readable by torch.load and torch::pickle_load).
+ */
+#define TSR_FORMAT_TORCH 1
+
+/**
+ * The safetensors layout.
+ */
+#define TSR_FORMAT_SAFETENSORS 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -2601,6 +2634,144 @@ size_t tsr_weak_object_use_count(const struct TsrWeakObject *weak);
  * `weak` NULL or a live weak handle.
  */
 size_t tsr_weak_object_weak_use_count(const struct TsrWeakObject *weak);
+
+/**
+ * Creates an empty dictionary.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (out).
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+TsrStatus tsr_dict_new(struct TsrTensorDict **out);
+
+/**
+ * Frees a dictionary and its references to its tensors. NULL does
+ * nothing.
+ *
+ * # Safety
+ * `dict` NULL or a live dictionary, not used afterwards.
+ */
+void tsr_dict_free(struct TsrTensorDict *dict);
+
+/**
+ * Adds `t` under `name` (the dict keeps its own reference), or replaces
+ * the tensor already under that name (keeping its position).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT (t);
+ * TSR_ERR_INVALID_ARGUMENT (a name that is not UTF-8).
+ *
+ * # Safety
+ * `dict` NULL or live; `name` NULL or NUL-terminated; `t` NULL or live.
+ */
+TsrStatus tsr_dict_set(struct TsrTensorDict *dict, const char *name, struct TsrTensor *t);
+
+/**
+ * The number of tensors; 0 for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+size_t tsr_dict_size(const struct TsrTensorDict *dict);
+
+/**
+ * The `i`-th name in insertion order, valid until the dict is changed or
+ * freed; NULL past the end or for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+const char *tsr_dict_name(const struct TsrTensorDict *dict, size_t i);
+
+/**
+ * A new reference to the tensor under `name`; NULL when absent (no
+ * error recorded) or on a NULL argument (error recorded).
+ *
+ * # Safety
+ * `dict` NULL or live; `name` NULL or NUL-terminated.
+ */
+struct TsrTensor *tsr_dict_get(const struct TsrTensorDict *dict, const char *name);
+
+/**
+ * Sets the metadata `key` to `value` (copied; replaces any previous one).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (not UTF-8).
+ *
+ * # Safety
+ * `dict` NULL or live; `key`, `value` NULL or NUL-terminated.
+ */
+TsrStatus tsr_dict_set_metadata(struct TsrTensorDict *dict, const char *key, const char *value);
+
+/**
+ * The metadata value of `key`, valid until the dict is changed or freed;
+ * NULL when absent (no error recorded) or on a NULL argument.
+ *
+ * # Safety
+ * `dict` NULL or live; `key` NULL or NUL-terminated.
+ */
+const char *tsr_dict_metadata(const struct TsrTensorDict *dict, const char *key);
+
+/**
+ * Saves `dict` to the file at `path` (created or truncated) in `format`
+ * (TSR_FORMAT_AUTO: safetensors for a ".safetensors" path, else torch).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (unknown
+ * format, empty path, safetensors tensors sharing memory); TSR_ERR_DEVICE
+ * (a tensor not on the CPU); TSR_ERR_DTYPE (a dtype the format cannot
+ * hold); TSR_ERR_IO (the path and the OS reason).
+ *
+ * # Safety
+ * `dict` NULL or live; `path` NULL or NUL-terminated.
+ */
+TsrStatus tsr_save(const struct TsrTensorDict *dict, const char *path, TsrFormat format);
+
+/**
+ * Loads the file at `path` into a new dictionary. flags 0: tensors own
+ * memory from the CPU allocator (the file is read once); TSR_LOAD_MMAP:
+ * they view a private mapping of the file.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (format,
+ * flags); TSR_ERR_IO (the path and the OS reason); TSR_ERR_FORMAT (a
+ * malformed, truncated or refused file: what is wrong is named);
+ * TSR_ERR_OUT_OF_MEMORY.
+ *
+ * # Safety
+ * `path` NULL or NUL-terminated; `out` NULL or writable.
+ */
+TsrStatus tsr_load(const char *path, TsrFormat format, uint32_t flags, struct TsrTensorDict **out);
+
+/**
+ * Writes the file bytes of `dict` in `format` (TSR_FORMAT_AUTO: torch)
+ * into a new CPU storage.
+ *
+ * Errors: as tsr_save, without TSR_ERR_IO.
+ *
+ * # Safety
+ * `dict` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_save_to_storage(const struct TsrTensorDict *dict,
+                              TsrFormat format,
+                              struct TsrStorage **out);
+
+/**
+ * Loads a dictionary from the file bytes held by the CPU storage
+ * `bytes` (borrowed): tensors view that storage itself (keeping it
+ * alive) at their record's position, so their storage offsets are
+ * shifted by it (tensors that shared a storage keep their relative
+ * offsets); a record misaligned for its dtype is copied. TSR_LOAD_MMAP
+ * changes nothing here.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (not
+ * a CPU storage); TSR_ERR_INVALID_ARGUMENT (format, flags);
+ * TSR_ERR_FORMAT.
+ *
+ * # Safety
+ * `bytes` NULL or live; `out` NULL or writable.
+ */
+TsrStatus tsr_load_from_storage(struct TsrStorage *bytes,
+                                TsrFormat format,
+                                uint32_t flags,
+                                struct TsrTensorDict **out);
 
 /**
  * Allocates a storage of `nbytes` on `device` with the allocator

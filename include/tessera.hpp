@@ -76,5 +76,6 @@
 #include "tessera/object.hpp"
 #include "tessera/iter.hpp"
 #include "tessera/kernels.hpp"
+#include "tessera/serialize.hpp"
 
 #endif  // TESSERA_HPP

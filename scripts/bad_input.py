@@ -96,6 +96,14 @@ DEFAULTS = [
     (r"DLManagedTensorVersioned \*", r".*", "fx_dl()"),
     (r"DLManagedTensor \*\*", r".*", "&S.dl_legacy"),
     (r"DLManagedTensor \*", r".*", "fx_dl_legacy()"),
+    (r"struct TsrTensorDict \*\*", r".*", "&S.dict"),
+    (r"(const )?struct TsrTensorDict \*", r".*", "F.dict"),
+    (r"const char \*", r"name", '"w"'),
+    (r"const char \*", r"key", '"k"'),
+    (r"const char \*", r"value", '"v"'),
+    (r"const char \*", r"path", "fx_path()"),
+    (r"TsrFormat", r".*", "TSR_FORMAT_TORCH"),
+    (r"uint32_t", r"flags", "0"),
     (r"TsrDType \*", r".*", "&S.dtype"),
     (r"bool \*", r".*", "&S.flag"),
     (r"void \*\*", r".*", "&S.ptr"),
@@ -146,7 +154,10 @@ POINTER_TYPEDEFS = {
     "TsrDeleterFn",
 }
 # Parameters that take a code or a dim: each needs a `bad` case or a `skip`.
-RANGE_TYPES = {"TsrDType", "TsrDeviceType", "struct TsrDevice", "TsrMemoryFormat", "TsrRoundingMode"}
+RANGE_TYPES = {
+    "TsrDType", "TsrDeviceType", "struct TsrDevice", "TsrMemoryFormat", "TsrRoundingMode",
+    "TsrFormat",
+}
 RANGE_NAMES = {"ndim", "ndims", "dim", "dim0", "dim1", "start_dim", "end_dim", "arg", "i", "index"}
 
 

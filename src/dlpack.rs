@@ -337,20 +337,6 @@ pub fn check_version(major: u32, minor: u32) -> Result<()> {
     Ok(())
 }
 
-/// Checks the flags of an imported tensor. Read-only tensors are refused
-/// (TSR_ERR_UNSUPPORTED): tessera tensors are always writable, so wrapping
-/// one would let in-place operations write memory its producer declared
-/// immutable. IS_COPIED needs nothing; other bits are ignored.
-pub fn check_flags(flags: u64) -> Result<()> {
-    crate::ensure!(
-        flags & FLAG_READ_ONLY == 0,
-        Unsupported,
-        "the DLPack tensor is read-only (DLPACK_FLAG_BITMASK_READ_ONLY): tessera tensors are \
-         writable, so it imports only writable tensors (ask the producer for a copy)"
-    );
-    Ok(())
-}
-
 /// Checks a DLTensor's `ndim` and returns it as a length.
 pub fn check_ndim(ndim: i32) -> Result<usize> {
     crate::ensure!(
@@ -612,9 +598,6 @@ mod tests {
             e.message().contains("version 2.0") && e.message().contains("major version 1"),
             "{e}"
         );
-        check_flags(FLAG_IS_COPIED).unwrap();
-        let e = check_flags(FLAG_READ_ONLY | FLAG_IS_COPIED).unwrap_err();
-        assert!(e.message().contains("read-only"), "{e}");
         assert_eq!(check_ndim(64).unwrap(), 64);
         assert_eq!(check_ndim(0).unwrap(), 0);
         assert_eq!(check_ndim(-1).unwrap_err().kind(), ErrorKind::Shape);

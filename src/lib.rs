@@ -17,7 +17,9 @@ pub mod data_ptr;
 pub mod device;
 pub mod dlpack;
 pub mod dtype;
+pub mod pickle;
 pub mod refcount;
+pub mod serialize;
 pub mod storage;
 pub mod tensor;
 

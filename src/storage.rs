@@ -4,6 +4,16 @@
 //! Reads are safe. Changes to a storage shared between threads (resize,
 //! set_data_ptr, share_external) are `unsafe` with the same contract as
 //! c10: no other thread may use the storage during the call.
+//!
+//! A storage may be read-only (beyond c10: NumPy's writeable flag,
+//! DLPack's READ_ONLY, a read-only file mapping): the flag is one way
+//! ([`StorageImpl::make_read_only`]) and every write path of the core
+//! refuses such a storage with `ErrorKind::ReadOnly` (fill, copy into,
+//! resize, share_external, set_data_ptr here; kernels' and iterator
+//! outputs through [`StorageImpl::check_writable`]). File-backed storages
+//! are in `file.rs`.
+
+pub mod file;
 
 use crate::allocator::{self, Allocator};
 use crate::data_ptr::DataPtr;
@@ -12,6 +22,7 @@ use crate::error::Result;
 use crate::refcount::{RcTarget, Ref, WeakRef};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Which allocator made a storage's data.
 enum AllocatorHold {
@@ -52,6 +63,11 @@ struct StorageState {
 /// The object behind a [`Storage`] handle.
 pub struct StorageImpl {
     state: UnsafeCell<StorageState>,
+    /// Set once by make_read_only (or at creation), never cleared.
+    read_only: AtomicBool,
+    /// DLPack exports of this storage not yet deleted: while any is alive
+    /// its consumer points at the current memory, so set_data_ptr refuses.
+    exports: AtomicUsize,
 }
 
 // SAFETY: shared access only reads `state`; every write goes through an
@@ -110,12 +126,127 @@ impl StorageImpl {
         }
     }
 
-    /// Swaps in external memory: non-resizable, no allocator; the old data
-    /// is freed. Callers check uniqueness first (share_external).
+    /// Whether the storage is read-only: every write path refuses it.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(Ordering::Acquire)
+    }
+
+    /// Makes the storage read-only, for good (there is no way back: a
+    /// reader may rely on the memory not changing through tessera). Safe
+    /// from any thread; a write already running finishes.
+    pub fn make_read_only(&self) {
+        self.read_only.store(true, Ordering::Release);
+    }
+
+    /// Refuses a read-only storage: `Err(ReadOnly)` naming `what` was
+    /// attempted.
+    pub fn check_writable(&self, what: &str) -> Result<()> {
+        crate::ensure!(
+            !self.is_read_only(),
+            ReadOnly,
+            "the storage of {} bytes is read-only: {what} would write it (expected a writable storage)",
+            self.nbytes()
+        );
+        Ok(())
+    }
+
+    /// Records a DLPack export of this storage (its consumer points at the
+    /// current memory until [`StorageImpl::export_ended`]).
+    pub(crate) fn export_started(&self) {
+        self.exports.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Records that a DLPack export of this storage was deleted.
+    pub(crate) fn export_ended(&self) {
+        self.exports.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// How many DLPack exports of this storage are alive.
+    pub fn live_exports(&self) -> usize {
+        self.exports.load(Ordering::Acquire)
+    }
+
+    /// The data pointer itself, borrowed (c10's `storage.data_ptr()`, a
+    /// `const DataPtr&`): its context and deleter, e.g. for
+    /// `cast_context`. Valid until the data is replaced or released.
+    pub fn data_ptr(&self) -> &DataPtr {
+        &self.state().data_ptr
+    }
+
+    /// Replaces the data pointer (c10's `StorageImpl::set_data_ptr` plus
+    /// `set_nbytes`): `new` is consumed, nbytes becomes `nbytes`, and the
+    /// old pointer is returned (dropping it frees the old memory). The
+    /// allocator and the resizable flag are kept, as in c10; every tensor
+    /// on the storage sees the new memory at once.
+    ///
+    /// Refused (and `new` dropped, which frees it; callers that must keep
+    /// it check first with [`StorageImpl::check_set_data_ptr`]): a
+    /// read-only storage (ReadOnly); a storage with a live DLPack export
+    /// (InvalidArgument: its consumer would keep the old address); `new`
+    /// on another device (InvalidArgument); NULL data with nbytes > 0
+    /// (InvalidArgument).
+    ///
+    /// # Safety
+    /// No other thread may use this storage (through any handle, or a
+    /// tensor on it) during the call; pointers to the old data obtained
+    /// before stay the caller's business (they point at the returned
+    /// DataPtr's memory). Tensors on the storage must fit in `nbytes`
+    /// (as after a resize, a view past the end would read out of bounds).
+    pub unsafe fn set_data_ptr(&self, new: DataPtr, nbytes: usize) -> Result<DataPtr> {
+        self.check_set_data_ptr(&new, nbytes)?;
+        // SAFETY: the caller guarantees no other thread uses the storage
+        // during the call, state_mut's requirement.
+        let state = unsafe { self.state_mut() };
+        state.nbytes = nbytes;
+        Ok(std::mem::replace(&mut state.data_ptr, new))
+    }
+
+    /// The checks of [`StorageImpl::set_data_ptr`], without changing
+    /// anything.
+    pub fn check_set_data_ptr(&self, new: &DataPtr, nbytes: usize) -> Result<()> {
+        self.check_writable("replacing its data pointer")?;
+        let live = self.live_exports();
+        crate::ensure!(
+            live == 0,
+            InvalidArgument,
+            "the storage has {live} live DLPack export(s): their consumers point at the current \
+             memory, so its data pointer cannot be replaced (expected no live export; call the \
+             exports' deleters first)"
+        );
+        let (old, dev) = (self.device(), new.device());
+        crate::ensure!(
+            old.same_as(dev),
+            InvalidArgument,
+            "the new data pointer is on {dev} but the storage is on {old}: expected the same device"
+        );
+        crate::ensure!(
+            !(new.is_null() && nbytes > 0),
+            InvalidArgument,
+            "the new data pointer's data is NULL but nbytes is {nbytes}: expected memory of that size"
+        );
+        Ok(())
+    }
+
+    /// Sets whether resize is allowed (c10's set_resizable); a storage
+    /// whose data is not its allocator's (share_memory, external memory)
+    /// must not be resizable.
     ///
     /// # Safety
     /// No other thread may use this storage during the call.
-    pub(crate) unsafe fn replace_data(&self, data_ptr: DataPtr, nbytes: usize) {
+    pub unsafe fn set_resizable(&self, resizable: bool) {
+        // SAFETY: the caller guarantees no other thread uses the storage
+        // during the call, state_mut's requirement.
+        unsafe { self.state_mut() }.resizable = resizable;
+    }
+
+    /// Swaps in external memory: non-resizable, no allocator; the old data
+    /// is freed. Callers check uniqueness first (share_external). Refused
+    /// for a read-only storage (`data_ptr` is then dropped).
+    ///
+    /// # Safety
+    /// No other thread may use this storage during the call.
+    pub(crate) unsafe fn replace_data(&self, data_ptr: DataPtr, nbytes: usize) -> Result<()> {
+        self.check_writable("sharing an external pointer")?;
         // SAFETY: the caller guarantees no other thread uses the storage
         // during the call, state_mut's requirement.
         let state = unsafe { self.state_mut() };
@@ -123,6 +254,7 @@ impl StorageImpl {
         state.nbytes = nbytes;
         state.resizable = false;
         state.allocator = AllocatorHold::None;
+        Ok(())
     }
 
     /// Resizes to `nbytes` (c10's rules): only a resizable storage; new
@@ -134,6 +266,7 @@ impl StorageImpl {
     /// tensor on it) during the call; pointers to the old data become
     /// dangling.
     pub unsafe fn resize(&self, nbytes: usize) -> Result<()> {
+        self.check_writable("a resize")?;
         crate::ensure!(
             self.resizable(),
             NotResizable,
@@ -165,6 +298,7 @@ impl StorageImpl {
 
     /// Sets every byte to `byte`.
     pub fn fill(&self, byte: u8) -> Result<()> {
+        self.check_writable("a fill")?;
         let n = self.nbytes();
         if n == 0 {
             return Ok(());
@@ -183,6 +317,7 @@ impl StorageImpl {
     /// Copies all bytes of `src` into `self` (same nbytes); across devices
     /// through the device allocator's copy function.
     pub fn copy_from(&self, src: &StorageImpl) -> Result<()> {
+        self.check_writable("a copy into it")?;
         let (n, m) = (self.nbytes(), src.nbytes());
         crate::ensure!(
             n == m,
@@ -258,6 +393,8 @@ impl Storage {
     fn from_state(state: StorageState) -> Storage {
         Storage(Ref::new(StorageImpl {
             state: UnsafeCell::new(state),
+            read_only: AtomicBool::new(false),
+            exports: AtomicUsize::new(0),
         }))
     }
 
@@ -352,8 +489,7 @@ impl Storage {
         );
         // SAFETY: the caller guarantees no other thread uses the storage
         // during the call, replace_data's requirement.
-        unsafe { self.0.replace_data(data_ptr, nbytes) };
-        Ok(())
+        unsafe { self.0.replace_data(data_ptr, nbytes) }
     }
 
     /// The refcounted object (for the C handle).
@@ -390,6 +526,7 @@ impl std::fmt::Debug for Storage {
             .field("nbytes", &self.nbytes())
             .field("device", &self.device())
             .field("resizable", &self.resizable())
+            .field("read_only", &self.is_read_only())
             .finish()
     }
 }

@@ -762,9 +762,6 @@ fn memory_refusals() {
     let mut spec = f32_spec(&[2]);
     spec.null_data = true;
     refused(&spec, TSR_ERR_INVALID_ARGUMENT, "data is NULL");
-    let mut spec = f32_spec(&[2]);
-    spec.flags = 1; // DLPACK_FLAG_BITMASK_READ_ONLY
-    refused(&spec, TSR_ERR_UNSUPPORTED, "read-only");
 }
 
 #[test]

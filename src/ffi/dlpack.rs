@@ -91,7 +91,10 @@ pub struct DLManagedTensorVersioned {
 
 /// What export and import need of both managed-tensor structs.
 trait Managed: Sized {
-    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void) -> Self;
+    /// Whether the struct has a flags field (DLPACK_FLAG_BITMASK_READ_ONLY).
+    const HAS_FLAGS: bool;
+    /// The struct; `read_only` sets the READ_ONLY flag where there is one.
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, read_only: bool) -> Self;
     /// Calls the producer's deleter, if any.
     ///
     /// # Safety
@@ -106,7 +109,8 @@ trait Managed: Sized {
 }
 
 impl Managed for DLManagedTensorVersioned {
-    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void) -> Self {
+    const HAS_FLAGS: bool = true;
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, read_only: bool) -> Self {
         DLManagedTensorVersioned {
             version: DLPackVersion {
                 major: dlpack::DLPACK_MAJOR_VERSION,
@@ -114,7 +118,7 @@ impl Managed for DLManagedTensorVersioned {
             },
             manager_ctx,
             deleter: Some(Self::tessera_deleter),
-            flags: 0,
+            flags: if read_only { dlpack::FLAG_READ_ONLY } else { 0 },
             dl_tensor,
         }
     }
@@ -138,7 +142,8 @@ impl Managed for DLManagedTensorVersioned {
 }
 
 impl Managed for DLManagedTensor {
-    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void) -> Self {
+    const HAS_FLAGS: bool = false;
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, _read_only: bool) -> Self {
         DLManagedTensor {
             dl_tensor,
             manager_ctx,
@@ -182,6 +187,14 @@ fn export_layout<M>(ndim: usize) -> (Layout, usize) {
 
 /// Exports a tensor as a newly allocated managed tensor.
 fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
+    let read_only = t.is_read_only();
+    crate::ensure!(
+        M::HAS_FLAGS || !read_only,
+        ReadOnly,
+        "the tensor is read-only and a legacy DLManagedTensor has no read-only flag, so its \
+         consumer could write it: use tsr_tensor_to_dlpack (DLPack 1.x, which sets \
+         DLPACK_FLAG_BITMASK_READ_ONLY)"
+    );
     let dtype = DLDataType::from_dtype(t.dtype())?;
     let device = DLDevice::from_device(t.device())?;
     let ndim = t.ndim();
@@ -206,6 +219,8 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
         ptr::copy_nonoverlapping(t.strides().as_ptr(), strides, ndim);
     }
     let storage = t.storage().clone();
+    // Counted until free_export: set_data_ptr refuses while it is alive.
+    storage.export_started();
     // manager_ctx: the storage handle the block holds a reference of.
     let manager_ctx = Ref::as_ptr(storage.as_rc()) as *mut c_void;
     let dl_tensor = DLTensor {
@@ -220,7 +235,7 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
     // SAFETY: the allocation is aligned and large enough for the block.
     unsafe {
         block.write(ExportBlock {
-            managed: M::new(dl_tensor, manager_ctx),
+            managed: M::new(dl_tensor, manager_ctx, read_only),
             ndim,
             storage,
         })
@@ -244,6 +259,7 @@ unsafe fn free_export<M>(managed: *mut M) {
     let storage = unsafe { ptr::read(ptr::addr_of!((*block).storage)) };
     // SAFETY: same pointer and layout as the allocation in export.
     unsafe { std::alloc::dealloc(block as *mut u8, export_layout::<M>(ndim).0) };
+    storage.export_ended();
     drop(storage);
 }
 
@@ -446,10 +462,12 @@ pub unsafe extern "C" fn tsr_tensor_from_dlpack(
         // SAFETY: a major version 1 struct has this layout; it stays live
         // until `owner` calls the deleter, after these copies.
         let (flags, dl_tensor) = unsafe { ((*consumed).flags, (*consumed).dl_tensor) };
-        dlpack::check_flags(flags)?;
         // SAFETY: owner owns the struct holding dl_tensor; its arrays are
         // valid per the caller.
         let t = unsafe { import(owner, &dl_tensor)? };
+        if flags & dlpack::FLAG_READ_ONLY != 0 {
+            t.storage().make_read_only();
+        }
         // SAFETY: out checked non-NULL.
         unsafe { put_tensor(out, t) };
         Ok(())

@@ -40,7 +40,7 @@
 use super::error::check_not_null;
 use super::types::{
     HostObject, TsrAllocator, TsrIter, TsrIterConfig, TsrObject, TsrStorage, TsrTensor,
-    TsrWeakAllocator, TsrWeakObject, TsrWeakStorage, TsrWeakTensor,
+    TsrTensorDict, TsrWeakAllocator, TsrWeakObject, TsrWeakStorage, TsrWeakTensor,
 };
 use crate::error::Result;
 use crate::refcount::{self as rc, RcBox, RcTarget, Ref};
@@ -48,6 +48,7 @@ use std::mem::ManuallyDrop;
 
 use crate::allocator::AllocatorImpl;
 use crate::iterator::{IterConfig, TensorIterator};
+use crate::serialize::TensorDict;
 use crate::storage::StorageImpl;
 use crate::tensor::{Tensor, TensorImpl};
 
@@ -136,6 +137,7 @@ handles! {
     boxed {
         TsrIterConfig => IterConfig;
         TsrIter => TensorIterator;
+        TsrTensorDict => TensorDict;
     }
 }
 

@@ -75,6 +75,7 @@ pub mod library;
 pub mod memory;
 pub mod object;
 pub(crate) mod refcount;
+pub mod serialize;
 pub mod storage;
 pub mod tensor;
 pub mod types;

@@ -307,6 +307,7 @@ pub unsafe extern "C" fn tsr_storage_share_external(
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
         // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         let st = unsafe { storage_impl(s, "s")? };
+        st.check_writable("sharing an external pointer")?;
         // SAFETY: storage_impl above checked s non-NULL with a live block.
         let n = unsafe { handle::counts(s).0 };
         crate::ensure!(
@@ -325,9 +326,8 @@ pub unsafe extern "C" fn tsr_storage_share_external(
         // SAFETY: the caller hands over a valid TsrDataPtr.
         let core = unsafe { dp.take() };
         // SAFETY: the header documents no concurrent use during the call;
-        // uniqueness was checked above.
-        unsafe { st.replace_data(core, nbytes) };
-        Ok(())
+        // uniqueness and writability were checked above.
+        unsafe { st.replace_data(core, nbytes) }
     })
 }
 

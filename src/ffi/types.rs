@@ -327,6 +327,25 @@ pub struct TsrIter {
     _private: [u8; 0],
 }
 
+/// An ordered name -> tensor dictionary with string metadata (opaque,
+/// single owner: free it with tsr_dict_free). Not thread-safe.
+pub struct TsrTensorDict {
+    _private: [u8; 0],
+}
+
+/// A file format of tsr_save / tsr_load (TSR_FORMAT_*).
+pub type TsrFormat = i32;
+/// Load: detected from the bytes; save: TSR_FORMAT_SAFETENSORS for a path
+/// ending in ".safetensors", else TSR_FORMAT_TORCH.
+pub const TSR_FORMAT_AUTO: TsrFormat = 0;
+/// torch.save's zip archive (readable by torch.load and torch::pickle_load).
+pub const TSR_FORMAT_TORCH: TsrFormat = 1;
+/// The safetensors layout.
+pub const TSR_FORMAT_SAFETENSORS: TsrFormat = 2;
+/// tsr_load flag: tensors view a private (copy-on-write) mapping of the
+/// file, nothing copied (torch.load(mmap=True)).
+pub const TSR_LOAD_MMAP: u32 = 1;
+
 /// Callbacks of a host object; both optional.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -79,11 +79,30 @@ fn build_into<K: OperandCopy>(it: &mut TensorIterator, c: &mut IterConfig) -> Re
         c.outputs.len() + c.inputs.len(),
         c.static_shape.as_ref(),
     )?;
+    check_outputs_writable(&c.outputs)?;
     let static_shape = c.static_shape.is_some();
     if super::fast_setup::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
         return Ok(());
     }
     build_steps::<K>(it, c)
+}
+
+/// Refuses an output on a read-only storage, before anything is written
+/// or resized.
+pub(crate) fn check_outputs_writable(outputs: &[Option<Tensor>]) -> Result<()> {
+    for (i, t) in outputs.iter().enumerate() {
+        if let Some(t) = t {
+            let s = t.storage();
+            crate::ensure!(
+                !s.is_read_only(),
+                ReadOnly,
+                "output {i} is on a read-only storage of {} bytes: the iterator would write it \
+                 (expected a writable output)",
+                s.nbytes()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The general pipeline, filling `it` (fresh from `TensorIterator::empty`)

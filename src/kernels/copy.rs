@@ -56,8 +56,11 @@ impl TensorIterator {
 /// Errors: Device (non-CPU tensors: device copies go through the
 /// allocators), Shape (not broadcastable), Unsupported (a conversion to or
 /// from a float8 or quantized dtype; equal dtypes copy bytes), Overlap
-/// (dst writes one location through several elements).
+/// (dst writes one location through several elements), ReadOnly (dst on
+/// a read-only storage).
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
+    dst.storage()
+        .check_writable("a copy into the destination tensor")?;
     crate::ensure!(
         dst.device().is_cpu() && src.device().is_cpu(),
         Device,

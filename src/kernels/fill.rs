@@ -15,8 +15,10 @@ use crate::tensor::Tensor;
 /// version. Tensors whose elements share memory (expanded) are allowed:
 /// filling is idempotent, as in c10.
 ///
-/// Errors: Unsupported (non-CPU tensors; float8 and quantized dtypes).
+/// Errors: ReadOnly (a read-only storage); Unsupported (non-CPU tensors;
+/// float8 and quantized dtypes).
 pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
+    t.storage().check_writable("a fill of the tensor")?;
     crate::ensure!(
         t.device().is_cpu(),
         Unsupported,

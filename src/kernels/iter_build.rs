@@ -41,6 +41,7 @@ impl IterConfig {
             c.outputs.len() + c.inputs.len(),
             c.static_shape.as_ref(),
         )?;
+        steps::check_outputs_writable(&c.outputs)?;
         let mut it = TensorIterator::empty(
             c.outputs.len(),
             c.flags.is_reduction,

@@ -119,3 +119,84 @@ fn meta_storage_has_no_data() {
     assert!(s.data().is_null());
     assert_eq!(s.nbytes(), 1 << 40);
 }
+
+static SWAP_FREES: AtomicUsize = AtomicUsize::new(0);
+unsafe extern "C" fn count_free(ctx: *mut c_void) {
+    SWAP_FREES.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: ctx came from libc::malloc in external().
+    unsafe { libc::free(ctx) }
+}
+
+fn external(n: usize) -> DataPtr {
+    // SAFETY: plain allocation, freed once by count_free.
+    let p = unsafe { libc::malloc(n.max(1)) };
+    // SAFETY: count_free frees p once.
+    unsafe { DataPtr::from_raw_parts(p, p, Some(count_free), Device::CPU) }
+}
+
+#[test]
+fn set_data_ptr_swaps_and_hands_back_the_old_pointer() {
+    let before = SWAP_FREES.load(Ordering::SeqCst);
+    let s = Storage::new(16, Device::CPU, true).unwrap();
+    s.fill(7).unwrap();
+    let old_addr = s.data();
+    let new = external(32);
+    let new_addr = new.get();
+    // SAFETY: no other thread uses s.
+    let old = unsafe { s.set_data_ptr(new, 32) }.unwrap();
+    assert_eq!(old.get(), old_addr);
+    assert_eq!((s.data(), s.nbytes()), (new_addr, 32));
+    assert!(s.resizable(), "c10 keeps the resizable flag");
+    assert_eq!(s.data_ptr().get(), new_addr);
+    drop(old);
+    assert_eq!(SWAP_FREES.load(Ordering::SeqCst), before);
+    drop(s);
+    assert_eq!(SWAP_FREES.load(Ordering::SeqCst), before + 1);
+}
+
+#[test]
+fn set_data_ptr_refusals() {
+    let s = Storage::new(16, Device::CPU, true).unwrap();
+    let meta = DataPtr::empty(Device::new(DeviceType::Meta, -1).unwrap());
+    // SAFETY: no other thread uses s.
+    let e = unsafe { s.set_data_ptr(meta, 0) }.unwrap_err();
+    assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("meta"), "{e}");
+    // SAFETY: as above.
+    let e = unsafe { s.set_data_ptr(DataPtr::empty(Device::CPU), 8) }.unwrap_err();
+    assert!(e.to_string().contains("nbytes is 8"), "{e}");
+    s.export_started();
+    // SAFETY: as above.
+    let e = unsafe { s.set_data_ptr(DataPtr::empty(Device::CPU), 0) }.unwrap_err();
+    assert!(e.to_string().contains("1 live DLPack export"), "{e}");
+    s.export_ended();
+    s.make_read_only();
+    // SAFETY: as above.
+    let e = unsafe { s.set_data_ptr(DataPtr::empty(Device::CPU), 0) }.unwrap_err();
+    assert_eq!(e.kind(), crate::error::ErrorKind::ReadOnly);
+    assert_eq!(s.nbytes(), 16);
+}
+
+#[test]
+fn read_only_refuses_every_storage_write() {
+    use crate::error::ErrorKind::ReadOnly;
+    let s = Storage::new(16, Device::CPU, true).unwrap();
+    let src = Storage::new(16, Device::CPU, true).unwrap();
+    s.fill(1).unwrap();
+    s.make_read_only();
+    assert!(s.is_read_only());
+    assert_eq!(s.fill(0).unwrap_err().kind(), ReadOnly);
+    assert_eq!(s.copy_from(&src).unwrap_err().kind(), ReadOnly);
+    // SAFETY: no other thread uses s.
+    assert_eq!(unsafe { s.resize(32) }.unwrap_err().kind(), ReadOnly);
+    // SAFETY: as above.
+    let e = unsafe { s.share_external(external(4), 4) }.unwrap_err();
+    assert_eq!(e.kind(), ReadOnly);
+    assert!(e.to_string().contains("read-only"), "{e}");
+    // Reading still works, and the bytes are unchanged.
+    let copy = s.clone_storage().unwrap();
+    assert!(!copy.is_read_only());
+    // SAFETY: 16 bytes of host memory.
+    let b = unsafe { std::slice::from_raw_parts(copy.data() as *const u8, 16) };
+    assert!(b.iter().all(|&x| x == 1));
+}

@@ -114,6 +114,11 @@ impl TensorImpl {
             .expect("a tensor reached through a strong reference has its storage")
     }
 
+    /// Whether the tensor's storage is read-only (every write refuses it).
+    pub fn is_read_only(&self) -> bool {
+        self.storage().is_read_only()
+    }
+
     /// The device.
     pub fn device(&self) -> Device {
         self.storage().device()

@@ -1,0 +1,165 @@
+#define _POSIX_C_SOURCE 200809L
+/* Tensor dictionaries, tsr_save / tsr_load and their storage forms
+ * through the C API: order, geometry, values, sharing, mmap loading,
+ * metadata and errors. */
+#include "tsr_test.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static TsrDevice cpu(void) {
+    TsrDevice d = {TSR_CPU, -1};
+    return d;
+}
+
+static TsrTensor *iota(int64_t n) {
+    TsrTensor *t = NULL;
+    CHECK_OK(tsr_tensor_empty(1, &n, TSR_FLOAT, cpu(), &t));
+    float *p = (float *)tsr_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)i * 1.5f;
+    return t;
+}
+
+static TsrTensorDict *sample(void) {
+    TsrTensorDict *d = NULL;
+    CHECK_OK(tsr_dict_new(&d));
+    TsrTensor *base = iota(12), *view = NULL, *grid = NULL, *t = NULL;
+    int64_t shape[2] = {3, 4}, perm[2] = {1, 0};
+    CHECK_OK(tsr_tensor_view(base, 2, shape, &grid));
+    CHECK_OK(tsr_tensor_permute(grid, 2, perm, &t));
+    CHECK_OK(tsr_tensor_narrow(base, 0, 4, 6, &view));
+    CHECK_OK(tsr_dict_set(d, "base", base));
+    CHECK_OK(tsr_dict_set(d, "grid_t", t));
+    CHECK_OK(tsr_dict_set(d, "view", view));
+    CHECK_OK(tsr_dict_set_metadata(d, "epoch", "3"));
+    CHECK_OK(tsr_tensor_decref(base));
+    CHECK_OK(tsr_tensor_decref(view));
+    CHECK_OK(tsr_tensor_decref(grid));
+    CHECK_OK(tsr_tensor_decref(t));
+    return d;
+}
+
+static void check_sample(TsrTensorDict *d, bool geometry) {
+    CHECK_EQ(tsr_dict_size(d), 3);
+    CHECK(strcmp(tsr_dict_name(d, 0), "base") == 0);
+    CHECK(strcmp(tsr_dict_name(d, 1), "grid_t") == 0);
+    CHECK(strcmp(tsr_dict_name(d, 2), "view") == 0);
+    CHECK(tsr_dict_name(d, 3) == NULL);
+    TsrTensor *t = tsr_dict_get(d, "grid_t");
+    CHECK(t != NULL);
+    CHECK_EQ(tsr_tensor_size(t, 0), 4);
+    CHECK_EQ(tsr_tensor_size(t, 1), 3);
+    if (geometry) {
+        CHECK_EQ(tsr_tensor_stride(t, 0), 1);
+        CHECK_EQ(tsr_tensor_stride(t, 1), 4);
+    }
+    TsrTensor *v = tsr_dict_get(d, "view");
+    CHECK_EQ(((const float *)tsr_tensor_data(v))[0], 6.0f);
+    if (geometry) {
+        TsrTensor *b = tsr_dict_get(d, "base");
+        /* 4 when loaded from a file; from a storage, tensors view that
+         * storage at their record's offset: the difference is kept */
+        CHECK_EQ(tsr_tensor_storage_offset(v) - tsr_tensor_storage_offset(b), 4);
+        TsrStorage *sb = tsr_tensor_storage(b), *sv = tsr_tensor_storage(v);
+        CHECK(sb == sv); /* one storage, shared again */
+        ((float *)tsr_tensor_data(b))[5] = -1.0f;
+        CHECK_EQ(((const float *)tsr_tensor_data(v))[1], -1.0f);
+        CHECK_OK(tsr_storage_decref(sb));
+        CHECK_OK(tsr_storage_decref(sv));
+        CHECK_OK(tsr_tensor_decref(b));
+    }
+    CHECK(tsr_dict_get(d, "absent") == NULL);
+    CHECK_OK(tsr_tensor_decref(t));
+    CHECK_OK(tsr_tensor_decref(v));
+}
+
+static void test_dict_basics(void) {
+    TsrTensorDict *d = sample();
+    TsrTensor *x = iota(2);
+    CHECK_OK(tsr_dict_set(d, "base", x)); /* replaces, keeps position */
+    CHECK(strcmp(tsr_dict_name(d, 0), "base") == 0);
+    TsrTensor *got = tsr_dict_get(d, "base");
+    CHECK(got == x || tsr_tensor_data(got) == tsr_tensor_data(x));
+    CHECK(strcmp(tsr_dict_metadata(d, "epoch"), "3") == 0);
+    CHECK(tsr_dict_metadata(d, "nope") == NULL);
+    CHECK_OK(tsr_tensor_decref(got));
+    CHECK_OK(tsr_tensor_decref(x));
+    tsr_dict_free(d);
+    tsr_dict_free(NULL);
+}
+
+static void test_files_and_storages(void) {
+    char dir[] = "/tmp/tsr-serialize-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char pt[256], st[256];
+    snprintf(pt, sizeof pt, "%s/m.pt", dir);
+    snprintf(st, sizeof st, "%s/m.safetensors", dir);
+    TsrTensorDict *d = sample();
+    CHECK_OK(tsr_save(d, pt, TSR_FORMAT_AUTO));
+    for (uint32_t flags = 0; flags <= TSR_LOAD_MMAP; flags++) {
+        TsrTensorDict *back = NULL;
+        CHECK_OK(tsr_load(pt, TSR_FORMAT_AUTO, flags, &back));
+        check_sample(back, true);
+        CHECK(strcmp(tsr_dict_metadata(back, "epoch"), "3") == 0);
+        tsr_dict_free(back);
+    }
+    TsrStorage *bytes = NULL;
+    CHECK_OK(tsr_save_to_storage(d, TSR_FORMAT_TORCH, &bytes));
+    TsrTensorDict *back = NULL;
+    CHECK_OK(tsr_load_from_storage(bytes, TSR_FORMAT_TORCH, 0, &back));
+    CHECK_OK(tsr_storage_decref(bytes)); /* the tensors keep the bytes alive */
+    check_sample(back, true);
+    tsr_dict_free(back);
+
+    /* safetensors refuses the views sharing base's memory, naming both */
+    CHECK_STATUS(tsr_save(d, st, TSR_FORMAT_AUTO), TSR_ERR_INVALID_ARGUMENT);
+    CHECK_MSG_CONTAINS("tsr_save: tensors 'base' and 'grid_t' share memory");
+    CHECK(access(st, F_OK) != 0); /* nothing left behind */
+    tsr_dict_free(d);
+
+    /* missing file, directory, unknown format, bad flags */
+    CHECK_STATUS(tsr_load("/nonexistent/x.pt", 0, 0, &back), TSR_ERR_IO);
+    CHECK_MSG_CONTAINS("/nonexistent/x.pt");
+    CHECK_STATUS(tsr_load(dir, 0, 0, &back), TSR_ERR_IO);
+    CHECK_STATUS(tsr_load(pt, 7, 0, &back), TSR_ERR_INVALID_ARGUMENT);
+    CHECK_MSG_CONTAINS("unknown format 7");
+    CHECK_STATUS(tsr_load(pt, 0, 6, &back), TSR_ERR_INVALID_ARGUMENT);
+    /* a file that is neither format */
+    FILE *f = fopen(st, "wb");
+    fputs("hello, not a tensor file", f);
+    fclose(f);
+    CHECK_STATUS(tsr_load(st, 0, 0, &back), TSR_ERR_FORMAT);
+    CHECK_MSG_CONTAINS("tsr_load");
+    unlink(st);
+    unlink(pt);
+    rmdir(dir);
+}
+
+static void test_bad_names(void) {
+    TsrTensorDict *d = NULL;
+    CHECK_OK(tsr_dict_new(&d));
+    TsrTensor *x = iota(2);
+    CHECK_STATUS(tsr_dict_set(d, "\xff\xfe", x), TSR_ERR_INVALID_ARGUMENT);
+    CHECK_MSG_CONTAINS("not UTF-8");
+    CHECK_STATUS(tsr_dict_set(d, NULL, x), TSR_ERR_NULL_POINTER);
+    CHECK_STATUS(tsr_dict_set(NULL, "x", x), TSR_ERR_NULL_POINTER);
+    CHECK_EQ(tsr_dict_size(d), 0);
+    TsrTensor *meta = NULL;
+    int64_t n = 4;
+    TsrDevice m = {TSR_META, -1};
+    CHECK_OK(tsr_tensor_empty(1, &n, TSR_FLOAT, m, &meta));
+    CHECK_OK(tsr_dict_set(d, "meta", meta));
+    TsrStorage *s = NULL;
+    CHECK_STATUS(tsr_save_to_storage(d, TSR_FORMAT_TORCH, &s), TSR_ERR_DEVICE);
+    CHECK_MSG_CONTAINS("tensor 'meta' is on meta");
+    CHECK_OK(tsr_tensor_decref(meta));
+    CHECK_OK(tsr_tensor_decref(x));
+    tsr_dict_free(d);
+}
+
+int main(void) {
+    RUN(test_dict_basics);
+    RUN(test_files_and_storages);
+    RUN(test_bad_names);
+    return 0;
+}

@@ -1,0 +1,90 @@
+// tessera::TensorDict: order, operator[], metadata, save / load through
+// files and storages in both formats, sharing kept by the torch format.
+#include "tessera.hpp"
+
+#include "check.hpp"
+
+#include <cstdio>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using tessera::Format;
+using tessera::Storage;
+using tessera::Tensor;
+using tessera::TensorDict;
+
+namespace {
+
+Tensor iota(int64_t n) {
+    Tensor t = OK(Tensor::empty({n}, TSR_FLOAT));
+    auto* p = static_cast<float*>(t.data());
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = static_cast<float>(i);
+    }
+    return t;
+}
+
+std::string temp_path(const char* ext) {
+    return "/tmp/tsr-cpp-serialize-" + std::to_string(getpid()) + ext;
+}
+
+}  // namespace
+
+TEST(dict_order_lookup_and_metadata) {
+    TensorDict d = OK(TensorDict::create());
+    OK(d.set("z", iota(2)));
+    OK(d.set("a", iota(3)));
+    OK(d.set_metadata("epoch", "4"));
+    CHECK_EQ(d.size(), 2u);
+    std::vector<std::string> names;
+    for (auto [name, t] : d) {
+        names.push_back(name);
+        CHECK(bool(t));
+    }
+    CHECK(names == (std::vector<std::string>{"z", "a"}));
+    CHECK_EQ(d["a"].numel(), 3);
+    CHECK(!d["missing"]);
+    CHECK(d.contains("z"));
+    CHECK_EQ(std::string(d.metadata("epoch")), std::string("4"));
+    CHECK(d.metadata("nope") == nullptr);
+    TensorDict moved = std::move(d);
+    CHECK(!d);
+    CHECK_EQ(moved.size(), 2u);
+    CHECK_FAILS(d.set("x", iota(1)), TSR_ERR_NULL_POINTER, "dict");
+}
+
+TEST(torch_round_trip_keeps_sharing) {
+    Tensor base = iota(8);
+    Tensor view = OK(base.narrow(0, 2, 4));
+    TensorDict d = OK(TensorDict::create());
+    OK(d.set("base", base));
+    OK(d.set("view", view));
+    std::string path = temp_path(".pt");
+    OK(d.save(path.c_str()));
+    for (uint32_t flags : {0u, static_cast<uint32_t>(TSR_LOAD_MMAP)}) {
+        TensorDict back = OK(TensorDict::load(path.c_str(), Format::Auto, flags));
+        Tensor b = back["base"], v = back["view"];
+        CHECK_EQ(v.storage_offset(), 2);
+        CHECK(b.storage().get() == v.storage().get());
+        static_cast<float*>(b.data())[3] = 99.0f;
+        CHECK_EQ(static_cast<const float*>(v.data())[1], 99.0f);
+    }
+    Storage bytes = OK(d.save_to_storage());
+    TensorDict from_bytes = OK(TensorDict::load(bytes));
+    CHECK_EQ(static_cast<const float*>(from_bytes["view"].data())[0], 2.0f);
+    std::remove(path.c_str());
+}
+
+TEST(safetensors_round_trip_and_errors) {
+    TensorDict d = OK(TensorDict::create());
+    OK(d.set("w", iota(5)));
+    OK(d.set_metadata("format", "pt"));
+    std::string path = temp_path(".safetensors");
+    OK(d.save(path.c_str()));
+    TensorDict back = OK(TensorDict::load(path.c_str()));
+    CHECK_EQ(static_cast<const float*>(back["w"].data())[4], 4.0f);
+    CHECK_EQ(std::string(back.metadata("format")), std::string("pt"));
+    std::remove(path.c_str());
+    CHECK_FAILS(TensorDict::load("/nonexistent/x.pt"), TSR_ERR_IO, "/nonexistent/x.pt");
+}

@@ -1,0 +1,173 @@
+/**
+ * @file tessera/serialize.hpp
+ * @brief TensorDict: an ordered name -> tensor map with string metadata,
+ * saved and loaded in the torch (torch.save) and safetensors formats.
+ *
+ * Part of tessera's C++ API; include tessera.hpp for all of it.
+ */
+#ifndef TESSERA_SERIALIZE_HPP
+#define TESSERA_SERIALIZE_HPP
+
+#include "../tessera.h"
+#include "error.hpp"
+#include "storage.hpp"
+#include "tensor.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace tessera {
+/** @cond TESSERA_INTERNAL */
+inline namespace TESSERA_ABI_NAMESPACE {
+/** @endcond */
+
+/** A file format (TSR_FORMAT_*). */
+enum class Format : TsrFormat {
+    /** Load: from the bytes; save: safetensors for ".safetensors", else torch. */
+    Auto = TSR_FORMAT_AUTO,
+    /** torch.save's zip archive. */
+    Torch = TSR_FORMAT_TORCH,
+    /** The safetensors layout. */
+    Safetensors = TSR_FORMAT_SAFETENSORS,
+};
+
+/**
+ * An ordered name -> tensor map with string metadata (TsrTensorDict), the
+ * single owner of its handle: movable, not copyable. Iterating gives
+ * (name, tensor) pairs in insertion order. Names and metadata strings
+ * returned stay valid until the dict is changed or destroyed.
+ */
+class TensorDict {
+  public:
+    /** Empty: holds no dict (fallible calls report TSR_ERR_NULL_POINTER). */
+    TensorDict() noexcept = default;
+
+    /** Takes over a dict the caller owns. */
+    explicit TensorDict(TsrTensorDict* handle) noexcept : handle_(handle) {}
+
+    /** Takes `other`'s dict, leaving it empty. */
+    TensorDict(TensorDict&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    /** Frees this dict, then takes `other`'s. */
+    TensorDict& operator=(TensorDict&& other) noexcept {
+        if (this != &other) {
+            tsr_dict_free(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+        }
+        return *this;
+    }
+    TensorDict(const TensorDict&) = delete;
+    TensorDict& operator=(const TensorDict&) = delete;
+    ~TensorDict() { tsr_dict_free(handle_); }
+
+    /** A new, empty dict. */
+    [[nodiscard]] static Returns<TensorDict> create() {
+        TsrTensorDict* out = nullptr;
+        TsrStatus status = tsr_dict_new(&out);
+        return detail::finish(status, TensorDict(out));
+    }
+
+    /** Loads the file at `path` (flags: 0 or TSR_LOAD_MMAP). */
+    [[nodiscard]] static Returns<TensorDict> load(const char* path, Format format = Format::Auto,
+                                                  uint32_t flags = 0) {
+        TsrTensorDict* out = nullptr;
+        TsrStatus status = tsr_load(path, static_cast<TsrFormat>(format), flags, &out);
+        return detail::finish(status, TensorDict(out));
+    }
+
+    /** Loads from file bytes held by a CPU storage (tensors view that storage where aligned). */
+    [[nodiscard]] static Returns<TensorDict> load(const Storage& bytes,
+                                                  Format format = Format::Auto) {
+        TsrTensorDict* out = nullptr;
+        TsrStatus status =
+            tsr_load_from_storage(bytes.get(), static_cast<TsrFormat>(format), 0, &out);
+        return detail::finish(status, TensorDict(out));
+    }
+
+    /** Saves to the file at `path`. */
+    Returns<void> save(const char* path, Format format = Format::Auto) const {
+        return detail::check(tsr_save(handle_, path, static_cast<TsrFormat>(format)));
+    }
+
+    /** The file bytes in a new CPU storage. */
+    [[nodiscard]] Returns<Storage> save_to_storage(Format format = Format::Torch) const {
+        TsrStorage* out = nullptr;
+        TsrStatus status = tsr_save_to_storage(handle_, static_cast<TsrFormat>(format), &out);
+        return detail::finish(status, Storage::adopt(out));
+    }
+
+    /** Adds `t` under `name` or replaces the tensor there. */
+    Returns<void> set(const char* name, const Tensor& t) {
+        return detail::check(tsr_dict_set(handle_, name, t.get()));
+    }
+
+    /** The tensor under `name`; an empty Tensor when absent. */
+    Tensor operator[](const char* name) const noexcept {
+        return Tensor::adopt(tsr_dict_get(handle_, name));
+    }
+
+    /** True when `name` is present. */
+    bool contains(const char* name) const noexcept { return bool((*this)[name]); }
+
+    /** Sets a metadata string. */
+    Returns<void> set_metadata(const char* key, const char* value) {
+        return detail::check(tsr_dict_set_metadata(handle_, key, value));
+    }
+
+    /** A metadata string; nullptr when absent. */
+    const char* metadata(const char* key) const noexcept { return tsr_dict_metadata(handle_, key); }
+
+    /** The number of tensors. */
+    size_t size() const noexcept { return tsr_dict_size(handle_); }
+
+    /** The `i`-th name (nullptr past the end). */
+    const char* name(size_t i) const noexcept { return tsr_dict_name(handle_, i); }
+
+    /** The handle (still owned by this object). */
+    TsrTensorDict* get() const noexcept { return handle_; }
+
+    /** True when this object holds a dict. */
+    explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+    /** Iterates (name, tensor) pairs in insertion order. */
+    class const_iterator {
+      public:
+        /** The pair an iterator yields. */
+        using value_type = std::pair<const char*, Tensor>;
+        /** The `i`-th pair of `d`. */
+        const_iterator(const TensorDict* d, size_t i) noexcept : d_(d), i_(i) {}
+        /** The (name, tensor) pair here. */
+        value_type operator*() const noexcept {
+            const char* n = d_->name(i_);
+            return {n, (*d_)[n]};
+        }
+        /** The next pair. */
+        const_iterator& operator++() noexcept {
+            ++i_;
+            return *this;
+        }
+        /** Same position. */
+        bool operator==(const const_iterator& o) const noexcept { return i_ == o.i_; }
+        /** Different positions. */
+        bool operator!=(const const_iterator& o) const noexcept { return i_ != o.i_; }
+
+      private:
+        const TensorDict* d_;
+        size_t i_;
+    };
+
+    /** The first pair. */
+    const_iterator begin() const noexcept { return const_iterator(this, 0); }
+    /** Past the last pair. */
+    const_iterator end() const noexcept { return const_iterator(this, size()); }
+
+  private:
+    TsrTensorDict* handle_ = nullptr;
+};
+
+/** @cond TESSERA_INTERNAL */
+}  // inline namespace TESSERA_ABI_NAMESPACE
+/** @endcond */
+}  // namespace tessera
+
+#endif

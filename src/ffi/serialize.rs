@@ -1,0 +1,335 @@
+//! Tensor dictionaries, saving and loading at the ABI (tsr_dict_*,
+//! tsr_save / tsr_load and their storage forms).
+
+use super::call::{check_not_null, getter, guard, guard_value, write_out};
+use super::handle::{box_from, box_into, box_mut, box_ref};
+use super::storage::{storage_arg, storage_handle};
+use super::tensor::{tensor_arg, tensor_handle};
+use super::types::*;
+pub use super::types::{
+    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH,
+    TSR_LOAD_MMAP,
+};
+use crate::error::Result;
+use crate::serialize::{self, Format, LoadFlags, TensorDict};
+use std::ffi::{c_char, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr;
+
+/// A NUL-terminated UTF-8 string argument.
+///
+/// # Safety
+/// `p` NULL or a NUL-terminated string.
+unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    check_not_null(p, name)?;
+    // SAFETY: p is non-NULL and NUL-terminated (the caller's contract).
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    std::str::from_utf8(bytes).map_err(|e| {
+        crate::err!(
+            InvalidArgument,
+            "argument '{name}' is not UTF-8 (byte {} of {:?}): expected a UTF-8 string",
+            e.valid_up_to(),
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+/// A NUL-terminated path argument (any bytes, as the OS takes them).
+///
+/// # Safety
+/// `p` NULL or a NUL-terminated string.
+unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path> {
+    check_not_null(p, "path")?;
+    // SAFETY: p is non-NULL and NUL-terminated (the caller's contract).
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    crate::ensure!(
+        !bytes.is_empty(),
+        InvalidArgument,
+        "argument 'path' is empty: expected a file path"
+    );
+    Ok(Path::new(OsStr::from_bytes(bytes)))
+}
+
+fn format_arg(format: TsrFormat) -> Result<Format> {
+    Ok(match format {
+        TSR_FORMAT_AUTO => Format::Auto,
+        TSR_FORMAT_TORCH => Format::Torch,
+        TSR_FORMAT_SAFETENSORS => Format::Safetensors,
+        other => crate::bail!(
+            InvalidArgument,
+            "unknown format {other}: expected TSR_FORMAT_AUTO (0), TSR_FORMAT_TORCH (1) or TSR_FORMAT_SAFETENSORS (2)"
+        ),
+    })
+}
+
+fn flags_arg(flags: u32) -> Result<LoadFlags> {
+    crate::ensure!(
+        flags & !TSR_LOAD_MMAP == 0,
+        InvalidArgument,
+        "unknown load flags 0x{flags:x}: expected 0 or TSR_LOAD_MMAP (0x1)"
+    );
+    Ok(LoadFlags {
+        mmap: flags & TSR_LOAD_MMAP != 0,
+    })
+}
+
+/// # Safety
+/// `out` NULL or writable.
+unsafe fn put_dict(out: *mut *mut TsrTensorDict, d: TensorDict) {
+    // SAFETY: out checked non-NULL by the caller.
+    unsafe { write_out(out, box_into::<TsrTensorDict>(Box::new(d))) }
+}
+
+/// Creates an empty dictionary.
+///
+/// Errors: TSR_ERR_NULL_POINTER (out).
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_new(out: *mut *mut TsrTensorDict) -> TsrStatus {
+    guard("tsr_dict_new", || {
+        check_not_null(out, "out")?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_dict(out, TensorDict::new()) };
+        Ok(())
+    })
+}
+
+/// Frees a dictionary and its references to its tensors. NULL does
+/// nothing.
+///
+/// # Safety
+/// `dict` NULL or a live dictionary, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_free(dict: *mut TsrTensorDict) {
+    guard_value("tsr_dict_free", (), || {
+        if !dict.is_null() {
+            // SAFETY: dict is non-NULL, made by box_into, given up here.
+            drop(unsafe { box_from(dict) });
+        }
+    })
+}
+
+/// Adds `t` under `name` (the dict keeps its own reference), or replaces
+/// the tensor already under that name (keeping its position).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT (t);
+/// TSR_ERR_INVALID_ARGUMENT (a name that is not UTF-8).
+///
+/// # Safety
+/// `dict` NULL or live; `name` NULL or NUL-terminated; `t` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_set(
+    dict: *mut TsrTensorDict,
+    name: *const c_char,
+    t: *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_dict_set", || {
+        // SAFETY: dict is NULL or a live dictionary owned by the caller.
+        let d = unsafe { box_mut(dict, "dict")? };
+        // SAFETY: name is NULL or NUL-terminated.
+        let name = unsafe { str_arg(name, "name")? };
+        // SAFETY: t is NULL or a live tensor handle; tensor_arg checks.
+        let t = unsafe { tensor_arg(t, "t")? };
+        d.set(name, t)
+    })
+}
+
+/// The number of tensors; 0 for NULL.
+///
+/// # Safety
+/// `dict` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_size(dict: *const TsrTensorDict) -> usize {
+    guard_value("tsr_dict_size", 0, || {
+        // SAFETY: dict is NULL or a live dictionary.
+        unsafe { box_ref(dict, "dict") }.map_or(0, |d| d.len())
+    })
+}
+
+/// The `i`-th name in insertion order, valid until the dict is changed or
+/// freed; NULL past the end or for NULL.
+///
+/// # Safety
+/// `dict` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_name(dict: *const TsrTensorDict, i: usize) -> *const c_char {
+    getter("tsr_dict_name", ptr::null(), || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        Ok(d.name_c(i).map_or(ptr::null(), |n| n.as_ptr()))
+    })
+}
+
+/// A new reference to the tensor under `name`; NULL when absent (no
+/// error recorded) or on a NULL argument (error recorded).
+///
+/// # Safety
+/// `dict` NULL or live; `name` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_get(
+    dict: *const TsrTensorDict,
+    name: *const c_char,
+) -> *mut TsrTensor {
+    getter("tsr_dict_get", ptr::null_mut(), || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        // SAFETY: name is NULL or NUL-terminated.
+        let name = unsafe { str_arg(name, "name")? };
+        Ok(d.get(name)
+            .map_or(ptr::null_mut(), |t| tensor_handle(t.clone())))
+    })
+}
+
+/// Sets the metadata `key` to `value` (copied; replaces any previous one).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (not UTF-8).
+///
+/// # Safety
+/// `dict` NULL or live; `key`, `value` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_set_metadata(
+    dict: *mut TsrTensorDict,
+    key: *const c_char,
+    value: *const c_char,
+) -> TsrStatus {
+    guard("tsr_dict_set_metadata", || {
+        // SAFETY: dict is NULL or a live dictionary owned by the caller.
+        let d = unsafe { box_mut(dict, "dict")? };
+        // SAFETY: key and value are NULL or NUL-terminated.
+        let (key, value) = unsafe { (str_arg(key, "key")?, str_arg(value, "value")?) };
+        d.set_metadata(key, value)
+    })
+}
+
+/// The metadata value of `key`, valid until the dict is changed or freed;
+/// NULL when absent (no error recorded) or on a NULL argument.
+///
+/// # Safety
+/// `dict` NULL or live; `key` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_metadata(
+    dict: *const TsrTensorDict,
+    key: *const c_char,
+) -> *const c_char {
+    getter("tsr_dict_metadata", ptr::null(), || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        // SAFETY: key is NULL or NUL-terminated.
+        let key = unsafe { str_arg(key, "key")? };
+        Ok(d.metadata_c(key).map_or(ptr::null(), |v| v.as_ptr()))
+    })
+}
+
+/// Saves `dict` to the file at `path` (created or truncated) in `format`
+/// (TSR_FORMAT_AUTO: safetensors for a ".safetensors" path, else torch).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (unknown
+/// format, empty path, safetensors tensors sharing memory); TSR_ERR_DEVICE
+/// (a tensor not on the CPU); TSR_ERR_DTYPE (a dtype the format cannot
+/// hold); TSR_ERR_IO (the path and the OS reason).
+///
+/// # Safety
+/// `dict` NULL or live; `path` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_save(
+    dict: *const TsrTensorDict,
+    path: *const c_char,
+    format: TsrFormat,
+) -> TsrStatus {
+    guard("tsr_save", || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        // SAFETY: path is NULL or NUL-terminated.
+        let path = unsafe { path_arg(path)? };
+        serialize::save(d, path, format_arg(format)?)
+    })
+}
+
+/// Loads the file at `path` into a new dictionary. flags 0: tensors own
+/// memory from the CPU allocator (the file is read once); TSR_LOAD_MMAP:
+/// they view a private mapping of the file.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (format,
+/// flags); TSR_ERR_IO (the path and the OS reason); TSR_ERR_FORMAT (a
+/// malformed, truncated or refused file: what is wrong is named);
+/// TSR_ERR_OUT_OF_MEMORY.
+///
+/// # Safety
+/// `path` NULL or NUL-terminated; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_load(
+    path: *const c_char,
+    format: TsrFormat,
+    flags: u32,
+    out: *mut *mut TsrTensorDict,
+) -> TsrStatus {
+    guard("tsr_load", || {
+        check_not_null(out, "out")?;
+        // SAFETY: path is NULL or NUL-terminated.
+        let path = unsafe { path_arg(path)? };
+        let d = serialize::load(path, format_arg(format)?, flags_arg(flags)?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_dict(out, d) };
+        Ok(())
+    })
+}
+
+/// Writes the file bytes of `dict` in `format` (TSR_FORMAT_AUTO: torch)
+/// into a new CPU storage.
+///
+/// Errors: as tsr_save, without TSR_ERR_IO.
+///
+/// # Safety
+/// `dict` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_save_to_storage(
+    dict: *const TsrTensorDict,
+    format: TsrFormat,
+    out: *mut *mut TsrStorage,
+) -> TsrStatus {
+    guard("tsr_save_to_storage", || {
+        check_not_null(out, "out")?;
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        let s = serialize::save_to_storage(d, format_arg(format)?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, storage_handle(s)) };
+        Ok(())
+    })
+}
+
+/// Loads a dictionary from the file bytes held by the CPU storage
+/// `bytes` (borrowed): tensors view that storage itself (keeping it
+/// alive) at their record's position, so their storage offsets are
+/// shifted by it (tensors that shared a storage keep their relative
+/// offsets); a record misaligned for its dtype is copied. TSR_LOAD_MMAP
+/// changes nothing here.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (not
+/// a CPU storage); TSR_ERR_INVALID_ARGUMENT (format, flags);
+/// TSR_ERR_FORMAT.
+///
+/// # Safety
+/// `bytes` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_load_from_storage(
+    bytes: *mut TsrStorage,
+    format: TsrFormat,
+    flags: u32,
+    out: *mut *mut TsrTensorDict,
+) -> TsrStatus {
+    guard("tsr_load_from_storage", || {
+        check_not_null(out, "out")?;
+        // SAFETY: bytes is NULL or a live storage handle; storage_arg checks.
+        let s = unsafe { storage_arg(bytes, "bytes")? };
+        let format = format_arg(format)?;
+        flags_arg(flags)?;
+        let d = serialize::load_from_storage(&s, format)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_dict(out, d) };
+        Ok(())
+    })
+}

@@ -1,0 +1,221 @@
+//! Saving and loading tensor dictionaries (SEMANTICS.md, Serialization):
+//! the TORCH format (torch.save's zip archive, [`torch_write`] /
+//! [`torch_read`]) and SAFETENSORS ([`safetensors_format`]).
+//!
+//! Loading never copies a record twice: a file is read once into a
+//! storage from the CPU allocator (or mapped, [`LoadFlags::mmap`]), and
+//! each record becomes a storage viewing those bytes (keeping them alive)
+//! when its address suits its dtype's alignment, a copy otherwise.
+
+pub mod dict;
+mod dtypes;
+mod safetensors_format;
+mod source;
+mod torch_read;
+mod torch_write;
+
+pub use dict::TensorDict;
+pub use torch_read::SKIPPED_KEY;
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::storage::Storage;
+use source::Source;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// A file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Loading: from the bytes; saving: SAFETENSORS for a path ending in
+    /// ".safetensors", else TORCH.
+    Auto,
+    /// torch.save's zip archive.
+    Torch,
+    /// The safetensors layout.
+    Safetensors,
+}
+
+/// How to load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadFlags {
+    /// Tensors view a private (copy-on-write) mapping of the file.
+    pub mmap: bool,
+}
+
+/// The archive directory name of tessera's torch files.
+const ARCHIVE: &str = "archive";
+
+fn format_for_path(path: &Path, format: Format) -> Format {
+    match format {
+        Format::Auto => {
+            if path.extension().is_some_and(|e| e == "safetensors") {
+                Format::Safetensors
+            } else {
+                Format::Torch
+            }
+        }
+        f => f,
+    }
+}
+
+/// The format of a file's first bytes.
+pub fn detect(bytes: &[u8]) -> Result<Format> {
+    if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+        return Ok(Format::Torch);
+    }
+    if bytes.len() >= 9 && bytes[8] == b'{' {
+        return Ok(Format::Safetensors);
+    }
+    crate::bail!(
+        Format,
+        "the {} bytes start with neither a zip archive (torch) nor a safetensors header",
+        bytes.len()
+    )
+}
+
+/// The file bytes of `dict` in `format` (Auto: TORCH).
+pub fn save_to_bytes(dict: &TensorDict, format: Format) -> Result<Vec<u8>> {
+    match format {
+        Format::Auto | Format::Torch => {
+            let out = torch_write::write(dict, ARCHIVE, std::io::Cursor::new(Vec::new()))?;
+            Ok(out.into_inner())
+        }
+        Format::Safetensors => safetensors_format::write(dict),
+    }
+}
+
+/// A storage holding the file bytes of `dict` in `format`.
+pub fn save_to_storage(dict: &TensorDict, format: Format) -> Result<Storage> {
+    let bytes = save_to_bytes(dict, format)?;
+    let s = Storage::new(bytes.len(), Device::CPU, true)?;
+    if !bytes.is_empty() {
+        // SAFETY: s is a fresh CPU storage of bytes.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len()) };
+    }
+    Ok(s)
+}
+
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
+    crate::err!(Io, "{what} {}: {e}", path.display())
+}
+
+/// Saves `dict` to the file at `path` (created or truncated). On an
+/// error no file is left behind.
+pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
+    if format_for_path(path, format) == Format::Safetensors {
+        return safetensors_format::write_file(dict, path);
+    }
+    let file = std::fs::File::create(path).map_err(|e| io_err(path, "cannot create", e))?;
+    let w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let result = torch_write::write(dict, ARCHIVE, w)
+        .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)));
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+/// Loads a dict from `bytes`, its records viewing `backing` (the storage
+/// holding `bytes`) where alignment allows.
+fn load_source(source: &Source<'_>, format: Format) -> Result<TensorDict> {
+    let format = match format {
+        Format::Auto => detect(source.bytes)?,
+        f => f,
+    };
+    match format {
+        Format::Safetensors => safetensors_format::read(source),
+        _ => torch_read::read(source),
+    }
+}
+
+/// The bytes of a CPU storage.
+fn storage_bytes(s: &Storage) -> Result<&[u8]> {
+    crate::ensure!(
+        s.device().is_cpu(),
+        Device,
+        "the bytes are on {}: expected a CPU storage",
+        s.device()
+    );
+    if s.nbytes() == 0 || s.data().is_null() {
+        return Ok(&[]);
+    }
+    // SAFETY: a CPU storage's data is valid for nbytes while `s` is
+    // borrowed; loading only reads it.
+    Ok(unsafe { std::slice::from_raw_parts(s.data() as *const u8, s.nbytes()) })
+}
+
+/// Loads a dict from the file bytes in `bytes`: tensors view that storage
+/// (at their record's offset) where their alignment allows, copies
+/// otherwise.
+pub fn load_from_storage(bytes: &Storage, format: Format) -> Result<TensorDict> {
+    load_backed(bytes, format, true)
+}
+
+fn load_backed(bytes: &Storage, format: Format, direct: bool) -> Result<TensorDict> {
+    let slice = storage_bytes(bytes)?;
+    load_source(
+        &Source {
+            bytes: slice,
+            backing: Some(bytes),
+            direct,
+        },
+        format,
+    )
+}
+
+/// Reads the file at `path` into a fresh storage from the CPU allocator.
+fn read_file(path: &Path) -> Result<Storage> {
+    let mut file = std::fs::File::open(path).map_err(|e| io_err(path, "cannot open", e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_err(path, "cannot stat", e))?;
+    crate::ensure!(
+        meta.is_file(),
+        Io,
+        "{} is not a regular file",
+        path.display()
+    );
+    let len = usize::try_from(meta.len())
+        .map_err(|_| crate::err!(OutOfMemory, "{} is too large to load", path.display()))?;
+    let s = Storage::new(len, Device::CPU, false)?;
+    if len > 0 {
+        // SAFETY: s is a fresh CPU storage of len bytes, not yet shared.
+        let buf = unsafe { std::slice::from_raw_parts_mut(s.data() as *mut u8, len) };
+        file.read_exact(buf)
+            .map_err(|e| io_err(path, "cannot read", e))?;
+    }
+    Ok(s)
+}
+
+/// Loads the dict in the file at `path`.
+pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict> {
+    let bytes = if flags.mmap {
+        map_file(path)?
+    } else {
+        read_file(path)?
+    };
+    // Only this function holds `bytes`: records get storages of their own.
+    load_backed(&bytes, format, false)
+}
+
+/// A private (copy-on-write) mapping of the file at `path`.
+fn map_file(path: &Path) -> Result<Storage> {
+    let meta = std::fs::metadata(path).map_err(|e| io_err(path, "cannot open", e))?;
+    crate::ensure!(
+        meta.is_file(),
+        Io,
+        "{} is not a regular file",
+        path.display()
+    );
+    crate::ensure!(
+        meta.len() > 0,
+        Format,
+        "{} is empty: expected a torch or safetensors file",
+        path.display()
+    );
+    Storage::from_file(path, crate::storage::file::FileMode::Private, 0)
+}
+
+#[cfg(test)]
+mod tests;

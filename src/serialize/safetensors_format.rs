@@ -1,0 +1,211 @@
+//! The SAFETENSORS format through the `safetensors` crate: an 8-byte
+//! header length, a JSON header (name -> dtype, shape, data offsets, and
+//! `__metadata__` strings), then each tensor's bytes, row-major.
+//!
+//! Saving writes every tensor contiguously (strides are not kept), refuses
+//! tensors whose bytes overlap in one storage (naming both, as
+//! safetensors' save_file) and dtypes the format lacks. The crate orders
+//! the tensors in the file (by dtype alignment, then name); loading gives
+//! them in file order. Loading checks the header with the crate (offsets
+//! in range, not overlapping, sizes matching shapes) and names what is
+//! wrong.
+
+use super::dict::TensorDict;
+use super::dtypes;
+use super::source::Source;
+use super::torch_write::check_saveable;
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use crate::tensor::{layout, Tensor};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+struct TensorBytes<'a> {
+    dtype: safetensors::Dtype,
+    shape: Vec<usize>,
+    data: Cow<'a, [u8]>,
+}
+
+impl safetensors::View for &TensorBytes<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The bytes of `t` in row-major order (borrowed when it is contiguous).
+pub(crate) fn row_major(t: &Tensor) -> Cow<'_, [u8]> {
+    let item = t.itemsize();
+    let n = t.numel() as usize;
+    if n == 0 {
+        return Cow::Borrowed(&[]);
+    }
+    let base = t.data_ptr() as *const u8;
+    if t.is_contiguous(crate::tensor::MemoryFormat::Contiguous) {
+        // SAFETY: a contiguous CPU tensor's n elements start at data_ptr
+        // and lie in its storage (checked when the tensor was made).
+        return Cow::Borrowed(unsafe { std::slice::from_raw_parts(base, n * item) });
+    }
+    let (sizes, strides) = (t.sizes(), t.strides());
+    let mut out = Vec::with_capacity(n * item);
+    let mut index = vec![0i64; sizes.len()];
+    for _ in 0..n {
+        let off: i64 = index.iter().zip(strides).map(|(i, s)| i * s).sum();
+        // SAFETY: every index is within sizes, so the element lies in the
+        // tensor's storage (checked when the tensor was made).
+        let elem =
+            unsafe { std::slice::from_raw_parts(base.offset(off as isize * item as isize), item) };
+        out.extend_from_slice(elem);
+        for d in (0..sizes.len()).rev() {
+            index[d] += 1;
+            if index[d] < sizes[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The byte range of `t` in its storage (empty tensors: none).
+fn byte_range(t: &Tensor) -> Option<(usize, usize)> {
+    let end =
+        layout::storage_nbytes_needed(t.sizes(), t.strides(), t.storage_offset(), t.itemsize())
+            .ok()?;
+    let start = t.storage_offset() as usize * t.itemsize();
+    (end > start).then_some((start, end))
+}
+
+fn st_err(e: safetensors::SafeTensorError) -> Error {
+    crate::err!(Format, "safetensors: {e}")
+}
+
+/// The tensors of `dict` as safetensors views, and its metadata, after
+/// the checks (CPU, dtypes, no overlapping tensors).
+fn prepare(
+    dict: &TensorDict,
+) -> Result<(
+    Vec<(&str, TensorBytes<'_>)>,
+    Option<HashMap<String, String>>,
+)> {
+    let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
+    for (i, (name, t)) in entries.iter().enumerate() {
+        check_saveable(name, t)?;
+        let Some(r) = byte_range(t) else { continue };
+        for (other, u) in &entries[..i] {
+            if !Storage::ptr_eq(t.storage(), u.storage()) {
+                continue;
+            }
+            if let Some(q) = byte_range(u) {
+                crate::ensure!(
+                    r.1 <= q.0 || q.1 <= r.0,
+                    InvalidArgument,
+                    "tensors '{other}' and '{name}' share memory: safetensors stores each tensor's own bytes (save a clone of one)"
+                );
+            }
+        }
+    }
+    let mut tensors = Vec::with_capacity(entries.len());
+    for (name, t) in &entries {
+        let dtype = dtypes::safetensors_dtype(t.dtype()).ok_or_else(|| {
+            crate::err!(
+                DType,
+                "tensor '{name}' has dtype {}, which safetensors cannot hold",
+                t.dtype().name()
+            )
+        })?;
+        tensors.push((
+            *name,
+            TensorBytes {
+                dtype,
+                shape: t.sizes().iter().map(|&s| s as usize).collect(),
+                data: row_major(t),
+            },
+        ));
+    }
+    let meta: HashMap<String, String> = dict
+        .metadata_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    Ok((tensors, (!meta.is_empty()).then_some(meta)))
+}
+
+/// The file's bytes for `dict`.
+pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
+    let (tensors, meta) = prepare(dict)?;
+    safetensors::serialize(tensors.iter().map(|(n, t)| (*n, t)), meta)
+        .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))
+}
+
+/// Writes the file for `dict` at `path`, the tensors' bytes straight from
+/// their storages (no copy of the whole file in memory).
+pub(crate) fn write_file(dict: &TensorDict, path: &std::path::Path) -> Result<()> {
+    let (tensors, meta) = prepare(dict)?;
+    // The crate checks everything before it creates the file; an I/O
+    // error comes after, and the partial file is removed.
+    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), meta, path).map_err(|e| {
+        match e {
+            safetensors::SafeTensorError::IoError(io) => {
+                if path.is_file() {
+                    let _ = std::fs::remove_file(path);
+                }
+                crate::err!(Io, "cannot write {}: {io}", path.display())
+            }
+            other => crate::err!(InvalidArgument, "safetensors: {other}"),
+        }
+    })
+}
+
+/// Reads a safetensors file from `source`.
+pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
+    let bytes = source.bytes;
+    let (n, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(st_err)?;
+    let data_start = 8 + n;
+    let data_len = bytes.len() - data_start;
+    crate::ensure!(
+        meta.data_len() <= data_len,
+        Format,
+        "safetensors: the header's offsets reach byte {} of the data, which holds {data_len}",
+        meta.data_len()
+    );
+    let mut dict = TensorDict::new();
+    for name in meta.offset_keys() {
+        let info = meta.info(&name).expect("a name from the header");
+        let dtype = dtypes::dtype_of_safetensors(info.dtype).ok_or_else(|| {
+            crate::err!(
+                Format,
+                "safetensors: tensor '{name}' has dtype {:?}, which tessera cannot hold",
+                info.dtype
+            )
+        })?;
+        let (start, end) = info.data_offsets;
+        let sizes: Vec<i64> = info
+            .shape
+            .iter()
+            .map(|&s| i64::try_from(s))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| {
+                crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
+            })?;
+        let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
+        let t = Tensor::from_storage(&rec.storage, rec.base, &sizes, None, dtype)
+            .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
+        dict.set(&name, t)?;
+    }
+    if let Some(m) = meta.metadata() {
+        let mut pairs: Vec<_> = m.iter().collect();
+        pairs.sort();
+        for (k, v) in pairs {
+            dict.set_metadata(k, v)?;
+        }
+    }
+    Ok(dict)
+}

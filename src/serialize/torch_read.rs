@@ -1,0 +1,437 @@
+//! Reading the TORCH format: archives written by torch.save (Python) and
+//! torch::pickle_save (libtorch), and by tessera.
+//!
+//! The archive is read through the `zip` crate's central directory; each
+//! record must be stored (not compressed) and lie within the bytes. The
+//! pickle is read by the restricted reader ([`crate::pickle::read`]) with
+//! the allowlist below, then interpreted: dicts and OrderedDicts (and
+//! libtorch's type-tagged dicts, and lists / tuples, named by index) of
+//! tensors and nested dicts, names joined with "."; tensors rebuilt by
+//! `_rebuild_tensor_v2` / `_v3` and `_rebuild_parameter`; every storage
+//! loaded once per key, so tensors that shared one share it again; any
+//! other value skipped, its name listed in the metadata key
+//! [`SKIPPED_KEY`]. Storages saved from another device load on the CPU.
+
+use super::dict::TensorDict;
+use super::dtypes;
+use super::source::{Record, Source};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::pickle::{self, Limits, Value};
+use crate::tensor::{layout, Tensor};
+use std::collections::HashMap;
+use std::io::Cursor;
+
+/// Metadata key listing (one per line) the names of skipped non-tensor
+/// values.
+pub const SKIPPED_KEY: &str = "tessera.skipped";
+
+fn fmt_err(what: impl std::fmt::Display) -> Error {
+    crate::err!(Format, "{what}")
+}
+
+/// The globals a tensor file may name.
+fn allowed(module: &str, name: &str) -> bool {
+    match module {
+        "collections" => name == "OrderedDict",
+        "torch._utils" => matches!(
+            name,
+            "_rebuild_tensor_v2"
+                | "_rebuild_tensor_v3"
+                | "_rebuild_parameter"
+                | "_rebuild_parameter_with_state"
+        ),
+        "torch" => {
+            name == "device"
+                || dtypes::dtype_of_storage_name(name).is_some()
+                || dtypes::dtype_of_torch_name(name).is_some()
+        }
+        "torch.jit._pickle" => matches!(
+            name,
+            "restore_type_tag"
+                | "build_intlist"
+                | "build_tensorlist"
+                | "build_doublelist"
+                | "build_boollist"
+        ),
+        "_codecs" => name == "encode",
+        _ => false,
+    }
+}
+
+/// Where each record of the archive lies: name -> (offset, length).
+struct Records {
+    map: HashMap<String, (usize, usize)>,
+    prefix: String,
+}
+
+fn index_archive(bytes: &[u8]) -> Result<Records> {
+    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| fmt_err(format_args!("not a readable zip archive: {e}")))?;
+    let mut map = HashMap::new();
+    let mut prefix = None;
+    for i in 0..zip.len() {
+        let f = zip
+            .by_index_raw(i)
+            .map_err(|e| fmt_err(format_args!("zip entry {i} is unreadable: {e}")))?;
+        let name = f.name().to_owned();
+        crate::ensure!(
+            f.compression() == zip::CompressionMethod::Stored && !f.encrypted(),
+            Format,
+            "zip entry {name} is compressed ({}) or encrypted: torch files store records uncompressed",
+            f.compression()
+        );
+        let start = f
+            .data_start()
+            .ok_or_else(|| fmt_err(format_args!("zip entry {name} has no data offset")))?;
+        let len = f.size();
+        crate::ensure!(
+            f.compressed_size() == len,
+            Format,
+            "zip entry {name}: stored size {} differs from its size {len}",
+            f.compressed_size()
+        );
+        let end = start.checked_add(len).filter(|&e| e <= bytes.len() as u64);
+        crate::ensure!(
+            end.is_some(),
+            Format,
+            "zip entry {name} ({len} bytes at {start}) runs past the end of the archive ({} bytes)",
+            bytes.len()
+        );
+        if prefix.is_none() {
+            if let Some(p) = name.strip_suffix("data.pkl") {
+                if p.is_empty() || (p.ends_with('/') && !p[..p.len() - 1].contains('/')) {
+                    prefix = Some(p.to_owned());
+                }
+            }
+        }
+        map.insert(name, (start as usize, len as usize));
+    }
+    let prefix =
+        prefix.ok_or_else(|| fmt_err("the archive has no data.pkl record: not a torch file"))?;
+    Ok(Records { map, prefix })
+}
+
+struct Loader<'a> {
+    source: &'a Source<'a>,
+    records: Records,
+    /// Storage key -> (record, dtype of its first tensor).
+    storages: HashMap<String, (std::rc::Rc<Record>, DType)>,
+    dict: TensorDict,
+    skipped: Vec<String>,
+}
+
+/// Reads a torch archive from `source`.
+pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
+    let records = index_archive(source.bytes)?;
+    let (off, len) = records
+        .map
+        .get(&format!("{}data.pkl", records.prefix))
+        .copied()
+        .unwrap();
+    let root = pickle::read(&source.bytes[off..off + len], &allowed, Limits::default())?;
+    let mut loader = Loader {
+        source,
+        records,
+        storages: HashMap::new(),
+        dict: TensorDict::new(),
+        skipped: Vec::new(),
+    };
+    match loader.entries(&root) {
+        Some(items) => loader.walk(items, "")?,
+        None => match loader.tensor("tensor", &root)? {
+            Some(t) => loader.dict.set("tensor", t)?,
+            None => crate::bail!(
+                Format,
+                "data.pkl holds {}: expected a dict of tensors",
+                root.describe()
+            ),
+        },
+    }
+    if !loader.skipped.is_empty() {
+        let list = loader.skipped.join("\n");
+        loader.dict.set_metadata(SKIPPED_KEY, &list)?;
+    }
+    loader.read_metadata()?;
+    Ok(loader.dict)
+}
+
+/// The value inside libtorch's type tags and list builders.
+fn untag(v: &Value) -> &Value {
+    if let Value::Reduce { callable, args, .. } = v {
+        if let Some(("torch.jit._pickle", name)) = callable.as_global() {
+            if name == "restore_type_tag" || name.starts_with("build_") {
+                if let Some(first) = args.as_seq().and_then(|a| a.first()) {
+                    return untag(first);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// A key of a dict, as a name part.
+fn key_name(k: &Value) -> Option<String> {
+    match k {
+        Value::Str(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+impl Loader<'_> {
+    /// The (key, value) items of a dict-like value.
+    fn entries<'v>(&self, v: &'v Value) -> Option<Vec<(String, &'v Value)>> {
+        let named = |items: &'v [(Value, Value)]| -> Vec<(String, &'v Value)> {
+            items
+                .iter()
+                .map(|(k, v)| (key_name(k).unwrap_or_else(|| format!("{k:?}")), v))
+                .collect()
+        };
+        match untag(v) {
+            Value::Dict(items) => Some(named(items)),
+            Value::Reduce {
+                callable, items, ..
+            } if callable.as_global() == Some(("collections", "OrderedDict")) => Some(named(items)),
+            Value::List(vs) | Value::Tuple(vs) if !vs.is_empty() => Some(
+                vs.iter()
+                    .enumerate()
+                    .map(|(i, v)| (i.to_string(), v))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn walk(&mut self, items: Vec<(String, &Value)>, prefix: &str) -> Result<()> {
+        for (key, value) in items {
+            let name = format!("{prefix}{key}");
+            if let Some(t) = self.tensor(&name, value)? {
+                self.dict.set(&name, t)?;
+            } else if let Some(inner) = self.entries(value) {
+                self.walk(inner, &format!("{name}."))?;
+            } else {
+                self.skipped.push(name);
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensor `v` rebuilds, None when it is not a tensor.
+    fn tensor(&mut self, name: &str, v: &Value) -> Result<Option<Tensor>> {
+        let Value::Reduce { callable, args, .. } = untag(v) else {
+            return Ok(None);
+        };
+        let Some(("torch._utils", func)) = callable.as_global() else {
+            return Ok(None);
+        };
+        let args = args.as_seq().unwrap_or(&[]);
+        match func {
+            "_rebuild_parameter" | "_rebuild_parameter_with_state" => {
+                let Some(data) = args.first() else {
+                    crate::bail!(Format, "tensor '{name}': {func} without arguments");
+                };
+                match self.tensor(name, data)? {
+                    Some(t) => Ok(Some(t)),
+                    None => crate::bail!(
+                        Format,
+                        "tensor '{name}': {func} of {}: expected a tensor",
+                        data.describe()
+                    ),
+                }
+            }
+            "_rebuild_tensor_v2" | "_rebuild_tensor_v3" => {
+                let v3 = func == "_rebuild_tensor_v3";
+                crate::ensure!(
+                    args.len() >= if v3 { 7 } else { 6 },
+                    Format,
+                    "tensor '{name}': {func} with {} arguments: expected {}",
+                    args.len(),
+                    if v3 { 7 } else { 6 }
+                );
+                let dtype = if v3 {
+                    let d = args[6].as_global().and_then(|(m, n)| {
+                        (m == "torch")
+                            .then(|| dtypes::dtype_of_torch_name(n))
+                            .flatten()
+                    });
+                    match d {
+                        Some(d) => Some(d),
+                        None => crate::bail!(
+                            Format,
+                            "tensor '{name}': dtype argument {}: expected a torch dtype",
+                            args[6].describe()
+                        ),
+                    }
+                } else {
+                    None
+                };
+                self.rebuild(name, args, dtype).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn ints(name: &str, what: &str, v: &Value) -> Result<Vec<i64>> {
+        let seq = untag(v).as_seq().ok_or_else(|| {
+            fmt_err(format_args!(
+                "tensor '{name}': {what} is {}: expected a tuple of ints",
+                v.describe()
+            ))
+        })?;
+        seq.iter()
+            .map(|x| {
+                x.as_int().ok_or_else(|| {
+                    fmt_err(format_args!(
+                        "tensor '{name}': {what} holds {}: expected ints",
+                        x.describe()
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    fn rebuild(&mut self, name: &str, args: &[Value], dtype: Option<DType>) -> Result<Tensor> {
+        let (record, dtype) = self.storage(name, &args[0], dtype)?;
+        let offset = args[1].as_int().ok_or_else(|| {
+            fmt_err(format_args!(
+                "tensor '{name}': storage offset is {}: expected an int",
+                args[1].describe()
+            ))
+        })?;
+        let sizes = Self::ints(name, "size", &args[2])?;
+        let strides = Self::ints(name, "stride", &args[3])?;
+        crate::ensure!(
+            sizes.len() == strides.len() && sizes.len() <= 64,
+            Format,
+            "tensor '{name}': {} sizes and {} strides: expected the same number, at most 64",
+            sizes.len(),
+            strides.len()
+        );
+        crate::ensure!(
+            sizes.iter().all(|&s| s >= 0),
+            Format,
+            "tensor '{name}': negative size in {sizes:?}"
+        );
+        layout::checked_numel(&sizes).map_err(|_| {
+            fmt_err(format_args!(
+                "tensor '{name}': the number of elements of sizes {sizes:?} overflows"
+            ))
+        })?;
+        let needed = layout::storage_nbytes_needed(&sizes, &strides, offset, dtype.itemsize())
+            .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))?;
+        crate::ensure!(
+            needed <= record.len,
+            Format,
+            "tensor '{name}': offset {offset}, sizes {sizes:?} and strides {strides:?} of {} reach byte {needed}, past its storage record of {} bytes",
+            dtype.name(),
+            record.len
+        );
+        Tensor::from_storage(
+            &record.storage,
+            record.base + offset,
+            &sizes,
+            Some(&strides),
+            dtype,
+        )
+        .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
+    }
+
+    /// The storage a persistent id names, loaded once per key.
+    fn storage(
+        &mut self,
+        name: &str,
+        pid: &Value,
+        v3_dtype: Option<DType>,
+    ) -> Result<(std::rc::Rc<Record>, DType)> {
+        let bad = |why: &str| {
+            fmt_err(format_args!(
+                "tensor '{name}': storage {}: {why}",
+                pid.describe()
+            ))
+        };
+        let Value::PersistentId(id) = pid else {
+            return Err(bad("expected a persistent id"));
+        };
+        let parts = id.as_seq().ok_or_else(|| bad("expected a tuple id"))?;
+        let [kind, class, key, _location, numel] = parts else {
+            return Err(bad("expected ('storage', type, key, location, numel)"));
+        };
+        if kind.as_str() != Some("storage") {
+            return Err(bad("the id does not start with 'storage'"));
+        }
+        let class_dtype = class
+            .as_global()
+            .and_then(|(_, n)| dtypes::dtype_of_storage_name(n))
+            .ok_or_else(|| bad("unknown storage type"))?;
+        let dtype = match (class_dtype, v3_dtype) {
+            (Some(d), _) => d,
+            (None, Some(d)) => d,
+            (None, None) => return Err(bad("an UntypedStorage needs _rebuild_tensor_v3's dtype")),
+        };
+        let key = key_name(key).ok_or_else(|| bad("the key is not a string"))?;
+        let numel = numel
+            .as_int()
+            .filter(|&n| n >= 0)
+            .ok_or_else(|| bad("numel is not a non-negative int"))? as u64;
+        let elem = if class_dtype.is_some() {
+            dtype.itemsize() as u64
+        } else {
+            1
+        };
+        if let Some((s, d)) = self.storages.get(&key) {
+            crate::ensure!(
+                *d == dtype,
+                Format,
+                "tensor '{name}': storage '{key}' is read as {} and as {}: expected one dtype per storage",
+                d.name(),
+                dtype.name()
+            );
+            return Ok((s.clone(), dtype));
+        }
+        let record = format!("{}data/{key}", self.records.prefix);
+        let Some(&(off, len)) = self.records.map.get(&record) else {
+            crate::bail!(
+                Format,
+                "tensor '{name}': storage key '{key}' has no record {record} in the archive"
+            );
+        };
+        let nbytes = numel.checked_mul(elem).ok_or_else(|| {
+            fmt_err(format_args!(
+                "tensor '{name}': storage '{key}' numel {numel} x {elem} bytes overflows"
+            ))
+        })?;
+        crate::ensure!(
+            nbytes <= len as u64,
+            Format,
+            "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, its record {record} holds {len}"
+        );
+        let record =
+            std::rc::Rc::new(self.source.record(off, nbytes as usize, dtype.itemsize())?);
+        self.storages.insert(key, (record.clone(), dtype));
+        Ok((record, dtype))
+    }
+
+    /// tessera's own metadata record, if present.
+    fn read_metadata(&mut self) -> Result<()> {
+        let record = format!("{}tessera_metadata.pkl", self.records.prefix);
+        let Some(&(off, len)) = self.records.map.get(&record) else {
+            return Ok(());
+        };
+        let v = pickle::read(
+            &self.source.bytes[off..off + len],
+            &|_, _| false,
+            Limits::default(),
+        )?;
+        let Value::Dict(items) = v else {
+            crate::bail!(Format, "{record} holds {}: expected a dict", v.describe());
+        };
+        for (k, v) in items {
+            match (k.as_str(), v.as_str()) {
+                (Some(k), Some(v)) => self.dict.set_metadata(k, v)?,
+                _ => crate::bail!(Format, "{record}: expected str keys and values"),
+            }
+        }
+        Ok(())
+    }
+}

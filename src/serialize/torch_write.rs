@@ -1,0 +1,186 @@
+//! Writing the TORCH format: the zip archive torch.save writes.
+//!
+//! The pickle is a dict (name -> `_rebuild_tensor_v2` / `_v3` call).
+//! Records, in torch.save's order, under `<archive>/`: `data.pkl` (the
+//! pickle), `.format_version` ("1"), `.storage_alignment` ("64"),
+//! `byteorder` ("little"), `data/<key>` (one per storage, its whole
+//! bytes), `version` ("3\n"), `.data/serialization_id`; plus
+//! `tessera_metadata.pkl` (a pickled dict of str) when the dict has
+//! metadata. Every entry is stored (no compression) with its data aligned
+//! to 64 bytes, as PyTorch's writer does, so readers can map them.
+
+use super::dict::TensorDict;
+use super::dtypes;
+use crate::error::{Error, Result};
+use crate::pickle::{self, Value};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use std::io::{Seek, Write};
+use zip::write::SimpleFileOptions;
+use zip::CompressionMethod;
+
+/// Alignment of every record's data (PyTorch's kFieldAlignment).
+pub(crate) const ALIGNMENT: u16 = 64;
+
+fn zip_err(e: zip::result::ZipError) -> Error {
+    match e {
+        zip::result::ZipError::Io(io) => crate::err!(Io, "writing the archive failed: {io}"),
+        other => crate::err!(Io, "writing the archive failed: {other}"),
+    }
+}
+
+/// One storage to write: its key and bytes.
+struct Record {
+    storage: Storage,
+    key: String,
+}
+
+/// The bytes of a CPU storage.
+fn storage_bytes(s: &Storage) -> &[u8] {
+    let n = s.nbytes();
+    if n == 0 || s.data().is_null() {
+        return &[];
+    }
+    // SAFETY: a CPU storage's data is valid for nbytes while `s` holds a
+    // reference (c10's contract: no thread resizes it during the save).
+    unsafe { std::slice::from_raw_parts(s.data() as *const u8, n) }
+}
+
+pub(crate) fn check_saveable(name: &str, t: &Tensor) -> Result<()> {
+    crate::ensure!(
+        t.device().is_cpu(),
+        Device,
+        "tensor '{name}' is on {}: only CPU tensors can be saved (copy it to the CPU first)",
+        t.device()
+    );
+    Ok(())
+}
+
+/// The pickled value of one tensor, its storage given by `storage` (a
+/// memoized persistent id or a memo get).
+fn tensor_value(t: &Tensor, storage: Value, v3_dtype: Option<&str>) -> Value {
+    let ints = |v: &[i64]| Value::Tuple(v.iter().map(|&i| Value::Int(i)).collect());
+    let mut args = vec![
+        storage,
+        Value::Int(t.storage_offset()),
+        ints(t.sizes()),
+        ints(t.strides()),
+        Value::Bool(false),
+        Value::call(Value::global("collections", "OrderedDict"), vec![]),
+    ];
+    let rebuild = match v3_dtype {
+        Some(py) => {
+            args.push(Value::global("torch", py));
+            "_rebuild_tensor_v3"
+        }
+        None => "_rebuild_tensor_v2",
+    };
+    Value::call(Value::global("torch._utils", rebuild), args)
+}
+
+/// Writes `dict` as torch.save does, the records under `archive/`.
+pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -> Result<W> {
+    let mut records: Vec<Record> = Vec::new();
+    // The first tensor of each storage, to name both when dtypes differ.
+    let mut first: Vec<(&str, &Tensor)> = Vec::new();
+    let mut items = Vec::with_capacity(dict.len());
+    for (name, t) in dict.iter() {
+        check_saveable(name, t)?;
+        let dtype = t.dtype();
+        let Some((py, legacy)) = dtypes::torch_names(dtype) else {
+            crate::bail!(
+                DType,
+                "tensor '{name}' has dtype {}, which the torch format cannot hold",
+                dtype.name()
+            );
+        };
+        let found = records
+            .iter()
+            .position(|r| Storage::ptr_eq(&r.storage, t.storage()));
+        let index = match found {
+            Some(i) => {
+                let (other, ot) = first[i];
+                crate::ensure!(
+                    ot.dtype() == dtype,
+                    DType,
+                    "tensors '{other}' ({}) and '{name}' ({}) share a storage with different dtypes: torch files keep one dtype per storage",
+                    ot.dtype().name(),
+                    dtype.name()
+                );
+                i
+            }
+            None => {
+                records.push(Record {
+                    storage: t.storage().clone(),
+                    key: records.len().to_string(),
+                });
+                first.push((name, t));
+                records.len() - 1
+            }
+        };
+        let nbytes = records[index].storage.nbytes();
+        let (storage_class, numel, v3) = match legacy {
+            Some(class) => (class, nbytes / dtype.itemsize(), None),
+            None => ("UntypedStorage", nbytes, Some(py)),
+        };
+        // The storage's persistent id, memoized at its first use and
+        // fetched from the memo after: libtorch's unpickler shares a
+        // storage between tensors only through the memo (torch.load also
+        // caches by key).
+        let pid = if found.is_some() {
+            Value::MemoGet(index as u32)
+        } else {
+            Value::Memo {
+                id: index as u32,
+                value: Box::new(Value::PersistentId(Box::new(Value::Tuple(vec![
+                    Value::str("storage"),
+                    Value::global("torch", storage_class),
+                    Value::str(&records[index].key),
+                    Value::str("cpu"),
+                    Value::Int(numel as i64),
+                ])))),
+            }
+        };
+        items.push((Value::str(name), tensor_value(t, pid, v3)));
+    }
+    // A plain dict, not an OrderedDict: libtorch's unpickler turns
+    // `collections.OrderedDict()` into None (it only expects the empty
+    // backward-hooks dict), so torch::pickle_load cannot read an
+    // OrderedDict with items; torch.load reads a dict the same way and
+    // Python dicts keep insertion order.
+    let root = Value::Dict(items);
+    let pkl = pickle::write(&root)?;
+
+    let mut zip = zip::ZipWriter::new(out);
+    let mut put = |name: &str, bytes: &[u8]| -> Result<()> {
+        let options = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Stored)
+            .with_alignment(ALIGNMENT)
+            .large_file(bytes.len() as u64 >= u32::MAX as u64);
+        zip.start_file(format!("{archive}/{name}"), options)
+            .map_err(zip_err)?;
+        zip.write_all(bytes)
+            .map_err(|e| crate::err!(Io, "writing record {name} failed: {e}"))
+    };
+    put("data.pkl", &pkl)?;
+    put(".format_version", b"1")?;
+    put(".storage_alignment", b"64")?;
+    put("byteorder", b"little")?;
+    for r in &records {
+        put(&format!("data/{}", r.key), storage_bytes(&r.storage))?;
+    }
+    if dict.metadata_iter().next().is_some() {
+        let meta = Value::Dict(
+            dict.metadata_iter()
+                .map(|(k, v)| (Value::str(k), Value::str(v)))
+                .collect(),
+        );
+        put("tessera_metadata.pkl", &pickle::write(&meta)?)?;
+    }
+    put("version", b"3\n")?;
+    put(
+        ".data/serialization_id",
+        b"0000000000000000000000000000000000000000",
+    )?;
+    zip.finish().map_err(zip_err)
+}
