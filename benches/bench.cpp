@@ -33,6 +33,7 @@
 
 #ifdef TSR_BENCH_TORCH
 #include <ATen/ATen.h>
+#include <torch/serialize.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
 #include <c10/core/CPUAllocator.h>
@@ -956,6 +957,140 @@ void bench_from_file() {
     unlink(path);
 }
 
+// ----------------------------------------------------------- save / load
+
+// A 1 GiB dict of 200 float tensors in the page cache (docs/PERFORMANCE.md,
+// issue 24): TSR_LOAD_MMAP, copy loading and saving against memcpy /
+// write() of the same bytes and libtorch's torch::pickle_load / save.
+void bench_serialize() {
+    const char* cases[] = {"load 1 GiB torch (mmap)", "load 1 GiB torch (copy)",
+                           "save 1 GiB torch", "load 1 GiB safetensors (mmap)",
+                           "load 1 GiB safetensors (copy)", "save 1 GiB safetensors"};
+    bool any = false;
+    for (const char* c : cases) any = any || wanted(c);
+    if (!any) return;
+    const int64_t count = 200, per = (int64_t(1) << 30) / 4 / count;
+    const double bytes = double(count) * per * 4;
+    TsrTensorDict* d = nullptr;
+    TRY(tsr_dict_new(&d));
+    for (int64_t i = 0; i < count; i++) {
+        TsrTensor* t = nullptr;
+        TRY(tsr_tensor_empty(1, &per, TSR_FLOAT, TsrDevice{TSR_CPU, -1}, &t));
+        std::memset(tsr_tensor_data(t), int(i), size_t(per) * 4);
+        TRY(tsr_dict_set(d, ("layer" + std::to_string(i) + ".weight").c_str(), t));
+        TRY(tsr_tensor_decref(t));
+    }
+    std::string dir = "/tmp/tsr-bench-" + std::to_string(getpid());
+    std::string pt = dir + ".pt", st = dir + ".safetensors", raw = dir + ".raw";
+    TRY(tsr_save(d, pt.c_str(), TSR_FORMAT_TORCH));
+    TRY(tsr_save(d, st.c_str(), TSR_FORMAT_SAFETENSORS));
+    std::vector<char> src(size_t(bytes), 1), dst(size_t(bytes), 2);
+    auto memcpy_side = [&] {
+        return Side("memcpy", [&](long n) {
+            for (long i = 0; i < n; i++) std::memcpy(dst.data(), src.data(), src.size());
+        });
+    };
+    auto write_side = [&] {
+        return Side("write()", [&](long n) {
+            for (long i = 0; i < n; i++) {
+                int fd = ::open(raw.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                size_t done = 0;
+                while (done < src.size()) {
+                    ssize_t w = ::write(fd, src.data() + done, src.size() - done);
+                    if (w <= 0) std::exit(1);
+                    done += size_t(w);
+                }
+                ::close(fd);
+            }
+        });
+    };
+    auto load = [](const std::string& path, uint32_t flags) {
+        return [path, flags](long n) {
+            for (long i = 0; i < n; i++) {
+                TsrTensorDict* out = nullptr;
+                TRY(tsr_load(path.c_str(), TSR_FORMAT_AUTO, flags, &out));
+                tsr_dict_free(out);
+            }
+        };
+    };
+    auto save = [d](const std::string& path) {
+        return [d, path](long n) {
+            for (long i = 0; i < n; i++) TRY(tsr_save(d, path.c_str(), TSR_FORMAT_AUTO));
+        };
+    };
+#ifdef TSR_BENCH_TORCH
+    c10::Dict<std::string, at::Tensor> tdict;
+    for (int64_t i = 0; i < count; i++) {
+        tdict.insert("layer" + std::to_string(i) + ".weight", at::full({per}, float(i)));
+    }
+    auto read_file = [](const std::string& path) {
+        std::vector<char> b;
+        FILE* f = std::fopen(path.c_str(), "rb");
+        std::fseek(f, 0, SEEK_END);
+        b.resize(size_t(std::ftell(f)));
+        std::fseek(f, 0, SEEK_SET);
+        if (std::fread(b.data(), 1, b.size(), f) != b.size()) std::exit(1);
+        std::fclose(f);
+        return b;
+    };
+#endif
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const std::string& path = fmt == 0 ? pt : st;
+        const char* fname = fmt == 0 ? "torch" : "safetensors";
+        std::string name = std::string("load 1 GiB ") + fname + " (mmap)";
+        if (wanted(name)) {
+            std::vector<Side> s;
+            s.push_back({"tessera", load(path, TSR_LOAD_MMAP)});
+            measure(s, 50, 7);
+            double ms = s[0].median() / 1e6;
+            report(name, s, 0, {},
+                   ms <= 2.0 ? "(target <= 2 ms: PASS)" : "(target <= 2 ms: FAIL)");
+        }
+        name = std::string("load 1 GiB ") + fname + " (copy)";
+        if (wanted(name)) {
+            std::vector<Side> s;
+            s.push_back({"tessera", load(path, 0)});
+            s.push_back(memcpy_side());
+#ifdef TSR_BENCH_TORCH
+            if (fmt == 0) {
+                s.push_back({"libtorch", [&, path](long n) {
+                                 for (long i = 0; i < n; i++) {
+                                     std::vector<char> b = read_file(path);
+                                     keep(torch::pickle_load(b).isGenericDict());
+                                 }
+                             }});
+            }
+#endif
+            measure(s, 200, 5);
+            report(name, s, bytes, {{"memcpy", 1.25, ">= 0.8x memcpy"}, {"libtorch", 0.5, ">= 2x libtorch"}});
+        }
+        name = std::string("save 1 GiB ") + fname;
+        if (wanted(name)) {
+            std::vector<Side> s;
+            s.push_back({"tessera", save(path)});
+            s.push_back(write_side());
+#ifdef TSR_BENCH_TORCH
+            if (fmt == 0) {
+                s.push_back({"libtorch", [&](long n) {
+                                 for (long i = 0; i < n; i++) {
+                                     std::vector<char> b = torch::pickle_save(c10::IValue(tdict));
+                                     int fd = ::open(raw.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                                     if (::write(fd, b.data(), b.size()) != ssize_t(b.size())) std::exit(1);
+                                     ::close(fd);
+                                 }
+                             }});
+            }
+#endif
+            measure(s, 200, 5);
+            report(name, s, bytes, {{"write()", 1.25, ">= 0.8x write()"}, {"libtorch", 0.5, ">= 2x libtorch"}});
+        }
+    }
+    tsr_dict_free(d);
+    std::remove(pt.c_str());
+    std::remove(st.c_str());
+    std::remove(raw.c_str());
+}
+
 // A compute-bound loop (no memory traffic): run on 1 and 2 threads, it
 // tells how much of a second core this process can get right now.
 double spin(long k) {
@@ -1017,5 +1152,6 @@ int main(int argc, char** argv) {
     for (int threads : {1, 2}) bench_permuted(threads);
     bench_share_memory();
     bench_from_file();
+    bench_serialize();
     return 0;
 }

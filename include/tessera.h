@@ -2976,9 +2976,11 @@ TsrStatus tsr_save_to_storage(const struct TsrTensorDict *dict,
 
 /**
  * Loads a dictionary from the file bytes held by the CPU storage
- * `bytes` (borrowed): tensors view its bytes where their alignment
- * allows (keeping it alive), copies otherwise. TSR_LOAD_MMAP changes
- * nothing here.
+ * `bytes` (borrowed): tensors view that storage itself (keeping it
+ * alive) at their record's position, so their storage offsets are
+ * shifted by it (tensors that shared a storage keep their relative
+ * offsets); a record misaligned for its dtype is copied. TSR_LOAD_MMAP
+ * changes nothing here.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (not
  * a CPU storage); TSR_ERR_INVALID_ARGUMENT (format, flags);

@@ -46,7 +46,9 @@ class TensorDict {
     /** Takes over a dict the caller owns. */
     explicit TensorDict(TsrTensorDict* handle) noexcept : handle_(handle) {}
 
+    /** Takes `other`'s dict, leaving it empty. */
     TensorDict(TensorDict&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    /** Frees this dict, then takes `other`'s. */
     TensorDict& operator=(TensorDict&& other) noexcept {
         if (this != &other) {
             tsr_dict_free(handle_);
@@ -73,7 +75,7 @@ class TensorDict {
         return detail::finish(status, TensorDict(out));
     }
 
-    /** Loads from file bytes held by a CPU storage (tensors view it where aligned). */
+    /** Loads from file bytes held by a CPU storage (tensors view that storage where aligned). */
     [[nodiscard]] static Returns<TensorDict> load(const Storage& bytes,
                                                   Format format = Format::Auto) {
         TsrTensorDict* out = nullptr;
@@ -132,16 +134,21 @@ class TensorDict {
       public:
         /** The pair an iterator yields. */
         using value_type = std::pair<const char*, Tensor>;
+        /** The `i`-th pair of `d`. */
         const_iterator(const TensorDict* d, size_t i) noexcept : d_(d), i_(i) {}
+        /** The (name, tensor) pair here. */
         value_type operator*() const noexcept {
             const char* n = d_->name(i_);
             return {n, (*d_)[n]};
         }
+        /** The next pair. */
         const_iterator& operator++() noexcept {
             ++i_;
             return *this;
         }
+        /** Same position. */
         bool operator==(const const_iterator& o) const noexcept { return i_ == o.i_; }
+        /** Different positions. */
         bool operator!=(const const_iterator& o) const noexcept { return i_ != o.i_; }
 
       private:

@@ -352,10 +352,13 @@ impl Allocator {
     /// pointer keeps this allocator alive until it is freed.
     #[inline]
     pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        match self.allocate_quiet(nbytes, device) {
-            Ok(dp) => Ok(dp),
-            Err(e) => Err(self.failed(e, nbytes, device)),
+        // The result stays where it is (re-wrapping Ok(dp) costs copies
+        // of the DataPtr on the hot path); only a failure looks at it.
+        let r = self.allocate_quiet(nbytes, device);
+        if let Err(e) = &r {
+            self.out_of_memory(e, nbytes, device);
         }
+        r
     }
 
     /// As [`Allocator::allocate_on`] without telling the out-of-memory
@@ -378,11 +381,10 @@ impl Allocator {
     /// A failed allocation: tells the observers when memory ran out.
     #[cold]
     #[inline(never)]
-    fn failed(&self, e: crate::error::Error, nbytes: usize, device: Device) -> crate::error::Error {
+    fn out_of_memory(&self, e: &crate::error::Error, nbytes: usize, device: Device) {
         if e.kind() == crate::error::ErrorKind::OutOfMemory {
             oom::notify(&self.0, nbytes, device);
         }
-        e
     }
 
     /// Allocates and returns only the address (c10's raw_allocate); needs
@@ -405,7 +407,7 @@ impl Allocator {
                 .allocate(nbytes, device)
                 .inspect_err(|_| self.0.stats.record_failure())
         }
-        .map_err(|e| self.failed(e, nbytes, device))?;
+        .inspect_err(|e| self.out_of_memory(e, nbytes, device))?;
         let (data, ctx, deleter, device) = dp.into_raw_parts();
         if ctx != data || !crate::data_ptr::same_deleter(deleter, Some(raw_deleter)) {
             // Give the memory back before failing.

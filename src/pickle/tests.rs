@@ -128,3 +128,19 @@ fn protocol_4_opcodes_are_read() {
     assert_eq!(callable.as_global(), Some(("collections", "OrderedDict")));
     assert_eq!(items, vec![(Value::str("x"), Value::str("collections"))]);
 }
+
+#[test]
+fn memo_and_memo_get_write_one_object_twice() {
+    let big = Value::Memo {
+        id: 300,
+        value: Box::new(Value::str("shared")),
+    };
+    let v = Value::List(vec![big, Value::MemoGet(300), Value::MemoGet(300)]);
+    let bytes = write(&v).unwrap();
+    assert!(
+        bytes.contains(&b'r') && bytes.contains(&b'j'),
+        "LONG_BINPUT / LONG_BINGET"
+    );
+    let back = read(&bytes, &allow_all, Limits::default()).unwrap();
+    assert_eq!(back, Value::List(vec![Value::str("shared"); 3]));
+}

@@ -43,6 +43,19 @@ pub enum Value {
     },
     /// An object stored outside the pickle, named by this id (BINPERSID).
     PersistentId(Box<Value>),
+    /// Writing only: `value`, then stored in the memo under `id` (BINPUT),
+    /// so that a later [`Value::MemoGet`] refers to the same object (how
+    /// pickle keeps one object referenced twice; the reader resolves gets,
+    /// so it never yields these two).
+    Memo {
+        /// The memo slot.
+        id: u32,
+        /// The value stored.
+        value: Box<Value>,
+    },
+    /// Writing only: the object stored under `id` by a [`Value::Memo`]
+    /// written before it (BINGET).
+    MemoGet(u32),
 }
 
 impl Value {
@@ -121,6 +134,8 @@ impl Value {
                 None => "a call".into(),
             },
             Value::PersistentId(_) => "a persistent id".into(),
+            Value::Memo { value, .. } => value.describe(),
+            Value::MemoGet(id) => format!("memo entry {id}"),
         }
     }
 }

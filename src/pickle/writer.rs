@@ -1,4 +1,5 @@
 //! The pickle writer: a [`Value`] tree to the bytes of a pickle.
+//! Nothing is memoized unless the tree says so ([`Value::Memo`]).
 
 use super::opcodes::*;
 use super::value::Value;
@@ -115,6 +116,11 @@ impl Writer {
                 self.value(id)?;
                 self.out.push(BINPERSID);
             }
+            Value::Memo { id, value } => {
+                self.value(value)?;
+                self.memo_op(*id, BINPUT, LONG_BINPUT);
+            }
+            Value::MemoGet(id) => self.memo_op(*id, BINGET, LONG_BINGET),
         }
         Ok(())
     }
@@ -132,6 +138,16 @@ impl Writer {
             // LONG1: little-endian two's complement, 8 bytes always fits.
             self.out.extend_from_slice(&[LONG1, 8]);
             self.out.extend_from_slice(&i.to_le_bytes());
+        }
+    }
+
+    fn memo_op(&mut self, id: u32, short: u8, long: u8) {
+        match u8::try_from(id) {
+            Ok(b) => self.out.extend_from_slice(&[short, b]),
+            Err(_) => {
+                self.out.push(long);
+                self.out.extend_from_slice(&id.to_le_bytes());
+            }
         }
     }
 

@@ -103,24 +103,13 @@ fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
 /// Saves `dict` to the file at `path` (created or truncated). On an
 /// error no file is left behind.
 pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
-    let format = format_for_path(path, format);
-    let bytes = match format {
-        Format::Safetensors => Some(safetensors_format::write(dict)?),
-        _ => None,
-    };
+    if format_for_path(path, format) == Format::Safetensors {
+        return safetensors_format::write_file(dict, path);
+    }
     let file = std::fs::File::create(path).map_err(|e| io_err(path, "cannot create", e))?;
-    let result = match bytes {
-        Some(bytes) => {
-            let mut file = file;
-            file.write_all(&bytes)
-                .map_err(|e| io_err(path, "cannot write", e))
-        }
-        None => {
-            let w = std::io::BufWriter::with_capacity(1 << 20, file);
-            torch_write::write(dict, ARCHIVE, w)
-                .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)))
-        }
-    };
+    let w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let result = torch_write::write(dict, ARCHIVE, w)
+        .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)));
     if result.is_err() {
         let _ = std::fs::remove_file(path);
     }
@@ -156,14 +145,20 @@ fn storage_bytes(s: &Storage) -> Result<&[u8]> {
     Ok(unsafe { std::slice::from_raw_parts(s.data() as *const u8, s.nbytes()) })
 }
 
-/// Loads a dict from the file bytes in `bytes`: tensors view its bytes
-/// where their alignment allows (keeping `bytes` alive), copies otherwise.
+/// Loads a dict from the file bytes in `bytes`: tensors view that storage
+/// (at their record's offset) where their alignment allows, copies
+/// otherwise.
 pub fn load_from_storage(bytes: &Storage, format: Format) -> Result<TensorDict> {
+    load_backed(bytes, format, true)
+}
+
+fn load_backed(bytes: &Storage, format: Format, direct: bool) -> Result<TensorDict> {
     let slice = storage_bytes(bytes)?;
     load_source(
         &Source {
             bytes: slice,
             backing: Some(bytes),
+            direct,
         },
         format,
     )
@@ -200,7 +195,8 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
     } else {
         read_file(path)?
     };
-    load_from_storage(&bytes, format)
+    // Only this function holds `bytes`: records get storages of their own.
+    load_backed(&bytes, format, false)
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.

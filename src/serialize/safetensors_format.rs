@@ -88,8 +88,14 @@ fn st_err(e: safetensors::SafeTensorError) -> Error {
     crate::err!(Format, "safetensors: {e}")
 }
 
-/// The file's bytes for `dict`.
-pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
+/// The tensors of `dict` as safetensors views, and its metadata, after
+/// the checks (CPU, dtypes, no overlapping tensors).
+fn prepare(
+    dict: &TensorDict,
+) -> Result<(
+    Vec<(&str, TensorBytes<'_>)>,
+    Option<HashMap<String, String>>,
+)> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
     for (i, (name, t)) in entries.iter().enumerate() {
         check_saveable(name, t)?;
@@ -129,9 +135,33 @@ pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
         .metadata_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-    let meta = (!meta.is_empty()).then_some(meta);
+    Ok((tensors, (!meta.is_empty()).then_some(meta)))
+}
+
+/// The file's bytes for `dict`.
+pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
+    let (tensors, meta) = prepare(dict)?;
     safetensors::serialize(tensors.iter().map(|(n, t)| (*n, t)), meta)
         .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))
+}
+
+/// Writes the file for `dict` at `path`, the tensors' bytes straight from
+/// their storages (no copy of the whole file in memory).
+pub(crate) fn write_file(dict: &TensorDict, path: &std::path::Path) -> Result<()> {
+    let (tensors, meta) = prepare(dict)?;
+    // The crate checks everything before it creates the file; an I/O
+    // error comes after, and the partial file is removed.
+    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), meta, path).map_err(|e| {
+        match e {
+            safetensors::SafeTensorError::IoError(io) => {
+                if path.is_file() {
+                    let _ = std::fs::remove_file(path);
+                }
+                crate::err!(Io, "cannot write {}: {io}", path.display())
+            }
+            other => crate::err!(InvalidArgument, "safetensors: {other}"),
+        }
+    })
 }
 
 /// Reads a safetensors file from `source`.
@@ -165,8 +195,8 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
             .map_err(|_| {
                 crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
             })?;
-        let storage = source.record(data_start + start, end - start, dtype.itemsize().min(16))?;
-        let t = Tensor::from_storage(&storage, 0, &sizes, None, dtype)
+        let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
+        let t = Tensor::from_storage(&rec.storage, rec.base, &sizes, None, dtype)
             .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
         dict.set(&name, t)?;
     }

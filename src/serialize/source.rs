@@ -14,6 +14,21 @@ use std::ffi::c_void;
 pub(crate) struct Source<'a> {
     pub bytes: &'a [u8],
     pub backing: Option<&'a Storage>,
+    /// True when the backing storage is the caller's: tensors then view
+    /// that storage itself (at the record's offset), so that whatever the
+    /// caller does to it later (resize, set_data_ptr, share_memory) they
+    /// follow, as c10's views do. False for a storage only the loader
+    /// holds (a file read or mapped): each record gets a storage of its
+    /// own viewing it, so tensors keep the offsets they were saved with.
+    pub direct: bool,
+}
+
+/// A loaded record: the storage tensors use, and the element offset of
+/// the record's first byte in it (0 unless the source is direct).
+pub(crate) struct Record {
+    pub storage: Storage,
+    pub base: i64,
+    pub len: usize,
 }
 
 /// Deleter of a record storage that views its parent: drops the
@@ -25,18 +40,30 @@ unsafe extern "C" fn drop_parent(ctx: *mut c_void) {
 }
 
 impl Source<'_> {
-    /// A storage of the `len` bytes at `offset` (checked by the caller to
-    /// lie within `bytes`): a view of the backing storage when there is
-    /// one and the address is aligned to `align`, else a copy.
-    pub fn record(&self, offset: usize, len: usize, align: usize) -> Result<Storage> {
+    /// The `len` bytes at `offset` (checked by the caller to lie within
+    /// `bytes`) for tensors of `itemsize`-byte elements: a view of the
+    /// backing storage when there is one and the address is aligned to the
+    /// element, else a copy.
+    pub fn record(&self, offset: usize, len: usize, itemsize: usize) -> Result<Record> {
         let bytes = &self.bytes[offset..offset + len];
+        let align = itemsize.clamp(1, 16);
         if let Some(parent) = self.backing {
             let ptr = bytes.as_ptr();
-            if len > 0 && (ptr as usize) % align.max(1) == 0 {
+            let aligned = (ptr as usize) % align == 0 && offset % itemsize.max(1) == 0;
+            if self.direct && aligned {
+                return Ok(Record {
+                    storage: parent.clone(),
+                    base: (offset / itemsize.max(1)) as i64,
+                    len,
+                });
+            }
+            if !self.direct && len > 0 && aligned {
                 let ctx = Box::into_raw(Box::new(parent.clone())) as *mut c_void;
                 // SAFETY: the bytes lie in `parent`'s data (the caller made
                 // `bytes` from it), which stays valid while the reference
-                // in ctx lives; drop_parent releases it once.
+                // in ctx lives: only the loader holds `parent` (a file read
+                // or mapped), so nothing resizes or replaces its data;
+                // drop_parent releases it once.
                 let data_ptr = unsafe {
                     DataPtr::from_raw_parts(ptr as *mut c_void, ctx, Some(drop_parent), Device::CPU)
                 };
@@ -44,7 +71,11 @@ impl Source<'_> {
                 if parent.is_read_only() {
                     s.make_read_only();
                 }
-                return Ok(s);
+                return Ok(Record {
+                    storage: s,
+                    base: 0,
+                    len,
+                });
             }
         }
         let s = Storage::new(len, Device::CPU, true)?;
@@ -55,6 +86,10 @@ impl Source<'_> {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, len);
             }
         }
-        Ok(s)
+        Ok(Record {
+            storage: s,
+            base: 0,
+            len,
+        })
     }
 }

@@ -34,9 +34,20 @@ fn same(a: &Tensor, b: &Tensor, name: &str, strides_too: bool) {
     assert_eq!(row_major(a), row_major(b), "{name}: values");
 }
 
+/// Saves `dict` to a file and loads it back (copy loading: each record
+/// gets its own storage, offsets as saved).
 fn round_trip(dict: &TensorDict, format: Format) -> TensorDict {
-    let s = save_to_storage(dict, format).unwrap();
-    load_from_storage(&s, Format::Auto).unwrap()
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "tessera-rt-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    save(dict, &path, format).unwrap();
+    let back = load(&path, Format::Auto, LoadFlags::default()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    back
 }
 
 fn torch_dtypes() -> Vec<DType> {
@@ -146,10 +157,7 @@ fn torch_round_trip_preserves_sharing() {
     let zip = zip::ZipArchive::new(std::io::Cursor::new(&bytes)).unwrap();
     let records = zip.file_names().filter(|n| n.contains("/data/")).count();
     assert_eq!(records, 2, "one record per storage");
-    for back in [round_trip(&d, Format::Torch), {
-        let s = save_to_storage(&d, Format::Torch).unwrap();
-        load_from_storage(&s, Format::Torch).unwrap()
-    }] {
+    for back in [round_trip(&d, Format::Torch)] {
         let (la, lb, lc) = (
             back.get("a").unwrap(),
             back.get("b").unwrap(),
@@ -472,4 +480,166 @@ fn tensors_loaded_from_a_read_only_storage_are_read_only() {
     s.make_read_only();
     let back = load_from_storage(&s, Format::Torch).unwrap();
     assert!(back.get("w").unwrap().storage().is_read_only());
+}
+
+/// A pickle shaped like Python's torch.save of
+/// `{"model": model.state_dict(), "epoch": 3, "opt": {"lr": 0.1, "w": t}}`
+/// (an OrderedDict with `_metadata` state, nn.Parameter rebuilds, nested
+/// dicts, non-tensor values), storages memoized as Python's pickler does.
+#[test]
+fn a_python_style_checkpoint_loads_nested_and_skips_non_tensors() {
+    let od = |items: Vec<(Value, Value)>, state: Option<Value>| Value::Reduce {
+        callable: Box::new(Value::global("collections", "OrderedDict")),
+        args: Box::new(Value::Tuple(vec![])),
+        items,
+        state: state.map(Box::new),
+    };
+    let tensor = |key: &str, memo: u32, offset: i64, sizes: &[i64], strides: &[i64]| {
+        let ints = |v: &[i64]| Value::Tuple(v.iter().map(|&i| Value::Int(i)).collect());
+        let storage = if key == "0" && memo == 1 {
+            Value::MemoGet(0)
+        } else {
+            Value::Memo {
+                id: memo,
+                value: Box::new(Value::PersistentId(Box::new(Value::Tuple(vec![
+                    Value::str("storage"),
+                    Value::global("torch", "FloatStorage"),
+                    Value::str(key),
+                    Value::str("cpu"),
+                    Value::Int(6),
+                ])))),
+            }
+        };
+        Value::call(
+            Value::global("torch._utils", "_rebuild_tensor_v2"),
+            vec![
+                storage,
+                Value::Int(offset),
+                ints(sizes),
+                ints(strides),
+                Value::Bool(true),
+                od(vec![], None),
+            ],
+        )
+    };
+    let param = |t: Value| {
+        Value::call(
+            Value::global("torch._utils", "_rebuild_parameter"),
+            vec![t, Value::Bool(true), od(vec![], None)],
+        )
+    };
+    let model = od(
+        vec![
+            (
+                Value::str("fc.weight"),
+                param(tensor("0", 0, 0, &[2, 3], &[3, 1])),
+            ),
+            (Value::str("fc.bias"), param(tensor("0", 1, 3, &[3], &[1]))),
+        ],
+        Some(Value::Dict(vec![(
+            Value::str("_metadata"),
+            od(
+                vec![(
+                    Value::str(""),
+                    Value::Dict(vec![(Value::str("version"), Value::Int(1))]),
+                )],
+                None,
+            ),
+        )])),
+    );
+    let root = Value::Dict(vec![
+        (Value::str("model"), model),
+        (Value::str("epoch"), Value::Int(3)),
+        (
+            Value::str("opt"),
+            Value::Dict(vec![
+                (Value::str("lr"), Value::Float(0.1)),
+                (Value::str("w"), tensor("1", 2, 0, &[6], &[1])),
+            ]),
+        ),
+    ]);
+    let pkl = pickle::write(&root).unwrap();
+    let rec0: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let rec1: Vec<u8> = (0..6)
+        .flat_map(|i| (10.0 + i as f32).to_le_bytes())
+        .collect();
+    let d = load_bytes(&archive(&pkl, &[("0", &rec0), ("1", &rec1)])).unwrap();
+    let names: Vec<_> = d.iter().map(|(n, _)| n.to_owned()).collect();
+    assert_eq!(names, ["model.fc.weight", "model.fc.bias", "opt.w"]);
+    let (w, b) = (
+        d.get("model.fc.weight").unwrap(),
+        d.get("model.fc.bias").unwrap(),
+    );
+    assert!(
+        Storage::ptr_eq(w.storage(), b.storage()),
+        "one storage for weight and bias"
+    );
+    assert_eq!(b.storage_offset() - w.storage_offset(), 3);
+    // SAFETY: b is a float [3] tensor of CPU memory.
+    assert_eq!(unsafe { *(b.data_ptr() as *const f32) }, 3.0);
+    // SAFETY: opt.w is a float [6] tensor of CPU memory.
+    assert_eq!(
+        unsafe { *(d.get("opt.w").unwrap().data_ptr() as *const f32).add(5) },
+        15.0
+    );
+    assert_eq!(d.metadata(SKIPPED_KEY), Some("epoch\nopt.lr"));
+}
+
+#[test]
+fn zip64_entries_are_read() {
+    use std::io::Write;
+    let pkl = tensor_pickle("FloatStorage", "0", 4, 0, &[4], &[1]);
+    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    z.start_file("big/data.pkl", o).unwrap();
+    z.write_all(&pkl).unwrap();
+    z.start_file("big/data/0", o).unwrap();
+    z.write_all(&[0u8; 16]).unwrap();
+    let bytes = z.finish().unwrap().into_inner();
+    // ZIP64 extra fields (header id 0x0001) are present.
+    assert!(bytes
+        .windows(4)
+        .any(|w| w == [1, 0, 16, 0] || w == [1, 0, 8, 0] || w == [1, 0, 24, 0]));
+    let d = load_bytes(&bytes).unwrap();
+    assert_eq!(d.get("t").unwrap().sizes(), &[4]);
+}
+
+#[test]
+fn loading_from_a_storage_views_that_storage() {
+    let a = filled(&[4, 4], DType::Float, 0);
+    let mut d = TensorDict::new();
+    d.set("a", a.clone()).unwrap();
+    d.set("b", a.narrow(0, 1, 2).unwrap()).unwrap();
+    d.set("x", filled(&[3], DType::Double, 1)).unwrap();
+    for format in [Format::Torch, Format::Safetensors] {
+        let mut d = d.clone();
+        if format == Format::Safetensors {
+            d = TensorDict::new();
+            d.set("a", a.clone()).unwrap();
+            d.set("x", filled(&[3], DType::Double, 1)).unwrap();
+        }
+        let bytes = save_to_storage(&d, format).unwrap();
+        let back = load_from_storage(&bytes, format).unwrap();
+        for (name, t) in d.iter() {
+            let u = back.get(name).unwrap();
+            // The tensors view the caller's storage itself, at their
+            // record's offset, so they follow what is done to it later.
+            assert!(Storage::ptr_eq(u.storage(), &bytes), "{name}");
+            same(t, u, name, false);
+            assert_eq!(t.strides(), u.strides());
+        }
+        if format == Format::Torch {
+            let (la, lb) = (back.get("a").unwrap(), back.get("b").unwrap());
+            assert_eq!(
+                lb.storage_offset() - la.storage_offset(),
+                4,
+                "relative offsets kept"
+            );
+        }
+        assert!(bytes.use_count() > 1);
+        drop(back);
+        assert_eq!(bytes.use_count(), 1, "nothing kept after the dict is gone");
+    }
 }

@@ -14,11 +14,10 @@
 
 use super::dict::TensorDict;
 use super::dtypes;
-use super::source::Source;
+use super::source::{Record, Source};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::pickle::{self, Limits, Value};
-use crate::storage::Storage;
 use crate::tensor::{layout, Tensor};
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -116,8 +115,8 @@ fn index_archive(bytes: &[u8]) -> Result<Records> {
 struct Loader<'a> {
     source: &'a Source<'a>,
     records: Records,
-    /// Storage key -> (storage, dtype of its first tensor).
-    storages: HashMap<String, (Storage, DType)>,
+    /// Storage key -> (record, dtype of its first tensor).
+    storages: HashMap<String, (std::rc::Rc<Record>, DType)>,
     dict: TensorDict,
     skipped: Vec<String>,
 }
@@ -293,7 +292,7 @@ impl Loader<'_> {
     }
 
     fn rebuild(&mut self, name: &str, args: &[Value], dtype: Option<DType>) -> Result<Tensor> {
-        let (storage, dtype) = self.storage(name, &args[0], dtype)?;
+        let (record, dtype) = self.storage(name, &args[0], dtype)?;
         let offset = args[1].as_int().ok_or_else(|| {
             fmt_err(format_args!(
                 "tensor '{name}': storage offset is {}: expected an int",
@@ -322,14 +321,20 @@ impl Loader<'_> {
         let needed = layout::storage_nbytes_needed(&sizes, &strides, offset, dtype.itemsize())
             .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))?;
         crate::ensure!(
-            needed <= storage.nbytes(),
+            needed <= record.len,
             Format,
             "tensor '{name}': offset {offset}, sizes {sizes:?} and strides {strides:?} of {} reach byte {needed}, past its storage record of {} bytes",
             dtype.name(),
-            storage.nbytes()
+            record.len
         );
-        Tensor::from_storage(&storage, offset, &sizes, Some(&strides), dtype)
-            .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
+        Tensor::from_storage(
+            &record.storage,
+            record.base + offset,
+            &sizes,
+            Some(&strides),
+            dtype,
+        )
+        .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
     }
 
     /// The storage a persistent id names, loaded once per key.
@@ -338,7 +343,7 @@ impl Loader<'_> {
         name: &str,
         pid: &Value,
         v3_dtype: Option<DType>,
-    ) -> Result<(Storage, DType)> {
+    ) -> Result<(std::rc::Rc<Record>, DType)> {
         let bad = |why: &str| {
             fmt_err(format_args!(
                 "tensor '{name}': storage {}: {why}",
@@ -401,11 +406,10 @@ impl Loader<'_> {
             Format,
             "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, its record {record} holds {len}"
         );
-        let storage = self
-            .source
-            .record(off, nbytes as usize, dtype.itemsize().min(16))?;
-        self.storages.insert(key, (storage.clone(), dtype));
-        Ok((storage, dtype))
+        let record =
+            std::rc::Rc::new(self.source.record(off, nbytes as usize, dtype.itemsize())?);
+        self.storages.insert(key, (record.clone(), dtype));
+        Ok((record, dtype))
     }
 
     /// tessera's own metadata record, if present.

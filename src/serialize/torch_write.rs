@@ -1,5 +1,6 @@
 //! Writing the TORCH format: the zip archive torch.save writes.
 //!
+//! The pickle is a dict (name -> `_rebuild_tensor_v2` / `_v3` call).
 //! Records, in torch.save's order, under `<archive>/`: `data.pkl` (the
 //! pickle), `.format_version` ("1"), `.storage_alignment` ("64"),
 //! `byteorder` ("little"), `data/<key>` (one per storage, its whole
@@ -55,11 +56,12 @@ pub(crate) fn check_saveable(name: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// The pickled value of one tensor, its storage given by `pid`.
-fn tensor_value(t: &Tensor, pid: Value, v3_dtype: Option<&str>) -> Value {
+/// The pickled value of one tensor, its storage given by `storage` (a
+/// memoized persistent id or a memo get).
+fn tensor_value(t: &Tensor, storage: Value, v3_dtype: Option<&str>) -> Value {
     let ints = |v: &[i64]| Value::Tuple(v.iter().map(|&i| Value::Int(i)).collect());
     let mut args = vec![
-        Value::PersistentId(Box::new(pid)),
+        storage,
         Value::Int(t.storage_offset()),
         ints(t.sizes()),
         ints(t.strides()),
@@ -121,21 +123,32 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
             Some(class) => (class, nbytes / dtype.itemsize(), None),
             None => ("UntypedStorage", nbytes, Some(py)),
         };
-        let pid = Value::Tuple(vec![
-            Value::str("storage"),
-            Value::global("torch", storage_class),
-            Value::str(&records[index].key),
-            Value::str("cpu"),
-            Value::Int(numel as i64),
-        ]);
+        // The storage's persistent id, memoized at its first use and
+        // fetched from the memo after: libtorch's unpickler shares a
+        // storage between tensors only through the memo (torch.load also
+        // caches by key).
+        let pid = if found.is_some() {
+            Value::MemoGet(index as u32)
+        } else {
+            Value::Memo {
+                id: index as u32,
+                value: Box::new(Value::PersistentId(Box::new(Value::Tuple(vec![
+                    Value::str("storage"),
+                    Value::global("torch", storage_class),
+                    Value::str(&records[index].key),
+                    Value::str("cpu"),
+                    Value::Int(numel as i64),
+                ])))),
+            }
+        };
         items.push((Value::str(name), tensor_value(t, pid, v3)));
     }
-    let root = Value::Reduce {
-        callable: Box::new(Value::global("collections", "OrderedDict")),
-        args: Box::new(Value::Tuple(vec![])),
-        items,
-        state: None,
-    };
+    // A plain dict, not an OrderedDict: libtorch's unpickler turns
+    // `collections.OrderedDict()` into None (it only expects the empty
+    // backward-hooks dict), so torch::pickle_load cannot read an
+    // OrderedDict with items; torch.load reads a dict the same way and
+    // Python dicts keep insertion order.
+    let root = Value::Dict(items);
     let pkl = pickle::write(&root)?;
 
     let mut zip = zip::ZipWriter::new(out);

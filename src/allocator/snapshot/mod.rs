@@ -1,14 +1,13 @@
 //! Memory snapshots: what every allocator holds, the segments of caching
 //! allocators and the recorded history, written as tessera's JSON
 //! (docs/MEMORY_SNAPSHOT.md, json.rs) or as the pickle PyTorch's
-//! memory_viz reads (torch.rs, pickle.rs).
+//! memory_viz reads (torch.rs, written by crate::pickle).
 //!
 //! Everything is gathered under the history ring's lock (so no event falls
 //! between the events and the live blocks), then symbolized and written
 //! outside it.
 
 mod json;
-mod pickle;
 mod torch;
 
 use super::caching::{self, SegmentView};
@@ -203,7 +202,7 @@ pub fn write(path: &std::path::Path, format: Format) -> Result<()> {
     let g = gather();
     let bytes = match format {
         Format::Json => json::render(&g),
-        Format::Torch => torch::render(&g),
+        Format::Torch => torch::render(&g)?,
     };
     std::fs::write(path, bytes).map_err(|e| {
         crate::err!(

@@ -9,8 +9,10 @@
 //! `free_completed` (tessera frees at once). Addresses are integers here,
 //! as PyTorch writes them.
 
-use super::{pickle, Frames, Gathered};
+use super::{Frames, Gathered};
 use crate::device::Device;
+use crate::error::Result;
+use crate::pickle::Value as P;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -34,7 +36,7 @@ fn frames_of(frames: &mut Frames, stack: Option<&super::Stack>) -> Value {
 }
 
 /// The pickle, as bytes.
-pub(super) fn render(g: &Gathered) -> Vec<u8> {
+pub(super) fn render(g: &Gathered) -> Result<Vec<u8>> {
     let mut frames = Frames::default();
     let mut devices: Vec<Device> = Vec::new();
     let dev_index = |d: Device, devices: &mut Vec<Device>| -> usize {
@@ -157,5 +159,28 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
         "allocator_settings": {},
         "tessera_devices": device_names,
     });
-    pickle::dumps(&doc)
+    crate::pickle::write(&to_pickle(&doc))
+}
+
+/// The JSON model of the document as a pickle value (the crate's pickle
+/// module writes it: protocol 2, plain values, no classes). Integers above
+/// i64::MAX (none in practice: addresses and sizes stay below 2^63) become
+/// floats.
+fn to_pickle(v: &Value) -> P {
+    match v {
+        Value::Null => P::None,
+        Value::Bool(b) => P::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => P::Int(i),
+            (None, Some(f)) => P::Float(f),
+            (None, None) => P::None,
+        },
+        Value::String(s) => P::Str(s.clone()),
+        Value::Array(items) => P::List(items.iter().map(to_pickle).collect()),
+        Value::Object(map) => P::Dict(
+            map.iter()
+                .map(|(k, v)| (P::Str(k.clone()), to_pickle(v)))
+                .collect(),
+        ),
+    }
 }

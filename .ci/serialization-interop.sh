@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Serialization interop with the real tools (issue 24):
+#
+#   - libtorch from the PyPI torch wheel (downloaded and unpacked as
+#     benches/README.md says; TORCH_DIR=/path/to/unpacked/torch reuses one):
+#     tests/interop/libtorch_interop.cpp reads tessera's torch-format files
+#     with torch::pickle_load and writes files with torch::pickle_save that
+#     tessera reads (storage, file, mapping); values, geometry and storage
+#     sharing compared both ways.
+#   - the safetensors PyPI package (numpy backend, pip-installed into the
+#     cache): it reads a file tessera wrote, and tessera reads one it
+#     wrote (tests/interop/safetensors_driver.c, safetensors_interop.py).
+#
+# A part whose tool cannot be installed (no network, no wheel for this
+# platform) prints SKIPPED with the reason; anything else failing fails
+# the stage.
+#
+# Usage: .ci/serialization-interop.sh [CACHE_DIR]   (default target/interop)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+cache=${1:-$root/target/interop}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cargo build --quiet --lib
+lib=$root/target/debug
+# The C tests' copy of the shared library carries its SONAME as file name.
+libdir=$work/lib
+mkdir -p "$libdir"
+soname=$(objdump -p "$lib/libtessera.so" | awk '/SONAME/ {print $2}')
+cp "$lib/libtessera.so" "$libdir/$soname"
+ln -sf "$soname" "$libdir/libtessera.so"
+
+pip_get() { python3 -m pip "$@" --quiet --disable-pip-version-check; }
+
+# ---- libtorch -------------------------------------------------------------
+libtorch() {
+    local torch=${TORCH_DIR:-}
+    if [[ -z $torch ]]; then
+        torch=$cache/torch_wheel/unpacked/torch
+        if [[ ! -f $torch/lib/libtorch_cpu.so ]]; then
+            local dl=$cache/torch_wheel
+            mkdir -p "$dl/meta"
+            if ! pip_get download --no-deps --only-binary=:all: --python-version 3.11 \
+                --platform manylinux_2_28_x86_64 torch -d "$dl"; then
+                echo "SKIPPED libtorch interop: pip could not download the torch wheel"
+                return 0
+            fi
+            local req
+            req=$(unzip -p "$dl"/torch-*.whl '*/METADATA' |
+                sed -n 's/^Requires-Dist: \(cuda-toolkit[^;]*\).*/\1/p' | head -1 | tr -d ' ')
+            if [[ -z $req ]]; then
+                echo "SKIPPED libtorch interop: the torch wheel names no cuda-toolkit requirement"
+                return 0
+            fi
+            req=${req/\[*\]/}
+            if ! pip_get download --no-deps --only-binary=:all: "$req" -d "$dl/meta"; then
+                echo "SKIPPED libtorch interop: pip could not download $req"
+                return 0
+            fi
+            local pins
+            pins=$(unzip -p "$dl"/meta/cuda_toolkit-*.whl '*/METADATA' |
+                sed -n 's/^Requires-Dist: \(nvidia-cuda-\(runtime\|cupti\)\)[^=]*==\([0-9.*]*\).*/\1==\3/p' |
+                sort -u)
+            # shellcheck disable=SC2086
+            if [[ -z $pins ]] || ! pip_get download --no-deps --only-binary=:all: \
+                --python-version 3.11 --platform manylinux_2_28_x86_64 $pins -d "$dl"; then
+                echo "SKIPPED libtorch interop: pip could not download the CUDA runtime wheels ($pins)"
+                return 0
+            fi
+            mkdir -p "$dl/unpacked"
+            (cd "$dl/unpacked" && for w in ../*.whl; do unzip -q -o "$w"; done)
+        fi
+    fi
+    local cuda_libs=${CUDA_LIBS:-$(dirname "$torch")/nvidia/cu13/lib}
+    echo "libtorch from $torch (CUDA runtime libs: $cuda_libs)"
+    g++ -std=c++20 -O1 -Wall -Wextra \
+        -isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include" \
+        -I include tests/interop/libtorch_interop.cpp -o "$work/libtorch_interop" \
+        -L"$libdir" -ltessera -Wl,-rpath,"$libdir" \
+        -L"$torch/lib" -ltorch_cpu -lc10 -Wl,-rpath,"$torch/lib" -Wl,-rpath-link,"$cuda_libs"
+    LD_LIBRARY_PATH=$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$work/libtorch_interop" "$work"
+}
+
+# ---- safetensors (Python) -------------------------------------------------
+safetensors_py() {
+    local py=$cache/python
+    if ! PYTHONPATH=$py python3 -c "import safetensors.numpy, numpy" 2>/dev/null; then
+        if ! pip_get install --target "$py" --upgrade safetensors numpy; then
+            echo "SKIPPED safetensors interop: pip could not install safetensors and numpy"
+            return 0
+        fi
+    fi
+    PYTHONPATH=$py python3 -c \
+        "import safetensors, numpy; print('safetensors', safetensors.__version__, 'numpy', numpy.__version__)"
+    cc -std=c99 -Wall -Wextra -Werror -pedantic -I include tests/interop/safetensors_driver.c \
+        -o "$work/safetensors_driver" -L"$libdir" -ltessera -Wl,-rpath,"$libdir"
+    "$work/safetensors_driver" write "$work/from_tessera.safetensors"
+    PYTHONPATH=$py python3 tests/interop/safetensors_interop.py check "$work/from_tessera.safetensors"
+    PYTHONPATH=$py python3 tests/interop/safetensors_interop.py write "$work/from_python.safetensors"
+    "$work/safetensors_driver" check "$work/from_python.safetensors"
+}
+
+echo "--- libtorch"
+libtorch
+echo "--- safetensors"
+safetensors_py
+echo "serialization interop: done"
