@@ -792,6 +792,20 @@ static void c649(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, tru
 static void c650(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c651(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
 
+/* Iterator: output allocator and squashed static shapes (issue 19) */
+static void c652(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c653(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c654(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c655(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c656(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c657(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c658(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c659(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c660(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c661(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c662(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c663(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+
 typedef struct {
     const char *fname, *label;
     void (*run)(void);
@@ -1449,6 +1463,18 @@ static const Case CASES[] = {
     {"tsr_amax", "dims = FX_DIMS_REPEATED", c649},
     {"tsr_scalar_tensor", "out = NULL", c650},
     {"tsr_scalar_tensor", "value = fx_scalar(99)", c651},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c652},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c653},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c654},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c655},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c656},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c657},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c658},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c659},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c660},
+    {"tsr_iter_config_output_allocator", "config = NULL", c661},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c662},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c663},
 };
 
 static const char *const COVERED[] = {
@@ -1524,11 +1550,13 @@ static const char *const COVERED[] = {
     "tsr_iter_config_declare_static_device",
     "tsr_iter_config_declare_static_dtype",
     "tsr_iter_config_declare_static_shape",
+    "tsr_iter_config_declare_static_shape_squashed",
     "tsr_iter_config_enforce_linear_iteration",
     "tsr_iter_config_enforce_safe_casting_to_output",
     "tsr_iter_config_free",
     "tsr_iter_config_is_reduction",
     "tsr_iter_config_new",
+    "tsr_iter_config_output_allocator",
     "tsr_iter_config_promote_inputs_to_common_dtype",
     "tsr_iter_config_promote_integer_inputs_to_float",
     "tsr_iter_config_resize_outputs",

@@ -237,11 +237,84 @@ static void test_promotion_errors(void) {
     }
 }
 
+/* bfloat16 bits of small exact values */
+static uint16_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+/* BComplex32 computes through the C API; a storage-only dtype refuses
+ * arithmetic naming the dtype; the new types promote as c10. */
+static void test_new_dtypes_through_c(void) {
+    TsrDevice cpu = {TSR_CPU, -1};
+    int64_t n = 3;
+    TsrTensor *a = NULL, *b = NULL, *r = NULL, *s = NULL, *bits = NULL;
+    CHECK_OK(tsr_tensor_empty(1, &n, TSR_BCOMPLEX32, cpu, &a));
+    CHECK_OK(tsr_tensor_empty(1, &n, TSR_BCOMPLEX32, cpu, &b));
+    CHECK_OK(tsr_tensor_fill(a, tsr_scalar_complex(1.5, -2.0)));
+    CHECK_OK(tsr_tensor_fill(b, tsr_scalar_complex(0.5, 4.0)));
+    CHECK_OK(tsr_add(NULL, a, b, tsr_scalar_int(2), &r));
+    CHECK_EQ(tsr_tensor_dtype(r), TSR_BCOMPLEX32);
+    const uint16_t *p = (const uint16_t *)tsr_tensor_data(r);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(p[2 * i], bf16_bits(2.5f));   /* 1.5 + 2 * 0.5 */
+        CHECK_EQ(p[2 * i + 1], bf16_bits(6.0f)); /* -2 + 2 * 4 */
+    }
+    CHECK_OK(tsr_sum(r, 0, NULL, false, &s));
+    CHECK_EQ(tsr_tensor_dtype(s), TSR_BCOMPLEX32);
+    p = (const uint16_t *)tsr_tensor_data(s);
+    CHECK_EQ(p[0], bf16_bits(7.5f));
+    CHECK_EQ(p[1], bf16_bits(18.0f));
+
+    CHECK_OK(tsr_tensor_empty(1, &n, TSR_BITS8, cpu, &bits));
+    TsrTensor *none = NULL;
+    CHECK_STATUS(tsr_add(NULL, bits, bits, tsr_scalar_int(1), &none), TSR_ERR_UNSUPPORTED);
+    CHECK_MSG_CONTAINS("Bits8");
+    CHECK(none == NULL);
+
+    static const TsrDType promoted[][3] = {
+        {TSR_BCOMPLEX32, TSR_INT, TSR_BCOMPLEX32},
+        {TSR_BCOMPLEX32, TSR_HALF, TSR_COMPLEX_FLOAT},
+        {TSR_BFLOAT16, TSR_BCOMPLEX32, TSR_BCOMPLEX32},
+        {TSR_UINT4, TSR_DOUBLE, TSR_DOUBLE},
+        {TSR_FLOAT4_E2M1FN_X2, TSR_UINT16, TSR_FLOAT4_E2M1FN_X2},
+        {TSR_INT3, TSR_INT3, TSR_INT3},
+    };
+    static const TsrDType refused[][2] = {
+        {TSR_BITS8, TSR_FLOAT},       {TSR_QUINT4X2, TSR_BYTE}, {TSR_FLOAT8_E8M0FNU, TSR_FLOAT},
+        {TSR_INT4, TSR_FLOAT},        {TSR_UINT2, TSR_INT},     {TSR_FLOAT4_E2M1FN_X2, TSR_HALF},
+    };
+    size_t i;
+    for (i = 0; i < sizeof promoted / sizeof promoted[0]; i++) {
+        TsrDType out = (TsrDType)-1;
+        CHECK_OK(tsr_promote_types(promoted[i][0], promoted[i][1], &out));
+        CHECK_EQ(out, promoted[i][2]);
+    }
+    for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        TsrDType out = TSR_BOOL;
+        CHECK_STATUS(tsr_promote_types(refused[i][0], refused[i][1], &out), TSR_ERR_DTYPE);
+        CHECK(strstr(tsr_last_error_message(), tsr_dtype_name(refused[i][0])) != NULL);
+        CHECK(strstr(tsr_last_error_message(), tsr_dtype_name(refused[i][1])) != NULL);
+        CHECK_EQ(out, TSR_BOOL);
+    }
+    CHECK(!tsr_can_cast(TSR_BCOMPLEX32, TSR_BFLOAT16));
+    CHECK(tsr_can_cast(TSR_FLOAT, TSR_INT4)); /* Int4 is not integral in c10 */
+    CHECK(!tsr_can_cast(TSR_FLOAT4_E2M1FN_X2, TSR_LONG));
+
+    CHECK_OK(tsr_tensor_decref(bits));
+    CHECK_OK(tsr_tensor_decref(s));
+    CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_tensor_decref(b));
+    CHECK_OK(tsr_tensor_decref(a));
+}
+
 int main(void) {
     RUN(test_itemsize_and_names);
     RUN(test_promotion_of_all_pairs);
     RUN(test_can_cast_of_all_pairs);
     RUN(test_promotion_beyond_the_table);
     RUN(test_promotion_errors);
+    RUN(test_new_dtypes_through_c);
     return 0;
 }

@@ -1,5 +1,6 @@
 /* The iterator through the C API: config, build, queries, loops,
- * reductions, 32-bit pieces and bad input. */
+ * reductions, 32-bit pieces, bad input, an output allocator and squashed
+ * static shapes. */
 #include "tsr_test.h"
 
 static TsrDevice cpu(void) {
@@ -197,11 +198,94 @@ static void test_bad_input(void) {
     CHECK_OK(tsr_tensor_decref(a));
 }
 
+/* tsr_iter_config_output_allocator: the outputs the build allocates come
+ * from the given allocator; the config holds its own reference; NULL
+ * goes back to the registry. */
+static void test_output_allocator(void) {
+    int64_t s[] = {3, 4};
+    TsrTensor *a = arange_f(2, s);
+    TsrAllocator *ca = NULL;
+    CHECK_OK(tsr_caching_allocator_new(tsr_cpu_allocator(), NULL, &ca));
+    TsrAllocatorStats before, during, after;
+    CHECK_OK(tsr_allocator_stats(ca, &before));
+    size_t refs = tsr_allocator_use_count(ca);
+
+    TsrIterConfig *cfg = NULL;
+    CHECK_OK(tsr_iter_config_new(&cfg));
+    CHECK_OK(tsr_iter_config_add_output(cfg, NULL));
+    CHECK_OK(tsr_iter_config_add_input(cfg, a));
+    CHECK_OK(tsr_iter_config_add_input(cfg, a));
+    CHECK_OK(tsr_iter_config_output_allocator(cfg, ca));
+    CHECK_EQ(tsr_allocator_use_count(ca), refs + 1);
+    TsrIter *it = NULL;
+    CHECK_OK(tsr_iter_build(cfg, &it));
+    CHECK_OK(tsr_allocator_stats(ca, &during));
+    CHECK(during.allocated_bytes >= before.allocated_bytes + 12 * sizeof(float));
+    TsrTensor *out = tsr_iter_output(it, 0);
+    tsr_iter_free(it);
+    CHECK_OK(tsr_tensor_decref(out));
+    CHECK_OK(tsr_allocator_stats(ca, &after));
+    CHECK_EQ(after.allocated_bytes, before.allocated_bytes);
+
+    /* NULL: the registry again; this allocator sees nothing */
+    CHECK_OK(tsr_iter_config_output_allocator(cfg, NULL));
+    CHECK_EQ(tsr_allocator_use_count(ca), refs);
+    CHECK_OK(tsr_iter_build(cfg, &it));
+    CHECK_OK(tsr_allocator_stats(ca, &during));
+    CHECK_EQ(during.allocated_bytes, before.allocated_bytes);
+    tsr_iter_free(it);
+
+    /* the config keeps the allocator alive after the caller lets go */
+    CHECK_OK(tsr_iter_config_output_allocator(cfg, ca));
+    CHECK_OK(tsr_allocator_decref(ca));
+    CHECK_OK(tsr_iter_build(cfg, &it));
+    out = tsr_iter_output(it, 0);
+    CHECK_EQ(tsr_tensor_numel(out), 12);
+    tsr_iter_free(it);
+    tsr_iter_config_free(cfg);
+    CHECK_OK(tsr_tensor_decref(out));
+    CHECK_OK(tsr_tensor_decref(a));
+}
+
+/* declare_static_shape with squash_dims from C: the squashed dims are 1,
+ * so a [2, 1] output fits a [2, 3] shape squashed on its last dim (the
+ * loop covers a [2, 1] corner of the [2, 3] input). */
+static void test_static_shape_squashed(void) {
+    int64_t s23[] = {2, 3}, s21[] = {2, 1}, squash[] = {-1};
+    TsrTensor *in = arange_f(2, s23), *out = arange_f(2, s21);
+    TsrIterConfig *cfg = NULL;
+    TsrIter *it = NULL;
+    CHECK_OK(tsr_iter_config_new(&cfg));
+    CHECK_OK(tsr_iter_config_resize_outputs(cfg, false));
+    CHECK_OK(tsr_iter_config_add_output(cfg, out));
+    CHECK_OK(tsr_iter_config_add_input(cfg, in));
+    CHECK_OK(tsr_iter_config_declare_static_shape_squashed(cfg, 2, s23, 1, squash));
+    CHECK_OK(tsr_iter_build(cfg, &it));
+    CHECK_EQ(tsr_iter_numel(it), 2);
+    tsr_iter_free(it);
+
+    /* unsquashed, the [2, 1] output is smaller than the shape */
+    CHECK_OK(tsr_iter_config_declare_static_shape(cfg, 2, s23));
+    CHECK_STATUS(tsr_iter_build(cfg, &it), TSR_ERR_SHAPE);
+    CHECK_MSG_CONTAINS("does not fit");
+    /* a squash dim outside the shape is refused */
+    int64_t bad[] = {2};
+    CHECK_STATUS(tsr_iter_config_declare_static_shape_squashed(cfg, 2, s23, 1, bad),
+                 TSR_ERR_SHAPE);
+    CHECK_MSG_CONTAINS("tsr_iter_config_declare_static_shape_squashed");
+    CHECK_MSG_CONTAINS("dim 2");
+    tsr_iter_config_free(cfg);
+    CHECK_OK(tsr_tensor_decref(out));
+    CHECK_OK(tsr_tensor_decref(in));
+}
+
 int main(void) {
     RUN(test_build_queries_and_loop);
     RUN(test_serial_ranges_and_presets);
     RUN(test_parallel_reduce);
     RUN(test_32bit_pieces);
     RUN(test_bad_input);
+    RUN(test_output_allocator);
+    RUN(test_static_shape_squashed);
     return 0;
 }

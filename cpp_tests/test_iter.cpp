@@ -343,6 +343,13 @@ TEST(config_flags_reach_the_build) {
                          .declare_static_device(tessera::Device::cpu())
                          .build());
     CHECK_EQ(shaped.numel(), 6);
+    Iter squashed = OK(OK(IterConfig::create())
+                           .add_output(OK(Tensor::empty({2, 3})))
+                           .resize_outputs(false)
+                           .declare_static_shape({2, 3}, {1})
+                           .output_allocator(nullptr)
+                           .build());
+    CHECK_EQ(squashed.numel(), 2);  // dim 1 squashed to 1
 
     Tensor base = arange({6});
     Tensor out_view = OK(base.narrow(0, 0, 4));

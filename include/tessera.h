@@ -534,7 +534,14 @@ typedef struct TsrCachingStats {
 } TsrCachingStats;
 
 /**
- * An element type: c10's ScalarType number, 8 bits wide.
+ * An element type: c10's ScalarType number, 8 bits wide; every number
+ * 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
+ * the floating types Half / Float / Double / BFloat16 and the complex
+ * types (BComplex32 as ComplexHalf). The float8 types and
+ * Float4_e2m1fn_x2 have no arithmetic. The quantized, bits and sub-byte
+ * integer types (UInt1..7, Int1..7) are storage-only: views and
+ * same-dtype copies; anything else is TSR_ERR_UNSUPPORTED naming the
+ * dtype. Numbers outside 0..46 are TSR_ERR_INVALID_ARGUMENT.
  */
 typedef int8_t TsrDType;
 
@@ -1663,7 +1670,8 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  *
  * Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
- * message); TSR_ERR_DTYPE (quantized dtypes); TSR_ERR_OUT_OF_MEMORY.
+ * message); TSR_ERR_DTYPE (quantized, bits and sub-byte integer
+ * dtypes and BComplex32, which DLPack has no code for); TSR_ERR_OUT_OF_MEMORY.
  * `*out` is untouched on error.
  *
  * # Safety
@@ -1704,8 +1712,9 @@ TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor
  * TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
  * read-only tensors, since tessera tensors are writable; negative strides
  * on dims of size > 1; DLPack devices tessera does not import);
- * TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
- * not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
+ * TSR_ERR_DTYPE (lanes != 1 except kDLFloat4_e2m1fn's 4 bits x 2 lanes,
+ * unknown type codes, codes tessera has no dtype for such as
+ * kDLFloat8_e3m4 and kDLFloat6_*, bit widths tessera does not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
  * TSR_ERR_INVALID_ARGUMENT (NULL data with elements, a misaligned first
  * element, an unknown device type, a CUDA device_id beyond 127);
  * TSR_ERR_OUT_OF_MEMORY (sizes whose span overflows). `*out` is
@@ -1716,7 +1725,8 @@ TsrStatus tsr_tensor_to_dlpack_legacy(const struct TsrTensor *t, DLManagedTensor
  * shape (and strides, unless NULL) hold `ndim` values and whose memory
  * spans the view; `out` NULL or writable.
  */
-TsrStatus tsr_tensor_from_dlpack(DLManagedTensorVersioned *consumed, struct TsrTensor **out);
+TsrStatus tsr_tensor_from_dlpack(DLManagedTensorVersioned *consumed,
+                                 struct TsrTensor **out);
 
 /**
  * As tsr_tensor_from_dlpack, for a legacy (unversioned) DLManagedTensor:
@@ -1998,6 +2008,45 @@ TsrStatus tsr_iter_config_declare_static_device(struct TsrIterConfig *config,
 TsrStatus tsr_iter_config_declare_static_shape(struct TsrIterConfig *config,
                                                int64_t ndim,
                                                const int64_t *shape);
+
+/**
+ * As tsr_iter_config_declare_static_shape, with the dims listed in
+ * `squash_dims` set to 1 (c10's declare_static_shape(shape, squash_dims):
+ * a reduction's loop shape). Dims may be negative (counted from the end).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config; shape or squash_dims NULL with a
+ * non-zero length); TSR_ERR_INVALID_ARGUMENT (a negative length);
+ * TSR_ERR_SHAPE (a squash dim outside the shape, more than TSR_MAX_DIMS
+ * entries).
+ * The config is unchanged on error.
+ *
+ * # Safety
+ * `config` NULL or live; `shape` readable for `ndim` values and
+ * `squash_dims` for `nsquash` values.
+ */
+TsrStatus tsr_iter_config_declare_static_shape_squashed(struct TsrIterConfig *config,
+                                                        int64_t ndim,
+                                                        const int64_t *shape,
+                                                        int64_t nsquash,
+                                                        const int64_t *squash_dims);
+
+/**
+ * Outputs the build allocates (those added as NULL) come from
+ * `allocator` instead of the registry's allocator for their device: a
+ * host's arena. The config keeps its own reference to the allocator (the
+ * caller's stays the caller's); NULL restores the registry. The build
+ * fails with TSR_ERR_DEVICE, naming the allocator, when it allocates on
+ * another device type than the outputs'. Cast temporaries still come
+ * from the registry.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_DEAD_OBJECT (a released
+ * allocator).
+ *
+ * # Safety
+ * `config` NULL or live; `allocator` NULL or a live allocator handle.
+ */
+TsrStatus tsr_iter_config_output_allocator(struct TsrIterConfig *config,
+                                           struct TsrAllocator *allocator);
 
 /**
  * Builds an iterator from `config` (which stays usable and must still be

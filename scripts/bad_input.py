@@ -101,6 +101,7 @@ DEFAULTS = [
     (r"const int64_t \*", r"sizes|shape", "FX_SIZES"),
     (r"const int64_t \*", r"strides", "FX_STRIDES"),
     (r"const int64_t \*", r"dims", "FX_DIMS"),
+    (r"const int64_t \*", r"squash_dims", "FX_DIMS"),
     (r"const char \*", r"message", '"a plugin message"'),
     (r"void \*", r"acc", "&F.acc"),
     (r"void \*", r"dst", "F.buf"),

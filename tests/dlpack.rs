@@ -468,19 +468,66 @@ fn export_refusals_leave_out_untouched() {
 #[test]
 fn every_dtype_with_a_dlpack_code_round_trips() {
     let n = 3i64;
-    for raw in [
-        0i8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 23, 24, 27, 28, 29,
-    ] {
+    // (dtype, DLPack code, bits, lanes) of the dtypes DLPack 1.1 can name
+    let codes: [(i8, u8, u8, u16); 22] = [
+        (0, 1, 8, 1),
+        (1, 0, 8, 1),
+        (2, 0, 16, 1),
+        (3, 0, 32, 1),
+        (4, 0, 64, 1),
+        (5, 2, 16, 1),
+        (6, 2, 32, 1),
+        (7, 2, 64, 1),
+        (8, 5, 32, 1),
+        (9, 5, 64, 1),
+        (10, 5, 128, 1),
+        (11, 6, 8, 1),
+        (15, 4, 16, 1),
+        (23, 12, 8, 1), // kDLFloat8_e5m2
+        (24, 10, 8, 1), // kDLFloat8_e4m3fn
+        (25, 13, 8, 1), // kDLFloat8_e5m2fnuz
+        (26, 11, 8, 1), // kDLFloat8_e4m3fnuz
+        (27, 1, 16, 1),
+        (28, 1, 32, 1),
+        (29, 1, 64, 1),
+        (44, 14, 8, 1), // kDLFloat8_e8m0fnu
+        (45, 17, 4, 2), // kDLFloat4_e2m1fn, two lanes per byte
+    ];
+    for raw in 0..=46i8 {
         let mut t = ptr::null_mut();
         // SAFETY: sizes holds one value; t is writable.
         ok(unsafe { tsr_tensor_empty(1, &n, raw, CPU, &mut t) });
         let t = T(t);
+        let Some(&(_, code, bits, lanes)) = codes.iter().find(|c| c.0 == raw) else {
+            // quantized, bits, sub-byte integers and BComplex32: refused
+            let mut out = ptr::null_mut();
+            // SAFETY: a live handle; out is writable.
+            assert_eq!(
+                unsafe { tsr_tensor_to_dlpack(t.0, &mut out) },
+                TSR_ERR_DTYPE,
+                "dtype {raw}"
+            );
+            // SAFETY: tsr_dtype_name returns a static string.
+            let name = unsafe { CStr::from_ptr(tessera::ffi::dtype::tsr_dtype_name(raw)) };
+            assert!(
+                last_error().contains(name.to_str().unwrap()),
+                "{}",
+                last_error()
+            );
+            assert!(out.is_null());
+            continue;
+        };
         let m = export(&t);
         // SAFETY: m is live until imported.
-        let bits = unsafe { (*m).dl_tensor.dtype.bits };
+        let dt = unsafe { (*m).dl_tensor.dtype };
+        assert_eq!(
+            (dt.code, dt.bits, dt.lanes),
+            (code, bits, lanes),
+            "dtype {raw}"
+        );
         // SAFETY: a live handle.
         assert_eq!(
-            usize::from(bits),
+            usize::from(bits) * usize::from(lanes),
             8 * unsafe { tsr_tensor_itemsize(t.0) },
             "dtype {raw}"
         );

@@ -37,19 +37,6 @@ fn binary_builds_match_pytorch() {
             .promote_inputs_to_common_dtype(true)
             .cast_common_dtype_to_outputs(true)
             .enforce_safe_casting_to_output(true);
-        // PyTorch 2.15 promotes a 0-dim complex with a bfloat16 tensor to
-        // BComplex32; tessera numbers it but has no BComplex32 kernels yet,
-        // so the input cast is refused naming the dtype.
-        if case["out_dtype"] == "BComplex32" {
-            let e = config
-                .build()
-                .err()
-                .unwrap_or_else(|| panic!("{case} should be refused"));
-            assert_eq!(e.kind(), tessera::ErrorKind::Unsupported, "{case}: {e}");
-            assert!(e.message().contains("BComplex32"), "{case}: {e}");
-            n += 1;
-            continue;
-        }
         let it = config
             .build()
             .unwrap_or_else(|e| panic!("build failed for {case}: {e}"));

@@ -76,7 +76,7 @@ fn produce(input: &mut Input, buf: *mut u8) -> (Spec, u32, u32, u64) {
     } else {
         Some((0..n).map(|_| input.int(-2, 12)).collect::<Vec<i64>>())
     };
-    let codes = [0u8, 1, 2, 3, 4, 5, 6, 7, 10, 12, 17, 200];
+    let codes = [0u8, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 17, 200];
     let bits = [1u8, 4, 8, 16, 32, 64, 128, 0, 7];
     let dtype = DLDataType {
         code: input.pick(&codes),
@@ -197,7 +197,11 @@ fn import(
 fn check_import(spec: &Spec, t: &tessera::Tensor, buf: *mut u8) {
     check_tensor(t);
     assert_eq!(t.sizes(), &spec.shape[..]);
-    assert_eq!(t.itemsize() * 8, spec.dl.dtype.bits as usize);
+    // one element is bits x lanes (Float4_e2m1fn_x2: 4 bits, 2 lanes)
+    assert_eq!(
+        t.itemsize() * 8,
+        spec.dl.dtype.bits as usize * spec.dl.dtype.lanes as usize
+    );
     let s = t.storage();
     assert_eq!(t.storage_offset(), 0);
     if t.numel() == 0 {

@@ -651,6 +651,20 @@ class IterConfig {
         return record(tsr_iter_config_declare_static_shape(config_, shape.ssize(), shape.data()));
     }
 
+    /** Fixes the loop shape with the dims in `squash_dims` set to 1. */
+    IterConfig& declare_static_shape(IntSpan shape, IntSpan squash_dims) noexcept {
+        return record(tsr_iter_config_declare_static_shape_squashed(
+            config_, shape.ssize(), shape.data(), squash_dims.ssize(), squash_dims.data()));
+    }
+
+    /**
+     * Outputs the build allocates come from `allocator` (the config keeps
+     * its own reference); nullptr: the registry's allocator again.
+     */
+    IterConfig& output_allocator(TsrAllocator* allocator) noexcept {
+        return record(tsr_iter_config_output_allocator(config_, allocator));
+    }
+
     /**
      * Builds the iterator (the config stays usable). Reports the first
      * failure a setter recorded, if any, else the build's own.

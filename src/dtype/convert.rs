@@ -36,6 +36,11 @@ pub fn scalar_to_bytes(value: Scalar, dtype: DType) -> Result<[u8; 16]> {
             out[..2].copy_from_slice(&half::f16::from_f64(re).to_ne_bytes());
             out[2..4].copy_from_slice(&half::f16::from_f64(im).to_ne_bytes());
         }
+        DType::BComplex32 => {
+            let (re, im) = value.to_complex();
+            out[..2].copy_from_slice(&half::bf16::from_f64(re).to_ne_bytes());
+            out[2..4].copy_from_slice(&half::bf16::from_f64(im).to_ne_bytes());
+        }
         DType::ComplexFloat => {
             let (re, im) = value.to_complex();
             out[..4].copy_from_slice(&(re as f32).to_ne_bytes());
@@ -117,6 +122,10 @@ pub unsafe fn read_scalar(p: *const u8, dtype: DType) -> Result<Scalar> {
         DType::Double => Scalar::Float(rd!(f64)),
         DType::ComplexHalf => {
             let parts = rd!([half::f16; 2]);
+            Scalar::Complex(parts[0].to_f64(), parts[1].to_f64())
+        }
+        DType::BComplex32 => {
+            let parts = rd!([half::bf16; 2]);
             Scalar::Complex(parts[0].to_f64(), parts[1].to_f64())
         }
         DType::ComplexFloat => {

@@ -354,7 +354,8 @@ unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tens
 ///
 /// Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
 /// TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
-/// message); TSR_ERR_DTYPE (quantized dtypes); TSR_ERR_OUT_OF_MEMORY.
+/// message); TSR_ERR_DTYPE (quantized, bits and sub-byte integer
+/// dtypes and BComplex32, which DLPack has no code for); TSR_ERR_OUT_OF_MEMORY.
 /// `*out` is untouched on error.
 ///
 /// # Safety
@@ -419,8 +420,9 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack_legacy(
 /// TSR_ERR_UNSUPPORTED (major version other than 1, naming both versions;
 /// read-only tensors, since tessera tensors are writable; negative strides
 /// on dims of size > 1; DLPack devices tessera does not import);
-/// TSR_ERR_DTYPE (lanes != 1, unknown type codes, bit widths tessera does
-/// not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
+/// TSR_ERR_DTYPE (lanes != 1 except kDLFloat4_e2m1fn's 4 bits x 2 lanes,
+/// unknown type codes, codes tessera has no dtype for such as
+/// kDLFloat8_e3m4 and kDLFloat6_*, bit widths tessera does not have); TSR_ERR_SHAPE (ndim < 0 or > TSR_MAX_DIMS, negative sizes);
 /// TSR_ERR_INVALID_ARGUMENT (NULL data with elements, a misaligned first
 /// element, an unknown device type, a CUDA device_id beyond 127);
 /// TSR_ERR_OUT_OF_MEMORY (sizes whose span overflows). `*out` is

@@ -45,7 +45,14 @@ pub const TSR_ERR_IO: TsrStatus = 14;
 /// A malformed, truncated or refused file or buffer.
 pub const TSR_ERR_FORMAT: TsrStatus = 15;
 
-/// An element type: c10's ScalarType number, 8 bits wide.
+/// An element type: c10's ScalarType number, 8 bits wide; every number
+/// 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
+/// the floating types Half / Float / Double / BFloat16 and the complex
+/// types (BComplex32 as ComplexHalf). The float8 types and
+/// Float4_e2m1fn_x2 have no arithmetic. The quantized, bits and sub-byte
+/// integer types (UInt1..7, Int1..7) are storage-only: views and
+/// same-dtype copies; anything else is TSR_ERR_UNSUPPORTED naming the
+/// dtype. Numbers outside 0..46 are TSR_ERR_INVALID_ARGUMENT.
 pub type TsrDType = i8;
 /// uint8 (c10 Byte).
 pub const TSR_BYTE: TsrDType = 0;

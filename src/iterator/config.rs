@@ -60,6 +60,9 @@ pub struct IterConfig {
     pub(crate) inputs: SmallVec<[Tensor; 4]>,
     pub(crate) flags: Flags,
     pub(crate) static_shape: Option<Dims>,
+    /// Where the outputs the build allocates come from (None: the
+    /// registry's allocator for their device).
+    pub(crate) output_allocator: Option<crate::Allocator>,
 }
 
 impl std::fmt::Debug for IterConfig {
@@ -206,6 +209,15 @@ impl IterConfig {
     /// resize_outputs(false).
     pub fn declare_static_shape(&mut self, shape: &[i64]) -> &mut Self {
         self.static_shape = Some(Dims::from_slice(shape));
+        self
+    }
+
+    /// Outputs the build allocates (undefined outputs) come from
+    /// `allocator` instead of the registry's allocator for their device
+    /// (a host's arena); None restores the registry. The allocator must
+    /// allocate on the outputs' device type.
+    pub fn output_allocator(&mut self, allocator: Option<crate::Allocator>) -> &mut Self {
+        self.output_allocator = allocator;
         self
     }
 

@@ -10,6 +10,7 @@ use crate::device::Device;
 use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
 use crate::tensor::{layout, shape, Dims, MemoryFormat, Tensor};
+use crate::Allocator;
 use smallvec::SmallVec;
 
 /// Builds an iterator from a config, moving its operands in.
@@ -79,7 +80,9 @@ fn build_into<K: OperandCopy>(it: &mut TensorIterator, c: &mut IterConfig) -> Re
         c.outputs.len() + c.inputs.len(),
         c.static_shape.as_ref(),
     )?;
-    let static_shape = c.static_shape.is_some();
+    // The shortcut allocates from the registry: a config with its own
+    // output allocator takes the general path.
+    let static_shape = c.static_shape.is_some() || c.output_allocator.is_some();
     if super::fast_setup::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
         return Ok(());
     }
@@ -99,10 +102,11 @@ pub(crate) fn build_steps<K: OperandCopy>(
     it.compute_shape(flags, config.static_shape.as_deref())?;
     it.mark_resize_outputs(flags)?;
     it.compute_types::<K>(flags)?;
-    if !it.fast_set_up()? {
+    let allocator = config.output_allocator.as_ref();
+    if !it.fast_set_up(allocator)? {
         it.compute_strides();
         it.reorder_dimensions();
-        it.allocate_or_resize_outputs()?;
+        it.allocate_or_resize_outputs(allocator)?;
         it.coalesce_dimensions();
     }
     it.set_data_ptrs();
@@ -550,7 +554,7 @@ impl TensorIterator {
     /// Step 7: when every operand has the loop shape and one dense layout
     /// (contiguous, channels-last, or identical dense strides), allocate
     /// outputs in it and use a single dim of numel elements.
-    fn fast_set_up(&mut self) -> Result<bool> {
+    fn fast_set_up(&mut self, allocator: Option<&Allocator>) -> Result<bool> {
         if self.is_reduction || !self.all_ops_same_shape {
             return Ok(false);
         }
@@ -599,7 +603,7 @@ impl TensorIterator {
                 None => layout::contiguous_strides(&self.shape),
             };
             let shape = self.shape.clone();
-            self.set_output(i, &shape, &strides)?;
+            self.set_output(i, &shape, &strides, allocator)?;
         }
         if self.shape.len() > 1 {
             self.has_coalesced_dimensions = true;
@@ -623,7 +627,7 @@ impl TensorIterator {
     /// Step 9: allocate undefined outputs (and resize outputs marked so)
     /// with contiguous strides in the loop's dim order, so their layout
     /// follows the inputs'.
-    fn allocate_or_resize_outputs(&mut self) -> Result<()> {
+    fn allocate_or_resize_outputs(&mut self, allocator: Option<&Allocator>) -> Result<()> {
         let ndim = self.shape.len();
         let inverted = self
             .perm
@@ -664,7 +668,7 @@ impl TensorIterator {
                     next *= size;
                 }
             }
-            self.set_output(i, tensor_shape, strides)?;
+            self.set_output(i, tensor_shape, strides, allocator)?;
             let op = &mut self.operands[i];
             op.stride_bytes.clear();
             let mut next = item;
@@ -680,7 +684,13 @@ impl TensorIterator {
 
     /// Gives output `i` the sizes and strides: allocates it when undefined,
     /// resizes it when marked.
-    fn set_output(&mut self, i: usize, sizes: &[i64], strides: &[i64]) -> Result<()> {
+    fn set_output(
+        &mut self,
+        i: usize,
+        sizes: &[i64],
+        strides: &[i64],
+        allocator: Option<&Allocator>,
+    ) -> Result<()> {
         let op = &mut self.operands[i];
         match op.tensor.clone() {
             None => {
@@ -688,7 +698,11 @@ impl TensorIterator {
                 let device = op.device.unwrap_or(Device::CPU);
                 // Both callers give dense strides (contiguous in some dim
                 // order) over the checked loop shape.
-                op.tensor = Some(Tensor::empty_dense(sizes, strides, dtype, device)?);
+                op.tensor = Some(match allocator {
+                    None => Tensor::empty_dense(sizes, strides, dtype, device)?,
+                    Some(a) => Tensor::empty_dense_from(sizes, strides, dtype, device, a)
+                        .map_err(|e| e.context(format!("output {i}")))?,
+                });
                 op.current_dtype = Some(dtype);
             }
             Some(t) => {

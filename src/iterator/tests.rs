@@ -638,3 +638,36 @@ fn boxed_builds_on_a_recycled_iterator_equal_fresh_builds() {
     recycle(binary(None, &a, &b).build_boxed().unwrap());
     assert_eq!(a.use_count(), before);
 }
+
+/// A backend that never allocates: only its device type matters.
+struct NeverAllocates;
+
+impl crate::allocator::RawAllocator for NeverAllocates {
+    fn allocate(&self, nbytes: usize, _device: Device) -> crate::Result<crate::DataPtr> {
+        crate::bail!(OutOfMemory, "never allocates ({nbytes} bytes)")
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn output_allocator_of_another_device_type_is_refused() {
+    let cuda = Device::new(crate::device::DeviceType::Cuda, 0).unwrap();
+    let alloc = crate::Allocator::new("elsewhere", cuda, Box::new(NeverAllocates));
+    let a = arange(&[3], DType::Float);
+    let mut c = IterConfig::new();
+    c.add_output(None).unwrap().add_input(a).unwrap();
+    c.output_allocator(Some(alloc));
+    let Err(e) = c.build() else {
+        panic!("a CUDA allocator for a CPU output must be refused")
+    };
+    assert_eq!(e.kind(), ErrorKind::Device);
+    assert!(
+        e.message().contains("'elsewhere'") && e.message().contains("output 0"),
+        "{e}"
+    );
+    // None goes back to the registry
+    c.output_allocator(None);
+    assert_eq!(c.build().unwrap().output(0).numel(), 3);
+}

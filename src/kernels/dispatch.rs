@@ -1,7 +1,8 @@
 //! Dtype dispatch: a `match` over the dtype that runs a body with a local
 //! type alias bound to the element type (as c10's AT_DISPATCH macros).
-//! Dtypes a macro does not list (quantized everywhere, float8 outside
-//! `dispatch_convert`) are refused with TSR_ERR_UNSUPPORTED.
+//! The quantized, bits and sub-byte dtypes, and the float8 types outside
+//! `dispatch_convert`, are refused with TSR_ERR_UNSUPPORTED naming the
+//! operation and the dtype.
 
 use crate::dtype::DType;
 use crate::error::Error;
@@ -41,6 +42,7 @@ macro_rules! dispatch_all {
             UInt16 => u16, UInt32 => u32, UInt64 => u64,
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
         )
@@ -57,6 +59,7 @@ macro_rules! dispatch_convert {
             UInt16 => u16, UInt32 => u32, UInt64 => u64,
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
             Float8E5M2 => $crate::kernels::elem::Float8E5M2,
@@ -76,6 +79,7 @@ macro_rules! dispatch_signed {
             UInt16 => u16, UInt32 => u32, UInt64 => u64,
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
         )
@@ -88,6 +92,7 @@ macro_rules! dispatch_floating {
         $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
             Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
             ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
+            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
             ComplexFloat => $crate::kernels::elem::Complex<f32>,
             ComplexDouble => $crate::kernels::elem::Complex<f64>,
         )

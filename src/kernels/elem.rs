@@ -5,7 +5,7 @@
 //!   a bool tensor is a valid value (Rust's `bool` would make other bytes
 //!   undefined behaviour).
 //! - [`Complex`] is a `(re, im)` pair of a real type; `Complex<f16>` is
-//!   ComplexHalf.
+//!   ComplexHalf, `Complex<bf16>` BComplex32.
 //! - Conversions are C-like, as c10's `static_cast`: integers wrap,
 //!   floating to integer truncates toward zero (out of range saturates,
 //!   NaN gives 0, which is Rust's `as`), complex to real keeps the real
@@ -19,7 +19,7 @@
 //!   (`dtype::float8`); to integers and bool they go as their f32 value.
 //!
 //! Arithmetic runs in each type's "op math" type ([`Elem::Op`]): `f32`
-//! for half and bfloat16, `Complex<f32>` for ComplexHalf, `bool` for
+//! for half and bfloat16, `Complex<f32>` for ComplexHalf and BComplex32, `bool` for
 //! Bool, the type itself otherwise (c10's `opmath_type`).
 
 use super::ops::Arith;
@@ -580,6 +580,7 @@ macro_rules! elem_complex {
 }
 
 elem_complex!(f16, ComplexHalf, f32);
+elem_complex!(bf16, BComplex32, f32);
 elem_complex!(f32, ComplexFloat, f32);
 elem_complex!(f64, ComplexDouble, f64);
 
@@ -618,6 +619,7 @@ mod tests {
             f16,
             bf16,
             Complex<f16>,
+            Complex<bf16>,
             Complex<f32>,
             Complex<f64>,
             Float8E5M2,

@@ -41,7 +41,7 @@ pub(crate) unsafe fn st<T: Copy>(p: *mut u8, i: usize, stride: isize, v: T) {
     unsafe { (p.offset(i as isize * stride) as *mut T).write_unaligned(v) }
 }
 
-/// Whether `T` computes in a wider type (half, bfloat16, ComplexHalf).
+/// Whether `T` computes in a wider type (half, bfloat16, ComplexHalf, BComplex32).
 #[inline(always)]
 pub(crate) const fn widens<T: Elem>() -> bool {
     size_of::<T::Op>() != size_of::<T>()

@@ -3,7 +3,7 @@
 //! Result dtypes follow PyTorch: sum of bool and integer tensors is Long,
 //! sum of floating and complex tensors keeps the dtype; amax keeps the
 //! dtype. Half, bfloat16 and float sums accumulate in float, double in
-//! double, ComplexHalf and ComplexFloat in ComplexFloat (c10's opmath
+//! double, ComplexHalf, BComplex32 and ComplexFloat in ComplexFloat (c10's opmath
 //! type), and contiguous runs are summed pairwise over blocks with many
 //! independent lanes (a cascade, so the error grows with log n rather
 //! than n, and the loop vectorizes).
@@ -71,6 +71,7 @@ sum_acc! {
     f32 => f32, |v| v;
     f64 => f64, |v| v;
     Complex<f16> => Complex<f32>, |v| Complex::new(v.re.to_f32(), v.im.to_f32());
+    Complex<bf16> => Complex<f32>, |v| Complex::new(v.re.to_f32(), v.im.to_f32());
     Complex<f32> => Complex<f32>, |v| v;
     Complex<f64> => Complex<f64>, |v| v;
 }

@@ -353,6 +353,30 @@ impl Tensor {
         Tensor::on_new_storage(sizes, strides, numel, nbytes, dtype, device)
     }
 
+    /// As [`Tensor::empty_dense`], the storage from `allocator` (which
+    /// must allocate on `device`'s type) instead of the registry's.
+    pub(crate) fn empty_dense_from(
+        sizes: &[i64],
+        strides: &[i64],
+        dtype: DType,
+        device: Device,
+        allocator: &crate::Allocator,
+    ) -> Result<Tensor> {
+        let own = allocator.default_device().device_type;
+        crate::ensure!(
+            own == device.device_type,
+            Device,
+            "allocator '{}' allocates on {}, the tensor is on {device}",
+            allocator.name(),
+            own.name()
+        );
+        let numel = layout::checked_numel(sizes)?;
+        let nbytes = layout::storage_nbytes_needed(sizes, strides, 0, dtype.itemsize())?;
+        let storage = Storage::new_on(nbytes, allocator, device, true)?;
+        Tensor::from_storage(&storage, 0, sizes, Some(strides), dtype)
+            .inspect(|t| debug_assert_eq!(t.numel(), numel))
+    }
+
     /// A tensor viewing `storage` (strides None: contiguous).
     pub fn from_storage(
         storage: &Storage,

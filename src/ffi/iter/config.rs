@@ -408,3 +408,75 @@ pub unsafe extern "C" fn tsr_iter_config_declare_static_shape(
         Ok(())
     })
 }
+
+/// As tsr_iter_config_declare_static_shape, with the dims listed in
+/// `squash_dims` set to 1 (c10's declare_static_shape(shape, squash_dims):
+/// a reduction's loop shape). Dims may be negative (counted from the end).
+///
+/// Errors: TSR_ERR_NULL_POINTER (config; shape or squash_dims NULL with a
+/// non-zero length); TSR_ERR_INVALID_ARGUMENT (a negative length);
+/// TSR_ERR_SHAPE (a squash dim outside the shape, more than TSR_MAX_DIMS
+/// entries).
+/// The config is unchanged on error.
+///
+/// # Safety
+/// `config` NULL or live; `shape` readable for `ndim` values and
+/// `squash_dims` for `nsquash` values.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_declare_static_shape_squashed(
+    config: *mut TsrIterConfig,
+    ndim: i64,
+    shape: *const i64,
+    nsquash: i64,
+    squash_dims: *const i64,
+) -> TsrStatus {
+    guard("tsr_iter_config_declare_static_shape_squashed", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        // SAFETY: the header requires `shape` readable for `ndim` values
+        // and `squash_dims` for `nsquash`; i64_slice checks lengths and NULL.
+        let (shape, squash) = unsafe {
+            (
+                i64_slice(shape, ndim, "shape")?,
+                i64_slice(squash_dims, nsquash, "squash_dims")?,
+            )
+        };
+        c.declare_static_shape_squashed(shape, squash)?;
+        Ok(())
+    })
+}
+
+/// Outputs the build allocates (those added as NULL) come from
+/// `allocator` instead of the registry's allocator for their device: a
+/// host's arena. The config keeps its own reference to the allocator (the
+/// caller's stays the caller's); NULL restores the registry. The build
+/// fails with TSR_ERR_DEVICE, naming the allocator, when it allocates on
+/// another device type than the outputs'. Cast temporaries still come
+/// from the registry.
+///
+/// Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_DEAD_OBJECT (a released
+/// allocator).
+///
+/// # Safety
+/// `config` NULL or live; `allocator` NULL or a live allocator handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_output_allocator(
+    config: *mut TsrIterConfig,
+    allocator: *mut TsrAllocator,
+) -> TsrStatus {
+    guard("tsr_iter_config_output_allocator", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        let a = if allocator.is_null() {
+            None
+        } else {
+            // SAFETY: `allocator` is a live TsrAllocator handle (the
+            // header's contract); allocator_clone checks liveness.
+            Some(unsafe { super::super::allocator::allocator_clone(allocator, "allocator")? })
+        };
+        c.output_allocator(a);
+        Ok(())
+    })
+}
