@@ -17,7 +17,7 @@ const FLOAT8: [(DType, Float8Format); 5] = [
 ];
 
 /// Every dtype a float8 type converts to and from.
-const OTHERS: [DType; 16] = [
+const OTHERS: [DType; 17] = [
     DType::Bool,
     DType::Byte,
     DType::Char,
@@ -34,6 +34,7 @@ const OTHERS: [DType; 16] = [
     DType::ComplexHalf,
     DType::ComplexFloat,
     DType::ComplexDouble,
+    DType::BComplex32,
 ];
 
 fn format_of(d: DType) -> Float8Format {
