@@ -88,14 +88,15 @@ fn st_err(e: safetensors::SafeTensorError) -> Error {
     crate::err!(Format, "safetensors: {e}")
 }
 
+/// The tensors of a dict as safetensors views, with its metadata.
+type Prepared<'a> = (
+    Vec<(&'a str, TensorBytes<'a>)>,
+    Option<HashMap<String, String>>,
+);
+
 /// The tensors of `dict` as safetensors views, and its metadata, after
 /// the checks (CPU, dtypes, no overlapping tensors).
-fn prepare(
-    dict: &TensorDict,
-) -> Result<(
-    Vec<(&str, TensorBytes<'_>)>,
-    Option<HashMap<String, String>>,
-)> {
+fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
     for (i, (name, t)) in entries.iter().enumerate() {
         check_saveable(name, t)?;
