@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Serialization interop with the real tools (issue 24):
 #
-#   - libtorch from the PyPI torch wheel (downloaded and unpacked as
+#   - libtorch 2.15.0 (TORCH_VERSION) from the PyPI torch wheel (downloaded and unpacked as
 #     benches/README.md says; TORCH_DIR=/path/to/unpacked/torch reuses one):
 #     tests/interop/libtorch_interop.cpp reads tessera's torch-format files
 #     with torch::pickle_load and writes files with torch::pickle_save that
@@ -45,7 +45,7 @@ libtorch() {
             local dl=$cache/torch_wheel
             mkdir -p "$dl/meta"
             if ! pip_get download --no-deps --only-binary=:all: --python-version 3.11 \
-                --platform manylinux_2_28_x86_64 torch -d "$dl"; then
+                --platform manylinux_2_28_x86_64 "torch==${TORCH_VERSION:-2.15.0}" -d "$dl"; then
                 echo "SKIPPED libtorch interop: pip could not download the torch wheel"
                 return 0
             fi

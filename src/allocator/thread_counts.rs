@@ -65,7 +65,12 @@ impl Drop for Owned {
 /// Takes a shard for the current thread.
 pub(crate) fn acquire() -> Owned {
     fork::ensure_handlers(&FORK_STEP);
-    let s = match FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+    // FREE's guard must be dropped before ALL is taken: a guard in the
+    // match scrutinee would live through the match and take the locks in
+    // the reverse of fork_prepare's order (ALL, then FREE): a deadlock
+    // with a thread forking meanwhile.
+    let popped = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let s = match popped {
         Some(s) => s,
         None => {
             let s: &'static Shard = Box::leak(Box::default());
