@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Writes the torch.save fixtures of tests/data/torch_save/ with Python's torch.
+
+Run once, by hand, with PyTorch 2.15 (it needs torch's CUDA dependency
+wheels to import, several GB, so CI does not run it; the files it writes
+are committed):
+
+    python3 -m venv /tmp/pt && /tmp/pt/bin/pip install torch==2.15.0 numpy
+    /tmp/pt/bin/python scripts/make_torch_fixtures.py
+
+For every file it writes FILE.pt and FILE.expected.jsonl: one line per
+tensor tessera should load, in order, with its name (nested dicts joined
+with "."), dtype (c10's name), sizes, strides, storage offset, the
+storage group it shares (tensors with the same group share one storage
+in the file) and its elements' bytes in row-major order, in hex, as torch
+itself reads them back; and a last line {"skipped": [...]} with the
+names of the non-tensor values tessera skips. tests/torch_fixtures.rs
+loads each file and compares.
+"""
+
+import collections
+import json
+import pathlib
+
+import torch
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch_save"
+
+
+def deterministic(t):
+    """Fills a float tensor with small exact binary fractions."""
+    with torch.no_grad():
+        n = t.numel()
+        t.copy_((torch.arange(n, dtype=torch.float64) % 17 - 8).div(8).reshape(t.shape))
+    return t
+
+
+def module():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Linear(4, 3),
+        torch.nn.ReLU(),
+        torch.nn.BatchNorm1d(3),
+        torch.nn.Linear(3, 2),
+    )
+    for p in m.parameters():
+        deterministic(p)
+    m.train()
+    m(deterministic(torch.empty(5, 4)))  # updates BatchNorm's running stats
+    return m
+
+
+def row_major_hex(t):
+    flat = t.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes().hex()
+
+
+def describe(obj, prefix, tensors, skipped):
+    if isinstance(obj, torch.Tensor):
+        tensors.append((prefix, obj))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            describe(v, f"{prefix}.{k}" if prefix else str(k), tensors, skipped)
+    else:
+        skipped.append(prefix)
+
+
+def write(name, obj):
+    path = OUT / f"{name}.pt"
+    torch.save(obj, path)
+    # What torch itself reads back is the reference.
+    back = torch.load(path, weights_only=True)
+    tensors, skipped = [], []
+    describe(back, "", tensors, skipped)
+    groups = {}
+    lines = []
+    for tname, t in tensors:
+        key = t.untyped_storage().data_ptr()
+        group = groups.setdefault(key, len(groups))
+        lines.append(
+            json.dumps(
+                {
+                    "name": tname,
+                    "dtype": str(t.dtype).removeprefix("torch."),
+                    "parameter": isinstance(t, torch.nn.Parameter),
+                    "sizes": list(t.shape),
+                    "strides": list(t.stride()),
+                    "offset": t.storage_offset(),
+                    "group": group,
+                    "bytes": row_major_hex(t),
+                }
+            )
+        )
+    lines.append(json.dumps({"skipped": skipped}))
+    (OUT / f"{name}.expected.jsonl").write_text("\n".join(lines) + "\n")
+    print(f"{path.name}: {len(tensors)} tensors, {len(groups)} storages, skipped {skipped}")
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    m = module()
+
+    # 1. A module's state dict with its Parameters (keep_vars: the
+    #    parameters are saved as nn.Parameter, rebuilt by
+    #    torch._utils._rebuild_parameter), buffers as plain tensors.
+    write("module_parameters", m.state_dict(keep_vars=True))
+
+    # 2. An OrderedDict of tensors of several dtypes, views sharing one
+    #    storage (a transpose, a slice), a 0-dim and a 0-size tensor.
+    base = torch.arange(24, dtype=torch.float32)
+    od = collections.OrderedDict()
+    od["base"] = base
+    od["transposed"] = base.view(4, 6).t()
+    od["slice"] = base[5:17:3]
+    od["half"] = torch.linspace(-2, 2, 9, dtype=torch.float16)
+    od["bfloat16"] = torch.linspace(-3, 3, 7, dtype=torch.bfloat16)
+    od["float64"] = torch.tensor([1.5, -0.25, 1e300], dtype=torch.float64)
+    od["int64"] = torch.tensor([[1, -2], [3, 2**40]], dtype=torch.int64)
+    od["uint8"] = torch.arange(0, 250, 25, dtype=torch.uint8)
+    od["bool"] = torch.tensor([True, False, True])
+    od["complex64"] = torch.tensor([1 + 2j, -3.5j], dtype=torch.complex64)
+    od["scalar"] = torch.tensor(3.5)
+    od["empty"] = torch.zeros(0, 3)
+    write("ordered_dict", od)
+
+    # 3. A training checkpoint: nested dicts, an int epoch and other
+    #    non-tensor values (skipped by tessera, their names in metadata).
+    ckpt = {
+        "model": m.state_dict(),
+        "ema": {"decay": torch.tensor(0.999, dtype=torch.float64), "shadow": {"w": deterministic(torch.empty(2, 2))}},
+        "epoch": 7,
+        "tag": "run-1",
+        "lr": 0.05,
+    }
+    write("nested_checkpoint", ckpt)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+//! Files written by Python's torch.save (PyTorch 2.15) load in tessera.
+//!
+//! tests/data/torch_save/ holds the files and, beside each, what torch
+//! itself reads back from it (scripts/make_torch_fixtures.py wrote both):
+//! every tensor's name, dtype, sizes, strides, storage offset, storage
+//! group and bytes, and the names of the non-tensor values. Each file is
+//! loaded by copy and by mapping (TSR_LOAD_MMAP) and compared field by
+//! field; tensors torch shows sharing a storage share one in tessera.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tessera::serialize::{self, Format, LoadFlags, TensorDict};
+use tessera::{DType, Storage, Tensor};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch_save")
+}
+
+/// torch's dtype names (str(t.dtype) without "torch.") as tessera dtypes.
+fn dtype_of(torch_name: &str) -> DType {
+    let c10 = match torch_name {
+        "float32" => "Float",
+        "float64" => "Double",
+        "float16" => "Half",
+        "bfloat16" => "BFloat16",
+        "int64" => "Long",
+        "int32" => "Int",
+        "uint8" => "Byte",
+        "bool" => "Bool",
+        "complex64" => "ComplexFloat",
+        other => panic!("fixture dtype {other} has no entry here"),
+    };
+    DType::from_name(c10).unwrap()
+}
+
+/// The tensor's elements in row-major order, as bytes.
+fn row_major_bytes(t: &Tensor) -> Vec<u8> {
+    let n = t.numel() as usize;
+    let item = t.itemsize();
+    let mut out = Vec::with_capacity(n * item);
+    if n == 0 {
+        return out;
+    }
+    let base = t.data_ptr() as *const u8;
+    let (sizes, strides) = (t.sizes(), t.strides());
+    let mut index = vec![0i64; sizes.len()];
+    for _ in 0..n {
+        let off: i64 = index.iter().zip(strides).map(|(i, s)| i * s).sum();
+        // SAFETY: every index is inside the sizes, so the element lies in
+        // the tensor's storage (the loader checked it against the record).
+        let elem =
+            unsafe { std::slice::from_raw_parts(base.offset(off as isize * item as isize), item) };
+        out.extend_from_slice(elem);
+        for d in (0..sizes.len()).rev() {
+            index[d] += 1;
+            if index[d] < sizes[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn check(name: &str, dict: &TensorDict, how: &str) {
+    let text = std::fs::read_to_string(data_dir().join(format!("{name}.expected.jsonl"))).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (skipped_row, tensor_rows) = rows.split_last().unwrap();
+    let names: Vec<&str> = tensor_rows
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let loaded: Vec<&str> = dict.iter().map(|(n, _)| n).collect();
+    assert_eq!(loaded, names, "{name} ({how}): names and their order");
+
+    let mut groups: HashMap<u64, Storage> = HashMap::new();
+    for row in tensor_rows {
+        let tname = row["name"].as_str().unwrap();
+        let what = format!("{name} ({how}) {tname}");
+        let t = dict.get(tname).unwrap();
+        assert_eq!(
+            t.dtype(),
+            dtype_of(row["dtype"].as_str().unwrap()),
+            "{what}: dtype"
+        );
+        let ints = |key: &str| -> Vec<i64> {
+            row[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .collect()
+        };
+        assert_eq!(t.sizes(), &ints("sizes")[..], "{what}: sizes");
+        assert_eq!(t.strides(), &ints("strides")[..], "{what}: strides");
+        assert_eq!(
+            t.storage_offset(),
+            row["offset"].as_i64().unwrap(),
+            "{what}: offset"
+        );
+        assert_eq!(
+            hex(&row_major_bytes(t)),
+            row["bytes"].as_str().unwrap(),
+            "{what}: values"
+        );
+        let group = row["group"].as_u64().unwrap();
+        match groups.get(&group) {
+            Some(s) => assert!(
+                Storage::ptr_eq(s, t.storage()),
+                "{what}: shares its storage"
+            ),
+            None => {
+                for (g, s) in &groups {
+                    assert!(
+                        !Storage::ptr_eq(s, t.storage()),
+                        "{what}: shares group {g}'s storage"
+                    );
+                }
+                groups.insert(group, t.storage().clone());
+            }
+        }
+    }
+    let mut skipped: Vec<String> = skipped_row["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    let mut listed: Vec<String> = dict
+        .metadata("tessera.skipped")
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default();
+    skipped.sort();
+    listed.sort();
+    assert_eq!(listed, skipped, "{name} ({how}): skipped non-tensor values");
+}
+
+fn load_both_ways(name: &str) {
+    let path = data_dir().join(format!("{name}.pt"));
+    for (how, mmap) in [("copy", false), ("mmap", true)] {
+        for format in [Format::Auto, Format::Torch] {
+            let dict = serialize::load(&path, format, LoadFlags { mmap }).unwrap();
+            check(name, &dict, how);
+        }
+    }
+}
+
+#[test]
+fn module_state_dict_with_parameters() {
+    load_both_ways("module_parameters");
+}
+
+#[test]
+fn ordered_dict_with_views_sharing_a_storage() {
+    load_both_ways("ordered_dict");
+}
+
+#[test]
+fn nested_checkpoint_with_non_tensor_values() {
+    load_both_ways("nested_checkpoint");
+}
