@@ -33,35 +33,6 @@ fn dtype_of(torch_name: &str) -> DType {
     DType::from_name(c10).unwrap()
 }
 
-/// The tensor's elements in row-major order, as bytes.
-fn row_major_bytes(t: &Tensor) -> Vec<u8> {
-    let n = t.numel() as usize;
-    let item = t.itemsize();
-    let mut out = Vec::with_capacity(n * item);
-    if n == 0 {
-        return out;
-    }
-    let base = t.data_ptr() as *const u8;
-    let (sizes, strides) = (t.sizes(), t.strides());
-    let mut index = vec![0i64; sizes.len()];
-    for _ in 0..n {
-        let off: i64 = index.iter().zip(strides).map(|(i, s)| i * s).sum();
-        // SAFETY: every index is inside the sizes, so the element lies in
-        // the tensor's storage (the loader checked it against the record).
-        let elem =
-            unsafe { std::slice::from_raw_parts(base.offset(off as isize * item as isize), item) };
-        out.extend_from_slice(elem);
-        for d in (0..sizes.len()).rev() {
-            index[d] += 1;
-            if index[d] < sizes[d] {
-                break;
-            }
-            index[d] = 0;
-        }
-    }
-    out
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -106,7 +77,7 @@ fn check(name: &str, dict: &TensorDict, how: &str) {
             "{what}: offset"
         );
         assert_eq!(
-            hex(&row_major_bytes(t)),
+            hex(&serialize::row_major(t)),
             row["bytes"].as_str().unwrap(),
             "{what}: values"
         );
@@ -134,7 +105,7 @@ fn check(name: &str, dict: &TensorDict, how: &str) {
         .map(|v| v.as_str().unwrap().to_owned())
         .collect();
     let mut listed: Vec<String> = dict
-        .metadata("tessera.skipped")
+        .metadata(serialize::SKIPPED_KEY)
         .map(|s| s.lines().map(str::to_owned).collect())
         .unwrap_or_default();
     skipped.sort();

@@ -15,6 +15,7 @@ mod torch_read;
 mod torch_write;
 
 pub use dict::TensorDict;
+pub use safetensors_format::row_major;
 pub use torch_read::SKIPPED_KEY;
 
 use crate::device::Device;

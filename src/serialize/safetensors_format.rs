@@ -42,7 +42,7 @@ impl safetensors::View for &TensorBytes<'_> {
 }
 
 /// The bytes of `t` in row-major order (borrowed when it is contiguous).
-pub(crate) fn row_major(t: &Tensor) -> Cow<'_, [u8]> {
+pub fn row_major(t: &Tensor) -> Cow<'_, [u8]> {
     let item = t.itemsize();
     let n = t.numel() as usize;
     if n == 0 {
