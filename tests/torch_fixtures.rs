@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tessera::serialize::{self, Format, LoadFlags, TensorDict};
-use tessera::{DType, Storage, Tensor};
+use tessera::{DType, Storage};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch_save")
