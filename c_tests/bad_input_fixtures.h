@@ -287,6 +287,7 @@ static const char *fx_path(void) {
         int64_t three = 3;
         CHECK_OK(tsr_dict_new(&d));
         CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &w));
+        CHECK_OK(tsr_tensor_fill(w, tsr_scalar_float(3.0))); /* saved bytes are defined */
         CHECK_OK(tsr_dict_set(d, "w", w));
         CHECK_OK(tsr_save(d, fx_path_buf, TSR_FORMAT_TORCH));
         CHECK_OK(tsr_tensor_decref(w));
@@ -357,6 +358,7 @@ static void fx_setup(void) {
         TsrTensor *w = NULL;
         CHECK_OK(tsr_dict_new(&F.dict));
         CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &w));
+        CHECK_OK(tsr_tensor_fill(w, tsr_scalar_float(3.0))); /* saved bytes are defined */
         CHECK_OK(tsr_dict_set(F.dict, "w", w));
         CHECK_OK(tsr_dict_set_metadata(F.dict, "k", "v"));
         CHECK_OK(tsr_tensor_decref(w));
