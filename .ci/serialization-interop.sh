@@ -66,8 +66,15 @@ libtorch() {
                 sed -n 's/^Requires-Dist: \(nvidia-cuda-\(runtime\|cupti\)\)[^=]*==\([0-9.*]*\).*/\1==\3/p' |
                 sort -u)
             # shellcheck disable=SC2086
+            # pip takes --platform literally (no older manylinux tags), and
+            # these wheels are tagged manylinux_2_25 and manylinux_2_17 /
+            # manylinux2014: list every tag this glibc accepts.
+            local platforms=()
+            for tag in manylinux_2_28 manylinux_2_27 manylinux_2_25 manylinux_2_17 manylinux2014; do
+                platforms+=(--platform "${tag}_x86_64")
+            done
             if [[ -z $pins ]] || ! pip_get download --no-deps --only-binary=:all: \
-                --python-version 3.11 --platform manylinux_2_28_x86_64 $pins -d "$dl"; then
+                --python-version 3.11 "${platforms[@]}" $pins -d "$dl"; then
                 echo "SKIPPED libtorch interop: pip could not download the CUDA runtime wheels ($pins)"
                 return 0
             fi
