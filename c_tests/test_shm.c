@@ -55,17 +55,24 @@ static int open_fds(void) {
     return n;
 }
 
-/* Names in /dev/shm that tessera made (share_name: "/tessera-..."). */
-static int shm_names(void) {
+/* Names in /dev/shm that tessera made in process `pid` (share_name:
+ * "/tessera-<pid, 8 hex digits>-..."). Only one process's names count:
+ * CTest runs this test's shared and static builds at the same time, and
+ * the other one's names come and go meanwhile. */
+static int shm_names_of(pid_t pid) {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
+    char prefix[32];
     int n = 0;
     if (d == NULL) return 0;
+    snprintf(prefix, sizeof prefix, "tessera-%08x-", (unsigned)pid);
     while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, "tessera-", 8) == 0) n++;
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
     closedir(d);
     return n;
 }
+
+static int shm_names(void) { return shm_names_of(getpid()); }
 
 static bool shm_exists(const char *name) {
     char path[320];
@@ -335,6 +342,7 @@ static void test_name_two_processes(void) {
     wait_ok(pid);
     CHECK(!shm_exists(name)); /* the last user, in the child, removed it */
     CHECK_EQ(shm_names(), names);
+    CHECK_EQ(shm_names_of(pid), 0);
     close(up[0]); close(up[1]); close(down[0]); close(down[1]);
 }
 
@@ -360,6 +368,7 @@ static void test_sigkill_leaves_nothing(void) {
     CHECK_OK(tsr_storage_decref(st));
     CHECK_EQ(memfds(), before_fds);
     CHECK_EQ(shm_names(), names);
+    CHECK_EQ(shm_names_of(pid), 0);
     close(ready[0]);
     close(ready[1]);
 }
