@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <unistd.h>
+
 using tessera::DataPtr;
 using tessera::Device;
 using tessera::Storage;
@@ -16,9 +18,11 @@ using tessera::Tensor;
 
 namespace {
 
+// Unique per process: CTest runs the four builds of this test at once
+// (an unseeded std::rand() gave them all the same path).
 std::string temp_path(const char* name) {
-    return std::string("/tmp/tessera-cpp-") + std::to_string(static_cast<long>(std::rand())) +
-           "-" + name;
+    return std::string("/tmp/tessera-cpp-") + std::to_string(static_cast<long>(getpid())) + "-" +
+           name;
 }
 
 int frees = 0;
