@@ -1261,3 +1261,74 @@ fn read_only_outputs_are_refused_by_every_kernel_and_the_iterator() {
     assert!(!r.is_read_only());
     assert_eq!(to_vec::<f32>(&r), [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
 }
+
+/// Small same-shape contiguous ops skip the iterator (kernels/flat.rs):
+/// the results, aliasing, version bumps and fallbacks must be those of
+/// the iterator path.
+#[test]
+fn flat_shortcut_matches_the_iterator_rules() {
+    let n = 1000;
+    let a = from_vec::<f32>(&[n], &values::<f32>(n as usize, 1));
+    let b = from_vec::<f32>(&[n], &values::<f32>(n as usize, 2));
+    let one = Scalar::Int(1);
+    // Results against the reference loop, allocated and given.
+    let cases: [(&str, fn(f32, f32) -> f32); 4] = [
+        ("add", |x, y| x + y),
+        ("sub", |x, y| x - y),
+        ("mul", |x, y| x * y),
+        ("div", |x, y| x / y),
+    ];
+    for (name, f) in cases {
+        let run = |out: Option<&Tensor>| match name {
+            "add" => kernels::add(out, &a, &b, one),
+            "sub" => kernels::sub(out, &a, &b, one),
+            "mul" => kernels::mul(out, &a, &b),
+            _ => kernels::div(out, &a, &b),
+        };
+        let (_, want) = reference_binary::<f32>(&a, &b, f);
+        let got = run(None).unwrap();
+        assert_eq!(got.sizes(), &[n]);
+        assert!(got.is_contiguous(tessera::MemoryFormat::Contiguous));
+        assert_all_same(&to_vec::<f32>(&got), &want, name);
+        let out = Tensor::empty(&[n], DType::Float, Device::CPU).unwrap();
+        let v0 = out.version();
+        let r = run(Some(&out)).unwrap();
+        assert!(Tensor::ptr_eq(&r, &out));
+        assert_eq!(out.version(), v0 + 1, "{name} bumps the output's version");
+        assert_all_same(&to_vec::<f32>(&out), &want, name);
+    }
+    // alpha scales b
+    let r = kernels::add(None, &a, &b, Scalar::Float(0.5)).unwrap();
+    let (_, want) = reference_binary::<f32>(&a, &b, |x, y| x + 0.5 * y);
+    assert_all_same(&to_vec::<f32>(&r), &want, "add alpha 0.5");
+    // An output that is another tensor over a's memory (full overlap) is
+    // an in-place op, as through the iterator.
+    let a2 = from_vec::<f32>(&[n], &values::<f32>(n as usize, 1));
+    let alias = a2.as_strided(&[n], &[1], 0).unwrap();
+    assert!(!Tensor::ptr_eq(&alias, &a2));
+    kernels::add(Some(&alias), &a2, &b, one).unwrap();
+    let (_, want) = reference_binary::<f32>(&a, &b, |x, y| x + y);
+    assert_all_same(&to_vec::<f32>(&a2), &want, "add into an alias of a");
+    // Mixed dtypes and wrapped numbers still promote.
+    let i = from_vec::<i32>(&[n], &values::<i32>(n as usize, 3));
+    assert_eq!(
+        kernels::add(None, &i, &a, one).unwrap().dtype(),
+        DType::Float
+    );
+    assert_eq!(kernels::div(None, &i, &i).unwrap().dtype(), DType::Float);
+    let w = Tensor::wrapped_scalar(Scalar::Float(2.5)).unwrap();
+    let one_elem = from_vec::<i32>(&[], &[4]);
+    assert_eq!(
+        kernels::mul(None, &one_elem, &w).unwrap().dtype(),
+        DType::Float,
+        "a wrapped number promotes an Int tensor to Float"
+    );
+    // An output of another shape is resized, of another dtype cast to.
+    let small = Tensor::empty(&[3], DType::Float, Device::CPU).unwrap();
+    kernels::add(Some(&small), &a, &b, one).unwrap();
+    assert_eq!(small.sizes(), &[n]);
+    let dbl = Tensor::empty(&[n], DType::Double, Device::CPU).unwrap();
+    kernels::add(Some(&dbl), &a, &b, one).unwrap();
+    let got: Vec<f32> = to_vec::<f64>(&dbl).iter().map(|&x| x as f32).collect();
+    assert_all_same(&got, &want, "add into a Double output");
+}

@@ -6,6 +6,7 @@
 
 use super::dispatch::{dispatch_all, dispatch_floating, dispatch_real};
 use super::elem::Elem;
+use super::flat;
 use super::loops::{binary_op_run, with_simd};
 use super::ops::{Arith, Div, RoundingDiv};
 use super::simd;
@@ -151,10 +152,6 @@ fn add_scaled(
     alpha: Scalar,
     negate: bool,
 ) -> Result<Tensor> {
-    check_cpu(op, &[out, Some(a), Some(b)])?;
-    let it = TensorIterator::binary_op(out, a, b)?;
-    let dtype = compute_dtype(&it);
-    check_alpha(dtype, alpha)?;
     let alpha = if negate {
         match alpha {
             Scalar::Bool(_) => alpha,
@@ -166,6 +163,21 @@ fn add_scaled(
     } else {
         alpha
     };
+    if let Some(flat) = flat::binary(out, a, b)? {
+        let dtype = flat.dtype;
+        check_alpha(dtype, alpha)?;
+        if is_one(alpha) {
+            return dispatch_all!(dtype, op, T => flat.run::<T>(|x, y| x.add(y)));
+        }
+        return dispatch_all!(dtype, op, T => {
+            let w = <<T as Elem>::Op as Arith>::from_alpha(alpha);
+            flat.run::<T>(move |x, y| x.add(w.mul(y)))
+        });
+    }
+    check_cpu(op, &[out, Some(a), Some(b)])?;
+    let it = TensorIterator::binary_op(out, a, b)?;
+    let dtype = compute_dtype(&it);
+    check_alpha(dtype, alpha)?;
     if is_one(alpha) {
         return dispatch_all!(dtype, op, T => run::<T>(&it, |x, y| x.add(y)));
     }
@@ -179,6 +191,9 @@ fn add_scaled(
 ///
 /// Errors: as [`add`].
 pub fn mul(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if let Some(flat) = flat::binary(out, a, b)? {
+        return dispatch_all!(flat.dtype, "mul", T => flat.run::<T>(|x, y| x.mul(y)));
+    }
     check_cpu("mul", &[out, Some(a), Some(b)])?;
     let it = TensorIterator::binary_op(out, a, b)?;
     dispatch_all!(compute_dtype(&it), "mul", T => run::<T>(&it, |x, y| x.mul(y)))
@@ -191,6 +206,13 @@ pub fn mul(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// Errors: as [`add`]; DType when out is an integer tensor (Float cannot
 /// be cast to it safely).
 pub fn div(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    // Floating inputs compute in their own dtype (binary_float_op widens
+    // only integers and bool), so they may take the flat shortcut.
+    if a.dtype().is_floating() || a.dtype().is_complex() {
+        if let Some(flat) = flat::binary(out, a, b)? {
+            return dispatch_floating!(flat.dtype, "div", T => flat.run::<T>(|x, y| x.div(y)));
+        }
+    }
     check_cpu("div", &[out, Some(a), Some(b)])?;
     let it = TensorIterator::binary_float_op(out, a, b)?;
     dispatch_floating!(compute_dtype(&it), "div", T => run::<T>(&it, |x, y| x.div(y)))

@@ -24,6 +24,7 @@ pub mod copy;
 pub(crate) mod dispatch;
 pub mod elem;
 pub mod fill;
+mod flat;
 mod iter_build;
 pub(crate) mod loops;
 pub mod ops;
