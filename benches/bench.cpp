@@ -895,18 +895,22 @@ void bench_big(int threads) {
 }
 
 // A plain read of `n` floats as four streams (the four quarters at once,
-// 32-byte integer adds): the memory-read bandwidth a reduction over the
-// same bytes is judged against. Four streams read faster than one here
-// (one core keeps more line fills in flight), and tessera's long sums read
-// that way too, so a single stream would understate the limit.
+// 128 bytes of each per step into sixteen 32-byte integer accumulators):
+// the memory-read bandwidth a reduction over the same bytes is judged
+// against. Four streams read faster than one here (one core keeps more
+// line fills in flight), and tessera's long sums read that way too, so a
+// single stream would understate the limit.
 __attribute__((target("avx2"))) void read_floats(const float* p, int64_t n) {
-    const int64_t q = n / 4 / 8 * 8;
-    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                      _mm256_setzero_si256()};
-    for (int64_t k = 0; k < q; k += 8)
+    const int64_t q = n / 4 / 32 * 32;
+    __m256i acc[16];
+    for (__m256i& a : acc) a = _mm256_setzero_si256();
+    for (int64_t k = 0; k < q; k += 32)
         for (int j = 0; j < 4; j++)
-            acc[j] = _mm256_add_epi32(acc[j], _mm256_loadu_si256((const __m256i*)(p + j * q + k)));
-    __m256i t = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+            for (int u = 0; u < 4; u++)
+                acc[4 * j + u] = _mm256_add_epi32(
+                    acc[4 * j + u], _mm256_loadu_si256((const __m256i*)(p + j * q + k + 8 * u)));
+    __m256i t = acc[0];
+    for (int i = 1; i < 16; i++) t = _mm256_add_epi32(t, acc[i]);
     int32_t sum = _mm256_extract_epi32(t, 0);
     for (int64_t k = 4 * q; k < n; k++) sum += (int32_t)p[k];
     keep(sum);

@@ -1332,3 +1332,35 @@ fn flat_shortcut_matches_the_iterator_rules() {
     let got: Vec<f32> = to_vec::<f64>(&dbl).iter().map(|&x| x as f32).collect();
     assert_all_same(&got, &want, "add into a Double output");
 }
+
+/// Sums along the innermost dim read four rows at once; each row's sum
+/// must have the bits of that row summed alone (the same cascade of
+/// blocks), for rows shorter and longer than one block, a row count that
+/// is not a multiple of four, and two reduced dims sharing outputs.
+#[test]
+fn row_sums_read_four_rows_at_once_with_the_bits_of_one_row() {
+    for (rows, cols) in [(7i64, 1000i64), (9, 5000), (4, 4096), (3, 12000)] {
+        let data: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 150.0)
+            .collect();
+        let t = from_vec::<f32>(&[rows, cols], &data);
+        let s = kernels::sum(&t, &[1], false).unwrap();
+        let got = to_vec::<f32>(&s);
+        for r in 0..rows {
+            let row = t.narrow(0, r, 1).unwrap();
+            let alone = to_vec::<f32>(&kernels::sum(&row, &[], false).unwrap())[0];
+            assert_eq!(got[r as usize].to_bits(), alone.to_bits(), "[{rows},{cols}] row {r}");
+        }
+    }
+    // [2, 5, 300] over dims 0 and 2: runs of dim 2 from both dim-0 slices
+    // add into the same 5 outputs.
+    let data: Vec<f32> = (0..3000).map(|i| (i % 97) as f32 * 0.5).collect();
+    let t = from_vec::<f32>(&[2, 5, 300], &data);
+    let got = to_vec::<f32>(&kernels::sum(&t, &[0, 2], false).unwrap());
+    for j in 0..5usize {
+        let want: f32 = (0..2)
+            .map(|i| data[i * 1500 + j * 300..i * 1500 + j * 300 + 300].iter().sum::<f32>())
+            .sum();
+        assert!((got[j] - want).abs() <= 1e-3 * want.abs(), "column {j}: {} vs {want}", got[j]);
+    }
+}

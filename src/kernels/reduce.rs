@@ -621,6 +621,60 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
         let mut ranges = full.clone();
         ranges[k] = (b, e);
         let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
+        let run = g.shape[0] as usize;
+        if R::IS_SUM && os0 == 0 && is0 == size_of::<R::In>() as isize && run < STREAMS * BLOCK {
+            // Contiguous runs reduced into single outputs (a sum along
+            // the innermost dim), too short for pairwise's streams: four
+            // runs at a time, so the reads still come from four places.
+            let mut group = [(0isize, 0isize); 4];
+            let mut len = 0;
+            if g.ndim() == 2 && e - b >= 4 {
+                // One row per output: the four runs come from the four
+                // quarters of the task's rows (adjacent rows read together
+                // are slower here than rows far apart).
+                let q = (e - b) / 4;
+                let (os1, is1) = (g.out[1] as isize, g.inp[1] as isize);
+                with_simd!({
+                    for r in b..b + q {
+                        let rows = [r, r + q, r + 2 * q, r + 3 * q];
+                        let group = rows.map(|r| (r as isize * os1, r as isize * is1));
+                        // SAFETY: rows b..e lie inside both tensors, and
+                        // this task owns their outputs.
+                        unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
+                    }
+                    for r in b + 4 * q..e {
+                        // SAFETY: as above.
+                        unsafe {
+                            let out = (acc0 as *mut u8).offset(r as isize * os1);
+                            let inp = (in0 as *const u8).offset(r as isize * is1);
+                            st(out, 0, 0, R::combine(ld(out, 0, 0), R::reduce_run(inp, is0, run)));
+                        }
+                    }
+                });
+                return;
+            }
+            with_simd!({
+                g.walk(&ranges, |oo, io, _| {
+                    group[len] = (oo, io);
+                    len += 1;
+                    if len == group.len() {
+                        // SAFETY: the walk's runs stay inside both tensors;
+                        // tasks write disjoint output elements.
+                        unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
+                        len = 0;
+                    }
+                });
+                for &(oo, io) in &group[..len] {
+                    // SAFETY: as above.
+                    unsafe {
+                        let out = (acc0 as *mut u8).offset(oo);
+                        let part = R::reduce_run((in0 as *const u8).offset(io), is0, run);
+                        st(out, 0, 0, R::combine(ld(out, 0, 0), part));
+                    }
+                }
+            });
+            return;
+        }
         with_simd!(g.walk(&ranges, |oo, io, n| {
             // SAFETY: the walk stays inside both tensors; tasks write
             // disjoint output elements.
@@ -646,6 +700,41 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
             }
         }))
     });
+}
+
+/// Four contiguous runs of `n` (< STREAMS * BLOCK) elements, each summed
+/// exactly as [`pairwise`] sums one such run (a cascade of blocks), read in
+/// one pass; each result is added into its output element, in order (two
+/// runs may share an output when several dims are reduced).
+///
+/// # Safety
+/// Each `(out, in)` pair: byte offsets from `acc0` and `in0` of an output
+/// element of R::Acc and of a run of n readable contiguous R::In elements.
+#[inline(always)]
+unsafe fn sum_runs_x4<R: Reducer>(acc0: usize, in0: usize, runs: &[(isize, isize); 4], n: usize) {
+    let fold = |a: R::Acc, b: R::Acc| R::combine(a, b);
+    let item = size_of::<R::In>() as isize;
+    let mut parts = [Cascade::new(R::identity()); 4];
+    let mut start = 0;
+    while start < n {
+        let m = BLOCK.min(n - start);
+        // SAFETY: block `start` of each run lies inside the run.
+        let q = runs.map(|(_, io)| unsafe { (in0 as *const u8).offset(io + start as isize * item) });
+        // SAFETY: four contiguous blocks of m readable elements.
+        let sums = unsafe { blocks_x4::<R>(q, m, fold) };
+        for (c, v) in parts.iter_mut().zip(sums) {
+            c.push(v, fold);
+        }
+        start += m;
+    }
+    for (c, &(oo, _)) in parts.into_iter().zip(runs) {
+        let part = c.finish(R::identity(), fold);
+        // SAFETY: the caller's output element.
+        unsafe {
+            let out = (acc0 as *mut u8).offset(oo);
+            st(out, 0, 0, R::combine(ld(out, 0, 0), part));
+        }
+    }
 }
 
 /// The reduced-dims mask of `dims` (empty: every dim), with c10's checks.
