@@ -612,6 +612,32 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
         return;
     }
 
+    let outer = g.ndim() - 1;
+    if g.out[outer] == 0 && numel_out * 16 <= a.numel() as usize {
+        // The outermost input dim is reduced (a sum over dim 0 of a
+        // matrix): tasks take its halves, so each reads one contiguous
+        // part of the input (split along a kept inner dim instead, each
+        // task would read every row in part, about twice as slow as one
+        // thread here), into outputs of its own, combined in task order.
+        let chunks = parallel::chunks(0, g.shape[outer], (GRAIN / per_index(outer)).max(1));
+        if chunks.len() > 1 {
+            let partials = parallel::map_chunks(&chunks, |b, e| {
+                let mut part = vec![R::identity(); numel_out];
+                let mut ranges = full.clone();
+                ranges[outer] = (b, e);
+                reduce_part::<R>(&g, &ranges, part.as_mut_ptr() as usize, in0);
+                part
+            });
+            for i in 0..numel_out {
+                let total = partials
+                    .iter()
+                    .fold(R::identity(), |t, p| R::combine(t, p[i]));
+                // SAFETY: acc is a contiguous tensor of numel_out elements.
+                unsafe { st(acc0 as *mut u8, i, size_of::<R::Acc>() as isize, total) };
+            }
+            return;
+        }
+    }
     // Split along the kept dim with the most elements: disjoint outputs.
     let k = (0..g.ndim())
         .filter(|&d| g.out[d] != 0)
@@ -620,86 +646,91 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
     parallel::parallel_for(0, g.shape[k], (GRAIN / per_index(k)).max(1), |b, e| {
         let mut ranges = full.clone();
         ranges[k] = (b, e);
-        let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
-        let run = g.shape[0] as usize;
-        if R::IS_SUM && os0 == 0 && is0 == size_of::<R::In>() as isize && run < STREAMS * BLOCK {
-            // Contiguous runs reduced into single outputs (a sum along
-            // the innermost dim), too short for pairwise's streams: four
-            // runs at a time, so the reads still come from four places.
-            let mut group = [(0isize, 0isize); 4];
-            let mut len = 0;
-            if g.ndim() == 2 && e - b >= 4 {
-                // One row per output: the four runs come from the four
-                // quarters of the task's rows (adjacent rows read together
-                // are slower here than rows far apart).
-                let q = (e - b) / 4;
-                let (os1, is1) = (g.out[1] as isize, g.inp[1] as isize);
-                with_simd!({
-                    for r in b..b + q {
-                        let rows = [r, r + q, r + 2 * q, r + 3 * q];
-                        let group = rows.map(|r| (r as isize * os1, r as isize * is1));
-                        // SAFETY: rows b..e lie inside both tensors, and
-                        // this task owns their outputs.
-                        unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
-                    }
-                    for r in b + 4 * q..e {
-                        // SAFETY: as above.
-                        unsafe {
-                            let out = (acc0 as *mut u8).offset(r as isize * os1);
-                            let inp = (in0 as *const u8).offset(r as isize * is1);
-                            st(out, 0, 0, R::combine(ld(out, 0, 0), R::reduce_run(inp, is0, run)));
-                        }
-                    }
-                });
-                return;
-            }
+        reduce_part::<R>(&g, &ranges, acc0, in0);
+    });
+}
+
+/// Reduces the part of `a` inside `ranges` (one [lo, hi) per geometry
+/// dim) into the outputs at `acc0` (laid out as the geometry's output
+/// strides say), which this part alone writes.
+fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0: usize) {
+    let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
+    let run = g.shape[0] as usize;
+    if R::IS_SUM && os0 == 0 && is0 == size_of::<R::In>() as isize && run < STREAMS * BLOCK {
+        // Contiguous runs reduced into single outputs (a sum along
+        // the innermost dim), too short for pairwise's streams: four
+        // runs at a time, so the reads still come from four places.
+        let mut group = [(0isize, 0isize); 4];
+        let mut len = 0;
+        let (b, e) = ranges[g.ndim() - 1];
+        if g.ndim() == 2 && e - b >= 4 {
+            // One row per output: the four runs come from the four
+            // quarters of the task's rows (adjacent rows read together
+            // are slower here than rows far apart).
+            let q = (e - b) / 4;
+            let (os1, is1) = (g.out[1] as isize, g.inp[1] as isize);
             with_simd!({
-                g.walk(&ranges, |oo, io, _| {
-                    group[len] = (oo, io);
-                    len += 1;
-                    if len == group.len() {
-                        // SAFETY: the walk's runs stay inside both tensors;
-                        // tasks write disjoint output elements.
-                        unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
-                        len = 0;
-                    }
-                });
-                for &(oo, io) in &group[..len] {
+                for r in b..b + q {
+                    let rows = [r, r + q, r + 2 * q, r + 3 * q];
+                    let group = rows.map(|r| (r as isize * os1, r as isize * is1));
+                    // SAFETY: rows b..e lie inside both tensors, and
+                    // this part owns their outputs.
+                    unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
+                }
+                for r in b + 4 * q..e {
                     // SAFETY: as above.
                     unsafe {
-                        let out = (acc0 as *mut u8).offset(oo);
-                        let part = R::reduce_run((in0 as *const u8).offset(io), is0, run);
-                        st(out, 0, 0, R::combine(ld(out, 0, 0), part));
+                        let out = (acc0 as *mut u8).offset(r as isize * os1);
+                        let inp = (in0 as *const u8).offset(r as isize * is1);
+                        st(
+                            out,
+                            0,
+                            0,
+                            R::combine(ld(out, 0, 0), R::reduce_run(inp, is0, run)),
+                        );
                     }
                 }
             });
             return;
         }
-        with_simd!(g.walk(&ranges, |oo, io, n| {
-            // SAFETY: the walk stays inside both tensors; tasks write
-            // disjoint output elements.
-            unsafe {
-                let out = (acc0 as *mut u8).offset(oo);
-                let inp = (in0 as *const u8).offset(io);
-                if os0 == 0 {
-                    let part = R::reduce_run(inp, is0, n);
+        with_simd!({
+            g.walk(ranges, |oo, io, _| {
+                group[len] = (oo, io);
+                len += 1;
+                if len == group.len() {
+                    // SAFETY: the walk's runs stay inside both tensors;
+                    // this part owns its output elements.
+                    unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
+                    len = 0;
+                }
+            });
+            for &(oo, io) in &group[..len] {
+                // SAFETY: as above.
+                unsafe {
+                    let out = (acc0 as *mut u8).offset(oo);
+                    let part = R::reduce_run((in0 as *const u8).offset(io), is0, run);
                     st(out, 0, 0, R::combine(ld(out, 0, 0), part));
-                } else {
-                    zip_run::<R::Acc, R::In, R::Acc>(
-                        out,
-                        os0,
-                        out,
-                        os0,
-                        inp,
-                        is0,
-                        n,
-                        false,
-                        |a, x| R::combine(a, R::lift(x)),
-                    );
                 }
             }
-        }))
-    });
+        });
+        return;
+    }
+    with_simd!(g.walk(ranges, |oo, io, n| {
+        // SAFETY: the walk stays inside both tensors; this part owns
+        // its output elements.
+        unsafe {
+            let out = (acc0 as *mut u8).offset(oo);
+            let inp = (in0 as *const u8).offset(io);
+            if os0 == 0 {
+                let part = R::reduce_run(inp, is0, n);
+                st(out, 0, 0, R::combine(ld(out, 0, 0), part));
+            } else {
+                zip_run::<R::Acc, R::In, R::Acc>(out, os0, out, os0, inp, is0, n, false, |a, x| {
+                    R::combine(a, R::lift(x))
+                });
+            }
+        }
+    }))
 }
 
 /// Four contiguous runs of `n` (< STREAMS * BLOCK) elements, each summed
@@ -719,7 +750,8 @@ unsafe fn sum_runs_x4<R: Reducer>(acc0: usize, in0: usize, runs: &[(isize, isize
     while start < n {
         let m = BLOCK.min(n - start);
         // SAFETY: block `start` of each run lies inside the run.
-        let q = runs.map(|(_, io)| unsafe { (in0 as *const u8).offset(io + start as isize * item) });
+        let q =
+            runs.map(|(_, io)| unsafe { (in0 as *const u8).offset(io + start as isize * item) });
         // SAFETY: four contiguous blocks of m readable elements.
         let sums = unsafe { blocks_x4::<R>(q, m, fold) };
         for (c, v) in parts.iter_mut().zip(sums) {
