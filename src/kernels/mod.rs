@@ -7,7 +7,8 @@
 //! Layout: `value_types` (Bool, Complex), `elem` (one Rust type per
 //! dtype, conversions), `ops` (per element arithmetic), `dispatch` (dtype
 //! -> type), `loops` (inner runs specialised for contiguous and broadcast
-//! operands), `simd` (run-time AVX2 selection), `cast` and `blocked`
+//! operands), `flat` (small same-shape contiguous binary ops without an
+//! iterator), `simd` (run-time AVX2 selection), `cast` and `blocked`
 //! (conversions, tiled transposes; `transpose` holds the AVX2 tile
 //! kernels), and one file per kernel family.
 //!
