@@ -74,6 +74,30 @@ static int shm_names_of(pid_t pid) {
 
 static int shm_names(void) { return shm_names_of(getpid()); }
 
+/* The foreign segment test_bad_input makes, one per process (the shared
+ * and static builds of this test run at the same time). */
+static void foreign_name(char *out, size_t n) {
+    snprintf(out, n, "/tessera-test-foreign-%08x", (unsigned)getpid());
+}
+
+/* At exit, a failed CHECK included: removes every segment this process
+ * named, so a failing run leaves nothing in /dev/shm. */
+static void unlink_own_names(void) {
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    char prefix[32], name[320];
+    if (d == NULL) return;
+    snprintf(prefix, sizeof prefix, "tessera-%08x-", (unsigned)getpid());
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    closedir(d);
+    foreign_name(name, sizeof name);
+    shm_unlink(name);
+}
+
 static bool shm_exists(const char *name) {
     char path[320];
     struct stat st;
@@ -376,7 +400,7 @@ static void test_sigkill_leaves_nothing(void) {
 static void test_bad_input(void) {
     int fds = open_fds(), names = shm_names(), p[2], fd = -1;
     TsrStorage *out = NULL, *st = NULL;
-    char longname[300], buf[64];
+    char longname[300], buf[64], foreign[64];
     CHECK_STATUS(tsr_storage_from_fd(-1, 0, &out), TSR_ERR_INVALID_ARGUMENT);
     CHECK_MSG_CONTAINS("tsr_storage_from_fd: descriptor -1");
     CHECK_STATUS(tsr_storage_from_fd(4000, 0, &out), TSR_ERR_INVALID_ARGUMENT);
@@ -395,13 +419,14 @@ static void test_bad_input(void) {
     CHECK_STATUS(tsr_storage_open_shared(longname, &out), TSR_ERR_INVALID_ARGUMENT);
     CHECK_MSG_CONTAINS("name of 298 bytes is too long");
     /* a segment someone else made */
-    fd = shm_open("/tessera-test-foreign", O_RDWR | O_CREAT | O_EXCL, 0600);
+    foreign_name(foreign, sizeof foreign);
+    fd = shm_open(foreign, O_RDWR | O_CREAT | O_EXCL, 0600);
     CHECK(fd >= 0);
     CHECK(ftruncate(fd, 100) == 0);
-    CHECK_STATUS(tsr_storage_open_shared("/tessera-test-foreign", &out), TSR_ERR_FORMAT);
+    CHECK_STATUS(tsr_storage_open_shared(foreign, &out), TSR_ERR_FORMAT);
     CHECK_MSG_CONTAINS("not a segment made by share_name");
     close(fd);
-    CHECK(shm_unlink("/tessera-test-foreign") == 0);
+    CHECK(shm_unlink(foreign) == 0);
     /* nbytes larger than the segment */
     CHECK_OK(tsr_storage_new(10, cpu(), true, &st));
     CHECK_OK(tsr_storage_fill(st, 0));
@@ -427,6 +452,7 @@ int main(int argc, char **argv) {
     if (argc >= 4 && strcmp(argv[1], "child-fd") == 0) return child_fd(argv);
     if (argc >= 5 && strcmp(argv[1], "child-name") == 0) return child_name(argv);
     if (argc >= 4 && strcmp(argv[1], "child-hold") == 0) return child_hold(argv);
+    atexit(unlink_own_names);
     RUN(test_share_memory_in_place);
     RUN(test_four_threads_one_move);
     RUN(test_fd_two_processes);
