@@ -31,6 +31,7 @@ fn matches(t: &Tensor, sizes: &[i64], dtype: DType) -> bool {
 }
 
 /// The sizes and dtype every operand shares, if the shortcut applies.
+#[inline(always)]
 fn trivial_case<'a>(
     outputs: &[Option<Tensor>],
     inputs: &'a [Tensor],
@@ -57,7 +58,12 @@ fn trivial_case<'a>(
 /// Fills `it` (fresh from `TensorIterator::empty`) directly when the
 /// shortcut applies and returns true; returns false otherwise, leaving the
 /// operands in place for the general pipeline.
-pub(crate) fn try_build(
+///
+/// `TAKE`: the operands are taken out of the lists (the presets' own
+/// configs: no reference-count traffic); otherwise they are cloned and the
+/// lists stay as they were (the C API's `tsr_iter_build`, whose config
+/// stays usable).
+pub(crate) fn try_build<const TAKE: bool>(
     it: &mut TensorIterator,
     outputs: &mut smallvec::SmallVec<[Option<Tensor>; 2]>,
     inputs: &mut smallvec::SmallVec<[Tensor; 4]>,
@@ -105,18 +111,26 @@ pub(crate) fn try_build(
     let noutputs = outputs.len();
     it.set_operand_count(noutputs + inputs.len());
     let (out_ops, in_ops) = it.operands.split_at_mut(noutputs);
-    for ((op, out), read_write) in out_ops.iter_mut().zip(outputs.drain(..)).zip(read_write) {
-        let t = match out {
-            Some(t) => t,
-            None => {
-                Tensor::empty_strided(&sizes, &layout::contiguous_strides(&sizes), dtype, device)?
-            }
-        };
-        op.assign(Some(t), true);
-        op.is_read_write = read_write;
-    }
-    for (op, t) in in_ops.iter_mut().zip(inputs.drain(..)) {
-        op.assign(Some(t), false);
+    let allocate = |out: Option<Tensor>| match out {
+        Some(t) => Ok(t),
+        None => Tensor::empty_strided(&sizes, &layout::contiguous_strides(&sizes), dtype, device),
+    };
+    if TAKE {
+        for ((op, out), rw) in out_ops.iter_mut().zip(outputs.drain(..)).zip(read_write) {
+            op.assign(Some(allocate(out)?), true);
+            op.is_read_write = rw;
+        }
+        for (op, t) in in_ops.iter_mut().zip(inputs.drain(..)) {
+            op.assign(Some(t), false);
+        }
+    } else {
+        for ((op, out), rw) in out_ops.iter_mut().zip(outputs.iter()).zip(read_write) {
+            op.assign(Some(allocate(out.clone())?), true);
+            op.is_read_write = rw;
+        }
+        for (op, t) in in_ops.iter_mut().zip(inputs.iter()) {
+            op.assign(Some(t.clone()), false);
+        }
     }
     for op in it.operands.iter_mut() {
         if ndim > 0 {

@@ -32,8 +32,16 @@ pub(crate) fn build<K: OperandCopy>(mut config: IterConfig) -> Result<TensorIter
 ///
 /// The operands are taken out of `config`, which is left without any.
 pub(crate) fn build_boxed<K: OperandCopy>(config: &mut IterConfig) -> Result<Box<TensorIterator>> {
+    let mut it = spare_or_new(config);
+    build_into::<K>(&mut it, config)?;
+    Ok(it)
+}
+
+/// The calling thread's spare iterator reset for `config`, or a new one.
+#[inline(always)]
+fn spare_or_new(config: &IterConfig) -> Box<TensorIterator> {
     let (num_outputs, flags) = (config.outputs.len(), &config.flags);
-    let mut it = match SPARE.try_with(|s| s.take()).ok().flatten() {
+    match SPARE.try_with(|s| s.take()).ok().flatten() {
         Some(mut spare) => {
             spare.reset(
                 num_outputs,
@@ -47,9 +55,7 @@ pub(crate) fn build_boxed<K: OperandCopy>(config: &mut IterConfig) -> Result<Box
             flags.is_reduction,
             flags.enforce_linear_iteration,
         )),
-    };
-    build_into::<K>(&mut it, config)?;
-    Ok(it)
+    }
 }
 
 thread_local! {
@@ -84,10 +90,45 @@ fn build_into<K: OperandCopy>(it: &mut TensorIterator, c: &mut IterConfig) -> Re
     // The shortcut allocates from the registry: a config with its own
     // output allocator takes the general path.
     let static_shape = c.static_shape.is_some() || c.output_allocator.is_some();
-    if super::fast_setup::try_build(it, &mut c.outputs, &mut c.inputs, &c.flags, static_shape)? {
+    if super::fast_setup::try_build::<true>(
+        it,
+        &mut c.outputs,
+        &mut c.inputs,
+        &c.flags,
+        static_shape,
+    )? {
         return Ok(());
     }
     build_steps::<K>(it, c)
+}
+
+/// As [`build_boxed`], leaving `config` as it was (the C API's
+/// `tsr_iter_build`, whose config stays usable): the shortcut clones the
+/// operands straight into the iterator, the general pipeline runs on a
+/// copy of the config.
+pub(crate) fn build_boxed_from<K: OperandCopy>(
+    config: &mut IterConfig,
+) -> Result<Box<TensorIterator>> {
+    let c = config;
+    validate_flags(
+        &c.flags,
+        c.outputs.len() + c.inputs.len(),
+        c.static_shape.as_ref(),
+    )?;
+    check_outputs_writable(&c.outputs)?;
+    let mut it = spare_or_new(c);
+    let static_shape = c.static_shape.is_some() || c.output_allocator.is_some();
+    if super::fast_setup::try_build::<false>(
+        &mut it,
+        &mut c.outputs,
+        &mut c.inputs,
+        &c.flags,
+        static_shape,
+    )? {
+        return Ok(it);
+    }
+    build_steps::<K>(&mut it, &mut c.clone())?;
+    Ok(it)
 }
 
 /// Refuses an output on a read-only storage, before anything is written

@@ -671,3 +671,49 @@ fn output_allocator_of_another_device_type_is_refused() {
     c.output_allocator(None);
     assert_eq!(c.build().unwrap().output(0).numel(), 3);
 }
+
+#[test]
+fn boxed_builds_from_a_config_leave_it_as_it_was() {
+    let a = arange(&[1000], DType::Float);
+    let b = arange(&[1000], DType::Float);
+    let out = Tensor::empty(&[1000], DType::Float, cpu()).unwrap();
+    let c3 = arange(&[4, 1, 3], DType::Float);
+    let c2 = arange(&[2, 3], DType::Float);
+    // The shortcut (same-shape contiguous), the general pipeline
+    // (broadcast, allocated output) and an error.
+    let configs = [
+        binary(Some(out.clone()), &a, &b),
+        binary(None, &c3, &c2),
+        binary(None, &a, &c2),
+    ];
+    for (kind, mut c) in configs.into_iter().enumerate() {
+        let counts = (a.use_count(), c3.use_count(), out.use_count());
+        let (nout, nin) = (c.noutputs(), c.ninputs());
+        for _ in 0..2 {
+            match (kind, c.build_boxed_from()) {
+                (2, Err(e)) => assert_eq!(e.kind(), ErrorKind::Shape),
+                (_, Ok(it)) => {
+                    let fresh = c.build_general().unwrap();
+                    assert_eq!(it.shape(), fresh.shape(), "config {kind}");
+                    assert_eq!(it.ntensors(), fresh.ntensors());
+                    for arg in 0..fresh.ntensors() {
+                        assert_eq!(
+                            it.operands[arg].stride_bytes,
+                            fresh.operands[arg].stride_bytes
+                        );
+                    }
+                    recycle(it);
+                }
+                (_, r) => panic!("config {kind}: {:?}", r.err()),
+            }
+            assert_eq!((c.noutputs(), c.ninputs()), (nout, nin), "config {kind}");
+            assert!(c.outputs.iter().all(|o| o.is_none() || kind == 0));
+            assert_eq!(c.inputs.len(), 2);
+        }
+        assert_eq!(
+            (a.use_count(), c3.use_count(), out.use_count()),
+            counts,
+            "config {kind}"
+        );
+    }
+}

@@ -31,6 +31,12 @@ impl IterConfig {
         steps::build_boxed::<CopyKernel>(self)
     }
 
+    /// As [`IterConfig::build_boxed`], leaving this config as it was (its
+    /// operands are cloned into the iterator, not taken).
+    pub fn build_boxed_from(&mut self) -> Result<Box<TensorIterator>> {
+        steps::build_boxed_from::<CopyKernel>(self)
+    }
+
     /// Runs the general pipeline without the shortcut for trivial cases
     /// (the tests compare the two).
     #[cfg(test)]

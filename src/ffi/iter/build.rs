@@ -24,8 +24,7 @@ pub unsafe extern "C" fn tsr_iter_build(
         check_not_null(out, "out")?;
         // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
         // header's contract, ffi/handle.rs); config_mut checks NULL.
-        let mut copy = unsafe { config_mut(config)? }.clone();
-        let it = copy.build_boxed()?;
+        let it = unsafe { config_mut(config)? }.build_boxed_from()?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, box_into(it)) };
         Ok(())
