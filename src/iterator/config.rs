@@ -85,10 +85,36 @@ macro_rules! flag_setter {
     };
 }
 
+thread_local! {
+    /// One freed boxed config per thread, reused by the next
+    /// [`IterConfig::new_boxed`] (saves a malloc/free pair per C-API
+    /// config).
+    static SPARE: std::cell::Cell<Option<Box<IterConfig>>> = const { std::cell::Cell::new(None) };
+}
+
 impl IterConfig {
     /// An empty config with c10's defaults.
     pub fn new() -> IterConfig {
         IterConfig::default()
+    }
+
+    /// An empty boxed config with c10's defaults: the calling thread's
+    /// spare allocation when [`IterConfig::recycle`] left one.
+    pub fn new_boxed() -> Box<IterConfig> {
+        SPARE
+            .try_with(|s| s.take())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Drops a boxed config (and its references to its tensors), keeping
+    /// the allocation, reset to the defaults, as the thread's spare.
+    pub fn recycle(mut config: Box<IterConfig>) {
+        // The operands go first, while the box is not yet the spare:
+        // dropping a tensor may run a deleter that makes or frees configs.
+        drop(std::mem::take(&mut *config));
+        let _ = SPARE.try_with(|s| drop(s.replace(Some(config))));
     }
 
     fn check_room(&self) -> Result<()> {

@@ -717,3 +717,26 @@ fn boxed_builds_from_a_config_leave_it_as_it_was() {
         );
     }
 }
+
+#[test]
+fn recycled_configs_come_back_empty_with_the_defaults() {
+    let a = arange(&[3], DType::Float);
+    let before = a.use_count();
+    let mut c = IterConfig::new_boxed();
+    c.add_output(None).unwrap().add_input(a.clone()).unwrap();
+    c.check_mem_overlap(false)
+        .is_reduction(true)
+        .declare_static_shape(&[3]);
+    let addr = &*c as *const IterConfig;
+    IterConfig::recycle(c);
+    assert_eq!(a.use_count(), before, "recycling drops the operands");
+    let c = IterConfig::new_boxed();
+    assert_eq!(
+        &*c as *const IterConfig, addr,
+        "the spare allocation is reused"
+    );
+    assert_eq!((c.noutputs(), c.ninputs()), (0, 0));
+    let d = IterConfig::new();
+    assert_eq!(format!("{:?}", c.flags), format!("{:?}", d.flags));
+    assert!(c.static_shape.is_none() && c.output_allocator.is_none());
+}

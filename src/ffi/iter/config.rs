@@ -12,7 +12,7 @@ use super::*;
 pub unsafe extern "C" fn tsr_iter_config_new(out: *mut *mut TsrIterConfig) -> TsrStatus {
     guard("tsr_iter_config_new", || {
         check_not_null(out, "out")?;
-        let c = box_into(Box::new(IterConfig::new()));
+        let c = box_into(IterConfig::new_boxed());
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, c) };
         Ok(())
@@ -30,7 +30,7 @@ pub unsafe extern "C" fn tsr_iter_config_free(config: *mut TsrIterConfig) {
         if !config.is_null() {
             // SAFETY: config is non-NULL, made by tsr_iter_config_new
             // (box_into), and the caller gives it up.
-            drop(unsafe { box_from(config) });
+            IterConfig::recycle(unsafe { box_from(config) });
         }
     })
 }
