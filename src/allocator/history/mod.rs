@@ -1,10 +1,17 @@
 //! Memory history (c10's recordHistory, for every allocator): while it
 //! records, each allocation and free of every allocator is an event in a
 //! bounded ring, and the live blocks are kept in a table, both under one
-//! lock, so that a snapshot (snapshot.rs) sees events and blocks agree.
+//! lock, so that a snapshot (snapshot/) sees events and blocks agree.
 //!
 //! The hot path pays nothing while recording is off beyond the relaxed
-//! load of the flag byte it already does (active.rs).
+//! load of the flag byte it already does (active.rs). While it records,
+//! an event goes into the thread's own buffer without a lock
+//! (buffer.rs); the buffers are drained into the ring and the table, in
+//! time order, in batches and whenever someone reads them.
+
+mod buffer;
+#[cfg(test)]
+mod tests;
 
 use super::active;
 use crate::device::Device;
@@ -117,6 +124,16 @@ pub(crate) struct LiveBlock {
 /// The ring and the live-block table.
 #[derive(Default)]
 pub(crate) struct Ring {
+    /// When recording started: events stamped earlier (left in a buffer
+    /// by a thread that raced with stopping) are not part of it.
+    pub(crate) start_ticks: u64,
+    /// Frees drained before their allocation was: (allocator key,
+    /// address) -> (the free's ticks, the drain that met it). Kept for one
+    /// more drain, which brings the allocation if there was one (see
+    /// buffer.rs).
+    unmatched: HashMap<(usize, usize), (u64, u64), KeyHash>,
+    /// Drains so far.
+    drains: u64,
     pub(crate) recording: bool,
     pub(crate) max_entries: usize,
     pub(crate) backtraces: bool,
@@ -134,9 +151,10 @@ pub(crate) struct Ring {
 struct RingLock {
     locked: AtomicBool,
     ring: UnsafeCell<Option<Ring>>,
+    bufs: UnsafeCell<Option<buffer::Bufs>>,
 }
 
-// SAFETY: `ring` is only reached through a RingGuard, which exists only
+// SAFETY: `ring` and `bufs` are only reached through a RingGuard, which exists only
 // while `locked` is held by its thread.
 unsafe impl Sync for RingLock {}
 
@@ -159,6 +177,22 @@ impl std::ops::DerefMut for RingGuard {
     }
 }
 
+impl RingGuard {
+    /// The per-thread buffers' list.
+    pub(crate) fn bufs(&mut self) -> &mut buffer::Bufs {
+        // SAFETY: the guard holds the lock, and this borrow of the guard
+        // is exclusive.
+        unsafe { (*self.0.bufs.get()).get_or_insert_with(Default::default) }
+    }
+
+    /// The ring and the buffers' list at once.
+    pub(crate) fn parts(&mut self) -> (&mut Option<Ring>, &mut buffer::Bufs) {
+        // SAFETY: as in `bufs`; the two cells are distinct.
+        let ring = unsafe { &mut *self.0.ring.get() };
+        (ring, self.bufs())
+    }
+}
+
 impl Drop for RingGuard {
     fn drop(&mut self) {
         self.0.locked.store(false, Release);
@@ -168,6 +202,7 @@ impl Drop for RingGuard {
 static RING: RingLock = RingLock {
     locked: AtomicBool::new(false),
     ring: UnsafeCell::new(None),
+    bufs: UnsafeCell::new(None),
 };
 /// Whether events carry stacks (read before taking the lock).
 static BACKTRACES: AtomicBool = AtomicBool::new(false);
@@ -189,7 +224,8 @@ static FORK_STEP: Step = Step::new(
 /// # Safety
 /// Only from the atfork handlers (crate::fork).
 unsafe fn fork_prepare() {
-    let guard = lock();
+    let mut guard = lock();
+    buffer::fork_prepare(&mut guard);
     // SAFETY: called from the prepare handler, as the contract asks.
     unsafe { HELD.put(guard) };
 }
@@ -199,13 +235,25 @@ unsafe fn fork_prepare() {
 ///
 /// # Safety
 /// Only from the atfork handlers, after [`fork_prepare`].
-unsafe fn fork_release(_in_child: bool) {
+unsafe fn fork_release(in_child: bool) {
     // SAFETY: called from the parent or child handler, as the contract
     // asks.
-    drop(unsafe { HELD.take() });
+    let guard = unsafe { HELD.take() };
+    if let Some(mut guard) = guard {
+        if in_child {
+            buffer::fork_child(&mut guard);
+        }
+    }
 }
 
-/// The ring, locked.
+/// The ring, locked, with every thread's published events in it.
+pub(crate) fn lock_drained() -> RingGuard {
+    let mut guard = lock();
+    buffer::drain(&mut guard);
+    guard
+}
+
+/// The ring, locked (the buffers not drained).
 pub(crate) fn lock() -> RingGuard {
     let mut spins = 0u32;
     while RING
@@ -323,11 +371,12 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
     );
     let _ = origin();
     fork::ensure_handlers(&FORK_STEP);
-    let mut guard = lock();
+    let mut guard = lock_drained();
     let ring = guard.get_or_insert_with(Ring::default);
     if !ring.recording {
         *ring = Ring::default();
         ring.recording = true;
+        ring.start_ticks = ticks();
     }
     ring.max_entries = max_entries;
     ring.backtraces = backtraces;
@@ -346,6 +395,8 @@ pub fn stop() {
     active::set(active::HISTORY, false);
     BACKTRACES.store(false, Relaxed);
     *guard = None;
+    // Discards what the buffers hold.
+    buffer::drain(&mut guard);
 }
 
 /// Whether history records now.
@@ -355,7 +406,7 @@ pub fn is_recording() -> bool {
 
 /// The events in the ring now, oldest first (tests and snapshots).
 pub fn events() -> Vec<Event> {
-    lock()
+    lock_drained()
         .as_ref()
         .map(|r| r.events.iter().cloned().collect())
         .unwrap_or_default()
@@ -370,55 +421,102 @@ fn capture() -> Stack {
     ips.into()
 }
 
-fn push(ring: &mut Ring, event: Event) {
-    if ring.events.len() >= ring.max_entries {
-        ring.events.pop_front();
+impl Ring {
+    /// Applies one drained event (in time order, but for the rare event a
+    /// thread published late): the live-block table (unless `paired`: an
+    /// allocation and its free drained together, see buffer.rs), then the
+    /// ring, in time order.
+    pub(crate) fn apply(&mut self, event: Event, paired: bool) {
+        if event.ticks < self.start_ticks {
+            return;
+        }
+        let key = (Tag::key(event.tag), event.addr);
+        if !paired {
+            match event.action {
+                Action::Alloc => self.live_alloc(key, &event),
+                Action::Free => self.live_free(key, event.ticks),
+                Action::Oom => {}
+            }
+        }
+        self.recorded += 1;
+        let late = self.events.back().is_some_and(|b| b.ticks > event.ticks);
+        if late {
+            let at = self.events.partition_point(|e| e.ticks <= event.ticks);
+            if at == 0 && self.events.len() >= self.max_entries {
+                // Older than every event the ring keeps.
+                return;
+            }
+            self.events.insert(at, event);
+        } else {
+            self.events.push_back(event);
+        }
+        if self.events.len() > self.max_entries {
+            self.events.pop_front();
+        }
     }
-    ring.recorded += 1;
-    ring.events.push_back(event);
+
+    fn live_alloc(&mut self, key: (usize, usize), event: &Event) {
+        if !self.unmatched.is_empty() {
+            if let Some(&(free_ticks, _)) = self.unmatched.get(&key) {
+                if free_ticks >= event.ticks {
+                    // Its free was drained first.
+                    self.unmatched.remove(&key);
+                    return;
+                }
+            }
+        }
+        self.live.insert(
+            key,
+            LiveBlock {
+                tag: event.tag,
+                size: event.size,
+                ticks: event.ticks,
+                stack: event.stack.clone(),
+            },
+        );
+    }
+
+    fn live_free(&mut self, key: (usize, usize), ticks: u64) {
+        match self.live.get(&key) {
+            // A later allocation at the address is in already: this free's
+            // allocation was drained before it and replaced.
+            Some(b) if b.ticks > ticks => {}
+            Some(_) => {
+                self.live.remove(&key);
+            }
+            // Allocated before recording started, or its allocation is
+            // not drained yet.
+            None => {
+                self.unmatched.insert(key, (ticks, self.drains));
+            }
+        }
+    }
+
+    /// Ends a drain: forgets the unmatched frees the previous drain met
+    /// (this one brought their allocations if there were any).
+    pub(crate) fn end_drain(&mut self) {
+        if !self.unmatched.is_empty() {
+            let now = self.drains;
+            self.unmatched.retain(|_, (_, d)| *d == now);
+        }
+        self.drains += 1;
+    }
 }
 
 /// Records an allocation (`delta` > 0) or free (`delta` < 0) of the
 /// allocator `tag` at `addr` (the reporter's slow path calls it).
-#[cold]
+#[inline]
 pub(crate) fn record_change(tag: &'static Tag, addr: usize, delta: i64) {
     let size = delta.unsigned_abs() as usize;
     let want_stack = delta > 0 && BACKTRACES.load(Relaxed);
-    // Captured outside the lock: unwinding takes microseconds.
+    // Captured before anything else: unwinding takes microseconds.
     let stack = want_stack.then(capture);
-    let mut guard = lock();
-    let Some(ring) = guard.as_mut().filter(|r| r.recording) else {
-        return;
-    };
-    // Read under the lock, so times never decrease along the ring.
-    let ticks = ticks();
-    let key = (Tag::key(tag), addr);
     let action = if delta >= 0 {
-        ring.live.insert(
-            key,
-            LiveBlock {
-                tag,
-                size,
-                ticks,
-                stack: stack.clone(),
-            },
-        );
         Action::Alloc
     } else {
-        ring.live.remove(&key);
         Action::Free
     };
-    push(
-        ring,
-        Event {
-            action,
-            tag,
-            addr,
-            size,
-            ticks,
-            stack,
-        },
-    );
+    buffer::record(tag, addr, size, action, stack);
 }
 
 /// Records a failed allocation of `requested` bytes.
@@ -428,14 +526,13 @@ pub(crate) fn record_oom(tag: &'static Tag, requested: usize) {
     }
     let want_stack = BACKTRACES.load(Relaxed);
     let stack = want_stack.then(capture);
-    let mut guard = lock();
+    let mut guard = lock_drained();
     let Some(ring) = guard.as_mut().filter(|r| r.recording) else {
         return;
     };
-    // Read under the lock, so times never decrease along the ring.
+    // Read under the lock, after the drain.
     let ticks = ticks();
-    push(
-        ring,
+    ring.apply(
         Event {
             action: Action::Oom,
             tag,
@@ -444,5 +541,7 @@ pub(crate) fn record_oom(tag: &'static Tag, requested: usize) {
             ticks,
             stack,
         },
+        false,
     );
+    ring.end_drain();
 }
