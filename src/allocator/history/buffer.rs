@@ -25,7 +25,7 @@
 //! buffers of the threads it does not have on the free list; their
 //! published events stay and are drained like any others.
 
-use super::{ticks, Action, Event, RingGuard, Stack, Tag};
+use super::{ticks, Action, RingGuard, Slot, Stack, Tag};
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{
@@ -36,18 +36,6 @@ use std::sync::atomic::{
 /// most; other threads' drains take them earlier).
 pub(crate) const CAP: usize = 256;
 
-/// One event as the hot path writes it.
-#[derive(Clone, Copy)]
-struct Rec {
-    tag: &'static Tag,
-    addr: usize,
-    size: usize,
-    ticks: u64,
-    action: Action,
-    /// Whether the slot's stack is set.
-    stack: bool,
-}
-
 /// One thread's buffer.
 pub(crate) struct Buf {
     /// Published events: written by the owning thread only (outside the
@@ -57,7 +45,7 @@ pub(crate) struct Buf {
     head: AtomicUsize,
     /// Whether a thread owns it (under the ring's lock only).
     owned: AtomicBool,
-    recs: [UnsafeCell<MaybeUninit<Rec>>; CAP],
+    recs: [UnsafeCell<MaybeUninit<Slot>>; CAP],
     stacks: [UnsafeCell<Option<Stack>>; CAP],
 }
 
@@ -145,14 +133,7 @@ pub(crate) fn record(
         // owner, reaches it (see Buf's Sync).
         unsafe { *b.stacks[i].get() = Some(s) };
     }
-    let rec = Rec {
-        tag,
-        addr,
-        size,
-        ticks: ticks(),
-        action,
-        stack: has_stack,
-    };
+    let rec = Slot::new(tag, action, addr, size, ticks(), has_stack);
     // SAFETY: as above.
     unsafe { (*b.recs[i].get()).write(rec) };
     b.len.store(i + 1, Release);
@@ -187,16 +168,9 @@ fn record_without_buffer(
     }
     let mut guard = super::lock();
     drain(&mut guard);
-    let event = Event {
-        action,
-        tag,
-        addr,
-        size,
-        ticks: ticks(),
-        stack,
-    };
+    let slot = Slot::new(tag, action, addr, size, ticks(), stack.is_some());
     if let Some(ring) = guard.as_mut().filter(|r| r.recording) {
-        ring.apply(event, false);
+        ring.apply(slot, stack, false);
         ring.end_drain();
     }
 }
@@ -243,6 +217,22 @@ pub(crate) fn drain(guard: &mut RingGuard) {
         }
     }
     let mut ring = ring.as_mut().filter(|r| r.recording);
+    // One thread's events only (the common case): appended at once.
+    if let ([r], Some(ring)) = (&mut runs[..], ring.as_deref_mut()) {
+        let b = r.buf;
+        // SAFETY: the slots head..len are published (the acquire load of
+        // len above) and we hold the ring's lock (see Buf's Sync); a Slot
+        // and an UnsafeCell<MaybeUninit<Slot>> have the same layout.
+        let run = unsafe {
+            std::slice::from_raw_parts(b.recs.as_ptr().add(r.head) as *const Slot, r.len - r.head)
+        };
+        let head = r.head;
+        // SAFETY: as above, for the stacks of those slots.
+        let stack = |i: usize| unsafe { (*b.stacks[head + i].get()).take() };
+        if ring.append_run(run, stack) {
+            r.next = r.len;
+        }
+    }
     // Each run is in time order: merge them, taking the earliest next
     // event each time (few runs: a linear pick).
     loop {
@@ -260,7 +250,7 @@ pub(crate) fn drain(guard: &mut RingGuard) {
         let i = r.next;
         r.next += 1;
         let rec = r.rec(i);
-        let stack = if rec.stack {
+        let stack = if rec.has_stack() {
             // SAFETY: i < len, published, and we hold the ring's lock
             // (see Buf's Sync).
             unsafe { (*r.buf.stacks[i].get()).take() }
@@ -273,33 +263,22 @@ pub(crate) fn drain(guard: &mut RingGuard) {
         // An allocation and its free next to each other in one thread's
         // run: no other event of that block can come between them, so
         // neither touches the live-block table.
-        let same = |o: &Rec| o.addr == rec.addr && std::ptr::eq(o.tag, rec.tag);
-        let paired = match rec.action {
+        let paired = match rec.action() {
             Action::Alloc => {
                 i + 1 < r.len && {
                     let n = r.rec(i + 1);
-                    n.action == Action::Free && same(&n)
+                    n.action() == Action::Free && n.same_block(&rec)
                 }
             }
             Action::Free => {
                 i > r.head && {
                     let p = r.rec(i - 1);
-                    p.action == Action::Alloc && same(&p)
+                    p.action() == Action::Alloc && p.same_block(&rec)
                 }
             }
             Action::Oom => false,
         };
-        ring.apply(
-            Event {
-                action: rec.action,
-                tag: rec.tag,
-                addr: rec.addr,
-                size: rec.size,
-                ticks: rec.ticks,
-                stack,
-            },
-            paired,
-        );
+        ring.apply(rec, stack, paired);
     }
     for r in runs.iter() {
         r.buf.head.store(r.len, Relaxed);
@@ -319,7 +298,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    fn rec(&self, i: usize) -> Rec {
+    fn rec(&self, i: usize) -> Slot {
         debug_assert!(self.head <= i && i < self.len);
         // SAFETY: head <= i < len: published (the acquire load of len
         // in `drain`), and the drain holds the ring's lock (see Buf's

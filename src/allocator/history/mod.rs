@@ -112,6 +112,71 @@ pub struct Event {
     pub(crate) stack: Option<Stack>,
 }
 
+/// An event as the buffers and the ring keep it, in 32 bytes: its stack,
+/// if any, is kept beside ([`Ring`]'s `stacks`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    /// The tag's address, with the action in bits 0-1 and whether a stack
+    /// is kept in bit 2 (a Tag is at least 8-aligned).
+    bits: usize,
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
+    pub(crate) ticks: u64,
+}
+
+const _: () = assert!(std::mem::align_of::<Tag>() >= 8);
+
+impl Slot {
+    pub(crate) fn new(
+        tag: &'static Tag,
+        action: Action,
+        addr: usize,
+        size: usize,
+        ticks: u64,
+        stack: bool,
+    ) -> Slot {
+        let a = match action {
+            Action::Alloc => 0,
+            Action::Free => 1,
+            Action::Oom => 2,
+        };
+        Slot {
+            bits: tag as *const Tag as usize | a | (stack as usize) << 2,
+            addr,
+            size,
+            ticks,
+        }
+    }
+
+    pub(crate) fn tag(&self) -> &'static Tag {
+        // SAFETY: the bits above 2 are the address of a &'static Tag
+        // (Slot::new).
+        unsafe { &*((self.bits & !7) as *const Tag) }
+    }
+
+    pub(crate) fn action(&self) -> Action {
+        match self.bits & 3 {
+            0 => Action::Alloc,
+            1 => Action::Free,
+            _ => Action::Oom,
+        }
+    }
+
+    pub(crate) fn has_stack(&self) -> bool {
+        self.bits & 4 != 0
+    }
+
+    /// Whether `other` is an event of the same block.
+    pub(crate) fn same_block(&self, other: &Slot) -> bool {
+        self.addr == other.addr && self.bits & !7 == other.bits & !7
+    }
+
+    /// The key of its stack in [`Ring`]'s `stacks`.
+    fn stack_key(&self) -> (u64, usize, usize) {
+        (self.ticks, self.bits, self.addr)
+    }
+}
+
 /// A block allocated while recording and not freed yet.
 #[derive(Debug, Clone)]
 pub(crate) struct LiveBlock {
@@ -139,7 +204,9 @@ pub(crate) struct Ring {
     pub(crate) backtraces: bool,
     /// Events recorded since recording started, dropped ones included.
     pub(crate) recorded: u64,
-    pub(crate) events: VecDeque<Event>,
+    pub(crate) events: VecDeque<Slot>,
+    /// The stacks of the events in `events` that have one.
+    stacks: HashMap<(u64, usize, usize), Stack, KeyHash>,
     /// (allocator key, address) -> block.
     pub(crate) live: HashMap<(usize, usize), LiveBlock, KeyHash>,
 }
@@ -382,7 +449,7 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
     ring.backtraces = backtraces;
     BACKTRACES.store(backtraces, Relaxed);
     while ring.events.len() > max_entries {
-        ring.events.pop_front();
+        ring.pop_oldest();
     }
     active::set(active::HISTORY, true);
     Ok(())
@@ -408,7 +475,7 @@ pub fn is_recording() -> bool {
 pub fn events() -> Vec<Event> {
     lock_drained()
         .as_ref()
-        .map(|r| r.events.iter().cloned().collect())
+        .map(Ring::event_list)
         .unwrap_or_default()
 }
 
@@ -426,39 +493,133 @@ impl Ring {
     /// thread published late): the live-block table (unless `paired`: an
     /// allocation and its free drained together, see buffer.rs), then the
     /// ring, in time order.
-    pub(crate) fn apply(&mut self, event: Event, paired: bool) {
-        if event.ticks < self.start_ticks {
+    pub(crate) fn apply(&mut self, slot: Slot, stack: Option<Stack>, paired: bool) {
+        debug_assert_eq!(slot.has_stack(), stack.is_some());
+        if slot.ticks < self.start_ticks {
             return;
         }
-        let key = (Tag::key(event.tag), event.addr);
+        let key = (Tag::key(slot.tag()), slot.addr);
         if !paired {
-            match event.action {
-                Action::Alloc => self.live_alloc(key, &event),
-                Action::Free => self.live_free(key, event.ticks),
+            match slot.action() {
+                Action::Alloc => self.live_alloc(key, &slot, &stack),
+                Action::Free => self.live_free(key, slot.ticks),
                 Action::Oom => {}
             }
         }
         self.recorded += 1;
-        let late = self.events.back().is_some_and(|b| b.ticks > event.ticks);
+        let late = self.events.back().is_some_and(|b| b.ticks > slot.ticks);
         if late {
-            let at = self.events.partition_point(|e| e.ticks <= event.ticks);
+            let at = self.events.partition_point(|e| e.ticks <= slot.ticks);
             if at == 0 && self.events.len() >= self.max_entries {
                 // Older than every event the ring keeps.
                 return;
             }
-            self.events.insert(at, event);
+            self.events.insert(at, slot);
         } else {
-            self.events.push_back(event);
+            self.events.push_back(slot);
+        }
+        if let Some(s) = stack {
+            self.stacks.insert(slot.stack_key(), s);
         }
         if self.events.len() > self.max_entries {
-            self.events.pop_front();
+            self.pop_oldest();
         }
     }
 
-    fn live_alloc(&mut self, key: (usize, usize), event: &Event) {
+    /// Appends one thread's run of events (in time order) at once, when it
+    /// comes after every event in the ring: the live-block table, then
+    /// the ring, copied. Returns false (and does nothing) otherwise.
+    /// `stack(i)` takes the stack of `run[i]`.
+    pub(crate) fn append_run(
+        &mut self,
+        run: &[Slot],
+        mut stack: impl FnMut(usize) -> Option<Stack>,
+    ) -> bool {
+        let Some(first) = run.first() else {
+            return true;
+        };
+        if first.ticks < self.start_ticks
+            || self.events.back().is_some_and(|b| b.ticks > first.ticks)
+        {
+            return false;
+        }
+        for (i, s) in run.iter().enumerate() {
+            let stack = if s.has_stack() { stack(i) } else { None };
+            // An allocation and its free next to each other: no other
+            // event of that block can come between them, so neither
+            // touches the live-block table (see buffer.rs).
+            let paired = match s.action() {
+                Action::Alloc => run
+                    .get(i + 1)
+                    .is_some_and(|n| n.action() == Action::Free && n.same_block(s)),
+                Action::Free => {
+                    i > 0 && run[i - 1].action() == Action::Alloc && run[i - 1].same_block(s)
+                }
+                Action::Oom => false,
+            };
+            if !paired {
+                let key = (Tag::key(s.tag()), s.addr);
+                match s.action() {
+                    Action::Alloc => self.live_alloc(key, s, &stack),
+                    Action::Free => self.live_free(key, s.ticks),
+                    Action::Oom => {}
+                }
+            }
+            if let Some(st) = stack {
+                self.stacks.insert(s.stack_key(), st);
+            }
+        }
+        self.recorded += run.len() as u64;
+        self.events.extend(run.iter().copied());
+        let excess = self.events.len().saturating_sub(self.max_entries);
+        if excess > 0 {
+            if !self.stacks.is_empty() {
+                for i in 0..excess {
+                    let s = self.events[i];
+                    if s.has_stack() {
+                        self.stacks.remove(&s.stack_key());
+                    }
+                }
+            }
+            self.events.drain(..excess);
+        }
+        true
+    }
+
+    /// Drops the oldest event.
+    fn pop_oldest(&mut self) {
+        if let Some(s) = self.events.pop_front() {
+            if s.has_stack() {
+                self.stacks.remove(&s.stack_key());
+            }
+        }
+    }
+
+    /// The event `slot` keeps.
+    pub(crate) fn event(&self, slot: &Slot) -> Event {
+        Event {
+            action: slot.action(),
+            tag: slot.tag(),
+            addr: slot.addr,
+            size: slot.size,
+            ticks: slot.ticks,
+            stack: if slot.has_stack() {
+                self.stacks.get(&slot.stack_key()).cloned()
+            } else {
+                None
+            },
+        }
+    }
+
+    /// The events, oldest first.
+    pub(crate) fn event_list(&self) -> Vec<Event> {
+        self.events.iter().map(|s| self.event(s)).collect()
+    }
+
+    fn live_alloc(&mut self, key: (usize, usize), slot: &Slot, stack: &Option<Stack>) {
         if !self.unmatched.is_empty() {
             if let Some(&(free_ticks, _)) = self.unmatched.get(&key) {
-                if free_ticks >= event.ticks {
+                if free_ticks >= slot.ticks {
                     // Its free was drained first.
                     self.unmatched.remove(&key);
                     return;
@@ -468,10 +629,10 @@ impl Ring {
         self.live.insert(
             key,
             LiveBlock {
-                tag: event.tag,
-                size: event.size,
-                ticks: event.ticks,
-                stack: event.stack.clone(),
+                tag: slot.tag(),
+                size: slot.size,
+                ticks: slot.ticks,
+                stack: stack.clone(),
             },
         );
     }
@@ -532,16 +693,7 @@ pub(crate) fn record_oom(tag: &'static Tag, requested: usize) {
     };
     // Read under the lock, after the drain.
     let ticks = ticks();
-    ring.apply(
-        Event {
-            action: Action::Oom,
-            tag,
-            addr: 0,
-            size: requested,
-            ticks,
-            stack,
-        },
-        false,
-    );
+    let slot = Slot::new(tag, Action::Oom, 0, requested, ticks, stack.is_some());
+    ring.apply(slot, stack, false);
     ring.end_drain();
 }

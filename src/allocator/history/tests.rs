@@ -152,14 +152,7 @@ fn frees_on_another_thread_end_the_blocks() {
 #[test]
 fn a_free_drained_before_its_allocation_cancels_it() {
     let t = tag("late");
-    let ev = |action, addr, ticks| Event {
-        action,
-        tag: t,
-        addr,
-        size: 8,
-        ticks,
-        stack: None,
-    };
+    let ev = |action, addr, ticks| Slot::new(t, action, addr, 8, ticks, false);
     let mut ring = Ring {
         recording: true,
         max_entries: 10,
@@ -168,25 +161,25 @@ fn a_free_drained_before_its_allocation_cancels_it() {
     };
     let key = |addr| (Tag::key(t), addr);
     // The free of 0x10 comes in one drain, its allocation in the next.
-    ring.apply(ev(Action::Free, 0x10, 20), false);
+    ring.apply(ev(Action::Free, 0x10, 20), None, false);
     // A free of a block allocated before recording started.
-    ring.apply(ev(Action::Free, 0x20, 21), false);
+    ring.apply(ev(Action::Free, 0x20, 21), None, false);
     ring.end_drain();
-    ring.apply(ev(Action::Alloc, 0x10, 10), false);
+    ring.apply(ev(Action::Alloc, 0x10, 10), None, false);
     ring.end_drain();
     assert!(!ring.live.contains_key(&key(0x10)), "cancelled by its free");
     let times: Vec<u64> = ring.events.iter().map(|e| e.ticks).collect();
     assert_eq!(times, [10, 20, 21], "the late allocation goes in its place");
     // The note about 0x20 is gone: a new allocation there is live.
-    ring.apply(ev(Action::Alloc, 0x20, 5), false);
+    ring.apply(ev(Action::Alloc, 0x20, 5), None, false);
     assert!(ring.live.contains_key(&key(0x20)));
     // An older free of an address allocated again since is ignored.
-    ring.apply(ev(Action::Alloc, 0x30, 40), false);
-    ring.apply(ev(Action::Free, 0x30, 30), false);
+    ring.apply(ev(Action::Alloc, 0x30, 40), None, false);
+    ring.apply(ev(Action::Free, 0x30, 30), None, false);
     assert!(ring.live.contains_key(&key(0x30)));
     // Events from before the start are not part of the recording.
     let n = ring.recorded;
-    ring.apply(ev(Action::Alloc, 0x40, 0), false);
+    ring.apply(ev(Action::Alloc, 0x40, 0), None, false);
     assert_eq!(ring.recorded, n);
     assert!(!ring.live.contains_key(&key(0x40)));
 }
@@ -256,7 +249,7 @@ fn thread_exit_drains_its_buffer_and_frees_it() {
         .unwrap()
         .events
         .iter()
-        .filter(|e| std::ptr::eq(e.tag, t))
+        .filter(|e| std::ptr::eq(e.tag(), t))
         .count();
     assert_eq!(n, 10);
     let (all, free) = buffer::count();
@@ -302,4 +295,36 @@ fn stopping_forgets_and_restarting_starts_empty() {
     assert!(is_recording());
     stop();
     assert!(!is_recording());
+}
+
+#[test]
+fn stacks_are_kept_beside_and_dropped_with_their_events() {
+    let _s = serial();
+    quiet_start(3);
+    start(3, true).unwrap();
+    active::set(active::HISTORY, false);
+    let t = tag("stacks");
+    for i in 1..=5usize {
+        alloc(t, i << 4, 16);
+    }
+    free(t, 5 << 4, 16);
+    let ours = events();
+    let ours: Vec<_> = ours.iter().filter(|e| std::ptr::eq(e.tag, t)).collect();
+    assert_eq!(ours.len(), 3);
+    for e in &ours {
+        // Allocations carry their stack, frees none.
+        assert_eq!(e.stack.is_some(), e.action == Action::Alloc, "{e:?}");
+    }
+    let guard = lock();
+    let ring = guard.as_ref().unwrap();
+    let with = ring.events.iter().filter(|s| s.has_stack()).count();
+    assert_eq!(ring.stacks.len(), with, "no stack outlives its event");
+    // The live blocks keep their stacks after the events are dropped.
+    assert!(ring
+        .live
+        .values()
+        .filter(|b| std::ptr::eq(b.tag, t))
+        .all(|b| b.stack.is_some()));
+    drop(guard);
+    stop();
 }

@@ -94,7 +94,7 @@ pub(crate) fn gather() -> Gathered {
         g.max_entries = r.max_entries;
         g.backtraces = r.backtraces;
         g.recorded = r.recorded;
-        g.events = r.events.iter().cloned().collect();
+        g.events = r.event_list();
         for (&(key, addr), block) in r.live.iter() {
             let i = match index.get(&key) {
                 Some(&i) => i,
