@@ -307,10 +307,6 @@ impl Run {
     }
 }
 
-// SAFETY: a Run is only used under the ring's lock (it lives in Bufs);
-// `buf` is Sync.
-unsafe impl Send for Run {}
-
 /// Atfork `prepare`, under the held ring lock: makes room on the free
 /// list for every buffer, so the child handler does not allocate.
 pub(crate) fn fork_prepare(guard: &mut RingGuard) {

@@ -211,10 +211,10 @@ pub(crate) struct Ring {
     pub(crate) live: HashMap<(usize, usize), LiveBlock, KeyHash>,
 }
 
-/// The ring's lock: a spin lock whose release is a plain store (one
-/// locked instruction per event instead of a mutex's two; the critical
-/// sections are a hash-table update and a ring push). A waiter yields its
-/// time slice after a short spin.
+/// The ring's lock: a spin lock whose release is a plain store (the
+/// critical sections are short: a drain of up to a few buffers of 256
+/// events, or reading the ring for a snapshot). A waiter yields its time
+/// slice after a short spin.
 struct RingLock {
     locked: AtomicBool,
     ring: UnsafeCell<Option<Ring>>,
