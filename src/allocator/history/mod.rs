@@ -341,25 +341,46 @@ pub(crate) fn lock() -> RingGuard {
 /// The clock's origin: an Instant and the tick count read with it.
 fn origin() -> &'static (Instant, u64) {
     static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
-    ORIGIN.get_or_init(|| (Instant::now(), ticks()))
+    ORIGIN.get_or_init(|| {
+        TSC.store(tsc_is_synchronized(), Relaxed);
+        (Instant::now(), ticks())
+    })
 }
 
-/// A cheap monotonic tick count: the time-stamp counter on x86-64 (a few
-/// nanoseconds to read, where clock_gettime can take tens on virtual
-/// machines), converted to nanoseconds only when a snapshot is written
-/// ([`ticks_to_ns`]); nanoseconds of Instant elsewhere.
+/// Whether [`ticks`] reads the time-stamp counter (decided once, before
+/// the first event is recorded).
+static TSC: AtomicBool = AtomicBool::new(false);
+
+/// Whether every core's time-stamp counter runs in step, so that the
+/// stamps of events recorded on different cores order them. On Linux,
+/// when the kernel uses it as its clocksource (it checks exactly that
+/// first); elsewhere, on x86-64, assumed (an invariant TSC).
+fn tsc_is_synchronized() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    if cfg!(target_os = "linux") {
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc")
+    } else {
+        true
+    }
+}
+
+/// A cheap monotonic tick count: the time-stamp counter on x86-64 where
+/// it is synchronized across cores (a few nanoseconds to read, where
+/// clock_gettime can take tens on virtual machines), converted to
+/// nanoseconds only when a snapshot is written ([`TickScale`]);
+/// nanoseconds of Instant otherwise.
 #[inline]
 pub(crate) fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    {
+    if TSC.load(Relaxed) {
         // SAFETY: rdtsc has no preconditions; every x86-64 CPU has it.
-        unsafe { core::arch::x86_64::_rdtsc() }
+        return unsafe { core::arch::x86_64::_rdtsc() };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static START: OnceLock<Instant> = OnceLock::new();
-        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-    }
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// Converts tick counts to nanoseconds since the clock's origin, with the
