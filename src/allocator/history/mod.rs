@@ -10,6 +10,8 @@
 //! time order, in batches and whenever someone reads them.
 
 mod buffer;
+mod clock;
+mod ring;
 #[cfg(test)]
 mod tests;
 
@@ -17,11 +19,12 @@ use super::active;
 use crate::device::Device;
 use crate::error::Result;
 use crate::fork::{self, Held, Step};
+pub use clock::now_ns;
+pub(crate) use clock::{ticks, TickScale};
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 /// The identity of an allocator in events: interned (one per distinct
 /// name, device, kind and inner name, kept for the life of the process),
@@ -338,89 +341,6 @@ pub(crate) fn lock() -> RingGuard {
     RingGuard(&RING)
 }
 
-/// The clock's origin: an Instant and the tick count read with it.
-fn origin() -> &'static (Instant, u64) {
-    static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
-    ORIGIN.get_or_init(|| {
-        TSC.store(tsc_is_synchronized(), Relaxed);
-        (Instant::now(), ticks())
-    })
-}
-
-/// Whether [`ticks`] reads the time-stamp counter (decided once, before
-/// the first event is recorded).
-static TSC: AtomicBool = AtomicBool::new(false);
-
-/// Whether every core's time-stamp counter runs in step, so that the
-/// stamps of events recorded on different cores order them. On Linux,
-/// when the kernel uses it as its clocksource (it checks exactly that
-/// first); elsewhere, on x86-64, assumed (an invariant TSC).
-fn tsc_is_synchronized() -> bool {
-    if !cfg!(target_arch = "x86_64") {
-        return false;
-    }
-    if cfg!(target_os = "linux") {
-        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .is_ok_and(|s| s.trim() == "tsc")
-    } else {
-        true
-    }
-}
-
-/// A cheap monotonic tick count: the time-stamp counter on x86-64 where
-/// it is synchronized across cores (a few nanoseconds to read, where
-/// clock_gettime can take tens on virtual machines), converted to
-/// nanoseconds only when a snapshot is written ([`TickScale`]);
-/// nanoseconds of Instant otherwise.
-#[inline]
-pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if TSC.load(Relaxed) {
-        // SAFETY: rdtsc has no preconditions; every x86-64 CPU has it.
-        return unsafe { core::arch::x86_64::_rdtsc() };
-    }
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
-
-/// Converts tick counts to nanoseconds since the clock's origin, with the
-/// rate measured between the origin and now (the invariant TSC of every
-/// x86-64 CPU of the last fifteen years ticks at a constant rate).
-pub(crate) struct TickScale {
-    t0: u64,
-    ns_per_tick: f64,
-    /// Now, in nanoseconds since the origin.
-    pub(crate) now_ns: u64,
-}
-
-impl TickScale {
-    /// The scale now.
-    pub(crate) fn now() -> TickScale {
-        let (i0, t0) = *origin();
-        let (t, ns) = (ticks(), i0.elapsed().as_nanos() as u64);
-        let ns_per_tick = if t > t0 && ns > 0 {
-            ns as f64 / (t - t0) as f64
-        } else {
-            1.0
-        };
-        TickScale {
-            t0,
-            ns_per_tick,
-            now_ns: ns,
-        }
-    }
-
-    /// `t` (from [`ticks`]) in nanoseconds since the origin.
-    pub(crate) fn ns(&self, t: u64) -> u64 {
-        (((t.saturating_sub(self.t0)) as f64 * self.ns_per_tick) as u64).min(self.now_ns)
-    }
-}
-
-/// Nanoseconds since the first use of this clock in the process.
-pub fn now_ns() -> u64 {
-    origin().0.elapsed().as_nanos() as u64
-}
-
 /// A hasher for (allocator, address) keys: addresses are already well
 /// spread, so a multiply mixes enough, at a fraction of SipHash's cost on
 /// a path that runs for every allocation while recording.
@@ -457,7 +377,7 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
         InvalidArgument,
         "memory history: max_entries is 0; expected at least 1 (the ring's capacity in events)"
     );
-    let _ = origin();
+    let _ = clock::origin();
     fork::ensure_handlers(&FORK_STEP);
     let mut guard = lock_drained();
     let ring = guard.get_or_insert_with(Ring::default);
@@ -507,182 +427,6 @@ fn capture() -> Stack {
         ips.len() < 64
     });
     ips.into()
-}
-
-impl Ring {
-    /// Applies one drained event (in time order, but for the rare event a
-    /// thread published late): the live-block table (unless `paired`: an
-    /// allocation and its free drained together, see buffer.rs), then the
-    /// ring, in time order.
-    pub(crate) fn apply(&mut self, slot: Slot, stack: Option<Stack>, paired: bool) {
-        debug_assert_eq!(slot.has_stack(), stack.is_some());
-        if slot.ticks < self.start_ticks {
-            return;
-        }
-        let key = (Tag::key(slot.tag()), slot.addr);
-        if !paired {
-            match slot.action() {
-                Action::Alloc => self.live_alloc(key, &slot, &stack),
-                Action::Free => self.live_free(key, slot.ticks),
-                Action::Oom => {}
-            }
-        }
-        self.recorded += 1;
-        let late = self.events.back().is_some_and(|b| b.ticks > slot.ticks);
-        if late {
-            let at = self.events.partition_point(|e| e.ticks <= slot.ticks);
-            if at == 0 && self.events.len() >= self.max_entries {
-                // Older than every event the ring keeps.
-                return;
-            }
-            self.events.insert(at, slot);
-        } else {
-            self.events.push_back(slot);
-        }
-        if let Some(s) = stack {
-            self.stacks.insert(slot.stack_key(), s);
-        }
-        if self.events.len() > self.max_entries {
-            self.pop_oldest();
-        }
-    }
-
-    /// Appends one thread's run of events (in time order) at once, when it
-    /// comes after every event in the ring: the live-block table, then
-    /// the ring, copied. Returns false (and does nothing) otherwise.
-    /// `stack(i)` takes the stack of `run[i]`.
-    pub(crate) fn append_run(
-        &mut self,
-        run: &[Slot],
-        mut stack: impl FnMut(usize) -> Option<Stack>,
-    ) -> bool {
-        let Some(first) = run.first() else {
-            return true;
-        };
-        if first.ticks < self.start_ticks
-            || self.events.back().is_some_and(|b| b.ticks > first.ticks)
-        {
-            return false;
-        }
-        for (i, s) in run.iter().enumerate() {
-            let stack = if s.has_stack() { stack(i) } else { None };
-            // An allocation and its free next to each other: no other
-            // event of that block can come between them, so neither
-            // touches the live-block table (see buffer.rs).
-            let paired = match s.action() {
-                Action::Alloc => run
-                    .get(i + 1)
-                    .is_some_and(|n| n.action() == Action::Free && n.same_block(s)),
-                Action::Free => {
-                    i > 0 && run[i - 1].action() == Action::Alloc && run[i - 1].same_block(s)
-                }
-                Action::Oom => false,
-            };
-            if !paired {
-                let key = (Tag::key(s.tag()), s.addr);
-                match s.action() {
-                    Action::Alloc => self.live_alloc(key, s, &stack),
-                    Action::Free => self.live_free(key, s.ticks),
-                    Action::Oom => {}
-                }
-            }
-            if let Some(st) = stack {
-                self.stacks.insert(s.stack_key(), st);
-            }
-        }
-        self.recorded += run.len() as u64;
-        self.events.extend(run.iter().copied());
-        let excess = self.events.len().saturating_sub(self.max_entries);
-        if excess > 0 {
-            if !self.stacks.is_empty() {
-                for i in 0..excess {
-                    let s = self.events[i];
-                    if s.has_stack() {
-                        self.stacks.remove(&s.stack_key());
-                    }
-                }
-            }
-            self.events.drain(..excess);
-        }
-        true
-    }
-
-    /// Drops the oldest event.
-    fn pop_oldest(&mut self) {
-        if let Some(s) = self.events.pop_front() {
-            if s.has_stack() {
-                self.stacks.remove(&s.stack_key());
-            }
-        }
-    }
-
-    /// The event `slot` keeps.
-    pub(crate) fn event(&self, slot: &Slot) -> Event {
-        Event {
-            action: slot.action(),
-            tag: slot.tag(),
-            addr: slot.addr,
-            size: slot.size,
-            ticks: slot.ticks,
-            stack: if slot.has_stack() {
-                self.stacks.get(&slot.stack_key()).cloned()
-            } else {
-                None
-            },
-        }
-    }
-
-    /// The events, oldest first.
-    pub(crate) fn event_list(&self) -> Vec<Event> {
-        self.events.iter().map(|s| self.event(s)).collect()
-    }
-
-    fn live_alloc(&mut self, key: (usize, usize), slot: &Slot, stack: &Option<Stack>) {
-        if !self.unmatched.is_empty() {
-            if let Some(&(free_ticks, _)) = self.unmatched.get(&key) {
-                if free_ticks >= slot.ticks {
-                    // Its free was drained first.
-                    self.unmatched.remove(&key);
-                    return;
-                }
-            }
-        }
-        self.live.insert(
-            key,
-            LiveBlock {
-                tag: slot.tag(),
-                size: slot.size,
-                ticks: slot.ticks,
-                stack: stack.clone(),
-            },
-        );
-    }
-
-    fn live_free(&mut self, key: (usize, usize), ticks: u64) {
-        match self.live.get(&key) {
-            // A later allocation at the address is in already: this free's
-            // allocation was drained before it and replaced.
-            Some(b) if b.ticks > ticks => {}
-            Some(_) => {
-                self.live.remove(&key);
-            }
-            // Allocated before recording started, or its allocation is
-            // not drained yet.
-            None => {
-                self.unmatched.insert(key, (ticks, self.drains));
-            }
-        }
-    }
-
-    /// Ends a drain: forgets the unmatched frees the previous drain met
-    /// (this one brought their allocations if there were any).
-    pub(crate) fn end_drain(&mut self) {
-        if !self.unmatched.is_empty() {
-            let now = self.drains;
-            self.unmatched.retain(|_, (_, d)| *d == now);
-        }
-        self.drains += 1;
-    }
 }
 
 /// Records an allocation (`delta` > 0) or free (`delta` < 0) of the
