@@ -27,7 +27,8 @@
 //! 1. the thread pool slot (`parallel.rs`);
 //! 2. the allocator registry's slots, by device type number;
 //! 3. the memory reporter slot;
-//! 4. the memory history ring (`allocator/history.rs`);
+//! 4. the memory history ring and its list of per-thread event buffers
+//!    (`allocator/history/`);
 //! 5. the list of live allocators, then each one's raw-allocation size
 //!    table, in list order (`allocator/mod.rs`);
 //! 6. the list of live caching allocators, then each one's pool lock, in

@@ -3,9 +3,10 @@
 //! (docs/MEMORY_SNAPSHOT.md, json.rs) or as the pickle PyTorch's
 //! memory_viz reads (torch.rs, written by crate::pickle).
 //!
-//! Everything is gathered under the history ring's lock (so no event falls
-//! between the events and the live blocks), then symbolized and written
-//! outside it.
+//! Everything is gathered under the history ring's lock, after draining
+//! every thread's event buffer into the ring (so no event falls between
+//! the events and the live blocks), then symbolized and written outside
+//! it.
 
 mod json;
 mod torch;
@@ -53,7 +54,7 @@ pub(crate) struct Gathered {
 
 /// Reads the state of every allocator and the ring, under the ring's lock.
 pub(crate) fn gather() -> Gathered {
-    let ring = history::lock();
+    let ring = history::lock_drained();
     let scale = history::TickScale::now();
     let taken_ns = scale.now_ns;
     let unix_ms = std::time::SystemTime::now()
@@ -93,7 +94,7 @@ pub(crate) fn gather() -> Gathered {
         g.max_entries = r.max_entries;
         g.backtraces = r.backtraces;
         g.recorded = r.recorded;
-        g.events = r.events.iter().cloned().collect();
+        g.events = r.event_list();
         for (&(key, addr), block) in r.live.iter() {
             let i = match index.get(&key) {
                 Some(&i) => i,

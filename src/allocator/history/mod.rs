@@ -1,20 +1,30 @@
 //! Memory history (c10's recordHistory, for every allocator): while it
 //! records, each allocation and free of every allocator is an event in a
 //! bounded ring, and the live blocks are kept in a table, both under one
-//! lock, so that a snapshot (snapshot.rs) sees events and blocks agree.
+//! lock, so that a snapshot (snapshot/) sees events and blocks agree.
 //!
 //! The hot path pays nothing while recording is off beyond the relaxed
-//! load of the flag byte it already does (active.rs).
+//! load of the flag byte it already does (active.rs). While it records,
+//! an event goes into the thread's own buffer without a lock
+//! (buffer.rs); the buffers are drained into the ring and the table, in
+//! time order, in batches and whenever someone reads them.
+
+mod buffer;
+mod clock;
+mod ring;
+#[cfg(test)]
+mod tests;
 
 use super::active;
 use crate::device::Device;
 use crate::error::Result;
 use crate::fork::{self, Held, Step};
+pub use clock::now_ns;
+pub(crate) use clock::{ticks, TickScale};
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 /// The identity of an allocator in events: interned (one per distinct
 /// name, device, kind and inner name, kept for the life of the process),
@@ -105,6 +115,71 @@ pub struct Event {
     pub(crate) stack: Option<Stack>,
 }
 
+/// An event as the buffers and the ring keep it, in 32 bytes: its stack,
+/// if any, is kept beside ([`Ring`]'s `stacks`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    /// The tag's address, with the action in bits 0-1 and whether a stack
+    /// is kept in bit 2 (a Tag is at least 8-aligned).
+    bits: usize,
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
+    pub(crate) ticks: u64,
+}
+
+const _: () = assert!(std::mem::align_of::<Tag>() >= 8);
+
+impl Slot {
+    pub(crate) fn new(
+        tag: &'static Tag,
+        action: Action,
+        addr: usize,
+        size: usize,
+        ticks: u64,
+        stack: bool,
+    ) -> Slot {
+        let a = match action {
+            Action::Alloc => 0,
+            Action::Free => 1,
+            Action::Oom => 2,
+        };
+        Slot {
+            bits: tag as *const Tag as usize | a | (stack as usize) << 2,
+            addr,
+            size,
+            ticks,
+        }
+    }
+
+    pub(crate) fn tag(&self) -> &'static Tag {
+        // SAFETY: the bits above 2 are the address of a &'static Tag
+        // (Slot::new).
+        unsafe { &*((self.bits & !7) as *const Tag) }
+    }
+
+    pub(crate) fn action(&self) -> Action {
+        match self.bits & 3 {
+            0 => Action::Alloc,
+            1 => Action::Free,
+            _ => Action::Oom,
+        }
+    }
+
+    pub(crate) fn has_stack(&self) -> bool {
+        self.bits & 4 != 0
+    }
+
+    /// Whether `other` is an event of the same block.
+    pub(crate) fn same_block(&self, other: &Slot) -> bool {
+        self.addr == other.addr && self.bits & !7 == other.bits & !7
+    }
+
+    /// The key of its stack in [`Ring`]'s `stacks`.
+    fn stack_key(&self) -> (u64, usize, usize) {
+        (self.ticks, self.bits, self.addr)
+    }
+}
+
 /// A block allocated while recording and not freed yet.
 #[derive(Debug, Clone)]
 pub(crate) struct LiveBlock {
@@ -117,26 +192,39 @@ pub(crate) struct LiveBlock {
 /// The ring and the live-block table.
 #[derive(Default)]
 pub(crate) struct Ring {
+    /// When recording started: events stamped earlier (left in a buffer
+    /// by a thread that raced with stopping) are not part of it.
+    pub(crate) start_ticks: u64,
+    /// Frees drained before their allocation was: (allocator key,
+    /// address) -> (the free's ticks, the drain that met it). Kept for one
+    /// more drain, which brings the allocation if there was one (see
+    /// buffer.rs).
+    unmatched: HashMap<(usize, usize), (u64, u64), KeyHash>,
+    /// Drains so far.
+    drains: u64,
     pub(crate) recording: bool,
     pub(crate) max_entries: usize,
     pub(crate) backtraces: bool,
     /// Events recorded since recording started, dropped ones included.
     pub(crate) recorded: u64,
-    pub(crate) events: VecDeque<Event>,
+    pub(crate) events: VecDeque<Slot>,
+    /// The stacks of the events in `events` that have one.
+    stacks: HashMap<(u64, usize, usize), Stack, KeyHash>,
     /// (allocator key, address) -> block.
     pub(crate) live: HashMap<(usize, usize), LiveBlock, KeyHash>,
 }
 
-/// The ring's lock: a spin lock whose release is a plain store (one
-/// locked instruction per event instead of a mutex's two; the critical
-/// sections are a hash-table update and a ring push). A waiter yields its
-/// time slice after a short spin.
+/// The ring's lock: a spin lock whose release is a plain store (the
+/// critical sections are short: a drain of up to a few buffers of 256
+/// events, or reading the ring for a snapshot). A waiter yields its time
+/// slice after a short spin.
 struct RingLock {
     locked: AtomicBool,
     ring: UnsafeCell<Option<Ring>>,
+    bufs: UnsafeCell<Option<buffer::Bufs>>,
 }
 
-// SAFETY: `ring` is only reached through a RingGuard, which exists only
+// SAFETY: `ring` and `bufs` are only reached through a RingGuard, which exists only
 // while `locked` is held by its thread.
 unsafe impl Sync for RingLock {}
 
@@ -159,6 +247,22 @@ impl std::ops::DerefMut for RingGuard {
     }
 }
 
+impl RingGuard {
+    /// The per-thread buffers' list.
+    pub(crate) fn bufs(&mut self) -> &mut buffer::Bufs {
+        // SAFETY: the guard holds the lock, and this borrow of the guard
+        // is exclusive.
+        unsafe { (*self.0.bufs.get()).get_or_insert_with(Default::default) }
+    }
+
+    /// The ring and the buffers' list at once.
+    pub(crate) fn parts(&mut self) -> (&mut Option<Ring>, &mut buffer::Bufs) {
+        // SAFETY: as in `bufs`; the two cells are distinct.
+        let ring = unsafe { &mut *self.0.ring.get() };
+        (ring, self.bufs())
+    }
+}
+
 impl Drop for RingGuard {
     fn drop(&mut self) {
         self.0.locked.store(false, Release);
@@ -168,6 +272,7 @@ impl Drop for RingGuard {
 static RING: RingLock = RingLock {
     locked: AtomicBool::new(false),
     ring: UnsafeCell::new(None),
+    bufs: UnsafeCell::new(None),
 };
 /// Whether events carry stacks (read before taking the lock).
 static BACKTRACES: AtomicBool = AtomicBool::new(false);
@@ -189,7 +294,8 @@ static FORK_STEP: Step = Step::new(
 /// # Safety
 /// Only from the atfork handlers (crate::fork).
 unsafe fn fork_prepare() {
-    let guard = lock();
+    let mut guard = lock();
+    buffer::fork_prepare(&mut guard);
     // SAFETY: called from the prepare handler, as the contract asks.
     unsafe { HELD.put(guard) };
 }
@@ -199,13 +305,25 @@ unsafe fn fork_prepare() {
 ///
 /// # Safety
 /// Only from the atfork handlers, after [`fork_prepare`].
-unsafe fn fork_release(_in_child: bool) {
+unsafe fn fork_release(in_child: bool) {
     // SAFETY: called from the parent or child handler, as the contract
     // asks.
-    drop(unsafe { HELD.take() });
+    let guard = unsafe { HELD.take() };
+    if let Some(mut guard) = guard {
+        if in_child {
+            buffer::fork_child(&mut guard);
+        }
+    }
 }
 
-/// The ring, locked.
+/// The ring, locked, with every thread's published events in it.
+pub(crate) fn lock_drained() -> RingGuard {
+    let mut guard = lock();
+    buffer::drain(&mut guard);
+    guard
+}
+
+/// The ring, locked (the buffers not drained).
 pub(crate) fn lock() -> RingGuard {
     let mut spins = 0u32;
     while RING
@@ -221,68 +339,6 @@ pub(crate) fn lock() -> RingGuard {
         }
     }
     RingGuard(&RING)
-}
-
-/// The clock's origin: an Instant and the tick count read with it.
-fn origin() -> &'static (Instant, u64) {
-    static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
-    ORIGIN.get_or_init(|| (Instant::now(), ticks()))
-}
-
-/// A cheap monotonic tick count: the time-stamp counter on x86-64 (a few
-/// nanoseconds to read, where clock_gettime can take tens on virtual
-/// machines), converted to nanoseconds only when a snapshot is written
-/// ([`ticks_to_ns`]); nanoseconds of Instant elsewhere.
-#[inline]
-pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: rdtsc has no preconditions; every x86-64 CPU has it.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static START: OnceLock<Instant> = OnceLock::new();
-        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-    }
-}
-
-/// Converts tick counts to nanoseconds since the clock's origin, with the
-/// rate measured between the origin and now (the invariant TSC of every
-/// x86-64 CPU of the last fifteen years ticks at a constant rate).
-pub(crate) struct TickScale {
-    t0: u64,
-    ns_per_tick: f64,
-    /// Now, in nanoseconds since the origin.
-    pub(crate) now_ns: u64,
-}
-
-impl TickScale {
-    /// The scale now.
-    pub(crate) fn now() -> TickScale {
-        let (i0, t0) = *origin();
-        let (t, ns) = (ticks(), i0.elapsed().as_nanos() as u64);
-        let ns_per_tick = if t > t0 && ns > 0 {
-            ns as f64 / (t - t0) as f64
-        } else {
-            1.0
-        };
-        TickScale {
-            t0,
-            ns_per_tick,
-            now_ns: ns,
-        }
-    }
-
-    /// `t` (from [`ticks`]) in nanoseconds since the origin.
-    pub(crate) fn ns(&self, t: u64) -> u64 {
-        (((t.saturating_sub(self.t0)) as f64 * self.ns_per_tick) as u64).min(self.now_ns)
-    }
-}
-
-/// Nanoseconds since the first use of this clock in the process.
-pub fn now_ns() -> u64 {
-    origin().0.elapsed().as_nanos() as u64
 }
 
 /// A hasher for (allocator, address) keys: addresses are already well
@@ -321,19 +377,20 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
         InvalidArgument,
         "memory history: max_entries is 0; expected at least 1 (the ring's capacity in events)"
     );
-    let _ = origin();
+    let _ = clock::origin();
     fork::ensure_handlers(&FORK_STEP);
-    let mut guard = lock();
+    let mut guard = lock_drained();
     let ring = guard.get_or_insert_with(Ring::default);
     if !ring.recording {
         *ring = Ring::default();
         ring.recording = true;
+        ring.start_ticks = ticks();
     }
     ring.max_entries = max_entries;
     ring.backtraces = backtraces;
     BACKTRACES.store(backtraces, Relaxed);
     while ring.events.len() > max_entries {
-        ring.events.pop_front();
+        ring.pop_oldest();
     }
     active::set(active::HISTORY, true);
     Ok(())
@@ -346,6 +403,8 @@ pub fn stop() {
     active::set(active::HISTORY, false);
     BACKTRACES.store(false, Relaxed);
     *guard = None;
+    // Discards what the buffers hold.
+    buffer::drain(&mut guard);
 }
 
 /// Whether history records now.
@@ -355,9 +414,9 @@ pub fn is_recording() -> bool {
 
 /// The events in the ring now, oldest first (tests and snapshots).
 pub fn events() -> Vec<Event> {
-    lock()
+    lock_drained()
         .as_ref()
-        .map(|r| r.events.iter().cloned().collect())
+        .map(Ring::event_list)
         .unwrap_or_default()
 }
 
@@ -370,55 +429,20 @@ fn capture() -> Stack {
     ips.into()
 }
 
-fn push(ring: &mut Ring, event: Event) {
-    if ring.events.len() >= ring.max_entries {
-        ring.events.pop_front();
-    }
-    ring.recorded += 1;
-    ring.events.push_back(event);
-}
-
 /// Records an allocation (`delta` > 0) or free (`delta` < 0) of the
 /// allocator `tag` at `addr` (the reporter's slow path calls it).
-#[cold]
+#[inline]
 pub(crate) fn record_change(tag: &'static Tag, addr: usize, delta: i64) {
     let size = delta.unsigned_abs() as usize;
     let want_stack = delta > 0 && BACKTRACES.load(Relaxed);
-    // Captured outside the lock: unwinding takes microseconds.
+    // Captured before anything else: unwinding takes microseconds.
     let stack = want_stack.then(capture);
-    let mut guard = lock();
-    let Some(ring) = guard.as_mut().filter(|r| r.recording) else {
-        return;
-    };
-    // Read under the lock, so times never decrease along the ring.
-    let ticks = ticks();
-    let key = (Tag::key(tag), addr);
     let action = if delta >= 0 {
-        ring.live.insert(
-            key,
-            LiveBlock {
-                tag,
-                size,
-                ticks,
-                stack: stack.clone(),
-            },
-        );
         Action::Alloc
     } else {
-        ring.live.remove(&key);
         Action::Free
     };
-    push(
-        ring,
-        Event {
-            action,
-            tag,
-            addr,
-            size,
-            ticks,
-            stack,
-        },
-    );
+    buffer::record(tag, addr, size, action, stack);
 }
 
 /// Records a failed allocation of `requested` bytes.
@@ -428,21 +452,13 @@ pub(crate) fn record_oom(tag: &'static Tag, requested: usize) {
     }
     let want_stack = BACKTRACES.load(Relaxed);
     let stack = want_stack.then(capture);
-    let mut guard = lock();
+    let mut guard = lock_drained();
     let Some(ring) = guard.as_mut().filter(|r| r.recording) else {
         return;
     };
-    // Read under the lock, so times never decrease along the ring.
+    // Read under the lock, after the drain.
     let ticks = ticks();
-    push(
-        ring,
-        Event {
-            action: Action::Oom,
-            tag,
-            addr: 0,
-            size: requested,
-            ticks,
-            stack,
-        },
-    );
+    let slot = Slot::new(tag, Action::Oom, 0, requested, ticks, stack.is_some());
+    ring.apply(slot, stack, false);
+    ring.end_drain();
 }
