@@ -4,9 +4,10 @@
 //! zeroed before the file's bytes are copied into them (about 40 ms per
 //! GiB with 2 MiB pages, and about 1 us per 4 KiB page without them on
 //! the VM of docs/PERFORMANCE.md). So the buffer is advised for
-//! transparent huge pages, and a large file is read by the parallel-loop
-//! threads ([`crate::parallel`]), each with `pread` into its own 2 MiB
-//! aligned part, so that the zeroing and the copy of the parts overlap.
+//! transparent huge pages, and a file over 64 MiB is read by the
+//! parallel-loop threads ([`crate::parallel`]), each with `pread` into
+//! its own 2 MiB aligned part, so that the zeroing and the copying of the
+//! parts run on every core.
 
 use super::io_err;
 use crate::device::Device;
@@ -18,8 +19,9 @@ use std::path::Path;
 /// The unit the buffer is split in: a transparent huge page, so that no
 /// two threads fault the same huge page.
 const UNIT: usize = 2 << 20;
-/// The smallest part one thread reads (smaller files are read by the
-/// calling thread alone: a thread's wake-up is not worth less).
+/// A file is split in at most one part per `MIN_PART` bytes begun, so
+/// files up to this size are read by the calling thread alone (a
+/// thread's wake-up is not worth less).
 const MIN_PART: usize = 64 << 20;
 
 /// Reads the file at `path` into a fresh storage from the CPU allocator.
@@ -47,11 +49,11 @@ pub(super) fn read_file(path: &Path) -> Result<Storage> {
     Ok(s)
 }
 
-/// Fills `buf` with the file's bytes from offset 0: split in parts of
-/// whole `unit`s, at least `min_part` bytes each, read in parallel (one
-/// part on the calling thread alone when `buf` is small or the loops have
-/// one thread). The first error wins; a file shorter than `buf` is an
-/// UnexpectedEof error.
+/// Fills `buf` with the file's bytes from offset 0, split in parts of
+/// whole `unit`s read in parallel: one per parallel-loop thread, and at
+/// most one per `min_part` bytes begun (`buf` up to `min_part` bytes, or
+/// loops with one thread: one part, on the calling thread). The first
+/// error wins; a file shorter than `buf` is an UnexpectedEof error.
 fn read_parts(file: &File, buf: &mut [u8], unit: usize, min_part: usize) -> std::io::Result<()> {
     let len = buf.len();
     let units = len.div_ceil(unit) as i64;
