@@ -138,8 +138,9 @@ mod tests {
 
     #[test]
     fn read_parts_fills_every_part_in_place() {
-        // 5 units of 4 KiB and a tail of 123 bytes: parts of 1 unit (as
-        // many as the loops have threads) and of 2 units.
+        // 5 units of 4 KiB and a tail of 123 bytes, on 2 threads: two
+        // parts (min_part 1 unit or 2 units) and one (1 MiB).
+        crate::parallel::set_num_threads(2);
         let bytes: Vec<u8> = (0..5 * 4096 + 123)
             .map(|i| (i * 7 + i / 4096) as u8)
             .collect();
