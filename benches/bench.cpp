@@ -30,6 +30,7 @@
 
 #include <fcntl.h>
 #include <immintrin.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "tessera.h"
@@ -1051,6 +1052,14 @@ void bench_share_memory() {
     // The segment's pages are mapped on first touch: this side adds a
     // write to every page after the call (what a later use pays).
     s.push_back({"tessera + first touch", [](long) {}});
+#ifdef __linux__
+    // The floor of any memfd copy (informational, not an anchor): the
+    // same memfd_create + ftruncate + pwrite in plain C, and the kernel's
+    // page allocation alone (fallocate of 64 MiB, no bytes copied). The
+    // release of the segment is left out of both, as of tessera's side.
+    s.push_back({"C memfd + pwrite", [](long) {}});
+    s.push_back({"C memfd fallocate only", [](long) {}});
+#endif
     int rounds = g_quick ? 5 : 15;
     for (int r = 0; r < rounds + 1; r++) {
         TsrDataPtr dp = {src.data(), nullptr, nullptr, kCpu};
@@ -1074,11 +1083,35 @@ void bench_share_memory() {
         double t5 = now_ns();
         keep(fresh);
         std::free(fresh);
+#ifdef __linux__
+        double tm[2];
+        for (int k = 0; k < 2; k++) {
+            double ta = now_ns();
+            int fd = memfd_create("tsr-bench", MFD_CLOEXEC);
+            if (fd < 0) std::exit(1);
+            if (k == 0) {
+                if (ftruncate(fd, (off_t)bytes) != 0) std::exit(1);
+                for (size_t done = 0; done < bytes;) {
+                    ssize_t w = pwrite(fd, src.data() + done, bytes - done, (off_t)done);
+                    if (w <= 0) std::exit(1);
+                    done += (size_t)w;
+                }
+            } else if (fallocate(fd, 0, 0, (off_t)bytes) != 0) {
+                std::exit(1);
+            }
+            tm[k] = now_ns() - ta;  // the release (close) is not timed, as for tessera
+            close(fd);
+        }
+#endif
         if (r == 0) continue;  // warm-up
         s[0].samples.push_back(t1 - t0);
         s[1].samples.push_back(t3 - t2);
         s[2].samples.push_back(t5 - t4);
         s[3].samples.push_back(t1b - t0);
+#ifdef __linux__
+        s[4].samples.push_back(tm[0]);
+        s[5].samples.push_back(tm[1]);
+#endif
     }
     report(name, s, (double)bytes, {{"memcpy", 1.5, "<= 1.5x memcpy"}});
 }
@@ -1146,9 +1179,14 @@ void bench_from_file() {
 // issue 24): TSR_LOAD_MMAP, copy loading and saving against memcpy /
 // write() of the same bytes and libtorch's torch::pickle_load / save.
 void bench_serialize() {
-    const char* cases[] = {"load 1 GiB torch (mmap)", "load 1 GiB torch (copy)",
-                           "save 1 GiB torch", "load 1 GiB safetensors (mmap)",
-                           "load 1 GiB safetensors (copy)", "save 1 GiB safetensors"};
+    const char* cases[] = {"load 1 GiB torch (mmap)",
+                           "load 1 GiB torch (copy)",
+                           "load 1 GiB torch (copy) 2 threads",
+                           "save 1 GiB torch",
+                           "load 1 GiB safetensors (mmap)",
+                           "load 1 GiB safetensors (copy)",
+                           "load 1 GiB safetensors (copy) 2 threads",
+                           "save 1 GiB safetensors"};
     bool any = false;
     for (const char* c : cases) any = any || wanted(c);
     if (!any) return;
@@ -1184,6 +1222,51 @@ void bench_serialize() {
                     done += size_t(w);
                 }
                 ::close(fd);
+            }
+        });
+    };
+    // Informational sides of the copy loads (not anchors): read() of the
+    // whole file into warm memory, and into new memory (2 MiB aligned,
+    // MADV_HUGEPAGE, as the loader's buffer), which the kernel zeroes
+    // before the copy: the floor of any load that copies into fresh pages.
+    auto read_into = [](const std::string& path, char* into, size_t len) {
+        int fd = ::open(path.c_str(), O_RDONLY);
+        if (fd < 0) std::exit(1);
+        for (size_t done = 0; done < len;) {
+            ssize_t r = ::read(fd, into + done, len - done);
+            if (r <= 0) std::exit(1);
+            done += size_t(r);
+        }
+        ::close(fd);
+    };
+    auto file_size = [](const std::string& path) {
+        FILE* f = std::fopen(path.c_str(), "rb");
+        std::fseek(f, 0, SEEK_END);
+        size_t n = size_t(std::ftell(f));
+        std::fclose(f);
+        return n;
+    };
+    auto read_warm_side = [&](const std::string& path) {
+        return Side("read() into warm memory", [&, path](long n) {
+            size_t len = std::min(file_size(path), dst.size());
+            for (long i = 0; i < n; i++) read_into(path, dst.data(), len);
+        });
+    };
+    auto read_new_side = [&](const std::string& path) {
+        return Side("read() into new memory", [&, path](long n) {
+            const size_t huge = size_t(2) << 20;
+            size_t len = file_size(path);
+            for (long i = 0; i < n; i++) {
+                void* m = mmap(nullptr, len + huge, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (m == MAP_FAILED) std::exit(1);
+                char* p = (char*)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+#ifdef MADV_HUGEPAGE
+                madvise(p, len & ~(huge - 1), MADV_HUGEPAGE);
+#endif
+                read_into(path, p, len);
+                keep(p[len - 1]);
+                munmap(m, len + huge);
             }
         });
     };
@@ -1234,6 +1317,8 @@ void bench_serialize() {
             std::vector<Side> s;
             s.push_back({"tessera", load(path, 0)});
             s.push_back(memcpy_side());
+            s.push_back(read_warm_side(path));
+            s.push_back(read_new_side(path));
 #ifdef TSR_BENCH_TORCH
             if (fmt == 0) {
                 s.push_back({"libtorch", [&, path](long n) {
@@ -1246,6 +1331,20 @@ void bench_serialize() {
 #endif
             measure(s, 200, 5);
             report(name, s, bytes, {{"memcpy", 1.25, ">= 0.8x memcpy"}, {"libtorch", 0.5, ">= 2x libtorch"}});
+        }
+        // The same on 2 parallel-loop threads (a host's default on this
+        // machine): the loader reads parts of the file on each, so the
+        // kernel's zeroing of new pages is shared. Same anchors.
+        name = std::string("load 1 GiB ") + fname + " (copy) 2 threads";
+        if (wanted(name)) {
+            set_threads(2);
+            std::vector<Side> s;
+            s.push_back({"tessera", load(path, 0)});
+            s.push_back(memcpy_side());
+            s.push_back(read_new_side(path));
+            measure(s, 200, 5);
+            report(name, s, bytes, {{"memcpy", 1.25, ">= 0.8x memcpy"}});
+            set_threads(1);
         }
         name = std::string("save 1 GiB ") + fname;
         if (wanted(name)) {

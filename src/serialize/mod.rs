@@ -9,6 +9,7 @@
 
 pub mod dict;
 mod dtypes;
+mod read_file;
 mod safetensors_format;
 mod source;
 mod torch_read;
@@ -22,7 +23,7 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::storage::Storage;
 use source::Source;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// A file format.
@@ -165,61 +166,12 @@ fn load_backed(bytes: &Storage, format: Format, direct: bool) -> Result<TensorDi
     )
 }
 
-/// Reads the file at `path` into a fresh storage from the CPU allocator.
-fn read_file(path: &Path) -> Result<Storage> {
-    let mut file = std::fs::File::open(path).map_err(|e| io_err(path, "cannot open", e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| io_err(path, "cannot stat", e))?;
-    crate::ensure!(
-        meta.is_file(),
-        Io,
-        "{} is not a regular file",
-        path.display()
-    );
-    let len = usize::try_from(meta.len())
-        .map_err(|_| crate::err!(OutOfMemory, "{} is too large to load", path.display()))?;
-    let s = Storage::new(len, Device::CPU, false)?;
-    advise_huge_pages(s.data() as *mut u8, len);
-    if len > 0 {
-        // SAFETY: s is a fresh CPU storage of len bytes, not yet shared.
-        let buf = unsafe { std::slice::from_raw_parts_mut(s.data() as *mut u8, len) };
-        file.read_exact(buf)
-            .map_err(|e| io_err(path, "cannot read", e))?;
-    }
-    Ok(s)
-}
-
-/// Advises transparent huge pages for the 2 MiB-aligned part of a fresh
-/// buffer the file is about to be read into: reading 1 GiB into fresh
-/// memory otherwise takes a page fault per 4 KiB (measured: 488 ms
-/// against 83 ms for a 1 GiB file in the page cache).
-fn advise_huge_pages(data: *mut u8, len: usize) {
-    const HUGE: usize = 2 << 20;
-    let start = (data as usize).next_multiple_of(HUGE);
-    let end = (data as usize + len) & !(HUGE - 1);
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    if end > start {
-        // SAFETY: [start, end) lies inside the caller's fresh allocation;
-        // madvise only advises (a failure leaves normal pages).
-        unsafe {
-            libc::madvise(
-                start as *mut std::ffi::c_void,
-                end - start,
-                libc::MADV_HUGEPAGE,
-            )
-        };
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let _ = (start, end);
-}
-
 /// Loads the dict in the file at `path`.
 pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict> {
     let bytes = if flags.mmap {
         map_file(path)?
     } else {
-        read_file(path)?
+        read_file::read_file(path)?
     };
     // Only this function holds `bytes`: records get storages of their own.
     load_backed(&bytes, format, false)
