@@ -715,6 +715,51 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
         });
         return;
     }
+    let (acc_item, in_item) = (size_of::<R::Acc>() as isize, size_of::<R::In>() as isize);
+    if g.ndim() == 2 && g.out[1] == 0 && os0 == acc_item && is0 == in_item {
+        let ((c0, c1), (b, e)) = (ranges[0], ranges[1]);
+        let q = (e - b) / 4;
+        if q > 0 {
+            // Contiguous rows reduced into one contiguous row of outputs (a
+            // sum over dim 0 of a matrix): four rows, one from each
+            // quarter of the part's rows, per pass, so the reads come from
+            // four places (one row at a time reads about 1.4x slower than
+            // a four-stream read of the same bytes here). Each pass adds
+            // (r0 + r1) + (r2 + r3) into the outputs; the rows past the
+            // four quarters follow one by one.
+            let is1 = g.inp[1] as isize;
+            let n = (c1 - c0) as usize;
+            // SAFETY: rows b..e and columns c0..c1 lie inside both tensors,
+            // and this part owns those outputs.
+            let out = unsafe { (acc0 as *mut u8).offset(c0 as isize * acc_item) } as usize;
+            let row = |r: i64| in0 as isize + c0 as isize * in_item + r as isize * is1;
+            with_simd!({
+                for r in b..b + q {
+                    let rows = [r, r + q, r + 2 * q, r + 3 * q].map(|r| row(r) as *const R::In);
+                    // SAFETY: as above.
+                    unsafe { add_rows_x4::<R>(out as *mut R::Acc, rows, n) };
+                }
+                for r in b + 4 * q..e {
+                    // SAFETY: as above.
+                    unsafe {
+                        let o = out as *mut u8;
+                        zip_run::<R::Acc, R::In, R::Acc>(
+                            o,
+                            os0,
+                            o,
+                            os0,
+                            row(r) as *const u8,
+                            is0,
+                            n,
+                            false,
+                            |a, x| R::combine(a, R::lift(x)),
+                        );
+                    }
+                }
+            });
+            return;
+        }
+    }
     with_simd!(g.walk(ranges, |oo, io, n| {
         // SAFETY: the walk stays inside both tensors; this part owns
         // its output elements.
@@ -731,6 +776,25 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
             }
         }
     }))
+}
+
+/// `acc[i] = acc[i] + ((r0[i] + r1[i]) + (r2[i] + r3[i]))` (with the
+/// reducer's combine) over `n` contiguous elements.
+///
+/// # Safety
+/// `acc` and each row address `n` contiguous elements; `acc` overlaps no
+/// row.
+#[inline(always)]
+unsafe fn add_rows_x4<R: Reducer>(acc: *mut R::Acc, rows: [*const R::In; 4], n: usize) {
+    for i in 0..n {
+        // SAFETY: i < n, inside every run (the caller's guarantee).
+        unsafe {
+            let x = |k: usize| R::lift(rows[k].add(i).read_unaligned());
+            let v = R::combine(R::combine(x(0), x(1)), R::combine(x(2), x(3)));
+            let a = acc.add(i);
+            a.write_unaligned(R::combine(a.read_unaligned(), v));
+        }
+    }
 }
 
 /// Four contiguous runs of `n` (< STREAMS * BLOCK) elements, each summed
