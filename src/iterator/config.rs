@@ -111,9 +111,22 @@ impl IterConfig {
     /// Drops a boxed config (and its references to its tensors), keeping
     /// the allocation, reset to the defaults, as the thread's spare.
     pub fn recycle(mut config: Box<IterConfig>) {
-        // The operands go first, while the box is not yet the spare:
+        // Reset in place (moving the whole config out and a default one in
+        // would copy it twice), while the box is not yet the spare:
         // dropping a tensor may run a deleter that makes or frees configs.
-        drop(std::mem::take(&mut *config));
+        // (The pattern names every field, so a new one cannot be missed.)
+        let IterConfig {
+            outputs,
+            inputs,
+            flags,
+            static_shape,
+            output_allocator,
+        } = &mut *config;
+        outputs.clear();
+        inputs.clear();
+        *flags = Flags::default();
+        *static_shape = None;
+        *output_allocator = None;
         let _ = SPARE.try_with(|s| drop(s.replace(Some(config))));
     }
 

@@ -103,9 +103,9 @@ fn build_into<K: OperandCopy>(it: &mut TensorIterator, c: &mut IterConfig) -> Re
 }
 
 /// As [`build_boxed`], leaving `config` as it was (the C API's
-/// `tsr_iter_build`, whose config stays usable): the shortcut clones the
-/// operands straight into the iterator, the general pipeline runs on a
-/// copy of the config.
+/// `tsr_iter_build`, whose config stays usable): the operands are cloned
+/// straight into the iterator, for the shortcut and the general pipeline
+/// alike.
 pub(crate) fn build_boxed_from<K: OperandCopy>(
     config: &mut IterConfig,
 ) -> Result<Box<TensorIterator>> {
@@ -127,7 +127,8 @@ pub(crate) fn build_boxed_from<K: OperandCopy>(
     )? {
         return Ok(it);
     }
-    build_steps::<K>(&mut it, &mut c.clone())?;
+    it.populate_operands_cloned(&c.outputs, &c.inputs);
+    build_populated::<K>(&mut it, c)?;
     Ok(it)
 }
 
@@ -155,8 +156,13 @@ pub(crate) fn build_steps<K: OperandCopy>(
     it: &mut TensorIterator,
     config: &mut IterConfig,
 ) -> Result<()> {
-    let flags = &config.flags;
     it.populate_operands(&mut config.outputs, &mut config.inputs);
+    build_populated::<K>(it, config)
+}
+
+/// The pipeline after step 1 (`it` holds the config's operands).
+fn build_populated<K: OperandCopy>(it: &mut TensorIterator, config: &IterConfig) -> Result<()> {
+    let flags = &config.flags;
     it.mark_outputs();
     it.compute_mem_overlaps::<K>(flags)?;
     it.compute_shape(flags, config.static_shape.as_deref())?;
@@ -232,6 +238,18 @@ impl TensorIterator {
             .drain(..)
             .map(|t| (t, true))
             .chain(inputs.drain(..).map(|t| (Some(t), false)));
+        for (op, (tensor, is_output)) in self.operands.iter_mut().zip(tensors) {
+            op.assign(tensor, is_output);
+        }
+    }
+
+    /// Step 1 for a config that stays usable: the operands are cloned.
+    fn populate_operands_cloned(&mut self, outputs: &[Option<Tensor>], inputs: &[Tensor]) {
+        self.set_operand_count(outputs.len() + inputs.len());
+        let tensors = outputs
+            .iter()
+            .map(|t| (t.clone(), true))
+            .chain(inputs.iter().map(|t| (Some(t.clone()), false)));
         for (op, (tensor, is_output)) in self.operands.iter_mut().zip(tensors) {
             op.assign(tensor, is_output);
         }

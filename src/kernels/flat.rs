@@ -14,6 +14,7 @@ use super::loops::{binary_op_run, with_simd};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::iterator::{get_overlap_status, MemOverlapStatus, DEFAULT_GRAIN_SIZE};
+use crate::tensor::layout::contiguous_strides;
 use crate::tensor::Tensor;
 
 /// Three flat runs of `n` elements of `dtype`: the output (allocated when
@@ -61,7 +62,9 @@ pub(crate) fn binary(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Opt
     let out = match out {
         Some(o) if plain_output(o, a, b) => o.clone(),
         Some(_) => return Ok(None),
-        None => Tensor::empty(sizes, dtype, a.device())?,
+        // The sizes are a's (checked when a was made): only the byte
+        // count is checked again.
+        None => Tensor::empty_dense(sizes, &contiguous_strides(sizes), dtype, a.device())?,
     };
     Ok(Some(Flat {
         out_ptr: out.data_ptr() as usize,
