@@ -569,55 +569,15 @@ at::ScalarType to_aten(TsrDType d) {
 }
 #endif
 
-// The preset builds (tsr_iter_binary_op, c10's TensorIterator::binary_op).
+// Each case built twice: with the preset (tsr_iter_binary_op, c10's
+// TensorIterator::binary_op), and as a C host writes it with the generic
+// builder (config_new, add_output, add_input x2, build, config_free)
+// against libtorch's TensorIteratorConfig with add_const_input.
 void bench_iter_build() {
     for (const IterCase& c : iter_cases()) {
-        if (!wanted(c.name)) continue;
-        TsrTensor* a = c.a_strides.empty() ? tsr_empty(c.a_sizes, c.a_dtype)
-                                           : tsr_empty_strided(c.a_sizes, c.a_strides, c.a_dtype);
-        TsrTensor* b = tsr_empty(c.b_sizes, c.b_dtype);
-        TRY(tsr_tensor_fill(a, tsr_scalar_float(1.0)));
-        TRY(tsr_tensor_fill(b, tsr_scalar_float(2.0)));
-        TsrTensor* out = c.given_out ? tsr_empty(c.a_sizes, c.a_dtype) : nullptr;
-        std::vector<Side> s;
-        s.push_back({"tessera", [a, b, out](long n) {
-                         for (long i = 0; i < n; i++) {
-                             TsrIter* it = nullptr;
-                             tsr_iter_binary_op(out, a, b, &it);
-                             keep(it);
-                             tsr_iter_free(it);
-                         }
-                     }});
-#ifdef TSR_BENCH_TORCH
-        at::Tensor ta = c.a_strides.empty()
-                            ? at::ones(c.a_sizes, to_aten(c.a_dtype))
-                            : at::empty_strided(c.a_sizes, c.a_strides, to_aten(c.a_dtype)).fill_(1);
-        at::Tensor tb = at::ones(c.b_sizes, to_aten(c.b_dtype));
-        at::Tensor tout = c.given_out ? at::empty(c.a_sizes, to_aten(c.a_dtype)) : at::Tensor();
-        s.push_back({"libtorch", [ta, tb, tout](long n) {
-                         for (long i = 0; i < n; i++) {
-                             at::Tensor o = tout;
-                             auto it = at::TensorIterator::binary_op(o, ta, tb);
-                             keep(it.numel());
-                         }
-                     }});
-#endif
-        measure(s, 20, 9);
-        report(c.name, s, 0, {{"libtorch", 0.5, "<= 0.5x libtorch"}});
-        if (out) TRY(tsr_tensor_decref(out));
-        TRY(tsr_tensor_decref(a));
-        TRY(tsr_tensor_decref(b));
-    }
-}
-
-// The same builds as a C host writes them with the generic builder
-// (config_new, add_output, add_input x2, build, config_free), against
-// libtorch's TensorIteratorConfig with add_const_input.
-void bench_iter_config_build() {
-    for (const IterCase& c : iter_cases()) {
-        std::string name = c.name;
-        name.replace(0, std::strlen("iterator build"), "iterator build (generic builder)");
-        if (!wanted(name)) continue;
+        std::string generic = c.name;
+        generic.replace(0, std::strlen("iterator build"), "iterator build (generic builder)");
+        if (!wanted(c.name) && !wanted(generic)) continue;
         bool promote = c.a_dtype != c.b_dtype;
         TsrTensor* a = c.a_strides.empty() ? tsr_empty(c.a_sizes, c.a_dtype)
                                            : tsr_empty_strided(c.a_sizes, c.a_strides, c.a_dtype);
@@ -625,54 +585,73 @@ void bench_iter_config_build() {
         TRY(tsr_tensor_fill(a, tsr_scalar_float(1.0)));
         TRY(tsr_tensor_fill(b, tsr_scalar_float(2.0)));
         TsrTensor* out = c.given_out ? tsr_empty(c.a_sizes, c.a_dtype) : nullptr;
-        std::vector<Side> s;
-        s.push_back({"tessera", [a, b, out, promote](long n) {
-                         for (long i = 0; i < n; i++) {
-                             TsrIterConfig* cfg = nullptr;
-                             TsrIter* it = nullptr;
-                             tsr_iter_config_new(&cfg);
-                             tsr_iter_config_add_output(cfg, out);
-                             tsr_iter_config_add_input(cfg, a);
-                             tsr_iter_config_add_input(cfg, b);
-                             if (promote) tsr_iter_config_promote_inputs_to_common_dtype(cfg, true);
-                             tsr_iter_build(cfg, &it);
-                             tsr_iter_config_free(cfg);
-                             keep(it);
-                             tsr_iter_free(it);
-                         }
-                     }});
-        {  // the tessera side must build: a failure would time an error path
-            TsrIterConfig* cfg = nullptr;
-            TsrIter* it = nullptr;
-            TRY(tsr_iter_config_new(&cfg));
-            TRY(tsr_iter_config_add_output(cfg, out));
-            TRY(tsr_iter_config_add_input(cfg, a));
-            TRY(tsr_iter_config_add_input(cfg, b));
-            if (promote) TRY(tsr_iter_config_promote_inputs_to_common_dtype(cfg, true));
-            TRY(tsr_iter_build(cfg, &it));
-            tsr_iter_config_free(cfg);
-            tsr_iter_free(it);
-        }
 #ifdef TSR_BENCH_TORCH
         at::Tensor ta = c.a_strides.empty()
                             ? at::ones(c.a_sizes, to_aten(c.a_dtype))
                             : at::empty_strided(c.a_sizes, c.a_strides, to_aten(c.a_dtype)).fill_(1);
         at::Tensor tb = at::ones(c.b_sizes, to_aten(c.b_dtype));
         at::Tensor tout = c.given_out ? at::empty(c.a_sizes, to_aten(c.a_dtype)) : at::Tensor();
-        s.push_back({"libtorch", [ta, tb, tout, promote](long n) {
-                         for (long i = 0; i < n; i++) {
-                             auto it = at::TensorIteratorConfig()
-                                           .add_output(tout)
-                                           .add_const_input(ta)
-                                           .add_const_input(tb)
-                                           .promote_inputs_to_common_dtype(promote)
-                                           .build();
-                             keep(it.numel());
-                         }
-                     }});
 #endif
-        measure(s, 20, 9);
-        report(name, s, 0, {{"libtorch", 0.5, "<= 0.5x libtorch"}});
+        if (wanted(c.name)) {
+            std::vector<Side> s;
+            s.push_back({"tessera", [a, b, out](long n) {
+                             for (long i = 0; i < n; i++) {
+                                 TsrIter* it = nullptr;
+                                 tsr_iter_binary_op(out, a, b, &it);
+                                 keep(it);
+                                 tsr_iter_free(it);
+                             }
+                         }});
+#ifdef TSR_BENCH_TORCH
+            s.push_back({"libtorch", [ta, tb, tout](long n) {
+                             for (long i = 0; i < n; i++) {
+                                 at::Tensor o = tout;
+                                 auto it = at::TensorIterator::binary_op(o, ta, tb);
+                                 keep(it.numel());
+                             }
+                         }});
+#endif
+            measure(s, 20, 9);
+            report(c.name, s, 0, {{"libtorch", 0.5, "<= 0.5x libtorch"}});
+        }
+        if (wanted(generic)) {
+            // The tessera side must build: a failure would time an error path.
+            auto build = [a, b, out, promote]() {
+                TsrIterConfig* cfg = nullptr;
+                TsrIter* it = nullptr;
+                TsrStatus st = tsr_iter_config_new(&cfg);
+                if (st == TSR_OK) st = tsr_iter_config_add_output(cfg, out);
+                if (st == TSR_OK) st = tsr_iter_config_add_input(cfg, a);
+                if (st == TSR_OK) st = tsr_iter_config_add_input(cfg, b);
+                if (st == TSR_OK && promote)
+                    st = tsr_iter_config_promote_inputs_to_common_dtype(cfg, true);
+                if (st == TSR_OK) st = tsr_iter_build(cfg, &it);
+                tsr_iter_config_free(cfg);
+                keep(it);
+                tsr_iter_free(it);
+                return st;
+            };
+            TRY(build());
+            std::vector<Side> s;
+            s.push_back({"tessera", [build](long n) {
+                             for (long i = 0; i < n; i++) build();
+                         }});
+#ifdef TSR_BENCH_TORCH
+            s.push_back({"libtorch", [ta, tb, tout, promote](long n) {
+                             for (long i = 0; i < n; i++) {
+                                 auto it = at::TensorIteratorConfig()
+                                               .add_output(tout)
+                                               .add_const_input(ta)
+                                               .add_const_input(tb)
+                                               .promote_inputs_to_common_dtype(promote)
+                                               .build();
+                                 keep(it.numel());
+                             }
+                         }});
+#endif
+            measure(s, 20, 9);
+            report(generic, s, 0, {{"libtorch", 0.5, "<= 0.5x libtorch"}});
+        }
         if (out) TRY(tsr_tensor_decref(out));
         TRY(tsr_tensor_decref(a));
         TRY(tsr_tensor_decref(b));
@@ -1429,7 +1408,6 @@ int main(int argc, char** argv) {
     bench_refcount();
     bench_empty();
     bench_iter_build();
-    bench_iter_config_build();
     bench_small_ops();
     for (int threads : {1, 2}) bench_big(threads);
     for (int threads : {1, 2}) bench_reduce(threads);

@@ -81,15 +81,7 @@ pub(crate) fn recycle_boxed(mut it: Box<TensorIterator>) {
 /// out of a config. The config's parts are used in place (not moved out:
 /// each move of its SmallVecs is a copy).
 fn build_into<K: OperandCopy>(it: &mut TensorIterator, c: &mut IterConfig) -> Result<()> {
-    validate_flags(
-        &c.flags,
-        c.outputs.len() + c.inputs.len(),
-        c.static_shape.as_ref(),
-    )?;
-    check_outputs_writable(&c.outputs)?;
-    // The shortcut allocates from the registry: a config with its own
-    // output allocator takes the general path.
-    let static_shape = c.static_shape.is_some() || c.output_allocator.is_some();
+    let static_shape = check_config(c)?;
     if super::fast_setup::try_build::<true>(
         it,
         &mut c.outputs,
@@ -110,14 +102,8 @@ pub(crate) fn build_boxed_from<K: OperandCopy>(
     config: &mut IterConfig,
 ) -> Result<Box<TensorIterator>> {
     let c = config;
-    validate_flags(
-        &c.flags,
-        c.outputs.len() + c.inputs.len(),
-        c.static_shape.as_ref(),
-    )?;
-    check_outputs_writable(&c.outputs)?;
+    let static_shape = check_config(c)?;
     let mut it = spare_or_new(c);
-    let static_shape = c.static_shape.is_some() || c.output_allocator.is_some();
     if super::fast_setup::try_build::<false>(
         &mut it,
         &mut c.outputs,
@@ -130,6 +116,20 @@ pub(crate) fn build_boxed_from<K: OperandCopy>(
     it.populate_operands_cloned(&c.outputs, &c.inputs);
     build_populated::<K>(&mut it, c)?;
     Ok(it)
+}
+
+/// The checks of a config before any operand is touched. Returns whether
+/// the shortcut must be skipped: a static shape, or an output allocator
+/// of the config's own (the shortcut allocates from the registry).
+#[inline(always)]
+fn check_config(c: &IterConfig) -> Result<bool> {
+    validate_flags(
+        &c.flags,
+        c.outputs.len() + c.inputs.len(),
+        c.static_shape.as_ref(),
+    )?;
+    check_outputs_writable(&c.outputs)?;
+    Ok(c.static_shape.is_some() || c.output_allocator.is_some())
 }
 
 /// Refuses an output on a read-only storage, before anything is written
