@@ -475,6 +475,17 @@ pub fn thread_cached_bytes() -> usize {
     with_own_bins(|b| b.bytes).unwrap_or(0)
 }
 
+/// Calls of [`release_all_caches`] so far (tests: another test's failed
+/// allocation empties every thread's cache).
+#[cfg(test)]
+static RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+/// Calls of [`release_all_caches`] so far.
+#[cfg(test)]
+pub(crate) fn releases() -> usize {
+    RELEASES.load(SeqCst)
+}
+
 /// A full memory barrier on every running thread of the process
 /// (membarrier(2)); false where the kernel has none.
 fn barrier_on_every_thread() -> bool {
@@ -501,6 +512,8 @@ fn barrier_on_every_thread() -> bool {
 /// Returns the bytes the caller freed. Where the kernel has no membarrier,
 /// other threads empty their caches at their next allocation or free.
 pub fn release_all_caches() -> usize {
+    #[cfg(test)]
+    RELEASES.fetch_add(1, SeqCst);
     let mut freed = release_thread_cache();
     let reg = registry();
     for &p in reg.iter() {

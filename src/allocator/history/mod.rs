@@ -372,6 +372,13 @@ pub(crate) type KeyHash = std::hash::BuildHasherDefault<KeyHasher>;
 /// keeps the events that fit and the live blocks; starting after a stop
 /// starts empty.
 pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
+    start_with(max_entries, backtraces, true)
+}
+
+/// [`start`], turning the hot path's flag on only if `hot_path` (the
+/// tests record directly, so that other tests' allocations never reach
+/// their ring, not even for a moment).
+pub(crate) fn start_with(max_entries: usize, backtraces: bool, hot_path: bool) -> Result<()> {
     crate::ensure!(
         max_entries > 0,
         InvalidArgument,
@@ -392,7 +399,9 @@ pub fn start(max_entries: usize, backtraces: bool) -> Result<()> {
     while ring.events.len() > max_entries {
         ring.pop_oldest();
     }
-    active::set(active::HISTORY, true);
+    if hot_path {
+        active::set(active::HISTORY, true);
+    }
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! The per-thread buffers against the ring: time order across threads,
 //! frees on another thread, the ring's bound, thread exit, restarting.
 //! Events are recorded directly (not through an allocator) under a tag of
-//! each test's own, with the hot path's flag cleared so that the other
-//! tests' allocations do not reach the ring meanwhile.
+//! each test's own, with the hot path's flag never set (start_with), so
+//! that the other tests' allocations cannot reach the ring.
 
 use super::*;
 use std::sync::mpsc;
@@ -16,8 +16,7 @@ fn serial() -> MutexGuard<'static, ()> {
 /// Starts recording with the hot path's flag off (see the module's doc).
 fn quiet_start(max_entries: usize) {
     stop();
-    start(max_entries, false).unwrap();
-    active::set(active::HISTORY, false);
+    start_with(max_entries, false, false).unwrap();
 }
 
 fn tag(name: &str) -> &'static Tag {
@@ -282,16 +281,10 @@ fn stopping_forgets_and_restarting_starts_empty() {
     assert_eq!(mine(t), [(Action::Free, 0x10), (Action::Alloc, 0x40)]);
     assert_eq!(live(t), [0x40]);
     // Changing the options while recording keeps the newest events that
-    // fit (the other tests' allocations may take the one place: the flag
-    // is on for a moment).
-    start(1, false).unwrap();
-    active::set(active::HISTORY, false);
-    let kept = mine(t);
-    assert!(
-        kept.is_empty() || kept == [(Action::Alloc, 0x40)],
-        "{kept:?}"
-    );
-    assert!(events().len() <= 1);
+    // fit.
+    start_with(1, false, false).unwrap();
+    assert_eq!(mine(t), [(Action::Alloc, 0x40)]);
+    assert_eq!(events().len(), 1);
     assert!(is_recording());
     stop();
     assert!(!is_recording());
@@ -301,8 +294,7 @@ fn stopping_forgets_and_restarting_starts_empty() {
 fn stacks_are_kept_beside_and_dropped_with_their_events() {
     let _s = serial();
     quiet_start(3);
-    start(3, true).unwrap();
-    active::set(active::HISTORY, false);
+    start_with(3, true, false).unwrap();
     let t = tag("stacks");
     for i in 1..=5usize {
         alloc(t, i << 4, 16);

@@ -23,8 +23,9 @@ impl RawAllocator for Malloc {
     }
 }
 
-/// Held by the tests that count this process's descriptors (the other
-/// tests of this file make segments too).
+/// Held by every test of this file: some count this process's
+/// descriptors, and the others make segments (no other test of the
+/// library does).
 static FDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn fds_lock() -> std::sync::MutexGuard<'static, ()> {
@@ -147,6 +148,7 @@ fn fd_round_trip_sees_writes_and_closes() {
 
 #[test]
 fn name_round_trip_unlinks_with_the_last_user() {
+    let _l = fds_lock();
     let s = filled(300);
     // SAFETY: no other thread uses `s`.
     let name = unsafe { s.share_name() }.unwrap();
@@ -236,6 +238,7 @@ fn bad_inputs() {
 
 #[test]
 fn read_only_storage_is_not_moved() {
+    let _l = fds_lock();
     let s = filled(64);
     s.make_read_only();
     let before = s.data();
@@ -249,6 +252,7 @@ fn read_only_storage_is_not_moved() {
 
 #[test]
 fn live_dlpack_export_blocks_the_move() {
+    let _l = fds_lock();
     let s = filled(64);
     s.export_started();
     let before = s.data();
@@ -269,6 +273,7 @@ fn live_dlpack_export_blocks_the_move() {
 
 #[test]
 fn shared_file_storage_is_shared() {
+    let _l = fds_lock();
     use crate::storage::file::FileMode;
     let path = std::env::temp_dir().join(format!("tsr-shm-is-shared-{}", std::process::id()));
     let shared = Storage::from_file(&path, FileMode::Shared, 4096).unwrap();
