@@ -63,10 +63,12 @@ fn events_of(name: &str) -> Vec<(Action, usize, usize)> {
         .collect()
 }
 
+/// A scratch path of this process (two runs of this binary side by side
+/// must not share one).
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    dir.join(format!("{}-{name}", std::process::id()))
 }
 
 #[test]
@@ -257,6 +259,8 @@ print("ok")
         torch = torch.display().to_string()
     );
     assert!(python(&["-c", &check_torch]).starts_with("ok"));
+    std::fs::remove_file(&json).unwrap();
+    std::fs::remove_file(&torch).unwrap();
     drop((keep, raw, cache));
     history::stop();
 }
