@@ -100,7 +100,13 @@ impl RawAllocator for Noop {
     fn keeps_own_stats(&self) -> bool {
         true
     }
-    fn allocate_tracked(&self, _: &Ref<AllocatorImpl>, n: usize, d: Device) -> Result<DataPtr> {
+    fn allocate_tracked(
+        &self,
+        _: &Ref<AllocatorImpl>,
+        n: usize,
+        d: Device,
+        _notify: bool,
+    ) -> Result<DataPtr> {
         self.allocate(n, d)
     }
 }

@@ -340,7 +340,7 @@ pub fn thread_cached_bytes() -> usize {
 
 impl RawAllocator for CpuBackend {
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        allocate_cpu(&builtin_ref().0, nbytes, device)
+        allocate_cpu(&builtin_ref().0, nbytes, device, false)
     }
 
     fn raw_deleter(&self) -> Option<DeleterFn> {
@@ -364,8 +364,9 @@ impl RawAllocator for CpuBackend {
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
+        notify: bool,
     ) -> Result<DataPtr> {
-        allocate_cpu(owner, nbytes, device)
+        allocate_cpu(owner, nbytes, device, notify)
     }
 }
 
@@ -391,12 +392,15 @@ pub(super) fn allocate_cached(
 }
 
 /// The allocation path of the built-in CPU allocator (statistics into
-/// `owner`, the built-in allocator's object).
+/// `owner`, the built-in allocator's object); with `notify`, a failure
+/// for want of memory tells the out-of-memory observers before it
+/// returns (here, so that the caller's hot path has no check of its own).
 #[inline(never)]
 pub(super) fn allocate_cpu(
     owner: &AllocatorImpl,
     nbytes: usize,
     device: Device,
+    notify: bool,
 ) -> Result<DataPtr> {
     if !device.is_cpu() {
         return Err(not_cpu(device));
@@ -406,6 +410,9 @@ pub(super) fn allocate_cpu(
     }
     if nbytes > isize::MAX as usize - HUGE_PAGE {
         owner.stats.record_failure();
+        if notify {
+            super::oom::notify(owner, nbytes, device);
+        }
         return Err(too_large(nbytes));
     }
     let mut result = alloc_block(nbytes, OPTIONS.load(Relaxed));
@@ -426,6 +433,9 @@ pub(super) fn allocate_cpu(
         }
         Err(reason) => {
             owner.stats.record_failure();
+            if notify {
+                super::oom::notify(owner, nbytes, device);
+            }
             Err(oom(nbytes, &reason))
         }
     }

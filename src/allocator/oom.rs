@@ -37,6 +37,21 @@ pub fn add_oom_observer(f: OomObserver) {
     ANY.store(true, Relaxed);
 }
 
+/// [`notify`] if `notify` is set and `e` is a failure for want of memory.
+#[cold]
+#[inline(never)]
+pub(crate) fn notify_if(
+    notify: bool,
+    e: &crate::error::Error,
+    owner: &AllocatorImpl,
+    requested: usize,
+    device: Device,
+) {
+    if notify && e.kind() == crate::error::ErrorKind::OutOfMemory {
+        self::notify(owner, requested, device);
+    }
+}
+
 /// Tells the history and every observer that `owner` failed to allocate
 /// `requested` bytes on `device`. The observers run outside any lock of
 /// tessera's, so they may call back into it (allocate, take a snapshot).

@@ -16,13 +16,21 @@ struct Tracked {
     owner: Ref<AllocatorImpl>,
 }
 
-/// Allocates through the backend of `alloc` and wraps the result.
-pub(super) fn allocate(alloc: &Allocator, nbytes: usize, device: Device) -> Result<DataPtr> {
+/// Allocates through the backend of `alloc` and wraps the result; with
+/// `notify`, a failure for want of memory tells the out-of-memory
+/// observers.
+pub(super) fn allocate(
+    alloc: &Allocator,
+    nbytes: usize,
+    device: Device,
+    notify: bool,
+) -> Result<DataPtr> {
     let owner = &alloc.0;
     let inner = match owner.backend().allocate(nbytes, device) {
         Ok(dp) => dp,
         Err(e) => {
             owner.stats.record_failure();
+            super::oom::notify_if(notify, &e, owner, nbytes, device);
             return Err(e);
         }
     };

@@ -74,7 +74,7 @@ use self::block::BlockId;
 use self::lock::SpinLock;
 use self::pool::State;
 use self::sizes::{round_size, segment_size, PoolKind, SMALL_MAX};
-use super::{history, reporter, Allocator, AllocatorImpl, RawAllocator};
+use super::{history, oom, reporter, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -420,16 +420,21 @@ impl CachingAllocator {
         }
     }
 
+    /// Allocates for `owner`; with `notify`, a failure for want of memory
+    /// tells the out-of-memory observers (only the slow path fails).
     #[inline]
     fn allocate_for(
         &self,
         owner: &AllocatorImpl,
         nbytes: usize,
         device: Device,
+        notify: bool,
     ) -> Result<DataPtr> {
         match self.front_hit(owner, nbytes, device) {
             Some(p) => Ok(p),
-            None => self.allocate_slow(owner, nbytes, device),
+            None => self
+                .allocate_slow(owner, nbytes, device)
+                .inspect_err(|e| oom::notify_if(notify, e, owner, nbytes, device)),
         }
     }
 
@@ -729,7 +734,7 @@ impl RawAllocator for CachingAllocator {
         let owner = self.shared().lock.lock()?.owner;
         // SAFETY: the backend is alive, so its owner (which owns it and
         // drops it last) is too; build sets the pointer before use.
-        self.allocate_for(unsafe { &*owner }, nbytes, device)
+        self.allocate_for(unsafe { &*owner }, nbytes, device, false)
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
@@ -764,7 +769,8 @@ impl RawAllocator for CachingAllocator {
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
+        notify: bool,
     ) -> Result<DataPtr> {
-        self.allocate_for(owner, nbytes, device)
+        self.allocate_for(owner, nbytes, device, notify)
     }
 }
