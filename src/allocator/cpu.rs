@@ -409,11 +409,7 @@ pub(super) fn allocate_cpu(
         return Ok(DataPtr::empty(Device::CPU));
     }
     if nbytes > isize::MAX as usize - HUGE_PAGE {
-        owner.stats.record_failure();
-        if notify {
-            super::oom::notify(owner, nbytes, device);
-        }
-        return Err(too_large(nbytes));
+        return Err(failed(owner, too_large(nbytes), nbytes, notify));
     }
     let mut result = alloc_block(nbytes, OPTIONS.load(Relaxed));
     if result.is_err() && release_for_retry() > 0 {
@@ -431,14 +427,22 @@ pub(super) fn allocate_cpu(
             // its data address.
             Ok(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
         }
-        Err(reason) => {
-            owner.stats.record_failure();
-            if notify {
-                super::oom::notify(owner, nbytes, device);
-            }
-            Err(oom(nbytes, &reason))
-        }
+        Err(reason) => Err(failed(owner, oom(nbytes, &reason), nbytes, notify)),
     }
+}
+
+/// A failed allocation of `nbytes`: counted, and told to the out-of-memory
+/// observers if `notify`; returns `e`.
+#[cold]
+fn failed(
+    owner: &AllocatorImpl,
+    e: crate::error::Error,
+    nbytes: usize,
+    notify: bool,
+) -> crate::error::Error {
+    owner.stats.record_failure();
+    super::oom::notify_if(notify, &e, owner, nbytes, Device::CPU);
+    e
 }
 
 #[cold]

@@ -407,14 +407,13 @@ impl Allocator {
         let dp = if own_stats {
             self.0
                 .backend()
-                .allocate_tracked(&self.0, nbytes, device, false)
+                .allocate_tracked(&self.0, nbytes, device, true)?
         } else {
-            self.0
-                .backend()
-                .allocate(nbytes, device)
-                .inspect_err(|_| self.0.stats.record_failure())
-        }
-        .inspect_err(|e| oom::notify_if(true, e, &self.0, nbytes, device))?;
+            self.0.backend().allocate(nbytes, device).inspect_err(|e| {
+                self.0.stats.record_failure();
+                oom::notify_if(true, e, &self.0, nbytes, device);
+            })?
+        };
         let (data, ctx, deleter, device) = dp.into_raw_parts();
         if ctx != data || !crate::data_ptr::same_deleter(deleter, Some(raw_deleter)) {
             // Give the memory back before failing.

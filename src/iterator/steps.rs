@@ -233,23 +233,28 @@ impl TensorIterator {
         outputs: &mut SmallVec<[Option<Tensor>; 2]>,
         inputs: &mut SmallVec<[Tensor; 4]>,
     ) {
-        self.set_operand_count(outputs.len() + inputs.len());
-        let tensors = outputs
-            .drain(..)
-            .map(|t| (t, true))
-            .chain(inputs.drain(..).map(|t| (Some(t), false)));
-        for (op, (tensor, is_output)) in self.operands.iter_mut().zip(tensors) {
-            op.assign(tensor, is_output);
-        }
+        let n = outputs.len() + inputs.len();
+        self.populate_from(n, outputs.drain(..), inputs.drain(..));
     }
 
     /// Step 1 for a config that stays usable: the operands are cloned.
     fn populate_operands_cloned(&mut self, outputs: &[Option<Tensor>], inputs: &[Tensor]) {
-        self.set_operand_count(outputs.len() + inputs.len());
+        let n = outputs.len() + inputs.len();
+        self.populate_from(n, outputs.iter().cloned(), inputs.iter().cloned());
+    }
+
+    /// Step 1's operands, `n` of them: the outputs, then the inputs.
+    #[inline(always)]
+    fn populate_from(
+        &mut self,
+        n: usize,
+        outputs: impl Iterator<Item = Option<Tensor>>,
+        inputs: impl Iterator<Item = Tensor>,
+    ) {
+        self.set_operand_count(n);
         let tensors = outputs
-            .iter()
-            .map(|t| (t.clone(), true))
-            .chain(inputs.iter().map(|t| (Some(t.clone()), false)));
+            .map(|t| (t, true))
+            .chain(inputs.map(|t| (Some(t), false)));
         for (op, (tensor, is_output)) in self.operands.iter_mut().zip(tensors) {
             op.assign(tensor, is_output);
         }

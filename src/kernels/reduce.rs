@@ -660,8 +660,6 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
         // Contiguous runs reduced into single outputs (a sum along
         // the innermost dim), too short for pairwise's streams: four
         // runs at a time, so the reads still come from four places.
-        let mut group = [(0isize, 0isize); 4];
-        let mut len = 0;
         let (b, e) = ranges[g.ndim() - 1];
         if g.ndim() == 2 && e - b >= 4 {
             // One row per output: the four runs come from the four
@@ -693,6 +691,8 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
             });
             return;
         }
+        let mut group = [(0isize, 0isize); 4];
+        let mut len = 0;
         with_simd!({
             g.walk(ranges, |oo, io, _| {
                 group[len] = (oo, io);
