@@ -12,6 +12,7 @@
 //! huge pages on, requests of 2 MiB or more are aligned to 2 MiB instead
 //! and advised with `MADV_HUGEPAGE`.
 
+use super::thread_counts::Shard;
 use super::{cpu_thread_cache, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
@@ -147,14 +148,17 @@ fn capacity(nbytes: usize) -> usize {
 }
 
 /// Allocates `nbytes` (> 0) with the option bits `opts` and returns the
-/// data address and whether the allocation was counted in the thread's
-/// shard, or the OS reason of the failure.
+/// data address and the thread's statistics shard that counted the
+/// allocation (None: not counted), or the OS reason of the failure.
 #[inline]
-fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), String> {
+fn alloc_block(
+    nbytes: usize,
+    opts: u8,
+) -> std::result::Result<(*mut u8, Option<&'static Shard>), String> {
     let class = cpu_thread_cache::class_of(nbytes);
     if opts == 0 {
         if let Some(c) = class {
-            let (counted, cached) = cpu_thread_cache::on_alloc(Some(c));
+            let (shard, cached) = cpu_thread_cache::on_alloc(Some(c));
             let raw = match cached {
                 Some(raw) => raw,
                 None => {
@@ -162,13 +166,13 @@ fn alloc_block(nbytes: usize, opts: u8) -> std::result::Result<(*mut u8, bool), 
                     let raw = unsafe { libc::malloc(cpu_thread_cache::class_size(c) + ALIGNMENT) }
                         as *mut u8;
                     if raw.is_null() {
-                        return Err(malloc_failed(counted));
+                        return Err(malloc_failed(shard.is_some()));
                     }
                     raw
                 }
             };
             // SAFETY: the block holds class_size(c) + ALIGNMENT bytes.
-            return Ok((unsafe { place(raw, nbytes) }, counted));
+            return Ok((unsafe { place(raw, nbytes) }, shard));
         }
     }
     let data = alloc_block_with_options(nbytes, opts)?;
@@ -279,13 +283,13 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // (this deleter is only attached to those).
     let (raw, nbytes) = unsafe { header(ctx) };
     let stats = &builtin_ref().0.stats;
-    stats.record_free_bytes(ctx, nbytes, Device::CPU);
     // Every block of a cacheable size holds its class capacity, so it can
     // serve any later request of that class.
-    let (counted, cached) =
+    let (shard, cached) =
         cpu_thread_cache::on_free(cpu_thread_cache::class_of(nbytes), raw as *mut u8, free_raw);
-    if !counted {
-        stats.count_free();
+    match shard {
+        Some(shard) => stats.record_free_sharded(shard, ctx, nbytes, Device::CPU),
+        None => stats.record_free(ctx, nbytes, Device::CPU),
     }
     if !cached {
         // SAFETY: raw is what malloc/calloc/posix_memalign returned.
@@ -382,11 +386,13 @@ pub(super) fn allocate_cached(
     if !device.is_cpu() || nbytes == 0 || OPTIONS.load(Relaxed) != 0 {
         return None;
     }
-    let raw = cpu_thread_cache::take(cpu_thread_cache::class_of(nbytes)?)?;
+    let (raw, shard) = cpu_thread_cache::take(cpu_thread_cache::class_of(nbytes)?)?;
     // SAFETY: a cached block of this class holds class_size + ALIGNMENT
     // bytes, and the class holds nbytes.
     let data = unsafe { place(raw, nbytes) } as *mut c_void;
-    owner.stats.record_alloc_bytes(data, nbytes, Device::CPU);
+    owner
+        .stats
+        .record_alloc_sharded(shard, data, nbytes, Device::CPU);
     // SAFETY: as in allocate_cpu.
     Some(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
 }
@@ -417,12 +423,14 @@ pub(super) fn allocate_cpu(
         result = alloc_block(nbytes, OPTIONS.load(Relaxed));
     }
     match result {
-        Ok((data, counted)) => {
+        Ok((data, shard)) => {
             let data = data as *mut c_void;
-            if !counted {
-                owner.stats.count_alloc();
+            match shard {
+                Some(shard) => owner
+                    .stats
+                    .record_alloc_sharded(shard, data, nbytes, Device::CPU),
+                None => owner.stats.record_alloc(data, nbytes, Device::CPU),
             }
-            owner.stats.record_alloc_bytes(data, nbytes, Device::CPU);
             // SAFETY: cpu_free frees exactly a block from alloc_block, given
             // its data address.
             Ok(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })

@@ -13,7 +13,7 @@
 //! and [`release_all_caches`] (every thread's), and before the allocator
 //! retries an allocation that ran out of memory.
 
-use super::thread_counts;
+use super::thread_counts::{self, Shard};
 use crate::fork::{self, Held, Step};
 use std::cell::{RefCell, UnsafeCell};
 use std::ptr::NonNull;
@@ -297,18 +297,20 @@ thread_local! {
 }
 
 /// Counts an allocation on this thread and takes a cached block of class
-/// `class` if one is there. Returns (counted, block); counted is false
-/// during thread teardown (the caller counts in the shared counter).
+/// `class` if one is there. Returns (the thread's statistics shard,
+/// block); no shard during thread teardown (the caller counts in the
+/// shared counters).
 #[inline]
-pub fn on_alloc(class: Option<usize>) -> (bool, Option<*mut u8>) {
+pub fn on_alloc(class: Option<usize>) -> (Option<&'static Shard>, Option<*mut u8>) {
     STATE
         .try_with(|state| {
             let Ok(state) = state.try_borrow_mut() else {
-                return (false, None);
+                return (None, None);
             };
-            state.counts.0.bump(0);
+            let shard = state.counts.0;
+            shard.bump(0);
             let (Some(c), Some(owned)) = (class, state.cache.as_ref()) else {
-                return (true, None);
+                return (Some(shard), None);
             };
             let cache = owned.cache();
             // SAFETY: the owning thread; exit below.
@@ -322,16 +324,17 @@ pub fn on_alloc(class: Option<usize>) -> (bool, Option<*mut u8>) {
                 Some(bin.blocks[bin.len as usize])
             };
             cache.exit();
-            (true, got)
+            (Some(shard), got)
         })
-        .unwrap_or((false, None))
+        .unwrap_or((None, None))
 }
 
 /// The allocation fast path: takes a cached block of class `class` and
-/// counts the allocation, or returns None having done nothing (no block
-/// cached, or the thread is being torn down).
+/// counts the allocation; returns it with the thread's statistics shard,
+/// or None having done nothing (no block cached, or the thread is being
+/// torn down).
 #[inline(always)]
-pub fn take(class: usize) -> Option<*mut u8> {
+pub fn take(class: usize) -> Option<(*mut u8, &'static Shard)> {
     STATE
         .try_with(|state| {
             let mut state = state.try_borrow_mut().ok()?;
@@ -349,10 +352,11 @@ pub fn take(class: usize) -> Option<*mut u8> {
                 None => None,
             };
             cache.exit();
-            if got.is_some() {
-                counts.0.bump(0);
-            }
-            got
+            let shard = counts.0;
+            got.map(|block| {
+                shard.bump(0);
+                (block, shard)
+            })
         })
         .ok()
         .flatten()
@@ -370,22 +374,30 @@ pub fn uncount_alloc() {
 }
 
 /// Counts a free on this thread and offers the freed block of class
-/// `class` to the cache. Returns (counted, cached); when not cached the
-/// caller frees the block. `release` frees blocks that leave the cache
-/// later.
+/// `class` to the cache. Returns (the thread's statistics shard, cached);
+/// no shard during thread teardown (the caller counts in the shared
+/// counters); when not cached the caller frees the block. `release` frees
+/// blocks that leave the cache later.
 #[inline]
-pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)) -> (bool, bool) {
+pub fn on_free(
+    class: Option<usize>,
+    block: *mut u8,
+    release: unsafe fn(*mut u8),
+) -> (Option<&'static Shard>, bool) {
     STATE
         .try_with(|state| {
             let Ok(mut state) = state.try_borrow_mut() else {
-                return (false, false);
+                return (None, false);
             };
-            state.counts.0.bump(1);
-            let Some(c) = class else { return (true, false) };
+            let shard = state.counts.0;
+            shard.bump(1);
+            let Some(c) = class else {
+                return (Some(shard), false);
+            };
             let (size, slots) = CLASSES[c];
             let limit = cache_limit();
             if size > limit {
-                return (true, false);
+                return (Some(shard), false);
             }
             let cache = match state.cache {
                 Some(ref owned) => owned.cache(),
@@ -403,9 +415,9 @@ pub fn on_free(class: Option<usize>, block: *mut u8, release: unsafe fn(*mut u8)
                 true
             };
             cache.exit();
-            (true, cached)
+            (Some(shard), cached)
         })
-        .unwrap_or((false, false))
+        .unwrap_or((None, false))
 }
 
 /// Makes the thread's cache on its first free. Out of line: the cache is
@@ -434,18 +446,19 @@ fn new_cache(slot: &mut Option<Owned>, release: unsafe fn(*mut u8)) -> &Owned {
 }
 
 /// Adds one to counter `which` (0: allocations, 1: frees) of this thread;
-/// false during thread teardown.
+/// returns the thread's statistics shard, None during thread teardown.
 #[inline]
-pub fn count(which: usize) -> bool {
+pub fn count(which: usize) -> Option<&'static Shard> {
     STATE
         .try_with(|state| match state.try_borrow() {
             Ok(state) => {
                 state.counts.0.bump(which);
-                true
+                Some(state.counts.0)
             }
-            Err(_) => false,
+            Err(_) => None,
         })
-        .unwrap_or(false)
+        .ok()
+        .flatten()
 }
 
 /// Runs `f` on the calling thread's bins, if it has a cache.

@@ -80,6 +80,45 @@ pub(crate) fn is_active() -> bool {
     active::get() != 0
 }
 
+/// The recording bits (history, reporter) now; 0 when neither records.
+#[inline(always)]
+pub(crate) fn active_bits() -> u8 {
+    active::get()
+}
+
+/// Records an event in the memory history only (`active` has the history
+/// bit and not the reporter's): no total needed, no call through
+/// [`report_slow`].
+#[inline(always)]
+pub(crate) fn record_history(tag: Option<&'static Tag>, ptr: *const c_void, delta_bytes: i64) {
+    if let Some(tag) = tag {
+        history::record_change(tag, ptr as usize, delta_bytes);
+    }
+}
+
+/// Reports an event while `active` (from [`active_bits`]) is not 0: the
+/// slow half of [`report`], for a caller that already read the bits.
+#[inline(always)]
+pub(crate) fn report_active(
+    active: u8,
+    tag: Option<&'static Tag>,
+    ptr: *const c_void,
+    delta_bytes: i64,
+    total_allocated: u64,
+    device: Device,
+) {
+    report_slow(
+        active,
+        tag,
+        MemoryEvent {
+            ptr,
+            delta_bytes,
+            total_allocated,
+            device,
+        },
+    );
+}
+
 /// Tells the reporter, if one is installed, and records the event in the
 /// memory history, if it records. `tag` names the allocator (None: an
 /// allocator being destroyed, whose events are not recorded).
@@ -95,16 +134,7 @@ pub(crate) fn report(
     if active == 0 {
         return;
     }
-    report_slow(
-        active,
-        tag,
-        MemoryEvent {
-            ptr,
-            delta_bytes,
-            total_allocated,
-            device,
-        },
-    );
+    report_active(active, tag, ptr, delta_bytes, total_allocated, device);
 }
 
 #[cold]

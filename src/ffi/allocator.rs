@@ -63,9 +63,13 @@ pub struct TsrAllocatorVTable {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TsrAllocatorStats {
-    /// Bytes currently allocated.
+    /// Bytes currently allocated (exact when no allocation is in flight).
     pub allocated_bytes: u64,
-    /// Highest allocated_bytes since creation or the last reset_peak.
+    /// Highest allocated_bytes since creation or the last reset_peak. The
+    /// built-in CPU allocator's is exact while one thread allocates at a
+    /// time; with several at once it may be off by up to 1 MiB per other
+    /// thread (each thread adds its bytes to the shared total in steps of
+    /// up to 1 MiB), and it is never below allocated_bytes.
     pub peak_bytes: u64,
     /// Successful allocations.
     pub num_allocs: u64,
@@ -77,7 +81,10 @@ pub struct TsrAllocatorStats {
 
 /// The memory reporter: called after every allocation (+bytes) and before
 /// every free (-bytes) of every allocator, with the allocator's allocated
-/// bytes after the change. Called from the allocating / freeing thread.
+/// bytes after the change (for the built-in CPU allocator, as the calling
+/// thread sees them: without the up to 1 MiB each other thread that has
+/// not allocated since the reporter was set still holds back). Called from
+/// the allocating / freeing thread.
 pub type TsrMemoryReportFn = Option<
     unsafe extern "C" fn(
         user: *mut c_void,

@@ -116,25 +116,57 @@ pub(crate) fn record(
     action: Action,
     stack: Option<Stack>,
 ) {
+    match stack {
+        None => record_plain(tag, addr, size, action),
+        Some(s) => record_with_stack(tag, addr, size, action, s),
+    }
+}
+
+/// Records an event without a backtrace: the common case, kept free of
+/// the backtrace's drop and of the rewind, both out of line.
+#[inline(always)]
+fn record_plain(tag: &'static Tag, addr: usize, size: usize, action: Action) {
+    let Some((b, i)) = next_slot() else {
+        return record_without_buffer(tag, addr, size, action, None);
+    };
+    publish(b, i, Slot::new(tag, action, addr, size, ticks(), false));
+}
+
+/// Records an event with its backtrace.
+#[inline(never)]
+fn record_with_stack(tag: &'static Tag, addr: usize, size: usize, action: Action, stack: Stack) {
+    let Some((b, i)) = next_slot() else {
+        return record_without_buffer(tag, addr, size, action, Some(stack));
+    };
+    // SAFETY: slot i >= len is not published: only this thread, its
+    // owner, reaches it (see Buf's Sync).
+    unsafe { *b.stacks[i].get() = Some(stack) };
+    publish(b, i, Slot::new(tag, action, addr, size, ticks(), true));
+}
+
+/// The current thread's buffer and the index of its next free slot
+/// (rewinding a full buffer first); None when the thread has no buffer.
+#[inline(always)]
+fn next_slot() -> Option<(&'static Buf, usize)> {
     let b = MINE.get();
     if b.is_null() {
-        return record_without_buffer(tag, addr, size, action, stack);
+        return None;
     }
     // SAFETY: MINE holds a leaked (so 'static) buffer this thread owns.
     let b = unsafe { &*b };
-    let mut i = b.len.load(Relaxed);
+    let i = b.len.load(Relaxed);
     if i == CAP {
         rewind(b);
-        i = 0;
+        return Some((b, 0));
     }
-    let has_stack = stack.is_some();
-    if let Some(s) = stack {
-        // SAFETY: slot i >= len is not published: only this thread, its
-        // owner, reaches it (see Buf's Sync).
-        unsafe { *b.stacks[i].get() = Some(s) };
-    }
-    let rec = Slot::new(tag, action, addr, size, ticks(), has_stack);
-    // SAFETY: as above.
+    Some((b, i))
+}
+
+/// Writes slot `i` (from [`next_slot`]) and publishes it.
+#[inline(always)]
+fn publish(b: &'static Buf, i: usize, rec: Slot) {
+    // SAFETY: slot i >= len is not published: only this thread, its
+    // owner, reaches it (see Buf's Sync).
     unsafe { (*b.recs[i].get()).write(rec) };
     b.len.store(i + 1, Release);
 }
