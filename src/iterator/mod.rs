@@ -18,6 +18,7 @@
 mod config;
 mod dims;
 mod fast_setup;
+mod loop_dims;
 mod loops;
 mod operand_copy;
 mod overlap;
@@ -39,7 +40,9 @@ pub use overlap::{get_overlap_status, has_internal_overlap, MemOverlap, MemOverl
 
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::tensor::{Dims, Tensor};
+pub(crate) use loop_dims::LoopDims;
+
+use crate::tensor::Tensor;
 use smallvec::SmallVec;
 
 /// The most operands an iterator accepts.
@@ -54,7 +57,7 @@ pub struct Operand {
     /// after the loop.
     pub(crate) original: Option<Tensor>,
     /// Byte strides per iterator dim (innermost first after reordering).
-    pub(crate) stride_bytes: Dims,
+    pub(crate) stride_bytes: LoopDims,
     /// Address of the first element visited (moved by sub-iterators).
     pub(crate) data: *mut u8,
     /// The dtype of `tensor` (None for an output still to be allocated).
@@ -76,7 +79,7 @@ impl Operand {
         Operand {
             tensor: None,
             original: None,
-            stride_bytes: Dims::new(),
+            stride_bytes: LoopDims::new(),
             data: std::ptr::null_mut(),
             current_dtype: None,
             target_dtype: None,
@@ -133,9 +136,9 @@ pub struct TensorIterator {
     pub(crate) operands: SmallVec<[Operand; 3]>,
     pub(crate) num_outputs: usize,
     /// Loop shape, innermost dim first.
-    pub(crate) shape: Dims,
+    pub(crate) shape: LoopDims,
     /// perm[i] = the tensor dim (outermost-first numbering) at iterator dim i.
-    pub(crate) perm: Dims,
+    pub(crate) perm: LoopDims,
     pub(crate) common_dtype: Option<DType>,
     pub(crate) is_reduction: bool,
     pub(crate) enforce_linear_iteration: bool,
@@ -167,8 +170,8 @@ impl TensorIterator {
         TensorIterator {
             operands: SmallVec::new(),
             num_outputs,
-            shape: Dims::new(),
-            perm: Dims::new(),
+            shape: LoopDims::new(),
+            perm: LoopDims::new(),
             common_dtype: None,
             is_reduction,
             enforce_linear_iteration,

@@ -5,7 +5,7 @@
 use super::config::{Flags, IterConfig};
 use super::operand_copy::OperandCopy;
 use super::overlap::{self, MemOverlap, MemOverlapStatus};
-use super::{Operand, TensorIterator};
+use super::{LoopDims, Operand, TensorIterator};
 use crate::device::Device;
 use crate::dtype::{can_cast, DType, ResultTypeState};
 use crate::error::Result;
@@ -368,7 +368,10 @@ impl TensorIterator {
                 first = false;
             } else if sizes != &self.shape[..] {
                 self.all_ops_same_shape = false;
-                shape::broadcast_into(&mut self.shape, sizes).map_err(|e| {
+                if self.shape.len() < sizes.len() {
+                    self.shape.prepend_ones(sizes.len() - self.shape.len());
+                }
+                shape::broadcast_in_place(&mut self.shape, sizes).map_err(|e| {
                     e.context(format!(
                         "cannot broadcast {} (sizes {sizes:?}) with the shape of the operands before it",
                         describe(op, i, self.num_outputs)
@@ -693,7 +696,7 @@ impl TensorIterator {
         }
         if !self.shape.is_empty() {
             let numel = self.numel();
-            self.shape = smallvec::smallvec![numel];
+            self.shape = LoopDims::from_slice(&[numel]);
         }
         let ndim = self.shape.len();
         for op in self.operands.iter_mut() {
@@ -702,7 +705,7 @@ impl TensorIterator {
                 .as_ref()
                 .expect("outputs are allocated")
                 .itemsize() as i64;
-            op.stride_bytes = smallvec::SmallVec::from_elem(item, ndim);
+            op.stride_bytes = LoopDims::from_elem(item, ndim);
         }
         Ok(true)
     }

@@ -137,6 +137,36 @@ fn broadcast_values_and_shapes() {
     );
 }
 
+/// Loops of more dims than `LoopDims` keeps inline (8): operands that
+/// run opposite ways keep all 10 dims apart, and a 1-dim input broadcast
+/// to 11 dims grows the shape past the inline values.
+#[test]
+fn more_dims_than_kept_inline() {
+    let two = [2i64; 10];
+    let a = arange(&two, DType::Double);
+    let reversed: Vec<i64> = (0..10).rev().collect();
+    let b = arange(&two, DType::Double).permute(&reversed).unwrap();
+    let it = binary(None, &a, &b).build().unwrap();
+    assert_eq!(it.ndim(), 10, "opposite strides leave no dims to coalesce");
+    add_f64(&it);
+    let v = to_f64(&it.output(0));
+    for (i, &got) in v.iter().enumerate() {
+        // b's element at index i is arange's element at the reversed index.
+        let flipped = (0..10).fold(0, |acc, d| acc | ((i >> d) & 1) << (9 - d));
+        assert_eq!(got, (i + flipped) as f64, "element {i}");
+    }
+
+    let small = arange(&[2], DType::Double);
+    let big = arange(&[2i64; 11], DType::Double);
+    let it = binary(None, &small, &big).build().unwrap();
+    assert_eq!(it.output(0).sizes(), &[2i64; 11]);
+    add_f64(&it);
+    let v = to_f64(&it.output(0));
+    for (i, &got) in v.iter().enumerate() {
+        assert_eq!(got, (i + (i & 1)) as f64, "element {i}");
+    }
+}
+
 #[test]
 fn dtype_rules() {
     let f = arange(&[3], DType::Float);

@@ -158,10 +158,17 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> Result<Dims> {
 /// As [`broadcast_shapes`] of `shape` and `other`, written over `shape`
 /// (no new vector; `shape` is unspecified after an error).
 pub fn broadcast_into(shape: &mut Dims, other: &[i64]) -> Result<()> {
-    let n = shape.len().max(other.len());
-    if shape.len() < n {
-        shape.insert_many(0, std::iter::repeat_n(1, n - shape.len()));
+    if shape.len() < other.len() {
+        shape.insert_many(0, std::iter::repeat_n(1, other.len() - shape.len()));
     }
+    broadcast_in_place(shape, other)
+}
+
+/// As [`broadcast_into`], for a `shape` that already has at least as
+/// many dims as `other` (the caller put leading ones before it).
+pub fn broadcast_in_place(shape: &mut [i64], other: &[i64]) -> Result<()> {
+    let n = shape.len();
+    debug_assert!(n >= other.len());
     for (i, out) in shape.iter_mut().enumerate() {
         let da = *out;
         let db = (i + other.len())
