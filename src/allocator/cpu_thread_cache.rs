@@ -14,6 +14,7 @@
 //! retries an allocation that ran out of memory.
 
 use super::thread_counts::{self, Shard};
+use super::thread_slot;
 use crate::fork::{self, Held, Step};
 use std::cell::{RefCell, UnsafeCell};
 use std::ptr::NonNull;
@@ -113,6 +114,16 @@ struct Bins {
 }
 
 impl Bins {
+    /// Takes a block of class `c`, if the bin has one.
+    #[inline(always)]
+    fn pop(&mut self, c: usize) -> Option<*mut u8> {
+        let bin = &mut self.bins[c];
+        let len = bin.len.checked_sub(1)?;
+        bin.len = len;
+        self.bytes -= CLASSES[c].0;
+        Some(bin.blocks[len as usize])
+    }
+
     fn release_all(&mut self) -> usize {
         let before = self.bytes;
         for (c, bin) in self.bins.iter_mut().enumerate() {
@@ -163,22 +174,27 @@ unsafe impl Sync for Cache {}
 unsafe impl Send for Cache {}
 
 impl Cache {
-    /// Starts the owner's use of its bins; returns them.
-    ///
-    /// # Safety
-    /// Only the owning thread, paired with [`Cache::exit`] before it
-    /// enters again; the result must not outlive the exit.
+    /// Starts the owner's use of its bins; returns them, or None when the
+    /// owner is already using them (a signal handler that allocates while
+    /// the thread is inside the allocator: it goes without the cache).
+    /// Pair with [`Cache::exit`] before entering again; only the owning
+    /// thread (the one that published the cache).
     #[inline(always)]
     #[allow(clippy::mut_from_ref)] // the handshake makes the access exclusive
-    unsafe fn enter(&self) -> &mut Bins {
+    fn enter(&self) -> Option<&mut Bins> {
+        if self.active.load(Relaxed) {
+            return None;
+        }
         self.active.store(true, Relaxed);
         compiler_fence(SeqCst);
         if self.state.load(Relaxed) != IDLE {
             self.settle();
         }
-        // SAFETY: we are active and the state is IDLE: no releaser
-        // touches the bins until we exit (see Cache).
-        unsafe { &mut *self.bins.get() }
+        // SAFETY: only the owning thread enters (its cache is published
+        // in its own thread slot only); it was not active, is active now
+        // and the state is IDLE: no releaser touches the bins until it
+        // exits (see Cache), and no other borrow of them is live.
+        Some(unsafe { &mut *self.bins.get() })
     }
 
     /// Ends the owner's use of its bins.
@@ -258,13 +274,6 @@ unsafe fn fork_release(_in_child: bool) {
 /// The owning thread's handle on its cache.
 struct Owned(NonNull<Cache>);
 
-impl Owned {
-    fn cache(&self) -> &Cache {
-        // SAFETY: the cache lives until this handle drops.
-        unsafe { self.0.as_ref() }
-    }
-}
-
 impl Drop for Owned {
     fn drop(&mut self) {
         {
@@ -283,17 +292,88 @@ impl Drop for Owned {
 }
 
 /// Everything the CPU allocator keeps per thread: the allocation counters
-/// and the block cache, behind one thread-local access.
+/// and the block cache. The thread-local owns them (and frees them when
+/// the thread exits); the fast paths reach them through the thread slot
+/// (thread_slot.rs), where the state publishes the shard as it is made and
+/// the cache as it is made, and which it clears before it is dropped.
 struct ThreadState {
     counts: thread_counts::Owned,
     cache: Option<Owned>,
 }
 
+impl ThreadState {
+    fn new() -> ThreadState {
+        let counts = thread_counts::acquire();
+        publish(counts.0, std::ptr::null());
+        ThreadState {
+            counts,
+            cache: None,
+        }
+    }
+}
+
+impl Drop for ThreadState {
+    /// Unpublishes first: from here on, this thread's allocations and
+    /// frees (other thread-locals' destructors may make some) are counted
+    /// in the shared counters and bypass the cache.
+    fn drop(&mut self) {
+        publish(std::ptr::null(), std::ptr::null());
+    }
+}
+
 thread_local! {
-    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState {
-        counts: thread_counts::acquire(),
-        cache: None,
+    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
+}
+
+/// The calling thread's published shard and cache (null: none yet, or
+/// the thread is being torn down).
+#[inline(always)]
+fn published() -> (*const Shard, *const Cache) {
+    thread_slot::with(|w| {
+        (
+            w[thread_slot::CPU_SHARD].get() as *const Shard,
+            w[thread_slot::CPU_CACHE].get() as *const Cache,
+        )
+    })
+}
+
+fn publish(shard: *const Shard, cache: *const Cache) {
+    thread_slot::with(|w| {
+        w[thread_slot::CPU_SHARD].set(shard as usize);
+        w[thread_slot::CPU_CACHE].set(cache as usize);
     });
+}
+
+/// The calling thread's shard, making its state on first use; None during
+/// thread teardown.
+#[inline(always)]
+fn shard() -> Option<&'static Shard> {
+    let (shard, _) = published();
+    if shard.is_null() {
+        return shard_unpublished();
+    }
+    // SAFETY: a published shard is a leaked (never freed) Shard that this
+    // thread owns while it is published.
+    Some(unsafe { &*shard })
+}
+
+/// Makes the thread's state (which publishes its shard); None when the
+/// thread is being torn down.
+#[cold]
+#[inline(never)]
+fn shard_unpublished() -> Option<&'static Shard> {
+    STATE.try_with(|state| state.borrow().counts.0).ok()
+}
+
+/// The calling thread's published cache.
+#[inline(always)]
+fn cache() -> Option<&'static Cache> {
+    let (_, cache) = published();
+    // SAFETY: a published cache is alive until its thread's state drops,
+    // which unpublishes it first; only this thread reads its own slot, so
+    // the reference is not used after that (nothing of the calling
+    // function outlives the thread's teardown).
+    unsafe { cache.as_ref() }
 }
 
 /// Counts an allocation on this thread and takes a cached block of class
@@ -302,75 +382,47 @@ thread_local! {
 /// shared counters).
 #[inline]
 pub fn on_alloc(class: Option<usize>) -> (Option<&'static Shard>, Option<*mut u8>) {
-    STATE
-        .try_with(|state| {
-            let Ok(state) = state.try_borrow_mut() else {
-                return (None, None);
-            };
-            let shard = state.counts.0;
-            shard.bump(0);
-            let (Some(c), Some(owned)) = (class, state.cache.as_ref()) else {
-                return (Some(shard), None);
-            };
-            let cache = owned.cache();
-            // SAFETY: the owning thread; exit below.
-            let bins = unsafe { cache.enter() };
-            let bin = &mut bins.bins[c];
-            let got = if bin.len == 0 {
-                None
-            } else {
-                bin.len -= 1;
-                bins.bytes -= CLASSES[c].0;
-                Some(bin.blocks[bin.len as usize])
-            };
-            cache.exit();
-            (Some(shard), got)
-        })
-        .unwrap_or((None, None))
+    let Some(shard) = shard() else {
+        return (None, None);
+    };
+    shard.bump(0);
+    let (Some(c), Some(cache)) = (class, cache()) else {
+        return (Some(shard), None);
+    };
+    let Some(bins) = cache.enter() else {
+        return (Some(shard), None);
+    };
+    let got = bins.pop(c);
+    cache.exit();
+    (Some(shard), got)
 }
 
 /// The allocation fast path: takes a cached block of class `class` and
 /// counts the allocation; returns it with the thread's statistics shard,
-/// or None having done nothing (no block cached, or the thread is being
-/// torn down).
+/// or None having done nothing (no block cached, no cache yet, or the
+/// thread is being torn down).
 #[inline(always)]
 pub fn take(class: usize) -> Option<(*mut u8, &'static Shard)> {
-    STATE
-        .try_with(|state| {
-            let mut state = state.try_borrow_mut().ok()?;
-            let ThreadState { counts, cache } = &mut *state;
-            let cache = cache.as_ref()?.cache();
-            // SAFETY: the owning thread; exit below.
-            let bins = unsafe { cache.enter() };
-            let bin = &mut bins.bins[class];
-            let got = match bin.len.checked_sub(1) {
-                Some(len) => {
-                    bin.len = len;
-                    bins.bytes -= CLASSES[class].0;
-                    Some(bin.blocks[len as usize])
-                }
-                None => None,
-            };
-            cache.exit();
-            let shard = counts.0;
-            got.map(|block| {
-                shard.bump(0);
-                (block, shard)
-            })
-        })
-        .ok()
-        .flatten()
+    let (shard, cache) = published();
+    // SAFETY: as in cache().
+    let cache = unsafe { cache.as_ref() }?;
+    let bins = cache.enter()?;
+    let got = bins.pop(class);
+    cache.exit();
+    let block = got?;
+    // SAFETY: a thread publishes its cache only after its shard (a leaked
+    // Shard it owns while published).
+    let shard: &'static Shard = unsafe { &*shard };
+    shard.bump(0);
+    Some((block, shard))
 }
 
 /// Takes back the count of an allocation that failed after on_alloc.
 #[cold]
 pub fn uncount_alloc() {
-    let _ = STATE.try_with(|state| {
-        if let Ok(state) = state.try_borrow() {
-            let c = &state.counts.0;
-            c.unbump(0);
-        }
-    });
+    if let Some(shard) = shard() {
+        shard.unbump(0);
+    }
 }
 
 /// Counts a free on this thread and offers the freed block of class
@@ -384,97 +436,90 @@ pub fn on_free(
     block: *mut u8,
     release: unsafe fn(*mut u8),
 ) -> (Option<&'static Shard>, bool) {
-    STATE
-        .try_with(|state| {
-            let Ok(mut state) = state.try_borrow_mut() else {
-                return (None, false);
-            };
-            let shard = state.counts.0;
-            shard.bump(1);
-            let Some(c) = class else {
-                return (Some(shard), false);
-            };
-            let (size, slots) = CLASSES[c];
-            let limit = cache_limit();
-            if size > limit {
-                return (Some(shard), false);
-            }
-            let cache = match state.cache {
-                Some(ref owned) => owned.cache(),
-                None => new_cache(&mut state.cache, release).cache(),
-            };
-            // SAFETY: the owning thread; exit below.
-            let bins = unsafe { cache.enter() };
-            let bin = &mut bins.bins[c];
-            let cached = if bin.len >= slots || bins.bytes + size > limit {
-                false
-            } else {
-                bin.blocks[bin.len as usize] = block;
-                bin.len += 1;
-                bins.bytes += size;
-                true
-            };
-            cache.exit();
-            (Some(shard), cached)
-        })
-        .unwrap_or((None, false))
+    let Some(shard) = shard() else {
+        return (None, false);
+    };
+    shard.bump(1);
+    let Some(c) = class else {
+        return (Some(shard), false);
+    };
+    let (size, slots) = CLASSES[c];
+    let limit = cache_limit();
+    if size > limit {
+        return (Some(shard), false);
+    }
+    let Some(cache) = cache().or_else(|| new_cache(release)) else {
+        return (Some(shard), false);
+    };
+    let Some(bins) = cache.enter() else {
+        return (Some(shard), false);
+    };
+    let cached = if bins.bins[c].len >= slots || bins.bytes + size > limit {
+        false
+    } else {
+        let bin = &mut bins.bins[c];
+        bin.blocks[bin.len as usize] = block;
+        bin.len += 1;
+        bins.bytes += size;
+        true
+    };
+    cache.exit();
+    (Some(shard), cached)
 }
 
-/// Makes the thread's cache on its first free. Out of line: the cache is
-/// built on the stack before it is boxed, and a frame that large would
-/// make every free probe three stack pages.
+/// Makes the thread's cache on its first free and publishes it; None
+/// during thread teardown. Out of line: the cache is built on the stack
+/// before it is boxed, and a frame that large would make every free probe
+/// three stack pages.
 #[cold]
 #[inline(never)]
-fn new_cache(slot: &mut Option<Owned>, release: unsafe fn(*mut u8)) -> &Owned {
-    let cache = Box::new(Cache {
-        active: AtomicBool::new(false),
-        state: AtomicU8::new(IDLE),
-        bins: UnsafeCell::new(Bins {
-            bins: [Bin {
-                blocks: [std::ptr::null_mut(); BIN_SLOTS],
-                len: 0,
-            }; NUM_CLASSES],
-            bytes: 0,
-            release,
-        }),
-    });
-    // SAFETY: Box::into_raw never returns NULL.
-    let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cache)) };
-    fork::ensure_handlers(&FORK_STEP);
-    registry().push(ptr.as_ptr() as usize);
-    slot.insert(Owned(ptr))
+fn new_cache(release: unsafe fn(*mut u8)) -> Option<&'static Cache> {
+    STATE
+        .try_with(|state| {
+            let mut state = state.try_borrow_mut().ok()?;
+            if state.cache.is_none() {
+                let cache = Box::new(Cache {
+                    active: AtomicBool::new(false),
+                    state: AtomicU8::new(IDLE),
+                    bins: UnsafeCell::new(Bins {
+                        bins: [Bin {
+                            blocks: [std::ptr::null_mut(); BIN_SLOTS],
+                            len: 0,
+                        }; NUM_CLASSES],
+                        bytes: 0,
+                        release,
+                    }),
+                });
+                // SAFETY: Box::into_raw never returns NULL.
+                let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cache)) };
+                fork::ensure_handlers(&FORK_STEP);
+                registry().push(ptr.as_ptr() as usize);
+                state.cache = Some(Owned(ptr));
+                publish(state.counts.0, ptr.as_ptr());
+            }
+            Some(())
+        })
+        .ok()
+        .flatten()?;
+    cache()
 }
 
 /// Adds one to counter `which` (0: allocations, 1: frees) of this thread;
 /// returns the thread's statistics shard, None during thread teardown.
 #[inline]
 pub fn count(which: usize) -> Option<&'static Shard> {
-    STATE
-        .try_with(|state| match state.try_borrow() {
-            Ok(state) => {
-                state.counts.0.bump(which);
-                Some(state.counts.0)
-            }
-            Err(_) => None,
-        })
-        .ok()
-        .flatten()
+    let shard = shard()?;
+    shard.bump(which);
+    Some(shard)
 }
 
 /// Runs `f` on the calling thread's bins, if it has a cache.
 fn with_own_bins<T>(f: impl FnOnce(&mut Bins) -> T) -> Option<T> {
-    STATE
-        .try_with(|state| {
-            let state = state.try_borrow_mut().ok()?;
-            let cache = state.cache.as_ref()?.cache();
-            // SAFETY: the owning thread; exit below.
-            let bins = unsafe { cache.enter() };
-            let r = f(bins);
-            cache.exit();
-            Some(r)
-        })
-        .ok()
-        .flatten()
+    let cache = cache()?;
+    let bins = cache.enter()?;
+    let r = f(bins);
+    cache.exit();
+    Some(r)
 }
 
 /// Frees every block cached by the calling thread; returns the bytes

@@ -16,6 +16,7 @@ pub mod reporter;
 pub mod snapshot;
 pub mod stats;
 pub(crate) mod thread_counts;
+mod thread_slot;
 pub(crate) mod tracked;
 
 pub use registry::{get_allocator, set_allocator};

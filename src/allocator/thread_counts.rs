@@ -8,9 +8,10 @@
 //! the next new thread takes it over, so totals stay exact and memory stays
 //! bounded by the peak number of threads.
 //!
-//! The thread's shard lives in the CPU allocator's per-thread state
-//! (cpu_thread_cache.rs), so one thread-local access serves the figures and
-//! the block cache.
+//! The thread's shard is owned by the CPU allocator's per-thread state
+//! (cpu_thread_cache.rs) and published in the allocators' thread slot
+//! (thread_slot.rs) beside the block cache, so one thread-local address
+//! serves the figures and the cache.
 //!
 //! After `fork()`, the child's atfork handler puts every shard but the
 //! forking thread's on the free list: their threads do not exist in the

@@ -26,7 +26,8 @@
 //! published events stay and are drained like any others.
 
 use super::{ticks, Action, RingGuard, Slot, Stack, Tag};
-use std::cell::{Cell, UnsafeCell};
+use crate::allocator::thread_slot;
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{
     AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
@@ -78,11 +79,19 @@ pub(crate) struct Bufs {
     runs: Vec<Run>,
 }
 
+/// The current thread's buffer (null: none yet, or the thread is
+/// exiting), kept in the allocators' thread slot (one plain load, and in
+/// the CPU allocator's paths an address they computed already).
+#[inline(always)]
+fn mine() -> *const Buf {
+    thread_slot::with(|w| w[thread_slot::HISTORY_BUFFER].get() as *const Buf)
+}
+
+fn set_mine(b: *const Buf) {
+    thread_slot::with(|w| w[thread_slot::HISTORY_BUFFER].set(b as usize));
+}
+
 thread_local! {
-    /// The current thread's buffer (null: none yet, or the thread is
-    /// exiting). No destructor and a const initializer: reading it is a
-    /// plain thread-local access.
-    static MINE: Cell<*const Buf> = const { Cell::new(std::ptr::null()) };
     /// Drains and frees the thread's buffer when the thread exits.
     static EXIT: ExitDrain = const { ExitDrain };
 }
@@ -91,12 +100,12 @@ struct ExitDrain;
 
 impl Drop for ExitDrain {
     fn drop(&mut self) {
-        let b = MINE.get();
+        let b = mine();
         if b.is_null() {
             return;
         }
-        MINE.set(std::ptr::null());
-        // SAFETY: MINE holds a leaked (so 'static) buffer.
+        set_mine(std::ptr::null());
+        // SAFETY: the slot holds a leaked (so 'static) buffer.
         let b: &'static Buf = unsafe { &*b };
         let mut guard = super::lock();
         drain(&mut guard);
@@ -148,11 +157,11 @@ fn record_with_stack(tag: &'static Tag, addr: usize, size: usize, action: Action
 /// (rewinding a full buffer first); None when the thread has no buffer.
 #[inline(always)]
 fn next_slot() -> Option<(&'static Buf, usize)> {
-    let b = MINE.get();
+    let b = mine();
     if b.is_null() {
         return None;
     }
-    // SAFETY: MINE holds a leaked (so 'static) buffer this thread owns.
+    // SAFETY: the slot holds a leaked (so 'static) buffer this thread owns.
     let b = unsafe { &*b };
     let i = b.len.load(Relaxed);
     if i == CAP {
@@ -195,7 +204,7 @@ fn record_without_buffer(
 ) {
     if EXIT.try_with(|_| ()).is_ok() {
         let b = acquire();
-        MINE.set(b);
+        set_mine(b);
         return record(tag, addr, size, action, stack);
     }
     let mut guard = super::lock();
@@ -350,7 +359,7 @@ pub(crate) fn fork_prepare(guard: &mut RingGuard) {
 /// Atfork `child`, under the held ring lock: frees the buffers of the
 /// threads the child does not have (their published events stay).
 pub(crate) fn fork_child(guard: &mut RingGuard) {
-    let mine = MINE.get();
+    let mine = mine();
     let bufs = guard.bufs();
     for &b in &bufs.all {
         if b.owned.load(Relaxed) && !std::ptr::eq(b, mine) {
