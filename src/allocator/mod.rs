@@ -353,6 +353,28 @@ impl Allocator {
         self.allocate_on(nbytes, self.0.default_device)
     }
 
+    /// As [`Allocator::allocate`], with the built-in CPU allocator's
+    /// thread-cache hit inlined into the caller and a backend that keeps
+    /// its own statistics (the caching allocator) called directly: for
+    /// the C entry point that hands out bare allocations, where the frame
+    /// and result copy of [`Allocator::allocate_with`] were a seventh of
+    /// an allocate+free (35 of 248 instructions, callgrind, 64 B).
+    #[inline(always)]
+    pub(crate) fn allocate_inline(&self, nbytes: usize) -> Result<DataPtr> {
+        let device = self.0.default_device;
+        if self.0.builtin_cpu {
+            if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
+                return Ok(dp);
+            }
+        } else if self.0.own_stats {
+            return self
+                .0
+                .backend()
+                .allocate_tracked(&self.0, nbytes, device, true);
+        }
+        self.allocate_with(nbytes, device, true)
+    }
+
     /// Allocates `nbytes` on `device`, recording statistics; the returned
     /// pointer keeps this allocator alive until it is freed.
     #[inline]
@@ -374,8 +396,9 @@ impl Allocator {
     /// C allocation 13 instructions longer, and copying a backend's result
     /// out to look at it cost the caching allocator's hits 9 ns (stores
     /// that the following wider loads could not forward). One function
-    /// out of line for every caller, so that the thread cache's access is
-    /// inlined into it (with two copies LLVM kept it out of line).
+    /// out of line for the crate's callers, with the thread cache's access
+    /// inlined into it; only the C entry point has a copy of its own
+    /// ([`Allocator::allocate_inline`]).
     #[inline(never)]
     fn allocate_with(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
         if self.0.builtin_cpu {

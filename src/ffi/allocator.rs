@@ -484,7 +484,7 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
         // header's contract, ffi/handle.rs); allocator_view checks NULL and
         // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
-        let dp = a.allocate(nbytes)?;
+        let dp = a.allocate_inline(nbytes)?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, TsrDataPtr::from_core(dp)) };
         Ok(())

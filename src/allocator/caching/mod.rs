@@ -422,7 +422,9 @@ impl CachingAllocator {
 
     /// Allocates for `owner`; with `notify`, a failure for want of memory
     /// tells the out-of-memory observers (only the slow path fails).
-    #[inline]
+    /// Inlined into both callers: out of line, its call added a frame
+    /// (13 instructions) to every hit.
+    #[inline(always)]
     fn allocate_for(
         &self,
         owner: &AllocatorImpl,
