@@ -403,8 +403,11 @@ pub fn on_alloc(class: Option<usize>) -> (Option<&'static Shard>, Option<*mut u8
 /// thread is being torn down).
 #[inline(always)]
 pub fn take(class: usize) -> Option<(*mut u8, &'static Shard)> {
+    // One slot read for both pointers (cache() would read it again).
     let (shard, cache) = published();
-    // SAFETY: as in cache().
+    // SAFETY: the cache stays alive while published: only this thread
+    // reads its own slot, and its state unpublishes the cache before
+    // freeing it at thread exit, after which nothing of this call runs.
     let cache = unsafe { cache.as_ref() }?;
     let bins = cache.enter()?;
     let got = bins.pop(class);
@@ -454,15 +457,13 @@ pub fn on_free(
     let Some(bins) = cache.enter() else {
         return (Some(shard), false);
     };
-    let cached = if bins.bins[c].len >= slots || bins.bytes + size > limit {
-        false
-    } else {
-        let bin = &mut bins.bins[c];
+    let bin = &mut bins.bins[c];
+    let cached = bin.len < slots && bins.bytes + size <= limit;
+    if cached {
         bin.blocks[bin.len as usize] = block;
         bin.len += 1;
         bins.bytes += size;
-        true
-    };
+    }
     cache.exit();
     (Some(shard), cached)
 }

@@ -366,7 +366,11 @@ impl Allocator {
             if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
                 return Ok(dp);
             }
-        } else if self.0.own_stats {
+            // A miss goes straight to the block allocator, as in
+            // allocate_with: the cache was just looked at.
+            return cpu::allocate_cpu(&self.0, nbytes, device, true);
+        }
+        if self.0.own_stats {
             return self
                 .0
                 .backend()
