@@ -107,6 +107,11 @@ pub fn set_allocator(device_type: DeviceType, allocator: &Allocator, priority: u
 /// replaced; with the "cuda" feature, the built-in caching CUDA allocator
 /// for CUDA, which loads the driver only when it allocates), or None.
 pub fn get_allocator(device_type: DeviceType) -> Option<Allocator> {
+    if device_type == DeviceType::Cpu && cpu_slot_is_builtin() {
+        // The slot is empty or holds the built-in allocator: no lock, as
+        // on the allocation paths.
+        return Some(Allocator::cpu());
+    }
     let guard = slot(device_type).read().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(s) => Some(s.allocator.clone()),
