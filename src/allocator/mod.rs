@@ -353,30 +353,14 @@ impl Allocator {
         self.allocate_on(nbytes, self.0.default_device)
     }
 
-    /// As [`Allocator::allocate`], with the built-in CPU allocator's
-    /// thread-cache hit inlined into the caller and a backend that keeps
-    /// its own statistics (the caching allocator) called directly: for
-    /// the C entry point that hands out bare allocations, where the frame
-    /// and result copy of [`Allocator::allocate_with`] were a seventh of
-    /// an allocate+free (35 of 248 instructions, callgrind, 64 B).
+    /// As [`Allocator::allocate`], with the dispatch inlined into the
+    /// caller: for the C entry point that hands out bare allocations,
+    /// where the frame and result copy of [`Allocator::allocate_with`]
+    /// were a seventh of an allocate+free (35 of 248 instructions,
+    /// callgrind, 64 B).
     #[inline(always)]
     pub(crate) fn allocate_inline(&self, nbytes: usize) -> Result<DataPtr> {
-        let device = self.0.default_device;
-        if self.0.builtin_cpu {
-            if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
-                return Ok(dp);
-            }
-            // A miss goes straight to the block allocator, as in
-            // allocate_with: the cache was just looked at.
-            return cpu::allocate_cpu(&self.0, nbytes, device, true);
-        }
-        if self.0.own_stats {
-            return self
-                .0
-                .backend()
-                .allocate_tracked(&self.0, nbytes, device, true);
-        }
-        self.allocate_with(nbytes, device, true)
+        self.dispatch(nbytes, self.0.default_device, true)
     }
 
     /// Allocates `nbytes` on `device`, recording statistics; the returned
@@ -395,16 +379,25 @@ impl Allocator {
     }
 
     /// Allocates, telling the out-of-memory observers of a failure if
-    /// `notify`. Each path tells them in its own failure branch, and the
-    /// result is never looked at here: a check after the call made every
-    /// C allocation 13 instructions longer, and copying a backend's result
-    /// out to look at it cost the caching allocator's hits 9 ns (stores
-    /// that the following wider loads could not forward). One function
-    /// out of line for the crate's callers, with the thread cache's access
-    /// inlined into it; only the C entry point has a copy of its own
+    /// `notify`: the one out-of-line copy of [`Allocator::dispatch`] for
+    /// the crate's callers; only the C entry point has one of its own
     /// ([`Allocator::allocate_inline`]).
     #[inline(never)]
     fn allocate_with(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
+        self.dispatch(nbytes, device, notify)
+    }
+
+    /// The allocation paths: the built-in CPU allocator's thread cache,
+    /// then its block allocator; a backend that keeps its own statistics
+    /// (the caching allocator); any other backend through the statistics
+    /// wrapper. Each path tells the out-of-memory observers in its own
+    /// failure branch, and the result is never looked at here: a check
+    /// after the call made every C allocation 13 instructions longer, and
+    /// copying a backend's result out to look at it cost the caching
+    /// allocator's hits 9 ns (stores that the following wider loads could
+    /// not forward).
+    #[inline(always)]
+    fn dispatch(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
         if self.0.builtin_cpu {
             if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
                 return Ok(dp);
