@@ -8,15 +8,17 @@
 //! thread-local through `__tls_get_addr` (the general-dynamic model, a PLT
 //! call and a dozen instructions), and stable Rust cannot pick another
 //! model. On x86-64 Linux with glibc this module therefore defines the
-//! slot itself and reaches it through a TLS descriptor (the `gnu2`
-//! dialect, what `-mtls-dialect=gnu2` makes a C compiler emit): the
-//! linker turns it into a constant offset in an executable, and in a
-//! shared library glibc's resolver returns the offset in two instructions
-//! while the slot lives in the static TLS block (always, for a library the
-//! program links; for a dlopen-ed one while glibc has static TLS to
-//! spare), with the `__tls_get_addr` path as the fallback, so loading the
-//! library with dlopen never fails for want of static TLS (as the
-//! initial-exec model can). Elsewhere it is a const `thread_local!`.
+//! slot itself. The first access goes through a TLS descriptor (the `gnu2`
+//! dialect, what `-mtls-dialect=gnu2` makes a C compiler emit), which works
+//! wherever the slot lives, dynamic TLS included, so loading the library
+//! with dlopen never fails for want of static TLS (as the initial-exec
+//! model can). When the descriptor shows the slot in the static TLS block
+//! (always for a library the program links, and for a dlopen-ed one while
+//! glibc has static TLS to spare), its offset from the thread pointer is
+//! the same in every thread: it is kept, and every later access is the
+//! thread pointer plus that offset, as in the initial-exec model, with no
+//! indirect call (what it saves: benches/PERF_RESULTS.md, 2026-11-25 on
+//! an Intel Xeon). Elsewhere it is a const `thread_local!`.
 
 use std::cell::Cell;
 
@@ -44,6 +46,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&Words) -> R) -> R {
 ))]
 mod imp {
     use super::Words;
+    use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
     // The slot: 24 bytes of .tbss (zero in every new thread), hidden so
     // that it stays inside the library.
@@ -60,29 +63,86 @@ mod imp {
         options(att_syntax)
     );
 
-    /// The address of the calling thread's slot.
+    /// The slot's offset from the thread pointer once it is known to be
+    /// the same in every thread (the slot is in the static TLS block); 0
+    /// until then, or for good when glibc placed it in dynamic TLS. A
+    /// static-TLS offset is never 0: on x86-64 the block lies below the
+    /// thread pointer, at negative offsets.
+    static STATIC_OFFSET: AtomicIsize = AtomicIsize::new(0);
+
+    /// The address of the calling thread's slot: the thread pointer plus
+    /// the static offset (a load and an add, what the initial-exec model
+    /// would emit, without its refusal to dlopen), or the descriptor call.
     #[inline(always)]
     fn address() -> *const Words {
-        let addr: usize;
+        let off = STATIC_OFFSET.load(Relaxed);
+        if off == 0 {
+            return resolve();
+        }
+        thread_pointer().wrapping_add_signed(off) as *const Words
+    }
+
+    /// The calling thread's thread pointer (%fs:0 holds its own address).
+    #[inline(always)]
+    fn thread_pointer() -> usize {
+        let tp: usize;
+        // SAFETY: reads one word at %fs:0, which the x86-64 psABI's TLS
+        // layout (variant II) makes the thread pointer itself in every
+        // thread; nothing else is touched.
+        unsafe {
+            std::arch::asm!(
+                "movq %fs:0, {}",
+                out(reg) tp,
+                options(att_syntax, pure, readonly, nostack, preserves_flags),
+            );
+        }
+        tp
+    }
+
+    /// The slot's address through its TLS descriptor, learning the static
+    /// offset on the way when there is one.
+    #[cold]
+    #[inline(never)]
+    fn resolve() -> *const Words {
+        let (desc, off): (isize, isize);
         // SAFETY: the psABI's TLS descriptor sequence for the slot defined
         // above: the call returns the slot's offset from the thread pointer
-        // in rax, and %fs:0 holds the thread pointer itself. The resolver
-        // may run glibc's dynamic-TLS path (a C call that can allocate), so
-        // every register the C ABI lets a call clobber is declared
-        // clobbered; the stack is not `nostack`, so the call may push.
-        // Pure and nomem: the result depends only on the thread, and the
-        // sequence touches no memory Rust can see.
+        // in rax. The descriptor's address is kept in r12 (callee-saved:
+        // any call leaves it). The resolver may run glibc's dynamic-TLS
+        // path (a C call that can allocate), so every register the C ABI
+        // lets a call clobber is declared clobbered; the stack is not
+        // `nostack`, so the call may push. When the program is linked
+        // statically against the library, the linker rewrites the lea
+        // into a load of the offset itself and the call into a no-op, and
+        // r12 then holds the offset.
         unsafe {
             std::arch::asm!(
                 "leaq tessera_thread_slot@TLSDESC(%rip), %rax",
+                "movq %rax, %r12",
                 "call *tessera_thread_slot@TLSCALL(%rax)",
-                "addq %fs:0, %rax",
-                out("rax") addr,
+                out("rax") off,
+                out("r12") desc,
                 clobber_abi("C"),
-                options(att_syntax, pure, nomem),
+                options(att_syntax),
             );
         }
-        addr as *const Words
+        let fixed = if desc < 0 {
+            // Rewritten by the linker: a constant offset.
+            desc == off
+        } else {
+            // SAFETY: desc is the address of the slot's descriptor in the
+            // library's GOT, two words (resolver, argument), relocated
+            // before the call above returned. Its argument is the offset
+            // itself when the slot is in static TLS (glibc's
+            // `_dl_tlsdesc_return` returns it), and a pointer (positive)
+            // to glibc's bookkeeping when it is in dynamic TLS.
+            let arg = unsafe { *(desc as *const isize).add(1) };
+            off < 0 && arg == off
+        };
+        if fixed {
+            STATIC_OFFSET.store(off, Relaxed);
+        }
+        thread_pointer().wrapping_add_signed(off) as *const Words
     }
 
     #[inline(always)]
