@@ -282,6 +282,29 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // SAFETY: ctx is the data address of a live block from alloc_block
     // (this deleter is only attached to those).
     let (raw, nbytes) = unsafe { header(ctx) };
+    // The thread-cache hit first, apart from the general path so that its
+    // frame stays small.
+    let hit =
+        cpu_thread_cache::class_of(nbytes).and_then(|c| cpu_thread_cache::put(c, raw as *mut u8));
+    if let Some(shard) = hit {
+        let stats = &builtin_ref().0.stats;
+        stats.record_free_sharded(shard, ctx, nbytes, Device::CPU);
+        return;
+    }
+    // SAFETY: ctx is a live block's data address (this deleter's
+    // contract, above) and raw, nbytes are its header; put did nothing
+    // with the block when it returned None.
+    unsafe { free_general(ctx, raw, nbytes) }
+}
+
+/// cpu_free past the thread-cache hit (on_free looks at the cache once
+/// more: a miss, at most a few instructions).
+///
+/// # Safety
+/// `ctx` the data address of a live block from alloc_block, not freed
+/// yet; `raw` and `nbytes` read from its header.
+#[inline(never)]
+unsafe fn free_general(ctx: *mut c_void, raw: *mut c_void, nbytes: usize) {
     let stats = &builtin_ref().0.stats;
     // Every block of a cacheable size holds its class capacity, so it can
     // serve any later request of that class.

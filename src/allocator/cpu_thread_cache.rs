@@ -468,6 +468,37 @@ pub fn on_free(
     (Some(shard), cached)
 }
 
+/// Offers the freed block of class `class` to the thread's cache and, if
+/// it was cached, counts the free and returns the thread's statistics
+/// shard; None having done nothing (no cache yet, the cache busy, its bin
+/// or budget full): the caller then takes [`on_free`].
+#[inline(always)]
+pub fn put(class: usize, block: *mut u8) -> Option<&'static Shard> {
+    let (shard, cache) = published();
+    // SAFETY: as in `take`: a published cache stays alive while this
+    // thread runs, and only this thread reads its own slot.
+    let cache = unsafe { cache.as_ref() }?;
+    let (size, slots) = CLASSES[class];
+    let limit = cache_limit();
+    let bins = cache.enter()?;
+    let bin = &mut bins.bins[class];
+    let cached = bin.len < slots && bins.bytes + size <= limit;
+    if cached {
+        bin.blocks[bin.len as usize] = block;
+        bin.len += 1;
+        bins.bytes += size;
+    }
+    cache.exit();
+    if !cached {
+        return None;
+    }
+    // SAFETY: a thread publishes its cache only after its shard (a leaked
+    // Shard it owns while published).
+    let shard: &'static Shard = unsafe { &*shard };
+    shard.bump(1);
+    Some(shard)
+}
+
 /// Makes the thread's cache on its first free and publishes it; None
 /// during thread teardown. Out of line: the cache is built on the stack
 /// before it is boxed, and a frame that large would make every free probe

@@ -267,6 +267,19 @@ impl AllocatorImpl {
 #[derive(Clone)]
 pub struct Allocator(pub(crate) Ref<AllocatorImpl>);
 
+impl AllocatorImpl {
+    /// The built-in CPU allocator's thread-cache hit on the default
+    /// device, or None having done nothing: the part of an allocation that
+    /// cannot fail, for a C entry point to try before its general path.
+    #[inline(always)]
+    pub(crate) fn allocate_hit(&self, nbytes: usize) -> Option<DataPtr> {
+        if !self.builtin_cpu {
+            return None;
+        }
+        cpu::allocate_cached(self, nbytes, self.default_device)
+    }
+}
+
 impl Allocator {
     /// Wraps a backend. `default_device` is what [`Allocator::allocate`]
     /// allocates on.

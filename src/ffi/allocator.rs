@@ -478,6 +478,41 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
     nbytes: usize,
     out: *mut TsrDataPtr,
 ) -> TsrStatus {
+    // The thread-cache hit first, in a function of its own: it needs few
+    // registers and no room for an error, so its frame stays small.
+    let hit = guard_value("tsr_allocator_allocate", false, || {
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract); try_borrow checks NULL and liveness.
+        let Some(a) = (unsafe { handle::try_borrow(allocator) }) else {
+            return false;
+        };
+        if out.is_null() {
+            return false;
+        }
+        let Some(dp) = a.allocate_hit(nbytes) else {
+            return false;
+        };
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, TsrDataPtr::from_core(dp)) };
+        true
+    });
+    if hit {
+        return TSR_OK;
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { allocate_general(allocator, nbytes, out) }
+}
+
+/// tsr_allocator_allocate past the thread-cache hit.
+///
+/// # Safety
+/// As tsr_allocator_allocate.
+#[inline(never)]
+unsafe fn allocate_general(
+    allocator: *mut TsrAllocator,
+    nbytes: usize,
+    out: *mut TsrDataPtr,
+) -> TsrStatus {
     guard("tsr_allocator_allocate", || {
         check_not_null(out, "out")?;
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the

@@ -166,6 +166,26 @@ pub unsafe fn borrow<'a, H: Strong>(h: *const H, name: &str) -> Result<&'a H::Ta
     Ok(unsafe { Ref::borrow_raw(block(h)) })
 }
 
+/// The value behind a strong handle when it is non-NULL and live, else
+/// None with no message: for a fast path that falls back to a checked one.
+///
+/// # Safety
+/// As [`borrow`].
+#[inline(always)]
+pub unsafe fn try_borrow<'a, H: Strong>(h: *const H) -> Option<&'a H::Target> {
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: h is non-NULL and, by the module's contract, a live block.
+    let (strong, _) = unsafe { rc::counts_raw(block(h)) };
+    if strong == 0 {
+        return None;
+    }
+    // SAFETY: the strong count is non-zero and the caller's reference
+    // keeps it so for 'a.
+    Some(unsafe { Ref::borrow_raw(block(h)) })
+}
+
 /// The value behind a strong handle as a `Ref` for the call, checked like
 /// [`borrow`]; no count is taken and none is dropped (the caller's
 /// reference keeps the object alive).
