@@ -376,11 +376,10 @@ fn export_of_a_permuted_view_fills_every_field() {
     assert_eq!(t.strides as usize, shape_addr + 3 * 8);
     // manager_ctx is the storage, referenced by the export
     assert_eq!(mt.manager_ctx, storage.0 as *mut c_void);
-    // SAFETY: manager_ctx is a live storage handle.
-    assert_eq!(
-        unsafe { tsr_storage_use_count(mt.manager_ctx as *const TsrStorage) },
-        4
-    );
+    // SAFETY: manager_ctx is a live storage handle (the export holds one
+    // of its references, checked equal to storage.0 just above).
+    let uses = unsafe { tsr_storage_use_count(mt.manager_ctx as *const TsrStorage) };
+    assert_eq!(uses, 4);
 
     // The export keeps the memory alive without any tensor.
     drop((p, base, storage));
@@ -419,11 +418,9 @@ fn export_refusals_leave_out_untouched() {
     // SAFETY: sizes holds one value; q is writable.
     ok(unsafe { tsr_tensor_empty(1, &n, TSR_QINT8, CPU, &mut q) });
     let q = T(q);
-    // SAFETY: a live handle; out is writable.
-    assert_eq!(
-        unsafe { tsr_tensor_to_dlpack(q.0, &mut out) },
-        TSR_ERR_DTYPE
-    );
+    // SAFETY: q owns a live handle; out is a writable local.
+    let status = unsafe { tsr_tensor_to_dlpack(q.0, &mut out) };
+    assert_eq!(status, TSR_ERR_DTYPE);
     assert!(
         last_error().contains("tsr_tensor_to_dlpack: dtype QInt8"),
         "{}",
@@ -436,32 +433,24 @@ fn export_refusals_leave_out_untouched() {
         index: -1,
     };
     let mut t = ptr::null_mut();
-    // SAFETY: as above.
+    // SAFETY: sizes (&n) holds one value; t is writable.
     ok(unsafe { tsr_tensor_empty(1, &n, TSR_FLOAT, meta, &mut t) });
     let t = T(t);
-    // SAFETY: a live handle; out is writable.
-    assert_eq!(
-        unsafe { tsr_tensor_to_dlpack(t.0, &mut out) },
-        TSR_ERR_UNSUPPORTED
-    );
+    // SAFETY: t owns a live handle; out is a writable local.
+    let status = unsafe { tsr_tensor_to_dlpack(t.0, &mut out) };
+    assert_eq!(status, TSR_ERR_UNSUPPORTED);
     assert!(last_error().contains("device meta"), "{}", last_error());
     let mut legacy = ptr::null_mut();
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { tsr_tensor_to_dlpack_legacy(t.0, &mut legacy) },
-        TSR_ERR_UNSUPPORTED
-    );
+    // SAFETY: t owns a live handle; legacy is a writable local.
+    let status = unsafe { tsr_tensor_to_dlpack_legacy(t.0, &mut legacy) };
+    assert_eq!(status, TSR_ERR_UNSUPPORTED);
     assert!(legacy.is_null());
-    // SAFETY: NULL arguments are checked.
-    assert_eq!(
-        unsafe { tsr_tensor_to_dlpack(ptr::null(), &mut out) },
-        TSR_ERR_NULL_POINTER
-    );
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { tsr_tensor_to_dlpack(t.0, ptr::null_mut()) },
-        TSR_ERR_NULL_POINTER
-    );
+    // SAFETY: a NULL tensor is allowed (checked, an error); out is writable.
+    let status = unsafe { tsr_tensor_to_dlpack(ptr::null(), &mut out) };
+    assert_eq!(status, TSR_ERR_NULL_POINTER);
+    // SAFETY: t owns a live handle; a NULL out is allowed (checked).
+    let status = unsafe { tsr_tensor_to_dlpack(t.0, ptr::null_mut()) };
+    assert_eq!(status, TSR_ERR_NULL_POINTER);
     assert_eq!(out, sentinel);
 }
 
@@ -501,12 +490,9 @@ fn every_dtype_with_a_dlpack_code_round_trips() {
         let Some(&(_, code, bits, lanes)) = codes.iter().find(|c| c.0 == raw) else {
             // quantized, bits, sub-byte integers and BComplex32: refused
             let mut out = ptr::null_mut();
-            // SAFETY: a live handle; out is writable.
-            assert_eq!(
-                unsafe { tsr_tensor_to_dlpack(t.0, &mut out) },
-                TSR_ERR_DTYPE,
-                "dtype {raw}"
-            );
+            // SAFETY: t owns a live handle; out is a writable local.
+            let status = unsafe { tsr_tensor_to_dlpack(t.0, &mut out) };
+            assert_eq!(status, TSR_ERR_DTYPE, "dtype {raw}");
             // SAFETY: tsr_dtype_name returns a static string.
             let name = unsafe { CStr::from_ptr(tessera::ffi::dtype::tsr_dtype_name(raw)) };
             assert!(
@@ -525,10 +511,11 @@ fn every_dtype_with_a_dlpack_code_round_trips() {
             (code, bits, lanes),
             "dtype {raw}"
         );
-        // SAFETY: a live handle.
+        // SAFETY: t owns a live handle.
+        let itemsize = unsafe { tsr_tensor_itemsize(t.0) };
         assert_eq!(
             usize::from(bits) * usize::from(lanes),
-            8 * unsafe { tsr_tensor_itemsize(t.0) },
+            8 * itemsize,
             "dtype {raw}"
         );
         let back = import(m);

@@ -358,6 +358,9 @@ fn caching_allocator_under_contention() {
     });
     let a = caching.get();
     let mut stats = TsrAllocatorStats::default();
+    // SAFETY: TsrCachingStats is a repr(C) struct of u32 and u64 fields
+    // only (through TsrCachingPoolStats and TsrCachingStat), for which all
+    // zero bytes are a valid value.
     let mut cs: TsrCachingStats = unsafe { std::mem::zeroed() };
     cs.struct_size = std::mem::size_of::<TsrCachingStats>() as u32;
     // SAFETY: live handle; out-pointers writable.

@@ -155,11 +155,11 @@ impl Driver {
                 format!("cuDeviceGet({index})")
             })?;
             let mut ctx: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: as above.
-            check(
-                unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
-                || format!("cuDevicePrimaryCtxRetain(cuda:{index})"),
-            )?;
+            // SAFETY: the driver is loaded and initialized (a Driver exists
+            // only once load's cuInit succeeded); `dev` is the device
+            // cuDeviceGet just returned, and `ctx` a valid out-pointer.
+            let r = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) };
+            check(r, || format!("cuDevicePrimaryCtxRetain(cuda:{index})"))?;
             *slot = ctx as usize;
         }
         Ok(*slot as sys::CUcontext)
@@ -373,11 +373,11 @@ impl RawAllocator for CudaPinned {
         }
         let p = d.on_device(0, || {
             let mut p: *mut c_void = std::ptr::null_mut();
-            // SAFETY: a context is current; `p` is a valid out-pointer.
-            check(
-                unsafe { sys::cuMemHostAlloc(&mut p, nbytes, sys::CU_MEMHOSTALLOC_PORTABLE) },
-                || format!("cuMemHostAlloc of {nbytes} bytes"),
-            )?;
+            // SAFETY: the driver is loaded (driver() succeeded) and
+            // on_device made device 0's primary context current for this
+            // closure; `p` is a valid out-pointer.
+            let r = unsafe { sys::cuMemHostAlloc(&mut p, nbytes, sys::CU_MEMHOSTALLOC_PORTABLE) };
+            check(r, || format!("cuMemHostAlloc of {nbytes} bytes"))?;
             Ok(p)
         })?;
         // SAFETY: pinned_free frees exactly this allocation, given its

@@ -132,9 +132,9 @@ pub unsafe extern "C" fn tsr_storage_from_data_ptr(
 /// `s` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_nbytes(s: *const TsrStorage) -> usize {
-    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
-    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_nbytes", 0, || {
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         Ok(unsafe { storage_impl(s, "s")? }.nbytes())
     })
 }
@@ -145,9 +145,9 @@ pub unsafe extern "C" fn tsr_storage_nbytes(s: *const TsrStorage) -> usize {
 /// `s` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_data(s: *const TsrStorage) -> *mut c_void {
-    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
-    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_data", std::ptr::null_mut(), || {
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         Ok(unsafe { storage_impl(s, "s")? }.data())
     })
 }
@@ -162,12 +162,11 @@ pub unsafe extern "C" fn tsr_storage_device(s: *const TsrStorage) -> TsrDevice {
         device_type: -1,
         index: -1,
     };
-    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
-    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_device", bad, || {
-        Ok(TsrDevice::from_core(
-            unsafe { storage_impl(s, "s")? }.device(),
-        ))
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
+        let s = unsafe { storage_impl(s, "s")? };
+        Ok(TsrDevice::from_core(s.device()))
     })
 }
 
@@ -177,9 +176,9 @@ pub unsafe extern "C" fn tsr_storage_device(s: *const TsrStorage) -> TsrDevice {
 /// `s` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_storage_resizable(s: *const TsrStorage) -> bool {
-    // SAFETY: `s` is NULL or a live TsrStorage handle (the header's contract,
-    // ffi/handle.rs); storage_impl checks NULL and liveness.
     getter("tsr_storage_resizable", false, || {
+        // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_impl checks NULL and liveness.
         Ok(unsafe { storage_impl(s, "s")? }.resizable())
     })
 }

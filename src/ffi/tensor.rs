@@ -199,9 +199,9 @@ pub unsafe extern "C" fn tsr_tensor_from_storage(
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_ndim(t: *const TsrTensor) -> i64 {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_ndim", -1, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.ndim() as i64)
     })
 }
@@ -213,9 +213,9 @@ pub unsafe extern "C" fn tsr_tensor_ndim(t: *const TsrTensor) -> i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_sizes(t: *const TsrTensor) -> *const i64 {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_sizes", std::ptr::null(), || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.sizes().as_ptr())
     })
 }
@@ -227,9 +227,9 @@ pub unsafe extern "C" fn tsr_tensor_sizes(t: *const TsrTensor) -> *const i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_strides(t: *const TsrTensor) -> *const i64 {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_strides", std::ptr::null(), || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.strides().as_ptr())
     })
 }
@@ -272,9 +272,9 @@ pub unsafe extern "C" fn tsr_tensor_stride(t: *const TsrTensor, dim: i64) -> i64
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_storage_offset(t: *const TsrTensor) -> i64 {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_storage_offset", -1, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.storage_offset())
     })
 }
@@ -285,9 +285,9 @@ pub unsafe extern "C" fn tsr_tensor_storage_offset(t: *const TsrTensor) -> i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_numel(t: *const TsrTensor) -> i64 {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_numel", -1, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.numel())
     })
 }
@@ -298,9 +298,9 @@ pub unsafe extern "C" fn tsr_tensor_numel(t: *const TsrTensor) -> i64 {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_dtype(t: *const TsrTensor) -> TsrDType {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_dtype", -1, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.dtype().raw())
     })
 }
@@ -311,9 +311,9 @@ pub unsafe extern "C" fn tsr_tensor_dtype(t: *const TsrTensor) -> TsrDType {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_itemsize(t: *const TsrTensor) -> usize {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_itemsize", 0, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.itemsize())
     })
 }
@@ -328,12 +328,11 @@ pub unsafe extern "C" fn tsr_tensor_device(t: *const TsrTensor) -> TsrDevice {
         device_type: -1,
         index: -1,
     };
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_device", bad, || {
-        Ok(TsrDevice::from_core(
-            unsafe { tensor_impl(t, "t")? }.device(),
-        ))
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
+        let t = unsafe { tensor_impl(t, "t")? };
+        Ok(TsrDevice::from_core(t.device()))
     })
 }
 
@@ -344,9 +343,9 @@ pub unsafe extern "C" fn tsr_tensor_device(t: *const TsrTensor) -> TsrDevice {
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_data(t: *const TsrTensor) -> *mut c_void {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_data", std::ptr::null_mut(), || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.data_ptr())
     })
 }
@@ -421,9 +420,9 @@ pub unsafe extern "C" fn tsr_tensor_is_non_overlapping_and_dense(t: *const TsrTe
 /// `t` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_tensor_version(t: *const TsrTensor) -> u64 {
-    // SAFETY: `t` is NULL or a live TsrTensor handle (the header's contract,
-    // ffi/handle.rs); tensor_impl checks NULL and liveness.
     getter("tsr_tensor_version", 0, || {
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.version())
     })
 }

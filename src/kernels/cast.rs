@@ -106,16 +106,23 @@ unsafe fn staged<S: Elem, D: Elem>(dst: *mut u8, src: *const u8, n: usize, strea
     let _ = stream;
     #[cfg(target_arch = "x86_64")]
     if super::simd::avx2_enabled() {
-        // SAFETY (both arms): the CPU has AVX2 and F16C; S and D are the
-        // types named by their DTypes; the runs hold n elements and do not
-        // overlap (different itemsizes).
         match (S::DTYPE, D::DTYPE) {
             (DType::Float, DType::Half) => {
+                // SAFETY: avx2_enabled() just said the CPU has AVX2 and
+                // F16C; S is f32 and D is f16 (the DTypes matched, and
+                // Elem's contract makes those the only Elems of Float and
+                // Half); the caller's runs hold n aligned elements each and
+                // cannot overlap (itemsizes 4 and 2; exact aliasing only).
                 return unsafe {
                     super::simd::f32_to_f16(src as *const f32, dst as *mut u16, n, stream)
                 };
             }
             (DType::Half, DType::Float) => {
+                // SAFETY: avx2_enabled() just said the CPU has AVX2 and
+                // F16C; S is f16 and D is f32 (the DTypes matched, Elem's
+                // contract); the caller's runs hold n aligned elements each
+                // and cannot overlap (itemsizes 2 and 4; exact aliasing
+                // only).
                 return unsafe {
                     super::simd::f16_to_f32(src as *const u16, dst as *mut f32, n, stream)
                 };

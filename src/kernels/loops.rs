@@ -88,8 +88,9 @@ unsafe fn store_chunk<D: Copy>(out: *mut u8, i: usize, r: &[D; CHUNK], stream: b
 /// non-temporal stores (for outputs larger than the cache).
 ///
 /// # Safety
-/// Both runs must address `n` valid elements; `out` may equal `x` (same
-/// stride) but must not otherwise overlap it.
+/// Both runs must address `n` valid elements, n >= 1 (element 0 of the
+/// input is read before the loops); `out` may equal `x` (same stride) but
+/// must not otherwise overlap it.
 #[inline(always)]
 pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
     out: *mut u8,
@@ -101,14 +102,20 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
     f: impl Fn(S) -> D,
 ) {
     let (sd, ss) = (size_of::<D>() as isize, size_of::<S>() as isize);
-    // SAFETY (all blocks below): indices stay below n, per the caller.
     if os == sd && (xs == ss || xs == 0) {
         let scalar = xs == 0;
+        // SAFETY: element 0 of the input (its one element when the stride
+        // is 0, else the first of its run), which exists as n >= 1 (the
+        // caller's contract; iterator runs and parallel_for ranges are
+        // never empty).
         let x0 = f(unsafe { ld::<S>(x, 0, 0) });
         let value = |i: usize| {
             if scalar {
                 x0
             } else {
+                // SAFETY: `value` is only called with i < n (the loops
+                // below), and the input is a contiguous run of n valid
+                // elements (xs == ss).
                 f(unsafe { ld(x, i, ss) })
             }
         };
@@ -116,6 +123,8 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
         let mut i = 0;
         if let Some(s) = start {
             while i < s {
+                // SAFETY: i < s <= n (stream_start caps s at n), inside
+                // the contiguous output run of n elements.
                 unsafe { st(out, i, sd, value(i)) };
                 i += 1;
             }
@@ -124,6 +133,8 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
             let mut v = [S::default(); CHUNK];
             if !scalar {
                 for (k, e) in v.iter_mut().enumerate() {
+                    // SAFETY: i + k < i + CHUNK <= n, inside the contiguous
+                    // input run.
                     *e = unsafe { ld(x, i + k, ss) };
                 }
             }
@@ -133,22 +144,31 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
                     *d = f(e);
                 }
             }
+            // SAFETY: elements i..i + CHUNK <= n of the contiguous output
+            // are writable. When streaming, i started at stream_start's
+            // 16-byte aligned index and moves by CHUNK elements (a multiple
+            // of 16 bytes), so out + i is 16-byte aligned.
             unsafe { store_chunk(out, i, &r, start.is_some()) };
             i += CHUNK;
         }
         for i in i..n {
+            // SAFETY: i < n, inside the contiguous output run.
             unsafe { st(out, i, sd, value(i)) };
         }
         if start.is_some() {
             simd::sfence();
         }
     } else if xs == 0 {
+        // SAFETY: a stride-0 input addresses one valid element, readable
+        // as the run is not empty (n >= 1, the caller's contract).
         let v = f(unsafe { ld(x, 0, 0) });
         for i in 0..n {
+            // SAFETY: i < n, inside the output run with its stride os.
             unsafe { st(out, i, os, v) };
         }
     } else {
         for i in 0..n {
+            // SAFETY: i < n, inside both runs with their strides xs, os.
             unsafe { st(out, i, os, f(ld(x, i, xs))) };
         }
     }
@@ -157,7 +177,7 @@ pub(crate) unsafe fn map_run<S: Copy + Default, D: Copy + Default>(
 /// `out[i] = f(a[i], b[i])` for i < n; `stream` as in [`map_run`].
 ///
 /// # Safety
-/// As [`map_run`], for both inputs.
+/// As [`map_run`], for both inputs (n >= 1 included).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn zip_run<A: Copy + Default, B: Copy + Default, D: Copy + Default>(
@@ -178,10 +198,12 @@ pub(crate) unsafe fn zip_run<A: Copy + Default, B: Copy + Default, D: Copy + Def
     );
     // One loop per case, so none tests a flag per element: both inputs
     // contiguous, or one of them a broadcast scalar; streaming or not.
-    // SAFETY (all arms): each arm reads a[i], b[i] and writes out[i] for
-    // i < n with the caller's strides (a stride-0 input reads its one
-    // element), within the runs of n valid elements the caller guarantees,
-    // which alias the output at most exactly.
+    // SAFETY: each zip_contiguous arm is taken only when its flags hold:
+    // the output is contiguous (os == sd), an input flagged scalar has
+    // stride 0 (it reads its one element) and the other is contiguous, so
+    // the caller's runs of n >= 1 valid elements, aliasing the output at
+    // most exactly, are what zip_contiguous requires. The last arm reads
+    // a[i], b[i] and writes out[i] for i < n with the caller's strides.
     unsafe {
         match (os == sd, as_ == sa, as_ == 0, bs == sb, bs == 0, stream) {
             (true, true, _, true, _, false) => {
@@ -237,11 +259,22 @@ unsafe fn zip_contiguous<
         size_of::<A>() as isize,
         size_of::<B>() as isize,
     );
-    // SAFETY (all blocks below): indices stay below n, per the caller.
+    // SAFETY: element 0 of `a` (its one element when SA, else the first
+    // of its contiguous run), which exists only for n >= 1, the caller's
+    // contract. NOT upheld by every caller: flat::binary -> Flat::run ->
+    // binary_op_run passes n == 0 for empty tensors (data pointer NULL)
+    // with a non-widening T, and this read is then undefined behaviour.
     let x0: A = unsafe { ld(a, 0, 0) };
+    // SAFETY: element 0 of `b` (its one element when SB, else the first
+    // of its contiguous run): needs n >= 1, with the same n == 0 gap in
+    // flat::binary as the read of `a` just before.
     let y0: B = unsafe { ld(b, 0, 0) };
     let value = |i: usize| {
+        // SAFETY: `value` is only called with i < n (the loops below), and
+        // `a` is a contiguous run of n valid elements when not SA.
         let x = if SA { x0 } else { unsafe { ld(a, i, sa) } };
+        // SAFETY: i < n, and `b` is a contiguous run of n valid elements
+        // when not SB.
         let y = if SB { y0 } else { unsafe { ld(b, i, sb) } };
         f(x, y)
     };
@@ -249,6 +282,8 @@ unsafe fn zip_contiguous<
     let mut i = 0;
     if let Some(s) = start {
         while i < s {
+            // SAFETY: i < s <= n (stream_start caps s at n), inside the
+            // contiguous output run of n elements.
             unsafe { st(out, i, sd, value(i)) };
             i += 1;
         }
@@ -259,11 +294,13 @@ unsafe fn zip_contiguous<
         let mut vb = [y0; CHUNK];
         if !SA {
             for (k, e) in va.iter_mut().enumerate() {
+                // SAFETY: i + k < i + CHUNK <= n, inside a's contiguous run.
                 *e = unsafe { ld(a, i + k, sa) };
             }
         }
         if !SB {
             for (k, e) in vb.iter_mut().enumerate() {
+                // SAFETY: i + k < i + CHUNK <= n, inside b's contiguous run.
                 *e = unsafe { ld(b, i + k, sb) };
             }
         }
@@ -271,10 +308,15 @@ unsafe fn zip_contiguous<
         for k in 0..CHUNK {
             r[k] = f(va[k], vb[k]);
         }
+        // SAFETY: elements i..i + CHUNK <= n of the contiguous output are
+        // writable. When streaming, i started at stream_start's 16-byte
+        // aligned index and moves by CHUNK elements (a multiple of 16
+        // bytes), so out + i is 16-byte aligned.
         unsafe { store_chunk(out, i, &r, STREAM && streaming) };
         i += CHUNK;
     }
     for i in i..n {
+        // SAFETY: i < n, inside the contiguous output run.
         unsafe { st(out, i, sd, value(i)) };
     }
     if streaming {

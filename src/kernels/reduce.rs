@@ -278,11 +278,14 @@ unsafe fn blocks_x4<R: Reducer>(
         && R::Acc::DTYPE == DType::Float
         && super::simd::avx2_enabled()
     {
-        // SAFETY: the CPU has AVX2; each block holds m contiguous f32
-        // values. Acc is f32 (its DTYPE is Float, and Elem's contract makes
-        // f32 the only Elem of Float), so the results are read
-        // back as Acc through a same-size copy.
+        // SAFETY: avx2_enabled() just said the CPU has AVX2; In is f32
+        // (its DTYPE is Float, and Elem's contract makes f32 the only Elem
+        // of Float), so each of the caller's four blocks of m readable
+        // contiguous elements holds m f32 values.
         let s = unsafe { super::simd::sum_f32_lanes32_x4(q.map(|p| p as *const f32), m) };
+        // SAFETY: Acc is f32 as well (its DTYPE is Float, Elem's contract),
+        // so each result is read back as Acc through a copy of the same
+        // type and size.
         return s.map(|v| unsafe { std::mem::transmute_copy::<f32, R::Acc>(&v) });
     }
     let item = size_of::<R::In>() as isize;
@@ -363,8 +366,12 @@ unsafe fn lanes<R: Reducer, const N: usize>(
             unsafe { load_op::<R::In>(&mut buf[..m], p.offset(i as isize * stride), stride) };
             let vals = buf.as_ptr() as *const u8;
             let acc_size = size_of::<R::Acc>() as isize;
-            // SAFETY (both loops): indices below m, inside the buffer,
-            // which holds values of R::Acc's type.
+            // SAFETY: fold_lanes calls the closure for k < m only, and
+            // buf's first m values were just written by load_op: values of
+            // the input's op math type. lanes serves only Sum (through
+            // pairwise and blocks_x4), whose accumulator R::Acc is that type
+            // for every widening input (SumAcc: f16, bf16 -> f32, their
+            // complex types -> Complex<f32>; sizes asserted above).
             unsafe {
                 fold_lanes::<R::Acc, N>(&mut acc, m, |k| ld::<R::Acc>(vals, k, acc_size), &fold)
             };
@@ -378,10 +385,12 @@ unsafe fn lanes<R: Reducer, const N: usize>(
             && R::Acc::DTYPE == DType::Float
             && super::simd::avx2_enabled()
         {
-            // SAFETY: the CPU has AVX2; the run holds n contiguous f32
-            // values. In and Acc are f32 (checked by DType), so the result
-            // is read back as Acc through a same-size copy.
+            // SAFETY: avx2_enabled() just said the CPU has AVX2; In is f32
+            // (its DTYPE is Float, Elem's contract) and the stride is its
+            // size, so the caller's run is n readable contiguous f32 values.
             let s = unsafe { super::simd::sum_f32_lanes32(p as *const f32, n) };
+            // SAFETY: Acc is f32 as well (its DTYPE is Float, Elem's
+            // contract): a copy of the same type and size.
             return unsafe { std::mem::transmute_copy::<f32, R::Acc>(&s) };
         }
         // Contiguous: whole arrays of N elements per step, so the lane

@@ -124,7 +124,17 @@ pub(crate) fn sfence() {
 pub(crate) unsafe fn f32_to_f16(src: *const f32, dst: *mut u16, n: usize, stream: bool) {
     use std::arch::x86_64::*;
     let mut i = 0;
-    // SAFETY (whole body): indices stay below n; F16C per the caller.
+    // SAFETY: AVX2 and F16C (this function's target features) are the
+    // caller's guarantee, as are the two non-overlapping runs of n
+    // elements. Indices stay below n: the head and tail loops test i < n;
+    // `step(at)` touches at..at + 32, called where i + 32 <= n or inside
+    // the four parts, which end at i + 4 * part <= n; the 8-wide loop
+    // tests i + 8 <= n. Streaming stores are 16-byte aligned: the head
+    // stops where dst + i is, and steps move by multiples of 32 values
+    // (part and j are multiples of 32). The plain u16 / f32 accesses of
+    // the head and tail also need `dst` and `src` aligned, which the
+    // # Safety above leaves out: the one caller, cast::staged, requires
+    // aligned runs, and cast_run checks alignment before calling it.
     unsafe {
         let stream = stream && (dst as usize) % 2 == 0;
         if stream {
@@ -233,7 +243,13 @@ pub(crate) unsafe fn f32_to_f8(src: *const f32, dst: *mut u8, n: usize, c: F8Con
     // Adding 2^(min_exp - 1 + 23 - m + 1)... = a float whose ulp is the
     // subnormal unit 2^(1 - bias - m): exponent field 127 + 1 - bias - m + 23.
     let magic_field = (127 + 1 - c.bias - c.m as i32 + 23) as u32;
-    // SAFETY (whole body): indices stay below n; AVX2 per the caller.
+    // SAFETY: AVX2 (this function's target feature) is the caller's
+    // guarantee, as are n readable f32 at `src` and n writable bytes at
+    // `dst`, not overlapping. Indices stay below n: each pass of the main
+    // loop reads src[i..i + 32] (four code8 calls of 8 values) and writes
+    // dst[i..i + 32] only while i + 32 <= n; the tail tests i < n. The
+    // tail's plain f32 read also needs `src` aligned, which the # Safety
+    // leaves out: the one caller, cast_run, checks it (`contiguous`).
     unsafe {
         let sign_mask = _mm256_set1_epi32(i32::MIN);
         let inf = _mm256_set1_epi32(0x7F80_0000);
@@ -293,7 +309,15 @@ pub(crate) unsafe fn f32_to_f8(src: *const f32, dst: *mut u8, n: usize, c: F8Con
 pub(crate) unsafe fn f16_to_f32(src: *const u16, dst: *mut f32, n: usize, stream: bool) {
     use std::arch::x86_64::*;
     let mut i = 0;
-    // SAFETY (whole body): indices stay below n; F16C per the caller.
+    // SAFETY: AVX2 and F16C (this function's target features) are the
+    // caller's guarantee, as are the two non-overlapping runs of n
+    // elements. Indices stay below n: the head and tail loops test i < n,
+    // the main loop reads and writes i..i + 32 while i + 32 <= n.
+    // Streaming stores are 32-byte aligned: the head stops where dst + i
+    // is, and the main loop moves by 32 values (128 bytes), its stores by
+    // 8 (32 bytes). The plain u16 / f32 accesses of the head and tail also
+    // need `src` and `dst` aligned, which the # Safety leaves out: the one
+    // caller, cast::staged, requires aligned runs, which cast_run checks.
     unsafe {
         let stream = stream && (dst as usize) % 4 == 0;
         if stream {
@@ -337,7 +361,16 @@ pub(crate) unsafe fn f16_to_f32(src: *const u16, dst: *mut f32, n: usize, stream
 pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
     use std::arch::x86_64::*;
     let mut lanes = [0f32; 32];
-    // SAFETY (whole body): loads stay below n, per the caller.
+    // SAFETY: AVX2 (this function's target feature) and n readable values
+    // at `p` are the caller's guarantee. The vector loads read p[i..i + 32]
+    // only while i + 32 <= n, the tail reads p[i] for i < n, and the four
+    // stores fill the 32 f32 of `lanes` exactly. NOT fully upheld: the
+    // tail's plain `*p.add(i)` also needs `p` 4-byte aligned, which the
+    // # Safety leaves out and no caller checks (reduce::lanes passes any
+    // contiguous f32 run; a tensor over external memory, as from
+    // tsr_storage_from_data_ptr, can be misaligned). A misaligned run with
+    // n % 32 != 0 is then undefined behaviour (a debug build panics with
+    // "misaligned pointer dereference").
     unsafe {
         let (mut a0, mut a1, mut a2, mut a3) = (
             _mm256_setzero_ps(),
@@ -393,7 +426,14 @@ fn fold_lanes32(mut lanes: [f32; 32]) -> f32 {
 pub(crate) unsafe fn sum_f32_lanes32_x4(p: [*const f32; 4], n: usize) -> [f32; 4] {
     use std::arch::x86_64::*;
     let mut lanes = [[0f32; 32]; 4];
-    // SAFETY (whole body): loads stay below n in each run, per the caller.
+    // SAFETY: AVX2 (this function's target feature) and n readable values
+    // at each p[k] are the caller's guarantee. The vector loads read
+    // q[i..i + 32] of each run only while i + 32 <= n, the tails read q[k]
+    // for k < n, and the four stores per run fill its 32 lanes exactly.
+    // NOT fully upheld: the tails' plain `*q.add(k)` also need each run
+    // 4-byte aligned, which the # Safety leaves out and no caller checks
+    // (reduce::blocks_x4 passes blocks of any contiguous f32 tensor, which
+    // can be misaligned over external memory): undefined behaviour then.
     unsafe {
         let mut a = [[_mm256_setzero_ps(); 4]; 4];
         let mut i = 0;

@@ -15,8 +15,12 @@
 #[inline]
 unsafe fn transpose8x8_4(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
     use std::arch::x86_64::*;
-    // SAFETY (whole body): the 8 rows of 32 bytes on each side are valid,
-    // per the caller.
+    // SAFETY: AVX2 (this function's target feature) is the caller's
+    // guarantee. `ld(r)` reads 32 bytes (8 elements of 4 bytes) of source
+    // row r and `st(c)` writes 32 bytes of destination row c, for r, c < 8
+    // only: the 64 elements on each side that the caller guarantees valid
+    // and not overlapping. The loads and stores are unaligned (loadu /
+    // storeu), so no alignment is needed.
     unsafe {
         let ld = |r: isize| _mm256_loadu_ps(src.offset(r * src_row) as *const f32);
         let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
@@ -58,8 +62,11 @@ unsafe fn transpose8x8_4(src: *const u8, src_row: isize, dst: *mut u8, dst_row: 
 #[inline]
 unsafe fn transpose4x4_8(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
     use std::arch::x86_64::*;
-    // SAFETY (whole body): the 4 rows of 32 bytes on each side are valid,
-    // per the caller.
+    // SAFETY: AVX2 (this function's target feature) is the caller's
+    // guarantee. `ld(r)` reads 32 bytes (4 elements of 8 bytes) of source
+    // row r and `st(c)` writes 32 bytes of destination row c, for r, c < 4
+    // only: the 16 elements on each side that the caller guarantees valid
+    // and not overlapping; loadu / storeu need no alignment.
     unsafe {
         let ld = |r: isize| _mm256_loadu_pd(src.offset(r * src_row) as *const f64);
         let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
@@ -84,8 +91,12 @@ unsafe fn transpose4x4_8(src: *const u8, src_row: isize, dst: *mut u8, dst_row: 
 #[inline]
 unsafe fn transpose8x8_2(src: *const u8, src_row: isize, dst: *mut u8, dst_row: isize) {
     use std::arch::x86_64::*;
-    // SAFETY (whole body): the 8 rows of 16 bytes on each side are valid,
-    // per the caller.
+    // SAFETY: the SSE2 intrinsics are part of x86-64 (AVX2, the target
+    // feature, is the caller's guarantee anyway). `ld(r)` reads 16 bytes
+    // (8 elements of 2 bytes) of source row r and `st(c)` writes 16 bytes
+    // of destination row c, for r, c < 8 only: the 64 elements on each
+    // side that the caller guarantees valid and not overlapping; loadu /
+    // storeu need no alignment.
     unsafe {
         let ld = |r: isize| _mm_loadu_si128(src.offset(r * src_row) as *const __m128i);
         let (r0, r1, r2, r3) = (ld(0), ld(1), ld(2), ld(3));
@@ -237,16 +248,25 @@ impl RowStream {
             return;
         }
         let (dst, src) = (self.dst as *mut __m256i, self.src as *const __m256i);
-        // SAFETY (both loops): the row is valid on both sides, per the
-        // caller; the destination row is 32-byte aligned (checked in `new`).
         if self.row_bytes == 256 {
             // The common row (64 floats), unrolled: faster than the loop
             // below (benches/PERF_RESULTS.md, "src/kernels/transpose.rs").
             for k in 0..8 {
+                // SAFETY: AVX2 is the caller's guarantee. rows > 0, so this
+                // is one of the rows given to `new`, valid on both sides
+                // per the caller; k < 8 covers its 256 bytes in 32-byte
+                // pieces. The destination row is 32-byte aligned, as the
+                // stream store needs: `new` checked dst and dst_row.
                 unsafe { _mm256_stream_si256(dst.add(k), _mm256_loadu_si256(src.add(k))) };
             }
         } else {
             for k in 0..self.row_bytes / 32 {
+                // SAFETY: AVX2 is the caller's guarantee. rows > 0, so this
+                // is one of the rows given to `new`, valid on both sides
+                // per the caller; row_bytes is a multiple of 32 (checked in
+                // `new`), so the pieces k < row_bytes / 32 cover it exactly,
+                // and the destination row is 32-byte aligned (dst and
+                // dst_row checked in `new`).
                 unsafe { _mm256_stream_si256(dst.add(k), _mm256_loadu_si256(src.add(k))) };
             }
         }

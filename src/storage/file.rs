@@ -222,13 +222,24 @@ impl Storage {
         }
         let mut options = MmapOptions::new();
         options.len(len);
-        // SAFETY (all three maps): the file is open and holds at least len
-        // bytes (checked or extended above). Changes to the file by other
-        // processes show through the mapping, which is what a file storage
-        // is; a truncation by someone else is documented to fault.
+        // memmap2's maps are unsafe because the file may change under the
+        // mapping; here that is what a file storage is.
         let map = match mode {
+            // SAFETY: the file is open and holds at least len bytes (a
+            // read-only map of more is refused above). Changes to the file
+            // by other processes show through; a truncation by someone
+            // else is documented to fault.
             FileMode::ReadOnly => unsafe { options.map(&file) }.map(Map::ReadOnly),
+            // SAFETY: the file is open and holds at least len bytes (a
+            // private map of more is refused above); writes go to private
+            // copies of the pages. Changes by other processes to pages not
+            // yet written may show through; a truncation is documented to
+            // fault.
             FileMode::Private => unsafe { options.map_copy(&file) }.map(Map::Writable),
+            // SAFETY: the file is open and holds at least len bytes (set_len
+            // extended it above when it was shorter). Changes to the file
+            // by other processes show through, as a shared file storage
+            // means; a truncation by someone else is documented to fault.
             FileMode::Shared => unsafe { options.map_mut(&file) }.map(Map::Writable),
         }
         .map_err(|e| io_err(&format!("map {len} bytes of"), path, e))?;

@@ -9,9 +9,9 @@ use super::*;
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_ndim(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_ndim", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.ndim() as i64)
     })
 }
@@ -23,9 +23,9 @@ pub unsafe extern "C" fn tsr_iter_ndim(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_shape(it: *const TsrIter) -> *const i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_shape", std::ptr::null(), || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.shape().as_ptr())
     })
 }
@@ -36,13 +36,11 @@ pub unsafe extern "C" fn tsr_iter_shape(it: *const TsrIter) -> *const i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_numel(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
-    getter(
-        "tsr_iter_numel",
-        -1,
-        || Ok(unsafe { iter_ref(it)? }.numel()),
-    )
+    getter("tsr_iter_numel", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
+        Ok(unsafe { iter_ref(it)? }.numel())
+    })
 }
 
 /// Number of operands (outputs + inputs); -1 for NULL.
@@ -51,9 +49,9 @@ pub unsafe extern "C" fn tsr_iter_numel(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_ntensors(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_ntensors", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.ntensors() as i64)
     })
 }
@@ -64,9 +62,9 @@ pub unsafe extern "C" fn tsr_iter_ntensors(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_noutputs(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_noutputs", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.noutputs() as i64)
     })
 }
@@ -77,9 +75,9 @@ pub unsafe extern "C" fn tsr_iter_noutputs(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_ninputs(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_ninputs", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.ninputs() as i64)
     })
 }
@@ -171,9 +169,9 @@ pub unsafe extern "C" fn tsr_iter_output(it: *const TsrIter, i: i64) -> *mut Tsr
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_is_contiguous(it: *const TsrIter) -> bool {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_is_contiguous", false, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.is_contiguous())
     })
 }
@@ -184,9 +182,9 @@ pub unsafe extern "C" fn tsr_iter_is_contiguous(it: *const TsrIter) -> bool {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_is_trivial_1d(it: *const TsrIter) -> bool {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_is_trivial_1d", false, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.is_trivial_1d())
     })
 }
@@ -197,9 +195,9 @@ pub unsafe extern "C" fn tsr_iter_is_trivial_1d(it: *const TsrIter) -> bool {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_num_output_elements(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_num_output_elements", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.num_output_elements())
     })
 }
@@ -211,9 +209,9 @@ pub unsafe extern "C" fn tsr_iter_num_output_elements(it: *const TsrIter) -> i64
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_num_reduce_dims(it: *const TsrIter) -> i64 {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_num_reduce_dims", -1, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.num_reduce_dims() as i64)
     })
 }
@@ -225,9 +223,9 @@ pub unsafe extern "C" fn tsr_iter_num_reduce_dims(it: *const TsrIter) -> i64 {
 /// `it` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_iter_can_use_32bit_indexing(it: *const TsrIter) -> bool {
-    // SAFETY: `it` is NULL or a live TsrIter handle (the header's contract,
-    // ffi/handle.rs); iter_ref checks NULL.
     getter("tsr_iter_can_use_32bit_indexing", false, || {
+        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
+        // contract, ffi/handle.rs); iter_ref checks NULL.
         Ok(unsafe { iter_ref(it)? }.can_use_32bit_indexing())
     })
 }
