@@ -1436,3 +1436,93 @@ fn outer_dim_reductions_split_the_reduced_dim_across_threads() {
         }
     }
 }
+
+// ------------------------------------------------ empty and misaligned
+
+#[test]
+fn small_op_shortcut_reads_nothing_of_empty_tensors() {
+    // Contiguous same-shape operands take the small-op shortcut; an empty
+    // tensor's data pointer is NULL, and the shortcut must not read it (a
+    // debug build checks every read).
+    for sizes in [&[0i64][..], &[3, 0], &[0, 5]] {
+        for dtype in [
+            DType::Float,
+            DType::Double,
+            DType::Int,
+            DType::Half,
+            DType::Byte,
+        ] {
+            let a = Tensor::empty(sizes, dtype, Device::CPU).unwrap();
+            let b = Tensor::empty(sizes, dtype, Device::CPU).unwrap();
+            let given = Tensor::empty(sizes, dtype, Device::CPU).unwrap();
+            let one = Scalar::Int(1);
+            let results = [
+                kernels::add(None, &a, &b, one).unwrap(),
+                kernels::add(Some(&given), &a, &b, one).unwrap(),
+                kernels::sub(None, &a, &b, one).unwrap(),
+                kernels::mul(Some(&given), &a, &b).unwrap(),
+                kernels::div(None, &a, &b).unwrap(),
+            ];
+            let mut more = vec![
+                a.to_dtype(DType::Double).unwrap(),
+                a.clone_tensor(tessera::MemoryFormat::Preserve).unwrap(),
+            ];
+            if dtype != DType::Byte {
+                more.push(kernels::neg(None, &a).unwrap());
+            }
+            for r in results.iter().chain(&more) {
+                assert_eq!(r.sizes(), sizes, "{dtype:?} {sizes:?}");
+                assert_eq!(r.numel(), 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn float_sums_read_runs_at_any_address() {
+    // A float tensor over external memory (as tsr_storage_from_data_ptr
+    // makes) can start at an address that is not a multiple of 4; the
+    // AVX2 lane sums and their tails must read it unaligned. Lengths with
+    // n % 32 != 0 reach the tails; the 2-D case the four-row kernel.
+    for sizes in [&[70_001i64][..], &[8, 4_099], &[37]] {
+        let n: usize = sizes.iter().product::<i64>() as usize;
+        let vals = values::<f32>(n, 3);
+        let mut buf = vec![0u8; 4 * n + 8];
+        let base = buf.as_mut_ptr();
+        let off = if (base as usize + 1) % 4 != 0 { 1 } else { 2 };
+        // SAFETY: off + 4 * n <= buf.len(); the writes are unaligned.
+        let data = unsafe { base.add(off) } as *mut f32;
+        assert_ne!(data as usize % 4, 0);
+        for (i, v) in vals.iter().enumerate() {
+            // SAFETY: i < n, inside the buffer (above).
+            unsafe { data.add(i).write_unaligned(*v) };
+        }
+        // SAFETY: no deleter: the storage does not own the buffer, which
+        // outlives every tensor over it (they drop at the loop's end).
+        let dp = unsafe {
+            tessera::DataPtr::from_raw_parts(
+                data as *mut std::ffi::c_void,
+                std::ptr::null_mut(),
+                None,
+                Device::CPU,
+            )
+        };
+        let storage = tessera::Storage::from_data_ptr(dp, 4 * n);
+        let t = Tensor::from_storage(&storage, 0, sizes, None, DType::Float).unwrap();
+        let total: f64 = vals.iter().map(|&v| v as f64).sum();
+        let got = scalar_of::<f32>(&kernels::sum(&t, &[], false).unwrap());
+        assert_eq!(got as f64, total, "sum of all {sizes:?}");
+        if sizes.len() == 2 {
+            let cols = sizes[1] as usize;
+            let rows = kernels::sum(&t, &[1], false).unwrap();
+            let want: Vec<f32> = vals.chunks(cols).map(|r| r.iter().sum::<f32>()).collect();
+            let got = to_vec::<f32>(&rows);
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g, w, "row sums of {sizes:?}");
+            }
+        }
+        drop(t);
+        drop(storage);
+        drop(buf);
+    }
+}

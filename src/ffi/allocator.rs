@@ -499,7 +499,9 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
     if hit {
         return TSR_OK;
     }
-    // SAFETY: the caller's contract, passed on.
+    // SAFETY: allocate_general has this function's contract, and these
+    // are this function's arguments unchanged (NULL or a live handle; NULL
+    // or writable); it checks both for NULL.
     unsafe { allocate_general(allocator, nbytes, out) }
 }
 

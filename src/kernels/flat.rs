@@ -88,12 +88,17 @@ impl Flat {
             self.b_ptr as *const u8,
             self.n,
         );
-        // SAFETY: `binary` checked that the three tensors are contiguous
-        // with `n` elements of T each (so each run of n elements at their
-        // data pointers is inside its storage; a 0-element run reads
-        // nothing), and that the output equals an input or does not
-        // partially overlap one (an element is read before it is written).
-        with_simd!(unsafe { binary_op_run::<T>(o, item, a, item, b, item, n, false, &f) });
+        // An empty tensor's data pointer can be NULL, and the loops read
+        // element 0 of each input before they start: run none.
+        if n > 0 {
+            // SAFETY: `binary` checked that the three tensors are
+            // contiguous with `n` elements of T each, n >= 1 here (so each
+            // run of n elements at their data pointers is inside its
+            // storage), and that the output equals an input or does not
+            // partially overlap one (an element is read before it is
+            // written).
+            with_simd!(unsafe { binary_op_run::<T>(o, item, a, item, b, item, n, false, &f) });
+        }
         self.out.bump_version();
         Ok(self.out)
     }

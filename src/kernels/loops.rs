@@ -261,13 +261,11 @@ unsafe fn zip_contiguous<
     );
     // SAFETY: element 0 of `a` (its one element when SA, else the first
     // of its contiguous run), which exists only for n >= 1, the caller's
-    // contract. NOT upheld by every caller: flat::binary -> Flat::run ->
-    // binary_op_run passes n == 0 for empty tensors (data pointer NULL)
-    // with a non-widening T, and this read is then undefined behaviour.
+    // contract (iterator runs are never empty; Flat::run skips empty
+    // tensors, whose data pointer can be NULL).
     let x0: A = unsafe { ld(a, 0, 0) };
     // SAFETY: element 0 of `b` (its one element when SB, else the first
-    // of its contiguous run): needs n >= 1, with the same n == 0 gap in
-    // flat::binary as the read of `a` just before.
+    // of its contiguous run): exists as n >= 1, as for `a` just before.
     let y0: B = unsafe { ld(b, 0, 0) };
     let value = |i: usize| {
         // SAFETY: `value` is only called with i < n (the loops below), and

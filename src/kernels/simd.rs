@@ -355,7 +355,8 @@ pub(crate) unsafe fn f16_to_f32(src: *const u16, dst: *mut f32, n: usize, stream
 /// the 32 lanes, so the loop is four packed adds per 32 values.
 ///
 /// # Safety
-/// The CPU must have AVX2; `p` must hold `n` readable values.
+/// The CPU must have AVX2; `p` must hold `n` readable values (at any
+/// alignment).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
@@ -364,13 +365,9 @@ pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
     // SAFETY: AVX2 (this function's target feature) and n readable values
     // at `p` are the caller's guarantee. The vector loads read p[i..i + 32]
     // only while i + 32 <= n, the tail reads p[i] for i < n, and the four
-    // stores fill the 32 f32 of `lanes` exactly. NOT fully upheld: the
-    // tail's plain `*p.add(i)` also needs `p` 4-byte aligned, which the
-    // # Safety leaves out and no caller checks (reduce::lanes passes any
-    // contiguous f32 run; a tensor over external memory, as from
-    // tsr_storage_from_data_ptr, can be misaligned). A misaligned run with
-    // n % 32 != 0 is then undefined behaviour (a debug build panics with
-    // "misaligned pointer dereference").
+    // stores fill the 32 f32 of `lanes` exactly. Every read is unaligned
+    // (loadu, read_unaligned): a tensor over external memory, as from
+    // tsr_storage_from_data_ptr, can start at any address.
     unsafe {
         let (mut a0, mut a1, mut a2, mut a3) = (
             _mm256_setzero_ps(),
@@ -392,7 +389,7 @@ pub(crate) unsafe fn sum_f32_lanes32(p: *const f32, n: usize) -> f32 {
         _mm256_storeu_ps(out.add(16), a2);
         _mm256_storeu_ps(out.add(24), a3);
         while i < n {
-            lanes[0] += *p.add(i);
+            lanes[0] += p.add(i).read_unaligned();
             i += 1;
         }
     }
@@ -420,7 +417,8 @@ fn fold_lanes32(mut lanes: [f32; 32]) -> f32 {
 /// so four memory streams are in flight.
 ///
 /// # Safety
-/// The CPU must have AVX2; each `p[k]` must hold `n` readable values.
+/// The CPU must have AVX2; each `p[k]` must hold `n` readable values (at
+/// any alignment).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn sum_f32_lanes32_x4(p: [*const f32; 4], n: usize) -> [f32; 4] {
@@ -430,10 +428,9 @@ pub(crate) unsafe fn sum_f32_lanes32_x4(p: [*const f32; 4], n: usize) -> [f32; 4
     // at each p[k] are the caller's guarantee. The vector loads read
     // q[i..i + 32] of each run only while i + 32 <= n, the tails read q[k]
     // for k < n, and the four stores per run fill its 32 lanes exactly.
-    // NOT fully upheld: the tails' plain `*q.add(k)` also need each run
-    // 4-byte aligned, which the # Safety leaves out and no caller checks
-    // (reduce::blocks_x4 passes blocks of any contiguous f32 tensor, which
-    // can be misaligned over external memory): undefined behaviour then.
+    // Every read is unaligned (loadu, read_unaligned): the runs are blocks
+    // of any contiguous f32 tensor, which over external memory can start
+    // at any address.
     unsafe {
         let mut a = [[_mm256_setzero_ps(); 4]; 4];
         let mut i = 0;
@@ -453,7 +450,7 @@ pub(crate) unsafe fn sum_f32_lanes32_x4(p: [*const f32; 4], n: usize) -> [f32; 4
             _mm256_storeu_ps(out.add(16), acc[2]);
             _mm256_storeu_ps(out.add(24), acc[3]);
             for k in i..n {
-                l[0] += *q.add(k);
+                l[0] += q.add(k).read_unaligned();
             }
         }
     }
