@@ -299,8 +299,10 @@ impl StorageImpl {
             // distinct allocations.
             unsafe { alloc.copy_data(new_ptr.get(), self.data(), keep)? };
         }
-        // SAFETY: as above: no other thread uses the storage during the
-        // call (the caller's guarantee).
+        // SAFETY: resize's contract is state_mut's: no other thread uses
+        // this storage until resize returns; on this thread no borrow from
+        // state() is live (nbytes() and data() above returned copies), so
+        // the &mut is the only reference for the two writes below.
         let state = unsafe { self.state_mut() };
         state.data_ptr = new_ptr;
         state.nbytes = nbytes;

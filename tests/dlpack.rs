@@ -531,7 +531,9 @@ fn round_trip_keeps_data_pointer_sizes_and_strides() {
     let base = arange(&[3, 4, 5]);
     // SAFETY: live handles.
     let s = view(|o| unsafe { tsr_tensor_narrow(base.0, 2, 1, 3, o) });
-    // SAFETY: as above.
+    // SAFETY: s owns a reference to the live narrowed view made just
+    // above (dropped only at the end of the test); `o` is view's writable
+    // out-pointer.
     let v = view(|o| unsafe { tsr_tensor_transpose(s.0, 0, 2, o) });
     assert_eq!((v.sizes(), v.strides()), (vec![3, 4, 3], vec![1, 5, 20]));
     let weak = base.storage().weak();
@@ -702,7 +704,10 @@ fn refused(spec: &Spec, status: TsrStatus, needle: &str) {
             (s, made.deletes)
         } else {
             let made = make_versioned(spec);
-            // SAFETY: as above.
+            // SAFETY: made.managed is the boxed versioned tensor
+            // make_versioned just built, which the test owns and hands over
+            // here (the import calls its deleter once, even on failure);
+            // `out` is a writable local.
             let s = unsafe { tsr_tensor_from_dlpack(made.managed, &mut out) };
             (s, made.deletes)
         };
@@ -823,7 +828,8 @@ fn null_arguments() {
     let s = unsafe { tsr_tensor_from_dlpack(ptr::null_mut(), &mut out) };
     assert_eq!(s, TSR_ERR_NULL_POINTER);
     assert!(last_error().contains("'consumed'"), "{}", last_error());
-    // SAFETY: as above.
+    // SAFETY: the legacy import checks `consumed` for NULL too and
+    // returns before any read; `out` is a writable local.
     let s = unsafe { tsr_tensor_from_dlpack_legacy(ptr::null_mut(), &mut out) };
     assert_eq!(s, TSR_ERR_NULL_POINTER);
     assert!(out.is_null());

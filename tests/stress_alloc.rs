@@ -401,7 +401,10 @@ fn caching_allocator_under_contention() {
         "empty_cache returned every segment"
     );
     assert_eq!(counts.live_bytes.load(Ordering::SeqCst), 0);
-    // SAFETY: as above.
+    // SAFETY: `a` is the caching allocator made by
+    // tsr_caching_allocator_new above, whose reference this thread still
+    // holds (the decref comes below); `cs` is a writable local with its
+    // struct_size set.
     unsafe { ok(tsr_caching_allocator_stats(a, &mut cs)) };
     assert_eq!(
         (cs.all.segments.current, cs.all.reserved_bytes.current),

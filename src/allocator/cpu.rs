@@ -225,7 +225,10 @@ fn alloc_block_with_options(nbytes: usize, opts: u8) -> std::result::Result<*mut
         // SAFETY: HUGE_PAGE < total, so raw + HUGE_PAGE is inside the block
         // and the header before it too.
         let data = unsafe { raw.add(HUGE_PAGE) };
-        // SAFETY: as above; the header is 8-aligned.
+        // SAFETY: HEADER (16) < HUGE_PAGE, so the two words at
+        // data - HEADER lie inside the `total`-byte block posix_memalign
+        // just gave us, which nothing else uses yet; raw and HUGE_PAGE are
+        // 2 MiB aligned, so data - 16 is 8-aligned for usize writes.
         unsafe {
             let header = data.sub(HEADER) as *mut usize;
             header.write(raw as usize);

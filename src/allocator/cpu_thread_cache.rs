@@ -616,7 +616,9 @@ pub fn release_all_caches() -> usize {
         return freed;
     }
     for &p in reg.iter() {
-        // SAFETY: as above.
+        // SAFETY: `reg` is still the registry guard taken above, held across
+        // both loops; an owner frees its Cache (Owned::drop) only after
+        // removing it under that lock, so every `p` listed is a live Cache.
         let cache = unsafe { &*(p as *const Cache) };
         // An owner inside the allocator leaves within a few instructions;
         // if it is preempted there, it settles the request itself.

@@ -94,7 +94,9 @@ fn load() -> std::result::Result<Driver, String> {
         return Err(format!("cuInit failed: {}", describe(r)));
     }
     let mut count = 0;
-    // SAFETY: as above; `count` is a valid out-pointer.
+    // SAFETY: cuDeviceGetCount is among ENTRY_POINTS, found in the loop
+    // above, and cuInit succeeded; `count` is a live local c_int, a valid
+    // out-pointer.
     let r = unsafe { sys::cuDeviceGetCount(&mut count) };
     if r != sys::CUresult::CUDA_SUCCESS {
         return Err(format!("cuDeviceGetCount failed: {}", describe(r)));

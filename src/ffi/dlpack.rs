@@ -255,7 +255,10 @@ unsafe fn free_export<M>(managed: *mut M) {
     let block = managed as *mut ExportBlock<M>;
     // SAFETY: the block was written by export and is freed only here.
     let ndim = unsafe { (*block).ndim };
-    // SAFETY: as above: the storage field is initialized and read once.
+    // SAFETY: `block` is the live export block export wrote (the caller's
+    // contract: from export with this M, not freed yet); its storage field
+    // was initialized there, and this read moves it out once, just before
+    // the allocation is freed without dropping the fields.
     let storage = unsafe { ptr::read(ptr::addr_of!((*block).storage)) };
     // SAFETY: same pointer and layout as the allocation in export.
     unsafe { std::alloc::dealloc(block as *mut u8, export_layout::<M>(ndim).0) };

@@ -106,22 +106,36 @@ macro_rules! handles {
             // (into_handle) and from casts of the same block (weak_of,
             // strong_of); nothing else makes them.
             unsafe impl Handle for $strong { type Target = $target; }
-            // SAFETY: as above.
+            // SAFETY: a weak handle is made only by weak_of (downgrade),
+            // a cast of a strong handle of the same table line, so it too
+            // is the address of an RcBox<$target>.
             unsafe impl Handle for $weak { type Target = $target; }
-            // SAFETY: as above.
+            // SAFETY: a strong handle is Ref::into_raw of a Ref<$target>
+            // (into_handle): the address of its RcBox<$target>, owning one
+            // strong count, or strong_of's cast of a weak handle after
+            // lock took a strong count on that same box.
             unsafe impl Refcounted for $strong {}
-            // SAFETY: as above.
+            // SAFETY: a weak handle is weak_of's cast of a strong handle
+            // after downgrade_raw took a weak count: the address of the
+            // same RcBox<$target>, owning that weak count.
             unsafe impl Refcounted for $weak {}
-            // SAFETY: as above.
+            // SAFETY: $weak is the type weak_of casts a $strong to, so
+            // both name the same RcBox<$target>; the table pairs them
+            // on one line and nowhere else.
             unsafe impl Strong for $strong { type Weak = $weak; }
-            // SAFETY: as above.
+            // SAFETY: $strong is the type strong_of casts a $weak to, only
+            // after lock_raw took a strong count on the same
+            // RcBox<$target>.
             unsafe impl Weak for $weak { type Strong = $strong; }
         )*
         $(
             // SAFETY: these handles come from box_into (Box::into_raw of
             // the target) or lend; nothing else makes them.
             unsafe impl Handle for $boxed { type Target = $btarget; }
-            // SAFETY: as above.
+            // SAFETY: an owned $boxed is box_into's Box::into_raw of a
+            // Box<$btarget>, taken back once by box_from in its _free
+            // function; a lent one points at a $btarget tessera owns for
+            // the callback, and C must not free it (the module's contract).
             unsafe impl Boxed for $boxed {}
         )*
     };

@@ -845,6 +845,8 @@ fn resize_output(t: &Tensor, sizes: &[i64], strides: &[i64]) -> Result<()> {
         // documented on the C API).
         unsafe { storage.resize(needed)? };
     }
-    // SAFETY: as above.
+    // SAFETY: the same out= rule: no other thread uses this output during
+    // the build; `sizes` and `strides` are the iterator's own buffers, and
+    // no slice of t's sizes()/strides() is held across the call.
     unsafe { t.set_(&storage, offset, sizes, Some(strides)) }
 }

@@ -236,7 +236,9 @@ fn widen_half<S: Elem>(src: &[S], dst: &mut [f32]) {
         // makes that type the only Elem of the dtype.
         DType::Half => unsafe { &*(src as *const [S] as *const [f16]) }.convert_to_f32_slice(dst),
         DType::BFloat16 => {
-            // SAFETY: as above.
+            // SAFETY: S is bf16 here: S::DTYPE matched BFloat16, and Elem's
+            // contract makes bf16 the only Elem of that dtype, so the slice
+            // cast keeps its length, layout and alignment.
             unsafe { &*(src as *const [S] as *const [bf16]) }.convert_to_f32_slice(dst)
         }
         _ => unreachable!("widen_half of a non-half type"),

@@ -685,7 +685,10 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
                     unsafe { sum_runs_x4::<R>(acc0, in0, &group, run) };
                 }
                 for r in b + 4 * q..e {
-                    // SAFETY: as above.
+                    // SAFETY: r < e, so row r is inside both tensors: its
+                    // run of `run` (>= 1) elements at in0 + r * is1 lies in
+                    // `a`, and its one output at acc0 + r * os1 is this
+                    // part's (dim 1 is the kept dim the parts split).
                     unsafe {
                         let out = (acc0 as *mut u8).offset(r as isize * os1);
                         let inp = (in0 as *const u8).offset(r as isize * is1);
@@ -714,7 +717,9 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
                 }
             });
             for &(oo, io) in &group[..len] {
-                // SAFETY: as above.
+                // SAFETY: each (oo, io) left in group[..len] came from the
+                // walk above over this part's ranges: a run of `run`
+                // elements inside `a` and an output element this part owns.
                 unsafe {
                     let out = (acc0 as *mut u8).offset(oo);
                     let part = R::reduce_run((in0 as *const u8).offset(io), is0, run);
@@ -745,11 +750,18 @@ fn reduce_part<R: Reducer>(g: &Geometry, ranges: &[(i64, i64)], acc0: usize, in0
             with_simd!({
                 for r in b..b + q {
                     let rows = [r, r + q, r + 2 * q, r + 3 * q].map(|r| row(r) as *const R::In);
-                    // SAFETY: as above.
+                    // SAFETY: r + 3 * q < b + 4 * q <= e, so all four rows
+                    // are inside `a`, each n contiguous elements (is0 ==
+                    // in_item); `out` is this part's n contiguous outputs
+                    // (os0 == acc_item), in `acc` or the task's own `part`,
+                    // both fresh buffers that overlap no row of `a`.
                     unsafe { add_rows_x4::<R>(out as *mut R::Acc, rows, n) };
                 }
                 for r in b + 4 * q..e {
-                    // SAFETY: as above.
+                    // SAFETY: r < e: row(r) is n = c1 - c0 >= 1 contiguous
+                    // elements inside `a`; `o` is this part's n contiguous
+                    // outputs, passed as both output and first input, the
+                    // exact aliasing zip_run allows.
                     unsafe {
                         let o = out as *mut u8;
                         zip_run::<R::Acc, R::In, R::Acc>(

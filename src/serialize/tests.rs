@@ -175,7 +175,9 @@ fn torch_round_trip_preserves_sharing() {
         // A write through a shows in b (element [1, 0] of a is b[0, 0]).
         // SAFETY: la's storage is CPU memory of 64 bytes owned by this test.
         unsafe { *(la.data_ptr() as *mut f32).add(4) = 42.5 };
-        // SAFETY: as above; lb starts at element 4.
+        // SAFETY: lb shares la's 64-byte CPU storage (ptr_eq above) and
+        // starts at element 4 of it (same() checked b's offset, row 1 of
+        // a 4x4), so this reads the f32 written just above.
         assert_eq!(unsafe { *(lb.data_ptr() as *const f32) }, 42.5);
     }
 }
@@ -459,7 +461,9 @@ fn mmap_loading_views_a_private_mapping() {
             assert!(Storage::ptr_eq(la.storage(), lb.storage()));
             // SAFETY: a private mapping of 64 bytes, writable.
             unsafe { *(la.data_ptr() as *mut f32).add(4) = 7.0 };
-            // SAFETY: as above; b starts at element 4 of a.
+            // SAFETY: lb views the same 64-byte mapping as la (ptr_eq
+            // above) at element 4 (same() checked b's storage offset for
+            // Torch), so this reads the f32 just written, in bounds.
             assert_eq!(unsafe { *(lb.data_ptr() as *const f32) }, 7.0);
         }
         drop(back);

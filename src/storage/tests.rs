@@ -104,7 +104,9 @@ fn share_external_needs_unique() {
     let e = unsafe { s.share_external(dp, 8) }.unwrap_err();
     assert!(e.message().contains("2 strong references"), "{e}");
     drop(other);
-    // SAFETY: as above.
+    // SAFETY: buf is a local that stays valid until the test returns, and
+    // nothing reads through this pointer after the asserts below (dropping
+    // a borrowed DataPtr, at the storage's drop, runs no deleter).
     let dp = unsafe { DataPtr::borrowed(buf.as_mut_ptr() as *mut c_void, Device::CPU) };
     // SAFETY: no other thread uses s.
     unsafe { s.share_external(dp, 8).unwrap() };
@@ -162,16 +164,19 @@ fn set_data_ptr_refusals() {
     let e = unsafe { s.set_data_ptr(meta, 0) }.unwrap_err();
     assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("meta"), "{e}");
-    // SAFETY: as above.
+    // SAFETY: `s` is this test's alone (no clone, no other thread) and no
+    // tensor is on it; the call is refused anyway (NULL data, nbytes 8).
     let e = unsafe { s.set_data_ptr(DataPtr::empty(Device::CPU), 8) }.unwrap_err();
     assert!(e.to_string().contains("nbytes is 8"), "{e}");
     s.export_started();
-    // SAFETY: as above.
+    // SAFETY: `s` is still this test's alone, with no tensor on it; the
+    // call is refused anyway (a live export).
     let e = unsafe { s.set_data_ptr(DataPtr::empty(Device::CPU), 0) }.unwrap_err();
     assert!(e.to_string().contains("1 live DLPack export"), "{e}");
     s.export_ended();
     s.make_read_only();
-    // SAFETY: as above.
+    // SAFETY: `s` is still this test's alone, with no tensor on it; the
+    // call is refused anyway (read-only).
     let e = unsafe { s.set_data_ptr(DataPtr::empty(Device::CPU), 0) }.unwrap_err();
     assert_eq!(e.kind(), crate::error::ErrorKind::ReadOnly);
     assert_eq!(s.nbytes(), 16);
@@ -189,7 +194,8 @@ fn read_only_refuses_every_storage_write() {
     assert_eq!(s.copy_from(&src).unwrap_err().kind(), ReadOnly);
     // SAFETY: no other thread uses s.
     assert_eq!(unsafe { s.resize(32) }.unwrap_err().kind(), ReadOnly);
-    // SAFETY: as above.
+    // SAFETY: `s` is used by this thread only (never cloned or sent); the
+    // refused external(4) is dropped, freed once by count_free.
     let e = unsafe { s.share_external(external(4), 4) }.unwrap_err();
     assert_eq!(e.kind(), ReadOnly);
     assert!(e.to_string().contains("read-only"), "{e}");

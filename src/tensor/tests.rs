@@ -198,7 +198,8 @@ fn set_replaces_metadata() {
     assert!(Storage::ptr_eq(t.storage(), &s));
     assert_eq!(values(&t), vec![0.0; 8]);
     assert_eq!(t.version(), 1);
-    // SAFETY: as above.
+    // SAFETY: `t` is still this test's alone (no clone, no other thread),
+    // and the sizes() slices taken by the asserts above are not used after.
     let e = unsafe { t.set_(&s, 1, &[2, 4], None) }.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Shape);
     assert_eq!(t.sizes(), &[2, 4], "a failed set_ changes nothing");

@@ -47,8 +47,12 @@ impl std::ops::Deref for LockWord {
 // SAFETY: the lock hands out access to `value` to one thread at a time, as
 // a Mutex does; moving the lock moves the value, hence T: Send.
 unsafe impl<T: Send> Send for SpinLock<T> {}
-// SAFETY: as above: shared access to the lock gives exclusive access to the
-// value only while holding it.
+// SAFETY: a &SpinLock reaches `value` only through a SpinGuard, made by
+// `lock` after the acquire swap of `locked` to true and dropped with the
+// release store of false, so two threads never hold a reference to the
+// value at once and T: Send suffices, as for Mutex. (The guard itself is
+// Sync whenever T: Send, unlike MutexGuard, which needs T: Sync: sound
+// only because no guard is ever shared between threads.)
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 pub(super) struct SpinGuard<'a, T> {

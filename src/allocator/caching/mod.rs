@@ -206,7 +206,10 @@ pub struct CachingAllocator {
 // fields set before it was shared), so the backend may be used and dropped
 // from any thread.
 unsafe impl Send for CachingAllocator {}
-// SAFETY: as above.
+// SAFETY: every &self method reaches the mutable state only through
+// `shared.lock` (SpinLock<State>, Sync because State: Send), and otherwise
+// reads fields fixed in build before the state was shared (`inner`, an
+// Allocator, `resolve`, a fn pointer, `max_split_size`), all Sync.
 unsafe impl Sync for CachingAllocator {}
 
 /// Wraps `inner` in a caching layer; the result is an ordinary allocator

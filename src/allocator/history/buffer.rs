@@ -268,7 +268,10 @@ pub(crate) fn drain(guard: &mut RingGuard) {
             std::slice::from_raw_parts(b.recs.as_ptr().add(r.head) as *const Slot, r.len - r.head)
         };
         let head = r.head;
-        // SAFETY: as above, for the stacks of those slots.
+        // SAFETY: append_run calls `stack(i)` only for i < run.len() =
+        // len - head, so slot head + i is published (the acquire load of
+        // len above) and we hold the ring's lock (see Buf's Sync): no other
+        // thread touches that slot's stack while we take it.
         let stack = |i: usize| unsafe { (*b.stacks[head + i].get()).take() };
         if ring.append_run(run, stack) {
             r.next = r.len;

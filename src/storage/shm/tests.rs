@@ -79,10 +79,12 @@ fn share_memory_moves_in_place_once() {
     assert_ne!(s.data(), old);
     assert_eq!(bytes(&s), want);
     let moved = s.data();
-    // SAFETY: as above.
+    // SAFETY: `s` is still this test's alone (made by filled, never cloned
+    // or sent); `old` and `moved` are only compared, never read.
     unsafe { s.share_memory() }.unwrap();
     assert_eq!(s.data(), moved, "a second share_memory is a no-op");
-    // SAFETY: as above.
+    // SAFETY: no other thread has `s` (never cloned or sent), resize's
+    // requirement; it fails here anyway, the storage being shared.
     assert!(unsafe { s.resize(10) }.is_err());
 }
 
@@ -153,7 +155,8 @@ fn name_round_trip_unlinks_with_the_last_user() {
     // SAFETY: no other thread uses `s`.
     let name = unsafe { s.share_name() }.unwrap();
     assert_eq!(name.as_bytes().len(), NEW_NAME_LEN);
-    // SAFETY: as above.
+    // SAFETY: `s` is still used by this thread only: nothing cloned or
+    // sent it since the call above.
     assert_eq!(unsafe { s.share_name() }.unwrap(), name, "same name again");
     let path = format!("/dev/shm{}", name.to_str().unwrap());
     let t = Storage::open_shared(&name).unwrap();
@@ -178,7 +181,8 @@ fn anonymous_then_named_moves_again() {
     unsafe { s.share_memory() }.unwrap();
     assert!(s.shared_name().is_none());
     let a = s.data();
-    // SAFETY: as above.
+    // SAFETY: `s` is still used by this thread only; `a`, a pointer to the
+    // data about to move, is only compared afterwards, never read.
     let name = unsafe { s.share_name() }.unwrap();
     assert_ne!(s.data(), a);
     assert_eq!(s.shared_name().unwrap(), name);
@@ -217,7 +221,8 @@ fn bad_inputs() {
     assert!(e.message().contains("is a pipe"), "{e}");
     // SAFETY: the pipe's own descriptors.
     unsafe { libc::close(p[0]) };
-    // SAFETY: as above.
+    // SAFETY: p[1] is the pipe's write end, which nothing else took or
+    // closed (from_fd only borrowed p[0]), so this closes our own fd once.
     unsafe { libc::close(p[1]) };
     let s = filled(8);
     // SAFETY: no other thread uses `s`.
@@ -261,11 +266,12 @@ fn live_dlpack_export_blocks_the_move() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.message().contains("1 live DLPack export"), "{e}");
     assert_eq!(s.data(), before);
-    // SAFETY: as above.
+    // SAFETY: still this test's only user of `s`: no other thread has it.
     let e = unsafe { s.share_name() }.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     s.export_ended();
-    // SAFETY: as above.
+    // SAFETY: still this test's only user of `s`; no pointer to the old
+    // data (`before` was only compared) is used after the move.
     unsafe { s.share_memory() }.unwrap();
     assert!(s.is_shared());
     assert_eq!(bytes(&s), (0..64u8).collect::<Vec<_>>());
