@@ -98,7 +98,9 @@ fn share_external_needs_unique() {
     let s = Storage::new(4, Device::CPU, true).unwrap();
     let other = s.clone();
     let mut buf = [0u8; 8];
-    // SAFETY: buf outlives every use below (the storage is dropped first).
+    // SAFETY: buf is a live local; share_external below refuses (s has a
+    // second reference) and drops this borrowed DataPtr, which runs no
+    // deleter, without reading through it.
     let dp = unsafe { DataPtr::borrowed(buf.as_mut_ptr() as *mut c_void, Device::CPU) };
     // SAFETY: no other thread uses s.
     let e = unsafe { s.share_external(dp, 8) }.unwrap_err();

@@ -18,6 +18,7 @@
 
 use crate::error::Result;
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -50,13 +51,15 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 // SAFETY: a &SpinLock reaches `value` only through a SpinGuard, made by
 // `lock` after the acquire swap of `locked` to true and dropped with the
 // release store of false, so two threads never hold a reference to the
-// value at once and T: Send suffices, as for Mutex. (The guard itself is
-// Sync whenever T: Send, unlike MutexGuard, which needs T: Sync: sound
-// only because no guard is ever shared between threads.)
+// value at once and T: Send suffices, as for Mutex. (The guard, which
+// hands out &T, is Sync only when T: Sync, as MutexGuard: see its marker.)
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 pub(super) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Makes the guard Sync (and Send) only when T is Sync: a shared guard
+    /// gives every thread holding it a &T.
+    _shares: PhantomData<&'a T>,
 }
 
 impl<T> SpinLock<T> {
@@ -78,7 +81,10 @@ impl<T> SpinLock<T> {
         {
             self.lock_contended();
         }
-        let guard = SpinGuard { lock: self };
+        let guard = SpinGuard {
+            lock: self,
+            _shares: PhantomData,
+        };
         if self.poisoned.load(Ordering::Relaxed) {
             drop(guard);
             crate::bail!(
