@@ -114,6 +114,21 @@ struct Bins {
 }
 
 impl Bins {
+    /// Caches `block` in bin `c` if the bin has a free slot and the bytes
+    /// cached stay within `limit`; whether it did.
+    #[inline(always)]
+    fn push(&mut self, c: usize, block: *mut u8, limit: usize) -> bool {
+        let (size, slots) = CLASSES[c];
+        let bin = &mut self.bins[c];
+        if bin.len >= slots || self.bytes + size > limit {
+            return false;
+        }
+        bin.blocks[bin.len as usize] = block;
+        bin.len += 1;
+        self.bytes += size;
+        true
+    }
+
     /// Takes a block of class `c`, if the bin has one.
     #[inline(always)]
     fn pop(&mut self, c: usize) -> Option<*mut u8> {
@@ -446,9 +461,8 @@ pub fn on_free(
     let Some(c) = class else {
         return (Some(shard), false);
     };
-    let (size, slots) = CLASSES[c];
     let limit = cache_limit();
-    if size > limit {
+    if CLASSES[c].0 > limit {
         return (Some(shard), false);
     }
     let Some(cache) = cache().or_else(|| new_cache(release)) else {
@@ -457,13 +471,7 @@ pub fn on_free(
     let Some(bins) = cache.enter() else {
         return (Some(shard), false);
     };
-    let bin = &mut bins.bins[c];
-    let cached = bin.len < slots && bins.bytes + size <= limit;
-    if cached {
-        bin.blocks[bin.len as usize] = block;
-        bin.len += 1;
-        bins.bytes += size;
-    }
+    let cached = bins.push(c, block, limit);
     cache.exit();
     (Some(shard), cached)
 }
@@ -478,16 +486,9 @@ pub fn put(class: usize, block: *mut u8) -> Option<&'static Shard> {
     // SAFETY: as in `take`: a published cache stays alive while this
     // thread runs, and only this thread reads its own slot.
     let cache = unsafe { cache.as_ref() }?;
-    let (size, slots) = CLASSES[class];
     let limit = cache_limit();
     let bins = cache.enter()?;
-    let bin = &mut bins.bins[class];
-    let cached = bin.len < slots && bins.bytes + size <= limit;
-    if cached {
-        bin.blocks[bin.len as usize] = block;
-        bin.len += 1;
-        bins.bytes += size;
-    }
+    let cached = bins.push(class, block, limit);
     cache.exit();
     if !cached {
         return None;
