@@ -259,15 +259,7 @@ impl AllocatorImpl {
             .as_deref()
             .expect("an allocator reached through a strong reference has its backend")
     }
-}
 
-/// A refcounted allocator handle. Cloning shares the allocator; the backend
-/// is dropped (a C plugin's `release` runs) when the last handle and the
-/// last allocation made by it are gone.
-#[derive(Clone)]
-pub struct Allocator(pub(crate) Ref<AllocatorImpl>);
-
-impl AllocatorImpl {
     /// The built-in CPU allocator's thread-cache hit on the default
     /// device, or None having done nothing: the part of an allocation that
     /// cannot fail, for a C entry point to try before its general path.
@@ -279,6 +271,12 @@ impl AllocatorImpl {
         cpu::allocate_cached(self, nbytes, self.default_device)
     }
 }
+
+/// A refcounted allocator handle. Cloning shares the allocator; the backend
+/// is dropped (a C plugin's `release` runs) when the last handle and the
+/// last allocation made by it are gone.
+#[derive(Clone)]
+pub struct Allocator(pub(crate) Ref<AllocatorImpl>);
 
 impl Allocator {
     /// Wraps a backend. `default_device` is what [`Allocator::allocate`]

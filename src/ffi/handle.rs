@@ -167,24 +167,23 @@ pub(crate) fn block<H: Refcounted>(h: *const H) -> *const RcBox<H::Target> {
 /// # Safety
 /// `h` under the module's contract, alive for `'a`.
 pub unsafe fn borrow<'a, H: Strong>(h: *const H, name: &str) -> Result<&'a H::Target> {
+    // SAFETY: the module's contract, which is try_borrow's, holds for h.
+    if let Some(r) = unsafe { try_borrow(h) } {
+        return Ok(r);
+    }
     check_not_null(h, name)?;
-    // SAFETY: h is non-NULL and, by the module's contract, a live block.
-    let (strong, _) = unsafe { rc::counts_raw(block(h)) };
-    crate::ensure!(
-        strong > 0,
+    crate::bail!(
         DeadObject,
         "argument '{name}' was already released (strong count 0): expected a live handle"
-    );
-    // SAFETY: the strong count is non-zero and the caller's reference
-    // keeps it so for 'a.
-    Ok(unsafe { Ref::borrow_raw(block(h)) })
+    )
 }
 
 /// The value behind a strong handle when it is non-NULL and live, else
-/// None with no message: for a fast path that falls back to a checked one.
+/// None with no message: for a fast path that falls back to a checked one
+/// (and for [`borrow`], which names what was wrong).
 ///
 /// # Safety
-/// As [`borrow`].
+/// `h` under the module's contract, alive for `'a`.
 #[inline(always)]
 pub unsafe fn try_borrow<'a, H: Strong>(h: *const H) -> Option<&'a H::Target> {
     if h.is_null() {
