@@ -315,6 +315,29 @@ static const char *fx_long_name(void) {
     return name;
 }
 
+/* F.s shrunk to 4 bytes under F.t (a float [2, 3] spans 24): every call
+   that reads or writes through F.t refuses it (TSR_ERR_SHAPE). */
+static TsrTensor *fx_shrunk_t(void) {
+    CHECK_OK(tsr_storage_resize(F.s, 4));
+    return F.t;
+}
+/* F.s while a DLPack export of F.t is alive (fx_export_end deletes it). */
+static DLManagedTensorVersioned *fx_export = NULL;
+static TsrStorage *fx_exported_s(void) {
+    CHECK_OK(tsr_tensor_to_dlpack(F.t, &fx_export));
+    return F.s;
+}
+static void fx_export_end(void) {
+    fx_export->deleter(fx_export);
+    fx_export = NULL;
+}
+/* F.it after its input's storage F.s was grown (its memory moved): the
+   iterator's pointers are stale, so every run call refuses it. */
+static TsrIter *fx_stale_it(void) {
+    CHECK_OK(tsr_storage_resize(F.s, 48));
+    return F.it;
+}
+
 static void fx_setup(void) {
     int64_t three = 3;
     memset(&F, 0, sizeof F);

@@ -1772,10 +1772,11 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  * stays valid after t is released, until the deleter runs. The caller
  * owns the result and calls its `deleter` exactly once (or hands it to a
  * consumer that does); the deleter may run on any thread. Later metadata
- * changes to t (tsr_tensor_set) do not affect the export, but
- * tsr_storage_resize on t's storage frees the memory the export points
- * to, as it does for every view of that storage; tsr_storage_set_data_ptr
- * on it is refused until the export's deleter has run.
+ * changes to t (tsr_tensor_set) do not affect the export; every call
+ * that would move the storage's memory (tsr_storage_resize,
+ * tsr_storage_set_data_ptr, tsr_storage_share_memory, ...) is refused
+ * until the export's deleter has run. A tensor whose storage was resized
+ * smaller than the tensor's span is refused (TSR_ERR_SHAPE).
  *
  * Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the
@@ -2402,7 +2403,11 @@ bool tsr_iter_can_use_32bit_indexing(const struct TsrIter *it);
  * 32768; iterations below it run on the calling thread), then writes
  * outputs computed in cast temporaries back to the caller's tensors.
  *
- * Errors: TSR_ERR_NULL_POINTER (it or loop).
+ * Errors: TSR_ERR_NULL_POINTER (it or loop); TSR_ERR_INVALID_ARGUMENT
+ * (an operand's storage was resized or given other memory since the
+ * build: every run call checks, so the loop never sees freed memory;
+ * build the iterator again); TSR_ERR_SHAPE (an operand's storage shrank
+ * below its tensor).
  *
  * # Safety
  * `it` NULL or live; `loop` follows the TsrLoop2d contract.
@@ -3095,10 +3100,15 @@ struct TsrAllocator *tsr_storage_allocator(const struct TsrStorage *s);
  * Resizes to `nbytes` (c10's rules): new memory from the storage's
  * allocator, the first min(old, new) bytes kept, the rest uninitialized.
  * Pointers to the old data become invalid. Not thread-safe: no other
- * thread may use the storage (or tensors on it) during the call.
+ * thread may use the storage (or tensors on it) during the call. A
+ * tensor left larger than its storage by a shrink is refused by every
+ * call that reads or writes through it (TSR_ERR_SHAPE), and an iterator
+ * built before the resize refuses to run (TSR_ERR_INVALID_ARGUMENT):
+ * build it again.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_NOT_RESIZABLE;
- * TSR_ERR_OUT_OF_MEMORY
+ * TSR_ERR_INVALID_ARGUMENT (a DLPack export of the storage is alive: its
+ * consumer points at the current memory); TSR_ERR_OUT_OF_MEMORY
  * (the storage is unchanged).
  *
  * # Safety

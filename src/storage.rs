@@ -270,14 +270,17 @@ impl StorageImpl {
 
     /// Resizes to `nbytes` (c10's rules): only a resizable storage; new
     /// memory from its allocator; the first min(old, new) bytes are kept,
-    /// the rest is uninitialized.
+    /// the rest is uninitialized. Refused, as every call that moves the
+    /// memory ([`StorageImpl::check_replaceable`]), for a read-only storage
+    /// and while a DLPack export of it is alive (its consumer would keep
+    /// the old, freed address).
     ///
     /// # Safety
     /// No other thread may use this storage (through any handle, or a
     /// tensor on it) during the call; pointers to the old data become
     /// dangling.
     pub unsafe fn resize(&self, nbytes: usize) -> Result<()> {
-        self.check_writable("a resize")?;
+        self.check_replaceable("a resize")?;
         crate::ensure!(
             self.resizable(),
             NotResizable,

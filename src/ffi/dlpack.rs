@@ -197,6 +197,9 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
     );
     let dtype = DLDataType::from_dtype(t.dtype())?;
     let device = DLDevice::from_device(t.device())?;
+    // The consumer reads and writes the tensor's span: it must lie in the
+    // storage's memory (a storage shrunk under the tensor is refused).
+    let data = t.data_in_storage()?;
     let ndim = t.ndim();
     let (layout, dims_offset) = export_layout::<M>(ndim);
     // SAFETY: the layout has a non-zero size (the block itself).
@@ -224,7 +227,7 @@ fn export<M: Managed>(t: &TensorImpl) -> Result<*mut M> {
     // manager_ctx: the storage handle the block holds a reference of.
     let manager_ctx = Ref::as_ptr(storage.as_rc()) as *mut c_void;
     let dl_tensor = DLTensor {
-        data: t.data_ptr(),
+        data,
         device,
         ndim: ndim as i32,
         dtype,
@@ -368,10 +371,11 @@ unsafe fn import<M: Managed>(consumed: Consumed<M>, t: &DLTensor) -> Result<Tens
 /// stays valid after t is released, until the deleter runs. The caller
 /// owns the result and calls its `deleter` exactly once (or hands it to a
 /// consumer that does); the deleter may run on any thread. Later metadata
-/// changes to t (tsr_tensor_set) do not affect the export, but
-/// tsr_storage_resize on t's storage frees the memory the export points
-/// to, as it does for every view of that storage; tsr_storage_set_data_ptr
-/// on it is refused until the export's deleter has run.
+/// changes to t (tsr_tensor_set) do not affect the export; every call
+/// that would move the storage's memory (tsr_storage_resize,
+/// tsr_storage_set_data_ptr, tsr_storage_share_memory, ...) is refused
+/// until the export's deleter has run. A tensor whose storage was resized
+/// smaller than the tensor's span is refused (TSR_ERR_SHAPE).
 ///
 /// Errors: TSR_ERR_NULL_POINTER (t or out); TSR_ERR_DEAD_OBJECT;
 /// TSR_ERR_UNSUPPORTED (a device other than CPU or CUDA, named in the

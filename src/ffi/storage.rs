@@ -204,10 +204,15 @@ pub unsafe extern "C" fn tsr_storage_allocator(s: *const TsrStorage) -> *mut Tsr
 /// Resizes to `nbytes` (c10's rules): new memory from the storage's
 /// allocator, the first min(old, new) bytes kept, the rest uninitialized.
 /// Pointers to the old data become invalid. Not thread-safe: no other
-/// thread may use the storage (or tensors on it) during the call.
+/// thread may use the storage (or tensors on it) during the call. A
+/// tensor left larger than its storage by a shrink is refused by every
+/// call that reads or writes through it (TSR_ERR_SHAPE), and an iterator
+/// built before the resize refuses to run (TSR_ERR_INVALID_ARGUMENT):
+/// build it again.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_READ_ONLY; TSR_ERR_NOT_RESIZABLE;
-/// TSR_ERR_OUT_OF_MEMORY
+/// TSR_ERR_INVALID_ARGUMENT (a DLPack export of the storage is alive: its
+/// consumer points at the current memory); TSR_ERR_OUT_OF_MEMORY
 /// (the storage is unchanged).
 ///
 /// # Safety

@@ -136,10 +136,7 @@ pub(crate) fn try_build<const TAKE: bool>(
         if ndim > 0 {
             op.stride_bytes.push(item);
         }
-        op.data = op
-            .tensor
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |t| t.data_ptr() as *mut u8);
+        op.set_data()?;
     }
     Ok(true)
 }

@@ -42,8 +42,10 @@ use crate::device::Device;
 use crate::dtype::DType;
 pub(crate) use loop_dims::LoopDims;
 
+use crate::error::Result;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
+use std::ffi::c_void;
 
 /// The most operands an iterator accepts.
 pub const MAX_OPERANDS: usize = 64;
@@ -60,6 +62,9 @@ pub struct Operand {
     pub(crate) stride_bytes: LoopDims,
     /// Address of the first element visited (moved by sub-iterators).
     pub(crate) data: *mut u8,
+    /// The storage's data address when `data` was set: a run from C
+    /// checks that it has not moved since ([`TensorIterator::check_memory`]).
+    pub(crate) base: *mut c_void,
     /// The dtype of `tensor` (None for an output still to be allocated).
     pub(crate) current_dtype: Option<DType>,
     /// The dtype the operand is computed in.
@@ -81,6 +86,7 @@ impl Operand {
             original: None,
             stride_bytes: LoopDims::new(),
             data: std::ptr::null_mut(),
+            base: std::ptr::null_mut(),
             current_dtype: None,
             target_dtype: None,
             device: None,
@@ -102,6 +108,7 @@ impl Operand {
             original,
             stride_bytes,
             data,
+            base,
             current_dtype,
             target_dtype,
             device,
@@ -117,9 +124,27 @@ impl Operand {
         *original = None;
         stride_bytes.clear();
         *data = std::ptr::null_mut();
+        *base = std::ptr::null_mut();
         *is_output = output;
         *is_read_write = false;
         *will_resize = false;
+    }
+
+    /// Sets `data` to the tensor's first element, after checking that its
+    /// storage still holds it, and records the storage's address.
+    #[inline]
+    pub(crate) fn set_data(&mut self) -> Result<()> {
+        match &self.tensor {
+            Some(t) => {
+                self.data = t.data_in_storage()? as *mut u8;
+                self.base = t.storage().data();
+            }
+            None => {
+                self.data = std::ptr::null_mut();
+                self.base = std::ptr::null_mut();
+            }
+        }
+        Ok(())
     }
 
     /// Lets go of the tensors, keeping the slot for a later build.
@@ -162,6 +187,33 @@ unsafe impl Send for TensorIterator {}
 unsafe impl Sync for TensorIterator {}
 
 impl TensorIterator {
+    /// Checks, before a run that follows the build at the host's pace (the
+    /// C run calls), that every operand's memory is where the build found
+    /// it: a storage resized or given other memory since then would hand
+    /// the loop freed addresses, and one shrunk under its tensor addresses
+    /// past its end. A few loads and compares per operand; the kernels,
+    /// which run right after their own build, need no check.
+    ///
+    /// Errors: Shape (a storage shrunk below its tensor), InvalidArgument
+    /// (a storage's memory moved: build the iterator again).
+    pub fn check_memory(&self) -> Result<()> {
+        for (i, op) in self.operands.iter().enumerate() {
+            let Some(t) = &op.tensor else { continue };
+            t.data_in_storage()
+                .map_err(|e| e.context(format!("operand {i}")))?;
+            let now = t.storage().data();
+            crate::ensure!(
+                now == op.base,
+                InvalidArgument,
+                "operand {i}: its storage's memory moved from {:p} to {now:p} since the iterator \
+                 was built (a resize or a new data pointer): expected the storage unchanged \
+                 until the iterator is freed (build it again)",
+                op.base
+            );
+        }
+        Ok(())
+    }
+
     pub(crate) fn empty(
         num_outputs: usize,
         is_reduction: bool,

@@ -175,8 +175,7 @@ fn build_populated<K: OperandCopy>(it: &mut TensorIterator, config: &IterConfig)
         it.allocate_or_resize_outputs(allocator)?;
         it.coalesce_dimensions();
     }
-    it.set_data_ptrs();
-    Ok(())
+    it.set_data_ptrs()
 }
 
 /// Refuses flag combinations that cannot work, whatever order the
@@ -804,13 +803,11 @@ impl TensorIterator {
     }
 
     /// Step 11: every operand's first element.
-    fn set_data_ptrs(&mut self) {
+    fn set_data_ptrs(&mut self) -> Result<()> {
         for op in self.operands.iter_mut() {
-            op.data = op
-                .tensor
-                .as_ref()
-                .map_or(std::ptr::null_mut(), |t| t.data_ptr() as *mut u8);
+            op.set_data()?;
         }
+        Ok(())
     }
 }
 

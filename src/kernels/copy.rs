@@ -122,7 +122,10 @@ fn check_convertible(d: DType) -> Result<()> {
 /// order of one matches element k of the other.
 fn flat_copy(dst: &Tensor, src: &Tensor) -> Result<()> {
     let n = dst.numel();
-    let (d0, s0) = (dst.data_ptr() as usize, src.data_ptr() as usize);
+    let (d0, s0) = (
+        dst.data_in_storage()? as usize,
+        src.data_in_storage()? as usize,
+    );
     let (dt, st) = (dst.dtype(), src.dtype());
     if dt == st {
         if d0 == s0 {

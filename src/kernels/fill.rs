@@ -33,7 +33,7 @@ pub fn fill_(t: &Tensor, value: Scalar) -> Result<()> {
         if t.is_non_overlapping_and_dense() {
             // The elements occupy numel consecutive slots from data_ptr
             // (strides are non-negative).
-            let base = t.data_ptr() as usize;
+            let base = t.data_in_storage()? as usize;
             let stream = simd::should_stream(n as usize * item);
             parallel::parallel_for(0, n, GRAIN, |b, e| {
                 // SAFETY: slots [b, e) of the dense tensor; `bytes` holds

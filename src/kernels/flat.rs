@@ -67,9 +67,9 @@ pub(crate) fn binary(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Opt
         None => Tensor::empty_dense(sizes, &contiguous_strides(sizes), dtype, a.device())?,
     };
     Ok(Some(Flat {
-        out_ptr: out.data_ptr() as usize,
-        a_ptr: a.data_ptr() as usize,
-        b_ptr: b.data_ptr() as usize,
+        out_ptr: out.data_in_storage()? as usize,
+        a_ptr: a.data_in_storage()? as usize,
+        b_ptr: b.data_in_storage()? as usize,
         n: a.numel() as usize,
         dtype,
         out,

@@ -571,12 +571,12 @@ impl Geometry {
 
 /// Reduces `a` into `acc` (keepdim shape, contiguous, dtype R::Acc),
 /// which this fills with the result.
-fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
+fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) -> Result<()> {
     let numel_out = acc.numel() as usize;
-    let acc0 = acc.data_ptr() as usize;
-    let in0 = a.data_ptr() as usize;
+    let acc0 = acc.data_in_storage()? as usize;
+    let in0 = a.data_in_storage()? as usize;
     if numel_out == 0 {
-        return;
+        return Ok(());
     }
     for i in 0..numel_out {
         // SAFETY: acc is a contiguous tensor of numel_out elements.
@@ -590,7 +590,7 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
         };
     }
     if a.numel() == 0 {
-        return;
+        return Ok(());
     }
     let g = Geometry::new(a, acc, reduced);
     let full: SmallVec<[(i64, i64); 6]> = g.shape.iter().map(|&s| (0, s)).collect();
@@ -618,7 +618,7 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
         let total = partials.into_iter().fold(R::identity(), R::combine);
         // SAFETY: acc has one element.
         unsafe { st(acc0 as *mut u8, 0, 0, total) };
-        return;
+        return Ok(());
     }
 
     let outer = g.ndim() - 1;
@@ -644,7 +644,7 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
                 // SAFETY: acc is a contiguous tensor of numel_out elements.
                 unsafe { st(acc0 as *mut u8, i, size_of::<R::Acc>() as isize, total) };
             }
-            return;
+            return Ok(());
         }
     }
     // Split along the kept dim with the most elements: disjoint outputs.
@@ -657,6 +657,7 @@ fn reduce_into<R: Reducer>(a: &Tensor, acc: &Tensor, reduced: &[bool]) {
         ranges[k] = (b, e);
         reduce_part::<R>(&g, &ranges, acc0, in0);
     });
+    Ok(())
 }
 
 /// Reduces the part of `a` inside `ranges` (one [lo, hi) per geometry
@@ -921,7 +922,7 @@ pub fn sum(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let result = dispatch_all!(dtype, "sum", T => {
         type A = <T as SumAcc>::Acc;
         let acc = Tensor::empty(&keep, A::DTYPE, a.device())?;
-        reduce_into::<Sum<T>>(a, &acc, &mask);
+        reduce_into::<Sum<T>>(a, &acc, &mask)?;
         if dtype.is_integral(true) || A::DTYPE == dtype {
             acc
         } else {
@@ -951,9 +952,9 @@ pub fn amax(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let keep = keep_sizes(a, &mask);
     let out = Tensor::empty(&keep, a.dtype(), a.device())?;
     if a.dtype() == DType::Bool {
-        reduce_into::<AMax<Bool>>(a, &out, &mask);
+        reduce_into::<AMax<Bool>>(a, &out, &mask)?;
     } else {
-        dispatch_real!(a.dtype(), "amax", T => reduce_into::<AMax<T>>(a, &out, &mask));
+        dispatch_real!(a.dtype(), "amax", T => reduce_into::<AMax<T>>(a, &out, &mask))?;
     }
     finish_shape(out, &mask, keepdim)
 }

@@ -53,6 +53,10 @@ pub(crate) fn check_saveable(name: &str, t: &Tensor) -> Result<()> {
         "tensor '{name}' is on {}: only CPU tensors can be saved (copy it to the CPU first)",
         t.device()
     );
+    // A storage shrunk under the tensor: its record would name bytes the
+    // file does not hold (and safetensors would read past the memory).
+    t.data_in_storage()
+        .map_err(|e| e.context(format!("tensor '{name}'")))?;
     Ok(())
 }
 

@@ -34,6 +34,11 @@ struct TensorMeta {
     strides: Dims,
     numel: i64,
     flags: LayoutFlags,
+    /// The bytes of storage this view spans from the storage's start
+    /// (`layout::storage_nbytes_needed`), checked against the storage's
+    /// size when the tensor was made; [`TensorImpl::data_in_storage`]
+    /// checks it again, since the storage may shrink later.
+    extent: usize,
 }
 
 /// The object behind a [`Tensor`] handle.
@@ -124,7 +129,10 @@ impl TensorImpl {
         self.storage().device()
     }
 
-    /// The address of the first element; NULL when the tensor is empty.
+    /// The address of the first element; NULL when the tensor is empty
+    /// (c10's `data_ptr()`: no check that the storage still holds the
+    /// tensor; code that reads or writes through the address asks
+    /// [`TensorImpl::data_in_storage`] instead).
     pub fn data_ptr(&self) -> *mut c_void {
         let m = self.meta();
         if m.numel == 0 {
@@ -134,9 +142,43 @@ impl TensorImpl {
         if base.is_null() {
             return std::ptr::null_mut();
         }
-        // SAFETY: the bounds check at construction guarantees the offset
-        // lies inside the storage.
-        unsafe { base.add(m.offset as usize * self.dtype.itemsize()) as *mut c_void }
+        // Wrapping: the storage may have shrunk below the offset since the
+        // tensor was made (data_in_storage refuses that case); the address
+        // is only computed here, never read.
+        base.wrapping_add(m.offset as usize * self.dtype.itemsize()) as *mut c_void
+    }
+
+    /// The address of the first element (NULL when the tensor is empty),
+    /// after checking that the storage still holds every byte the tensor
+    /// spans: a storage resized smaller (or replaced) under a live tensor
+    /// makes it refer past the end of its memory. Every kernel, copy and
+    /// export that reads or writes through a tensor takes its address
+    /// here, once at its entry (a load and a compare, not a check per
+    /// element). Err(Shape) names the sizes, the span and the storage's
+    /// size.
+    #[inline]
+    pub fn data_in_storage(&self) -> Result<*mut c_void> {
+        let m = self.meta();
+        let have = self.storage().nbytes();
+        if m.extent > have {
+            return Err(self.outside_storage(m.extent, have));
+        }
+        Ok(self.data_ptr())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn outside_storage(&self, extent: usize, have: usize) -> crate::error::Error {
+        let m = self.meta();
+        crate::err!(
+            Shape,
+            "the tensor of sizes {:?}, strides {:?} and storage offset {} spans {extent} bytes of \
+             its storage, which now holds {have} bytes (resized since the tensor was made): \
+             expected a storage of at least {extent} bytes",
+            &m.sizes[..],
+            &m.strides[..],
+            m.offset
+        )
     }
 
     /// The cached layout flags.
@@ -202,14 +244,15 @@ fn check_dims(sizes: &[i64], strides: &[i64]) -> Result<()> {
     Ok(())
 }
 
-/// Checks that a view of `sizes`/`strides`/`offset` fits in `storage`.
+/// Checks that a view of `sizes`/`strides`/`offset` fits in `storage`;
+/// returns the bytes it spans (its extent).
 fn check_bounds(
     storage: &Storage,
     sizes: &[i64],
     strides: &[i64],
     offset: i64,
     dtype: DType,
-) -> Result<()> {
+) -> Result<usize> {
     let needed = layout::storage_nbytes_needed(sizes, strides, offset, dtype.itemsize())?;
     let have = storage.nbytes();
     crate::ensure!(
@@ -219,7 +262,7 @@ fn check_bounds(
          a storage size of {needed} are out of bounds for storage of size {have}",
         dtype.itemsize()
     );
-    Ok(())
+    Ok(needed)
 }
 
 impl Tensor {
@@ -233,10 +276,10 @@ impl Tensor {
     ) -> Result<Tensor> {
         check_dims(&sizes, &strides)?;
         let numel = layout::checked_numel(&sizes)?;
-        check_bounds(&storage, &sizes, &strides, offset, dtype)?;
+        let extent = check_bounds(&storage, &sizes, &strides, offset, dtype)?;
         let flags = LayoutFlags::compute(&sizes, &strides, numel);
         Ok(Tensor::assemble(
-            storage, offset, sizes, strides, dtype, numel, flags, version,
+            storage, offset, sizes, strides, dtype, numel, flags, extent, version,
         ))
     }
 
@@ -251,6 +294,7 @@ impl Tensor {
         dtype: DType,
         numel: i64,
         flags: LayoutFlags,
+        extent: usize,
         version: VersionSlot,
     ) -> Tensor {
         Tensor(Ref::new(TensorImpl {
@@ -263,6 +307,7 @@ impl Tensor {
                 strides,
                 numel,
                 flags,
+                extent,
             }),
             version,
         }))
@@ -323,6 +368,7 @@ impl Tensor {
             dtype,
             numel,
             flags,
+            nbytes,
             VersionSlot::new(),
         ))
     }
@@ -498,7 +544,7 @@ impl Tensor {
         };
         check_dims(sizes, &strides)?;
         let numel = layout::checked_numel(sizes)?;
-        check_bounds(storage, sizes, &strides, offset, self.dtype())?;
+        let extent = check_bounds(storage, sizes, &strides, offset, self.dtype())?;
         let flags = LayoutFlags::compute(sizes, &strides, numel);
         let new_meta = TensorMeta {
             storage: Some(storage.clone()),
@@ -507,6 +553,7 @@ impl Tensor {
             strides,
             numel,
             flags,
+            extent,
         };
         // SAFETY: the metadata is in an UnsafeCell; the caller guarantees
         // that no other thread uses the tensor during the call and that no

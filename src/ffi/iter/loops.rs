@@ -38,7 +38,11 @@ impl CLoop {
 /// 32768; iterations below it run on the calling thread), then writes
 /// outputs computed in cast temporaries back to the caller's tensors.
 ///
-/// Errors: TSR_ERR_NULL_POINTER (it or loop).
+/// Errors: TSR_ERR_NULL_POINTER (it or loop); TSR_ERR_INVALID_ARGUMENT
+/// (an operand's storage was resized or given other memory since the
+/// build: every run call checks, so the loop never sees freed memory;
+/// build the iterator again); TSR_ERR_SHAPE (an operand's storage shrank
+/// below its tensor).
 ///
 /// # Safety
 /// `it` NULL or live; `loop` follows the TsrLoop2d contract.
@@ -51,8 +55,8 @@ pub unsafe extern "C" fn tsr_iter_for_each(
 ) -> TsrStatus {
     guard("tsr_iter_for_each", || {
         // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_ref checks NULL.
-        let it = unsafe { iter_ref(it)? };
+        // contract, ffi/handle.rs); iter_to_run checks NULL.
+        let it = unsafe { iter_to_run(it)? };
         let Some(f) = loop_ else {
             return Err(null_arg("loop"));
         };
@@ -83,8 +87,8 @@ pub unsafe extern "C" fn tsr_iter_serial_for_each(
 ) -> TsrStatus {
     guard("tsr_iter_serial_for_each", || {
         // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_ref checks NULL.
-        let it = unsafe { iter_ref(it)? };
+        // contract, ffi/handle.rs); iter_to_run checks NULL.
+        let it = unsafe { iter_to_run(it)? };
         let Some(f) = loop_ else {
             return Err(null_arg("loop"));
         };
@@ -113,8 +117,8 @@ pub unsafe extern "C" fn tsr_iter_serial_for_each(
 pub unsafe extern "C" fn tsr_iter_cast_outputs(it: *mut TsrIter) -> TsrStatus {
     guard("tsr_iter_cast_outputs", || {
         // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_ref checks NULL.
-        unsafe { iter_ref(it)? }.cast_outputs()
+        // contract, ffi/handle.rs); iter_to_run checks NULL.
+        unsafe { iter_to_run(it)? }.cast_outputs()
     })
 }
 
@@ -143,8 +147,8 @@ pub unsafe extern "C" fn tsr_iter_parallel_reduce(
 ) -> TsrStatus {
     guard("tsr_iter_parallel_reduce", || {
         // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_ref checks NULL.
-        let it = unsafe { iter_ref(it)? };
+        // contract, ffi/handle.rs); iter_to_run checks NULL.
+        let it = unsafe { iter_to_run(it)? };
         let Some(f) = loop_ else {
             return Err(null_arg("loop"));
         };
@@ -269,8 +273,8 @@ pub unsafe extern "C" fn tsr_iter_foreach_reduced_elt(
 ) -> TsrStatus {
     guard("tsr_iter_foreach_reduced_elt", || {
         // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_ref checks NULL.
-        let it = unsafe { iter_ref(it)? };
+        // contract, ffi/handle.rs); iter_to_run checks NULL.
+        let it = unsafe { iter_to_run(it)? };
         let Some(f) = fn_ else {
             return Err(null_arg("fn"));
         };
@@ -299,8 +303,8 @@ pub unsafe extern "C" fn tsr_iter_for_each_32bit_piece(
 ) -> TsrStatus {
     guard("tsr_iter_for_each_32bit_piece", || {
         // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_ref checks NULL.
-        let it = unsafe { iter_ref(it)? };
+        // contract, ffi/handle.rs); iter_to_run checks NULL.
+        let it = unsafe { iter_to_run(it)? };
         let Some(f) = fn_ else {
             return Err(null_arg("fn"));
         };

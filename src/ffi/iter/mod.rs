@@ -86,6 +86,19 @@ unsafe fn iter_ref<'a>(it: *const TsrIter) -> Result<&'a TensorIterator> {
     unsafe { box_ref(it, "it") }
 }
 
+/// The iterator behind the `it` argument of a run call, after
+/// [`TensorIterator::check_memory`]: its operands' memory has not moved or
+/// shrunk since the build.
+///
+/// # Safety
+/// As [`iter_ref`].
+unsafe fn iter_to_run<'a>(it: *const TsrIter) -> Result<&'a TensorIterator> {
+    // SAFETY: the contract above, passed on.
+    let it = unsafe { iter_ref(it)? };
+    it.check_memory()?;
+    Ok(it)
+}
+
 fn arg_index(it: &TensorIterator, arg: i64) -> Result<usize> {
     crate::ensure!(
         arg >= 0 && (arg as usize) < it.ntensors(),
