@@ -11,9 +11,10 @@
  * fit fails with TSR_ERR_OUT_OF_MEMORY and the plugin's message reaches
  * the caller.
  *
- * Build and run (from the repository root, after `cargo build`):
+ * Build and run (from the repository root, after ./scripts/quickstart.sh,
+ * which builds target/release and its libtessera.so.0.MINOR link):
  *   gcc -std=c99 -Wall -Wextra -pedantic -Iinclude examples/arena_allocator.c \
- *       -Ltarget/debug -ltessera -Wl,-rpath,$PWD/target/debug -lpthread -o /tmp/arena
+ *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -lpthread -o /tmp/arena
  *   /tmp/arena
  */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */

@@ -6,9 +6,10 @@
  * tensors below use it without asking. The plugin's own counts and the
  * statistics tessera keeps for every allocator must agree.
  *
- * Build and run (from the repository root, after `cargo build`):
+ * Build and run (from the repository root, after ./scripts/quickstart.sh,
+ * which builds target/release and its libtessera.so.0.MINOR link):
  *   gcc -std=c99 -Wall -Wextra -pedantic -Iinclude examples/counting_allocator.c \
- *       -Ltarget/debug -ltessera -Wl,-rpath,$PWD/target/debug -lpthread -o /tmp/counting
+ *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -lpthread -o /tmp/counting
  *   /tmp/counting
  */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */

@@ -12,9 +12,10 @@
  * - A failing request shows how a plugin's exception reaches the caller:
  *   as a tessera::Error with the plugin's message.
  *
- * Build and run (from the repository root, after `cargo build`):
+ * Build and run (from the repository root, after ./scripts/quickstart.sh,
+ * which builds target/release and its libtessera.so.0.MINOR link):
  *   g++ -std=c++17 -Wall -Wextra -pedantic -Iinclude examples/custom_allocator.cpp \
- *       -Ltarget/debug -ltessera -Wl,-rpath,$PWD/target/debug -o /tmp/custom_allocator
+ *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -o /tmp/custom_allocator
  *   /tmp/custom_allocator
  */
 #include "tessera.hpp"

@@ -10,9 +10,10 @@
  * layer does the rest: 512-byte rounding, small and large pools, splitting,
  * merging, reuse, statistics.
  *
- * Build and run (from the repository root, after `cargo build`):
+ * Build and run (from the repository root, after ./scripts/quickstart.sh,
+ * which builds target/release and its libtessera.so.0.MINOR link):
  *   gcc -std=c99 -Wall -Wextra -Iinclude examples/device_pool.c \
- *       -Ltarget/debug -ltessera -Wl,-rpath,$PWD/target/debug -o /tmp/device_pool
+ *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -o /tmp/device_pool
  *   /tmp/device_pool
  */
 #include <stdint.h>

@@ -4,9 +4,11 @@
  * second tessera tensor, show that both share one buffer, and show that
  * the export's deleter runs exactly once, when the last user lets go.
  *
- * Build (from the repository root, after `cargo build`):
+ * Build and run (from the repository root, after ./scripts/quickstart.sh,
+ * which builds target/release and its libtessera.so.0.MINOR link):
  *   cc -std=c99 -Wall -Iinclude examples/dlpack_roundtrip.c \
- *      -Ltarget/debug -ltessera -Wl,-rpath,$PWD/target/debug -o dlpack_roundtrip
+ *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -o /tmp/dlpack_roundtrip
+ *   /tmp/dlpack_roundtrip
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,9 +6,10 @@
  * hands the lambda byte strides. The lambda captures what it needs: here a
  * counter of the elements it visited, updated from several threads.
  *
- * Build and run (from the repository root, after `cargo build`):
+ * Build and run (from the repository root, after ./scripts/quickstart.sh,
+ * which builds target/release and its libtessera.so.0.MINOR link):
  *   g++ -std=c++17 -Wall -Wextra -pedantic -Iinclude examples/kernel.cpp \
- *       -Ltarget/debug -ltessera -Wl,-rpath,$PWD/target/debug -o /tmp/kernel
+ *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -o /tmp/kernel
  *   /tmp/kernel
  */
 #include "tessera.hpp"

@@ -772,6 +772,17 @@ def render_doc(sections, protos, ncases, pending):
     return "".join(out)
 
 
+# Pages that quote the coverage ("N of N exported functions, M cases", or
+# "N of N functions, M cases" in a table cell): rewritten with the table's
+# own figures, and checked by --check, so no page keeps an old count.
+FIGURE_PAGES = ("README.md", "docs/RELIABILITY.md")
+FIGURE = re.compile(r"\d+ of \d+ (exported functions|functions), \d+ cases")
+
+
+def with_figures(text, covered, exported, ncases):
+    return FIGURE.sub(lambda m: f"{covered} of {exported} {m.group(1)}, {ncases} cases", text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
@@ -789,8 +800,16 @@ def main():
     if pending:
         summary += f" ({len(pending)} pending rows for functions not in the header: " \
             + ", ".join(pending) + ")"
+    pages = []
+    for name in FIGURE_PAGES:
+        page = ROOT / name
+        old = page.read_text()
+        if not FIGURE.search(old):
+            print(f"bad_input.py: {name} quotes no coverage figure", file=sys.stderr)
+            return 1
+        pages.append((page, with_figures(old, covered, len(protos), ncases)))
     if args.check:
-        stale = [p for p, text in ((TEST, test), (DOC, doc))
+        stale = [p for p, text in [(TEST, test), (DOC, doc)] + pages
                  if not p.exists() or p.read_text() != text]
         if stale:
             print("bad_input.py: stale: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
@@ -801,7 +820,10 @@ def main():
     DOC.parent.mkdir(parents=True, exist_ok=True)
     TEST.write_text(test)
     DOC.write_text(doc)
-    print(f"bad_input.py: wrote {TEST.relative_to(ROOT)} and {DOC.relative_to(ROOT)}; {summary}")
+    for page, text in pages:
+        page.write_text(text)
+    print(f"bad_input.py: wrote {TEST.relative_to(ROOT)} and {DOC.relative_to(ROOT)}, "
+          f"figures in {', '.join(FIGURE_PAGES)}; {summary}")
     return 0
 
 
