@@ -308,6 +308,19 @@ static TsrStorage *fx_shared_su(void) {
     CHECK_OK(tsr_storage_share_memory(F.su));
     return F.su;
 }
+/* F.su in an anonymous / a named segment, then made read-only: it hands
+ * out no writable alias (issue 36). */
+static TsrStorage *fx_shared_ro_su(void) {
+    CHECK_OK(tsr_storage_share_memory(F.su));
+    CHECK_OK(tsr_storage_make_read_only(F.su));
+    return F.su;
+}
+static TsrStorage *fx_named_ro_su(void) {
+    char name[64];
+    CHECK_OK(tsr_storage_share_name(F.su, name, sizeof name));
+    CHECK_OK(tsr_storage_make_read_only(F.su));
+    return F.su;
+}
 static const char *fx_long_name(void) {
     static char name[301];
     memset(name, 'x', 300);

@@ -1,9 +1,11 @@
 /* Read-only storages and tensors: every exported function that writes
  * through tessera refuses them with TSR_ERR_READ_ONLY naming itself, and
  * the bytes stay as they were. The table has one row per writing
- * function; it runs on three read-only fixtures: a TSR_FILE_READ_ONLY
- * file mapping, a heap storage made read-only, and a DLPack import of a
- * tensor flagged DLPACK_FLAG_BITMASK_READ_ONLY. */
+ * function, and per function that would hand out a writable alias of the
+ * memory (tsr_storage_share_fd / share_name); it runs on four read-only
+ * fixtures: a TSR_FILE_READ_ONLY file mapping, a heap storage made
+ * read-only, a storage moved into shared memory and then made read-only,
+ * and a DLPack import of a tensor flagged DLPACK_FLAG_BITMASK_READ_ONLY. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <stdint.h>
@@ -120,6 +122,18 @@ static TsrStatus row_storage_set_data_ptr(void) {
     tsr_data_ptr_free(&dp);
     return s;
 }
+static TsrStatus row_storage_share_fd(void) {
+    int fd = -1;
+    TsrStatus s = tsr_storage_share_fd(ro_s, &fd);
+    CHECK_EQ(fd, -1);
+    return s;
+}
+static TsrStatus row_storage_share_name(void) {
+    char name[64] = "";
+    TsrStatus s = tsr_storage_share_name(ro_s, name, sizeof name);
+    CHECK(name[0] == '\0');
+    return s;
+}
 static TsrStatus row_tensor_to_dlpack_legacy(void) {
     DLManagedTensor *m = NULL;
     TsrStatus s = tsr_tensor_to_dlpack_legacy(ro, &m);
@@ -155,6 +169,8 @@ static const Row ROWS[] = {
     {"tsr_storage_resize", row_storage_resize},
     {"tsr_storage_share_external", row_storage_share_external},
     {"tsr_storage_set_data_ptr", row_storage_set_data_ptr},
+    {"tsr_storage_share_fd", row_storage_share_fd},
+    {"tsr_storage_share_name", row_storage_share_name},
     {"tsr_tensor_to_dlpack_legacy", row_tensor_to_dlpack_legacy},
 };
 
@@ -249,6 +265,22 @@ static void test_made_read_only_table(void) {
     release();
 }
 
+/* Shared first, then made read-only: the descriptor and name rows must
+ * refuse too (issue 36), not hand out a writable alias. */
+static void test_shared_then_read_only_table(void) {
+    TsrDevice cpu = {TSR_CPU, -1};
+    TsrStorage *s;
+    CHECK_OK(tsr_tensor_empty(2, SHAPE, TSR_FLOAT, cpu, &ro));
+    fill_ordinal(ro);
+    s = tsr_tensor_storage(ro);
+    CHECK_OK(tsr_storage_share_memory(s));
+    CHECK_OK(tsr_storage_make_read_only(s));
+    CHECK_OK(tsr_storage_decref(s));
+    make_writable();
+    run_table("tsr_storage_share_memory, then tsr_storage_make_read_only");
+    release();
+}
+
 static void test_dlpack_read_only_round_trip(void) {
     TsrDevice cpu = {TSR_CPU, -1};
     TsrTensor *src = NULL;
@@ -284,9 +316,10 @@ static void test_null_handles(void) {
 int main(void) {
     RUN(test_file_read_only_table);
     RUN(test_made_read_only_table);
+    RUN(test_shared_then_read_only_table);
     RUN(test_dlpack_read_only_round_trip);
     RUN(test_null_handles);
-    CHECK_EQ(ext_frees, 2 * 3); /* each fixture freed both refused pointers once */
+    CHECK_EQ(ext_frees, 2 * 4); /* each fixture freed both refused pointers once */
     printf("all read-only tests passed\n");
     return 0;
 }

@@ -6,6 +6,9 @@
  * the segment by descriptor or opens it by name, checks what the parent
  * wrote and writes back. The segment is gone (/proc/self/fd, /dev/shm)
  * once both released it, and a child killed with SIGKILL leaves nothing.
+ * A peer that truncates a named segment does not make a release fault; a
+ * read-only storage hands out no descriptor or name, and a read-only
+ * descriptor maps into a read-only storage (issue 36).
  * Bad input: each a clear error, no descriptor or segment left.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -195,6 +198,21 @@ static int child_hold(char **argv) {
     put_byte(atoi(argv[3]), 'r');
     for (;;) pause();
     return 1;
+}
+
+/* child-truncate NAME: opens the segment, shrinks it to 0 bytes through
+ * a descriptor of its own (a peer taking the memory away), then releases
+ * its storage: no SIGBUS, exit 0. */
+static int child_truncate(char **argv) {
+    TsrStorage *s = NULL;
+    int fd;
+    CHECK_OK(tsr_storage_open_shared(argv[2], &s));
+    fd = shm_open(argv[2], O_RDWR, 0);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, 0) == 0);
+    CHECK(close(fd) == 0);
+    CHECK_OK(tsr_storage_decref(s));
+    return 0;
 }
 
 /* ---- tests ---- */
@@ -397,6 +415,102 @@ static void test_sigkill_leaves_nothing(void) {
     close(ready[1]);
 }
 
+/* Issue 36 item 9: a peer that truncates a named segment must not make
+ * any holder's release fault (the count of users is not in the segment). */
+static void test_truncated_segment_releases(void) {
+    int names = shm_names(), fd;
+    char name[64];
+    TsrTensor *t = floats(4096, 0);
+    TsrStorage *st = tsr_tensor_storage(t), *out = NULL;
+    CHECK_OK(tsr_storage_share_name(st, name, sizeof name));
+    /* a peer process opens it, truncates it and releases its storage */
+    wait_ok(spawn("child-truncate", name, NULL, NULL));
+    CHECK(shm_exists(name)); /* this process still holds it */
+    /* and once more through a second descriptor of this process */
+    fd = shm_open(name, O_RDWR, 0);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, 0) == 0);
+    CHECK(close(fd) == 0);
+    /* a new opener finds no trailer: refused, nothing mapped */
+    CHECK_STATUS(tsr_storage_open_shared(name, &out), TSR_ERR_FORMAT);
+    CHECK_MSG_CONTAINS("holds 0 bytes");
+    CHECK(out == NULL);
+    /* releasing the tensor and the storage touches none of the memory */
+    CHECK_OK(tsr_storage_decref(st));
+    CHECK_OK(tsr_tensor_decref(t));
+    CHECK(!shm_exists(name)); /* the last user removed the name */
+    CHECK_EQ(shm_names(), names);
+}
+
+/* Issue 36 item 10: a read-only storage hands out no descriptor and no
+ * name (each would map it writable), whether it was shared before or not;
+ * its bytes stay as they were. */
+static void test_read_only_hands_out_nothing(void) {
+    int names = shm_names(), fds = open_fds(), fd = -1, i;
+    char name[64], again[64] = "";
+    TsrStorage *anon = NULL, *named = NULL;
+    CHECK_OK(tsr_storage_new(64, cpu(), false, &anon));
+    CHECK_OK(tsr_storage_fill(anon, 7));
+    CHECK_OK(tsr_storage_share_memory(anon));
+    CHECK_OK(tsr_storage_make_read_only(anon));
+    CHECK_STATUS(tsr_storage_share_fd(anon, &fd), TSR_ERR_READ_ONLY);
+    CHECK_MSG_CONTAINS("tsr_storage_share_fd: the storage of 64 bytes is read-only: share_fd "
+                       "would hand out a writable alias");
+    CHECK_EQ(fd, -1);
+    CHECK_STATUS(tsr_storage_share_name(anon, again, sizeof again), TSR_ERR_READ_ONLY);
+    CHECK_MSG_CONTAINS("tsr_storage_share_name: the storage of 64 bytes is read-only");
+    CHECK(again[0] == '\0');
+    CHECK_OK(tsr_storage_share_memory(anon)); /* shared already: a no-op, nothing handed out */
+    CHECK_EQ(shm_names(), names);
+
+    CHECK_OK(tsr_storage_new(64, cpu(), false, &named));
+    CHECK_OK(tsr_storage_fill(named, 9));
+    CHECK_OK(tsr_storage_share_name(named, name, sizeof name));
+    CHECK_OK(tsr_storage_make_read_only(named));
+    CHECK_STATUS(tsr_storage_share_name(named, again, sizeof again), TSR_ERR_READ_ONLY);
+    CHECK(again[0] == '\0');
+    CHECK_STATUS(tsr_storage_share_fd(named, &fd), TSR_ERR_READ_ONLY);
+    CHECK_EQ(fd, -1);
+    for (i = 0; i < 64; i++) {
+        CHECK(((const unsigned char *)tsr_storage_data(anon))[i] == 7);
+        CHECK(((const unsigned char *)tsr_storage_data(named))[i] == 9);
+    }
+    CHECK_OK(tsr_storage_decref(anon));
+    CHECK_OK(tsr_storage_decref(named));
+    CHECK(!shm_exists(name));
+    CHECK_EQ(shm_names(), names);
+    CHECK_EQ(open_fds(), fds);
+}
+
+/* A descriptor opened read-only maps read-only into a read-only storage
+ * (it failed in mmap before): the receiving side of a read-only share. */
+static void test_read_only_descriptor(void) {
+    int fds = open_fds(), fd = -1, ro, fd2 = -1;
+    char path[64];
+    TsrStorage *st = NULL, *r = NULL;
+    CHECK_OK(tsr_storage_new(64, cpu(), false, &st));
+    CHECK_OK(tsr_storage_fill(st, 5));
+    CHECK_OK(tsr_storage_share_memory(st));
+    CHECK_OK(tsr_storage_share_fd(st, &fd));
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ro = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(ro >= 0);
+    CHECK_OK(tsr_storage_from_fd(ro, 0, &r));
+    CHECK(tsr_storage_is_read_only(r));
+    CHECK(tsr_storage_is_shared(r));
+    CHECK(((const unsigned char *)tsr_storage_data(r))[63] == 5);
+    CHECK_STATUS(tsr_storage_fill(r, 1), TSR_ERR_READ_ONLY);
+    CHECK_STATUS(tsr_storage_share_fd(r, &fd2), TSR_ERR_READ_ONLY);
+    CHECK_EQ(fd2, -1);
+    ((unsigned char *)tsr_storage_data(st))[63] = 6; /* the writer's change shows */
+    CHECK(((const unsigned char *)tsr_storage_data(r))[63] == 6);
+    CHECK(close(ro) == 0);
+    CHECK(close(fd) == 0);
+    CHECK_OK(tsr_storage_decref(r));
+    CHECK_OK(tsr_storage_decref(st));
+    CHECK_EQ(open_fds(), fds);
+}
+
 static void test_bad_input(void) {
     int fds = open_fds(), names = shm_names(), p[2], fd = -1;
     TsrStorage *out = NULL, *st = NULL;
@@ -452,12 +566,16 @@ int main(int argc, char **argv) {
     if (argc >= 4 && strcmp(argv[1], "child-fd") == 0) return child_fd(argv);
     if (argc >= 5 && strcmp(argv[1], "child-name") == 0) return child_name(argv);
     if (argc >= 4 && strcmp(argv[1], "child-hold") == 0) return child_hold(argv);
+    if (argc >= 3 && strcmp(argv[1], "child-truncate") == 0) return child_truncate(argv);
     atexit(unlink_own_names);
     RUN(test_share_memory_in_place);
     RUN(test_four_threads_one_move);
     RUN(test_fd_two_processes);
     RUN(test_name_two_processes);
     RUN(test_sigkill_leaves_nothing);
+    RUN(test_truncated_segment_releases);
+    RUN(test_read_only_hands_out_nothing);
+    RUN(test_read_only_descriptor);
     RUN(test_bad_input);
     return 0;
 }

@@ -3318,7 +3318,10 @@ TsrStatus tsr_storage_set_data_ptr(struct TsrStorage *s,
  * kernel and iterator outputs, resize, share_external, set_data_ptr).
  * Reading works as usual; the memory itself is not protected (a host
  * writing through tsr_storage_data bypasses the flag). DLPack exports
- * made from then on carry DLPACK_FLAG_BITMASK_READ_ONLY. Idempotent;
+ * made from then on carry DLPACK_FLAG_BITMASK_READ_ONLY, and
+ * tsr_storage_share_fd / tsr_storage_share_name, which would hand out
+ * writable aliases, fail with TSR_ERR_READ_ONLY (descriptors and names
+ * given out before stay writable in the processes holding them). Idempotent;
  * safe from any thread (a write already running finishes).
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT.
@@ -3450,10 +3453,18 @@ bool tsr_storage_is_shared(const struct TsrStorage *s);
  * holds a descriptor of it; the kernel frees it when all are gone, even
  * after a crash.
  *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
- * TSR_ERR_INVALID_ARGUMENT (the storage is not in shared memory: call
- * tsr_storage_share_memory first); TSR_ERR_IO (no descriptor left).
- * `*fd_out` is untouched on error.
+ * The descriptor is writable (a mapping of it can change the storage's
+ * bytes), so a read-only storage (tsr_storage_make_read_only) gives none:
+ * TSR_ERR_READ_ONLY, even when it was shared before it was made
+ * read-only (descriptors handed out before stay writable). To give a
+ * peer a read-only view, open the descriptor again read-only (e.g.
+ * open("/proc/self/fd/N", O_RDONLY)): tsr_storage_from_fd maps such a
+ * descriptor read-only.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_READ_ONLY
+ * (a read-only storage); TSR_ERR_INVALID_ARGUMENT (the storage is not in
+ * shared memory: call tsr_storage_share_memory first); TSR_ERR_IO (no
+ * descriptor left). `*fd_out` is untouched on error.
  *
  * # Safety
  * `s` NULL or a live handle; `fd_out` NULL or writable.
@@ -3468,12 +3479,22 @@ TsrStatus tsr_storage_share_fd(const struct TsrStorage *s, int *fd_out);
  * reach every process mapping the object. The storage is shared
  * (tsr_storage_is_shared), not resizable, has no allocator. A descriptor
  * of a named segment (tsr_storage_share_name) holds a 64-byte trailer
- * after the data: pass its nbytes rather than 0.
+ * after the data: pass its nbytes rather than 0. A descriptor opened
+ * read-only (O_RDONLY) is mapped read-only (PROT_READ) into a read-only
+ * storage (tsr_storage_is_read_only): tessera refuses writes with
+ * TSR_ERR_READ_ONLY, and a host write through tsr_storage_data faults.
+ *
+ * The object's size is checked once, here. If another process shrinks
+ * it afterwards (ftruncate), reading or writing the pages that are gone
+ * raises SIGBUS, as with any shared file mapping (and as for
+ * tsr_storage_from_file): keeping the object's size is the host's
+ * affair. Releasing the storage touches none of its memory, so it never
+ * faults.
  *
  * Errors: TSR_ERR_NULL_POINTER (out); TSR_ERR_INVALID_ARGUMENT (a
  * negative or closed descriptor, a pipe / socket / directory, nbytes
- * larger than the object); TSR_ERR_IO (fstat or mmap failed, e.g. a
- * descriptor opened read-only). Nothing is kept on error.
+ * larger than the object); TSR_ERR_IO (fcntl, fstat or mmap failed).
+ * Nothing is kept on error.
  *
  * # Safety
  * `out` NULL or writable.
@@ -3489,13 +3510,22 @@ TsrStatus tsr_storage_from_fd(int fd, size_t nbytes, struct TsrStorage **out);
  * An unrelated process opens it with tsr_storage_open_shared. The name
  * is removed when the last storage using it, in any process, is
  * released; a process that dies holding one leaves the name in /dev/shm
- * (README "Shared memory" says how to clean it).
+ * (README "Shared memory" says how to clean it). The users are counted
+ * with a flock per storage, outside the segment's memory: a peer that
+ * truncates the segment cannot make a release fault (reads and writes
+ * of pages it took away do raise SIGBUS: see tsr_storage_from_fd).
+ *
+ * The name lets any process map the memory writable, so a read-only
+ * storage gives none (TSR_ERR_READ_ONLY), even one moved into a named
+ * segment before it was made read-only (processes that opened the name
+ * before keep their writable storages).
  *
  * Errors: TSR_ERR_NULL_POINTER (s or buf); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_INVALID_ARGUMENT (buflen smaller than the name: the message
  * says the size needed; nothing moved); TSR_ERR_UNSUPPORTED (not a CPU
- * storage); TSR_ERR_READ_ONLY and TSR_ERR_INVALID_ARGUMENT (a read-only
- * storage, a live DLPack export: as tsr_storage_share_memory);
+ * storage); TSR_ERR_READ_ONLY (a read-only storage, named already or
+ * not); TSR_ERR_INVALID_ARGUMENT (a live DLPack export: as
+ * tsr_storage_share_memory);
  * TSR_ERR_IO / TSR_ERR_OUT_OF_MEMORY (the segment could not be made: the
  * storage is unchanged). Thread safety: as
  * tsr_storage_share_memory.
@@ -3511,13 +3541,15 @@ TsrStatus tsr_storage_share_name(struct TsrStorage *s, char *buf, size_t buflen)
  * or another process) as a new CPU storage sharing its memory, and
  * writes a new reference to `*out`. The storage holds the segment (its
  * name stays until every storage using it is released). Shared, not
- * resizable, no allocator.
+ * resizable, no allocator, writable. A peer that truncates the segment
+ * afterwards: as tsr_storage_from_fd (access faults, release does not).
  *
  * Errors: TSR_ERR_NULL_POINTER (name or out); TSR_ERR_INVALID_ARGUMENT
  * (an empty name, one longer than 255 bytes after its '/', or with a
  * second '/'); TSR_ERR_IO (no segment of that name, no permission, or it
  * is being removed); TSR_ERR_FORMAT (a segment not made by
- * tsr_storage_share_name). Nothing is kept on error.
+ * tsr_storage_share_name, or one truncated since). Nothing is kept on
+ * error.
  *
  * # Safety
  * `name` NULL or a NUL-terminated string; `out` NULL or writable.

@@ -9,6 +9,11 @@ use tessera::allocator::{cpu, history, Allocator};
 /// Runs the test `name` of this binary in a child with `conf`; returns
 /// its stderr.
 fn child(name: &str, conf: &str) -> String {
+    child_os(name, conf.as_ref())
+}
+
+/// As [`child`], with any bytes as the value.
+fn child_os(name: &str, conf: &std::ffi::OsStr) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             name,
@@ -79,4 +84,25 @@ fn bad_entries_warn_and_the_rest_applies() {
         err.contains("bad value 'maybe' for key 'record_history': expected true or false"),
         "{err}"
     );
+}
+
+#[test]
+#[ignore = "run by non_utf8_value_warns in a child process"]
+fn child_non_utf8() {
+    let _ = Allocator::cpu().allocate(8).unwrap();
+    assert!(!history::is_recording(), "the whole value is ignored");
+}
+
+#[test]
+fn non_utf8_value_warns() {
+    use std::os::unix::ffi::OsStringExt;
+    let conf = std::ffi::OsString::from_vec(b"record_history:\xff\xfe".to_vec());
+    let err = child_os("child_non_utf8", &conf);
+    assert!(
+        err.contains(
+            "tessera: warning: TESSERA_ALLOC_CONF is not UTF-8: 'record_history:\u{fffd}\u{fffd}'"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("(ignored)"), "{err}");
 }

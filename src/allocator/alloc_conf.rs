@@ -14,7 +14,9 @@
 //!
 //! An unknown key or a bad value is not fatal: a warning naming the key,
 //! the value and what is accepted goes to stderr (the variable is read
-//! where no caller could receive an error), and the other keys apply.
+//! where no caller could receive an error), and the other keys apply. A
+//! value that is not UTF-8 is warned about the same way (shown lossily)
+//! and ignored as a whole.
 
 use std::sync::OnceLock;
 
@@ -118,15 +120,29 @@ pub fn parse(text: &str) -> (AllocConf, Vec<String>) {
     (c, errors)
 }
 
+/// The warning for a value that is not UTF-8: no key can be read from
+/// it, so the whole variable is ignored (shown lossily, U+FFFD for each
+/// bad byte).
+fn not_utf8(raw: &std::ffi::OsStr) -> String {
+    format!(
+        "TESSERA_ALLOC_CONF is not UTF-8: '{}'; expected UTF-8 key:value pairs, so the whole \
+         variable",
+        raw.to_string_lossy()
+    )
+}
+
 /// The settings of this process, read and parsed once; the warnings go
 /// to stderr then.
 pub fn get() -> &'static AllocConf {
     static CONF: OnceLock<AllocConf> = OnceLock::new();
     CONF.get_or_init(|| {
-        let Ok(text) = std::env::var("TESSERA_ALLOC_CONF") else {
+        let Some(raw) = std::env::var_os("TESSERA_ALLOC_CONF") else {
             return AllocConf::default();
         };
-        let (conf, errors) = parse(&text);
+        let (conf, errors) = match raw.to_str() {
+            Some(text) => parse(text),
+            None => (AllocConf::default(), vec![not_utf8(&raw)]),
+        };
         for e in errors {
             eprintln!("tessera: warning: {e} (ignored)");
         }

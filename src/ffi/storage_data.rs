@@ -106,7 +106,10 @@ pub unsafe extern "C" fn tsr_storage_set_data_ptr(
 /// kernel and iterator outputs, resize, share_external, set_data_ptr).
 /// Reading works as usual; the memory itself is not protected (a host
 /// writing through tsr_storage_data bypasses the flag). DLPack exports
-/// made from then on carry DLPACK_FLAG_BITMASK_READ_ONLY. Idempotent;
+/// made from then on carry DLPACK_FLAG_BITMASK_READ_ONLY, and
+/// tsr_storage_share_fd / tsr_storage_share_name, which would hand out
+/// writable aliases, fail with TSR_ERR_READ_ONLY (descriptors and names
+/// given out before stay writable in the processes holding them). Idempotent;
 /// safe from any thread (a write already running finishes).
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT.

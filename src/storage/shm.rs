@@ -9,16 +9,22 @@
 //!   the kernel frees it when the last descriptor and mapping are gone, so
 //!   nothing is left behind even when every process crashes.
 //! - named (POSIX `shm_open`): what `share_name` makes, for unrelated
-//!   processes (`open_shared`). The mapping ends with a 64-byte trailer
-//!   {magic, nbytes, refcount}: every storage using the segment, in any
-//!   process, holds one count; the one that drops it to zero removes the
-//!   name (`shm_unlink`). A process that dies without releasing leaves the
-//!   name in /dev/shm (see README, "Shared memory").
+//!   processes (`open_shared`). Every storage using the segment, in any
+//!   process, holds a shared flock on it; the one released last gets the
+//!   exclusive lock and removes the name (`shm_unlink`). A process that
+//!   dies without releasing leaves the name in /dev/shm (see README,
+//!   "Shared memory"). The object ends with a 64-byte trailer {magic,
+//!   nbytes} after the data, so that the data of every segment starts at
+//!   offset 0 of its descriptor: a descriptor of a named segment maps with
+//!   `from_fd` like any other. `named.rs` has the protocol and why the
+//!   count is not kept inside the segment (c10's RefcountedMapAllocator
+//!   keeps it there): releasing never touches the segment's memory, which
+//!   a peer can take away with ftruncate.
 //!
-//! The trailer sits after the data (c10's RefcountedMapAllocator keeps its
-//! count in a header before it) so that the data of every segment starts
-//! at offset 0 of its descriptor: a descriptor of a named segment maps
-//! with `from_fd` like any other.
+//! A peer that shrinks an object after it is mapped makes reads and
+//! writes of the missing pages fault (SIGBUS), as with any shared file
+//! mapping; that is the host's affair, as for file storages. Nothing
+//! tessera does to make, open or release a segment touches its mapping.
 //!
 //! libc gives memfd_create / shm_open / mmap / fstat directly and is
 //! already a dependency; a mapping crate would still need libc for the
@@ -30,33 +36,14 @@ use crate::device::{Device, DeviceType};
 use crate::error::Result;
 use std::ffi::{c_void, CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The trailer of a named segment, at `trailer_offset(nbytes)`.
-#[repr(C)]
-struct Trailer {
-    magic: u64,
-    nbytes: u64,
-    refcount: AtomicU64,
-    _pad: [u64; 5],
-}
-
-const TRAILER_SIZE: usize = std::mem::size_of::<Trailer>();
-/// "tsrshm01" in little-endian bytes.
-const MAGIC: u64 = u64::from_le_bytes(*b"tsrshm01");
 /// The longest name (bytes after the leading '/') POSIX shm accepts on
 /// Linux (NAME_MAX).
 pub const MAX_NAME_LEN: usize = 255;
 /// The length of the names `share_name` makes, without the NUL:
 /// "/tessera-" + 8 hex digits (pid) + "-" + 16 hex digits.
 pub const NEW_NAME_LEN: usize = 9 + 8 + 1 + 16;
-
-const _: () = assert!(TRAILER_SIZE == 64);
-
-fn trailer_offset(nbytes: usize) -> Option<usize> {
-    nbytes.checked_next_multiple_of(TRAILER_SIZE)
-}
 
 /// A shared-memory object mapped into this process: the context of a
 /// shared storage's DataPtr.
@@ -71,7 +58,7 @@ pub(crate) struct Segment {
 }
 
 // SAFETY: the segment owns its descriptor and mapping; nothing in it is
-// tied to a thread, and the trailer's count is atomic.
+// tied to a thread.
 unsafe impl Send for Segment {}
 // SAFETY: shared access only reads the fields.
 unsafe impl Sync for Segment {}
@@ -91,14 +78,10 @@ impl Segment {
 impl Drop for Segment {
     fn drop(&mut self) {
         if let Some((name, pid)) = &self.name {
-            // SAFETY: the trailer is the last TRAILER_SIZE bytes of the
-            // mapping, which is still mapped here.
-            let trailer =
-                unsafe { &*(self.base.add(self.map_len - TRAILER_SIZE) as *const Trailer) };
-            if *pid == std::process::id() && trailer.refcount.fetch_sub(1, Ordering::AcqRel) == 1 {
-                // SAFETY: a NUL-terminated name. A failure (someone removed
-                // the name already) leaves nothing to do.
-                unsafe { libc::shm_unlink(name.as_ptr()) };
+            // A fork()ed child inherits the segment (and shares its open
+            // file description) but holds no lock of its own.
+            if *pid == std::process::id() {
+                named::release(&self.fd, name);
             }
         }
         if !self.base.is_null() {
@@ -143,6 +126,11 @@ fn segment_of(dp: &DataPtr) -> Option<&Segment> {
 /// are mapped as they are touched: MAP_POPULATE on a segment just filled
 /// cost more than touching every page afterwards (benches/bench.cpp).
 fn map(fd: &OwnedFd, len: usize, what: &str) -> Result<*mut u8> {
+    map_prot(fd, len, what, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+/// As [`map`], with the protection `prot`.
+fn map_prot(fd: &OwnedFd, len: usize, what: &str, prot: libc::c_int) -> Result<*mut u8> {
     if len == 0 {
         return Ok(std::ptr::null_mut());
     }
@@ -152,7 +140,7 @@ fn map(fd: &OwnedFd, len: usize, what: &str) -> Result<*mut u8> {
         libc::mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            prot,
             libc::MAP_SHARED,
             fd.as_raw_fd(),
             0,
@@ -193,52 +181,11 @@ fn anonymous_object() -> Result<OwnedFd> {
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     {
-        let (fd, name) = create_named()?;
+        let (fd, name) = named::create_object()?;
         // SAFETY: a NUL-terminated name this process just created.
         unsafe { libc::shm_unlink(name.as_ptr()) };
         Ok(fd)
     }
-}
-
-static NAME_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn new_name() -> CString {
-    let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed) as u64;
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    // A counter for this process, mixed with the time so that a reused
-    // pid does not meet its predecessor's left-over names.
-    let tag = (n << 40) ^ (t & ((1 << 40) - 1)) ^ (n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let s = format!("/tessera-{:08x}-{tag:016x}", std::process::id());
-    debug_assert_eq!(s.len(), NEW_NAME_LEN);
-    CString::new(s).expect("no NUL in a formatted name")
-}
-
-/// Creates a new named object (O_EXCL, mode 0600).
-fn create_named() -> Result<(OwnedFd, CString)> {
-    for _ in 0..16 {
-        let name = new_name();
-        // SAFETY: a NUL-terminated name and valid flags.
-        let fd = unsafe {
-            libc::shm_open(
-                name.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                0o600 as libc::mode_t,
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: a new descriptor that nothing else owns.
-            return Ok((unsafe { OwnedFd::from_raw_fd(fd) }, name));
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
-            return Err(os_error(format_args!(
-                "shm_open of {}",
-                name.to_string_lossy()
-            )));
-        }
-    }
-    crate::bail!(Io, "shm_open: 16 new names were all taken")
 }
 
 /// An anonymous segment of `nbytes` holding a copy of `src`.
@@ -252,41 +199,6 @@ fn anonymous_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
         base,
         map_len: nbytes,
         name: None,
-    })
-}
-
-/// A named segment of `nbytes` holding a copy of `src`, count 1.
-fn named_copy(src: *const u8, nbytes: usize) -> Result<Segment> {
-    let (fd, name) = create_named()?;
-    let map_len = trailer_offset(nbytes)
-        .and_then(|o| o.checked_add(TRAILER_SIZE))
-        .ok_or_else(|| crate::err!(OutOfMemory, "{nbytes} bytes do not fit a segment"))?;
-    let made = truncate(&fd, map_len, "a shared-memory object")
-        .and_then(|()| write_in(&fd, src, nbytes))
-        .and_then(|()| map(&fd, map_len, "a shared-memory object"));
-    let base = match made {
-        Ok(b) => b,
-        Err(e) => {
-            // SAFETY: the NUL-terminated name this process just created.
-            unsafe { libc::shm_unlink(name.as_ptr()) };
-            return Err(e);
-        }
-    };
-    // SAFETY: the mapping is map_len bytes, the trailer its last 64,
-    // 8-aligned; nobody else knows the name yet.
-    unsafe {
-        (base.add(map_len - TRAILER_SIZE) as *mut Trailer).write(Trailer {
-            magic: MAGIC,
-            nbytes: nbytes as u64,
-            refcount: AtomicU64::new(1),
-            _pad: [0; 5],
-        })
-    };
-    Ok(Segment {
-        fd,
-        base,
-        map_len,
-        name: Some((name, std::process::id())),
     })
 }
 
@@ -436,6 +348,7 @@ impl StorageImpl {
     /// A new descriptor (close-on-exec; the caller owns it) of the
     /// shared-memory object this storage lives in.
     pub fn share_fd(&self) -> Result<OwnedFd> {
+        self.check_no_alias("share_fd")?;
         let Some(seg) = self.segment() else {
             crate::bail!(
                 InvalidArgument,
@@ -489,17 +402,32 @@ impl StorageImpl {
     /// # Safety
     /// As [`StorageImpl::share_memory`].
     pub unsafe fn share_name(&self) -> Result<CString> {
+        self.check_no_alias("share_name")?;
         let _guard = lock_for(self);
         if let Some(name) = self.shared_name() {
             return Ok(name);
         }
         self.check_host("share_name")?;
         self.check_replaceable("share_name")?;
-        let seg = named_copy(self.data() as *const u8, self.nbytes())?;
+        let seg = named::create(self.data() as *const u8, self.nbytes())?;
         let name = seg.name().map(CStr::to_owned).expect("a named segment");
         // SAFETY: as in share_memory.
         unsafe { self.replace_data(into_data_ptr(seg), self.nbytes()) }?;
         Ok(name)
+    }
+
+    /// Refuses to hand out a way into a read-only storage's memory (a
+    /// descriptor or a name): every one of them maps it writable, so a
+    /// peer could change bytes this process relies on not changing.
+    fn check_no_alias(&self, what: &str) -> Result<()> {
+        crate::ensure!(
+            !self.is_read_only(),
+            ReadOnly,
+            "the storage of {} bytes is read-only: {what} would hand out a writable alias of its \
+             memory (expected a writable storage; copy it with clone_storage to share the bytes)",
+            self.nbytes()
+        );
+        Ok(())
     }
 
     fn check_host(&self, what: &str) -> Result<()> {
@@ -516,7 +444,8 @@ impl StorageImpl {
 impl Storage {
     /// A storage over the shared-memory object (or regular file) behind
     /// `fd` (borrowed: duplicated, the caller keeps `fd`): its first
-    /// `nbytes` bytes (0: the whole object), mapped shared.
+    /// `nbytes` bytes (0: the whole object), mapped shared. A descriptor
+    /// opened read-only gives a read-only mapping and a read-only storage.
     pub fn from_fd(fd: RawFd, nbytes: usize) -> Result<Storage> {
         let own = check_dup(fd)?;
         let what = format!("descriptor {fd}");
@@ -527,67 +456,42 @@ impl Storage {
             InvalidArgument,
             "nbytes {nbytes} is larger than {what}, which holds {size} bytes: expected at most {size}"
         );
-        let base = map(&own, nbytes, &what)?;
+        // SAFETY: fcntl on a live descriptor.
+        let flags = unsafe { libc::fcntl(own.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 {
+            return Err(os_error(format_args!("fcntl(F_GETFL) of {what}")));
+        }
+        // A descriptor opened read-only: a read-only mapping (a writable
+        // one is refused by mmap) and a read-only storage.
+        let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY;
+        let prot = if read_only {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        let base = map_prot(&own, nbytes, &what, prot)?;
         let seg = Segment {
             fd: own,
             base,
             map_len: nbytes,
             name: None,
         };
-        Ok(Storage::from_data_ptr(into_data_ptr(seg), nbytes))
+        let s = Storage::from_data_ptr(into_data_ptr(seg), nbytes);
+        if read_only {
+            s.make_read_only();
+        }
+        Ok(s)
     }
 
     /// A storage over the named segment `name` made by `share_name` (in
-    /// this or another process); it holds one count of the segment.
+    /// this or another process); it holds one shared lock of the segment
+    /// (named.rs), so the name stays while it lives.
     pub fn open_shared(name: &CStr) -> Result<Storage> {
-        let shown = name.to_string_lossy();
-        check_name(name.to_bytes())?;
-        // SAFETY: a NUL-terminated name and valid flags.
-        let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ENOENT) {
-                crate::bail!(
-                    Io,
-                    "no shared-memory segment is named \"{shown}\" ({e}): expected a name from share_name whose storages are alive"
-                );
-            }
-            crate::bail!(Io, "shm_open of \"{shown}\" failed: {e}");
-        }
-        // SAFETY: a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let what = format!("segment \"{shown}\"");
-        let size = object_size(&fd, &what)?;
-        crate::ensure!(
-            size >= TRAILER_SIZE && size % TRAILER_SIZE == 0,
-            Format,
-            "{what} holds {size} bytes: not a segment made by share_name"
-        );
-        let base = map(&fd, size, &what)?;
-        let mut seg = Segment {
-            fd,
-            base,
-            map_len: size,
-            name: None, // no count held yet: dropping it only unmaps
-        };
-        // SAFETY: the mapping is `size` bytes, a multiple of 64 >= 64; its
-        // last 64 are read as a trailer (any bytes are valid u64s).
-        let trailer = unsafe { &*(base.add(size - TRAILER_SIZE) as *const Trailer) };
-        let nbytes = usize::try_from(trailer.nbytes).unwrap_or(usize::MAX);
-        crate::ensure!(
-            trailer.magic == MAGIC && trailer_offset(nbytes) == Some(size - TRAILER_SIZE),
-            Format,
-            "{what} has no tessera trailer: not a segment made by share_name"
-        );
-        let before = trailer.refcount.fetch_add(1, Ordering::AcqRel);
-        if before == 0 {
-            trailer.refcount.fetch_sub(1, Ordering::AcqRel);
-            crate::bail!(Io, "{what} is being removed: its last storage was released");
-        }
-        seg.name = Some((name.to_owned(), std::process::id()));
+        let (seg, nbytes) = named::open(name)?;
         Ok(Storage::from_data_ptr(into_data_ptr(seg), nbytes))
     }
 }
 
+mod named;
 #[cfg(test)]
 mod tests;

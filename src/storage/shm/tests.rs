@@ -297,3 +297,45 @@ fn shared_file_storage_is_shared() {
     drop((shared, private));
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn truncated_named_segment_releases_without_a_fault() {
+    let _l = fds_lock();
+    let s = filled(5000);
+    // SAFETY: no other thread uses `s`.
+    let name = unsafe { s.share_name() }.unwrap();
+    let t = Storage::open_shared(&name).unwrap();
+    // A peer takes the memory away (the same process, through a
+    // descriptor of its own).
+    // SAFETY: a NUL-terminated name and valid flags.
+    let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR, 0) };
+    assert!(fd >= 0);
+    // SAFETY: the descriptor just opened, closed once.
+    unsafe {
+        assert_eq!(libc::ftruncate(fd, 0), 0);
+        libc::close(fd);
+    }
+    let e = Storage::open_shared(&name).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format, "{e}");
+    let path = format!("/dev/shm{}", name.to_str().unwrap());
+    drop(s);
+    assert!(std::path::Path::new(&path).exists(), "`t` still holds it");
+    drop(t);
+    assert!(!std::path::Path::new(&path).exists());
+}
+
+#[test]
+fn read_only_storage_hands_out_no_alias() {
+    let _l = fds_lock();
+    let s = filled(64);
+    // SAFETY: no other thread uses `s`.
+    unsafe { s.share_memory() }.unwrap();
+    s.make_read_only();
+    let e = s.share_fd().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+    assert!(e.message().contains("share_fd would hand out"), "{e}");
+    // SAFETY: still this test's only user of `s`.
+    let e = unsafe { s.share_name() }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+    assert!(s.shared_name().is_none());
+}
