@@ -194,6 +194,13 @@ typedef struct DLManagedTensorVersioned {
 #define TSR_VERSION_PATCH 0
 
 /**
+ * The bytes a buffer needs for the name tsr_storage_share_name writes
+ * ("/tessera-" + 8 hex digits of the pid + "-" + 16 hex digits, and the
+ * NUL): `char name[TSR_SHM_NAME_SIZE];`.
+ */
+#define TSR_SHM_NAME_SIZE 35
+
+/**
  * The largest number of dims a tensor or iterator accepts.
  */
 #define TSR_MAX_DIMS 64
@@ -3506,7 +3513,8 @@ TsrStatus tsr_storage_from_fd(int fd, size_t nbytes, struct TsrStorage **out);
  * (as tsr_storage_share_memory; a storage already in an anonymous
  * segment moves once more, and descriptors given out before keep the old
  * segment), unless it is in one already, and writes the segment's
- * NUL-terminated name ("/tessera-...", 35 bytes with the NUL) to `buf`.
+ * NUL-terminated name ("/tessera-...", TSR_SHM_NAME_SIZE = 35 bytes with
+ * the NUL) to `buf`.
  * An unrelated process opens it with tsr_storage_open_shared. The name
  * is removed when the last storage using it, in any process, is
  * released; a process that dies holding one leaves the name in /dev/shm

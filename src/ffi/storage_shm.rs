@@ -151,7 +151,8 @@ pub unsafe extern "C" fn tsr_storage_from_fd(
 /// (as tsr_storage_share_memory; a storage already in an anonymous
 /// segment moves once more, and descriptors given out before keep the old
 /// segment), unless it is in one already, and writes the segment's
-/// NUL-terminated name ("/tessera-...", 35 bytes with the NUL) to `buf`.
+/// NUL-terminated name ("/tessera-...", TSR_SHM_NAME_SIZE = 35 bytes with
+/// the NUL) to `buf`.
 /// An unrelated process opens it with tsr_storage_open_shared. The name
 /// is removed when the last storage using it, in any process, is
 /// released; a process that dies holding one leaves the name in /dev/shm

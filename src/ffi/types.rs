@@ -54,6 +54,12 @@ pub const TSR_FILE_SHARED: TsrFileMode = 1;
 /// A read-only mapping: a read-only storage.
 pub const TSR_FILE_READ_ONLY: TsrFileMode = 2;
 
+/// The bytes a buffer needs for the name tsr_storage_share_name writes
+/// ("/tessera-" + 8 hex digits of the pid + "-" + 16 hex digits, and the
+/// NUL): `char name[TSR_SHM_NAME_SIZE];`.
+pub const TSR_SHM_NAME_SIZE: usize = 35;
+const _: () = assert!(TSR_SHM_NAME_SIZE == crate::storage::shm::NEW_NAME_LEN + 1);
+
 /// An element type: c10's ScalarType number, 8 bits wide; every number
 /// 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
 /// the floating types Half / Float / Double / BFloat16 and the complex
