@@ -66,6 +66,48 @@ for args in "a" "a b"; do
 done
 echo "valgrind.sh: memcheck fails an invalid read and a definite leak"
 
+# ---- the suppressions file users get (README, Valgrind) --------------------------
+# A program that runs a parallel kernel, under the README's line: exit 0
+# with valgrind/tessera.supp, 99 without it (the pool's running worker
+# threads are "possibly lost" at exit). Needs the quick start's
+# target/release (with its SONAME link).
+lib_dir=$root/target/release
+if [[ ! -f $lib_dir/libtessera.so ]]; then
+    echo "valgrind.sh: no $lib_dir/libtessera.so: run ./scripts/quickstart.sh first" >&2
+    exit 1
+fi
+cat >"$work/pool.c" <<'EOF'
+#include "tessera.h"
+int main(void) {
+    int64_t n = 1 << 20; /* above the grain size: the pool's threads run */
+    TsrDevice cpu = {TSR_CPU, -1};
+    TsrTensor *a = NULL, *b = NULL;
+    if (tsr_tensor_empty(1, &n, TSR_FLOAT, cpu, &a) != TSR_OK) return 1;
+    if (tsr_tensor_fill(a, tsr_scalar_float(1)) != TSR_OK) return 1;
+    if (tsr_add(NULL, a, a, tsr_scalar_float(1), &b) != TSR_OK) return 1;
+    tsr_tensor_decref(b);
+    tsr_tensor_decref(a);
+    return 0;
+}
+EOF
+cc -std=c99 "$work/pool.c" -I"$root/include" -L"$lib_dir" -ltessera -Wl,-rpath,"$lib_dir" -o "$work/pool"
+status=0
+valgrind --error-exitcode=99 --leak-check=full "$work/pool" >"$work/log" 2>&1 || status=$?
+if [[ $status -ne 99 ]]; then
+    echo "valgrind.sh: without the suppressions the pool program exited $status, expected 99:" >&2
+    cat "$work/log" >&2
+    exit 1
+fi
+status=0
+valgrind --error-exitcode=99 --leak-check=full --suppressions="$root/valgrind/tessera.supp" \
+    "$work/pool" >"$work/log" 2>&1 || status=$?
+if [[ $status -ne 0 ]]; then
+    echo "valgrind.sh: with valgrind/tessera.supp the pool program exited $status, expected 0:" >&2
+    cat "$work/log" >&2
+    exit 1
+fi
+echo "valgrind.sh: valgrind/tessera.supp hides the pool's threads and only them"
+
 # ---- the C tests ----------------------------------------------------------------
 export TESSERA_C_TEST_WRAPPER=$wrapper
 export TESSERA_CHECK_HEADER=${TESSERA_CHECK_HEADER:-1}
