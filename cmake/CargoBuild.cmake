@@ -21,36 +21,53 @@ foreach(var CARGO SOURCE_DIR TARGET_DIR PROFILE STAGE_DIR VERSION SONAME)
     endif()
 endforeach()
 
-set(cargo_args rustc --lib --profile "${PROFILE}" --target-dir "${TARGET_DIR}")
+# `cargo build`, exactly as `cargo build --release` (the quick start) runs
+# it for the release profile: the same command line keeps cargo's
+# fingerprint, so a CMake build pointed at the quick start's target/ reuses
+# its library and the reverse (asking rustc to print native-static-libs
+# through `cargo rustc -- --print ...` changed the fingerprint and rebuilt
+# the crate both ways).
+set(cargo_args build --lib --profile "${PROFILE}" --target-dir "${TARGET_DIR}"
+    --message-format=json-render-diagnostics)
 if(FEATURES)
     list(APPEND cargo_args --features "${FEATURES}")
 endif()
-# rustc prints the native libraries a program linking the static library
-# needs; cargo replays the note when the library is already up to date.
-list(APPEND cargo_args -- --print native-static-libs)
 
 execute_process(
     COMMAND "${CARGO}" ${cargo_args}
     WORKING_DIRECTORY "${SOURCE_DIR}"
     RESULT_VARIABLE result
+    OUTPUT_VARIABLE cargo_stdout
     ERROR_VARIABLE cargo_stderr
     ECHO_ERROR_VARIABLE)
 if(NOT result EQUAL 0)
     message(FATAL_ERROR "cargo ${cargo_args} failed (${result})")
 endif()
 
-# The native libraries must be those CMake was configured with: the
-# installed TesseraConfig.cmake and tessera.pc list them.
-string(REGEX MATCH "native-static-libs: ([^\n]*)" _ "${cargo_stderr}")
-if(NOT CMAKE_MATCH_1)
-    message(FATAL_ERROR "cargo did not print the native-static-libs note")
-endif()
-string(STRIP "${CMAKE_MATCH_1}" native_libs)
-if(DEFINED EXPECTED_NATIVE_LIBS AND NOT native_libs STREQUAL EXPECTED_NATIVE_LIBS)
+# libtessera.a needs the native libraries of Rust's std (what CMake was
+# configured with: the installed TesseraConfig.cmake and tessera.pc list
+# them) plus any a dependency's build script links: none today, and a new
+# one fails here, naming it, instead of at a consumer's link.
+string(REPLACE "\n" ";" messages "${cargo_stdout}")
+set(extra_libs "")
+foreach(msg IN LISTS messages)
+    if(NOT msg MATCHES "\"reason\":\"build-script-executed\"")
+        continue()
+    endif()
+    string(JSON package GET "${msg}" package_id)
+    string(JSON nlibs LENGTH "${msg}" linked_libs)
+    if(nlibs GREATER 0)
+        math(EXPR last "${nlibs} - 1")
+        foreach(i RANGE ${last})
+            string(JSON lib GET "${msg}" linked_libs ${i})
+            list(APPEND extra_libs "${lib} (${package})")
+        endforeach()
+    endif()
+endforeach()
+if(extra_libs)
     message(FATAL_ERROR
-        "libtessera.a needs the native libraries '${native_libs}' but CMake was configured "
-        "with '${EXPECTED_NATIVE_LIBS}': set TESSERA_NATIVE_STATIC_LIBS to the former and "
-        "reconfigure")
+        "libtessera.a needs native libraries beyond Rust's std (${EXPECTED_NATIVE_LIBS}): "
+        "${extra_libs}: add them to TESSERA_NATIVE_STATIC_LIBS and reconfigure")
 endif()
 
 if(PROFILE STREQUAL "dev" OR PROFILE STREQUAL "test")
