@@ -266,6 +266,14 @@ static const int64_t FX_SIZES_3_3[2] = {3, 3}, FX_NEG_SIZES[2] = {-1, 3}, FX_NEG
 static const int64_t FX_HUGE_SIZES[2] = {INT64_MAX, 2}, FX_TWO_INFERRED[2] = {-1, -1};
 static const int64_t FX_DIMS_REPEATED[2] = {0, 0}, FX_DIMS_OUT[2] = {0, 2};
 static const TsrDevice FX_CPU = {TSR_CPU, -1};
+/* tsr_tensor_from_storage_desc: float [2, 3] at offset 0 of F.s, and
+   one bad field each. */
+static const TsrTensorDesc FX_DESC = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, FX_SIZES, NULL, 0};
+static const TsrTensorDesc FX_DESC_TINY = {8, TSR_FLOAT, 2, FX_SIZES, NULL, 0};
+static const TsrTensorDesc FX_DESC_DTYPE = {sizeof(TsrTensorDesc), 99, 2, FX_SIZES, NULL, 0};
+static const TsrTensorDesc FX_DESC_NULL_SIZES = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, NULL, NULL, 0};
+static const TsrTensorDesc FX_DESC_OFFSET = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, FX_SIZES, NULL, -1};
+static const TsrTensorDesc FX_DESC_OOB = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, FX_SIZES, NULL, 1};
 static long fx_deleted_at_setup, fx_dl_made_at_setup, fx_dl_deleted_at_setup;
 
 static TsrDevice fx_device(int8_t type, int8_t index) {

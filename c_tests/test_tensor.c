@@ -148,7 +148,34 @@ static void test_bad_input(void) {
     CHECK_STATUS(tsr_tensor_view(NULL, 1, sz, &t), TSR_ERR_NULL_POINTER);
 }
 
+/* tsr_tensor_from_storage_desc: every argument by name; the same tensor
+ * as the positional call. */
+static void test_from_storage_desc(void) {
+    TsrDevice cpu = {TSR_CPU, -1};
+    TsrStorage *s = NULL;
+    TsrTensor *a = NULL, *b = NULL;
+    int64_t sizes[2] = {2, 3};
+    CHECK_OK(tsr_storage_new(64, cpu, true, &s));
+    TsrTensorDesc d = {.struct_size = sizeof d, .dtype = TSR_FLOAT, .ndim = 2, .sizes = sizes,
+                       .storage_offset = 4};
+    CHECK_OK(tsr_tensor_from_storage_desc(s, &d, &a));
+    CHECK_OK(tsr_tensor_from_storage(s, 4, 2, sizes, NULL, TSR_FLOAT, &b));
+    CHECK_EQ(tsr_tensor_storage_offset(a), 4);
+    CHECK_EQ(tsr_tensor_dtype(a), TSR_FLOAT);
+    CHECK(tsr_tensor_data(a) == tsr_tensor_data(b));
+    CHECK(tsr_tensor_data(a) == (char *)tsr_storage_data(s) + 16);
+    CHECK_EQ(tsr_tensor_stride(a, 0), 3);
+    /* An older, shorter struct (no storage_offset) is refused by name. */
+    d.struct_size = 8;
+    CHECK_STATUS(tsr_tensor_from_storage_desc(s, &d, &b), TSR_ERR_INVALID_ARGUMENT);
+    CHECK_MSG_CONTAINS("TsrTensorDesc.struct_size is 8");
+    CHECK_OK(tsr_tensor_decref(a));
+    CHECK_OK(tsr_tensor_decref(b));
+    CHECK_OK(tsr_storage_decref(s));
+}
+
 int main(void) {
+    RUN(test_from_storage_desc);
     RUN(test_empty_and_getters);
     RUN(test_views);
     RUN(test_set_and_copy);

@@ -742,6 +742,47 @@ typedef int32_t TsrFileMode;
 typedef int32_t TsrMemoryFormat;
 
 /**
+ * A tensor's view of a storage, by field name, for
+ * tsr_tensor_from_storage_desc: with designated initializers no two
+ * integers can trade places unseen, as the storage offset and the dtype
+ * can among tsr_tensor_from_storage's positional arguments.
+ *
+ * ```c
+ * int64_t sizes[2] = {2, 3};
+ * TsrTensorDesc d = {.struct_size = sizeof d, .dtype = TSR_FLOAT,
+ *                    .ndim = 2, .sizes = sizes, .storage_offset = 4};
+ * TsrTensor *t;
+ * tsr_tensor_from_storage_desc(storage, &d, &t);
+ * ```
+ */
+typedef struct TsrTensorDesc {
+    /**
+     * sizeof(TsrTensorDesc) as compiled by the caller.
+     */
+    uint32_t struct_size;
+    /**
+     * The element type.
+     */
+    TsrDType dtype;
+    /**
+     * The number of dims (0..64).
+     */
+    int64_t ndim;
+    /**
+     * `ndim` sizes (NULL only when ndim is 0).
+     */
+    const int64_t *sizes;
+    /**
+     * `ndim` strides in elements; NULL: contiguous.
+     */
+    const int64_t *strides;
+    /**
+     * The first element's index in the storage, in elements.
+     */
+    int64_t storage_offset;
+} TsrTensorDesc;
+
+/**
  * True division (integers compute in Float), as tsr_div.
  */
 #define TSR_ROUNDING_NONE 0
@@ -3631,6 +3672,12 @@ TsrStatus tsr_tensor_empty_like(const struct TsrTensor *t,
  * `ndim` sizes, strides in elements (NULL: contiguous), offset in
  * elements. The highest addressed element must lie inside the storage.
  *
+ * Mind the order: the storage offset comes second and the dtype sixth,
+ * unlike tsr_tensor_empty(ndim, sizes, dtype, ...); both are integers,
+ * so C compiles a swap without a word (an offset of TSR_FLOAT = 6
+ * elements, dtype 0 = TSR_BYTE when the offset was 0).
+ * tsr_tensor_from_storage_desc names every argument instead.
+ *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds, with the
  * storage size required); TSR_ERR_INVALID_ARGUMENT (dtype, negative
  * offset or strides).
@@ -3646,6 +3693,21 @@ TsrStatus tsr_tensor_from_storage(struct TsrStorage *storage,
                                   const int64_t *strides,
                                   TsrDType dtype,
                                   struct TsrTensor **out);
+
+/**
+ * tsr_tensor_from_storage with its arguments named in a TsrTensorDesc:
+ * the same tensor, the same checks and errors, plus
+ * TSR_ERR_NULL_POINTER (desc) and TSR_ERR_INVALID_ARGUMENT (a
+ * struct_size that does not cover `storage_offset`).
+ *
+ * # Safety
+ * `storage` NULL or a live handle; `desc` NULL or valid for its
+ * struct_size bytes, its arrays readable for `ndim` values; `out` NULL or
+ * writable.
+ */
+TsrStatus tsr_tensor_from_storage_desc(struct TsrStorage *storage,
+                                       const struct TsrTensorDesc *desc,
+                                       struct TsrTensor **out);
 
 /**
  * The number of dims; -1 for NULL.

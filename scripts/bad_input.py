@@ -96,6 +96,7 @@ DEFAULTS = [
     (r"const struct TsrAllocatorVTable \*", r".*", "&FX_VTABLE"),
     (r"const struct TsrObjectVTable \*", r".*", "&FX_OBJECT_VTABLE"),
     (r"const struct TsrCachingOptions \*", r".*", "&F.copts"),
+    (r"const struct TsrTensorDesc \*", r".*", "&FX_DESC"),
     (r"DLManagedTensorVersioned \*\*", r".*", "&S.dl"),
     (r"DLManagedTensorVersioned \*", r".*", "fx_dl()"),
     (r"DLManagedTensor \*\*", r".*", "&S.dl_legacy"),

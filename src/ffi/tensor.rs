@@ -2,7 +2,7 @@
 //! View functions live in ffi/views.rs.
 
 pub(crate) use super::call::put_tensor;
-use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice};
+use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice, read_sized};
 use super::handle;
 pub(crate) use super::handle::{tensor_handle, tensor_view};
 use super::refcount as rc;
@@ -154,6 +154,12 @@ pub unsafe extern "C" fn tsr_tensor_empty_like(
 /// `ndim` sizes, strides in elements (NULL: contiguous), offset in
 /// elements. The highest addressed element must lie inside the storage.
 ///
+/// Mind the order: the storage offset comes second and the dtype sixth,
+/// unlike tsr_tensor_empty(ndim, sizes, dtype, ...); both are integers,
+/// so C compiles a swap without a word (an offset of TSR_FLOAT = 6
+/// elements, dtype 0 = TSR_BYTE when the offset was 0).
+/// tsr_tensor_from_storage_desc names every argument instead.
+///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds, with the
 /// storage size required); TSR_ERR_INVALID_ARGUMENT (dtype, negative
 /// offset or strides).
@@ -187,6 +193,77 @@ pub unsafe extern "C" fn tsr_tensor_from_storage(
             Some(unsafe { i64_slice(strides, ndim, "strides")? })
         };
         let t = Tensor::from_storage(&s, storage_offset, sizes, strides, dtype_arg(dtype)?)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}
+
+/// A tensor's view of a storage, by field name, for
+/// tsr_tensor_from_storage_desc: with designated initializers no two
+/// integers can trade places unseen, as the storage offset and the dtype
+/// can among tsr_tensor_from_storage's positional arguments.
+///
+/// ```c
+/// int64_t sizes[2] = {2, 3};
+/// TsrTensorDesc d = {.struct_size = sizeof d, .dtype = TSR_FLOAT,
+///                    .ndim = 2, .sizes = sizes, .storage_offset = 4};
+/// TsrTensor *t;
+/// tsr_tensor_from_storage_desc(storage, &d, &t);
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TsrTensorDesc {
+    /// sizeof(TsrTensorDesc) as compiled by the caller.
+    pub struct_size: u32,
+    /// The element type.
+    pub dtype: TsrDType,
+    /// The number of dims (0..64).
+    pub ndim: i64,
+    /// `ndim` sizes (NULL only when ndim is 0).
+    pub sizes: *const i64,
+    /// `ndim` strides in elements; NULL: contiguous.
+    pub strides: *const i64,
+    /// The first element's index in the storage, in elements.
+    pub storage_offset: i64,
+}
+
+/// tsr_tensor_from_storage with its arguments named in a TsrTensorDesc:
+/// the same tensor, the same checks and errors, plus
+/// TSR_ERR_NULL_POINTER (desc) and TSR_ERR_INVALID_ARGUMENT (a
+/// struct_size that does not cover `storage_offset`).
+///
+/// # Safety
+/// `storage` NULL or a live handle; `desc` NULL or valid for its
+/// struct_size bytes, its arrays readable for `ndim` values; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_from_storage_desc(
+    storage: *mut TsrStorage,
+    desc: *const TsrTensorDesc,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_from_storage_desc", || {
+        check_not_null(out, "out")?;
+        check_not_null(desc, "desc")?;
+        let min = std::mem::size_of::<TsrTensorDesc>();
+        // SAFETY: desc is non-NULL and, by the header's contract, readable
+        // for its struct_size bytes; TsrTensorDesc is integers and raw
+        // pointers, valid for any bytes.
+        let d = unsafe { read_sized(desc, min, "TsrTensorDesc")? };
+        // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
+        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
+        let s = unsafe { storage_arg(storage, "storage")? };
+        // SAFETY: the header requires `sizes` readable for `ndim` values
+        // when non-NULL; i64_slice checks the length and NULL.
+        let sizes = unsafe { i64_slice(d.sizes, d.ndim, "desc.sizes")? };
+        let strides = if d.strides.is_null() {
+            None
+        } else {
+            // SAFETY: as sizes.
+            Some(unsafe { i64_slice(d.strides, d.ndim, "desc.strides")? })
+        };
+        let t = Tensor::from_storage(&s, d.storage_offset, sizes, strides, dtype_arg(d.dtype)?)?;
         // SAFETY: out checked non-NULL.
         unsafe { put_tensor(out, t) };
         Ok(())
