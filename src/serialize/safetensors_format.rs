@@ -208,7 +208,11 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
                 crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
             })?;
         let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
-        let t = Tensor::from_storage(&rec.storage, rec.base, &sizes, None, dtype)
+        let strides = layout::contiguous_strides(&sizes);
+        let offset = rec
+            .place(&name, 0, &sizes, &strides, dtype)
+            .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))?;
+        let t = Tensor::from_storage(&rec.storage, offset, &sizes, Some(&strides), dtype)
             .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
         dict.set(&name, t)?;
     }

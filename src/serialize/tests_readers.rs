@@ -40,3 +40,64 @@ fn loading_many_metadata_keys_is_linear_work() {
         "{small} keys: {wa} comparisons, {large} keys: {wb}"
     );
 }
+
+/// Loads `bytes` from a file (copy and mmap) and from a storage; every
+/// load must be a Format error naming `needles`.
+fn refused_everywhere(bytes: &[u8], needles: &[&str]) {
+    let path = std::env::temp_dir().join(format!(
+        "tessera-geometry-{}-{}.pt",
+        std::process::id(),
+        needles[0].len() + bytes.len()
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    let results = [
+        load(&path, Format::Auto, LoadFlags::default()),
+        load(&path, Format::Auto, LoadFlags { mmap: true }),
+        load_bytes(bytes),
+    ];
+    std::fs::remove_file(&path).unwrap();
+    for (how, r) in ["load", "load mmap", "load_from_storage"]
+        .iter()
+        .zip(results)
+    {
+        let e = r.expect_err(how);
+        assert_eq!(e.kind(), crate::error::ErrorKind::Format, "{how}: {e:?}");
+        for n in needles {
+            assert!(
+                e.message().contains(n),
+                "{how}: {:?} lacks {n:?}",
+                e.message()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_empty_tensor_with_an_offset_past_its_record_is_refused() {
+    use super::tests::{archive, tensor_pickle};
+    let rec: &[u8] = &[0u8; 16];
+    for offset in [i64::MAX - 1, i64::MAX / 4 + 1, 5] {
+        let pkl = tensor_pickle("FloatStorage", "0", 4, offset, &[0], &[1]);
+        refused_everywhere(
+            &archive(&pkl, &[("0", rec)]),
+            &["tensor 't'", &format!("offset {offset}")],
+        );
+    }
+    // At the record's end: accepted (an empty view of the last byte).
+    let pkl = tensor_pickle("FloatStorage", "0", 4, 4, &[0], &[1]);
+    let d = load_bytes(&archive(&pkl, &[("0", rec)])).unwrap();
+    assert_eq!(d.get("t").unwrap().numel(), 0);
+}
+
+#[test]
+fn negative_strides_are_refused_even_for_empty_tensors() {
+    use super::tests::{archive, tensor_pickle};
+    let rec: &[u8] = &[0u8; 16];
+    for (sizes, strides) in [(&[0i64, 2][..], &[1i64, -1][..]), (&[2, 0], &[-3, 1])] {
+        let pkl = tensor_pickle("FloatStorage", "0", 4, 0, sizes, strides);
+        refused_everywhere(
+            &archive(&pkl, &[("0", rec)]),
+            &["tensor 't'", "negative stride"],
+        );
+    }
+}
