@@ -210,10 +210,96 @@ static void test_no_permission(void) {
     tsr_dict_free(d);
 }
 
+/* Replaces the 8-byte little-endian `from` in the n bytes at p with `to`
+ * (the pickle writes ints this large as LONG1 with 8 bytes). */
+static void patch_i64(unsigned char *p, size_t n, int64_t from, int64_t to) {
+    unsigned char a[8], b[8];
+    for (int i = 0; i < 8; i++) {
+        a[i] = (unsigned char)((uint64_t)from >> (8 * i));
+        b[i] = (unsigned char)((uint64_t)to >> (8 * i));
+    }
+    for (size_t i = 0; i + 8 <= n; i++) {
+        if (memcmp(p + i, a, 8) == 0) {
+            memcpy(p + i, b, 8);
+            return;
+        }
+    }
+    CHECK(!"marker not found");
+}
+
+/* A torch file of an empty float tensor "e" with `offset` and `stride` (of
+ * its size-0 dim 0 and size-2 dim 1) patched in: copies of the bytes in a
+ * storage, and in a file at path. */
+static TsrStorage *bad_geometry(int64_t offset, int64_t stride, const char *path) {
+    const int64_t mark_off = 0x0123456789ABCDEF / 8, mark_stride = 0x0123456789ABCDE1 / 8;
+    TsrStorage *s = NULL, *bytes = NULL;
+    CHECK_OK(tsr_storage_new(16, cpu(), false, &s));
+    int64_t sizes[2] = {0, 2}, strides[2] = {1, mark_stride};
+    TsrTensor *e = NULL;
+    CHECK_OK(tsr_tensor_from_storage(s, mark_off, 2, sizes, strides, TSR_FLOAT, &e));
+    TsrTensorDict *d = NULL;
+    CHECK_OK(tsr_dict_new(&d));
+    CHECK_OK(tsr_dict_set(d, "e", e));
+    CHECK_OK(tsr_save_to_storage(d, TSR_FORMAT_TORCH, &bytes));
+    unsigned char *p = tsr_storage_data(bytes);
+    size_t n = tsr_storage_nbytes(bytes);
+    patch_i64(p, n, mark_off, offset);
+    patch_i64(p, n, mark_stride, stride);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(p, 1, n, f) == n);
+    fclose(f);
+    tsr_dict_free(d);
+    CHECK_OK(tsr_tensor_decref(e));
+    CHECK_OK(tsr_storage_decref(s));
+    return bytes;
+}
+
+/* An empty tensor with an offset past its record, or a negative stride,
+ * is refused by every load path, naming the tensor and the value. */
+static void test_bad_geometry(void) {
+    char dir[] = "/tmp/tsr-geometry-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char pt[256];
+    snprintf(pt, sizeof pt, "%s/g.pt", dir);
+    const struct {
+        int64_t offset, stride;
+        const char *msg;
+    } cases[] = {
+        {INT64_MAX - 1, 1, "offset 9223372036854775806"},
+        {INT64_MAX / 4 + 1, 1, "offset 2305843009213693952"},
+        {0, -1, "negative stride -1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TsrStorage *bytes = bad_geometry(cases[i].offset, cases[i].stride, pt);
+        TsrTensorDict *back = NULL;
+        for (uint32_t flags = 0; flags <= TSR_LOAD_MMAP; flags++) {
+            CHECK_STATUS(tsr_load(pt, TSR_FORMAT_AUTO, flags, &back), TSR_ERR_FORMAT);
+            CHECK_MSG_CONTAINS("tsr_load: tensor 'e'");
+            CHECK(strstr(tsr_last_error_message(), cases[i].msg) != NULL);
+            CHECK(back == NULL);
+        }
+        CHECK_STATUS(tsr_load_from_storage(bytes, TSR_FORMAT_TORCH, 0, &back), TSR_ERR_FORMAT);
+        CHECK_MSG_CONTAINS("tsr_load_from_storage: tensor 'e'");
+        CHECK(strstr(tsr_last_error_message(), cases[i].msg) != NULL);
+        CHECK(back == NULL);
+        CHECK(tsr_storage_use_count(bytes) == 1);
+        CHECK_OK(tsr_storage_decref(bytes));
+    }
+    /* unpatched (offset and stride as made): loads */
+    TsrStorage *bytes = bad_geometry(0, 1, pt);
+    TsrTensorDict *back = NULL;
+    CHECK_OK(tsr_load_from_storage(bytes, TSR_FORMAT_TORCH, 0, &back));
+    tsr_dict_free(back);
+    CHECK_OK(tsr_storage_decref(bytes));
+    unlink(pt);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_dict_basics);
     RUN(test_files_and_storages);
     RUN(test_bad_names);
     RUN(test_no_permission);
+    RUN(test_bad_geometry);
     return 0;
 }

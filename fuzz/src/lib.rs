@@ -176,6 +176,24 @@ pub fn check_tensor(t: &Tensor) {
     assert_eq!(t.data_ptr() as usize, expect, "data pointer of a tensor");
 }
 
+/// A loaded tensor's geometry, empty or not (issue 36, item 8): strides
+/// and offset non-negative, the offset's byte position within the
+/// storage (an empty tensor's offset was once accepted near INT64_MAX).
+pub fn check_loaded_geometry(t: &Tensor) {
+    assert!(
+        t.strides().iter().all(|&s| s >= 0),
+        "a loaded tensor with strides {:?}",
+        t.strides()
+    );
+    let start = (t.storage_offset() as i128) * t.itemsize() as i128;
+    assert!(
+        start <= t.storage().nbytes() as i128,
+        "a loaded tensor's offset {} lies past its storage of {} bytes",
+        t.storage_offset(),
+        t.storage().nbytes()
+    );
+}
+
 /// The byte contents of `t`'s elements in row-major order (None when the
 /// tensor is larger than `limit` elements).
 pub fn elements(t: &Tensor, limit: i64) -> Option<Vec<Vec<u8>>> {
@@ -365,6 +383,7 @@ fn load(bytes: *mut tessera::ffi::storage::TsrStorage, format: tessera::ffi::Tsr
         // SAFETY: t is a live tensor handle (a new reference).
         let tensor = unsafe { tensor_of(t) };
         check_tensor(&tensor);
+        check_loaded_geometry(&tensor);
         let _ = elements(&tensor, 1 << 16);
         drop(tensor);
         // SAFETY: t is the reference tsr_dict_get returned.

@@ -14,8 +14,9 @@
 //! - [`read`] is a restricted machine: a global is accepted only when the
 //!   caller's allowlist names it (anything else, `os.system` included, is
 //!   a `Format` error naming it); the stack, the mark stack, the memo,
-//!   the nesting depth and the number of values built (clones by memo
-//!   gets included) are bounded by [`Limits`]. A hostile pickle is an
+//!   the nesting depth and the bytes of the values built (copies by DUP
+//!   and the memo included, in full) are bounded by [`Limits`], the bytes
+//!   by a multiple of the input's length ([`Limits::bound`]). A hostile pickle is an
 //!   error, never a crash or an unbounded allocation. Nothing is ever
 //!   called: a call stays a [`Value::Reduce`] for the caller to interpret.
 //!
@@ -29,12 +30,14 @@
 //! NEWOBJ, BINPERSID). Text-mode opcodes (INT, STRING, PUT, ...) are
 //! refused.
 
+mod limits;
 mod opcodes;
 mod reader;
 mod value;
 mod writer;
 
-pub use reader::{read, Limits};
+pub use limits::{Limits, BASE_BYTES, PER_INPUT_BYTE};
+pub use reader::{read, read_measured};
 pub use value::Value;
 pub use writer::{write, write_protocol};
 

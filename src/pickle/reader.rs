@@ -1,44 +1,25 @@
 //! The restricted pickle reader: bytes to a [`Value`] tree, nothing
 //! called, every resource bounded (module docs).
 
+use super::limits::Limits;
 use super::opcodes::*;
 use super::value::Value;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
-/// Bounds of the reader; a pickle that passes one is a `Format` error.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Most values on the stack at once.
-    pub max_stack: usize,
-    /// Most nested containers (a tuple in a list in a dict is 3).
-    pub max_depth: u32,
-    /// Largest memo index (BINPUT / LONG_BINPUT / MEMOIZE).
-    pub max_memo: u32,
-    /// Most value cells built, memo gets' copies included (a string
-    /// counts one cell per 64 bytes): bounds the memory a pickle that
-    /// repeats a big memoized value can make the reader use.
-    pub max_cells: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_stack: 1 << 20,
-            max_depth: 100,
-            max_memo: 1 << 24,
-            max_cells: 1 << 23,
-        }
-    }
-}
-
-/// A value on the stack with its nesting depth and cell count.
+/// A value on the stack with its nesting depth and accounted bytes: the
+/// heap it owns, its own slot excluded (what a copy costs beyond a slot).
 #[derive(Clone)]
 struct Item {
     value: Value,
     depth: u32,
-    cells: u64,
+    bytes: u64,
 }
+
+/// Bytes of a value's slot on the stack or in the memo.
+const ITEM: u64 = std::mem::size_of::<Item>() as u64;
+/// Bytes of a value in a container or a box.
+const VALUE: u64 = std::mem::size_of::<Value>() as u64;
 
 struct Reader<'a> {
     data: &'a [u8],
@@ -47,7 +28,10 @@ struct Reader<'a> {
     stack: Vec<Item>,
     marks: Vec<usize>,
     memo: HashMap<u32, Item>,
-    cells: u64,
+    /// Bytes of values built so far (never credited back).
+    bytes: u64,
+    /// The most `bytes` may reach: [`Limits::bound`] of the input.
+    bound: u64,
     limits: Limits,
     allow: &'a dyn Fn(&str, &str) -> bool,
 }
@@ -60,6 +44,16 @@ struct Reader<'a> {
 /// what is wrong (a refused global, a limit passed, a truncated pickle, an
 /// opcode that does not fit the stack).
 pub fn read(data: &[u8], allow: &dyn Fn(&str, &str) -> bool, limits: Limits) -> Result<Value> {
+    read_measured(data, allow, limits).0
+}
+
+/// As [`read`], also giving the bytes the reader accounted for the values
+/// it built (never more than [`Limits::bound`] of the input's length).
+pub fn read_measured(
+    data: &[u8],
+    allow: &dyn Fn(&str, &str) -> bool,
+    limits: Limits,
+) -> (Result<Value>, u64) {
     let mut r = Reader {
         data,
         pos: 0,
@@ -67,15 +61,13 @@ pub fn read(data: &[u8], allow: &dyn Fn(&str, &str) -> bool, limits: Limits) -> 
         stack: Vec::new(),
         marks: Vec::new(),
         memo: HashMap::new(),
-        cells: 0,
+        bytes: 0,
+        bound: limits.bound(data.len()),
         limits,
         allow,
     };
-    r.run()
-}
-
-fn cells_of_len(n: usize) -> u64 {
-    1 + (n as u64) / 64
+    let result = r.run();
+    (result, r.bytes)
 }
 
 impl Reader<'_> {
@@ -145,14 +137,21 @@ impl Reader<'_> {
         }
     }
 
-    fn charge(&mut self, cells: u64) -> Result<()> {
-        self.cells = self.cells.saturating_add(cells);
-        if self.cells > self.limits.max_cells {
+    /// Accounts `bytes` more; past the bound, the pickle is refused.
+    fn charge(&mut self, bytes: u64) -> Result<()> {
+        let total = self.bytes.saturating_add(bytes);
+        if total > self.bound {
             return Err(self.fail(format_args!(
-                "more than {} value cells built: the pickle is too large or repeats a value too often",
-                self.limits.max_cells
+                "its values would take more than {} bytes, the limit for a {}-byte pickle \
+                 (min({}, {} + {} per input byte)): it builds or repeats too much",
+                self.bound,
+                self.data.len(),
+                self.limits.max_bytes,
+                super::limits::BASE_BYTES,
+                self.limits.bytes_per_input_byte
             )));
         }
+        self.bytes = total;
         Ok(())
     }
 
@@ -173,30 +172,41 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// Pushes a new leaf value (its slot and its heap accounted).
     fn push(&mut self, value: Value) -> Result<()> {
-        let cells = match &value {
-            Value::Str(s) => cells_of_len(s.len()),
-            Value::Bytes(b) => cells_of_len(b.len()),
-            _ => 1,
+        let heap = match &value {
+            Value::Str(s) => s.capacity() as u64,
+            Value::Bytes(b) => b.capacity() as u64,
+            Value::Global { module, name } => (module.capacity() + name.capacity()) as u64,
+            _ => 0,
         };
-        self.charge(cells)?;
+        self.charge(ITEM + heap)?;
         self.push_item(Item {
             value,
             depth: 0,
-            cells,
+            bytes: heap,
         })
     }
 
-    /// Pushes a container built from `parts` (their depth and cells).
-    fn push_built(&mut self, value: Value, parts: &[Item]) -> Result<()> {
-        let depth = 1 + parts.iter().map(|p| p.depth).max().unwrap_or(0);
-        let cells = 1 + parts.iter().map(|p| p.cells).sum::<u64>();
-        self.charge(1)?;
+    /// Pushes a container holding parts of (depth, bytes) `parts`, moved
+    /// in: its slot and `heap` bytes of its own are accounted.
+    fn push_built(&mut self, value: Value, parts: &[(u32, u64)], heap: u64) -> Result<()> {
+        let depth = 1 + parts.iter().map(|p| p.0).max().unwrap_or(0);
+        let bytes = heap + parts.iter().map(|p| p.1).sum::<u64>();
+        self.charge(ITEM + heap)?;
         self.push_item(Item {
             value,
             depth,
-            cells,
+            bytes,
         })
+    }
+
+    /// Pushes a copy of the top value (DUP): its slot and whole cost.
+    fn dup(&mut self) -> Result<()> {
+        let bytes = self.top()?.bytes;
+        self.charge(ITEM + bytes)?;
+        let item = self.top()?.clone();
+        self.push_item(item)
     }
 
     fn pop(&mut self) -> Result<Item> {
@@ -223,52 +233,55 @@ impl Reader<'_> {
     }
 
     /// Adds items to the container on top of the stack (grown in place,
-    /// its depth and cells updated).
+    /// its depth and bytes updated, the growth of its capacity accounted).
     fn extend_top(&mut self, parts: Vec<Item>, pairs: bool) -> Result<()> {
         if pairs && parts.len() % 2 != 0 {
             return Err(self.fail("SETITEMS with an odd number of values"));
         }
         let max_depth = self.limits.max_depth;
         let depth = 1 + parts.iter().map(|p| p.depth).max().unwrap_or(0);
-        let cells: u64 = parts.iter().map(|p| p.cells).sum();
-        let err_kind = {
+        let owned: u64 = parts.iter().map(|p| p.bytes).sum();
+        let outcome = {
             let top = self.top()?;
             let what = top.value.describe();
             let mut it = parts.into_iter().map(|p| p.value);
-            let ok = match (&mut top.value, pairs) {
+            let grown = match (&mut top.value, pairs) {
                 (Value::Dict(items), true) | (Value::Reduce { items, .. }, true) => {
+                    let before = items.capacity();
                     while let (Some(k), Some(v)) = (it.next(), it.next()) {
                         items.push((k, v));
                     }
-                    true
+                    Some((items.capacity() - before) as u64 * 2 * VALUE)
                 }
                 (Value::List(items), false) => {
+                    let before = items.capacity();
                     items.extend(it);
-                    true
+                    Some((items.capacity() - before) as u64 * VALUE)
                 }
-                _ => false,
+                _ => None,
             };
-            if ok {
-                top.depth = top.depth.max(depth);
-                top.cells += cells;
-                if top.depth > max_depth {
-                    Some(format!(
-                        "values nested {} deep: the limit is {max_depth}",
-                        top.depth
-                    ))
-                } else {
-                    None
+            match grown {
+                Some(grown) => {
+                    top.depth = top.depth.max(depth);
+                    top.bytes += owned + grown;
+                    if top.depth > max_depth {
+                        Err(format!(
+                            "values nested {} deep: the limit is {max_depth}",
+                            top.depth
+                        ))
+                    } else {
+                        Ok(grown)
+                    }
                 }
-            } else {
-                Some(format!(
+                None => Err(format!(
                     "{} on {what}",
                     if pairs { "SETITEMS" } else { "APPENDS" }
-                ))
+                )),
             }
         };
-        match err_kind {
-            Some(msg) => Err(self.fail(msg)),
-            None => Ok(()),
+        match outcome {
+            Ok(grown) => self.charge(grown),
+            Err(msg) => Err(self.fail(msg)),
         }
     }
 
@@ -279,17 +292,19 @@ impl Reader<'_> {
                 self.limits.max_memo
             )));
         }
+        // The memo's copy: a slot, its key and the value's whole cost.
+        let bytes = self.top()?.bytes;
+        self.charge(ITEM + 8 + bytes)?;
         let item = self.top()?.clone();
         self.memo.insert(index, item);
         Ok(())
     }
 
     fn memo_get(&mut self, index: u32) -> Result<()> {
-        let Some(item) = self.memo.get(&index) else {
+        let Some(bytes) = self.memo.get(&index).map(|i| i.bytes) else {
             return Err(self.fail(format_args!("memo index {index} was never stored")));
         };
-        let cells = item.cells;
-        self.charge(cells)?;
+        self.charge(ITEM + bytes)?;
         let item = self.memo[&index].clone();
         self.push_item(item)
     }
@@ -344,11 +359,7 @@ impl Reader<'_> {
                 POP_MARK => {
                     self.pop_mark()?;
                 }
-                DUP => {
-                    let item = self.top()?.clone();
-                    self.charge(item.cells)?;
-                    self.push_item(item)?;
-                }
+                DUP => self.dup()?,
                 NONE => self.push(Value::None)?,
                 NEWTRUE => self.push(Value::Bool(true))?,
                 NEWFALSE => self.push(Value::Bool(false))?,
@@ -439,22 +450,24 @@ impl Reader<'_> {
                 }
                 LIST | TUPLE | DICT => {
                     let parts = self.pop_mark()?;
+                    let costs: Vec<(u32, u64)> = parts.iter().map(|p| (p.depth, p.bytes)).collect();
+                    let n = parts.len() as u64;
+                    let mut values = parts.into_iter().map(|p| p.value);
                     let value = match op {
-                        LIST => Value::List(parts.iter().map(|p| p.value.clone()).collect()),
-                        TUPLE => Value::Tuple(parts.iter().map(|p| p.value.clone()).collect()),
+                        LIST => Value::List(values.collect()),
+                        TUPLE => Value::Tuple(values.collect()),
                         _ => {
-                            if parts.len() % 2 != 0 {
+                            if n % 2 != 0 {
                                 return Err(self.fail("DICT with an odd number of values"));
                             }
-                            Value::Dict(
-                                parts
-                                    .chunks(2)
-                                    .map(|kv| (kv[0].value.clone(), kv[1].value.clone()))
-                                    .collect(),
-                            )
+                            let mut items = Vec::with_capacity(n as usize / 2);
+                            while let (Some(k), Some(v)) = (values.next(), values.next()) {
+                                items.push((k, v));
+                            }
+                            Value::Dict(items)
                         }
                     };
-                    self.push_built(value, &parts)?
+                    self.push_built(value, &costs, n * VALUE)?
                 }
                 TUPLE1 | TUPLE2 | TUPLE3 => {
                     let n = (op - TUPLE1 + 1) as usize;
@@ -463,8 +476,9 @@ impl Reader<'_> {
                         parts.push(self.pop()?);
                     }
                     parts.reverse();
-                    let value = Value::Tuple(parts.iter().map(|p| p.value.clone()).collect());
-                    self.push_built(value, &parts)?
+                    let costs: Vec<(u32, u64)> = parts.iter().map(|p| (p.depth, p.bytes)).collect();
+                    let value = Value::Tuple(parts.into_iter().map(|p| p.value).collect());
+                    self.push_built(value, &costs, n as u64 * VALUE)?
                 }
                 BINPUT => {
                     let i = self.u8()? as u32;
@@ -514,22 +528,24 @@ impl Reader<'_> {
                             callable.value.describe()
                         )));
                     }
+                    let costs = [(callable.depth, callable.bytes), (args.depth, args.bytes)];
                     let value = Value::Reduce {
-                        callable: Box::new(callable.value.clone()),
-                        args: Box::new(args.value.clone()),
+                        callable: Box::new(callable.value),
+                        args: Box::new(args.value),
                         items: Vec::new(),
                         state: None,
                     };
-                    self.push_built(value, &[callable, args])?
+                    self.push_built(value, &costs, 2 * VALUE)?
                 }
                 BUILD => {
                     let state = self.pop()?;
+                    self.charge(VALUE)?; // the state's box
                     let max_depth = self.limits.max_depth;
                     let top = self.top()?;
                     match &mut top.value {
                         Value::Reduce { state: slot, .. } => {
                             top.depth = top.depth.max(state.depth + 1);
-                            top.cells += state.cells;
+                            top.bytes += state.bytes + VALUE;
                             *slot = Some(Box::new(state.value));
                             if top.depth > max_depth {
                                 let d = top.depth;
@@ -546,8 +562,9 @@ impl Reader<'_> {
                 }
                 BINPERSID => {
                     let id = self.pop()?;
-                    let value = Value::PersistentId(Box::new(id.value.clone()));
-                    self.push_built(value, &[id])?
+                    let costs = [(id.depth, id.bytes)];
+                    let value = Value::PersistentId(Box::new(id.value));
+                    self.push_built(value, &costs, VALUE)?
                 }
                 other => {
                     return Err(self.fail(format_args!("unknown or refused opcode 0x{other:02x}")));

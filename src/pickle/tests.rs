@@ -99,7 +99,70 @@ fn repeating_a_memoized_value_is_bounded() {
     }
     bytes.extend_from_slice(b"l.");
     let e = read(&bytes, &allow_all, Limits::default()).unwrap_err();
-    assert!(e.message().contains("value cells"), "{}", e.message());
+    assert!(e.message().contains("limit for a"), "{}", e.message());
+}
+
+/// A list of `n` Nones, memoized in slot 0, after PROTO 2.
+fn memoized_list(n: usize) -> Vec<u8> {
+    let mut b = vec![0x80, 2, b']', b'('];
+    b.extend(std::iter::repeat_n(b'N', n));
+    b.extend_from_slice(b"eq\x00");
+    b
+}
+
+/// Reads `bytes`: a refusal naming the bound and the input's size, the
+/// accounted bytes within the bound (and the bound within 192 bytes per
+/// input byte + 1 MiB).
+fn refused_within_bound(bytes: &[u8]) {
+    let limits = Limits::default();
+    let bound = limits.bound(bytes.len());
+    assert!(bound <= (1 << 20) + 192 * bytes.len() as u64);
+    let (r, accounted) = super::read_measured(bytes, &allow_all, limits);
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format);
+    let needle = format!(
+        "more than {bound} bytes, the limit for a {}-byte pickle",
+        bytes.len()
+    );
+    assert!(e.message().contains(&needle), "{}", e.message());
+    assert!(accounted <= bound, "{accounted} > {bound}");
+}
+
+#[test]
+fn one_mb_of_memo_gets_is_refused_within_the_bound() {
+    // 1 MB: a 1000-None list fetched from the memo ~520,000 times.
+    let mut b = memoized_list(1000);
+    b.push(b'(');
+    while b.len() < (1 << 20) - 2 {
+        b.extend_from_slice(b"h\x00");
+    }
+    b.extend_from_slice(b"l.");
+    refused_within_bound(&b);
+}
+
+#[test]
+fn two_mb_of_dups_is_refused_within_the_bound() {
+    // 8,000 DUPs of a 1000-None list (under the old 2^23-cell limit, so
+    // it loaded, building ~450 MB), popped, then FRAMEs up to 2 MB.
+    let mut b = memoized_list(1000);
+    b.extend(std::iter::repeat_n(b'2', 8000));
+    b.extend(std::iter::repeat_n(b'0', 8000));
+    while b.len() < (2 << 20) - 1 {
+        b.push(0x95);
+        b.extend_from_slice(&0u64.to_le_bytes());
+    }
+    b.push(b'.');
+    refused_within_bound(&b);
+}
+
+#[test]
+fn memoizing_a_big_value_repeatedly_is_accounted() {
+    // MEMOIZE copies the top value into a new memo slot each time; these
+    // copies were not counted at all.
+    let mut b = memoized_list(1000);
+    b.extend(std::iter::repeat_n(0x94u8, 5_000));
+    b.push(b'.');
+    refused_within_bound(&b);
 }
 
 #[test]

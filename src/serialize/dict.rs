@@ -1,9 +1,9 @@
 //! `TensorDict`: an ordered name -> tensor map plus string metadata, what
 //! a checkpoint file holds (SEMANTICS.md, Serialization).
 
+use super::name_index::NameIndex;
 use crate::error::Result;
 use crate::tensor::Tensor;
-use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 
 /// One entry: its name (kept NUL-terminated too, so the C layer can lend
@@ -14,13 +14,16 @@ struct Entry {
     tensor: Tensor,
 }
 
-/// An ordered name -> tensor map with string metadata. Names keep their
-/// insertion order; setting an existing name replaces its tensor in place.
+/// An ordered name -> tensor map with string metadata. Names and keys
+/// keep their insertion order; setting an existing name (key) replaces
+/// its tensor (value) in place. Each ordered list has a map beside it, so
+/// a lookup or a set costs O(1) whatever the number of names.
 #[derive(Clone, Default)]
 pub struct TensorDict {
     entries: Vec<Entry>,
-    index: HashMap<String, usize>,
+    index: NameIndex,
     metadata: Vec<(CString, CString)>,
+    metadata_index: NameIndex,
 }
 
 fn c_string(what: &str, s: &str) -> Result<CString> {
@@ -41,7 +44,7 @@ impl TensorDict {
     /// Adds `tensor` under `name`, or replaces the tensor already there
     /// (its position is kept).
     pub fn set(&mut self, name: &str, tensor: Tensor) -> Result<()> {
-        if let Some(&i) = self.index.get(name) {
+        if let Some(i) = self.index.get(name) {
             self.entries[i].tensor = tensor;
             return Ok(());
         }
@@ -49,7 +52,7 @@ impl TensorDict {
             name: c_string("tensor name", name)?,
             tensor,
         };
-        self.index.insert(name.to_owned(), self.entries.len());
+        self.index.insert(name, self.entries.len());
         self.entries.push(entry);
         Ok(())
     }
@@ -76,7 +79,7 @@ impl TensorDict {
 
     /// The tensor stored under `name`.
     pub fn get(&self, name: &str) -> Option<&Tensor> {
-        self.index.get(name).map(|&i| &self.entries[i].tensor)
+        self.index.get(name).map(|i| &self.entries[i].tensor)
     }
 
     /// The (name, tensor) pairs in insertion order.
@@ -89,16 +92,13 @@ impl TensorDict {
     /// Sets the metadata value of `key` (replacing any previous one).
     pub fn set_metadata(&mut self, key: &str, value: &str) -> Result<()> {
         let value = c_string("metadata value", value)?;
-        if let Some(slot) = self
-            .metadata
-            .iter_mut()
-            .find(|(k, _)| k.to_bytes() == key.as_bytes())
-        {
-            slot.1 = value;
+        if let Some(i) = self.metadata_index.get(key) {
+            self.metadata[i].1 = value;
             return Ok(());
         }
-        let key = c_string("metadata key", key)?;
-        self.metadata.push((key, value));
+        let key_c = c_string("metadata key", key)?;
+        self.metadata_index.insert(key, self.metadata.len());
+        self.metadata.push((key_c, value));
         Ok(())
     }
 
@@ -109,10 +109,9 @@ impl TensorDict {
 
     /// The metadata value of `key`, NUL-terminated (for the C layer).
     pub fn metadata_c(&self, key: &str) -> Option<&CStr> {
-        self.metadata
-            .iter()
-            .find(|(k, _)| k.to_bytes() == key.as_bytes())
-            .map(|(_, v)| v.as_c_str())
+        self.metadata_index
+            .get(key)
+            .map(|i| self.metadata[i].1.as_c_str())
     }
 
     /// Every metadata (key, value) pair, in the order first set.

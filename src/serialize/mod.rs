@@ -9,6 +9,7 @@
 
 pub mod dict;
 mod dtypes;
+mod name_index;
 mod read_file;
 mod safetensors_format;
 mod source;
@@ -197,3 +198,5 @@ fn map_file(path: &Path) -> Result<Storage> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_readers;

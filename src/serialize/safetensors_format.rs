@@ -15,7 +15,6 @@ use super::dtypes;
 use super::source::Source;
 use super::torch_write::check_saveable;
 use crate::error::{Error, Result};
-use crate::storage::Storage;
 use crate::tensor::{layout, Tensor};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -98,20 +97,32 @@ type Prepared<'a> = (
 /// the checks (CPU, dtypes, no overlapping tensors).
 fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
+    // Byte ranges by storage, sorted: a tensor overlaps an earlier one of
+    // its storage exactly when it starts before the furthest end so far
+    // (one sort, not a comparison of every pair).
+    let mut ranges = Vec::new();
     for (i, (name, t)) in entries.iter().enumerate() {
         check_saveable(name, t)?;
-        let Some(r) = byte_range(t) else { continue };
-        for (other, u) in &entries[..i] {
-            if !Storage::ptr_eq(t.storage(), u.storage()) {
-                continue;
-            }
-            if let Some(q) = byte_range(u) {
-                crate::ensure!(
-                    r.1 <= q.0 || q.1 <= r.0,
+        if let Some((start, end)) = byte_range(t) {
+            let storage = crate::refcount::Ref::as_ptr(&t.storage().0) as usize;
+            ranges.push((storage, start, end, i));
+        }
+    }
+    ranges.sort_unstable();
+    let mut furthest: Option<(usize, usize, usize)> = None; // storage, end, index
+    for &(storage, start, end, i) in &ranges {
+        match furthest {
+            Some((s, e, j)) if s == storage && start < e => {
+                let (a, b) = (i.min(j), i.max(j));
+                crate::bail!(
                     InvalidArgument,
-                    "tensors '{other}' and '{name}' share memory: safetensors stores each tensor's own bytes (save a clone of one)"
+                    "tensors '{}' and '{}' share memory: safetensors stores each tensor's own bytes (save a clone of one)",
+                    entries[a].0,
+                    entries[b].0
                 );
             }
+            Some((s, e, _)) if s == storage && end <= e => {}
+            _ => furthest = Some((storage, end, i)),
         }
     }
     let mut tensors = Vec::with_capacity(entries.len());
@@ -197,7 +208,11 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
                 crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
             })?;
         let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
-        let t = Tensor::from_storage(&rec.storage, rec.base, &sizes, None, dtype)
+        let strides = layout::contiguous_strides(&sizes);
+        let offset = rec
+            .place(&name, 0, &sizes, &strides, dtype)
+            .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))?;
+        let t = Tensor::from_storage(&rec.storage, offset, &sizes, Some(&strides), dtype)
             .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
         dict.set(&name, t)?;
     }

@@ -5,6 +5,7 @@
 
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::storage::Storage;
 use std::ffi::c_void;
@@ -29,6 +30,96 @@ pub(crate) struct Record {
     pub storage: Storage,
     pub base: i64,
     pub len: usize,
+}
+
+impl Record {
+    /// Checks the geometry a file gives tensor `name` of `dtype` over this
+    /// record, the same for every format and load path: as many sizes as
+    /// strides (at most 64), sizes, strides and `offset` >= 0 (strides
+    /// even when the tensor is empty), and `(offset + extent) * itemsize`
+    /// within the record's bytes, all with checked arithmetic (extent: 0
+    /// when empty, else 1 + sum((size - 1) * stride)). Returns the
+    /// tensor's storage offset: the record's base plus `offset`, added
+    /// only after those checks.
+    ///
+    /// Errors: `Format`, naming the tensor, the bad value and what was
+    /// expected.
+    pub fn place(
+        &self,
+        name: &str,
+        offset: i64,
+        sizes: &[i64],
+        strides: &[i64],
+        dtype: DType,
+    ) -> Result<i64> {
+        crate::ensure!(
+            sizes.len() == strides.len() && sizes.len() <= 64,
+            Format,
+            "tensor '{name}': {} sizes and {} strides: expected the same number, at most 64",
+            sizes.len(),
+            strides.len()
+        );
+        if let Some(s) = sizes.iter().find(|&&s| s < 0) {
+            crate::bail!(
+                Format,
+                "tensor '{name}': negative size {s} in {sizes:?}: expected sizes >= 0"
+            );
+        }
+        if let Some(s) = strides.iter().find(|&&s| s < 0) {
+            crate::bail!(
+                Format,
+                "tensor '{name}': negative stride {s} in {strides:?}: expected strides >= 0 \
+                 (also for an empty tensor)"
+            );
+        }
+        crate::ensure!(
+            offset >= 0,
+            Format,
+            "tensor '{name}': storage offset {offset} is negative: expected >= 0"
+        );
+        let overflow = || {
+            crate::err!(
+                Format,
+                "tensor '{name}': the number of elements of sizes {sizes:?} or the extent of \
+                 strides {strides:?} at offset {offset} overflows"
+            )
+        };
+        let numel = sizes
+            .iter()
+            .try_fold(1i64, |n, &s| n.checked_mul(s))
+            .ok_or_else(overflow)?;
+        let extent = if numel == 0 {
+            0
+        } else {
+            sizes
+                .iter()
+                .zip(strides)
+                .try_fold(1i64, |e, (&size, &stride)| {
+                    (size - 1).checked_mul(stride)?.checked_add(e)
+                })
+                .ok_or_else(overflow)?
+        };
+        let end = offset
+            .checked_add(extent)
+            .and_then(|e| u64::try_from(e).ok())
+            .and_then(|e| e.checked_mul(dtype.itemsize() as u64))
+            .ok_or_else(overflow)?;
+        crate::ensure!(
+            end <= self.len as u64,
+            Format,
+            "tensor '{name}': offset {offset}, sizes {sizes:?} and strides {strides:?} of {} \
+             reach byte {end}, past its storage record of {} bytes",
+            dtype.name(),
+            self.len
+        );
+        self.base.checked_add(offset).ok_or_else(|| {
+            crate::err!(
+                Format,
+                "tensor '{name}': offset {offset} past the record's base {}: overflows",
+                self.base
+            )
+        })
+    }
 }
 
 /// Deleter of a record storage that views its parent: drops the

@@ -5,7 +5,7 @@ use crate::error::ErrorKind;
 use crate::pickle::{self, Value};
 use crate::tensor::Tensor;
 
-fn filled(sizes: &[i64], dtype: DType, seed: u8) -> Tensor {
+pub(super) fn filled(sizes: &[i64], dtype: DType, seed: u8) -> Tensor {
     let t = Tensor::empty(sizes, dtype, Device::CPU).unwrap();
     let s = t.storage();
     if s.nbytes() == 0 {
@@ -237,7 +237,7 @@ fn quantized_dtypes_are_refused_by_both_formats() {
 // ---- hostile files ----
 
 /// A stored archive with `data.pkl` = `pkl` and the given data records.
-fn archive(pkl: &[u8], records: &[(&str, &[u8])]) -> Vec<u8> {
+pub(super) fn archive(pkl: &[u8], records: &[(&str, &[u8])]) -> Vec<u8> {
     use std::io::Write;
     let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let o = zip::write::SimpleFileOptions::default()
@@ -252,14 +252,14 @@ fn archive(pkl: &[u8], records: &[(&str, &[u8])]) -> Vec<u8> {
     z.finish().unwrap().into_inner()
 }
 
-fn load_bytes(bytes: &[u8]) -> crate::error::Result<TensorDict> {
+pub(super) fn load_bytes(bytes: &[u8]) -> crate::error::Result<TensorDict> {
     let s = Storage::new(bytes.len(), Device::CPU, false).unwrap();
     // SAFETY: fresh storage of bytes.len() bytes.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len()) };
     load_from_storage(&s, Format::Auto)
 }
 
-fn format_error(bytes: &[u8], needle: &str) {
+pub(super) fn format_error(bytes: &[u8], needle: &str) {
     let e = load_bytes(bytes).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Format, "{}", e.message());
     assert!(
@@ -270,7 +270,7 @@ fn format_error(bytes: &[u8], needle: &str) {
 }
 
 /// A dict {"t": tensor} pickled with the given storage id and geometry.
-fn tensor_pickle(
+pub(super) fn tensor_pickle(
     class: &str,
     key: &str,
     numel: i64,
@@ -404,7 +404,7 @@ fn a_compressed_entry_is_refused() {
     format_error(&bytes, "is compressed");
 }
 
-fn safetensors_file(header: &str, data_len: usize) -> Vec<u8> {
+pub(super) fn safetensors_file(header: &str, data_len: usize) -> Vec<u8> {
     let mut b = (header.len() as u64).to_le_bytes().to_vec();
     b.extend_from_slice(header.as_bytes());
     b.resize(b.len() + data_len, 0);

@@ -18,7 +18,7 @@ use super::source::{Record, Source};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::pickle::{self, Limits, Value};
-use crate::tensor::{layout, Tensor};
+use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::io::Cursor;
 
@@ -301,35 +301,10 @@ impl Loader<'_> {
         })?;
         let sizes = Self::ints(name, "size", &args[2])?;
         let strides = Self::ints(name, "stride", &args[3])?;
-        crate::ensure!(
-            sizes.len() == strides.len() && sizes.len() <= 64,
-            Format,
-            "tensor '{name}': {} sizes and {} strides: expected the same number, at most 64",
-            sizes.len(),
-            strides.len()
-        );
-        crate::ensure!(
-            sizes.iter().all(|&s| s >= 0),
-            Format,
-            "tensor '{name}': negative size in {sizes:?}"
-        );
-        layout::checked_numel(&sizes).map_err(|_| {
-            fmt_err(format_args!(
-                "tensor '{name}': the number of elements of sizes {sizes:?} overflows"
-            ))
-        })?;
-        let needed = layout::storage_nbytes_needed(&sizes, &strides, offset, dtype.itemsize())
-            .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))?;
-        crate::ensure!(
-            needed <= record.len,
-            Format,
-            "tensor '{name}': offset {offset}, sizes {sizes:?} and strides {strides:?} of {} reach byte {needed}, past its storage record of {} bytes",
-            dtype.name(),
-            record.len
-        );
+        let storage_offset = record.place(name, offset, &sizes, &strides, dtype)?;
         Tensor::from_storage(
             &record.storage,
-            record.base + offset,
+            storage_offset,
             &sizes,
             Some(&strides),
             dtype,

@@ -87,6 +87,8 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
     let mut records: Vec<Record> = Vec::new();
     // The first tensor of each storage, to name both when dtypes differ.
     let mut first: Vec<(&str, &Tensor)> = Vec::new();
+    // Storage block address -> its record (one lookup per tensor).
+    let mut record_of: std::collections::HashMap<usize, usize> = Default::default();
     let mut items = Vec::with_capacity(dict.len());
     for (name, t) in dict.iter() {
         check_saveable(name, t)?;
@@ -98,9 +100,8 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
                 dtype.name()
             );
         };
-        let found = records
-            .iter()
-            .position(|r| Storage::ptr_eq(&r.storage, t.storage()));
+        let storage_id = crate::refcount::Ref::as_ptr(&t.storage().0) as usize;
+        let found = record_of.get(&storage_id).copied();
         let index = match found {
             Some(i) => {
                 let (other, ot) = first[i];
@@ -114,6 +115,7 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
                 i
             }
             None => {
+                record_of.insert(storage_id, records.len());
                 records.push(Record {
                     storage: t.storage().clone(),
                     key: records.len().to_string(),

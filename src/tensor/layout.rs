@@ -245,7 +245,8 @@ pub fn checked_numel(sizes: &[i64]) -> Result<i64> {
 
 /// Bytes of storage a view needs: itemsize * (offset + 1 + sum((size-1) *
 /// stride)), 0 when any size is 0. Errors on negative strides or offsets
-/// and on overflow.
+/// (also when a size is 0) and on overflow (when a size is 0: of the
+/// offset's byte position).
 pub fn storage_nbytes_needed(
     sizes: &[i64],
     strides: &[i64],
@@ -257,7 +258,23 @@ pub fn storage_nbytes_needed(
         InvalidArgument,
         "storage offset {offset} is negative: expected >= 0"
     );
+    if let Some(stride) = strides.iter().find(|&&s| s < 0) {
+        crate::bail!(
+            InvalidArgument,
+            "negative stride {stride} in strides {strides:?}: negative strides are not supported \
+             (also for an empty tensor)"
+        );
+    }
     if sizes.contains(&0) {
+        // As c10, an empty view needs no bytes whatever its offset; the
+        // offset's byte position must still be an address offset.
+        crate::ensure!(
+            offset
+                .checked_mul(itemsize as i64)
+                .is_some_and(|b| b <= isize::MAX as i64),
+            OutOfMemory,
+            "storage offset {offset} of {itemsize}-byte elements overflows the address space"
+        );
         return Ok(0);
     }
     let overflow = || {
@@ -269,11 +286,6 @@ pub fn storage_nbytes_needed(
     };
     let mut last = 0i64;
     for (&size, &stride) in sizes.iter().zip(strides) {
-        crate::ensure!(
-            stride >= 0,
-            InvalidArgument,
-            "negative stride {stride} in strides {strides:?}: negative strides are not supported"
-        );
         last = (size - 1)
             .checked_mul(stride)
             .and_then(|x| x.checked_add(last))
@@ -346,6 +358,8 @@ mod tests {
         assert_eq!(storage_nbytes_needed(&[2, 0], &[3, 1], 100, 4).unwrap(), 0);
         assert_eq!(storage_nbytes_needed(&[], &[], 0, 8).unwrap(), 8);
         assert!(storage_nbytes_needed(&[2], &[-1], 0, 4).is_err());
+        assert!(storage_nbytes_needed(&[0, 2], &[1, -1], 0, 4).is_err());
+        assert!(storage_nbytes_needed(&[0], &[1], i64::MAX / 2, 4).is_err());
         assert!(storage_nbytes_needed(&[i64::MAX], &[2], 0, 4).is_err());
         assert!(checked_numel(&[-1, 3])
             .unwrap_err()

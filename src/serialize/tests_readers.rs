@@ -1,0 +1,103 @@
+//! Issue 36 (items 6 and 8): metadata lookups cost O(1) (a file of many
+//! metadata keys loads in linear work), and every record's geometry is
+//! checked the same way in both formats and both load paths.
+
+use super::name_index::comparisons;
+use super::tests::load_bytes;
+use super::*;
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+
+/// A safetensors file of one small tensor and `keys` metadata keys.
+fn many_keys(keys: usize) -> Vec<u8> {
+    let mut d = TensorDict::new();
+    d.set("t", Tensor::empty(&[2], DType::Float, Device::CPU).unwrap())
+        .unwrap();
+    for i in 0..keys {
+        d.set_metadata(&format!("key{i:06}"), "v").unwrap();
+    }
+    save_to_bytes(&d, Format::Safetensors).unwrap()
+}
+
+/// Key comparisons made while loading `bytes` and reading every key back.
+fn load_work(bytes: &[u8], keys: usize) -> u64 {
+    let before = comparisons();
+    let d = load_bytes(bytes).unwrap();
+    for i in (0..keys).step_by(97) {
+        assert_eq!(d.metadata(&format!("key{i:06}")), Some("v"));
+    }
+    comparisons() - before
+}
+
+#[test]
+fn loading_many_metadata_keys_is_linear_work() {
+    let (small, large) = (5_000, 40_000);
+    let (a, b) = (many_keys(small), many_keys(large));
+    let (wa, wb) = (load_work(&a, small), load_work(&b, large));
+    // 8x the keys: linear work grows 8x; a linear search per key 64x.
+    assert!(
+        wb <= 10 * wa.max(1) && wb <= 4 * large as u64,
+        "{small} keys: {wa} comparisons, {large} keys: {wb}"
+    );
+}
+
+/// Loads `bytes` from a file (copy and mmap) and from a storage; every
+/// load must be a Format error naming `needles`.
+fn refused_everywhere(bytes: &[u8], needles: &[&str]) {
+    let path = std::env::temp_dir().join(format!(
+        "tessera-geometry-{}-{}.pt",
+        std::process::id(),
+        needles[0].len() + bytes.len()
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    let results = [
+        load(&path, Format::Auto, LoadFlags::default()),
+        load(&path, Format::Auto, LoadFlags { mmap: true }),
+        load_bytes(bytes),
+    ];
+    std::fs::remove_file(&path).unwrap();
+    for (how, r) in ["load", "load mmap", "load_from_storage"]
+        .iter()
+        .zip(results)
+    {
+        let e = r.expect_err(how);
+        assert_eq!(e.kind(), crate::error::ErrorKind::Format, "{how}: {e:?}");
+        for n in needles {
+            assert!(
+                e.message().contains(n),
+                "{how}: {:?} lacks {n:?}",
+                e.message()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_empty_tensor_with_an_offset_past_its_record_is_refused() {
+    use super::tests::{archive, tensor_pickle};
+    let rec: &[u8] = &[0u8; 16];
+    for offset in [i64::MAX - 1, i64::MAX / 4 + 1, 5] {
+        let pkl = tensor_pickle("FloatStorage", "0", 4, offset, &[0], &[1]);
+        refused_everywhere(
+            &archive(&pkl, &[("0", rec)]),
+            &["tensor 't'", &format!("offset {offset}")],
+        );
+    }
+    // At the record's end: accepted (an empty view of the last byte).
+    let pkl = tensor_pickle("FloatStorage", "0", 4, 4, &[0], &[1]);
+    let d = load_bytes(&archive(&pkl, &[("0", rec)])).unwrap();
+    assert_eq!(d.get("t").unwrap().numel(), 0);
+}
+
+#[test]
+fn negative_strides_are_refused_even_for_empty_tensors() {
+    use super::tests::{archive, tensor_pickle};
+    let rec: &[u8] = &[0u8; 16];
+    for (sizes, strides) in [(&[0i64, 2][..], &[1i64, -1][..]), (&[2, 0], &[-3, 1])] {
+        let pkl = tensor_pickle("FloatStorage", "0", 4, 0, sizes, strides);
+        refused_everywhere(
+            &archive(&pkl, &[("0", rec)]),
+            &["tensor 't'", "negative stride"],
+        );
+    }
+}
