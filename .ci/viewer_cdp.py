@@ -146,7 +146,7 @@ def cursor_matches(page, snap, label):
     k = int(page.test("cursor-event"))
     live = viewer_check.live_at(snap, k)
     count, nbytes = int(page.test("cursor-live-blocks")), int(page.test("cursor-live-bytes"))
-    want_bytes = sum(size for size, _ in live.values())
+    want_bytes = viewer_check.outer_bytes(snap, live)
     check(count == len(live) and nbytes == want_bytes,
           "%s: cursor after event %d: page lists %d blocks / %d B, snapshot has %d / %d B"
           % (label, k, count, nbytes, len(live), want_bytes))

@@ -5,12 +5,17 @@
     viewer_check.py compare SNAPSHOT.json DOM.html [--max-render-ms N]
     viewer_check.py error DOM.html                the page must show an error
 
+    viewer_check.py peak DOM.html BYTES           the page's peak must be BYTES
+
 The expected figures are computed here, independently of the page's
 JavaScript (a backward walk from the snapshot's live blocks, where the page
-walks forward): peak bytes over the history window (all allocators; the
-live blocks' total when there are no events), the number of live blocks,
-and the allocation site holding the most bytes at the peak (the innermost
-frame outside tessera and the Rust runtime; ties by name).
+walks forward): peak bytes over the history window (all allocators, each
+byte once: a nested allocator's blocks, such as a caching allocator's whose
+`inner` allocator is in the snapshot, lie inside that allocator's blocks
+and are not added again; the live blocks' total when there are no events),
+the number of live blocks (every allocator's), and the allocation site
+holding the most bytes at the peak (the innermost frame outside tessera and
+the Rust runtime; ties by name; outermost allocators' blocks).
 """
 
 import json
@@ -30,6 +35,27 @@ def site(frames, stack):
     if f.get("file"):
         label += " (%s%s)" % (f["file"], ":%d" % f["line"] if "line" in f else "")
     return label
+
+
+def nested(snap):
+    """The allocators whose memory lies inside another's: those whose
+    `inner` names an allocator of the snapshot (the one on the same device
+    when several share the name), as (name, device type, device index)."""
+    out = set()
+    for a in snap["allocators"]:
+        inner = a.get("inner")
+        if inner is None:
+            continue
+        cands = [b for b in snap["allocators"] if b["name"] == inner and b is not a]
+        if cands:
+            out.add((a["name"], a["device"]["type"], a["device"]["index"]))
+    return out
+
+
+def outer_bytes(snap, live):
+    """The bytes of a live_at() result, each once: outermost allocators' blocks."""
+    inside = nested(snap)
+    return sum(size for k, (size, _) in live.items() if k[:3] not in inside)
 
 
 def live_at(snap, k):
@@ -72,22 +98,26 @@ def live_at(snap, k):
 def expect(snap):
     frames, events = snap["frames"], snap["events"]
     key = lambda name, dev, addr: (name, dev["type"], dev["index"], int(addr, 16))
+    inside = nested(snap)
     live = {}
     for a in snap["allocators"]:
         for b in a["blocks"]:
             live[key(a["name"], a["device"], b["addr"])] = b
     live_count = len(live)
     # Totals backwards: before an alloc there was less, before a free more.
-    total_end = sum(b["size"] for b in live.values())
+    # Only outermost allocators count: nested ones' bytes are inside them.
+    total_end = sum(b["size"] for k, b in live.items() if k[:3] not in inside)
     totals = [0] * (len(events) + 1)
     totals[len(events)] = total_end
     for i in range(len(events) - 1, -1, -1):
         e = events[i]
         delta = e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free" else 0
+        if (e["allocator"], e["device"]["type"], e["device"]["index"]) in inside:
+            delta = 0
         totals[i] = totals[i + 1] - delta
     peak = max(totals)
     peak_k = totals.index(peak)
-    at_peak = live_at(snap, peak_k)
+    at_peak = {k: v for k, v in live_at(snap, peak_k).items() if k[:3] not in inside}
     if sum(size for size, _ in at_peak.values()) != peak:
         raise SystemExit("inconsistent snapshot: the blocks live at the peak (state %d) add up to %d bytes, "
                          "the totals to %d" % (peak_k, sum(size for size, _ in at_peak.values()), peak))
@@ -122,6 +152,13 @@ def main():
             print("FAIL %s: expected an error message, page status %r" % (sys.argv[2], got.get("status")))
             return 1
         print("ok   %s shows an error: %s" % (sys.argv[2], got["error"]))
+        return 0
+    if cmd == "peak" and len(sys.argv) == 4:
+        got = dom_values(sys.argv[2]).get("peak-bytes")
+        if got != sys.argv[3]:
+            print("FAIL %s: the page shows a peak of %s bytes, the true peak is %s" % (sys.argv[2], got, sys.argv[3]))
+            return 1
+        print("ok   %s: peak %s bytes, the true peak" % (sys.argv[2], got))
         return 0
     if cmd == "compare" and len(sys.argv) in (4, 6):
         want = expect(json.load(open(sys.argv[2])))

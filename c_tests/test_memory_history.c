@@ -3,9 +3,10 @@
  * API: a C plugin's allocations and frees are events like the built-in
  * allocators', an observer sees a plugin's failure with the right figures
  * (and may call back into tessera), the snapshot file names the plugin and
- * its live block, and tsr_cpu_allocator_release_all_caches empties another
- * thread's cache. (Event sequences, schema validation and the TORCH
- * pickle: tests/memory_history.rs.)
+ * its live block, a snapshot's stacks start at the C caller's function
+ * with no frame of tessera's, and tsr_cpu_allocator_release_all_caches
+ * empties another thread's cache. (Event sequences, schema validation
+ * and the TORCH pickle: tests/memory_history.rs.)
  */
 #include <pthread.h>
 #include <unistd.h>
@@ -100,6 +101,88 @@ static void test_plugin_events_reach_the_snapshot(void) {
     CHECK(!tsr_memory_history_is_recording());
 }
 
+/* ---- stacks start at the caller -------------------------------------------- */
+
+/* Whether the n bytes at buf hold s (the pickle holds NUL bytes). */
+static int holds(const char *buf, size_t n, const char *s) {
+    size_t k = strlen(s);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(buf + i, s, k) == 0) return 1;
+    return 0;
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (f == NULL) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(*n + 1);
+    CHECK_EQ(fread(buf, 1, *n, f), *n);
+    buf[*n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* The allocation site the snapshot's stacks must start at. */
+__attribute__((noinline)) static TsrStorage *c_user_site_allocates(size_t nbytes) {
+    TsrStorage *s = NULL;
+    CHECK_OK(tsr_storage_new(nbytes, CPU, false, &s));
+    return s;
+}
+
+static void test_snapshot_stacks_start_at_the_caller(void) {
+    TsrHistoryOptions o = {sizeof o, 1000, true};
+    CHECK_OK(tsr_memory_record_history(&o));
+    TsrStorage *s = c_user_site_allocates(24680);
+    char path[512];
+    size_t n = 0;
+    scratch_path(path, sizeof path, "stacks.json");
+    CHECK_OK(tsr_memory_snapshot(path, TSR_SNAPSHOT_JSON));
+    char *doc = read_all(path, &n);
+    if (doc != NULL) {
+        /* The block's (and its event's) stack: [first, ...]; its first
+         * index names the C function, counted through the frames table
+         * (each frame is an object whose first key starts with "f"). */
+        const char *st = strstr(doc, "\"size\":24680,\"stack\":[");
+        const char *fr = strstr(doc, "\"frames\":[");
+        CHECK(st != NULL && fr != NULL);
+        if (st != NULL && fr != NULL) {
+            long first = strtol(st + strlen("\"size\":24680,\"stack\":["), NULL, 10);
+            const char *f = fr;
+            for (long i = 0; i <= first && f != NULL; i++) f = strstr(f + 1, "{\"f");
+            CHECK(f != NULL);
+            if (f != NULL) {
+                const char *end = strchr(f, '}');
+                const char *name = strstr(f, "\"function\":\"c_user_site_allocates\"");
+                CHECK(name != NULL && end != NULL && name < end);
+            }
+        }
+        /* No frame of tessera or the Rust runtime in any stack. */
+        CHECK(!holds(doc, n, "\"function\":\"tsr_"));
+        CHECK(!holds(doc, n, "\"function\":\"tessera::"));
+        CHECK(!holds(doc, n, "\"function\":\"<tessera::"));
+        CHECK(!holds(doc, n, "\"function\":\"backtrace::"));
+        CHECK(!holds(doc, n, "\"function\":\"std::"));
+        free(doc);
+    }
+    unlink(path);
+    scratch_path(path, sizeof path, "stacks.pickle");
+    CHECK_OK(tsr_memory_snapshot(path, TSR_SNAPSHOT_TORCH));
+    doc = read_all(path, &n);
+    if (doc != NULL) {
+        CHECK(holds(doc, n, "c_user_site_allocates"));
+        CHECK(!holds(doc, n, "tsr_storage_new"));
+        CHECK(!holds(doc, n, "tessera::"));
+        CHECK(!holds(doc, n, "backtrace::"));
+        free(doc);
+    }
+    unlink(path);
+    CHECK_OK(tsr_storage_decref(s));
+    CHECK_OK(tsr_memory_record_history(NULL));
+}
+
 /* ---- out-of-memory observer ---------------------------------------------- */
 
 static int oom_calls = 0;
@@ -177,6 +260,7 @@ static void test_release_all_caches_empties_another_thread(void) {
 
 int main(void) {
     RUN(test_plugin_events_reach_the_snapshot);
+    RUN(test_snapshot_stacks_start_at_the_caller);
     RUN(test_oom_observer_sees_a_plugin_failure);
     RUN(test_release_all_caches_empties_another_thread);
     printf("all memory history tests passed (%d checks)\n", tsr_test_checks);

@@ -265,6 +265,63 @@ print("ok")
     history::stop();
 }
 
+/// The allocation site of `snapshot_stacks_start_at_the_users_frame`.
+#[inline(never)]
+fn allocating_user_function(a: &Allocator, nbytes: usize) -> DataPtr {
+    std::hint::black_box(a.allocate(nbytes).unwrap())
+}
+
+#[test]
+fn snapshot_stacks_start_at_the_users_frame() {
+    let _s = serial();
+    history::start(1000, true).unwrap();
+    let plain = Allocator::new(
+        "site-plain",
+        Device::CPU,
+        Box::new(Limited { limit: 1 << 30 }),
+    );
+    let block = allocating_user_function(&plain, 4321);
+    let json = scratch("site.json");
+    let torch = scratch("site.pickle");
+    snapshot::write(&json, Format::Json).unwrap();
+    snapshot::write(&torch, Format::Torch).unwrap();
+    // Both forms: the event's first frame is the function that allocated,
+    // and no frame of tessera or the Rust runtime is left in any stack.
+    let check = format!(
+        r#"
+import json, pickle
+INTERNAL = tuple(p + q for p in ("", "<") for q in ("tessera::", "tsr_", "std::", "core::", "alloc::", "backtrace::"))
+USER = "memory_history::allocating_user_function"
+doc = json.load(open({json:?}))
+ev = [e for e in doc["events"] if e["allocator"] == "site-plain" and e["action"] == "alloc"]
+assert len(ev) == 1 and ev[0]["size"] == 4321, ev
+names = [doc["frames"][i]["function"] for i in ev[0]["stack"]]
+assert names[0] == USER, names[:5]
+bad = [f["function"] for f in doc["frames"] if f["function"].startswith(INTERNAL)]
+assert not bad, bad
+s = pickle.load(open({torch:?}, "rb"))
+tr = [t for d in s["device_traces"] for t in d if t.get("allocator") == "site-plain" and t["action"] == "alloc"]
+assert len(tr) == 1, tr
+names = [f["name"] for f in tr[0]["frames"]]
+assert names[0] == USER, names[:5]
+seg = [x for x in s["segments"] if x.get("allocator") == "site-plain"]
+assert [f["name"] for f in seg[0]["blocks"][0]["frames"]][0] == USER, seg
+every = [f["name"] for d in s["device_traces"] for t in d for f in t["frames"]]
+every += [f["name"] for x in s["segments"] for b in x["blocks"] for f in b["frames"]]
+bad = [n for n in every if n.startswith(INTERNAL)]
+assert not bad, bad[:10]
+print("ok")
+"#,
+        json = json.display().to_string(),
+        torch = torch.display().to_string()
+    );
+    assert!(python(&["-c", &check]).starts_with("ok"));
+    std::fs::remove_file(&json).unwrap();
+    std::fs::remove_file(&torch).unwrap();
+    drop((block, plain));
+    history::stop();
+}
+
 #[test]
 fn oom_observers_see_the_failure_once_after_recovery() {
     let _s = serial();

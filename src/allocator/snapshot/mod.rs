@@ -129,34 +129,97 @@ pub(crate) struct Frame {
     pub(crate) line: Option<u32>,
 }
 
+/// Function-name prefixes of the frames a snapshot leaves out: tessera's
+/// own code (the crate and its exported `tsr_` functions), the Rust
+/// runtime, the unwinder that took the stack and the thread pool's
+/// internals. A stack keeps its other frames, innermost first, so that its
+/// first frame is the user's allocation site (docs/MEMORY_SNAPSHOT.md).
+const INTERNAL_PREFIXES: &[&str] = &[
+    "tessera::",
+    "tsr_",
+    "std::",
+    "core::",
+    "alloc::",
+    "backtrace::",
+    "rayon::",
+    "rayon_core::",
+    "crossbeam_deque::",
+    "crossbeam_epoch::",
+    "crossbeam_utils::",
+    "__rust",
+    "rust_",
+];
+
+/// Whether a frame's function is tessera's own or the runtime's: one of
+/// [`INTERNAL_PREFIXES`], also behind the `<` (and `&`, `&mut `) of a
+/// trait method's path, as in
+/// `<core::panic::unwind_safe::AssertUnwindSafe<F> as ...>::call_once` or
+/// `<&F as core::ops::function::Fn<A>>::call`.
+pub(crate) fn is_internal(function: &str) -> bool {
+    let mut f = function;
+    if let Some(rest) = f.strip_prefix('<') {
+        f = rest.strip_prefix('&').unwrap_or(rest);
+        f = f.strip_prefix("mut ").unwrap_or(f);
+        // A generic parameter (`<F as core::...>`, no path of its own):
+        // judged by its trait.
+        if let Some((ty, tr)) = f.split_once(" as ") {
+            if !ty.contains("::") {
+                f = tr;
+            }
+        }
+    }
+    INTERNAL_PREFIXES.iter().any(|p| f.starts_with(p))
+}
+
 /// Interned frames, and each stack as indices into them.
 #[derive(Default)]
 pub(crate) struct Frames {
     pub(crate) table: Vec<Frame>,
     index: HashMap<Frame, usize>,
-    /// Return address -> its frames (several when inlined).
-    by_ip: HashMap<usize, Vec<usize>>,
+    /// Return address -> its frames, innermost first (several when inlined).
+    by_ip: HashMap<usize, Arc<[Frame]>>,
     /// Stack (by address of its shared array) -> indices.
     by_stack: HashMap<usize, Arc<[usize]>>,
 }
 
 impl Frames {
-    /// The indices of `stack`'s frames, innermost first.
+    /// The indices of `stack`'s frames, innermost first, without tessera's
+    /// own and the runtime's ([`is_internal`]): the first is the innermost
+    /// frame of the caller. A stack with no other frame (an allocation
+    /// made by tessera on a pool thread) keeps its innermost frame outside
+    /// the allocator and the runtime, or else its innermost frame.
     pub(crate) fn stack(&mut self, stack: &Stack) -> Arc<[usize]> {
         let key = Arc::as_ptr(stack) as *const usize as usize;
         if let Some(s) = self.by_stack.get(&key) {
             return s.clone();
         }
-        let mut out = Vec::new();
-        for &ip in stack.iter() {
-            out.extend(self.ip(ip));
+        let all: Vec<Frame> = stack.iter().flat_map(|&ip| self.ip(ip).to_vec()).collect();
+        let mut kept: Vec<&Frame> = all.iter().filter(|f| !is_internal(&f.function)).collect();
+        if kept.is_empty() {
+            let fallback = all
+                .iter()
+                .find(|f| {
+                    let n = f.function.trim_start_matches('<');
+                    n.starts_with("tessera::") && !n.starts_with("tessera::allocator::")
+                })
+                .or(all.first());
+            kept.extend(fallback);
         }
-        let out: Arc<[usize]> = out.into();
+        let out: Arc<[usize]> = kept.into_iter().map(|f| self.intern(f)).collect();
         self.by_stack.insert(key, out.clone());
         out
     }
 
-    fn ip(&mut self, ip: usize) -> Vec<usize> {
+    fn intern(&mut self, f: &Frame) -> usize {
+        if let Some(&i) = self.index.get(f) {
+            return i;
+        }
+        self.table.push(f.clone());
+        self.index.insert(f.clone(), self.table.len() - 1);
+        self.table.len() - 1
+    }
+
+    fn ip(&mut self, ip: usize) -> Arc<[Frame]> {
         if let Some(v) = self.by_ip.get(&ip) {
             return v.clone();
         }
@@ -178,16 +241,7 @@ impl Frames {
                 line: None,
             });
         }
-        let v: Vec<usize> = found
-            .into_iter()
-            .map(|f| {
-                let n = self.table.len();
-                *self.index.entry(f.clone()).or_insert_with(|| {
-                    self.table.push(f);
-                    n
-                })
-            })
-            .collect();
+        let v: Arc<[Frame]> = found.into();
         self.by_ip.insert(ip, v.clone());
         v
     }
@@ -212,4 +266,37 @@ pub fn write(path: &std::path::Path, format: Format) -> Result<()> {
             path.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_internal;
+
+    #[test]
+    fn internal_frames_are_tesseras_and_the_runtimes() {
+        for f in [
+            "tessera::allocator::history::capture",
+            "<tessera::allocator::caching::CachingAllocator as tessera::allocator::RawAllocator>::allocate_tracked",
+            "tsr_storage_new",
+            "std::panicking::catch_unwind",
+            "<core::panic::unwind_safe::AssertUnwindSafe<F> as core::ops::function::FnOnce<()>>::call_once",
+            "<&F as core::ops::function::Fn<A>>::call",
+            "<alloc::boxed::Box<F,A> as core::ops::function::FnOnce<Args>>::call_once",
+            "backtrace::backtrace::libunwind::trace",
+            "rayon_core::registry::WorkerThread::wait_until_cold",
+            "__rust_try",
+        ] {
+            assert!(is_internal(f), "{f}");
+        }
+        for f in [
+            "load_weights",
+            "main",
+            "memory_history::user_site",
+            "<memory_history::Limited as tessera::allocator::RawAllocator>::allocate",
+            "_start",
+            "??",
+        ] {
+            assert!(!is_internal(f), "{f}");
+        }
+    }
 }
