@@ -80,6 +80,20 @@ fn tensor_value(t: &Tensor, storage: Value, v3_dtype: Option<&str>) -> Value {
 
 /// Writes `dict` as torch.save does, the records under `archive/`.
 pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -> Result<W> {
+    write_prepared(&prepare(dict)?, archive, out)
+}
+
+/// What a torch file of a dict holds, checked and pickled, before
+/// anything is written: its records and pickles.
+pub(crate) struct Prepared {
+    records: Vec<Record>,
+    pkl: Vec<u8>,
+    meta_pkl: Option<Vec<u8>>,
+}
+
+/// Checks `dict` (CPU tensors, dtypes the format holds, one dtype per
+/// storage) and pickles it.
+pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared> {
     let mut records: Vec<Record> = Vec::new();
     // The first tensor of each storage, to name both when dtypes differ.
     let mut first: Vec<(&str, &Tensor)> = Vec::new();
@@ -150,7 +164,25 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
     // Python dicts keep insertion order.
     let root = Value::Dict(items);
     let pkl = pickle::write(&root)?;
+    let meta_pkl = if dict.metadata_iter().next().is_some() {
+        let meta = Value::Dict(
+            dict.metadata_iter()
+                .map(|(k, v)| (Value::str(k), Value::str(v)))
+                .collect(),
+        );
+        Some(pickle::write(&meta)?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        records,
+        pkl,
+        meta_pkl,
+    })
+}
 
+/// Writes a prepared dict, the records under `archive/`.
+pub(crate) fn write_prepared<W: Write + Seek>(p: &Prepared, archive: &str, out: W) -> Result<W> {
     let mut zip = zip::ZipWriter::new(out);
     let mut put = |name: &str, bytes: &[u8]| -> Result<()> {
         let options = SimpleFileOptions::default()
@@ -162,20 +194,15 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
         zip.write_all(bytes)
             .map_err(|e| crate::err!(Io, "writing record {name} failed: {e}"))
     };
-    put("data.pkl", &pkl)?;
+    put("data.pkl", &p.pkl)?;
     put(".format_version", b"1")?;
     put(".storage_alignment", b"64")?;
     put("byteorder", b"little")?;
-    for r in &records {
+    for r in &p.records {
         put(&format!("data/{}", r.key), storage_bytes(&r.storage))?;
     }
-    if dict.metadata_iter().next().is_some() {
-        let meta = Value::Dict(
-            dict.metadata_iter()
-                .map(|(k, v)| (Value::str(k), Value::str(v)))
-                .collect(),
-        );
-        put("tessera_metadata.pkl", &pickle::write(&meta)?)?;
+    if let Some(meta) = &p.meta_pkl {
+        put("tessera_metadata.pkl", meta)?;
     }
     put("version", b"3\n")?;
     put(
