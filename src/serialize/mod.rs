@@ -137,8 +137,17 @@ pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFla
     crate::files::replace_file(path, flags.sync, "the tensors", |file, _| {
         let w = std::io::BufWriter::with_capacity(1 << 20, file);
         torch_write::write_prepared(&prepared, ARCHIVE, w)
-            .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)))
+            .and_then(|mut w| {
+                w.flush()
+                    .map_err(|e| crate::err!(Io, "flushing failed: {}", crate::files::reason(&e)))
+            })
             .map(|_| ())
+            .map_err(|e| match e.kind() {
+                crate::error::ErrorKind::Io => {
+                    e.context(format!("cannot write {}", path.display()))
+                }
+                _ => e,
+            })
     })
 }
 

@@ -24,7 +24,11 @@ pub(crate) const ALIGNMENT: u16 = 64;
 
 fn zip_err(e: zip::result::ZipError) -> Error {
     match e {
-        zip::result::ZipError::Io(io) => crate::err!(Io, "writing the archive failed: {io}"),
+        zip::result::ZipError::Io(io) => crate::err!(
+            Io,
+            "writing the archive failed: {}",
+            crate::files::reason(&io)
+        ),
         other => crate::err!(Io, "writing the archive failed: {other}"),
     }
 }
@@ -183,7 +187,7 @@ pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared> {
 
 /// Writes a prepared dict, the records under `archive/`.
 pub(crate) fn write_prepared<W: Write + Seek>(p: &Prepared, archive: &str, out: W) -> Result<W> {
-    let mut zip = zip::ZipWriter::new(out);
+    let mut zip = zip::ZipWriter::new(QuietAfterError::new(out));
     let mut put = |name: &str, bytes: &[u8]| -> Result<()> {
         let options = SimpleFileOptions::default()
             .compression_method(CompressionMethod::Stored)
@@ -191,8 +195,13 @@ pub(crate) fn write_prepared<W: Write + Seek>(p: &Prepared, archive: &str, out: 
             .large_file(bytes.len() as u64 >= u32::MAX as u64);
         zip.start_file(format!("{archive}/{name}"), options)
             .map_err(zip_err)?;
-        zip.write_all(bytes)
-            .map_err(|e| crate::err!(Io, "writing record {name} failed: {e}"))
+        zip.write_all(bytes).map_err(|e| {
+            crate::err!(
+                Io,
+                "writing record {name} failed: {}",
+                crate::files::reason(&e)
+            )
+        })
     };
     put("data.pkl", &p.pkl)?;
     put(".format_version", b"1")?;
@@ -209,5 +218,69 @@ pub(crate) fn write_prepared<W: Write + Seek>(p: &Prepared, archive: &str, out: 
         ".data/serialization_id",
         b"0000000000000000000000000000000000000000",
     )?;
-    zip.finish().map_err(zip_err)
+    zip.finish().map(|w| w.inner).map_err(zip_err)
+}
+
+/// The archive's output: after its first error every write and seek is
+/// dropped silently (positions still move as if they happened). An error
+/// is reported by the call that met it; the zip writer dropped after it
+/// then finalizes into nothing instead of printing "failed to finalize
+/// archive" to stderr (the caller discards the output).
+struct QuietAfterError<W> {
+    inner: W,
+    failed: bool,
+    /// The position and the end of the output, as the zip writer sees it.
+    pos: u64,
+    end: u64,
+}
+
+impl<W> QuietAfterError<W> {
+    fn new(inner: W) -> Self {
+        QuietAfterError {
+            inner,
+            failed: false,
+            pos: 0,
+            end: 0,
+        }
+    }
+
+    fn moved(&mut self, pos: u64) -> u64 {
+        self.pos = pos;
+        self.end = self.end.max(pos);
+        pos
+    }
+}
+
+impl<W: Write> Write for QuietAfterError<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.failed {
+            self.moved(self.pos + buf.len() as u64);
+            return Ok(buf.len());
+        }
+        let n = self.inner.write(buf).inspect_err(|_| self.failed = true)?;
+        self.moved(self.pos + n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.failed {
+            return Ok(());
+        }
+        self.inner.flush().inspect_err(|_| self.failed = true)
+    }
+}
+
+impl<W: Seek> Seek for QuietAfterError<W> {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        if self.failed {
+            let to = match pos {
+                std::io::SeekFrom::Start(n) => n as i128,
+                std::io::SeekFrom::Current(d) => self.pos as i128 + d as i128,
+                std::io::SeekFrom::End(d) => self.end as i128 + d as i128,
+            };
+            return Ok(self.moved(to.clamp(0, u64::MAX as i128) as u64));
+        }
+        let to = self.inner.seek(pos).inspect_err(|_| self.failed = true)?;
+        Ok(self.moved(to))
+    }
 }
