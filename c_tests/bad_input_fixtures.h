@@ -305,6 +305,18 @@ static const char *fx_path(void) {
     return fx_path_buf;
 }
 
+/* A scratch path for tsr_memory_snapshot, removed at exit. */
+static char fx_snapshot_buf[64];
+static void fx_snapshot_unlink(void) { remove(fx_snapshot_buf); }
+static const char *fx_snapshot_path(void) {
+    if (!fx_snapshot_buf[0]) {
+        snprintf(fx_snapshot_buf, sizeof fx_snapshot_buf, "/tmp/tsr-bad-input-snap-%ld.json",
+                 (long)getpid());
+        atexit(fx_snapshot_unlink);
+    }
+    return fx_snapshot_buf;
+}
+
 /* Shared-memory storages: the read end of a pipe (closed at teardown)
    and a name longer than NAME_MAX. */
 static int fx_pipe[2] = {-1, -1};

@@ -553,423 +553,437 @@ static void c414(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_R
 static void c415(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c416(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
 static void c417(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
-static void c418(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
-static void c419(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
-static void c420(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c421(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c422(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c423(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c424(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
-static void c425(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c426(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c427(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c428(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
-static void c429(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c430(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c431(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c432(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c433(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c434(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c435(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c436(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c437(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c438(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
-static void c439(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c440(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c441(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
-static void c442(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
-static void c443(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c444(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c445(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c446(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
+static void c418(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
+static void c419(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
+static void c420(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
+static void c421(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c422(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c423(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c424(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c425(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
+static void c426(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c427(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c428(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c429(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
+static void c430(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c431(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c432(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c433(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c434(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c435(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c436(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c437(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c438(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c439(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
+static void c440(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c441(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c442(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
+static void c443(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
+static void c444(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c445(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c446(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c447(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
 
 /* Shared-memory storages (issue 17) */
-static void c447(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c448(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
-static void c449(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c450(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c451(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c452(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c453(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
-static void c454(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c455(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
-static void c456(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
-static void c457(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
-static void c458(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c459(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c460(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
-static void c461(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
-static void c462(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
-static void c463(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c464(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c465(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
-static void c466(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
-static void c467(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
-static void c468(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
-static void c469(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c470(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c471(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c472(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
-static void c473(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
-static void c474(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
-static void c475(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c448(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c449(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
+static void c450(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c451(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c452(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c453(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c454(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
+static void c455(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c456(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
+static void c457(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
+static void c458(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
+static void c459(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c460(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c461(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
+static void c462(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
+static void c463(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
+static void c464(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c465(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c466(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
+static void c467(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
+static void c468(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
+static void c469(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
+static void c470(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c471(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c472(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c473(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
+static void c474(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
+static void c475(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
+static void c476(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
 
 /* Tensors */
-static void c476(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
-static void c477(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c478(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c479(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c480(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c481(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c482(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c483(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c484(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c485(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c486(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
-static void c487(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c488(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c489(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c490(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c491(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c492(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c493(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c494(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c495(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c496(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c497(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c498(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c499(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c500(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c501(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c502(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c503(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c504(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c505(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c506(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c507(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c508(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c509(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c510(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c511(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c512(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c513(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c514(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c515(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c516(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c517(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c518(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c519(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c520(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c521(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c522(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c523(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c524(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c525(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c526(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c527(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c528(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
-static void c529(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c530(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c531(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
-static void c532(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c533(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
-static void c534(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c535(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c536(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c537(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c538(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c539(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c540(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c541(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c542(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c543(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c544(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c545(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c546(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c547(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c548(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c549(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c550(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c551(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c552(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c553(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c554(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c555(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c556(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c557(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c558(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c559(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c560(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c561(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c562(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c563(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c564(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c565(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c566(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c567(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c568(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c569(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c570(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c571(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c572(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c573(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c574(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c575(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c576(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c577(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c578(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c579(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c580(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c581(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c582(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c583(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c584(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c585(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c586(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c587(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c588(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c589(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c590(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c591(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c592(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c593(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c594(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c595(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c477(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c478(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c479(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c480(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c481(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c482(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c483(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c484(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c485(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c486(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c487(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c488(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c489(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c490(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c491(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c492(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c493(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c494(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c495(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c496(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c497(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c498(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c499(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c500(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c501(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c502(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c503(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c504(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c505(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c506(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c507(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c508(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c509(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c510(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c511(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c512(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c513(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c514(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c515(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c516(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c517(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c518(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c519(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c520(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c521(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c522(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c523(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c524(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c525(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c526(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c527(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c528(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c529(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
+static void c530(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c531(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c532(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
+static void c533(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c534(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
+static void c535(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c536(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c537(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c538(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c539(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c540(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c541(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c542(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c543(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c544(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c545(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c546(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c547(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c548(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c549(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c550(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c551(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c552(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c553(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c554(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c555(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c556(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c557(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c558(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c559(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c560(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c561(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c562(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c563(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c564(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c565(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c566(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c567(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c568(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c569(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c570(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c571(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c572(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c573(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c574(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c575(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c576(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c577(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c578(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c579(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c580(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c581(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c582(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c583(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c584(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c585(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c586(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c587(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c588(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c589(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c590(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c591(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c592(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c593(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c594(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c595(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c596(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c596(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c597(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c598(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c599(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c600(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c601(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c602(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c603(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c604(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c605(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c606(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c607(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c608(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c609(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c610(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c611(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c612(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c613(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c614(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c615(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c616(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c617(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c618(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c619(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c620(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c621(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c622(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c623(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c624(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c625(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c626(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c627(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c628(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c629(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c630(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c631(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c632(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c633(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c634(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c635(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c636(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c637(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c638(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c639(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c640(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c641(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c642(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c643(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c644(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c645(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c646(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c647(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c648(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c649(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c650(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c651(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c652(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c653(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c654(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c655(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c656(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c657(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c658(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c659(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c660(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c661(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c662(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c663(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c664(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c665(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c666(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c667(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c668(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c669(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c670(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c671(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c672(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c673(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c674(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c597(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c598(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c599(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c600(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c601(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c602(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c603(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c604(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c605(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c606(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c607(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c608(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c609(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c610(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c611(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c612(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c613(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c614(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c615(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c616(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c617(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c618(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c619(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c620(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c621(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c622(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c623(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c624(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c625(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c626(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c627(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c628(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c629(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c630(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c631(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c632(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c633(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c634(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c635(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c636(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c637(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c638(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c639(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c640(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c641(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c642(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c643(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c644(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c645(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c646(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c647(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c648(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c649(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c650(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c651(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c652(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c653(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c654(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c655(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c656(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c657(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c658(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c659(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c660(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c661(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c662(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c663(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c664(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c665(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c666(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c667(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c668(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c669(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c670(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c671(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c672(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c673(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c674(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c675(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
 
 /* Kernels */
-static void c675(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c676(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c677(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c678(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c679(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c680(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c681(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c682(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c683(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c684(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c685(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c686(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c687(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c688(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c689(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c690(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c691(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c692(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c693(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c694(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c695(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c696(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c697(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c698(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c699(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c700(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c701(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c702(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c703(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c704(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c705(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c706(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c707(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c708(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c709(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c710(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c711(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c712(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c713(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c714(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c715(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c716(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c717(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c718(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c719(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c720(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c721(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c722(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c723(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c724(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c725(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c726(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c727(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c728(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c729(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c730(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c731(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c732(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c733(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c734(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c735(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c736(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c737(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c676(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c677(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c678(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c679(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c680(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c681(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c682(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c683(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c684(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c685(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c686(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c687(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c688(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c689(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c690(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c691(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c692(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c693(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c694(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c695(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c696(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c697(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c698(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c699(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c700(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c701(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c702(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c703(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c704(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c705(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c706(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c707(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c708(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c709(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c710(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c711(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c712(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c713(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c714(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c715(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c716(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c717(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c718(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c719(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c720(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c721(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c722(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c723(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c724(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c725(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c726(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c727(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c728(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c729(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c730(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c731(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c732(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c733(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c734(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c735(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c736(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c737(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c738(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c738(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c739(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c740(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c741(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c742(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c743(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c744(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c745(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c746(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c747(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c748(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c749(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c739(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c740(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c741(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c742(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c743(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c744(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c745(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c746(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c747(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c748(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c749(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c750(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Tensor dictionaries, saving and loading */
-static void c750(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c751(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c752(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c753(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
-static void c754(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c755(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
-static void c756(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c757(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c758(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c759(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
-static void c760(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c761(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c762(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c763(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c764(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c765(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c766(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c767(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c768(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c769(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c770(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
-static void c771(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
-static void c772(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
-static void c773(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
-static void c774(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c775(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
-static void c776(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c777(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c778(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c779(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c780(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c781(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c782(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c783(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c784(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "No such file"); }
-static void c785(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 3), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
-static void c786(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c787(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c788(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c789(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c790(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c791(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c792(void) { fx_expect_status(tsr_load(fx_path(), 3, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
-static void c793(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c794(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 2, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c795(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c796(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c797(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c798(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c799(void) { fx_expect_status(tsr_save_to_storage(F.dict, 7, &S.storage), TSR_ERR_INVALID_ARGUMENT, "7"); }
-static void c800(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c801(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c802(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c803(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c804(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c805(void) { fx_expect_status(tsr_load_from_storage(F.s, 9, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "9"); }
-static void c806(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c807(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c751(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c752(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c753(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c754(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c755(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c756(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c757(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c758(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c759(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c760(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c761(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c762(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c763(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c764(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c765(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c766(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c767(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c768(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c769(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c770(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c771(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c772(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c773(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c774(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c775(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c776(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c777(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c778(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c779(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c780(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c781(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c782(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c783(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c784(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c785(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "No such file"); }
+static void c786(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 3), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c787(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c788(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c789(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c790(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c791(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c792(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c793(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c794(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c795(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 3, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c796(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c797(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c798(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c799(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c800(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c801(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c802(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c803(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c804(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c805(void) { fx_expect_status(tsr_load(fx_path(), 3, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 3"); }
+static void c806(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c807(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 2, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c808(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c809(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c810(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c811(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c812(void) { fx_expect_status(tsr_save_to_storage(F.dict, 7, &S.storage), TSR_ERR_INVALID_ARGUMENT, "7"); }
+static void c813(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c814(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c815(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c816(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c817(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c818(void) { fx_expect_status(tsr_load_from_storage(F.s, 9, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "9"); }
+static void c819(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c820(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c808(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c809(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c810(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c811(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c812(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c813(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c814(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c815(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c816(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c817(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_INVALID_ARGUMENT, "fn is NULL"); }
-static void c818(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c819(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c820(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c821(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c822(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c823(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c824(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c825(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c826(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c827(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c828(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c829(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c830(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c831(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_INVALID_ARGUMENT, "fn is NULL"); }
+static void c832(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c833(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c834(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1394,409 +1408,423 @@ static const Case CASES[] = {
     {"tsr_storage_from_file", "out = NULL", c415},
     {"tsr_storage_from_file", "call", c416},
     {"tsr_storage_from_file", "path = \"/\"", c417},
-    {"tsr_storage_from_file", "mode = 7", c418},
-    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c419},
-    {"tsr_storage_filename", "s = NULL", c420},
-    {"tsr_storage_filename", "call", c421},
-    {"tsr_storage_filename", "s = F.dead_s", c422},
-    {"tsr_storage_flush", "s = NULL", c423},
-    {"tsr_storage_flush", "call", c424},
-    {"tsr_storage_flush", "s = F.dead_s", c425},
-    {"tsr_storage_make_read_only", "s = NULL", c426},
-    {"tsr_storage_make_read_only", "s = F.dead_s", c427},
-    {"tsr_storage_make_read_only", "call", c428},
-    {"tsr_storage_is_read_only", "s = NULL", c429},
-    {"tsr_storage_is_read_only", "call", c430},
-    {"tsr_storage_is_read_only", "s = F.dead_s", c431},
-    {"tsr_tensor_is_read_only", "t = NULL", c432},
-    {"tsr_tensor_is_read_only", "call", c433},
-    {"tsr_tensor_is_read_only", "t = F.dead_t", c434},
-    {"tsr_storage_data_ptr", "s = NULL", c435},
-    {"tsr_storage_data_ptr", "out = NULL", c436},
-    {"tsr_storage_data_ptr", "s = F.dead_s", c437},
-    {"tsr_storage_data_ptr", "call", c438},
-    {"tsr_storage_set_data_ptr", "s = NULL", c439},
-    {"tsr_storage_set_data_ptr", "consumed = NULL", c440},
-    {"tsr_storage_set_data_ptr", "old_out = NULL", c441},
-    {"tsr_storage_set_data_ptr", "call", c442},
-    {"tsr_storage_set_data_ptr", "s = F.dead_s", c443},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c444},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c445},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c446},
-    {"tsr_storage_share_memory", "s = NULL", c447},
-    {"tsr_storage_share_memory", "call", c448},
-    {"tsr_storage_share_memory", "s = F.dead_s", c449},
-    {"tsr_storage_is_shared", "s = NULL", c450},
-    {"tsr_storage_is_shared", "call", c451},
-    {"tsr_storage_is_shared", "s = F.dead_s", c452},
-    {"tsr_storage_share_fd", "s = NULL", c453},
-    {"tsr_storage_share_fd", "fd_out = NULL", c454},
-    {"tsr_storage_share_fd", "call", c455},
-    {"tsr_storage_share_fd", "s = fx_shared_su()", c456},
-    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c457},
-    {"tsr_storage_share_fd", "s = F.dead_s", c458},
-    {"tsr_storage_from_fd", "out = NULL", c459},
-    {"tsr_storage_from_fd", "fd = -1", c460},
-    {"tsr_storage_from_fd", "fd = 4000", c461},
-    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c462},
-    {"tsr_storage_share_name", "s = NULL", c463},
-    {"tsr_storage_share_name", "buf = NULL", c464},
-    {"tsr_storage_share_name", "buflen = 64", c465},
-    {"tsr_storage_share_name", "call", c466},
-    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c467},
-    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c468},
-    {"tsr_storage_share_name", "s = F.dead_s", c469},
-    {"tsr_storage_open_shared", "name = NULL", c470},
-    {"tsr_storage_open_shared", "out = NULL", c471},
-    {"tsr_storage_open_shared", "call", c472},
-    {"tsr_storage_open_shared", "name = fx_long_name()", c473},
-    {"tsr_storage_open_shared", "name = \"/a/b\"", c474},
-    {"tsr_storage_open_shared", "name = \"\"", c475},
-    {"tsr_tensor_empty", "sizes = NULL", c476},
-    {"tsr_tensor_empty", "out = NULL", c477},
-    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c478},
-    {"tsr_tensor_empty", "ndim = -1", c479},
-    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c480},
-    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c481},
-    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c482},
-    {"tsr_tensor_empty", "dtype = 99", c483},
-    {"tsr_tensor_empty", "dtype = -1", c484},
-    {"tsr_tensor_empty", "device = fx_device(99, 0)", c485},
-    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c486},
-    {"tsr_tensor_empty", "dtype = 47", c487},
-    {"tsr_tensor_empty", "dtype = 127", c488},
-    {"tsr_tensor_empty_format", "sizes = NULL", c489},
-    {"tsr_tensor_empty_format", "out = NULL", c490},
-    {"tsr_tensor_empty_format", "ndim = -1", c491},
-    {"tsr_tensor_empty_format", "dtype = 99", c492},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c493},
-    {"tsr_tensor_empty_format", "format = 42", c494},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c495},
-    {"tsr_tensor_empty_format", "dtype = 47", c496},
-    {"tsr_tensor_empty_format", "dtype = 127", c497},
-    {"tsr_tensor_empty_format", "dtype = -1", c498},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c499},
-    {"tsr_tensor_empty_strided", "strides = NULL", c500},
-    {"tsr_tensor_empty_strided", "out = NULL", c501},
-    {"tsr_tensor_empty_strided", "ndim = -1", c502},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c503},
-    {"tsr_tensor_empty_strided", "dtype = 99", c504},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c505},
-    {"tsr_tensor_empty_strided", "dtype = 47", c506},
-    {"tsr_tensor_empty_strided", "dtype = 127", c507},
-    {"tsr_tensor_empty_strided", "dtype = -1", c508},
-    {"tsr_tensor_empty_like", "t = NULL", c509},
-    {"tsr_tensor_empty_like", "out = NULL", c510},
-    {"tsr_tensor_empty_like", "format = 42", c511},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c512},
-    {"tsr_tensor_from_storage", "storage = NULL", c513},
-    {"tsr_tensor_from_storage", "sizes = NULL", c514},
-    {"tsr_tensor_from_storage", "strides = NULL", c515},
-    {"tsr_tensor_from_storage", "out = NULL", c516},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c517},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c518},
-    {"tsr_tensor_from_storage", "ndim = -1", c519},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c520},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c521},
-    {"tsr_tensor_from_storage", "dtype = 99", c522},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c523},
-    {"tsr_tensor_from_storage", "dtype = 47", c524},
-    {"tsr_tensor_from_storage", "dtype = 127", c525},
-    {"tsr_tensor_from_storage", "dtype = -1", c526},
-    {"tsr_tensor_from_storage_desc", "storage = NULL", c527},
-    {"tsr_tensor_from_storage_desc", "desc = NULL", c528},
-    {"tsr_tensor_from_storage_desc", "out = NULL", c529},
-    {"tsr_tensor_from_storage_desc", "call", c530},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c531},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c532},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c533},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c534},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c535},
-    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c536},
-    {"tsr_tensor_ndim", "t = NULL", c537},
-    {"tsr_tensor_ndim", "t = F.dead_t", c538},
-    {"tsr_tensor_sizes", "t = NULL", c539},
-    {"tsr_tensor_strides", "t = NULL", c540},
-    {"tsr_tensor_size", "t = NULL", c541},
-    {"tsr_tensor_size", "dim = 2", c542},
-    {"tsr_tensor_size", "dim = -3", c543},
-    {"tsr_tensor_size", "dim = INT64_MIN", c544},
-    {"tsr_tensor_stride", "t = NULL", c545},
-    {"tsr_tensor_stride", "dim = 2", c546},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c547},
-    {"tsr_tensor_storage_offset", "t = NULL", c548},
-    {"tsr_tensor_numel", "t = NULL", c549},
-    {"tsr_tensor_dtype", "t = NULL", c550},
-    {"tsr_tensor_itemsize", "t = NULL", c551},
-    {"tsr_tensor_device", "t = NULL", c552},
-    {"tsr_tensor_data", "t = NULL", c553},
-    {"tsr_tensor_storage", "t = NULL", c554},
-    {"tsr_tensor_storage", "t = F.dead_t", c555},
-    {"tsr_tensor_is_contiguous", "t = NULL", c556},
-    {"tsr_tensor_is_contiguous", "format = 42", c557},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c558},
-    {"tsr_tensor_version", "t = NULL", c559},
-    {"tsr_tensor_set", "t = NULL", c560},
-    {"tsr_tensor_set", "storage = NULL", c561},
-    {"tsr_tensor_set", "sizes = NULL", c562},
-    {"tsr_tensor_set", "strides = NULL", c563},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c564},
-    {"tsr_tensor_set", "storage_offset = -1", c565},
-    {"tsr_tensor_set", "ndim = -1", c566},
-    {"tsr_tensor_set", "storage = F.dead_s", c567},
-    {"tsr_tensor_fill", "t = NULL", c568},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c569},
-    {"tsr_tensor_fill", "t = F.dead_t", c570},
-    {"tsr_tensor_fill", "t = fx_shrunk_t()", c571},
-    {"tsr_tensor_copy", "dst = NULL", c572},
-    {"tsr_tensor_copy", "src = NULL", c573},
-    {"tsr_tensor_copy", "src = F.t4", c574},
-    {"tsr_tensor_copy", "dst = F.dead_t", c575},
-    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c576},
-    {"tsr_tensor_incref", "t = NULL", c577},
-    {"tsr_tensor_incref", "t = F.dead_t", c578},
-    {"tsr_tensor_decref", "t = NULL", c579},
-    {"tsr_tensor_decref", "t = F.dead_t", c580},
-    {"tsr_tensor_use_count", "t = NULL", c581},
-    {"tsr_tensor_use_count", "t = F.dead_t", c582},
-    {"tsr_tensor_weak_use_count", "t = NULL", c583},
-    {"tsr_tensor_downgrade", "t = NULL", c584},
-    {"tsr_tensor_downgrade", "out = NULL", c585},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c586},
-    {"tsr_weak_tensor_lock", "w = NULL", c587},
-    {"tsr_weak_tensor_lock", "out = NULL", c588},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c589},
-    {"tsr_weak_tensor_incref", "w = NULL", c590},
-    {"tsr_weak_tensor_decref", "w = NULL", c591},
-    {"tsr_weak_tensor_expired", "w = NULL", c592},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c593},
-    {"tsr_weak_tensor_use_count", "w = NULL", c594},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c595},
-    {"tsr_tensor_as_strided", "t = NULL", c596},
-    {"tsr_tensor_as_strided", "sizes = NULL", c597},
-    {"tsr_tensor_as_strided", "strides = NULL", c598},
-    {"tsr_tensor_as_strided", "out = NULL", c599},
-    {"tsr_tensor_as_strided", "ndim = -1", c600},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c601},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c602},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c603},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c604},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c605},
-    {"tsr_tensor_view", "t = NULL", c606},
-    {"tsr_tensor_view", "sizes = NULL", c607},
-    {"tsr_tensor_view", "out = NULL", c608},
-    {"tsr_tensor_view", "ndim = -1", c609},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c610},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c611},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c612},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c613},
-    {"tsr_tensor_reshape", "t = NULL", c614},
-    {"tsr_tensor_reshape", "sizes = NULL", c615},
-    {"tsr_tensor_reshape", "out = NULL", c616},
-    {"tsr_tensor_reshape", "ndim = -1", c617},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c618},
-    {"tsr_tensor_permute", "t = NULL", c619},
-    {"tsr_tensor_permute", "dims = NULL", c620},
-    {"tsr_tensor_permute", "out = NULL", c621},
-    {"tsr_tensor_permute", "ndim = 1", c622},
-    {"tsr_tensor_permute", "ndim = -1", c623},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c624},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c625},
-    {"tsr_tensor_transpose", "t = NULL", c626},
-    {"tsr_tensor_transpose", "out = NULL", c627},
-    {"tsr_tensor_transpose", "dim0 = 2", c628},
-    {"tsr_tensor_transpose", "dim1 = -3", c629},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c630},
-    {"tsr_tensor_expand", "t = NULL", c631},
-    {"tsr_tensor_expand", "sizes = NULL", c632},
-    {"tsr_tensor_expand", "out = NULL", c633},
-    {"tsr_tensor_expand", "ndim = -1", c634},
-    {"tsr_tensor_expand", "ndim = 1", c635},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c636},
-    {"tsr_tensor_narrow", "t = NULL", c637},
-    {"tsr_tensor_narrow", "out = NULL", c638},
-    {"tsr_tensor_narrow", "dim = 2", c639},
-    {"tsr_tensor_narrow", "start = 3", c640},
-    {"tsr_tensor_narrow", "length = -1", c641},
-    {"tsr_tensor_narrow", "length = 4", c642},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c643},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c644},
-    {"tsr_tensor_select", "t = NULL", c645},
-    {"tsr_tensor_select", "out = NULL", c646},
-    {"tsr_tensor_select", "dim = 2", c647},
-    {"tsr_tensor_select", "index = 2", c648},
-    {"tsr_tensor_select", "index = -3", c649},
-    {"tsr_tensor_select", "index = INT64_MIN", c650},
-    {"tsr_tensor_squeeze", "t = NULL", c651},
-    {"tsr_tensor_squeeze", "out = NULL", c652},
-    {"tsr_tensor_squeeze", "dim = 2", c653},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c654},
-    {"tsr_tensor_squeeze_all", "t = NULL", c655},
-    {"tsr_tensor_squeeze_all", "out = NULL", c656},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c657},
-    {"tsr_tensor_unsqueeze", "t = NULL", c658},
-    {"tsr_tensor_unsqueeze", "out = NULL", c659},
-    {"tsr_tensor_unsqueeze", "dim = 3", c660},
-    {"tsr_tensor_unsqueeze", "dim = -4", c661},
-    {"tsr_tensor_flatten", "t = NULL", c662},
-    {"tsr_tensor_flatten", "out = NULL", c663},
-    {"tsr_tensor_flatten", "start_dim = 2", c664},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c665},
-    {"tsr_tensor_flatten", "end_dim = -3", c666},
-    {"tsr_tensor_contiguous", "t = NULL", c667},
-    {"tsr_tensor_contiguous", "out = NULL", c668},
-    {"tsr_tensor_contiguous", "format = 42", c669},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c670},
-    {"tsr_tensor_clone", "t = NULL", c671},
-    {"tsr_tensor_clone", "out = NULL", c672},
-    {"tsr_tensor_clone", "t = F.dead_t", c673},
-    {"tsr_tensor_clone", "t = fx_shrunk_t()", c674},
-    {"tsr_add", "out_or_null = NULL", c675},
-    {"tsr_add", "a = NULL", c676},
-    {"tsr_add", "b = NULL", c677},
-    {"tsr_add", "result = NULL", c678},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c679},
-    {"tsr_add", "b = F.t4", c680},
-    {"tsr_add", "alpha = fx_scalar(99)", c681},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c682},
-    {"tsr_add", "a = F.dead_t", c683},
-    {"tsr_add", "a = fx_shrunk_t()", c684},
-    {"tsr_sub", "out_or_null = NULL", c685},
-    {"tsr_sub", "a = NULL", c686},
-    {"tsr_sub", "b = NULL", c687},
-    {"tsr_sub", "result = NULL", c688},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c689},
-    {"tsr_sub", "b = F.t4", c690},
-    {"tsr_sub", "alpha = fx_scalar(99)", c691},
-    {"tsr_mul", "out_or_null = NULL", c692},
-    {"tsr_mul", "a = NULL", c693},
-    {"tsr_mul", "b = NULL", c694},
-    {"tsr_mul", "result = NULL", c695},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c696},
-    {"tsr_mul", "b = F.t4", c697},
-    {"tsr_mul", "b = F.dead_t", c698},
-    {"tsr_div", "out_or_null = NULL", c699},
-    {"tsr_div", "a = NULL", c700},
-    {"tsr_div", "b = NULL", c701},
-    {"tsr_div", "result = NULL", c702},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c703},
-    {"tsr_div", "b = F.t4", c704},
-    {"tsr_div_rounding", "out_or_null = NULL", c705},
-    {"tsr_div_rounding", "a = NULL", c706},
-    {"tsr_div_rounding", "b = NULL", c707},
-    {"tsr_div_rounding", "result = NULL", c708},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c709},
-    {"tsr_div_rounding", "mode = 42", c710},
-    {"tsr_div_rounding", "mode = -1", c711},
-    {"tsr_div_rounding", "b = F.t4", c712},
-    {"tsr_neg", "out_or_null = NULL", c713},
-    {"tsr_neg", "a = NULL", c714},
-    {"tsr_neg", "result = NULL", c715},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c716},
-    {"tsr_neg", "out_or_null = F.t4", c717},
-    {"tsr_neg", "a = F.dead_t", c718},
-    {"tsr_sum", "a = NULL", c719},
-    {"tsr_sum", "dims = NULL", c720},
-    {"tsr_sum", "out = NULL", c721},
-    {"tsr_sum", "ndims = 0, dims = NULL", c722},
-    {"tsr_sum", "ndims = -1", c723},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c724},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c725},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c726},
-    {"tsr_sum", "a = F.dead_t", c727},
-    {"tsr_sum", "a = fx_shrunk_t()", c728},
-    {"tsr_amax", "a = NULL", c729},
-    {"tsr_amax", "dims = NULL", c730},
-    {"tsr_amax", "out = NULL", c731},
-    {"tsr_amax", "ndims = 0, dims = NULL", c732},
-    {"tsr_amax", "ndims = -1", c733},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c734},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c735},
-    {"tsr_scalar_tensor", "out = NULL", c736},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c737},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c738},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c739},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c740},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c741},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c742},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c743},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c744},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c745},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c746},
-    {"tsr_iter_config_output_allocator", "config = NULL", c747},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c748},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c749},
-    {"tsr_dict_new", "out = NULL", c750},
-    {"tsr_dict_new", "call", c751},
-    {"tsr_dict_free", "dict = NULL", c752},
-    {"tsr_dict_free", "call", c753},
-    {"tsr_dict_set", "dict = NULL", c754},
-    {"tsr_dict_set", "name = NULL", c755},
-    {"tsr_dict_set", "t = NULL", c756},
-    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c757},
-    {"tsr_dict_set", "t = F.dead_t", c758},
-    {"tsr_dict_set", "call", c759},
-    {"tsr_dict_size", "dict = NULL", c760},
-    {"tsr_dict_size", "call", c761},
-    {"tsr_dict_name", "dict = NULL", c762},
-    {"tsr_dict_name", "i = 1", c763},
-    {"tsr_dict_name", "i = SIZE_MAX", c764},
-    {"tsr_dict_name", "call", c765},
-    {"tsr_dict_get", "dict = NULL", c766},
-    {"tsr_dict_get", "name = NULL", c767},
-    {"tsr_dict_get", "name = \"absent\"", c768},
-    {"tsr_dict_get", "name = \"\\xff\"", c769},
-    {"tsr_dict_get", "call", c770},
-    {"tsr_dict_set_metadata", "dict = NULL", c771},
-    {"tsr_dict_set_metadata", "key = NULL", c772},
-    {"tsr_dict_set_metadata", "value = NULL", c773},
-    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c774},
-    {"tsr_dict_set_metadata", "call", c775},
-    {"tsr_dict_metadata", "dict = NULL", c776},
-    {"tsr_dict_metadata", "key = NULL", c777},
-    {"tsr_dict_metadata", "key = \"absent\"", c778},
-    {"tsr_dict_metadata", "call", c779},
-    {"tsr_save", "dict = NULL", c780},
-    {"tsr_save", "path = NULL", c781},
-    {"tsr_save", "path = \"\"", c782},
-    {"tsr_save", "path = \"/\"", c783},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c784},
-    {"tsr_save", "format = 3", c785},
-    {"tsr_save", "format = -1", c786},
-    {"tsr_save", "call", c787},
-    {"tsr_load", "path = NULL", c788},
-    {"tsr_load", "out = NULL", c789},
-    {"tsr_load", "path = \"/\"", c790},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c791},
-    {"tsr_load", "format = 3", c792},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c793},
-    {"tsr_load", "flags = 2", c794},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c795},
-    {"tsr_load", "call", c796},
-    {"tsr_save_to_storage", "dict = NULL", c797},
-    {"tsr_save_to_storage", "out = NULL", c798},
-    {"tsr_save_to_storage", "format = 7", c799},
-    {"tsr_save_to_storage", "call", c800},
-    {"tsr_load_from_storage", "bytes = NULL", c801},
-    {"tsr_load_from_storage", "out = NULL", c802},
-    {"tsr_load_from_storage", "bytes = F.saved", c803},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c804},
-    {"tsr_load_from_storage", "format = 9", c805},
-    {"tsr_load_from_storage", "flags = 4", c806},
-    {"tsr_load_from_storage", "call", c807},
-    {"tsr_memory_record_history", "options = NULL", c808},
-    {"tsr_memory_record_history", "call", c809},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c810},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c811},
-    {"tsr_memory_snapshot", "path = NULL", c812},
-    {"tsr_memory_snapshot", "call", c813},
-    {"tsr_memory_snapshot", "format = 7", c814},
-    {"tsr_memory_snapshot", "format = -1", c815},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c816},
-    {"tsr_add_oom_observer", "fn_ = NULL", c817},
-    {"tsr_add_oom_observer", "user = NULL", c818},
-    {"tsr_cpu_allocator_release_all_caches", "call", c819},
-    {"tsr_memory_history_is_recording", "call", c820},
+    {"tsr_storage_from_file", "path = \"/dev/null\"", c418},
+    {"tsr_storage_from_file", "mode = 7", c419},
+    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c420},
+    {"tsr_storage_filename", "s = NULL", c421},
+    {"tsr_storage_filename", "call", c422},
+    {"tsr_storage_filename", "s = F.dead_s", c423},
+    {"tsr_storage_flush", "s = NULL", c424},
+    {"tsr_storage_flush", "call", c425},
+    {"tsr_storage_flush", "s = F.dead_s", c426},
+    {"tsr_storage_make_read_only", "s = NULL", c427},
+    {"tsr_storage_make_read_only", "s = F.dead_s", c428},
+    {"tsr_storage_make_read_only", "call", c429},
+    {"tsr_storage_is_read_only", "s = NULL", c430},
+    {"tsr_storage_is_read_only", "call", c431},
+    {"tsr_storage_is_read_only", "s = F.dead_s", c432},
+    {"tsr_tensor_is_read_only", "t = NULL", c433},
+    {"tsr_tensor_is_read_only", "call", c434},
+    {"tsr_tensor_is_read_only", "t = F.dead_t", c435},
+    {"tsr_storage_data_ptr", "s = NULL", c436},
+    {"tsr_storage_data_ptr", "out = NULL", c437},
+    {"tsr_storage_data_ptr", "s = F.dead_s", c438},
+    {"tsr_storage_data_ptr", "call", c439},
+    {"tsr_storage_set_data_ptr", "s = NULL", c440},
+    {"tsr_storage_set_data_ptr", "consumed = NULL", c441},
+    {"tsr_storage_set_data_ptr", "old_out = NULL", c442},
+    {"tsr_storage_set_data_ptr", "call", c443},
+    {"tsr_storage_set_data_ptr", "s = F.dead_s", c444},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c445},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c446},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c447},
+    {"tsr_storage_share_memory", "s = NULL", c448},
+    {"tsr_storage_share_memory", "call", c449},
+    {"tsr_storage_share_memory", "s = F.dead_s", c450},
+    {"tsr_storage_is_shared", "s = NULL", c451},
+    {"tsr_storage_is_shared", "call", c452},
+    {"tsr_storage_is_shared", "s = F.dead_s", c453},
+    {"tsr_storage_share_fd", "s = NULL", c454},
+    {"tsr_storage_share_fd", "fd_out = NULL", c455},
+    {"tsr_storage_share_fd", "call", c456},
+    {"tsr_storage_share_fd", "s = fx_shared_su()", c457},
+    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c458},
+    {"tsr_storage_share_fd", "s = F.dead_s", c459},
+    {"tsr_storage_from_fd", "out = NULL", c460},
+    {"tsr_storage_from_fd", "fd = -1", c461},
+    {"tsr_storage_from_fd", "fd = 4000", c462},
+    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c463},
+    {"tsr_storage_share_name", "s = NULL", c464},
+    {"tsr_storage_share_name", "buf = NULL", c465},
+    {"tsr_storage_share_name", "buflen = 64", c466},
+    {"tsr_storage_share_name", "call", c467},
+    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c468},
+    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c469},
+    {"tsr_storage_share_name", "s = F.dead_s", c470},
+    {"tsr_storage_open_shared", "name = NULL", c471},
+    {"tsr_storage_open_shared", "out = NULL", c472},
+    {"tsr_storage_open_shared", "call", c473},
+    {"tsr_storage_open_shared", "name = fx_long_name()", c474},
+    {"tsr_storage_open_shared", "name = \"/a/b\"", c475},
+    {"tsr_storage_open_shared", "name = \"\"", c476},
+    {"tsr_tensor_empty", "sizes = NULL", c477},
+    {"tsr_tensor_empty", "out = NULL", c478},
+    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c479},
+    {"tsr_tensor_empty", "ndim = -1", c480},
+    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c481},
+    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c482},
+    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c483},
+    {"tsr_tensor_empty", "dtype = 99", c484},
+    {"tsr_tensor_empty", "dtype = -1", c485},
+    {"tsr_tensor_empty", "device = fx_device(99, 0)", c486},
+    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c487},
+    {"tsr_tensor_empty", "dtype = 47", c488},
+    {"tsr_tensor_empty", "dtype = 127", c489},
+    {"tsr_tensor_empty_format", "sizes = NULL", c490},
+    {"tsr_tensor_empty_format", "out = NULL", c491},
+    {"tsr_tensor_empty_format", "ndim = -1", c492},
+    {"tsr_tensor_empty_format", "dtype = 99", c493},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c494},
+    {"tsr_tensor_empty_format", "format = 42", c495},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c496},
+    {"tsr_tensor_empty_format", "dtype = 47", c497},
+    {"tsr_tensor_empty_format", "dtype = 127", c498},
+    {"tsr_tensor_empty_format", "dtype = -1", c499},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c500},
+    {"tsr_tensor_empty_strided", "strides = NULL", c501},
+    {"tsr_tensor_empty_strided", "out = NULL", c502},
+    {"tsr_tensor_empty_strided", "ndim = -1", c503},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c504},
+    {"tsr_tensor_empty_strided", "dtype = 99", c505},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c506},
+    {"tsr_tensor_empty_strided", "dtype = 47", c507},
+    {"tsr_tensor_empty_strided", "dtype = 127", c508},
+    {"tsr_tensor_empty_strided", "dtype = -1", c509},
+    {"tsr_tensor_empty_like", "t = NULL", c510},
+    {"tsr_tensor_empty_like", "out = NULL", c511},
+    {"tsr_tensor_empty_like", "format = 42", c512},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c513},
+    {"tsr_tensor_from_storage", "storage = NULL", c514},
+    {"tsr_tensor_from_storage", "sizes = NULL", c515},
+    {"tsr_tensor_from_storage", "strides = NULL", c516},
+    {"tsr_tensor_from_storage", "out = NULL", c517},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c518},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c519},
+    {"tsr_tensor_from_storage", "ndim = -1", c520},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c521},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c522},
+    {"tsr_tensor_from_storage", "dtype = 99", c523},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c524},
+    {"tsr_tensor_from_storage", "dtype = 47", c525},
+    {"tsr_tensor_from_storage", "dtype = 127", c526},
+    {"tsr_tensor_from_storage", "dtype = -1", c527},
+    {"tsr_tensor_from_storage_desc", "storage = NULL", c528},
+    {"tsr_tensor_from_storage_desc", "desc = NULL", c529},
+    {"tsr_tensor_from_storage_desc", "out = NULL", c530},
+    {"tsr_tensor_from_storage_desc", "call", c531},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c532},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c533},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c534},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c535},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c536},
+    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c537},
+    {"tsr_tensor_ndim", "t = NULL", c538},
+    {"tsr_tensor_ndim", "t = F.dead_t", c539},
+    {"tsr_tensor_sizes", "t = NULL", c540},
+    {"tsr_tensor_strides", "t = NULL", c541},
+    {"tsr_tensor_size", "t = NULL", c542},
+    {"tsr_tensor_size", "dim = 2", c543},
+    {"tsr_tensor_size", "dim = -3", c544},
+    {"tsr_tensor_size", "dim = INT64_MIN", c545},
+    {"tsr_tensor_stride", "t = NULL", c546},
+    {"tsr_tensor_stride", "dim = 2", c547},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c548},
+    {"tsr_tensor_storage_offset", "t = NULL", c549},
+    {"tsr_tensor_numel", "t = NULL", c550},
+    {"tsr_tensor_dtype", "t = NULL", c551},
+    {"tsr_tensor_itemsize", "t = NULL", c552},
+    {"tsr_tensor_device", "t = NULL", c553},
+    {"tsr_tensor_data", "t = NULL", c554},
+    {"tsr_tensor_storage", "t = NULL", c555},
+    {"tsr_tensor_storage", "t = F.dead_t", c556},
+    {"tsr_tensor_is_contiguous", "t = NULL", c557},
+    {"tsr_tensor_is_contiguous", "format = 42", c558},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c559},
+    {"tsr_tensor_version", "t = NULL", c560},
+    {"tsr_tensor_set", "t = NULL", c561},
+    {"tsr_tensor_set", "storage = NULL", c562},
+    {"tsr_tensor_set", "sizes = NULL", c563},
+    {"tsr_tensor_set", "strides = NULL", c564},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c565},
+    {"tsr_tensor_set", "storage_offset = -1", c566},
+    {"tsr_tensor_set", "ndim = -1", c567},
+    {"tsr_tensor_set", "storage = F.dead_s", c568},
+    {"tsr_tensor_fill", "t = NULL", c569},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c570},
+    {"tsr_tensor_fill", "t = F.dead_t", c571},
+    {"tsr_tensor_fill", "t = fx_shrunk_t()", c572},
+    {"tsr_tensor_copy", "dst = NULL", c573},
+    {"tsr_tensor_copy", "src = NULL", c574},
+    {"tsr_tensor_copy", "src = F.t4", c575},
+    {"tsr_tensor_copy", "dst = F.dead_t", c576},
+    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c577},
+    {"tsr_tensor_incref", "t = NULL", c578},
+    {"tsr_tensor_incref", "t = F.dead_t", c579},
+    {"tsr_tensor_decref", "t = NULL", c580},
+    {"tsr_tensor_decref", "t = F.dead_t", c581},
+    {"tsr_tensor_use_count", "t = NULL", c582},
+    {"tsr_tensor_use_count", "t = F.dead_t", c583},
+    {"tsr_tensor_weak_use_count", "t = NULL", c584},
+    {"tsr_tensor_downgrade", "t = NULL", c585},
+    {"tsr_tensor_downgrade", "out = NULL", c586},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c587},
+    {"tsr_weak_tensor_lock", "w = NULL", c588},
+    {"tsr_weak_tensor_lock", "out = NULL", c589},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c590},
+    {"tsr_weak_tensor_incref", "w = NULL", c591},
+    {"tsr_weak_tensor_decref", "w = NULL", c592},
+    {"tsr_weak_tensor_expired", "w = NULL", c593},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c594},
+    {"tsr_weak_tensor_use_count", "w = NULL", c595},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c596},
+    {"tsr_tensor_as_strided", "t = NULL", c597},
+    {"tsr_tensor_as_strided", "sizes = NULL", c598},
+    {"tsr_tensor_as_strided", "strides = NULL", c599},
+    {"tsr_tensor_as_strided", "out = NULL", c600},
+    {"tsr_tensor_as_strided", "ndim = -1", c601},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c602},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c603},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c604},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c605},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c606},
+    {"tsr_tensor_view", "t = NULL", c607},
+    {"tsr_tensor_view", "sizes = NULL", c608},
+    {"tsr_tensor_view", "out = NULL", c609},
+    {"tsr_tensor_view", "ndim = -1", c610},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c611},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c612},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c613},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c614},
+    {"tsr_tensor_reshape", "t = NULL", c615},
+    {"tsr_tensor_reshape", "sizes = NULL", c616},
+    {"tsr_tensor_reshape", "out = NULL", c617},
+    {"tsr_tensor_reshape", "ndim = -1", c618},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c619},
+    {"tsr_tensor_permute", "t = NULL", c620},
+    {"tsr_tensor_permute", "dims = NULL", c621},
+    {"tsr_tensor_permute", "out = NULL", c622},
+    {"tsr_tensor_permute", "ndim = 1", c623},
+    {"tsr_tensor_permute", "ndim = -1", c624},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c625},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c626},
+    {"tsr_tensor_transpose", "t = NULL", c627},
+    {"tsr_tensor_transpose", "out = NULL", c628},
+    {"tsr_tensor_transpose", "dim0 = 2", c629},
+    {"tsr_tensor_transpose", "dim1 = -3", c630},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c631},
+    {"tsr_tensor_expand", "t = NULL", c632},
+    {"tsr_tensor_expand", "sizes = NULL", c633},
+    {"tsr_tensor_expand", "out = NULL", c634},
+    {"tsr_tensor_expand", "ndim = -1", c635},
+    {"tsr_tensor_expand", "ndim = 1", c636},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c637},
+    {"tsr_tensor_narrow", "t = NULL", c638},
+    {"tsr_tensor_narrow", "out = NULL", c639},
+    {"tsr_tensor_narrow", "dim = 2", c640},
+    {"tsr_tensor_narrow", "start = 3", c641},
+    {"tsr_tensor_narrow", "length = -1", c642},
+    {"tsr_tensor_narrow", "length = 4", c643},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c644},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c645},
+    {"tsr_tensor_select", "t = NULL", c646},
+    {"tsr_tensor_select", "out = NULL", c647},
+    {"tsr_tensor_select", "dim = 2", c648},
+    {"tsr_tensor_select", "index = 2", c649},
+    {"tsr_tensor_select", "index = -3", c650},
+    {"tsr_tensor_select", "index = INT64_MIN", c651},
+    {"tsr_tensor_squeeze", "t = NULL", c652},
+    {"tsr_tensor_squeeze", "out = NULL", c653},
+    {"tsr_tensor_squeeze", "dim = 2", c654},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c655},
+    {"tsr_tensor_squeeze_all", "t = NULL", c656},
+    {"tsr_tensor_squeeze_all", "out = NULL", c657},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c658},
+    {"tsr_tensor_unsqueeze", "t = NULL", c659},
+    {"tsr_tensor_unsqueeze", "out = NULL", c660},
+    {"tsr_tensor_unsqueeze", "dim = 3", c661},
+    {"tsr_tensor_unsqueeze", "dim = -4", c662},
+    {"tsr_tensor_flatten", "t = NULL", c663},
+    {"tsr_tensor_flatten", "out = NULL", c664},
+    {"tsr_tensor_flatten", "start_dim = 2", c665},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c666},
+    {"tsr_tensor_flatten", "end_dim = -3", c667},
+    {"tsr_tensor_contiguous", "t = NULL", c668},
+    {"tsr_tensor_contiguous", "out = NULL", c669},
+    {"tsr_tensor_contiguous", "format = 42", c670},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c671},
+    {"tsr_tensor_clone", "t = NULL", c672},
+    {"tsr_tensor_clone", "out = NULL", c673},
+    {"tsr_tensor_clone", "t = F.dead_t", c674},
+    {"tsr_tensor_clone", "t = fx_shrunk_t()", c675},
+    {"tsr_add", "out_or_null = NULL", c676},
+    {"tsr_add", "a = NULL", c677},
+    {"tsr_add", "b = NULL", c678},
+    {"tsr_add", "result = NULL", c679},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c680},
+    {"tsr_add", "b = F.t4", c681},
+    {"tsr_add", "alpha = fx_scalar(99)", c682},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c683},
+    {"tsr_add", "a = F.dead_t", c684},
+    {"tsr_add", "a = fx_shrunk_t()", c685},
+    {"tsr_sub", "out_or_null = NULL", c686},
+    {"tsr_sub", "a = NULL", c687},
+    {"tsr_sub", "b = NULL", c688},
+    {"tsr_sub", "result = NULL", c689},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c690},
+    {"tsr_sub", "b = F.t4", c691},
+    {"tsr_sub", "alpha = fx_scalar(99)", c692},
+    {"tsr_mul", "out_or_null = NULL", c693},
+    {"tsr_mul", "a = NULL", c694},
+    {"tsr_mul", "b = NULL", c695},
+    {"tsr_mul", "result = NULL", c696},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c697},
+    {"tsr_mul", "b = F.t4", c698},
+    {"tsr_mul", "b = F.dead_t", c699},
+    {"tsr_div", "out_or_null = NULL", c700},
+    {"tsr_div", "a = NULL", c701},
+    {"tsr_div", "b = NULL", c702},
+    {"tsr_div", "result = NULL", c703},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c704},
+    {"tsr_div", "b = F.t4", c705},
+    {"tsr_div_rounding", "out_or_null = NULL", c706},
+    {"tsr_div_rounding", "a = NULL", c707},
+    {"tsr_div_rounding", "b = NULL", c708},
+    {"tsr_div_rounding", "result = NULL", c709},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c710},
+    {"tsr_div_rounding", "mode = 42", c711},
+    {"tsr_div_rounding", "mode = -1", c712},
+    {"tsr_div_rounding", "b = F.t4", c713},
+    {"tsr_neg", "out_or_null = NULL", c714},
+    {"tsr_neg", "a = NULL", c715},
+    {"tsr_neg", "result = NULL", c716},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c717},
+    {"tsr_neg", "out_or_null = F.t4", c718},
+    {"tsr_neg", "a = F.dead_t", c719},
+    {"tsr_sum", "a = NULL", c720},
+    {"tsr_sum", "dims = NULL", c721},
+    {"tsr_sum", "out = NULL", c722},
+    {"tsr_sum", "ndims = 0, dims = NULL", c723},
+    {"tsr_sum", "ndims = -1", c724},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c725},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c726},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c727},
+    {"tsr_sum", "a = F.dead_t", c728},
+    {"tsr_sum", "a = fx_shrunk_t()", c729},
+    {"tsr_amax", "a = NULL", c730},
+    {"tsr_amax", "dims = NULL", c731},
+    {"tsr_amax", "out = NULL", c732},
+    {"tsr_amax", "ndims = 0, dims = NULL", c733},
+    {"tsr_amax", "ndims = -1", c734},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c735},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c736},
+    {"tsr_scalar_tensor", "out = NULL", c737},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c738},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c739},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c740},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c741},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c742},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c743},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c744},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c745},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c746},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c747},
+    {"tsr_iter_config_output_allocator", "config = NULL", c748},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c749},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c750},
+    {"tsr_dict_new", "out = NULL", c751},
+    {"tsr_dict_new", "call", c752},
+    {"tsr_dict_free", "dict = NULL", c753},
+    {"tsr_dict_free", "call", c754},
+    {"tsr_dict_set", "dict = NULL", c755},
+    {"tsr_dict_set", "name = NULL", c756},
+    {"tsr_dict_set", "t = NULL", c757},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c758},
+    {"tsr_dict_set", "t = F.dead_t", c759},
+    {"tsr_dict_set", "call", c760},
+    {"tsr_dict_size", "dict = NULL", c761},
+    {"tsr_dict_size", "call", c762},
+    {"tsr_dict_name", "dict = NULL", c763},
+    {"tsr_dict_name", "i = 1", c764},
+    {"tsr_dict_name", "i = SIZE_MAX", c765},
+    {"tsr_dict_name", "call", c766},
+    {"tsr_dict_get", "dict = NULL", c767},
+    {"tsr_dict_get", "name = NULL", c768},
+    {"tsr_dict_get", "name = \"absent\"", c769},
+    {"tsr_dict_get", "name = \"\\xff\"", c770},
+    {"tsr_dict_get", "call", c771},
+    {"tsr_dict_set_metadata", "dict = NULL", c772},
+    {"tsr_dict_set_metadata", "key = NULL", c773},
+    {"tsr_dict_set_metadata", "value = NULL", c774},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c775},
+    {"tsr_dict_set_metadata", "call", c776},
+    {"tsr_dict_metadata", "dict = NULL", c777},
+    {"tsr_dict_metadata", "key = NULL", c778},
+    {"tsr_dict_metadata", "key = \"absent\"", c779},
+    {"tsr_dict_metadata", "call", c780},
+    {"tsr_save", "dict = NULL", c781},
+    {"tsr_save", "path = NULL", c782},
+    {"tsr_save", "path = \"\"", c783},
+    {"tsr_save", "path = \"/\"", c784},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c785},
+    {"tsr_save", "format = 3", c786},
+    {"tsr_save", "format = -1", c787},
+    {"tsr_save", "path = \"/dev/null\"", c788},
+    {"tsr_save", "call", c789},
+    {"tsr_save_flags", "dict = NULL", c790},
+    {"tsr_save_flags", "path = NULL", c791},
+    {"tsr_save_flags", "path = \"\"", c792},
+    {"tsr_save_flags", "path = \"/\"", c793},
+    {"tsr_save_flags", "path = \"/dev/null\"", c794},
+    {"tsr_save_flags", "format = 3", c795},
+    {"tsr_save_flags", "flags = 2", c796},
+    {"tsr_save_flags", "flags = 0xffffffffu", c797},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c798},
+    {"tsr_save_flags", "call", c799},
+    {"tsr_load", "path = NULL", c800},
+    {"tsr_load", "out = NULL", c801},
+    {"tsr_load", "path = \"/\"", c802},
+    {"tsr_load", "path = \"/dev/null\"", c803},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c804},
+    {"tsr_load", "format = 3", c805},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c806},
+    {"tsr_load", "flags = 2", c807},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c808},
+    {"tsr_load", "call", c809},
+    {"tsr_save_to_storage", "dict = NULL", c810},
+    {"tsr_save_to_storage", "out = NULL", c811},
+    {"tsr_save_to_storage", "format = 7", c812},
+    {"tsr_save_to_storage", "call", c813},
+    {"tsr_load_from_storage", "bytes = NULL", c814},
+    {"tsr_load_from_storage", "out = NULL", c815},
+    {"tsr_load_from_storage", "bytes = F.saved", c816},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c817},
+    {"tsr_load_from_storage", "format = 9", c818},
+    {"tsr_load_from_storage", "flags = 4", c819},
+    {"tsr_load_from_storage", "call", c820},
+    {"tsr_memory_record_history", "options = NULL", c821},
+    {"tsr_memory_record_history", "call", c822},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c823},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c824},
+    {"tsr_memory_snapshot", "path = NULL", c825},
+    {"tsr_memory_snapshot", "call", c826},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c827},
+    {"tsr_memory_snapshot", "format = 7", c828},
+    {"tsr_memory_snapshot", "format = -1", c829},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c830},
+    {"tsr_add_oom_observer", "fn_ = NULL", c831},
+    {"tsr_add_oom_observer", "user = NULL", c832},
+    {"tsr_cpu_allocator_release_all_caches", "call", c833},
+    {"tsr_memory_history_is_recording", "call", c834},
 };
 
 static const char *const COVERED[] = {
@@ -1935,6 +1963,7 @@ static const char *const COVERED[] = {
     "tsr_promote_types",
     "tsr_register_allocator",
     "tsr_save",
+    "tsr_save_flags",
     "tsr_save_to_storage",
     "tsr_scalar_bool",
     "tsr_scalar_complex",

@@ -4,11 +4,16 @@
  * allocators', an observer sees a plugin's failure with the right figures
  * (and may call back into tessera), the snapshot file names the plugin and
  * its live block, a snapshot's stacks start at the C caller's function
- * with no frame of tessera's, and tsr_cpu_allocator_release_all_caches
- * empties another thread's cache. (Event sequences, schema validation
- * and the TORCH pickle: tests/memory_history.rs.)
+ * with no frame of tessera's, tsr_cpu_allocator_release_all_caches
+ * empties another thread's cache, and a snapshot replaces its file
+ * atomically and refuses a FIFO without blocking. (Event sequences,
+ * schema validation and the TORCH pickle: tests/memory_history.rs.)
  */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tsr_test.h"
@@ -258,9 +263,51 @@ static void test_release_all_caches_empties_another_thread(void) {
     CHECK_EQ(worker_after, 0);
 }
 
+/* A FIFO at the path is refused at once (the alarm fails the test if the
+ * open blocks) and stays; a snapshot over an existing file replaces it
+ * and leaves no temporary file. */
+static void test_snapshot_refuses_a_fifo(void) {
+    char dir[] = "/tmp/tsr-snapshot-XXXXXX", fifo[256], file[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof fifo, "%s/pipe.json", dir);
+    snprintf(file, sizeof file, "%s/snap.json", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(10);
+    CHECK_STATUS(tsr_memory_snapshot(fifo, TSR_SNAPSHOT_JSON), TSR_ERR_IO);
+    CHECK_MSG_CONTAINS("a FIFO");
+    CHECK_MSG_CONTAINS("pipe.json");
+    CHECK_STATUS(tsr_memory_snapshot(fifo, TSR_SNAPSHOT_TORCH), TSR_ERR_IO);
+    alarm(0);
+    struct stat st;
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    fputs("old", f);
+    fclose(f);
+    CHECK_OK(tsr_memory_snapshot(file, TSR_SNAPSHOT_JSON));
+    char *doc = read_file(file);
+    CHECK(doc != NULL && doc[0] == '{');
+    free(doc);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' && strstr(e->d_name, ".tsr-tmp-") == NULL) continue;
+        CHECK(strstr(e->d_name, ".tsr-tmp-") == NULL);
+        n++;
+    }
+    closedir(d);
+    CHECK_EQ(n, 2);
+    CHECK(unlink(fifo) == 0);
+    CHECK(unlink(file) == 0);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
     RUN(test_plugin_events_reach_the_snapshot);
     RUN(test_snapshot_stacks_start_at_the_caller);
+    RUN(test_snapshot_refuses_a_fifo);
     RUN(test_oom_observer_sees_a_plugin_failure);
     RUN(test_release_all_caches_empties_another_thread);
     printf("all memory history tests passed (%d checks)\n", tsr_test_checks);

@@ -1,8 +1,12 @@
 #define _POSIX_C_SOURCE 200809L
 /* Tensor dictionaries, tsr_save / tsr_load and their storage forms
  * through the C API: order, geometry, values, sharing, mmap loading,
- * metadata and errors. */
+ * metadata and errors; atomic saves (a failed save keeps the old file,
+ * links are kept, special files refused, no temporary file left) and
+ * FIFOs refused without blocking. */
 #include "tsr_test.h"
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -295,11 +299,204 @@ static void test_bad_geometry(void) {
     rmdir(dir);
 }
 
+/* The bytes of the file at `path` (malloc'd; *n its size). */
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    CHECK(fseek(f, 0, SEEK_END) == 0);
+    long len = ftell(f);
+    CHECK(len >= 0);
+    rewind(f);
+    unsigned char *buf = malloc((size_t)len + 1);
+    CHECK(buf != NULL);
+    CHECK(fread(buf, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+/* Whether the file at `path` holds exactly `n` bytes `want`. */
+static bool same_bytes(const char *path, const unsigned char *want, size_t n) {
+    size_t got_n = 0;
+    unsigned char *got = slurp(path, &got_n);
+    bool same = got_n == n && memcmp(got, want, n) == 0;
+    free(got);
+    return same;
+}
+
+/* The number of entries of `dir` (without . and ..); fails on a
+ * temporary file of a save (".NAME.tsr-tmp-PID-N") left behind. */
+static int entries_without_temp(const char *dir) {
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (strstr(e->d_name, ".tsr-tmp-") != NULL) {
+            fprintf(stderr, "  temporary file left: %s/%s\n", dir, e->d_name);
+            CHECK(!"no temporary file left");
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A dict tsr_save refuses in the torch format (a QInt8 tensor) after a
+ * valid float tensor. */
+static TsrTensorDict *unsaveable(void) {
+    TsrTensorDict *d = NULL;
+    TsrTensor *q = NULL, *f = iota(4);
+    int64_t n = 4;
+    CHECK_OK(tsr_dict_new(&d));
+    CHECK_OK(tsr_tensor_empty(1, &n, TSR_QINT8, cpu(), &q));
+    CHECK_OK(tsr_dict_set(d, "f", f));
+    CHECK_OK(tsr_dict_set(d, "q", q));
+    CHECK_OK(tsr_tensor_decref(q));
+    CHECK_OK(tsr_tensor_decref(f));
+    return d;
+}
+
+/* A FIFO is refused at once by tsr_load (both modes), tsr_save and
+ * tsr_save_flags, and stays a FIFO; an alarm fails the test instead of
+ * hanging if an open() blocks. */
+static void test_fifo_refused(void) {
+    char dir[] = "/tmp/tsr-serialize-fifo-XXXXXX", fifo[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof fifo, "%s/pipe.pt", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(10);
+    TsrTensorDict *back = (TsrTensorDict *)0x10, *d = sample();
+    for (uint32_t flags = 0; flags <= TSR_LOAD_MMAP; flags++) {
+        CHECK_STATUS(tsr_load(fifo, TSR_FORMAT_AUTO, flags, &back), TSR_ERR_IO);
+        CHECK_MSG_CONTAINS("FIFO");
+        CHECK(strstr(tsr_last_error_message(), fifo) != NULL);
+    }
+    CHECK(back == (TsrTensorDict *)0x10);
+    CHECK_STATUS(tsr_save(d, fifo, TSR_FORMAT_TORCH), TSR_ERR_IO);
+    CHECK_MSG_CONTAINS("a FIFO");
+    CHECK(strstr(tsr_last_error_message(), fifo) != NULL);
+    CHECK_STATUS(tsr_save_flags(d, fifo, TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_ERR_IO);
+    CHECK_MSG_CONTAINS("tsr_save_flags");
+    alarm(0);
+    struct stat st;
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK_EQ(entries_without_temp(dir), 1);
+    tsr_dict_free(d);
+    CHECK(unlink(fifo) == 0);
+    CHECK(rmdir(dir) == 0);
+}
+
+/* A failed save leaves the file at the path byte for byte, directly and
+ * through a symbolic link (which stays a link); a successful one through
+ * the link replaces the target. No temporary file is left either way. */
+static void test_failed_save_keeps_the_old_file(void) {
+    char dir[] = "/tmp/tsr-serialize-atomic-XXXXXX", pt[256], st[256], link[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(pt, sizeof pt, "%s/m.pt", dir);
+    snprintf(st, sizeof st, "%s/m.safetensors", dir);
+    snprintf(link, sizeof link, "%s/link.pt", dir);
+    TsrTensorDict *d = sample(), *q = unsaveable(), *back = NULL;
+    CHECK_OK(tsr_save(d, pt, TSR_FORMAT_TORCH));
+    size_t n = 0;
+    unsigned char *old = slurp(pt, &n);
+    CHECK(n > 0);
+
+    CHECK_STATUS(tsr_save(q, pt, TSR_FORMAT_TORCH), TSR_ERR_DTYPE);
+    CHECK_MSG_CONTAINS("QInt8");
+    CHECK(same_bytes(pt, old, n));
+    CHECK_STATUS(tsr_save_flags(q, pt, TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_ERR_DTYPE);
+    CHECK(same_bytes(pt, old, n));
+    /* safetensors' own refusal (tensors sharing memory) over the file */
+    CHECK_STATUS(tsr_save(d, pt, TSR_FORMAT_SAFETENSORS), TSR_ERR_INVALID_ARGUMENT);
+    CHECK(same_bytes(pt, old, n));
+    CHECK_EQ(entries_without_temp(dir), 1);
+
+    /* through a symbolic link: the failure keeps both */
+    CHECK(symlink("m.pt", link) == 0);
+    CHECK_STATUS(tsr_save(q, link, TSR_FORMAT_TORCH), TSR_ERR_DTYPE);
+    struct stat sb;
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(same_bytes(pt, old, n));
+    /* a success replaces the target and keeps the link */
+    TsrTensorDict *one = NULL;
+    TsrTensor *t = iota(5);
+    CHECK_OK(tsr_dict_new(&one));
+    CHECK_OK(tsr_dict_set(one, "only", t));
+    CHECK_OK(tsr_tensor_decref(t));
+    CHECK_OK(tsr_save_flags(one, link, TSR_FORMAT_TORCH, TSR_SAVE_SYNC));
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(lstat(pt, &sb) == 0 && S_ISREG(sb.st_mode));
+    CHECK(!same_bytes(pt, old, n));
+    CHECK_OK(tsr_load(pt, TSR_FORMAT_AUTO, 0, &back));
+    CHECK_EQ(tsr_dict_size(back), 1);
+    TsrTensor *only = tsr_dict_get(back, "only");
+    CHECK(only != NULL);
+    CHECK_EQ(tsr_tensor_numel(only), 5);
+    CHECK_OK(tsr_tensor_decref(only));
+    tsr_dict_free(back);
+    CHECK_EQ(entries_without_temp(dir), 2);
+
+    /* a missing destination: nothing created on failure */
+    CHECK_STATUS(tsr_save(q, st, TSR_FORMAT_SAFETENSORS), TSR_ERR_DTYPE);
+    CHECK(access(st, F_OK) != 0);
+    CHECK_EQ(entries_without_temp(dir), 2);
+
+    free(old);
+    tsr_dict_free(one);
+    tsr_dict_free(q);
+    tsr_dict_free(d);
+    CHECK(unlink(link) == 0);
+    CHECK(unlink(pt) == 0);
+    CHECK(rmdir(dir) == 0);
+}
+
+/* Saving over the file a dict was mmap-loaded from: the new file replaces
+ * the old one by rename, so the loaded tensors keep the old inode mapped
+ * (no SIGBUS) and their values; the new file loads. */
+static void test_save_over_its_own_mapping(void) {
+    char dir[] = "/tmp/tsr-serialize-inplace-XXXXXX", pt[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(pt, sizeof pt, "%s/big.pt", dir);
+    const int64_t n = 1 << 20; /* 4 MiB of floats */
+    TsrTensorDict *d = NULL, *mapped = NULL, *back = NULL;
+    TsrTensor *t = iota(n);
+    CHECK_OK(tsr_dict_new(&d));
+    CHECK_OK(tsr_dict_set(d, "big", t));
+    CHECK_OK(tsr_tensor_decref(t));
+    CHECK_OK(tsr_save(d, pt, TSR_FORMAT_AUTO));
+    tsr_dict_free(d);
+
+    CHECK_OK(tsr_load(pt, TSR_FORMAT_AUTO, TSR_LOAD_MMAP, &mapped));
+    CHECK_OK(tsr_save(mapped, pt, TSR_FORMAT_AUTO));
+    TsrTensor *m = tsr_dict_get(mapped, "big");
+    const float *p = (const float *)tsr_tensor_data(m);
+    for (int64_t i = 0; i < n; i += 4099) CHECK_EQ(p[i], (float)i * 1.5f);
+    CHECK_EQ(p[n - 1], (float)(n - 1) * 1.5f);
+    CHECK_OK(tsr_tensor_decref(m));
+    tsr_dict_free(mapped);
+
+    CHECK_OK(tsr_load(pt, TSR_FORMAT_AUTO, 0, &back));
+    TsrTensor *b = tsr_dict_get(back, "big");
+    CHECK_EQ(tsr_tensor_numel(b), n);
+    p = (const float *)tsr_tensor_data(b);
+    for (int64_t i = 0; i < n; i += 4099) CHECK_EQ(p[i], (float)i * 1.5f);
+    CHECK_OK(tsr_tensor_decref(b));
+    tsr_dict_free(back);
+    CHECK_EQ(entries_without_temp(dir), 1);
+    CHECK(unlink(pt) == 0);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
     RUN(test_dict_basics);
     RUN(test_files_and_storages);
     RUN(test_bad_names);
     RUN(test_no_permission);
     RUN(test_bad_geometry);
+    RUN(test_fifo_refused);
+    RUN(test_failed_save_keeps_the_old_file);
+    RUN(test_save_over_its_own_mapping);
     return 0;
 }

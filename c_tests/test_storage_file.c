@@ -253,6 +253,26 @@ static void test_bad_input(void) {
     CHECK(s == (TsrStorage *)0x10);
 }
 
+/* A FIFO is refused at once in every mode (an open() that blocked would
+ * hang: the alarm fails the test instead) and stays a FIFO. */
+static void test_fifo_refused(void) {
+    const char *p = path_of("pipe.bin");
+    TsrStorage *s = (TsrStorage *)0x10;
+    TsrFileMode modes[3] = {TSR_FILE_PRIVATE, TSR_FILE_READ_ONLY, TSR_FILE_SHARED};
+    CHECK(mkfifo(p, 0600) == 0);
+    alarm(10);
+    for (int i = 0; i < 3; i++) {
+        CHECK_STATUS(tsr_storage_from_file(p, modes[i], 0, &s), TSR_ERR_IO);
+        CHECK_MSG_CONTAINS("FIFO");
+        CHECK_MSG_CONTAINS("pipe.bin");
+    }
+    alarm(0);
+    struct stat st;
+    CHECK(lstat(p, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK(s == (TsrStorage *)0x10);
+    CHECK(unlink(p) == 0);
+}
+
 static void test_views_weak_refs_and_dlpack(void) {
     const char *p = path_of("views.bin");
     float vals[6] = {0, 1, 2, 3, 4, 5};
@@ -393,6 +413,7 @@ int main(void) {
     RUN(test_sizes);
     RUN(test_five_gib_sparse);
     RUN(test_bad_input);
+    RUN(test_fifo_refused);
     RUN(test_views_weak_refs_and_dlpack);
     RUN(test_data_ptr_view);
     RUN(test_set_data_ptr_once);

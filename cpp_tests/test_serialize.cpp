@@ -62,6 +62,7 @@ TEST(torch_round_trip_keeps_sharing) {
     OK(d.set("view", view));
     std::string path = temp_path(".pt");
     OK(d.save(path.c_str()));
+    OK(d.save(path.c_str(), Format::Auto, TSR_SAVE_SYNC)); /* replaces it atomically */
     for (uint32_t flags : {0u, static_cast<uint32_t>(TSR_LOAD_MMAP)}) {
         TensorDict back = OK(TensorDict::load(path.c_str(), Format::Auto, flags));
         Tensor b = back["base"], v = back["view"];

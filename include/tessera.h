@@ -212,6 +212,13 @@ typedef struct DLManagedTensorVersioned {
 #define TSR_LOAD_MMAP 1
 
 /**
+ * tsr_save_flags flag: fsync the new file before it replaces the
+ * destination, and the destination's directory after, so the save
+ * survives a power loss once the call returns.
+ */
+#define TSR_SAVE_SYNC 1
+
+/**
  * A refcounted allocator (opaque).
  */
 typedef struct TsrAllocator TsrAllocator;
@@ -2760,6 +2767,14 @@ TsrStatus tsr_memory_record_history(const struct TsrHistoryOptions *options);
  * (the pickle memory_viz loads). TSR_ERR_IO names the path and the OS
  * reason when it can't be written.
  *
+ * The file is replaced atomically, as by tsr_save: written beside the
+ * destination under a temporary name (".NAME.tsr-tmp-PID-N") and
+ * renamed over it, so a failure leaves the destination as it was. A
+ * symbolic link at `path` stays and its target is replaced; a path that
+ * is not a regular file (a FIFO, a device such as /dev/null, a
+ * directory) is refused with TSR_ERR_IO, without blocking, and left
+ * alone.
+ *
  * # Safety
  * `path` NULL or a NUL-terminated string.
  */
@@ -2993,13 +3008,27 @@ TsrStatus tsr_dict_set_metadata(struct TsrTensorDict *dict, const char *key, con
 const char *tsr_dict_metadata(const struct TsrTensorDict *dict, const char *key);
 
 /**
- * Saves `dict` to the file at `path` (created or truncated) in `format`
- * (TSR_FORMAT_AUTO: safetensors for a ".safetensors" path, else torch).
+ * Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:
+ * safetensors for a ".safetensors" path, else torch): tsr_save_flags
+ * with flags 0.
+ *
+ * The destination is replaced atomically: everything is checked first,
+ * then the file is written beside it under a temporary name
+ * (".NAME.tsr-tmp-PID-N", mode 0666 less the umask, or the replaced
+ * file's permission bits) and renamed over it once complete. On an error
+ * the destination is unchanged, byte for byte, and no file is left
+ * behind (a process killed during the save may leave the temporary
+ * file). A symbolic link at `path` stays: its target is replaced. A
+ * destination that is not a regular file (a FIFO, a device, a
+ * directory, a socket) is refused with TSR_ERR_IO and left alone, as is
+ * a file the caller may not write. Tensors loaded with TSR_LOAD_MMAP
+ * from `path` itself stay valid (they map the replaced file).
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (unknown
  * format, empty path, safetensors tensors sharing memory); TSR_ERR_DEVICE
  * (a tensor not on the CPU); TSR_ERR_DTYPE (a dtype the format cannot
- * hold); TSR_ERR_IO (the path and the OS reason).
+ * hold); TSR_ERR_IO (the path, the OS reason and its errno name, e.g.
+ * ENOSPC; or what the special file at the path is).
  *
  * # Safety
  * `dict` NULL or live; `path` NULL or NUL-terminated.
@@ -3007,12 +3036,29 @@ const char *tsr_dict_metadata(const struct TsrTensorDict *dict, const char *key)
 TsrStatus tsr_save(const struct TsrTensorDict *dict, const char *path, TsrFormat format);
 
 /**
+ * tsr_save with `flags`: 0, or TSR_SAVE_SYNC (fsync the new file
+ * before the rename and its directory after).
+ *
+ * Errors: as tsr_save; TSR_ERR_INVALID_ARGUMENT (unknown flag bits,
+ * named).
+ *
+ * # Safety
+ * `dict` NULL or live; `path` NULL or NUL-terminated.
+ */
+TsrStatus tsr_save_flags(const struct TsrTensorDict *dict,
+                         const char *path,
+                         TsrFormat format,
+                         uint32_t flags);
+
+/**
  * Loads the file at `path` into a new dictionary. flags 0: tensors own
  * memory from the CPU allocator (the file is read once); TSR_LOAD_MMAP:
  * they view a private mapping of the file.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (format,
- * flags); TSR_ERR_IO (the path and the OS reason); TSR_ERR_FORMAT (a
+ * flags); TSR_ERR_IO (the path and the OS reason; a path that is not a
+ * regular file, such as a FIFO, a device or a directory, is refused at
+ * once, without blocking); TSR_ERR_FORMAT (a
  * malformed, truncated or refused file: what is wrong is named);
  * TSR_ERR_OUT_OF_MEMORY.
  *
@@ -3410,8 +3456,10 @@ bool tsr_storage_is_read_only(const struct TsrStorage *s);
  * Errors: TSR_ERR_NULL_POINTER (path or out); TSR_ERR_INVALID_ARGUMENT
  * (an unknown mode; nbytes larger than a PRIVATE or READ_ONLY file, with
  * both sizes in the message; nbytes above PTRDIFF_MAX); TSR_ERR_IO (the
- * file cannot be opened, created, extended or mapped, or is a directory
- * or special file; the message names the path and the OS reason). On
+ * file cannot be opened, created, extended or mapped, or is not a
+ * regular file: a directory, a FIFO, a device or a socket is refused at
+ * once, without blocking, and named; the message names the path and the
+ * OS reason). On
  * error nothing is left behind (a file SHARED created is removed, one it
  * extended gets its size back) and `*out` is untouched.
  *

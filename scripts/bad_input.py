@@ -68,7 +68,7 @@ STATUSES = [
 DEFAULTS = [
     (r"const char \*", r"name", '"/tessera-no-such-segment"', r"tsr_storage_open_shared"),
     (r"const char \*", r"path", '"/nonexistent/tessera.bin"', r"tsr_storage_from_file"),
-    (r"const char \*", r"path", '"/dev/null"', r"tsr_memory_snapshot"),
+    (r"const char \*", r"path", 'fx_snapshot_path()', r"tsr_memory_snapshot"),
     (r"struct TsrTensor \*\*", r".*", "&S.tensor"),
     (r"(const )?struct TsrTensor \*", r".*", "F.t"),
     (r"struct TsrStorage \*\*", r".*", "&S.storage"),

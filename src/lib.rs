@@ -11,6 +11,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod error;
+mod files;
 
 pub mod allocator;
 pub mod data_ptr;

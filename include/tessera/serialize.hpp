@@ -84,9 +84,12 @@ class TensorDict {
         return detail::finish(status, TensorDict(out));
     }
 
-    /** Saves to the file at `path`. */
-    Returns<void> save(const char* path, Format format = Format::Auto) const {
-        return detail::check(tsr_save(handle_, path, static_cast<TsrFormat>(format)));
+    /** Saves to the file at `path`, replacing it atomically (tsr_save_flags;
+        `flags`: 0 or TSR_SAVE_SYNC). */
+    Returns<void> save(const char* path, Format format = Format::Auto,
+                       uint32_t flags = 0) const {
+        return detail::check(
+            tsr_save_flags(handle_, path, static_cast<TsrFormat>(format), flags));
     }
 
     /** The file bytes in a new CPU storage. */

@@ -90,6 +90,14 @@ pub unsafe extern "C" fn tsr_memory_record_history(options: *const TsrHistoryOpt
 /// (the pickle memory_viz loads). TSR_ERR_IO names the path and the OS
 /// reason when it can't be written.
 ///
+/// The file is replaced atomically, as by tsr_save: written beside the
+/// destination under a temporary name (".NAME.tsr-tmp-PID-N") and
+/// renamed over it, so a failure leaves the destination as it was. A
+/// symbolic link at `path` stays and its target is replaced; a path that
+/// is not a regular file (a FIFO, a device such as /dev/null, a
+/// directory) is refused with TSR_ERR_IO, without blocking, and left
+/// alone.
+///
 /// # Safety
 /// `path` NULL or a NUL-terminated string.
 #[no_mangle]

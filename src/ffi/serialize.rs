@@ -8,10 +8,10 @@ use super::tensor::{tensor_arg, tensor_handle};
 use super::types::*;
 pub use super::types::{
     TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH,
-    TSR_LOAD_MMAP,
+    TSR_LOAD_MMAP, TSR_SAVE_SYNC,
 };
 use crate::error::Result;
-use crate::serialize::{self, Format, LoadFlags, TensorDict};
+use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
 use std::ffi::{c_char, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -71,6 +71,18 @@ fn flags_arg(flags: u32) -> Result<LoadFlags> {
     );
     Ok(LoadFlags {
         mmap: flags & TSR_LOAD_MMAP != 0,
+    })
+}
+
+fn save_flags_arg(flags: u32) -> Result<SaveFlags> {
+    crate::ensure!(
+        flags & !TSR_SAVE_SYNC == 0,
+        InvalidArgument,
+        "unknown save flags 0x{:x} in 0x{flags:x}: expected 0 or TSR_SAVE_SYNC (0x1)",
+        flags & !TSR_SAVE_SYNC
+    );
+    Ok(SaveFlags {
+        sync: flags & TSR_SAVE_SYNC != 0,
     })
 }
 
@@ -223,13 +235,27 @@ pub unsafe extern "C" fn tsr_dict_metadata(
     })
 }
 
-/// Saves `dict` to the file at `path` (created or truncated) in `format`
-/// (TSR_FORMAT_AUTO: safetensors for a ".safetensors" path, else torch).
+/// Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:
+/// safetensors for a ".safetensors" path, else torch): tsr_save_flags
+/// with flags 0.
+///
+/// The destination is replaced atomically: everything is checked first,
+/// then the file is written beside it under a temporary name
+/// (".NAME.tsr-tmp-PID-N", mode 0666 less the umask, or the replaced
+/// file's permission bits) and renamed over it once complete. On an error
+/// the destination is unchanged, byte for byte, and no file is left
+/// behind (a process killed during the save may leave the temporary
+/// file). A symbolic link at `path` stays: its target is replaced. A
+/// destination that is not a regular file (a FIFO, a device, a
+/// directory, a socket) is refused with TSR_ERR_IO and left alone, as is
+/// a file the caller may not write. Tensors loaded with TSR_LOAD_MMAP
+/// from `path` itself stay valid (they map the replaced file).
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (unknown
 /// format, empty path, safetensors tensors sharing memory); TSR_ERR_DEVICE
 /// (a tensor not on the CPU); TSR_ERR_DTYPE (a dtype the format cannot
-/// hold); TSR_ERR_IO (the path and the OS reason).
+/// hold); TSR_ERR_IO (the path, the OS reason and its errno name, e.g.
+/// ENOSPC; or what the special file at the path is).
 ///
 /// # Safety
 /// `dict` NULL or live; `path` NULL or NUL-terminated.
@@ -240,12 +266,49 @@ pub unsafe extern "C" fn tsr_save(
     format: TsrFormat,
 ) -> TsrStatus {
     guard("tsr_save", || {
-        // SAFETY: dict is NULL or a live dictionary.
-        let d = unsafe { box_ref(dict, "dict")? };
-        // SAFETY: path is NULL or NUL-terminated.
-        let path = unsafe { path_arg(path)? };
-        serialize::save(d, path, format_arg(format)?)
+        // SAFETY: dict is NULL or a live dictionary; path NULL or
+        // NUL-terminated (the caller's contract).
+        unsafe { save_body(dict, path, format, 0) }
     })
+}
+
+/// tsr_save with `flags`: 0, or TSR_SAVE_SYNC (fsync the new file
+/// before the rename and its directory after).
+///
+/// Errors: as tsr_save; TSR_ERR_INVALID_ARGUMENT (unknown flag bits,
+/// named).
+///
+/// # Safety
+/// `dict` NULL or live; `path` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_save_flags(
+    dict: *const TsrTensorDict,
+    path: *const c_char,
+    format: TsrFormat,
+    flags: u32,
+) -> TsrStatus {
+    guard("tsr_save_flags", || {
+        // SAFETY: as tsr_save's (the caller's contract).
+        unsafe { save_body(dict, path, format, flags) }
+    })
+}
+
+/// The body of tsr_save and tsr_save_flags.
+///
+/// # Safety
+/// `dict` NULL or live; `path` NULL or NUL-terminated.
+unsafe fn save_body(
+    dict: *const TsrTensorDict,
+    path: *const c_char,
+    format: TsrFormat,
+    flags: u32,
+) -> Result<()> {
+    // SAFETY: dict is NULL or a live dictionary.
+    let d = unsafe { box_ref(dict, "dict")? };
+    // SAFETY: path is NULL or NUL-terminated.
+    let path = unsafe { path_arg(path)? };
+    let format = format_arg(format)?;
+    serialize::save_flags(d, path, format, save_flags_arg(flags)?)
 }
 
 /// Loads the file at `path` into a new dictionary. flags 0: tensors own
@@ -253,7 +316,9 @@ pub unsafe extern "C" fn tsr_save(
 /// they view a private mapping of the file.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (format,
-/// flags); TSR_ERR_IO (the path and the OS reason); TSR_ERR_FORMAT (a
+/// flags); TSR_ERR_IO (the path and the OS reason; a path that is not a
+/// regular file, such as a FIFO, a device or a directory, is refused at
+/// once, without blocking); TSR_ERR_FORMAT (a
 /// malformed, truncated or refused file: what is wrong is named);
 /// TSR_ERR_OUT_OF_MEMORY.
 ///

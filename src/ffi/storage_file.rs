@@ -44,8 +44,10 @@ fn file_mode(mode: TsrFileMode) -> Result<FileMode> {
 /// Errors: TSR_ERR_NULL_POINTER (path or out); TSR_ERR_INVALID_ARGUMENT
 /// (an unknown mode; nbytes larger than a PRIVATE or READ_ONLY file, with
 /// both sizes in the message; nbytes above PTRDIFF_MAX); TSR_ERR_IO (the
-/// file cannot be opened, created, extended or mapped, or is a directory
-/// or special file; the message names the path and the OS reason). On
+/// file cannot be opened, created, extended or mapped, or is not a
+/// regular file: a directory, a FIFO, a device or a socket is refused at
+/// once, without blocking, and named; the message names the path and the
+/// OS reason). On
 /// error nothing is left behind (a file SHARED created is removed, one it
 /// extended gets its size back) and `*out` is untouched.
 ///

@@ -426,6 +426,10 @@ pub const TSR_FORMAT_SAFETENSORS: TsrFormat = 2;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;
+/// tsr_save_flags flag: fsync the new file before it replaces the
+/// destination, and the destination's directory after, so the save
+/// survives a power loss once the call returns.
+pub const TSR_SAVE_SYNC: u32 = 1;
 
 /// Callbacks of a host object; both optional.
 #[repr(C)]

@@ -100,23 +100,56 @@ pub fn save_to_storage(dict: &TensorDict, format: Format) -> Result<Storage> {
 }
 
 fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
-    crate::err!(Io, "{what} {}: {e}", path.display())
+    crate::err!(
+        Io,
+        "{what} {}: {}",
+        path.display(),
+        crate::files::reason(&e)
+    )
 }
 
-/// Saves `dict` to the file at `path` (created or truncated). On an
-/// error no file is left behind.
+/// How to save.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaveFlags {
+    /// fsync the new file before it replaces the destination, and its
+    /// directory after.
+    pub sync: bool,
+}
+
+/// Saves `dict` to the file at `path`, atomically: the file is written
+/// beside the destination under a temporary name (`.NAME.tsr-tmp-PID-N`)
+/// and renamed over it once complete. On an error the destination is as
+/// it was and no file is left behind; a symbolic link at `path` stays and
+/// its target is replaced; a destination that is not a regular file (a
+/// FIFO, a device, a directory) is refused (Io) and left alone.
 pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
+    save_flags(dict, path, format, SaveFlags::default())
+}
+
+/// [`save`] with `flags`.
+pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFlags) -> Result<()> {
     if format_for_path(path, format) == Format::Safetensors {
-        return safetensors_format::write_file(dict, path);
+        let prepared = safetensors_format::prepare(dict)?;
+        return crate::files::replace_file(path, flags.sync, "the tensors", |_, temp| {
+            safetensors_format::write_file(prepared, temp, path)
+        });
     }
-    let file = std::fs::File::create(path).map_err(|e| io_err(path, "cannot create", e))?;
-    let w = std::io::BufWriter::with_capacity(1 << 20, file);
-    let result = torch_write::write(dict, ARCHIVE, w)
-        .and_then(|mut w| w.flush().map_err(|e| io_err(path, "cannot write", e)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(path);
-    }
-    result
+    let prepared = torch_write::prepare(dict)?;
+    crate::files::replace_file(path, flags.sync, "the tensors", |file, _| {
+        let w = std::io::BufWriter::with_capacity(1 << 20, file);
+        torch_write::write_prepared(&prepared, ARCHIVE, w)
+            .and_then(|mut w| {
+                w.flush()
+                    .map_err(|e| crate::err!(Io, "flushing failed: {}", crate::files::reason(&e)))
+            })
+            .map(|_| ())
+            .map_err(|e| match e.kind() {
+                crate::error::ErrorKind::Io => {
+                    e.context(format!("cannot write {}", path.display()))
+                }
+                _ => e,
+            })
+    })
 }
 
 /// Loads a dict from `bytes`, its records viewing `backing` (the storage
@@ -180,19 +213,19 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
 
 /// A private (copy-on-write) mapping of the file at `path`.
 fn map_file(path: &Path) -> Result<Storage> {
-    let meta = std::fs::metadata(path).map_err(|e| io_err(path, "cannot open", e))?;
+    let file =
+        crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), "cannot open")?;
+    let len = file
+        .metadata()
+        .map_err(|e| io_err(path, "cannot stat", e))?
+        .len();
     crate::ensure!(
-        meta.is_file(),
-        Io,
-        "{} is not a regular file",
-        path.display()
-    );
-    crate::ensure!(
-        meta.len() > 0,
+        len > 0,
         Format,
         "{} is empty: expected a torch or safetensors file",
         path.display()
     );
+    drop(file);
     Storage::from_file(path, crate::storage::file::FileMode::Private, 0)
 }
 

@@ -26,16 +26,11 @@ const MIN_PART: usize = 64 << 20;
 
 /// Reads the file at `path` into a fresh storage from the CPU allocator.
 pub(super) fn read_file(path: &Path) -> Result<Storage> {
-    let file = File::open(path).map_err(|e| io_err(path, "cannot open", e))?;
+    // A FIFO, device or directory is refused without blocking.
+    let file = crate::files::open_regular(path, File::options().read(true), "cannot open")?;
     let meta = file
         .metadata()
         .map_err(|e| io_err(path, "cannot stat", e))?;
-    crate::ensure!(
-        meta.is_file(),
-        Io,
-        "{} is not a regular file",
-        path.display()
-    );
     let len = usize::try_from(meta.len())
         .map_err(|_| crate::err!(OutOfMemory, "{} is too large to load", path.display()))?;
     let s = Storage::new(len, Device::CPU, false)?;

@@ -18,8 +18,9 @@ use crate::error::{Error, Result};
 use crate::tensor::{layout, Tensor};
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::path::Path;
 
-struct TensorBytes<'a> {
+pub(crate) struct TensorBytes<'a> {
     dtype: safetensors::Dtype,
     shape: Vec<usize>,
     data: Cow<'a, [u8]>,
@@ -88,14 +89,14 @@ fn st_err(e: safetensors::SafeTensorError) -> Error {
 }
 
 /// The tensors of a dict as safetensors views, with its metadata.
-type Prepared<'a> = (
+pub(crate) type Prepared<'a> = (
     Vec<(&'a str, TensorBytes<'a>)>,
     Option<HashMap<String, String>>,
 );
 
 /// The tensors of `dict` as safetensors views, and its metadata, after
 /// the checks (CPU, dtypes, no overlapping tensors).
-fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
+pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
     // Byte ranges by storage, sorted: a tensor overlaps an earlier one of
     // its storage exactly when it starts before the furthest end so far
@@ -157,20 +158,19 @@ pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
         .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))
 }
 
-/// Writes the file for `dict` at `path`, the tensors' bytes straight from
-/// their storages (no copy of the whole file in memory).
-pub(crate) fn write_file(dict: &TensorDict, path: &std::path::Path) -> Result<()> {
-    let (tensors, meta) = prepare(dict)?;
-    // The crate checks everything before it creates the file; an I/O
-    // error comes after, and the partial file is removed.
-    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), meta, path).map_err(|e| {
+/// Writes the prepared tensors to the new file at `temp` (tsr_save's,
+/// for the destination `dest`), their bytes straight from their storages
+/// (no copy of the whole file in memory).
+pub(crate) fn write_file(prepared: Prepared<'_>, temp: &Path, dest: &Path) -> Result<()> {
+    let (tensors, meta) = prepared;
+    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), meta, temp).map_err(|e| {
         match e {
-            safetensors::SafeTensorError::IoError(io) => {
-                if path.is_file() {
-                    let _ = std::fs::remove_file(path);
-                }
-                crate::err!(Io, "cannot write {}: {io}", path.display())
-            }
+            safetensors::SafeTensorError::IoError(io) => crate::err!(
+                Io,
+                "cannot write {}: {}",
+                dest.display(),
+                crate::files::reason(&io)
+            ),
             other => crate::err!(InvalidArgument, "safetensors: {other}"),
         }
     })

@@ -24,7 +24,11 @@ pub(crate) const ALIGNMENT: u16 = 64;
 
 fn zip_err(e: zip::result::ZipError) -> Error {
     match e {
-        zip::result::ZipError::Io(io) => crate::err!(Io, "writing the archive failed: {io}"),
+        zip::result::ZipError::Io(io) => crate::err!(
+            Io,
+            "writing the archive failed: {}",
+            crate::files::reason(&io)
+        ),
         other => crate::err!(Io, "writing the archive failed: {other}"),
     }
 }
@@ -84,6 +88,20 @@ fn tensor_value(t: &Tensor, storage: Value, v3_dtype: Option<&str>) -> Value {
 
 /// Writes `dict` as torch.save does, the records under `archive/`.
 pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -> Result<W> {
+    write_prepared(&prepare(dict)?, archive, out)
+}
+
+/// What a torch file of a dict holds, checked and pickled, before
+/// anything is written: its records and pickles.
+pub(crate) struct Prepared {
+    records: Vec<Record>,
+    pkl: Vec<u8>,
+    meta_pkl: Option<Vec<u8>>,
+}
+
+/// Checks `dict` (CPU tensors, dtypes the format holds, one dtype per
+/// storage) and pickles it.
+pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared> {
     let mut records: Vec<Record> = Vec::new();
     // The first tensor of each storage, to name both when dtypes differ.
     let mut first: Vec<(&str, &Tensor)> = Vec::new();
@@ -156,8 +174,26 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
     // Python dicts keep insertion order.
     let root = Value::Dict(items);
     let pkl = pickle::write(&root)?;
+    let meta_pkl = if dict.metadata_iter().next().is_some() {
+        let meta = Value::Dict(
+            dict.metadata_iter()
+                .map(|(k, v)| (Value::str(k), Value::str(v)))
+                .collect(),
+        );
+        Some(pickle::write(&meta)?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        records,
+        pkl,
+        meta_pkl,
+    })
+}
 
-    let mut zip = zip::ZipWriter::new(out);
+/// Writes a prepared dict, the records under `archive/`.
+pub(crate) fn write_prepared<W: Write + Seek>(p: &Prepared, archive: &str, out: W) -> Result<W> {
+    let mut zip = zip::ZipWriter::new(QuietAfterError::new(out));
     let mut put = |name: &str, bytes: &[u8]| -> Result<()> {
         let options = SimpleFileOptions::default()
             .compression_method(CompressionMethod::Stored)
@@ -165,28 +201,92 @@ pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -
             .large_file(bytes.len() as u64 >= u32::MAX as u64);
         zip.start_file(format!("{archive}/{name}"), options)
             .map_err(zip_err)?;
-        zip.write_all(bytes)
-            .map_err(|e| crate::err!(Io, "writing record {name} failed: {e}"))
+        zip.write_all(bytes).map_err(|e| {
+            crate::err!(
+                Io,
+                "writing record {name} failed: {}",
+                crate::files::reason(&e)
+            )
+        })
     };
-    put("data.pkl", &pkl)?;
+    put("data.pkl", &p.pkl)?;
     put(".format_version", b"1")?;
     put(".storage_alignment", b"64")?;
     put("byteorder", b"little")?;
-    for r in &records {
+    for r in &p.records {
         put(&format!("data/{}", r.key), storage_bytes(&r.storage))?;
     }
-    if dict.metadata_iter().next().is_some() {
-        let meta = Value::Dict(
-            dict.metadata_iter()
-                .map(|(k, v)| (Value::str(k), Value::str(v)))
-                .collect(),
-        );
-        put("tessera_metadata.pkl", &pickle::write(&meta)?)?;
+    if let Some(meta) = &p.meta_pkl {
+        put("tessera_metadata.pkl", meta)?;
     }
     put("version", b"3\n")?;
     put(
         ".data/serialization_id",
         b"0000000000000000000000000000000000000000",
     )?;
-    zip.finish().map_err(zip_err)
+    zip.finish().map(|w| w.inner).map_err(zip_err)
+}
+
+/// The archive's output: after its first error every write and seek is
+/// dropped silently (positions still move as if they happened). An error
+/// is reported by the call that met it; the zip writer dropped after it
+/// then finalizes into nothing instead of printing "failed to finalize
+/// archive" to stderr (the caller discards the output).
+struct QuietAfterError<W> {
+    inner: W,
+    failed: bool,
+    /// The position and the end of the output, as the zip writer sees it.
+    pos: u64,
+    end: u64,
+}
+
+impl<W> QuietAfterError<W> {
+    fn new(inner: W) -> Self {
+        QuietAfterError {
+            inner,
+            failed: false,
+            pos: 0,
+            end: 0,
+        }
+    }
+
+    fn moved(&mut self, pos: u64) -> u64 {
+        self.pos = pos;
+        self.end = self.end.max(pos);
+        pos
+    }
+}
+
+impl<W: Write> Write for QuietAfterError<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.failed {
+            self.moved(self.pos + buf.len() as u64);
+            return Ok(buf.len());
+        }
+        let n = self.inner.write(buf).inspect_err(|_| self.failed = true)?;
+        self.moved(self.pos + n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.failed {
+            return Ok(());
+        }
+        self.inner.flush().inspect_err(|_| self.failed = true)
+    }
+}
+
+impl<W: Seek> Seek for QuietAfterError<W> {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        if self.failed {
+            let to = match pos {
+                std::io::SeekFrom::Start(n) => n as i128,
+                std::io::SeekFrom::Current(d) => self.pos as i128 + d as i128,
+                std::io::SeekFrom::End(d) => self.end as i128 + d as i128,
+            };
+            return Ok(self.moved(to.clamp(0, u64::MAX as i128) as u64));
+        }
+        let to = self.inner.seek(pos).inspect_err(|_| self.failed = true)?;
+        Ok(self.moved(to))
+    }
 }

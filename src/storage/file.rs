@@ -107,7 +107,12 @@ unsafe extern "C" fn release_mapping(ctx: *mut c_void) {
 const RELEASE: DeleterFn = release_mapping;
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> crate::error::Error {
-    crate::err!(Io, "cannot {what} '{}': {e}", path.display())
+    crate::err!(
+        Io,
+        "cannot {what} '{}': {}",
+        path.display(),
+        crate::files::reason(&e)
+    )
 }
 
 /// Removes what a failed SHARED open left: the file it created, or the
@@ -159,22 +164,22 @@ impl Storage {
                 "the path '{shown}' holds a NUL byte: expected a C string"
             )
         })?;
-        let open_err = |e| io_err(&format!("open ({} mode)", mode.name()), path, e);
+        let what = format!("cannot open ({} mode)", mode.name());
+        let open = |options: &OpenOptions| crate::files::open_regular(path, options, &what);
         // SHARED: create the file only if it does not exist (so a failure
         // below removes exactly what this call created), else open it.
+        // Every open refuses a FIFO, device or directory without blocking.
         let (file, created) = match mode {
             FileMode::Shared => {
                 let mut options = OpenOptions::new();
                 options.read(true).write(true);
-                match options.clone().create_new(true).mode(0o600).open(path) {
+                match open(options.clone().create_new(true).mode(0o600)) {
                     Ok(f) => (f, true),
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        (options.open(path).map_err(open_err)?, false)
-                    }
-                    Err(e) => return Err(open_err(e)),
+                    Err(_) if path.exists() || path.is_symlink() => (open(&options)?, false),
+                    Err(e) => return Err(e),
                 }
             }
-            _ => (File::open(path).map_err(open_err)?, false),
+            _ => (open(OpenOptions::new().read(true))?, false),
         };
         let mut undo = Undo {
             path,
@@ -184,16 +189,6 @@ impl Storage {
         let meta = file
             .metadata()
             .map_err(|e| io_err("read the metadata of", path, e))?;
-        crate::ensure!(
-            meta.is_file(),
-            Io,
-            "cannot map '{shown}': it is not a regular file ({}): expected a file",
-            if meta.is_dir() {
-                "a directory"
-            } else {
-                "a special file"
-            }
-        );
         let size = meta.len();
         let len = if nbytes == 0 {
             usize::try_from(size)

@@ -252,19 +252,25 @@ pub(crate) fn device_numbers(d: Device) -> (i64, i64) {
     (d.device_type.raw() as i64, d.index as i64)
 }
 
-/// Writes a snapshot to `path`.
+/// Writes a snapshot to `path`, atomically as a tensor save
+/// (`crate::files::replace_file`): a new file beside it renamed over it,
+/// a destination that is not a regular file (a FIFO, a device) refused,
+/// and nothing changed on an error.
 pub fn write(path: &std::path::Path, format: Format) -> Result<()> {
     let g = gather();
     let bytes = match format {
         Format::Json => json::render(&g),
         Format::Torch => torch::render(&g)?,
     };
-    std::fs::write(path, bytes).map_err(|e| {
-        crate::err!(
-            Io,
-            "can't write the memory snapshot to '{}': {e}",
-            path.display()
-        )
+    crate::files::replace_file(path, false, "the memory snapshot", |file, _| {
+        std::io::Write::write_all(file, &bytes).map_err(|e| {
+            crate::err!(
+                Io,
+                "can't write the memory snapshot to '{}': {}",
+                path.display(),
+                crate::files::reason(&e)
+            )
+        })
     })
 }
 

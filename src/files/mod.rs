@@ -1,0 +1,70 @@
+//! Opening and replacing a user's files: the one place every path tessera
+//! is handed goes through (docs/RELIABILITY.md, "Files").
+//!
+//! - [`open_regular`] opens without blocking (a FIFO would otherwise block
+//!   `open` until a writer or reader comes) and refuses anything that is
+//!   not a regular file: a FIFO, a directory, a device or a socket is an
+//!   Io error naming the path and what it is.
+//! - [`replace_file`] writes a new file beside the destination and
+//!   renames it over the destination once complete, so a failed save
+//!   leaves the destination as it was, byte for byte.
+//!
+//! Uses only `error`.
+
+mod open;
+mod replace;
+
+pub(crate) use open::open_regular;
+pub(crate) use replace::replace_file;
+
+use std::fs::FileType;
+use std::os::unix::fs::FileTypeExt;
+
+/// What a file that is not a regular file is, for messages.
+pub(crate) fn kind_name(t: FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "a special file"
+    }
+}
+
+/// The OS reason of `e` with its errno name where known: "No space left
+/// on device (os error 28, ENOSPC)".
+pub(crate) fn reason(e: &std::io::Error) -> String {
+    let name = match e.raw_os_error() {
+        Some(libc::ENOSPC) => "ENOSPC",
+        Some(libc::EDQUOT) => "EDQUOT",
+        Some(libc::EACCES) => "EACCES",
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::ENOENT) => "ENOENT",
+        Some(libc::ENOTDIR) => "ENOTDIR",
+        Some(libc::EISDIR) => "EISDIR",
+        Some(libc::EROFS) => "EROFS",
+        Some(libc::EIO) => "EIO",
+        Some(libc::EFBIG) => "EFBIG",
+        Some(libc::ELOOP) => "ELOOP",
+        Some(libc::EXDEV) => "EXDEV",
+        Some(libc::ENAMETOOLONG) => "ENAMETOOLONG",
+        _ => return e.to_string(),
+    };
+    match e.to_string().strip_suffix(')') {
+        Some(s) => format!("{s}, {name})"),
+        None => format!("{e} ({name})"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

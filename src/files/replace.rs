@@ -1,0 +1,195 @@
+//! [`replace_file`]: atomic replacement of a destination file (a new file
+//! beside it, renamed over it once complete).
+
+use super::{kind_name, reason};
+use crate::error::Result;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What every temporary file's name holds: `.NAME.tsr-tmp-PID-N` beside
+/// the destination NAME. A process killed while saving leaves one behind.
+const TEMP_MARK: &str = ".tsr-tmp-";
+
+/// Symbolic links followed at most (Linux's MAXSYMLINKS).
+const MAX_LINKS: usize = 40;
+
+/// Numbers the temporary files of this process.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Replaces the file at `path` with what `write` writes: `write` gets a
+/// new empty file beside the destination (same directory, a unique name,
+/// created exclusively with mode 0666 less the umask, or the destination's
+/// permission bits when it exists) and its path; once it returns Ok, the
+/// file is renamed over the destination. With `sync`, the file is fsynced
+/// before the rename and its directory after.
+///
+/// A symbolic link at `path` is followed (the link stays, its target is
+/// replaced; a dangling link's target is created). A destination that
+/// exists and is not a regular file (a FIFO, a device, a directory, a
+/// socket) is refused with an Io error before anything is opened or
+/// created, as is one the caller may not open for writing. On any
+/// error the new file is removed and the destination is untouched. `what`
+/// names the file in messages ("the memory snapshot", "the tensors").
+pub(crate) fn replace_file(
+    path: &Path,
+    sync: bool,
+    what: &str,
+    write: impl FnOnce(&mut File, &Path) -> Result<()>,
+) -> Result<()> {
+    let shown = path.display();
+    let dest = resolve(path)?;
+    let existing = match std::fs::symlink_metadata(&dest) {
+        Ok(m) => {
+            crate::ensure!(
+                m.is_file(),
+                Io,
+                "cannot write {what} to '{shown}': it is {}, not a regular file: expected a \
+                 regular file or a new path (it is left as it is)",
+                kind_name(m.file_type())
+            );
+            // The caller must be allowed to write the file itself (a
+            // read-only file is not replaced), as when it was truncated.
+            let prefix = format!("cannot write {what} to");
+            drop(super::open_regular(
+                &dest,
+                OpenOptions::new().write(true),
+                &prefix,
+            )?);
+            Some(m.permissions().mode() & 0o777)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => crate::bail!(Io, "cannot write {what} to '{shown}': {}", reason(&e)),
+    };
+    let (mut file, temp) = create_temp(&dest).map_err(|e| {
+        crate::err!(
+            Io,
+            "cannot create a new file beside '{}' for {what}: {}",
+            dest.display(),
+            reason(&e)
+        )
+    })?;
+    let mut guard = RemoveOnDrop(Some(temp));
+    let temp = guard.0.as_deref().expect("set above");
+    if let Some(mode) = existing {
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| {
+                crate::err!(
+                    Io,
+                    "cannot set the mode of '{}': {}",
+                    temp.display(),
+                    reason(&e)
+                )
+            })?;
+    }
+    write(&mut file, temp)?;
+    if sync {
+        file.sync_all().map_err(|e| {
+            crate::err!(
+                Io,
+                "cannot write {what} to '{shown}': fsync failed: {}",
+                reason(&e)
+            )
+        })?;
+    }
+    drop(file);
+    std::fs::rename(temp, &dest).map_err(|e| {
+        crate::err!(
+            Io,
+            "cannot write {what} to '{shown}': renaming the new file over it failed: {}",
+            reason(&e)
+        )
+    })?;
+    guard.0 = None;
+    if sync {
+        sync_dir(&dest).map_err(|e| {
+            crate::err!(
+                Io,
+                "{what} replaced '{shown}', but fsync of its directory failed: {}",
+                reason(&e)
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Removes the temporary file unless taken out.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// `path` with every symbolic link in its last component followed.
+fn resolve(path: &Path) -> Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p).map_err(|e| {
+                    crate::err!(Io, "cannot read the link '{}': {}", p.display(), reason(&e))
+                })?;
+                p = match p.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    crate::bail!(
+        Io,
+        "'{}' is a chain of more than {MAX_LINKS} symbolic links: expected a file",
+        path.display()
+    )
+}
+
+/// The directory holding `path` ("." for a bare name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// A new file `.NAME.tsr-tmp-PID-N` beside `dest`, created exclusively.
+fn create_temp(dest: &Path) -> std::io::Result<(File, PathBuf)> {
+    let name = dest.file_name().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
+    })?;
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .read(true)
+        .create_new(true)
+        .mode(0o666)
+        .custom_flags(libc::O_CLOEXEC);
+    let mut last = None;
+    for _ in 0..16 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!("{TEMP_MARK}{}-{n}", std::process::id()));
+        let temp = dir_of(dest).join(temp_name);
+        match options.open(&temp) {
+            Ok(f) => return Ok((f, temp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("16 tries"))
+}
+
+/// fsyncs the directory holding `path`.
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC);
+    options.open(dir_of(path))?.sync_all()
+}

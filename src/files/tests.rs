@@ -1,0 +1,101 @@
+use super::*;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-files-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir(&d).unwrap();
+    d
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: c is a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+fn entries(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn open_regular_refuses_a_fifo_without_blocking() {
+    let d = scratch("fifo");
+    let f = d.join("f");
+    mkfifo(&f);
+    for options in [
+        OpenOptions::new().read(true).clone(),
+        OpenOptions::new().write(true).clone(),
+    ] {
+        let e = open_regular(&f, &options, "cannot open").unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Io);
+        assert!(e.message().contains("FIFO"), "{}", e.message());
+        assert!(
+            e.message().contains(&*f.to_string_lossy()),
+            "{}",
+            e.message()
+        );
+    }
+    let e = open_regular(&d, OpenOptions::new().read(true), "cannot open").unwrap_err();
+    assert!(
+        e.message().contains("a directory, not a regular file"),
+        "{}",
+        e.message()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn replace_file_keeps_the_destination_on_error_and_leaves_no_temp() {
+    let d = scratch("replace");
+    let f = d.join("x.bin");
+    std::fs::write(&f, b"old").unwrap();
+    let e = replace_file(&f, false, "the test", |file, _| {
+        std::io::Write::write_all(file, b"partial").unwrap();
+        Err(crate::err!(DType, "refused"))
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), crate::error::ErrorKind::DType);
+    assert_eq!(std::fs::read(&f).unwrap(), b"old");
+    assert_eq!(entries(&d), ["x.bin"]);
+    replace_file(&f, true, "the test", |file, _| {
+        std::io::Write::write_all(file, b"new").map_err(|e| crate::err!(Io, "{e}"))
+    })
+    .unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"new");
+    assert_eq!(entries(&d), ["x.bin"]);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn replace_file_follows_a_link_and_refuses_a_fifo() {
+    let d = scratch("link");
+    std::fs::write(d.join("target"), b"old").unwrap();
+    std::os::unix::fs::symlink("target", d.join("link")).unwrap();
+    replace_file(&d.join("link"), false, "the test", |file, _| {
+        std::io::Write::write_all(file, b"new").map_err(|e| crate::err!(Io, "{e}"))
+    })
+    .unwrap();
+    assert!(std::fs::symlink_metadata(d.join("link"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(d.join("target")).unwrap(), b"new");
+    mkfifo(&d.join("fifo"));
+    let e = replace_file(&d.join("fifo"), false, "the test", |_, _| Ok(())).unwrap_err();
+    assert!(e.message().contains("a FIFO"), "{}", e.message());
+    assert_eq!(entries(&d), ["fifo", "link", "target"]);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn reason_names_the_errno() {
+    let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
+    assert!(reason(&e).contains("ENOSPC"), "{}", reason(&e));
+}
