@@ -13,8 +13,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
-cargo build --release --lib
-lib=$root/target/release
+cargo build --profile dist --lib
+lib=$root/target/dist
 # Give the loader the library's SONAME (scripts/soname.sh) next to it.
 ln -sf libtessera.so "$lib/$(scripts/soname.sh)"
 flags="-O2 -Wall -Wextra -DNDEBUG -Iinclude -pthread"
