@@ -21,6 +21,7 @@
 #   TESSERA_LIB_DIR          directory holding libtessera.so (skips cargo build)
 #   TESSERA_CPP_TEST_DIR     scratch directory (default: target/cpp_tests)
 #   TESSERA_CPP_COMPILERS    compilers to use (default: "g++ clang++", missing ones skipped)
+#   TESSERA_CPP_TEST_JOBS    test programs compiled at once (default: the CPUs)
 #   TESSERA_CPP_TEST_FILTER  only test programs whose name contains this
 set -euo pipefail
 
@@ -61,6 +62,7 @@ if [[ ${#compilers[@]} -eq 0 ]]; then
 fi
 
 strict=(-Wall -Wextra -Werror -pedantic)
+build_jobs=${TESSERA_CPP_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 link=(-L"$work/lib" -ltessera -Wl,-rpath,"$work/lib" -pthread)
 failures=()
 passed=0
@@ -154,27 +156,44 @@ for cxx in "${compilers[@]}"; do
     fi
 
     # The test programs.
+    # The test programs: built TESSERA_CPP_TEST_JOBS at a time (default:
+    # the CPUs), then run one by one in a fixed order.
+    built=()
     for source in cpp_tests/test_*.cpp; do
         test=$(basename "$source" .cpp)
         if [[ -n ${TESSERA_CPP_TEST_FILTER:-} && $test != *"$TESSERA_CPP_TEST_FILTER"* ]]; then
             continue
         fi
         for mode in exceptions results; do
-            name="$test ($tag, $mode)"
             exe=$work/bin/$test-$tag-$mode
-            # shellcheck disable=SC2046
-            if ! "$cxx" -std=c++17 "${strict[@]}" $(mode_flags $mode) -Iinclude -Icpp_tests \
-                "$source" "${link[@]}" -o "$exe"; then
-                record "$name: build" 1
-                continue
-            fi
-            echo "== $name"
-            if "$exe"; then
-                record "$name" 0
-            else
-                record "$name" 1
-            fi
+            while [[ $(jobs -rp | wc -l) -ge $build_jobs ]]; do
+                wait -n || true
+            done
+            (
+                status=0
+                # shellcheck disable=SC2046
+                "$cxx" -std=c++17 "${strict[@]}" $(mode_flags $mode) -Iinclude -Icpp_tests \
+                    "$source" "${link[@]}" -o "$exe" >"$exe.log" 2>&1 || status=$?
+                echo "$status" >"$exe.status"
+            ) &
+            built+=("$test ($tag, $mode)|$exe")
         done
+    done
+    wait
+    for entry in "${built[@]}"; do
+        name=${entry%%|*}
+        exe=${entry#*|}
+        if [[ $(cat "$exe.status") -ne 0 ]]; then
+            cat "$exe.log"
+            record "$name: build" 1
+            continue
+        fi
+        echo "== $name"
+        if "$exe"; then
+            record "$name" 0
+        else
+            record "$name" 1
+        fi
     done
 done
 

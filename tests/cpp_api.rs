@@ -61,7 +61,7 @@ fn missing_tools(compilers: &[&str]) -> Option<String> {
 
 /// Runs `script` (relative to the repository root) with the library of
 /// this build and a scratch directory under target/; fails with its output.
-fn run_script(script: &str, scratch_var: &str, scratch: &str) {
+fn run_script(script: &str, scratch_var: &str, scratch: &str, env: &[(&str, &str)]) {
     let lib_dir = library_dir();
     let scratch_dir = lib_dir
         .ancestors()
@@ -74,6 +74,7 @@ fn run_script(script: &str, scratch_var: &str, scratch: &str) {
         .current_dir(root())
         .env("TESSERA_LIB_DIR", &lib_dir)
         .env(scratch_var, &scratch_dir)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -87,13 +88,22 @@ fn run_script(script: &str, scratch_var: &str, scratch: &str) {
     println!("{}", stdout.lines().last().unwrap_or(""));
 }
 
+/// With g++ in both error modes; clang++ (which doubles the time: about
+/// 60 s more on two cores) when TESSERA_CPP_COMPILERS names it, as CI's
+/// own C++ stage does (`TESSERA_CPP_COMPILERS=clang++ cpp_tests/run.sh`).
 #[test]
-fn cpp_tests_pass_with_every_compiler_and_error_mode() {
+fn cpp_tests_pass_in_every_error_mode() {
     if let Some(why) = missing_tools(&["g++"]) {
         println!("SKIP: C++ tests not run: {why}");
         return;
     }
-    run_script("cpp_tests/run.sh", "TESSERA_CPP_TEST_DIR", "cpp_tests");
+    let compilers = std::env::var("TESSERA_CPP_COMPILERS").unwrap_or_else(|_| "g++".into());
+    run_script(
+        "cpp_tests/run.sh",
+        "TESSERA_CPP_TEST_DIR",
+        "cpp_tests",
+        &[("TESSERA_CPP_COMPILERS", &compilers)],
+    );
 }
 
 #[test]
@@ -102,5 +112,5 @@ fn examples_print_their_expected_output() {
         println!("SKIP: examples not run: {why}");
         return;
     }
-    run_script("examples/run.sh", "TESSERA_EXAMPLES_DIR", "examples");
+    run_script("examples/run.sh", "TESSERA_EXAMPLES_DIR", "examples", &[]);
 }
