@@ -28,7 +28,7 @@ else
     prefix=$(mktemp -d)
     trap 'rm -rf "$prefix"' EXIT
 fi
-cargo cinstall --release --prefix "$prefix" --libdir lib
+cargo cinstall --profile dist --prefix "$prefix" --libdir lib
 
 soname=$(scripts/soname.sh)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
@@ -38,6 +38,11 @@ for f in "libtessera.so.$version" "$soname" libtessera.so libtessera.a pkgconfig
         echo "FAIL: cargo cinstall did not install $lib/$f" >&2
         exit 1
     }
+    # The dist profile strips debug info (Cargo.toml): none is installed.
+    if [[ $f == lib* ]] && readelf -S --wide "$lib/$f" 2>/dev/null | grep -q '\.debug_info'; then
+        echo "FAIL: cargo cinstall installed $lib/$f with debug info" >&2
+        exit 1
+    fi
 done
 # Every committed header, at the same place as the CMake install's.
 (cd include && find . -type f) | while read -r h; do
