@@ -291,21 +291,22 @@ fn snapshot_stacks_start_at_the_users_frame() {
         r#"
 import json, pickle
 INTERNAL = tuple(p + q for p in ("", "<") for q in ("tessera::", "tsr_", "std::", "core::", "alloc::", "backtrace::"))
-USER = "memory_history::allocating_user_function"
+# Qualified with full debug info; bare with line tables only (CI's).
+USER = ("memory_history::allocating_user_function", "allocating_user_function")
 doc = json.load(open({json:?}))
 ev = [e for e in doc["events"] if e["allocator"] == "site-plain" and e["action"] == "alloc"]
 assert len(ev) == 1 and ev[0]["size"] == 4321, ev
 names = [doc["frames"][i]["function"] for i in ev[0]["stack"]]
-assert names[0] == USER, names[:5]
+assert names[0] in USER, names[:5]
 bad = [f["function"] for f in doc["frames"] if f["function"].startswith(INTERNAL)]
 assert not bad, bad
 s = pickle.load(open({torch:?}, "rb"))
 tr = [t for d in s["device_traces"] for t in d if t.get("allocator") == "site-plain" and t["action"] == "alloc"]
 assert len(tr) == 1, tr
 names = [f["name"] for f in tr[0]["frames"]]
-assert names[0] == USER, names[:5]
+assert names[0] in USER, names[:5]
 seg = [x for x in s["segments"] if x.get("allocator") == "site-plain"]
-assert [f["name"] for f in seg[0]["blocks"][0]["frames"]][0] == USER, seg
+assert [f["name"] for f in seg[0]["blocks"][0]["frames"]][0] in USER, seg
 every = [f["name"] for d in s["device_traces"] for t in d for f in t["frames"]]
 every += [f["name"] for x in s["segments"] for b in x["blocks"] for f in b["frames"]]
 bad = [n for n in every if n.startswith(INTERNAL)]
