@@ -544,10 +544,16 @@ fn shm_step(input: &mut Input, e: &mut Entry) {
         }
         let mut fd = -7;
         let s = tsr_storage_share_fd(e.h, &mut fd);
-        // Refused for storages not in a shared-memory segment (SHARED file
-        // storages are shared but have no segment).
+        // Refused for read-only storages (a descriptor would be a writable
+        // alias: issue 36) and for storages not in a shared-memory segment
+        // (SHARED file storages are shared but have no segment).
+        if e.read_only {
+            assert_eq!(s, TSR_ERR_READ_ONLY);
+        }
         if s != TSR_OK {
-            assert_eq!(s, TSR_ERR_INVALID_ARGUMENT);
+            if !e.read_only {
+                assert_eq!(s, TSR_ERR_INVALID_ARGUMENT);
+            }
             check_refusal("tsr_storage_share_fd", s);
             assert_eq!(fd, -7);
             return;
