@@ -1756,6 +1756,53 @@ TsrStatus tsr_cuda_raw_allocator(struct TsrAllocator **out);
 TsrStatus tsr_cuda_pinned_allocator(struct TsrAllocator **out);
 
 /**
+ * Makes `stream` (a CUstream; NULL: the legacy default stream) the
+ * calling thread's current stream on `device` (-1: the device of the
+ * thread's current context, else 0), as c10's setCurrentCUDAStream: the
+ * caching device allocator serves this thread's requests on that device
+ * from the pools of this stream, and reuses a block freed there for
+ * this stream only. Every thread starts on the legacy default stream.
+ * tessera's own copies run on the legacy default stream.
+ *
+ * Errors: TSR_ERR_DEVICE (no usable driver; `device` not a device);
+ * TSR_ERR_UNSUPPORTED (built without the cuda feature).
+ */
+TsrStatus tsr_cuda_set_current_stream(int32_t device, void *stream);
+
+/**
+ * The calling thread's current stream on `device` (-1: the current
+ * device): what tsr_cuda_set_current_stream set, else NULL (the legacy
+ * default stream; also without a driver or the cuda feature). Never
+ * fails.
+ */
+void *tsr_cuda_current_stream(int32_t device);
+
+/**
+ * Records that CUDA `stream` (NULL: the legacy default stream) uses the
+ * memory of `s`, as c10's recordStream: when the memory is freed, the
+ * caching device allocator hands it out again only after the work queued
+ * on `stream` by then is done (an event it polls), instead of at once.
+ * Needed when memory allocated on one stream is used on another. Memory
+ * of any other allocator (raw, plugins) needs nothing: TSR_OK.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (`s`
+ * is not on a CUDA device).
+ *
+ * # Safety
+ * `s` NULL or a live handle.
+ */
+TsrStatus tsr_storage_record_stream(const struct TsrStorage *s, void *stream);
+
+/**
+ * As tsr_storage_record_stream, for the storage of `t` (c10's
+ * Tensor::record_stream).
+ *
+ * # Safety
+ * `t` NULL or a live handle.
+ */
+TsrStatus tsr_tensor_record_stream(const struct TsrTensor *t, void *stream);
+
+/**
  * Runs the deleter with ctx (if both are non-NULL) exactly once, then
  * zeroes `*p`. NULL `p` does nothing.
  *
@@ -1843,6 +1890,31 @@ struct TsrDevice tsr_device(TsrDeviceType device_type, int8_t index);
  * `t` NULL or a live handle; `out` NULL or writable.
  */
 TsrStatus tsr_tensor_to_dlpack(const struct TsrTensor *t, DLManagedTensorVersioned **out);
+
+/**
+ * As tsr_tensor_to_dlpack, for a consumer that will use the tensor on
+ * `stream` (the producer's side of DLPack's `__dlpack__(stream=...)`,
+ * numbered as there): -1 asks for no synchronization (any device); for a
+ * CUDA tensor, 1 is the legacy default stream, 2 the per-thread default
+ * stream, and any other positive value a CUstream handle. For those, the
+ * consumer's stream is made to wait for the work queued so far on the
+ * calling thread's current stream (an event, tsr_cuda_set_current_stream),
+ * and it is recorded as a user of the memory (tsr_storage_record_stream),
+ * so that after the export's deleter runs the caching allocator reuses the
+ * memory only once the consumer's work queued by then is done.
+ *
+ * Errors: as tsr_tensor_to_dlpack; TSR_ERR_INVALID_ARGUMENT (a stream
+ * other than -1 for a non-CUDA tensor; 0 or below -1 for a CUDA one: DLPack
+ * disallows 0 for CUDA); TSR_ERR_DEVICE (the driver refused the wait);
+ * TSR_ERR_UNSUPPORTED (a CUDA tensor in a build without the cuda feature,
+ * with a stream other than -1).
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_to_dlpack_on_stream(const struct TsrTensor *t,
+                                         ptrdiff_t stream,
+                                         DLManagedTensorVersioned **out);
 
 /**
  * As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)

@@ -185,6 +185,19 @@ impl StorageImpl {
         self.exports.load(Ordering::Acquire)
     }
 
+    /// Records that CUDA `stream` uses this storage's memory (see
+    /// `Tensor::record_stream`); nothing for memory of an allocator
+    /// without streams. Errors: not CUDA memory (Device).
+    pub fn record_stream(&self, stream: usize) -> Result<()> {
+        let device = self.device();
+        crate::ensure!(
+            device.device_type == crate::device::DeviceType::Cuda,
+            Device,
+            "record_stream needs CUDA memory: this storage is on {device}"
+        );
+        crate::allocator::caching::record_stream(self.data_ptr(), stream).map(|_| ())
+    }
+
     /// The data pointer itself, borrowed (c10's `storage.data_ptr()`, a
     /// `const DataPtr&`): its context and deleter, e.g. for
     /// `cast_context`. Valid until the data is replaced or released.

@@ -69,6 +69,14 @@ pub trait RawAllocator: Send + Sync + 'static {
         None
     }
 
+    /// The backend's streams, for a caching layer built over it (its pools
+    /// are then per stream too, and blocks recorded as used by other
+    /// streams wait for their work before reuse); None (the default) for
+    /// backends without streams. The CUDA device allocator has them.
+    fn stream_ops(&self) -> Option<&'static dyn caching::StreamOps> {
+        None
+    }
+
     /// Returns cached memory to the system, for caching allocators.
     fn empty_cache(&self) -> Result<()> {
         Ok(())

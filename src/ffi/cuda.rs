@@ -16,10 +16,13 @@
 use super::allocator::hand_out;
 use super::allocator::TsrAllocator;
 use super::call::{guard, guard_value};
+use super::storage::storage_impl;
+use super::tensor::tensor_impl;
 use super::types::*;
 
 #[cfg(feature = "cuda")]
 use crate::allocator::cuda;
+use std::ffi::c_void;
 
 #[cfg(not(feature = "cuda"))]
 fn no_cuda<T>() -> crate::error::Result<T> {
@@ -144,4 +147,85 @@ pub unsafe extern "C" fn tsr_cuda_pinned_allocator(out: *mut *mut TsrAllocator) 
             return no_cuda();
         })
     }
+}
+
+/// Makes `stream` (a CUstream; NULL: the legacy default stream) the
+/// calling thread's current stream on `device` (-1: the device of the
+/// thread's current context, else 0), as c10's setCurrentCUDAStream: the
+/// caching device allocator serves this thread's requests on that device
+/// from the pools of this stream, and reuses a block freed there for
+/// this stream only. Every thread starts on the legacy default stream.
+/// tessera's own copies run on the legacy default stream.
+///
+/// Errors: TSR_ERR_DEVICE (no usable driver; `device` not a device);
+/// TSR_ERR_UNSUPPORTED (built without the cuda feature).
+#[no_mangle]
+pub extern "C" fn tsr_cuda_set_current_stream(device: i32, stream: *mut c_void) -> TsrStatus {
+    guard("tsr_cuda_set_current_stream", || {
+        #[cfg(feature = "cuda")]
+        return cuda::set_current_stream(device, stream as usize);
+        #[cfg(not(feature = "cuda"))]
+        return {
+            let _ = (device, stream);
+            no_cuda()
+        };
+    })
+}
+
+/// The calling thread's current stream on `device` (-1: the current
+/// device): what tsr_cuda_set_current_stream set, else NULL (the legacy
+/// default stream; also without a driver or the cuda feature). Never
+/// fails.
+#[no_mangle]
+pub extern "C" fn tsr_cuda_current_stream(device: i32) -> *mut c_void {
+    guard_value("tsr_cuda_current_stream", std::ptr::null_mut(), || {
+        #[cfg(feature = "cuda")]
+        return cuda::current_stream(device) as *mut c_void;
+        #[cfg(not(feature = "cuda"))]
+        return {
+            let _ = device;
+            std::ptr::null_mut()
+        };
+    })
+}
+
+/// Records that CUDA `stream` (NULL: the legacy default stream) uses the
+/// memory of `s`, as c10's recordStream: when the memory is freed, the
+/// caching device allocator hands it out again only after the work queued
+/// on `stream` by then is done (an event it polls), instead of at once.
+/// Needed when memory allocated on one stream is used on another. Memory
+/// of any other allocator (raw, plugins) needs nothing: TSR_OK.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (`s`
+/// is not on a CUDA device).
+///
+/// # Safety
+/// `s` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_storage_record_stream(
+    s: *const TsrStorage,
+    stream: *mut c_void,
+) -> TsrStatus {
+    guard("tsr_storage_record_stream", || {
+        // SAFETY: `s` is NULL or a live handle (the header's contract);
+        // storage_impl checks NULL and liveness.
+        unsafe { storage_impl(s, "s")? }.record_stream(stream as usize)
+    })
+}
+
+/// As tsr_storage_record_stream, for the storage of `t` (c10's
+/// Tensor::record_stream).
+///
+/// # Safety
+/// `t` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_record_stream(
+    t: *const TsrTensor,
+    stream: *mut c_void,
+) -> TsrStatus {
+    guard("tsr_tensor_record_stream", || {
+        // SAFETY: `t` is NULL or a live handle (the header's contract);
+        // tensor_impl checks NULL and liveness.
+        unsafe { tensor_impl(t, "t")? }.record_stream(stream as usize)
+    })
 }

@@ -401,6 +401,44 @@ pub unsafe extern "C" fn tsr_tensor_to_dlpack(
     })
 }
 
+/// As tsr_tensor_to_dlpack, for a consumer that will use the tensor on
+/// `stream` (the producer's side of DLPack's `__dlpack__(stream=...)`,
+/// numbered as there): -1 asks for no synchronization (any device); for a
+/// CUDA tensor, 1 is the legacy default stream, 2 the per-thread default
+/// stream, and any other positive value a CUstream handle. For those, the
+/// consumer's stream is made to wait for the work queued so far on the
+/// calling thread's current stream (an event, tsr_cuda_set_current_stream),
+/// and it is recorded as a user of the memory (tsr_storage_record_stream),
+/// so that after the export's deleter runs the caching allocator reuses the
+/// memory only once the consumer's work queued by then is done.
+///
+/// Errors: as tsr_tensor_to_dlpack; TSR_ERR_INVALID_ARGUMENT (a stream
+/// other than -1 for a non-CUDA tensor; 0 or below -1 for a CUDA one: DLPack
+/// disallows 0 for CUDA); TSR_ERR_DEVICE (the driver refused the wait);
+/// TSR_ERR_UNSUPPORTED (a CUDA tensor in a build without the cuda feature,
+/// with a stream other than -1).
+///
+/// # Safety
+/// `t` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_to_dlpack_on_stream(
+    t: *const TsrTensor,
+    stream: isize,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> TsrStatus {
+    guard("tsr_tensor_to_dlpack_on_stream", || {
+        check_not_null(out, "out")?;
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
+        let t = unsafe { tensor_impl(t, "t")? };
+        t.hand_to_stream(stream)?;
+        let managed = export::<DLManagedTensorVersioned>(t)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { out.write(managed) };
+        Ok(())
+    })
+}
+
 /// As tsr_tensor_to_dlpack, as a legacy (pre-1.0, unversioned)
 /// DLManagedTensor for consumers that do not read the versioned struct.
 /// The legacy struct has no flags, so a read-only tensor is refused

@@ -8,6 +8,7 @@
 
 pub mod layout;
 pub mod shape;
+mod streams;
 mod version;
 mod views;
 

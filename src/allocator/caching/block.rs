@@ -48,6 +48,9 @@ pub(super) struct BlockState {
     /// Part of a segment made for an oversize request (never split).
     pub(super) oversize: bool,
     pub(super) allocated: bool,
+    /// Streams other than its pools' that used the block while it was
+    /// handed out (`record_stream`); empty while it is free.
+    pub(super) stream_uses: Vec<usize>,
 }
 
 impl BlockState {
@@ -66,6 +69,7 @@ impl BlockState {
             kind: PoolKind::Small,
             oversize: false,
             allocated: false,
+            stream_uses: Vec::new(),
         }
     }
 
@@ -220,4 +224,12 @@ impl Drop for Records {
             drop(unsafe { Box::from_raw(chunk) });
         }
     }
+}
+
+/// A freed block waiting for events on the other streams that used it
+/// (streams.rs).
+pub(super) struct Pending {
+    pub(super) block: BlockId,
+    pub(super) device: Device,
+    pub(super) events: Vec<usize>,
 }

@@ -1,7 +1,9 @@
-//! The front cache of a device's small pool: blocks freed recently, kept
+//! The front cache of a device's pools: blocks freed recently, kept
 //! whole (not merged with their free neighbours) and keyed by size, so
 //! that the next request of exactly that rounded size takes one back
-//! without the best-fit search, the split and the merge.
+//! without the best-fit search, the split and the merge. Small-pool
+//! blocks are kept in stacks per size class; large-pool blocks (whose
+//! best-fit map and merges cost most) in a short list searched by size.
 //!
 //! A parked block is not in the pool's free structures and not an
 //! inactive split block either: it is "cached in front", and still counted
@@ -12,7 +14,10 @@
 //! destruction), the front cache is emptied first: its blocks are freed
 //! into the pool and merged, leaving the free blocks exactly as if they
 //! had never been parked, so best fit and every statistic read follow
-//! c10's rules. Bounded: [`SLOTS`] blocks per size, [`MAX_BYTES`] in all.
+//! c10's rules. Bounded: [`SLOTS`] blocks per small size and
+//! [`MAX_BYTES`] of them in all; [`LARGE_SLOTS`] large blocks (no byte
+//! bound: a parked block is cached memory either way, and any request
+//! that misses returns them to the pool first).
 //!
 //! The front cache lives under the allocator's lock like the pools (see
 //! mod.rs, "Front cache", for why it is not per thread).
@@ -22,8 +27,10 @@ use super::sizes::{MIN_BLOCK, SMALL_MAX};
 
 /// Blocks kept per size.
 pub(super) const SLOTS: usize = 4;
-/// Bytes kept per device.
+/// Bytes of small blocks kept per device.
 pub(super) const MAX_BYTES: usize = 8 << 20;
+/// Large blocks kept per device.
+pub(super) const LARGE_SLOTS: usize = 4;
 const CLASSES: usize = SMALL_MAX / MIN_BLOCK;
 const WORDS: usize = CLASSES / 64;
 
@@ -34,13 +41,17 @@ struct Stack {
     len: u8,
 }
 
-/// The parked blocks of one device's small pool.
+/// The parked blocks of one device's pools.
 pub(super) struct Front {
     /// Made on the first park.
     stacks: Option<Box<[Stack; CLASSES]>>,
     /// Bit c of word c / 64: size class c has parked blocks.
     words: [u64; WORDS],
+    /// Bytes of the small blocks parked.
     bytes: usize,
+    /// Parked large blocks (size, block), the first `large_len` entries.
+    large: [(usize, Option<BlockId>); LARGE_SLOTS],
+    large_len: usize,
 }
 
 impl Front {
@@ -49,6 +60,8 @@ impl Front {
             stacks: None,
             words: [0; WORDS],
             bytes: 0,
+            large: [(0, None); LARGE_SLOTS],
+            large_len: 0,
         }
     }
 
@@ -60,13 +73,27 @@ impl Front {
     }
 
     /// Bytes parked.
+    #[cfg(test)]
     pub(super) fn bytes(&self) -> usize {
         self.bytes
+            + self.large[..self.large_len]
+                .iter()
+                .map(|e| e.0)
+                .sum::<usize>()
     }
 
-    /// Takes a parked block of exactly `size` bytes (a small-pool size).
+    /// Whether nothing is parked.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.bytes == 0 && self.large_len == 0
+    }
+
+    /// Takes a parked block of exactly `size` bytes.
     #[inline]
     pub(super) fn take(&mut self, size: usize) -> Option<BlockId> {
+        if size > SMALL_MAX {
+            return self.take_large(size);
+        }
         // None until the first park.
         let stacks = self.stacks.as_mut()?;
         let c = Self::class(size);
@@ -84,7 +111,10 @@ impl Front {
     /// large, its size's stack full, or the byte budget spent).
     #[inline]
     pub(super) fn put(&mut self, size: usize, b: BlockId) -> bool {
-        if size > SMALL_MAX || self.bytes + size > MAX_BYTES {
+        if size > SMALL_MAX {
+            return self.put_large(size, b);
+        }
+        if self.bytes + size > MAX_BYTES {
             return false;
         }
         let c = Self::class(size);
@@ -106,9 +136,36 @@ impl Front {
         true
     }
 
+    /// Takes the most recently parked large block of exactly `size` bytes.
+    #[inline]
+    fn take_large(&mut self, size: usize) -> Option<BlockId> {
+        let i = self.large[..self.large_len]
+            .iter()
+            .rposition(|e| e.0 == size)?;
+        let (_, b) = self.large[i];
+        self.large_len -= 1;
+        self.large[i] = self.large[self.large_len];
+        b
+    }
+
+    /// Parks a large block; false when the list is full.
+    #[inline]
+    fn put_large(&mut self, size: usize, b: BlockId) -> bool {
+        if self.large_len == LARGE_SLOTS {
+            return false;
+        }
+        self.large[self.large_len] = (size, Some(b));
+        self.large_len += 1;
+        true
+    }
+
     /// Takes every parked block out.
     pub(super) fn drain(&mut self) -> Vec<BlockId> {
-        let mut out = Vec::new();
+        let mut out: Vec<BlockId> = self.large[..self.large_len]
+            .iter()
+            .filter_map(|e| e.1)
+            .collect();
+        self.large_len = 0;
         let Some(stacks) = self.stacks.as_mut() else {
             return out;
         };

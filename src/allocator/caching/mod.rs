@@ -14,9 +14,11 @@
 //! inner allocator runs out of memory: then every unused segment of the
 //! device is returned and the allocation retried once before it fails.
 //!
-//! The pools are per device (a CUDA allocator serves several); the layout
-//! is in pool.rs, the block records in block.rs, the statistics in
-//! stats.rs, the lock in lock.rs.
+//! The pools are per device (a CUDA allocator serves several) and per
+//! stream, for inner allocators with streams (streams.rs); the layout is
+//! in pool/, the allocation and free paths in alloc_free.rs, the block
+//! records in block.rs, the statistics in stats.rs,
+//! the lock in lock.rs.
 //!
 //! # Locking
 //! One lock guards the whole allocator: pools, statistics, and the owner's
@@ -28,8 +30,9 @@
 //! The bench measures the contention of two threads on it.
 //!
 //! # Front cache
-//! A freed small-pool block is first parked whole in the device's front
-//! cache (front_cache.rs), and a later request of exactly its rounded size takes
+//! A freed block is first parked whole in the front cache of its device
+//! and stream (front_cache.rs: up to 8 MiB of small blocks, 4 large ones),
+//! and a later request of exactly its rounded size takes
 //! it back without best fit, split or merge, and with the statistics of
 //! the round trip reduced to a few counters (`Tally::block_parked`): a
 //! parked block's free is applied to the current values only when it is
@@ -57,6 +60,7 @@
 //! segments and releasing the inner allocator. Without blocks out, the
 //! owner's drop destroys it at once.
 
+mod alloc_free;
 mod block;
 mod front_cache;
 #[cfg(test)]
@@ -65,19 +69,23 @@ mod lock;
 mod pool;
 mod sizes;
 mod stats;
+mod streams;
+#[cfg(test)]
+mod streams_tests;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use alloc_free::record_stream;
 pub use stats::{CachingStats, PoolStats, Stat};
+pub use streams::StreamOps;
 
-use self::block::BlockId;
 use self::lock::SpinLock;
 use self::pool::State;
-use self::sizes::{round_size, segment_size, PoolKind, SMALL_MAX};
-use super::{history, oom, reporter, Allocator, AllocatorImpl, RawAllocator};
+use self::sizes::SMALL_MAX;
+use super::{history, Allocator, AllocatorImpl, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fork::{self, Held, Step};
 use crate::refcount::Ref;
 use std::any::Any;
@@ -112,6 +120,8 @@ pub(crate) struct Shared {
     lock: SpinLock<State>,
     inner: Allocator,
     resolve: Option<DeviceResolver>,
+    /// The inner allocator's streams, if it has any (streams.rs).
+    streams: Option<&'static dyn StreamOps>,
     max_split_size: usize,
 }
 
@@ -218,13 +228,15 @@ pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
     // Over the CUDA device allocator, index -1 ("current") must be
     // resolved before a pool is picked: the backend says how.
     let resolve = inner.backend().current_device_resolver();
-    build(inner, options, resolve)
+    let streams = inner.backend().stream_ops();
+    build(inner, options, resolve, streams)
 }
 
 fn build(
     inner: Allocator,
     options: CachingOptions,
     resolve: Option<DeviceResolver>,
+    streams: Option<&'static dyn StreamOps>,
 ) -> Result<Allocator> {
     let max_split = match options.max_split_size {
         // TESSERA_ALLOC_CONF's max_split_size_mb is the default.
@@ -253,6 +265,7 @@ fn build(
         lock: SpinLock::new(State::new(oversize_from)),
         inner,
         resolve,
+        streams,
         max_split_size: max_split,
     }));
     // SAFETY: just made and not shared yet, so this access is exclusive.
@@ -299,6 +312,9 @@ pub struct SegmentView {
     pub pool: &'static str,
     /// Where the memory is.
     pub device: Device,
+    /// The stream its blocks serve (0: the default stream, or an
+    /// allocator without streams).
+    pub stream: usize,
     /// Its blocks in address order.
     pub blocks: Vec<SegmentBlock>,
 }
@@ -386,8 +402,10 @@ impl CachingAllocator {
         Ok(())
     }
 
-    /// Returns every fully free segment to the inner allocator.
+    /// Returns every fully free segment to the inner allocator (after
+    /// waiting for the blocks freed while other streams used them).
     pub fn empty_cache(&self) -> Result<()> {
+        self.shared().settle_pending()?;
         let segments = self.shared().lock.lock()?.take_unused_segments(None);
         // Freed here, outside the lock.
         drop(segments);
@@ -422,297 +440,13 @@ impl CachingAllocator {
             _ => Ok(device),
         }
     }
-
-    /// Allocates for `owner`; with `notify`, a failure for want of memory
-    /// tells the out-of-memory observers (only the slow path fails).
-    /// Inlined into both callers: out of line, its call added a frame
-    /// (13 instructions) to every hit.
-    #[inline(always)]
-    fn allocate_for(
-        &self,
-        owner: &AllocatorImpl,
-        nbytes: usize,
-        device: Device,
-        notify: bool,
-    ) -> Result<DataPtr> {
-        match self.front_hit(owner, nbytes, device) {
-            Some(p) => Ok(p),
-            None => self
-                .allocate_slow(owner, nbytes, device)
-                .inspect_err(|e| oom::notify_if(notify, e, owner, nbytes, device)),
-        }
-    }
-
-    /// The allocation fast path: a small request served from the front
-    /// cache of a device that already has pools, in one short critical
-    /// section. None (having changed nothing) for anything else, which
-    /// [`CachingAllocator::allocate_slow`] then handles in full (a miss
-    /// pays one extra lock round trip; a poisoned lock is reported there).
-    #[inline(always)]
-    fn front_hit(&self, owner: &AllocatorImpl, nbytes: usize, device: Device) -> Option<DataPtr> {
-        if nbytes == 0 || nbytes > SMALL_MAX {
-            return None;
-        }
-        let size = (nbytes + sizes::MIN_BLOCK - 1) & !(sizes::MIN_BLOCK - 1);
-        let device = if device.is_cpu() {
-            Device::CPU
-        } else if device.index >= 0 || self.shared().resolve.is_none() {
-            device
-        } else {
-            return None;
-        };
-        let mut st = self.shared().lock.lock().ok()?;
-        let slot = st.existing_slot(device)?;
-        let block = st.front_take(slot, size)?;
-        let (data, data_device) = st.hand_out_parked(block, nbytes);
-        Some(finish_allocation(
-            st,
-            owner,
-            block,
-            data,
-            data_device,
-            nbytes,
-        ))
-    }
-
-    /// Every allocation the fast path does not serve.
-    #[inline(never)]
-    fn allocate_slow(
-        &self,
-        owner: &AllocatorImpl,
-        nbytes: usize,
-        device: Device,
-    ) -> Result<DataPtr> {
-        if nbytes == 0 {
-            return Ok(DataPtr::empty(device));
-        }
-        let Some(size) = round_size(nbytes) else {
-            owner.stats().record_failure();
-            crate::bail!(
-                OutOfMemory,
-                "caching allocator '{}': can't allocate {nbytes} bytes: more than the largest \
-                 allocation",
-                owner.name()
-            );
-        };
-        let device = self
-            .pool_device(device)
-            .inspect_err(|_| owner.stats().record_failure())?;
-        let kind = PoolKind::for_size(size);
-        let shared = self.shared();
-        let mut st = shared.lock.lock()?;
-        let slot = st.device_slot(device);
-        let (block, data, data_device) = match st.front_take(slot, size) {
-            Some(b) => {
-                let (data, data_device) = st.hand_out_parked(b, nbytes);
-                (b, data, data_device)
-            }
-            None => {
-                // Best fit sees the pools as if nothing had been parked,
-                // and the statistics are exact before anything is added
-                // to them (see `Tally::block_parked`): every device's
-                // front cache is flushed.
-                st.flush_front(None);
-                let (block, hit) = match st.take_free(slot, kind, size) {
-                    Some(b) => (b, true),
-                    None => {
-                        let oversize = st.is_oversize(kind, size);
-                        drop(st);
-                        let (mem, seg) =
-                            self.new_segment(owner, nbytes, slot, device, kind, oversize)?;
-                        st = shared.lock.lock()?;
-                        // Other threads may have parked blocks meanwhile.
-                        st.flush_front(None);
-                        (st.add_segment(slot, kind, oversize, mem, seg), false)
-                    }
-                };
-                let (data, data_device) = st.hand_out(block, size, nbytes, hit);
-                (block, data, data_device)
-            }
-        };
-        Ok(finish_allocation(
-            st,
-            owner,
-            block,
-            data,
-            data_device,
-            nbytes,
-        ))
-    }
-
-    /// Obtains a segment for a request from the inner allocator, outside
-    /// the lock; on running out of memory, returns the device's unused
-    /// segments and retries once. Returns the memory and its size.
-    #[cold]
-    fn new_segment(
-        &self,
-        owner: &AllocatorImpl,
-        nbytes: usize,
-        slot: usize,
-        device: Device,
-        kind: PoolKind,
-        oversize: bool,
-    ) -> Result<(DataPtr, usize)> {
-        let shared = self.shared();
-        let size = round_size(nbytes).unwrap_or(usize::MAX);
-        let pool = match kind {
-            PoolKind::Small => "small",
-            PoolKind::Large => "large",
-        };
-        let Some(seg) = segment_size(kind, size, oversize) else {
-            owner.stats().record_failure();
-            crate::bail!(
-                OutOfMemory,
-                "caching allocator '{}': can't allocate {nbytes} bytes: its segment size \
-                 overflows",
-                owner.name()
-            );
-        };
-        let first = match shared.inner.allocate_quiet(seg, device) {
-            Ok(mem) => return Ok((mem, seg)),
-            Err(e) => e,
-        };
-        if first.kind() != crate::error::ErrorKind::OutOfMemory {
-            // Not a shortage: passed on with its message first (it says
-            // what is wrong, e.g. "CUDA driver not available: ..."), and
-            // where it happened after it.
-            owner.stats().record_failure();
-            return Err(Error::new(
-                first.kind(),
-                format!(
-                    "{} (caching allocator '{}' was allocating a {seg}-byte segment of the {pool} \
-                     pool for {nbytes} bytes on {device})",
-                    first.message(),
-                    owner.name()
-                ),
-            ));
-        }
-        let released = {
-            let mut st = shared.lock.lock()?;
-            st.stats.retried(kind);
-            st.take_unused_segments(Some(slot))
-        };
-        let released_count = released.len();
-        drop(released);
-        match shared.inner.allocate_quiet(seg, device) {
-            Ok(mem) => Ok((mem, seg)),
-            Err(second) => {
-                let state = {
-                    let mut st = shared.lock.lock()?;
-                    st.stats.out_of_memory(kind);
-                    st.describe()
-                };
-                owner.stats().record_failure();
-                crate::bail!(
-                    OutOfMemory,
-                    "caching allocator '{}' is out of memory: tried to allocate {nbytes} bytes \
-                     (a {seg}-byte segment of the {pool} pool) on {device}; returned \
-                     {released_count} unused segments to '{}' and retried, which failed: {}; \
-                     now {state}",
-                    owner.name(),
-                    shared.inner.name(),
-                    second.message()
-                )
-            }
-        }
-    }
-}
-
-/// The end of every allocation, with `block` handed out under `st`:
-/// records it in the owner's statistics and the reported total, unlocks,
-/// reports it, and wraps it in a DataPtr whose deleter gives it back.
-#[inline(always)]
-fn finish_allocation(
-    mut st: lock::SpinGuard<'_, State>,
-    owner: &AllocatorImpl,
-    block: BlockId,
-    data: *mut c_void,
-    data_device: Device,
-    nbytes: usize,
-) -> DataPtr {
-    owner.stats().record_alloc_serialized(nbytes);
-    st.allocated += nbytes as u64;
-    let total = st.allocated;
-    drop(st);
-    reporter::report(owner.stats().tag(), data, nbytes as i64, total, data_device);
-    // SAFETY: caching_free takes the block back exactly once, from any
-    // thread; the block's memory stays valid until then.
-    unsafe { DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device) }
-}
-
-/// The deleter of every block: gives it back to its pool.
-unsafe extern "C" fn caching_free(ctx: *mut c_void) {
-    // SAFETY: this deleter is only attached to DataPtrs whose context is a
-    // handed-out block record, and runs once per such DataPtr.
-    let block = unsafe { BlockId::from_ctx(ctx) };
-    let shared_ptr = block.shared();
-    // SAFETY: the state lives while a block is out (see the module docs).
-    let shared = unsafe { &*shared_ptr };
-    let destroy = if reporter::is_active() {
-        free_reported(shared, block)
-    } else {
-        free_quiet(shared, block)
-    };
-    if destroy {
-        // SAFETY: the owner is gone and this was the last block out, so no
-        // other thread can reach the state; our guard was dropped.
-        unsafe { Shared::destroy(shared_ptr) };
-    }
-}
-
-/// Frees a block in one critical section. Returns whether to destroy the
-/// state. A poisoned lock leaks the block rather than touch broken pools.
-#[inline]
-fn free_quiet(shared: &Shared, block: BlockId) -> bool {
-    let Ok(mut st) = shared.lock.lock() else {
-        return false;
-    };
-    let (_, nbytes, _) = st.info(block);
-    st.record_free(nbytes);
-    // Parked: the common case, and never the last block of an orphaned
-    // state (an orphaned state parks nothing).
-    if st.park(block) {
-        return false;
-    }
-    release_locked(st, block)
-}
-
-/// The rest of a free the front cache did not take: merges the block into
-/// its pool (out of line, so the parking path stays small). Returns
-/// whether to destroy the state.
-#[inline(never)]
-fn release_locked(mut st: lock::SpinGuard<'_, State>, block: BlockId) -> bool {
-    st.release(block);
-    st.should_destroy()
-}
-
-/// Frees a block when a memory reporter is installed: the reporter must
-/// hear of the free before the memory can be handed out again (so a host
-/// tracking addresses never sees the next allocation of it first), and must
-/// not run under the lock (it may allocate), so the free takes two
-/// critical sections with the report between them.
-#[cold]
-fn free_reported(shared: &Shared, block: BlockId) -> bool {
-    let (data, nbytes, device, total, tag) = {
-        let Ok(mut st) = shared.lock.lock() else {
-            return false;
-        };
-        let (data, nbytes, device) = st.info(block);
-        st.record_free(nbytes);
-        (data, nbytes, device, st.allocated, st.tag)
-    };
-    reporter::report(tag, data, -(nbytes as i64), total, device);
-    let Ok(mut st) = shared.lock.lock() else {
-        return false;
-    };
-    if !st.park(block) {
-        st.release(block);
-    }
-    st.should_destroy()
 }
 
 impl Drop for CachingAllocator {
     fn drop(&mut self) {
+        // Blocks waiting for other streams must be back in the pools before
+        // the state can be destroyed (no allocation will poll them now).
+        let _ = self.shared().settle_pending();
         let destroy = match self.shared().lock.lock() {
             Ok(mut st) => {
                 st.owner = std::ptr::null();

@@ -134,7 +134,7 @@ pub(super) struct Tally {
     ooms: [u64; 2],
     /// The requested bytes of the blocks parked in the front caches, still
     /// counted in `requested_bytes` (see [`Tally::block_parked`]).
-    parked_requested: u64,
+    parked_requested: [u64; 2],
 }
 
 #[inline]
@@ -148,7 +148,7 @@ fn idx(kind: PoolKind) -> usize {
 impl Tally {
     /// Sets every peak to its current value (front caches flushed).
     pub(super) fn reset_peak(&mut self) {
-        debug_assert_eq!(self.parked_requested, 0, "front caches not flushed");
+        debug_assert_eq!(self.parked_requested, [0, 0], "front caches not flushed");
         for g in [
             &mut self.segments,
             &mut self.reserved_bytes,
@@ -171,7 +171,7 @@ impl Tally {
     /// The public view (with the front caches flushed: parked blocks
     /// still count as active until then).
     pub(super) fn snapshot(&self) -> CachingStats {
-        debug_assert_eq!(self.parked_requested, 0, "front caches not flushed");
+        debug_assert_eq!(self.parked_requested, [0, 0], "front caches not flushed");
         let pool = |i: usize| PoolStats {
             segments: self.segments.pool(i),
             reserved_bytes: self.reserved_bytes.pool(i),
@@ -236,7 +236,7 @@ impl Tally {
         self.num_frees[i] += 1;
     }
 
-    /// A small-pool block was parked in a front cache. Only the free's
+    /// A block was parked in a front cache. Only the free's
     /// count is recorded now: the block stays counted as active (blocks,
     /// bytes, requested bytes) until it is either taken back by a request
     /// of its size ([`Tally::parked_taken`]), when those counts are right
@@ -249,26 +249,29 @@ impl Tally {
     /// peaks cannot be passed; only requested bytes can change, and their
     /// peak is checked against the value with the parked blocks left out.
     #[inline]
-    pub(super) fn block_parked(&mut self, requested: usize) {
-        self.num_frees[0] += 1;
-        self.parked_requested += requested as u64;
+    pub(super) fn block_parked(&mut self, kind: PoolKind, requested: usize) {
+        let i = idx(kind);
+        self.num_frees[i] += 1;
+        self.parked_requested[i] += requested as u64;
     }
 
     /// A parked block freed with `old` requested bytes was handed out again
     /// for a request of `new` bytes.
     #[inline]
-    pub(super) fn parked_taken(&mut self, old: usize, new: usize) {
-        self.num_allocs[0] += 1;
-        self.cache_hits[0] += 1;
-        self.parked_requested -= old as u64;
+    pub(super) fn parked_taken(&mut self, kind: PoolKind, old: usize, new: usize) {
+        let i = idx(kind);
+        self.num_allocs[i] += 1;
+        self.cache_hits[i] += 1;
+        self.parked_requested[i] -= old as u64;
         let g = &mut self.requested_bytes;
-        g.current[0] = g.current[0] - old as u64 + new as u64;
-        // The real value leaves out the requests of blocks still parked.
-        let now = g.current[0] - self.parked_requested;
-        if now > g.peak[0] {
-            g.peak[0] = now;
+        g.current[i] = g.current[i] - old as u64 + new as u64;
+        // The real values leave out the requests of blocks still parked.
+        let now = g.current[i] - self.parked_requested[i];
+        if now > g.peak[i] {
+            g.peak[i] = now;
         }
-        let all = now + g.current[1];
+        let other = 1 - i;
+        let all = now + g.current[other] - self.parked_requested[other];
         if all > g.peak_all {
             g.peak_all = all;
         }
@@ -277,11 +280,12 @@ impl Tally {
     /// A parked block of `size` bytes, freed with `requested` bytes, went
     /// back into the pool: its free is applied to the current values.
     #[inline]
-    pub(super) fn parked_flushed(&mut self, size: usize, requested: usize) {
-        self.parked_requested -= requested as u64;
-        self.active_blocks.sub(0, 1);
-        self.active_bytes.sub(0, size as u64);
-        self.requested_bytes.sub(0, requested as u64);
+    pub(super) fn parked_flushed(&mut self, kind: PoolKind, size: usize, requested: usize) {
+        let i = idx(kind);
+        self.parked_requested[i] -= requested as u64;
+        self.active_blocks.sub(i, 1);
+        self.active_bytes.sub(i, size as u64);
+        self.requested_bytes.sub(i, requested as u64);
     }
 
     #[inline]

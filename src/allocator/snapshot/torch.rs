@@ -83,7 +83,7 @@ pub(super) fn render(g: &Gathered) -> Result<Vec<u8>> {
                         "allocated_size": allocated,
                         "active_size": allocated,
                         "requested_size": requested,
-                        "stream": 0,
+                        "stream": seg.stream,
                         "segment_type": if seg.pool == "small" { "small" } else { "large" },
                         "segment_pool_id": [0, 0],
                         "is_expandable": false,

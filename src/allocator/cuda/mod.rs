@@ -19,10 +19,13 @@
 //! `registry::get_allocator`) is [`device_allocator`]: the raw one wrapped
 //! in the caching layer, made on first request without touching the
 //! driver, so asking for it is cheap and its allocations report why CUDA
-//! is unavailable. Streams are not tracked: memory is reused as soon as it
-//! is freed, which is safe for work ordered on the legacy default stream
-//! (as cuMemcpy is); a host using other streams must synchronize before
-//! freeing.
+//! is unavailable. Its pools are per stream, as c10's are: an allocation
+//! comes from the pools of the calling thread's current stream
+//! ([`set_current_stream`]; the legacy default stream 0 until set), a freed
+//! block is reused by that stream only, and a block recorded as used by
+//! other streams (`record_stream`) waits for their queued work before
+//! reuse (streams.rs). tessera's own copies (cuMemcpy) run on the legacy
+//! default stream.
 
 use super::caching::{self, CachingOptions};
 use super::{Allocator, RawAllocator};
@@ -34,9 +37,12 @@ use std::any::Any;
 use std::ffi::{c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
+mod streams;
+pub use streams::{current_stream, set_current_stream, stream_wait};
+
 /// The driver entry points used here (checked when the driver loads, so
 /// no later call can hit cudarc's panic on a missing symbol).
-const ENTRY_POINTS: [&str; 14] = [
+const ENTRY_POINTS: [&str; 20] = [
     "cuInit",
     "cuDeviceGetCount",
     "cuDeviceGet",
@@ -49,8 +55,14 @@ const ENTRY_POINTS: [&str; 14] = [
     "cuMemHostAlloc",
     "cuMemFreeHost",
     "cuMemcpy",
-    "cuPointerGetAttribute",
+    "cuPointerGetAttributes",
     "cuGetErrorString",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuEventDestroy_v2",
+    "cuStreamWaitEvent",
 ];
 
 struct Driver {
@@ -184,6 +196,11 @@ impl Driver {
 
     /// The device of the thread's current context, or 0.
     fn current_device(&self) -> i32 {
+        // With one device there is nothing to ask (every allocation with
+        // the default device -1 comes here).
+        if self.device_count == 1 {
+            return 0;
+        }
         let mut dev = 0;
         // SAFETY: driver loaded; a valid out-pointer. Fails (leaving 0)
         // when no context is current.
@@ -209,23 +226,39 @@ impl Driver {
         })
     }
 
-    /// The device whose memory `p` is, if it is CUDA memory.
+    /// The device whose memory `p` is, if the driver knows the address
+    /// (device memory, or host memory it pinned or registered). Asked with
+    /// cuPointerGetAttributes, which, unlike cuPointerGetAttribute, succeeds
+    /// for host memory the driver does not know (memory type 0), so probing
+    /// a plain host pointer is not an error (compute-sanitizer reported each
+    /// such probe of the singular call as one).
     fn device_of(&self, p: *const c_void) -> Option<i32> {
+        let mut memory_type: u32 = 0;
         let mut ordinal: i32 = -1;
+        let mut attributes = [
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        ];
+        let mut data = [
+            &mut memory_type as *mut u32 as *mut c_void,
+            &mut ordinal as *mut i32 as *mut c_void,
+        ];
         let r = self
             .on_device(0, || {
-                // SAFETY: driver loaded; `ordinal` is a valid out-pointer of
-                // the attribute's type (int).
+                // SAFETY: driver loaded; two attributes, each with a valid
+                // out-pointer of its type (CUmemorytype: unsigned int;
+                // the ordinal: int).
                 Ok(unsafe {
-                    sys::cuPointerGetAttribute(
-                        &mut ordinal as *mut i32 as *mut c_void,
-                        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    sys::cuPointerGetAttributes(
+                        2,
+                        attributes.as_mut_ptr(),
+                        data.as_mut_ptr(),
                         p as sys::CUdeviceptr,
                     )
                 })
             })
             .ok()?;
-        (r == sys::CUresult::CUDA_SUCCESS && ordinal >= 0).then_some(ordinal)
+        (r == sys::CUresult::CUDA_SUCCESS && memory_type != 0 && ordinal >= 0).then_some(ordinal)
     }
 
     /// cuMemcpy between any two pointers (unified addressing tells host and
@@ -307,6 +340,10 @@ unsafe extern "C" fn device_free(ctx: *mut c_void) {
 impl RawAllocator for CudaDevice {
     fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
         Some(resolve_device)
+    }
+
+    fn stream_ops(&self) -> Option<&'static dyn crate::allocator::caching::StreamOps> {
+        Some(&streams::OPS)
     }
 
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
@@ -446,125 +483,4 @@ pub fn pinned_allocator() -> Allocator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::allocator::registry;
-
-    fn assert_unavailable(e: Error) {
-        assert_eq!(e.kind(), ErrorKind::Device, "{e}");
-        assert!(
-            e.message().starts_with("CUDA driver not available: "),
-            "{e}"
-        );
-    }
-
-    /// Runs where no driver loads (this checks nothing on a machine with
-    /// one: the GPU tests below cover that).
-    #[test]
-    fn without_a_driver_every_call_says_why() {
-        if let Ok(d) = driver() {
-            eprintln!(
-                "a CUDA driver is present ({} devices): skipped",
-                d.device_count
-            );
-            return;
-        }
-        assert!(!is_available());
-        assert_eq!(device_count(), 0);
-        assert_unavailable(init().unwrap_err());
-        assert_unavailable(device_allocator().allocate(16).unwrap_err());
-        assert_unavailable(raw_device_allocator().allocate(16).unwrap_err());
-        assert_unavailable(pinned_allocator().allocate(16).unwrap_err());
-        let cuda1 = Device::new(DeviceType::Cuda, 1).unwrap();
-        assert_unavailable(device_allocator().allocate_on(16, cuda1).unwrap_err());
-        let mut x = [0u8; 4];
-        let y = [1u8; 4];
-        // SAFETY: both are valid for 4 bytes (the call fails first anyway).
-        let e =
-            unsafe { device_allocator().copy_data(x.as_mut_ptr().cast(), y.as_ptr().cast(), 4) };
-        assert_unavailable(e.unwrap_err());
-        // Failures are counted like any allocator's.
-        assert!(device_allocator().stats().num_failed >= 2);
-        // TSR_CUDA's default is the caching device allocator.
-        let registered = registry::get_allocator(DeviceType::Cuda).unwrap();
-        assert!(Allocator::ptr_eq(&registered, &device_allocator()));
-        assert_eq!(registered.name(), "cuda");
-    }
-
-    fn gpu() -> &'static Driver {
-        let d = driver().expect("these tests need a CUDA driver");
-        assert!(d.device_count > 0, "these tests need a CUDA device");
-        d
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn device_memory_copies_both_ways() {
-        gpu();
-        let n = 1 << 20;
-        let host: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
-        let mut back = vec![0u8; n];
-        let raw = raw_device_allocator();
-        let cuda0 = Device::new(DeviceType::Cuda, 0).unwrap();
-        let a = raw.allocate_on(n, cuda0).unwrap();
-        let b = raw.allocate_on(n, cuda0).unwrap();
-        assert_eq!(a.device(), cuda0);
-        // SAFETY: each buffer holds n bytes on its side.
-        unsafe {
-            raw.copy_data(a.get(), host.as_ptr().cast(), n).unwrap();
-            raw.copy_data(b.get(), a.get(), n).unwrap();
-            raw.copy_data(back.as_mut_ptr().cast(), b.get(), n).unwrap();
-        }
-        assert_eq!(host, back);
-        assert_eq!(raw.stats().allocated_bytes, 2 * n as u64);
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn the_caching_device_allocator_reuses_blocks() {
-        gpu();
-        let a = device_allocator();
-        let p = a.allocate(4096).unwrap();
-        assert_eq!(p.device().device_type, DeviceType::Cuda);
-        assert!(p.device().index >= 0, "-1 resolved to the current device");
-        let addr = p.get();
-        drop(p);
-        let q = a.allocate(4096).unwrap();
-        assert_eq!(q.get(), addr);
-        let s = caching::of(&a).unwrap().stats().unwrap();
-        assert!(s.all.cache_hits >= 1);
-        let host = [42u8; 4096];
-        let mut back = [0u8; 4096];
-        // SAFETY: both sides hold 4096 bytes.
-        unsafe {
-            a.copy_data(q.get(), host.as_ptr().cast(), 4096).unwrap();
-            a.copy_data(back.as_mut_ptr().cast(), q.get(), 4096)
-                .unwrap();
-        }
-        assert_eq!(back, host);
-        drop(q);
-        a.empty_cache().unwrap();
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn pinned_host_memory_is_usable_from_the_cpu() {
-        gpu();
-        let pinned = pinned_allocator();
-        let p = pinned.allocate(8192).unwrap();
-        assert!(p.device().is_cpu());
-        assert_eq!(p.get() as usize % 64, 0);
-        // SAFETY: p owns 8192 host bytes.
-        unsafe { std::ptr::write_bytes(p.get() as *mut u8, 0x33, 8192) };
-        let dev = device_allocator().allocate(8192).unwrap();
-        let mut back = vec![0u8; 8192];
-        // SAFETY: all three hold 8192 bytes.
-        unsafe {
-            pinned.copy_data(dev.get(), p.get(), 8192).unwrap();
-            pinned
-                .copy_data(back.as_mut_ptr().cast(), dev.get(), 8192)
-                .unwrap();
-        }
-        assert!(back.iter().all(|&b| b == 0x33));
-    }
-}
+mod tests;

@@ -17,87 +17,28 @@
 //!   address; blocks of oversize segments live in a second map of their
 //!   own so ordinary requests never walk over them.
 //!
-//! The block records themselves are in block.rs. Everything here runs
+//! The block records themselves are in block.rs, the small pool's
+//! size-class lists in small_bins.rs, the views of the pools (segment
+//! lists, statistics, the test audit) in views.rs. Everything here runs
 //! under the allocator's lock (the `&mut State` receiver is the proof).
 
-use super::block::{BlockId, BlockState, Records};
+use super::block::{BlockId, BlockState, Pending, Records};
 use super::front_cache::Front;
-use super::sizes::{
-    PoolKind, LARGE_SPLIT_REMAINDER, MIN_BLOCK, OVERSIZE_SLACK, SMALL_MAX, SMALL_SEGMENT,
-};
+use super::sizes::{PoolKind, LARGE_SPLIT_REMAINDER, MIN_BLOCK, OVERSIZE_SLACK, SMALL_SEGMENT};
 use super::stats::Tally;
 use super::Shared;
 use crate::allocator::AllocatorImpl;
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use std::collections::BTreeMap;
+
+mod small_bins;
+mod views;
+
+use small_bins::SmallBins;
 use std::ffi::c_void;
-
-const SMALL_CLASSES: usize = SMALL_SEGMENT / MIN_BLOCK;
-const BITMAP_WORDS: usize = SMALL_CLASSES / 64;
-
-/// The size-class lists of one device's small pool.
-struct SmallBins {
-    heads: Box<[Option<BlockId>; SMALL_CLASSES]>,
-    /// Bit c of word c / 64: class c is non-empty.
-    words: [u64; BITMAP_WORDS],
-    /// Bit w: words[w] != 0.
-    summary: u64,
-}
-
-impl SmallBins {
-    fn new() -> SmallBins {
-        SmallBins {
-            heads: Box::new([None; SMALL_CLASSES]),
-            words: [0; BITMAP_WORDS],
-            summary: 0,
-        }
-    }
-
-    /// The class of a small-pool block size (the mask only lets the
-    /// compiler see the bound; sizes are 512..=2 MiB, multiples of 512).
-    #[inline]
-    fn class(size: usize) -> usize {
-        debug_assert!((MIN_BLOCK..=SMALL_SEGMENT).contains(&size) && size % MIN_BLOCK == 0);
-        (size / MIN_BLOCK - 1) & (SMALL_CLASSES - 1)
-    }
-
-    /// Sets the head of a class that was empty.
-    #[inline]
-    fn fill(&mut self, class: usize, head: BlockId) {
-        self.heads[class] = Some(head);
-        let w = class / 64;
-        self.words[w] |= 1 << (class % 64);
-        self.summary |= 1 << w;
-    }
-
-    /// Empties a class.
-    #[inline]
-    fn clear(&mut self, class: usize) {
-        self.heads[class] = None;
-        let w = class / 64;
-        self.words[w] &= !(1 << (class % 64));
-        if self.words[w] == 0 {
-            self.summary &= !(1 << w);
-        }
-    }
-
-    /// The first non-empty class at or above `class`.
-    #[inline]
-    fn first_at_least(&self, class: usize) -> Option<usize> {
-        let w = class / 64;
-        let here = self.words[w] & (!0u64 << (class % 64));
-        if here != 0 {
-            return Some(w * 64 + here.trailing_zeros() as usize);
-        }
-        let above = self.summary & (!0u64).checked_shl(w as u32 + 1).unwrap_or(0);
-        if above == 0 {
-            return None;
-        }
-        let w = above.trailing_zeros() as usize;
-        Some(w * 64 + self.words[w].trailing_zeros() as usize)
-    }
-}
+#[cfg(test)]
+pub(super) use views::Audit;
 
 /// Free large-pool blocks keyed by (size, address).
 type FreeMap = BTreeMap<(usize, usize), BlockId>;
@@ -109,9 +50,12 @@ struct LargeFree {
     oversize: FreeMap,
 }
 
-/// The pools of one device.
+/// The pools of one device and stream (the stream is 0 for allocators
+/// without streams): a block only ever serves requests made on the stream
+/// its segment was allocated for.
 struct DevicePools {
     device: Device,
+    stream: usize,
     small: SmallBins,
     large: LargeFree,
     /// Recently freed small blocks kept whole (front_cache.rs).
@@ -136,6 +80,8 @@ pub(super) struct State {
     pub(super) tag: Option<&'static crate::allocator::history::Tag>,
     /// Requests of this size or more are oversize (usize::MAX: none).
     oversize_from: usize,
+    /// Freed blocks waiting for the work of other streams (streams.rs).
+    pub(super) pending: Vec<Pending>,
 }
 
 // SAFETY: the raw pointers are owned by the state (records, blocks) or are
@@ -154,6 +100,7 @@ impl State {
             orphaned: false,
             tag: None,
             oversize_from,
+            pending: Vec::new(),
         }
     }
 
@@ -165,7 +112,7 @@ impl State {
 
     /// The state of a block record.
     #[inline]
-    fn bs(&mut self, b: BlockId) -> &mut BlockState {
+    pub(super) fn bs(&mut self, b: BlockId) -> &mut BlockState {
         // SAFETY: b refers to a record of this state (the only ids a State
         // method receives are its own records, or come from its own
         // DataPtrs); `&mut self` means the lock is held; the result borrows
@@ -186,28 +133,41 @@ impl State {
         self.records.give_back(b);
     }
 
-    /// The index of the pools of `device`, made on first use.
+    /// The index of the pools of `device` and `stream`, made on first use.
     #[inline]
-    pub(super) fn device_slot(&mut self, device: Device) -> usize {
-        match self.existing_slot(device) {
+    pub(super) fn device_slot(&mut self, device: Device, stream: usize) -> usize {
+        match self.existing_slot(device, stream) {
             Some(i) => i,
-            None => self.add_device(device),
+            None => self.add_device(device, stream),
         }
     }
 
-    /// The index of the pools of `device` if it has any yet.
+    /// The index of the pools of `device` and `stream` if they have any yet.
     #[inline]
-    pub(super) fn existing_slot(&self, device: Device) -> Option<usize> {
-        if self.devices.first().is_some_and(|d| d.device == device) {
+    pub(super) fn existing_slot(&self, device: Device, stream: usize) -> Option<usize> {
+        if self
+            .devices
+            .first()
+            .is_some_and(|d| d.device == device && d.stream == stream)
+        {
             return Some(0);
         }
-        self.devices.iter().position(|d| d.device == device)
+        self.devices
+            .iter()
+            .position(|d| d.device == device && d.stream == stream)
+    }
+
+    /// The stream of the pools at `slot`.
+    #[inline]
+    pub(super) fn slot_stream(&self, slot: usize) -> usize {
+        self.devices[slot].stream
     }
 
     #[cold]
-    fn add_device(&mut self, device: Device) -> usize {
+    fn add_device(&mut self, device: Device, stream: usize) -> usize {
         self.devices.push(DevicePools {
             device,
+            stream,
             small: SmallBins::new(),
             large: LargeFree::default(),
             front: Front::new(),
@@ -438,12 +398,12 @@ impl State {
         let s = self.bs(b);
         debug_assert!(s.allocated);
         let (kind, size, requested, slot) = (s.kind, s.size, s.requested, s.slot);
-        if kind != PoolKind::Small || self.orphaned || !self.devices[slot].front.put(size, b) {
+        if self.orphaned || !self.devices[slot].front.put(size, b) {
             return false;
         }
         // The record keeps `requested` (the request it was freed with)
         // until it is taken back or flushed.
-        self.stats.block_parked(requested);
+        self.stats.block_parked(kind, requested);
         true
     }
 
@@ -451,9 +411,6 @@ impl State {
     /// of `slot`.
     #[inline]
     pub(super) fn front_take(&mut self, slot: usize, size: usize) -> Option<BlockId> {
-        if size > SMALL_MAX {
-            return None;
-        }
         self.devices[slot].front.take(size)
     }
 
@@ -467,8 +424,8 @@ impl State {
     ) -> (*mut c_void, Device) {
         let s = self.bs(b);
         let old = std::mem::replace(&mut s.requested, requested);
-        let (addr, device) = (s.addr, s.device);
-        self.stats.parked_taken(old, requested);
+        let (addr, device, kind) = (s.addr, s.device, s.kind);
+        self.stats.parked_taken(kind, old, requested);
         (addr as *mut c_void, device)
     }
 
@@ -480,13 +437,13 @@ impl State {
             None => 0..self.devices.len(),
         };
         for slot in slots {
-            if self.devices[slot].front.bytes() == 0 {
+            if self.devices[slot].front.is_empty() {
                 continue;
             }
             for b in self.devices[slot].front.drain() {
                 let s = self.bs(b);
-                let (size, requested) = (s.size, std::mem::take(&mut s.requested));
-                self.stats.parked_flushed(size, requested);
+                let (kind, size, requested) = (s.kind, s.size, std::mem::take(&mut s.requested));
+                self.stats.parked_flushed(kind, size, requested);
                 self.merge_and_file(b);
             }
         }
@@ -536,17 +493,16 @@ impl State {
         self.insert_free(block);
     }
 
-    /// Takes every fully free segment (of one device's pools, or of all)
-    /// out of the pools and returns the inner allocations, to be freed by
-    /// the caller after unlocking.
-    pub(super) fn take_unused_segments(&mut self, slot: Option<usize>) -> Vec<DataPtr> {
-        self.flush_front(slot);
+    /// Takes every fully free segment (of one device's pools, every
+    /// stream's, or of all) out of the pools and returns the inner
+    /// allocations, to be freed by the caller after unlocking.
+    pub(super) fn take_unused_segments(&mut self, device: Option<Device>) -> Vec<DataPtr> {
+        self.flush_front(None);
         let mut whole = Vec::new();
-        let slots = match slot {
-            Some(s) => s..s + 1,
-            None => 0..self.devices.len(),
-        };
-        for slot in slots {
+        for slot in 0..self.devices.len() {
+            if device.is_some_and(|d| d != self.devices[slot].device) {
+                continue;
+            }
             // A free small-pool block of a whole segment's size is a whole
             // segment; large-pool ones are checked one by one.
             let top = SmallBins::class(SMALL_SEGMENT);
@@ -579,176 +535,6 @@ impl State {
             segments.push(mem);
         }
         segments
-    }
-
-    /// Every segment with the blocks that tile it, in address order (memory
-    /// snapshots). Parked blocks are flushed first, so they show as free.
-    pub(super) fn segments(&mut self) -> Vec<super::SegmentView> {
-        self.flush_front(None);
-        let heads: Vec<BlockId> = self
-            .records
-            .all()
-            .into_iter()
-            .filter(|&b| self.bs(b).segment.is_some())
-            .collect();
-        let mut out = Vec::with_capacity(heads.len());
-        for head in heads {
-            let (kind, oversize, device) = {
-                let s = self.bs(head);
-                (s.kind, s.oversize, s.device)
-            };
-            let mut blocks = Vec::new();
-            let mut cur = Some(head);
-            while let Some(b) = cur {
-                let s = self.bs(b);
-                blocks.push(super::SegmentBlock {
-                    addr: s.addr,
-                    size: s.size,
-                    allocated: s.allocated,
-                    requested: s.allocated.then_some(s.requested),
-                });
-                cur = s.next;
-            }
-            let pool = match (kind, oversize) {
-                (PoolKind::Small, _) => "small",
-                (PoolKind::Large, false) => "large",
-                (PoolKind::Large, true) => "oversize",
-            };
-            out.push(super::SegmentView {
-                addr: blocks[0].addr,
-                size: blocks.iter().map(|b| b.size).sum(),
-                pool,
-                device,
-                blocks,
-            });
-        }
-        out.sort_by_key(|s| s.addr);
-        out
-    }
-
-    /// The statistics now: the front caches are flushed first, so that
-    /// parked blocks count as free.
-    pub(super) fn stats_now(&mut self) -> super::CachingStats {
-        self.flush_front(None);
-        self.stats.snapshot()
-    }
-
-    /// A one-line account of the pools, for out-of-memory messages.
-    pub(super) fn describe(&mut self) -> String {
-        let stats = self.stats_now();
-        let (a, s, l) = (&stats.all, &stats.small, &stats.large);
-        format!(
-            "{} bytes reserved in {} segments (small pool {} in {}, large pool {} in {}), \
-             {} bytes active in {} blocks, {} bytes cached free of which {} in split segments",
-            a.reserved_bytes.current,
-            a.segments.current,
-            s.reserved_bytes.current,
-            s.segments.current,
-            l.reserved_bytes.current,
-            l.segments.current,
-            a.active_bytes.current,
-            a.active_blocks.current,
-            a.reserved_bytes.current - a.active_bytes.current,
-            a.inactive_split_bytes.current,
-        )
-    }
-}
-
-/// What [`State::audit`] found.
-#[cfg(test)]
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Audit {
-    /// Free blocks, and their bytes.
-    pub free_blocks: u64,
-    pub free_bytes: u64,
-    /// Free blocks that are not whole segments, and their bytes.
-    pub split_blocks: u64,
-    pub split_bytes: u64,
-    /// Free blocks that are whole segments.
-    pub whole_segments: u64,
-}
-
-#[cfg(test)]
-impl State {
-    /// Walks every free block, checks the structural invariants (no two
-    /// free neighbours, links consistent, each block filed where its size
-    /// says, bitmaps matching the lists) and sums what it saw.
-    pub(super) fn audit(&mut self) -> Audit {
-        let mut free = Vec::new();
-        for slot in 0..self.devices.len() {
-            let small = &self.devices[slot].small;
-            for class in 0..SMALL_CLASSES {
-                let bit = small.words[class / 64] >> (class % 64) & 1 == 1;
-                assert_eq!(bit, small.heads[class].is_some(), "bitmap of class {class}");
-            }
-            for w in 0..BITMAP_WORDS {
-                assert_eq!(
-                    small.summary >> w & 1 == 1,
-                    small.words[w] != 0,
-                    "summary bit {w}"
-                );
-            }
-            let heads: Vec<(usize, BlockId)> = small
-                .heads
-                .iter()
-                .enumerate()
-                .filter_map(|(c, h)| h.map(|h| (c, h)))
-                .collect();
-            for (class, head) in heads {
-                let mut prev = None;
-                let mut cur = Some(head);
-                while let Some(b) = cur {
-                    let s = self.bs(b);
-                    assert_eq!(s.link_prev, prev, "list links");
-                    assert_eq!(SmallBins::class(s.size), class, "filed under its size");
-                    assert_eq!((s.kind, s.slot), (PoolKind::Small, slot));
-                    prev = Some(b);
-                    cur = s.link_next;
-                    free.push(b);
-                }
-            }
-            let large = &self.devices[slot].large;
-            let entries: Vec<((usize, usize), BlockId, bool)> = large
-                .normal
-                .iter()
-                .map(|(k, b)| (*k, *b, false))
-                .chain(large.oversize.iter().map(|(k, b)| (*k, *b, true)))
-                .collect();
-            for (key, b, oversize) in entries {
-                let s = self.bs(b);
-                assert_eq!(key, (s.size, s.addr), "large key");
-                assert_eq!(
-                    (s.kind, s.slot, s.oversize),
-                    (PoolKind::Large, slot, oversize)
-                );
-                free.push(b);
-            }
-        }
-        let mut audit = Audit::default();
-        for b in free {
-            let s = self.bs(b);
-            assert!(!s.allocated, "a filed block is free");
-            let (size, addr, prev, next, whole) = (s.size, s.addr, s.prev, s.next, s.is_whole());
-            if let Some(p) = prev {
-                let ps = self.bs(p);
-                assert!(ps.allocated, "two free neighbours");
-                assert_eq!((ps.addr + ps.size, ps.next), (addr, Some(b)), "prev link");
-            }
-            if let Some(n) = next {
-                let ns = self.bs(n);
-                assert!(ns.allocated, "two free neighbours");
-                assert_eq!((addr + size, ns.prev), (ns.addr, Some(b)), "next link");
-            }
-            audit.free_blocks += 1;
-            audit.free_bytes += size as u64;
-            if whole {
-                audit.whole_segments += 1;
-            } else {
-                audit.split_blocks += 1;
-                audit.split_bytes += size as u64;
-            }
-        }
-        audit
     }
 }
 
