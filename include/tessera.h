@@ -2858,6 +2858,9 @@ TsrStatus tsr_memory_snapshot(const char *path, TsrSnapshotFormat format);
  * error, from the failing thread, outside tessera's locks (it may call
  * into tessera). Observers stay for the life of the process.
  *
+ * Errors: TSR_ERR_NULL_POINTER (`fn_` NULL, as every NULL function
+ * pointer).
+ *
  * # Safety
  * `fn_` must stay callable with `user` from any thread.
  */

@@ -58,7 +58,9 @@
  * - tessera/tensor.hpp: Tensor;
  * - tessera/object.hpp: Object;
  * - tessera/iter.hpp: IterConfig, Iter and IterView;
- * - tessera/kernels.hpp: the built-in kernels (tessera::add ... amax).
+ * - tessera/kernels.hpp: the built-in kernels (tessera::add ... amax);
+ * - tessera/serialize.hpp: TensorDict, saved and loaded in the torch and
+ *   safetensors formats.
  */
 #ifndef TESSERA_HPP
 #define TESSERA_HPP

@@ -115,7 +115,10 @@ impl Step {
         prepare: unsafe fn(),
         release: unsafe fn(bool),
     ) -> Step {
-        assert!(order >= 1 && order <= STEPS + TEST_SLOTS);
+        assert!(
+            order >= 1 && order <= STEPS + TEST_SLOTS,
+            "a fork step's number is outside the lock order"
+        );
         Step {
             order,
             before,
@@ -310,7 +313,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "outside the lock order")]
     fn a_step_outside_the_order_is_refused() {
         let _ = Step::new(0, || {}, nothing, nothing_released);
     }

@@ -133,6 +133,9 @@ pub unsafe extern "C" fn tsr_memory_snapshot(
 /// error, from the failing thread, outside tessera's locks (it may call
 /// into tessera). Observers stay for the life of the process.
 ///
+/// Errors: TSR_ERR_NULL_POINTER (`fn_` NULL, as every NULL function
+/// pointer).
+///
 /// # Safety
 /// `fn_` must stay callable with `user` from any thread.
 #[no_mangle]
@@ -142,7 +145,7 @@ pub unsafe extern "C" fn tsr_add_oom_observer(
 ) -> TsrStatus {
     guard("tsr_add_oom_observer", || {
         let Some(f) = fn_ else {
-            crate::bail!(InvalidArgument, "fn is NULL: expected an observer function");
+            crate::bail!(NullPointer, "fn is NULL: expected an observer function");
         };
         let user = user as usize;
         oom::add_oom_observer(Arc::new(move |e: &oom::OomEvent<'_>| {

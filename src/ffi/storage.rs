@@ -11,7 +11,8 @@ use crate::error::Result;
 use crate::storage::{Storage, StorageImpl};
 use std::ffi::c_void;
 
-/// Borrows the storage behind a handle.
+/// A new reference to the storage behind a handle (the handle stays the
+/// caller's; `storage_impl` borrows without one).
 ///
 /// # Safety
 /// `s` NULL or a live storage handle.

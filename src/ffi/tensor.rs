@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::tensor::{Tensor, TensorImpl};
 use std::ffi::c_void;
 
-/// Borrows the tensor behind a handle (a new reference).
+/// A new reference to the tensor behind a handle (the handle stays the
+/// caller's; `tensor_impl` borrows without one).
 ///
 /// # Safety
 /// `t` NULL or a live tensor handle.
