@@ -292,6 +292,12 @@ typedef int32_t TsrStatus;
 typedef int8_t TsrDeviceType;
 
 /**
+ * A deleter: frees the context it receives. Must be callable from any
+ * thread.
+ */
+typedef void (*TsrDeleterFn)(void *ctx);
+
+/**
  * A device: type and index (-1 = the current device of that type).
  * Two bytes.
  *
@@ -306,12 +312,6 @@ typedef struct TsrDevice {
      */
     int8_t index;
 } TsrDevice;
-
-/**
- * A deleter: frees the context it receives. Must be callable from any
- * thread.
- */
-typedef void (*TsrDeleterFn)(void *ctx);
 
 /**
  * Memory with its owner (c10's DataPtr): `data` is the address used, `ctx`
@@ -336,48 +336,6 @@ typedef struct TsrDataPtr {
      */
     struct TsrDevice device;
 } TsrDataPtr;
-
-/**
- * An allocator plugin written in C. tessera copies the table at
- * tsr_allocator_new, so it need not outlive the call. Every function may
- * be called from any thread.
- */
-typedef struct TsrAllocatorVTable {
-    /**
-     * sizeof(TsrAllocatorVTable) as compiled by the plugin; fields past it
-     * are treated as NULL, so plugins built against an older header keep
-     * working. Must cover at least `name` and `allocate`.
-     */
-    uint32_t struct_size;
-    /**
-     * The allocator's name (copied), or NULL for "plugin".
-     */
-    const char *name;
-    /**
-     * Required. Allocates `nbytes` on `device` and fills `*out`; returns
-     * TSR_OK, or an error status (after tsr_set_last_error to explain).
-     */
-    TsrStatus (*allocate)(void *self_,
-                          size_t nbytes,
-                          struct TsrDevice device,
-                          struct TsrDataPtr *out);
-    /**
-     * Optional. Frees an allocation given its data address; set it only if
-     * every allocation has ctx == data and this deleter. Enables
-     * tsr_allocator_raw_allocate / raw_deallocate.
-     */
-    TsrDeleterFn raw_deleter;
-    /**
-     * Optional. Copies `nbytes` between memory of this allocator (or to /
-     * from host memory for device allocators). NULL: memcpy.
-     */
-    TsrStatus (*copy_data)(void *self_, void *dst, const void *src, size_t nbytes);
-    /**
-     * Optional. Called once with `self` when the allocator is destroyed:
-     * after the last handle and the last allocation made by it are gone.
-     */
-    void (*release)(void *self_);
-} TsrAllocatorVTable;
 
 /**
  * Statistics of an allocator (every allocator has them).
@@ -422,6 +380,48 @@ typedef void (*TsrMemoryReportFn)(void *user,
                                   int64_t delta_bytes,
                                   uint64_t total_allocated,
                                   struct TsrDevice device);
+
+/**
+ * An allocator plugin written in C. tessera copies the table at
+ * tsr_allocator_new, so it need not outlive the call. Every function may
+ * be called from any thread.
+ */
+typedef struct TsrAllocatorVTable {
+    /**
+     * sizeof(TsrAllocatorVTable) as compiled by the plugin; fields past it
+     * are treated as NULL, so plugins built against an older header keep
+     * working. Must cover at least `name` and `allocate`.
+     */
+    uint32_t struct_size;
+    /**
+     * The allocator's name (copied), or NULL for "plugin".
+     */
+    const char *name;
+    /**
+     * Required. Allocates `nbytes` on `device` and fills `*out`; returns
+     * TSR_OK, or an error status (after tsr_set_last_error to explain).
+     */
+    TsrStatus (*allocate)(void *self_,
+                          size_t nbytes,
+                          struct TsrDevice device,
+                          struct TsrDataPtr *out);
+    /**
+     * Optional. Frees an allocation given its data address; set it only if
+     * every allocation has ctx == data and this deleter. Enables
+     * tsr_allocator_raw_allocate / raw_deallocate.
+     */
+    TsrDeleterFn raw_deleter;
+    /**
+     * Optional. Copies `nbytes` between memory of this allocator (or to /
+     * from host memory for device allocators). NULL: memcpy.
+     */
+    TsrStatus (*copy_data)(void *self_, void *dst, const void *src, size_t nbytes);
+    /**
+     * Optional. Called once with `self` when the allocator is destroyed:
+     * after the last handle and the last allocation made by it are gone.
+     */
+    void (*release)(void *self_);
+} TsrAllocatorVTable;
 
 /**
  * Options of tsr_caching_allocator_new. Zero it, set `struct_size` to
@@ -1278,38 +1278,6 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Creates an allocator from a C plugin table (copied) and its `self`
- * pointer, and writes a new reference to `*out`. `release(self)` runs
- * when the last handle and the last allocation are gone. Allocations go
- * through tessera's statistics.
- *
- * Errors: TSR_ERR_NULL_POINTER (vtable or out NULL); TSR_ERR_INVALID_ARGUMENT
- * (struct_size too small to hold `allocate`, or allocate NULL). On error
- * `release` is not called: `self` stays the caller's to clean up.
- *
- * # Safety
- * `vtable` NULL or readable for its struct_size; `out` NULL or writable.
- */
-TsrStatus tsr_allocator_new(const struct TsrAllocatorVTable *vtable,
-                            void *self_,
-                            struct TsrAllocator **out);
-
-/**
- * Creates an allocator from a plugin table and installs it for
- * `device_type` with `priority` (tsr_set_allocator's rule), keeping no
- * reference for the caller. What TSR_REGISTER_ALLOCATOR calls at load
- * time; since nobody can check the status there, a failure is also
- * printed to stderr. On error `release` is not called.
- *
- * # Safety
- * As tsr_allocator_new.
- */
-TsrStatus tsr_register_allocator(TsrDeviceType device_type,
-                                 const struct TsrAllocatorVTable *vtable,
-                                 void *self_,
-                                 uint8_t priority);
-
-/**
  * Installs `allocator` for `device_type` if `priority` >= the slot's
  * current priority (equal: replaces), as c10's SetAllocator. Returns
  * TSR_OK whether or not the slot changed (a higher-priority allocator is
@@ -1352,18 +1320,6 @@ struct TsrAllocator *tsr_cpu_allocator(void);
  * `allocator` NULL or a live handle.
  */
 const char *tsr_allocator_name(const struct TsrAllocator *allocator);
-
-/**
- * The `self` pointer a C plugin allocator was created with
- * (tsr_allocator_new, tsr_register_allocator), or NULL when `allocator`
- * is not a C plugin (the built-in CPU, caching or CUDA allocators) or is
- * NULL. Lets a host get back to its own object from a registered
- * allocator.
- *
- * # Safety
- * `allocator` NULL or a live handle.
- */
-void *tsr_allocator_plugin_self(const struct TsrAllocator *allocator);
 
 /**
  * Allocates `nbytes` on the allocator's default device (CPU for plugins)
@@ -1450,52 +1406,6 @@ void tsr_allocator_reset_peak(struct TsrAllocator *allocator);
  * `fn_` must stay callable with `user` until replaced.
  */
 TsrStatus tsr_set_memory_reporter(TsrMemoryReportFn fn_, void *user);
-
-/**
- * Zero-fills new memory of the built-in CPU allocator (process-wide).
- * Errors: TSR_ERR_INVALID_ARGUMENT when turning it on while junk-fill is on.
- */
-TsrStatus tsr_cpu_allocator_set_zero_fill(bool on);
-
-/**
- * Fills new memory of the built-in CPU allocator with the pattern
- * 0x7fedbeef (reads as NaN / a huge integer), to expose reads of
- * uninitialized memory. Errors: TSR_ERR_INVALID_ARGUMENT when turning it
- * on while zero-fill is on.
- */
-TsrStatus tsr_cpu_allocator_set_junk_fill(bool on);
-
-/**
- * Aligns built-in CPU allocations of 2 MiB or more to 2 MiB and advises
- * transparent huge pages for them (madvise).
- */
-TsrStatus tsr_cpu_allocator_set_huge_pages(bool on);
-
-/**
- * Sets the per-thread cache budget of the built-in CPU allocator, in
- * bytes (default 128 MiB; 0 turns the cache off). Freed blocks up to 256
- * MiB are kept by the freeing thread, a few per size class, until this
- * budget is reached, so repeated sizes skip malloc/free; a thread's cache
- * is freed when it exits or calls tsr_cpu_allocator_release_cache.
- * Applies to later frees.
- */
-void tsr_cpu_allocator_set_cache_limit(size_t bytes);
-
-/**
- * The per-thread cache budget of the built-in CPU allocator, in bytes.
- */
-size_t tsr_cpu_allocator_cache_limit(void);
-
-/**
- * Frees every block the calling thread keeps in the built-in CPU
- * allocator's cache; returns the bytes released.
- */
-size_t tsr_cpu_allocator_release_cache(void);
-
-/**
- * Bytes the calling thread keeps in the built-in CPU allocator's cache.
- */
-size_t tsr_cpu_allocator_cached_bytes(void);
 
 /**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
@@ -1587,6 +1497,96 @@ size_t tsr_weak_allocator_use_count(const struct TsrWeakAllocator *w);
  * `w` NULL or a live weak handle.
  */
 size_t tsr_weak_allocator_weak_use_count(const struct TsrWeakAllocator *w);
+
+/**
+ * Zero-fills new memory of the built-in CPU allocator (process-wide).
+ * Errors: TSR_ERR_INVALID_ARGUMENT when turning it on while junk-fill is on.
+ */
+TsrStatus tsr_cpu_allocator_set_zero_fill(bool on);
+
+/**
+ * Fills new memory of the built-in CPU allocator with the pattern
+ * 0x7fedbeef (reads as NaN / a huge integer), to expose reads of
+ * uninitialized memory. Errors: TSR_ERR_INVALID_ARGUMENT when turning it
+ * on while zero-fill is on.
+ */
+TsrStatus tsr_cpu_allocator_set_junk_fill(bool on);
+
+/**
+ * Aligns built-in CPU allocations of 2 MiB or more to 2 MiB and advises
+ * transparent huge pages for them (madvise).
+ */
+TsrStatus tsr_cpu_allocator_set_huge_pages(bool on);
+
+/**
+ * Sets the per-thread cache budget of the built-in CPU allocator, in
+ * bytes (default 128 MiB; 0 turns the cache off). Freed blocks up to 256
+ * MiB are kept by the freeing thread, a few per size class, until this
+ * budget is reached, so repeated sizes skip malloc/free; a thread's cache
+ * is freed when it exits or calls tsr_cpu_allocator_release_cache.
+ * Applies to later frees.
+ */
+void tsr_cpu_allocator_set_cache_limit(size_t bytes);
+
+/**
+ * The per-thread cache budget of the built-in CPU allocator, in bytes.
+ */
+size_t tsr_cpu_allocator_cache_limit(void);
+
+/**
+ * Frees every block the calling thread keeps in the built-in CPU
+ * allocator's cache; returns the bytes released.
+ */
+size_t tsr_cpu_allocator_release_cache(void);
+
+/**
+ * Bytes the calling thread keeps in the built-in CPU allocator's cache.
+ */
+size_t tsr_cpu_allocator_cached_bytes(void);
+
+/**
+ * Creates an allocator from a C plugin table (copied) and its `self`
+ * pointer, and writes a new reference to `*out`. `release(self)` runs
+ * when the last handle and the last allocation are gone. Allocations go
+ * through tessera's statistics.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (vtable or out NULL); TSR_ERR_INVALID_ARGUMENT
+ * (struct_size too small to hold `allocate`, or allocate NULL). On error
+ * `release` is not called: `self` stays the caller's to clean up.
+ *
+ * # Safety
+ * `vtable` NULL or readable for its struct_size; `out` NULL or writable.
+ */
+TsrStatus tsr_allocator_new(const struct TsrAllocatorVTable *vtable,
+                            void *self_,
+                            struct TsrAllocator **out);
+
+/**
+ * Creates an allocator from a plugin table and installs it for
+ * `device_type` with `priority` (tsr_set_allocator's rule), keeping no
+ * reference for the caller. What TSR_REGISTER_ALLOCATOR calls at load
+ * time; since nobody can check the status there, a failure is also
+ * printed to stderr. On error `release` is not called.
+ *
+ * # Safety
+ * As tsr_allocator_new.
+ */
+TsrStatus tsr_register_allocator(TsrDeviceType device_type,
+                                 const struct TsrAllocatorVTable *vtable,
+                                 void *self_,
+                                 uint8_t priority);
+
+/**
+ * The `self` pointer a C plugin allocator was created with
+ * (tsr_allocator_new, tsr_register_allocator), or NULL when `allocator`
+ * is not a C plugin (the built-in CPU, caching or CUDA allocators) or is
+ * NULL. Lets a host get back to its own object from a registered
+ * allocator.
+ *
+ * # Safety
+ * `allocator` NULL or a live handle.
+ */
+void *tsr_allocator_plugin_self(const struct TsrAllocator *allocator);
 
 /**
  * Creates a caching allocator over `inner` (any allocator: the built-in

@@ -24,19 +24,10 @@
 //!    then it completes the built-in CPU allocator's one-time
 //!    initialization (a `OnceLock`: one caught half-way would block the
 //!    child forever; every step's `before`, `allocator::complete_builtin`);
-//! 1. the thread pool slot (`parallel.rs`);
-//! 2. the allocator registry's slots, by device type number;
-//! 3. the memory reporter slot;
-//! 4. the memory history ring and its list of per-thread event buffers
-//!    (`allocator/history/`);
-//! 5. the list of live allocators, then each one's raw-allocation size
-//!    table, in list order (`allocator/mod.rs`);
-//! 6. the list of live caching allocators, then each one's pool lock, in
-//!    list order (`allocator/caching`);
-//! 7. the CPU allocator's counter shard lists: all shards, then the free
-//!    list (`allocator/thread_counts.rs`);
-//! 8. the list of the CPU allocator's thread caches
-//!    (`allocator/cpu_thread_cache.rs`).
+//! 1. to 8. the locks of each module that keeps locks across calls, in
+//!    the order of the table [`order`] (thread pool, registry, reporter,
+//!    memory history, allocator list, caching allocators, CPU counter
+//!    shards, CPU thread caches), each as its `fork_prepare` says.
 //!
 //! This cannot deadlock against tessera itself because no tessera code
 //! holds a lock of a later step while it waits for one of an earlier step
@@ -80,9 +71,44 @@ static REGISTERED: AtomicU64 = AtomicU64::new(0);
 /// Held by a fork from its `prepare` to its `parent` or `child` handler.
 static FORKING: AtomicBool = AtomicBool::new(false);
 
-/// The number of lock-order steps (1 to 8, see the module doc; each
-/// module's `FORK_STEP` static names its number).
-pub(crate) const STEPS: usize = 8;
+/// The lock order, one number per module that keeps locks across calls
+/// (its `FORK_STEP` static uses it): `prepare` takes them in this order,
+/// `parent` and `child` release them in reverse. docs/RELIABILITY.md's
+/// table lists the same steps (a test below checks it against [`ORDER`]).
+pub(crate) mod order {
+    /// `parallel.rs`: the thread pool slot.
+    pub(crate) const THREAD_POOL: usize = 1;
+    /// `allocator/registry.rs`: the registry's slots.
+    pub(crate) const REGISTRY: usize = 2;
+    /// `allocator/reporter.rs`: the memory reporter slot.
+    pub(crate) const REPORTER: usize = 3;
+    /// `allocator/history/mod.rs`: the memory history ring.
+    pub(crate) const HISTORY: usize = 4;
+    /// `allocator/mod.rs`: the list of live allocators.
+    pub(crate) const ALLOCATORS: usize = 5;
+    /// `allocator/caching/mod.rs`: the caching allocators and their pools.
+    pub(crate) const CACHING: usize = 6;
+    /// `allocator/thread_counts.rs`: the CPU allocator's counter shards.
+    pub(crate) const THREAD_COUNTS: usize = 7;
+    /// `allocator/cpu_thread_cache.rs`: the registry of thread caches.
+    pub(crate) const CPU_THREAD_CACHE: usize = 8;
+}
+
+/// Each step's number and the file that declares it, in order.
+#[cfg(test)]
+const ORDER: [(usize, &str); STEPS] = [
+    (order::THREAD_POOL, "src/parallel.rs"),
+    (order::REGISTRY, "src/allocator/registry.rs"),
+    (order::REPORTER, "src/allocator/reporter.rs"),
+    (order::HISTORY, "src/allocator/history/mod.rs"),
+    (order::ALLOCATORS, "src/allocator/mod.rs"),
+    (order::CACHING, "src/allocator/caching/mod.rs"),
+    (order::THREAD_COUNTS, "src/allocator/thread_counts.rs"),
+    (order::CPU_THREAD_CACHE, "src/allocator/cpu_thread_cache.rs"),
+];
+
+/// The number of lock-order steps ([`order`]).
+pub(crate) const STEPS: usize = order::CPU_THREAD_CACHE;
 
 /// One step of the lock order: the locks of one module, taken by
 /// `prepare` and released by `release` (`in_child`: in the child
@@ -310,6 +336,43 @@ mod tests {
         assert!(TEST_STEP.added.load(Ordering::SeqCst));
         assert_eq!(REGISTERED.load(Ordering::SeqCst), DONE);
         assert!(std::ptr::eq(step_at(STEPS + 1).unwrap(), &TEST_STEP));
+    }
+
+    /// The lock-order table of docs/RELIABILITY.md names, for each step
+    /// number, the file that declares it, as [`ORDER`] does, and each of
+    /// those files uses its step's constant.
+    #[test]
+    fn the_documented_lock_order_is_the_code_s() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let doc = std::fs::read_to_string(format!("{root}/docs/RELIABILITY.md")).unwrap();
+        let rows: Vec<(usize, String)> = doc
+            .lines()
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let n: usize = cells.get(1)?.parse().ok()?;
+                let file = cells.get(3)?.trim_matches('`').to_string();
+                (n >= 1 && file.starts_with("src/")).then_some((n, file))
+            })
+            .collect();
+        let want: Vec<(usize, String)> = ORDER.iter().map(|&(n, f)| (n, f.to_string())).collect();
+        assert_eq!(rows, want, "docs/RELIABILITY.md's lock-order table");
+        let names = [
+            "THREAD_POOL",
+            "REGISTRY",
+            "REPORTER",
+            "HISTORY",
+            "ALLOCATORS",
+            "CACHING",
+            "THREAD_COUNTS",
+            "CPU_THREAD_CACHE",
+        ];
+        for ((_, file), name) in ORDER.iter().zip(names) {
+            let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+            assert!(
+                text.contains(&format!("fork::order::{name},")),
+                "{file} declares step {name}"
+            );
+        }
     }
 
     #[test]

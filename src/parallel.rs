@@ -71,7 +71,7 @@ static ABANDONED: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_m
 
 /// Step 1 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    1,
+    crate::fork::order::THREAD_POOL,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

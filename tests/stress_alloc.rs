@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::thread;
 use tessera::ffi::allocator::*;
+use tessera::ffi::allocator_plugin::*;
 use tessera::ffi::caching::*;
 use tessera::ffi::data_ptr::tsr_data_ptr_free;
 use tessera::ffi::storage::*;

@@ -17,6 +17,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::Mutex;
 use tessera::ffi::allocator::*;
+use tessera::ffi::allocator_plugin::*;
 use tessera::ffi::data_ptr::tsr_data_ptr_free;
 use tessera::ffi::storage::*;
 use tessera::ffi::storage_data::*;

@@ -381,8 +381,8 @@ impl RawAllocator for CpuBackend {
         self
     }
 
-    fn kind(&self) -> &'static str {
-        "cpu"
+    fn kind(&self) -> super::AllocatorKind {
+        super::AllocatorKind::Cpu
     }
 
     fn keeps_own_stats(&self) -> bool {

@@ -258,7 +258,7 @@ static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
 /// Step 8 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    8,
+    crate::fork::order::CPU_THREAD_CACHE,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

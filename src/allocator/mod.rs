@@ -33,6 +33,31 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
 
+/// What kind of allocator a backend is, as memory snapshots name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AllocatorKind {
+    /// The built-in CPU allocator.
+    Cpu,
+    /// A caching layer over another allocator.
+    Caching,
+    /// A C plugin (`TsrAllocatorVTable`).
+    Plugin,
+    /// Anything else (the CUDA allocators, Rust backends).
+    Other,
+}
+
+impl AllocatorKind {
+    /// The name snapshots write: "cpu", "caching", "plugin" or "other".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllocatorKind::Cpu => "cpu",
+            AllocatorKind::Caching => "caching",
+            AllocatorKind::Plugin => "plugin",
+            AllocatorKind::Other => "other",
+        }
+    }
+}
+
 /// What a memory backend implements. tessera wraps it in an [`Allocator`],
 /// which adds statistics and reference counting.
 pub trait RawAllocator: Send + Sync + 'static {
@@ -82,10 +107,10 @@ pub trait RawAllocator: Send + Sync + 'static {
         Ok(())
     }
 
-    /// What kind of allocator this is, in memory snapshots: "cpu",
-    /// "caching", "plugin" or "other" (the default).
-    fn kind(&self) -> &'static str {
-        "other"
+    /// What kind of allocator this is, for memory snapshots (default:
+    /// [`AllocatorKind::Other`]).
+    fn kind(&self) -> AllocatorKind {
+        AllocatorKind::Other
     }
 
     /// The name of the allocator this one takes its memory from (caching
@@ -178,7 +203,12 @@ type HeldTables = (
 static HELD: Held<HeldTables> = Held::new();
 
 /// Step 5 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(5, complete_builtin, fork_prepare, fork_release);
+static FORK_STEP: Step = Step::new(
+    crate::fork::order::ALLOCATORS,
+    complete_builtin,
+    fork_prepare,
+    fork_release,
+);
 
 /// Atfork `prepare`: holds the list of live allocators, then each one's
 /// raw-size table (in list order).

@@ -41,7 +41,7 @@ static HELD: Held<Vec<RwLockWriteGuard<'static, Option<Slot>>>> = Held::new();
 
 /// Step 2 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    2,
+    crate::fork::order::REGISTRY,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

@@ -46,7 +46,7 @@ static HELD: Held<RwLockWriteGuard<'static, Option<MemoryReporter>>> = Held::new
 
 /// Step 3 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    3,
+    crate::fork::order::REPORTER,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

@@ -162,7 +162,7 @@ static HELD: Held<Lists> = Held::new();
 
 /// Step 7 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    7,
+    crate::fork::order::THREAD_COUNTS,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

@@ -58,6 +58,8 @@
 //! argument it covers and what the callee checks itself.
 
 pub mod allocator;
+pub mod allocator_cpu;
+pub mod allocator_plugin;
 pub mod caching;
 pub(crate) mod call;
 pub mod cuda;

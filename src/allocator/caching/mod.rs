@@ -162,7 +162,7 @@ static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
 /// Step 6 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    6,
+    crate::fork::order::CACHING,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,
@@ -491,8 +491,8 @@ impl RawAllocator for CachingAllocator {
         self
     }
 
-    fn kind(&self) -> &'static str {
-        "caching"
+    fn kind(&self) -> super::AllocatorKind {
+        super::AllocatorKind::Caching
     }
 
     fn inner_name(&self) -> Option<String> {

@@ -36,8 +36,8 @@ pub struct Tag {
     pub name: String,
     /// Its default device.
     pub device: Device,
-    /// "cpu", "caching", "plugin" or "other".
-    pub kind: &'static str,
+    /// What kind of allocator it is.
+    pub kind: crate::allocator::AllocatorKind,
     /// A caching allocator's inner allocator's name.
     pub inner: Option<String>,
 }
@@ -47,7 +47,7 @@ impl Tag {
     pub(crate) fn new(
         name: String,
         device: Device,
-        kind: &'static str,
+        kind: crate::allocator::AllocatorKind,
         inner: Option<String>,
     ) -> &'static Tag {
         static TAGS: Mutex<Vec<&'static Tag>> = Mutex::new(Vec::new());
@@ -283,7 +283,7 @@ static HELD: Held<RingGuard> = Held::new();
 
 /// Step 4 of the atfork handlers' lock order (crate::fork).
 static FORK_STEP: Step = Step::new(
-    4,
+    crate::fork::order::HISTORY,
     crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,

@@ -20,7 +20,12 @@ fn quiet_start(max_entries: usize) {
 }
 
 fn tag(name: &str) -> &'static Tag {
-    Tag::new(format!("history-test-{name}"), Device::CPU, "other", None)
+    Tag::new(
+        format!("history-test-{name}"),
+        Device::CPU,
+        crate::allocator::AllocatorKind::Other,
+        None,
+    )
 }
 
 fn alloc(t: &'static Tag, addr: usize, size: usize) {

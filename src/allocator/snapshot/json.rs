@@ -39,7 +39,7 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
             let mut o = Map::new();
             o.insert("name".into(), json!(a.tag.name));
             o.insert("device".into(), device(a.tag.device));
-            o.insert("kind".into(), json!(a.tag.kind));
+            o.insert("kind".into(), json!(a.tag.kind.as_str()));
             if let Some(inner) = &a.tag.inner {
                 o.insert("inner".into(), json!(inner));
             }

@@ -106,7 +106,8 @@ pub(crate) fn gather() -> Gathered {
                         tag: block.tag,
                         stats: StatsSnapshot::default(),
                         blocks: Vec::new(),
-                        segments: (block.tag.kind == "caching").then(Vec::new),
+                        segments: (block.tag.kind == crate::allocator::AllocatorKind::Caching)
+                            .then(Vec::new),
                     });
                     g.allocators.len() - 1
                 }
