@@ -11,7 +11,7 @@
 //! (<https://github.com/dmlc/dlpack>).
 
 use crate::device::{Device, DeviceType};
-use crate::dtype::DType;
+use crate::dtype::{table, DType};
 use crate::error::Result;
 use crate::tensor::layout::{checked_numel, storage_nbytes_needed};
 use crate::tensor::{Dims, MAX_DIMS};
@@ -179,44 +179,38 @@ pub struct DLDataType {
     pub lanes: u16,
 }
 
-/// The (type code, bits, lanes) of tessera's dtypes, one per dtype that
-/// has a DLPack type (DLPack 1.1 codes). Float4_e2m1fn_x2 is two 4-bit
-/// lanes of kDLFloat4_e2m1fn in its byte. The quantized, bits and sub-byte
-/// integer types and BComplex32 have none.
-const DTYPE_CODES: [(DType, u8, u8, u16); 22] = [
-    (DType::Bool, type_code::BOOL, 8, 1),
-    (DType::Byte, type_code::UINT, 8, 1),
-    (DType::UInt16, type_code::UINT, 16, 1),
-    (DType::UInt32, type_code::UINT, 32, 1),
-    (DType::UInt64, type_code::UINT, 64, 1),
-    (DType::Char, type_code::INT, 8, 1),
-    (DType::Short, type_code::INT, 16, 1),
-    (DType::Int, type_code::INT, 32, 1),
-    (DType::Long, type_code::INT, 64, 1),
-    (DType::Half, type_code::FLOAT, 16, 1),
-    (DType::Float, type_code::FLOAT, 32, 1),
-    (DType::Double, type_code::FLOAT, 64, 1),
-    (DType::BFloat16, type_code::BFLOAT, 16, 1),
-    (DType::ComplexHalf, type_code::COMPLEX, 32, 1),
-    (DType::ComplexFloat, type_code::COMPLEX, 64, 1),
-    (DType::ComplexDouble, type_code::COMPLEX, 128, 1),
-    (DType::Float8E5M2, type_code::FLOAT8_E5M2, 8, 1),
-    (DType::Float8E4M3Fn, type_code::FLOAT8_E4M3FN, 8, 1),
-    (DType::Float8E5M2Fnuz, type_code::FLOAT8_E5M2FNUZ, 8, 1),
-    (DType::Float8E4M3Fnuz, type_code::FLOAT8_E4M3FNUZ, 8, 1),
-    (DType::Float8E8M0Fnu, type_code::FLOAT8_E8M0FNU, 8, 1),
-    (DType::Float4E2M1FnX2, type_code::FLOAT4_E2M1FN, 4, 2),
-];
+/// Expands the dtype table's DLPack column into `DTYPE_CODES`.
+macro_rules! dlpack_column {
+    ([] $( $kind:ident { $( ($variant:ident, $number:literal, $name:literal, $size:literal,
+        $sign:ident, [$($elem:tt)*], $torch:tt, $storage:tt, $safetensors:tt, $dlpack:tt,
+        $numpy:tt, $doc:literal) )* } )*) => {
+        /// The (type code, bits, lanes) of every dtype that has a DLPack
+        /// type (DLPack 1.1 codes). Float4_e2m1fn_x2 is two 4-bit lanes of
+        /// kDLFloat4_e2m1fn in its byte. The quantized, bits and sub-byte
+        /// integer types and BComplex32 have none.
+        const DTYPE_CODES: &[(DType, Option<(u8, u8, u16)>)] = {
+            use type_code::*;
+            &[ $( $( (DType::$variant, table::column!($dlpack)), )* )* ]
+        };
+    };
+}
+table::dtype_table!(dlpack_column);
+
+/// The dtypes that have a DLPack type, with (code, bits, lanes).
+fn dlpack_codes() -> impl Iterator<Item = (DType, u8, u8, u16)> {
+    DTYPE_CODES
+        .iter()
+        .filter_map(|&(d, code)| code.map(|(c, b, l)| (d, c, b, l)))
+}
 
 impl DLDataType {
     /// The DLPack type of a tessera dtype. The quantized, bits and
     /// sub-byte integer types and BComplex32 have no DLPack type:
     /// TSR_ERR_DTYPE naming the dtype.
     pub fn from_dtype(dtype: DType) -> Result<DLDataType> {
-        DTYPE_CODES
-            .iter()
+        dlpack_codes()
             .find(|(d, _, _, _)| *d == dtype)
-            .map(|&(_, code, bits, lanes)| DLDataType { code, bits, lanes })
+            .map(|(_, code, bits, lanes)| DLDataType { code, bits, lanes })
             .ok_or_else(|| {
                 crate::err!(
                     DType,
@@ -230,9 +224,8 @@ impl DLDataType {
     /// width tessera has for that code.
     pub fn to_dtype(self) -> Result<DType> {
         let DLDataType { code, bits, lanes } = self;
-        if let Some(&(dtype, _, _, _)) = DTYPE_CODES
-            .iter()
-            .find(|&&(_, c, b, l)| c == code && b == bits && l == lanes)
+        if let Some((dtype, _, _, _)) =
+            dlpack_codes().find(|&(_, c, b, l)| c == code && b == bits && l == lanes)
         {
             return Ok(dtype);
         }
@@ -249,10 +242,9 @@ impl DLDataType {
                 "unknown DLPack type code {code}: expected a DLDataTypeCode of DLPack 1.1 (0-17)"
             )
         };
-        let widths: Vec<String> = DTYPE_CODES
-            .iter()
-            .filter(|&&(_, c, _, _)| c == code)
-            .map(|&(_, _, b, l)| {
+        let widths: Vec<String> = dlpack_codes()
+            .filter(|&(_, c, _, _)| c == code)
+            .map(|(_, _, b, l)| {
                 if l == 1 {
                     b.to_string()
                 } else {

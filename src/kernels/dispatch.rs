@@ -12,16 +12,49 @@ pub(crate) fn unsupported(op: &str, dtype: DType) -> Error {
     crate::err!(Unsupported, "{op} is not implemented for dtype {dtype}")
 }
 
-/// The common body of the dispatch macros: one match arm per listed
-/// `DType variant => element type`, any other dtype returning an
-/// Unsupported error from the enclosing function.
+/// Selects groups of the dtype table (dtype/table.rs) for a dispatch set
+/// and emits one match arm per dtype of them: `DType::X => { type $T =
+/// <X's element type>; $body }`, any other dtype returning an Unsupported
+/// error from the enclosing function. The sets, by group: `all` = Bool,
+/// Int, UInt, Float, Complex; `convert` = all + Float8; `signed` = all
+/// without Bool; `floating` = Float, Complex; `real` = Int, UInt, Float.
+macro_rules! dispatch_groups {
+    ([$set:ident, $dtype:expr, $op:expr, $T:ident, $body:expr]
+        Bool { $($bool:tt)* } Int { $($int:tt)* } UInt { $($uint:tt)* }
+        Float { $($float:tt)* } Complex { $($complex:tt)* } Float8 { $($float8:tt)* }
+        $($storage_only:tt)*) => {
+        $crate::kernels::dispatch::dispatch_groups!(@$set [$dtype, $op, $T, $body]
+            [$($bool)*] [$($int)* $($uint)*] [$($float)*] [$($complex)*] [$($float8)*])
+    };
+    (@all $args:tt [$($b:tt)*] [$($i:tt)*] [$($f:tt)*] [$($c:tt)*] $f8:tt) => {
+        $crate::kernels::dispatch::dispatch_arms!($args $($b)* $($i)* $($f)* $($c)*)
+    };
+    (@convert $args:tt [$($b:tt)*] [$($i:tt)*] [$($f:tt)*] [$($c:tt)*] [$($f8:tt)*]) => {
+        $crate::kernels::dispatch::dispatch_arms!($args $($b)* $($i)* $($f)* $($c)* $($f8)*)
+    };
+    (@signed $args:tt $b:tt [$($i:tt)*] [$($f:tt)*] [$($c:tt)*] $f8:tt) => {
+        $crate::kernels::dispatch::dispatch_arms!($args $($i)* $($f)* $($c)*)
+    };
+    (@floating $args:tt $b:tt $i:tt [$($f:tt)*] [$($c:tt)*] $f8:tt) => {
+        $crate::kernels::dispatch::dispatch_arms!($args $($f)* $($c)*)
+    };
+    (@real $args:tt $b:tt [$($i:tt)*] [$($f:tt)*] $c:tt $f8:tt) => {
+        $crate::kernels::dispatch::dispatch_arms!($args $($i)* $($f)*)
+    };
+}
+
+/// The match of a dispatch set: one arm per table row given.
 macro_rules! dispatch_arms {
-    ($dtype:expr, $op:expr, $T:ident => $body:expr; $($variant:ident => $ty:ty),* $(,)?) => {{
+    ([$dtype:expr, $op:expr, $T:ident, $body:expr]
+        $( ($variant:ident, $number:literal, $name:literal, $size:literal, $sign:ident,
+            [$($elem:tt)*], $($formats:tt)*) )*) => {{
         match $dtype {
             $(
                 $crate::dtype::DType::$variant => {
+                    #[allow(unused_imports)]
+                    use $crate::kernels::elem;
                     #[allow(dead_code)]
-                    type $T = $ty;
+                    type $T = $($elem)*;
                     $body
                 }
             )*
@@ -36,16 +69,7 @@ macro_rules! dispatch_arms {
 /// otherwise returns an Unsupported error naming `$op`.
 macro_rules! dispatch_all {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
-            Bool => $crate::kernels::elem::Bool,
-            Byte => u8, Char => i8, Short => i16, Int => i32, Long => i64,
-            UInt16 => u16, UInt32 => u32, UInt64 => u64,
-            Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
-            ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
-            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
-            ComplexFloat => $crate::kernels::elem::Complex<f32>,
-            ComplexDouble => $crate::kernels::elem::Complex<f64>,
-        )
+        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], all, $dtype, $op, $T, $body)
     };
 }
 
@@ -53,66 +77,34 @@ macro_rules! dispatch_all {
 /// between (float8 has no arithmetic kernels, as in c10).
 macro_rules! dispatch_convert {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
-            Bool => $crate::kernels::elem::Bool,
-            Byte => u8, Char => i8, Short => i16, Int => i32, Long => i64,
-            UInt16 => u16, UInt32 => u32, UInt64 => u64,
-            Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
-            ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
-            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
-            ComplexFloat => $crate::kernels::elem::Complex<f32>,
-            ComplexDouble => $crate::kernels::elem::Complex<f64>,
-            Float8E5M2 => $crate::kernels::elem::Float8E5M2,
-            Float8E4M3Fn => $crate::kernels::elem::Float8E4M3Fn,
-            Float8E5M2Fnuz => $crate::kernels::elem::Float8E5M2Fnuz,
-            Float8E4M3Fnuz => $crate::kernels::elem::Float8E4M3Fnuz,
-            Float8E8M0Fnu => $crate::kernels::elem::Float8E8M0Fnu,
-        )
+        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], convert, $dtype, $op, $T, $body)
     };
 }
 
 /// As `dispatch_all`, without Bool (negation, subtraction).
 macro_rules! dispatch_signed {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
-            Byte => u8, Char => i8, Short => i16, Int => i32, Long => i64,
-            UInt16 => u16, UInt32 => u32, UInt64 => u64,
-            Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
-            ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
-            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
-            ComplexFloat => $crate::kernels::elem::Complex<f32>,
-            ComplexDouble => $crate::kernels::elem::Complex<f64>,
-        )
+        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], signed, $dtype, $op, $T, $body)
     };
 }
 
 /// Floating and complex types (true division).
 macro_rules! dispatch_floating {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
-            Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
-            ComplexHalf => $crate::kernels::elem::Complex<half::f16>,
-            BComplex32 => $crate::kernels::elem::Complex<half::bf16>,
-            ComplexFloat => $crate::kernels::elem::Complex<f32>,
-            ComplexDouble => $crate::kernels::elem::Complex<f64>,
-        )
+        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], floating, $dtype, $op, $T, $body)
     };
 }
 
 /// Real types: integers and floating types (no bool, no complex).
 macro_rules! dispatch_real {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::kernels::dispatch::dispatch_arms!($dtype, $op, $T => $body;
-            Byte => u8, Char => i8, Short => i16, Int => i32, Long => i64,
-            UInt16 => u16, UInt32 => u32, UInt64 => u64,
-            Half => half::f16, BFloat16 => half::bf16, Float => f32, Double => f64,
-        )
+        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], real, $dtype, $op, $T, $body)
     };
 }
 
 pub(crate) use {
-    dispatch_all, dispatch_arms, dispatch_convert, dispatch_floating, dispatch_real,
-    dispatch_signed,
+    dispatch_all, dispatch_arms, dispatch_convert, dispatch_floating, dispatch_groups,
+    dispatch_real, dispatch_signed,
 };
 
 /// Runs `$body` with `$T` bound to a plain type of `$itemsize` bytes (u8,
