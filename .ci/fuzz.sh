@@ -7,6 +7,7 @@
 # `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>`).
 #
 #   FUZZ_SECONDS=60 .ci/fuzz.sh            # every target
+#   FUZZ_TOTAL_SECONDS=180 .ci/fuzz.sh     # every target, 180 s in all
 #   FUZZ_SECONDS=600 .ci/fuzz.sh views     # some targets, longer
 #
 # New inputs found during the run go to a temporary directory, so the
@@ -31,6 +32,12 @@ fi
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
     mapfile -t targets < <(cargo "+$toolchain" fuzz list)
+fi
+# FUZZ_TOTAL_SECONDS: one budget shared by the targets (at least 10 s
+# each), so a new target does not lengthen CI; it overrides FUZZ_SECONDS.
+if [[ -n ${FUZZ_TOTAL_SECONDS:-} ]]; then
+    seconds=$((FUZZ_TOTAL_SECONDS / ${#targets[@]}))
+    ((seconds >= 10)) || seconds=10
 fi
 
 # TESSERA_CHECK_HEADER: the fuzz build must not rewrite include/tessera.h.
