@@ -111,8 +111,28 @@ safetensors_py() {
     "$work/safetensors_driver" check "$work/from_python.safetensors"
 }
 
+# ---- NumPy .npy (Python) -----------------------------------------------------
+# NumPy writes (scripts/make_npy_fixtures.py: every dtype with a c10 twin, C
+# and Fortran order, big-endian, 0-d, empty, version 2.0) and tessera's
+# tests read those files instead of the committed copies; tessera writes
+# (the test writes_reference_files) and NumPy reads and compares.
+npy_py() {
+    local py=$cache/python
+    if ! PYTHONPATH=$py python3 -c "import numpy" 2>/dev/null; then
+        echo "SKIPPED npy interop: numpy is not installed (see the safetensors part)"
+        return 0
+    fi
+    PYTHONPATH=$py python3 scripts/make_npy_fixtures.py "$work/npy_numpy"
+    TESSERA_NPY_FIXTURES=$work/npy_numpy cargo test --quiet --lib serialize::tests_npy
+    TESSERA_NPY_OUT=$work/npy_tessera cargo test --quiet --lib \
+        serialize::tests_npy::writes_reference_files
+    PYTHONPATH=$py python3 scripts/make_npy_fixtures.py --check "$work/npy_tessera"
+}
+
 echo "--- libtorch"
 libtorch
 echo "--- safetensors"
 safetensors_py
+echo "--- NumPy .npy"
+npy_py
 echo "serialization interop: done"

@@ -1258,8 +1258,9 @@ typedef struct TsrTensorDesc {
 #define TSR_PRESERVE_FORMAT 1
 
 /**
- * Load: detected from the bytes; save: TSR_FORMAT_SAFETENSORS for a path
- * ending in ".safetensors", else TSR_FORMAT_TORCH.
+ * Load: detected from the bytes (the content decides, not the name);
+ * save: the format the path's extension names (".safetensors", ".npy"),
+ * else TSR_FORMAT_TORCH.
  */
 #define TSR_FORMAT_AUTO 0
 
@@ -1272,6 +1273,19 @@ typedef struct TsrTensorDesc {
  * The safetensors layout.
  */
 #define TSR_FORMAT_SAFETENSORS 2
+
+/**
+ * NumPy's .npy: one array, named "arr_0" in the dict (every NumPy dtype
+ * with a c10 twin; C or Fortran order; big-endian data swapped).
+ */
+#define TSR_FORMAT_NPY 3
+
+/**
+ * torch.save's legacy format (PyTorch before 1.6, or
+ * `_use_new_zipfile_serialization=False`): read only; saving in it is
+ * TSR_ERR_UNSUPPORTED.
+ */
+#define TSR_FORMAT_TORCH_LEGACY 4
 
 #ifdef __cplusplus
 extern "C" {

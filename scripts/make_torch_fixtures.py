@@ -65,9 +65,11 @@ def describe(obj, prefix, tensors, skipped):
         skipped.append(prefix)
 
 
-def write(name, obj):
+def write(name, obj, legacy=False):
     path = OUT / f"{name}.pt"
-    torch.save(obj, path)
+    # legacy: the format torch.save wrote before PyTorch 1.6 (pickles and
+    # raw storages in a row, no zip), still written on request.
+    torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
     # What torch itself reads back is the reference.
     back = torch.load(path, weights_only=True)
     tensors, skipped = [], []
@@ -104,6 +106,7 @@ def main():
     #    parameters are saved as nn.Parameter, rebuilt by
     #    torch._utils._rebuild_parameter), buffers as plain tensors.
     write("module_parameters", m.state_dict(keep_vars=True))
+    write("legacy_module_parameters", m.state_dict(keep_vars=True), legacy=True)
 
     # 2. An OrderedDict of tensors of several dtypes, views sharing one
     #    storage (a transpose, a slice), a 0-dim and a 0-size tensor.
@@ -122,6 +125,7 @@ def main():
     od["scalar"] = torch.tensor(3.5)
     od["empty"] = torch.zeros(0, 3)
     write("ordered_dict", od)
+    write("legacy_ordered_dict", od, legacy=True)
 
     # 3. A training checkpoint: nested dicts, an int epoch and other
     #    non-tensor values (skipped by tessera, their names in metadata).
@@ -133,6 +137,7 @@ def main():
         "lr": 0.05,
     }
     write("nested_checkpoint", ckpt)
+    write("legacy_nested_checkpoint", ckpt, legacy=True)
 
 
 if __name__ == "__main__":

@@ -115,8 +115,13 @@ fn check(name: &str, dict: &TensorDict, how: &str) {
 
 fn load_both_ways(name: &str) {
     let path = data_dir().join(format!("{name}.pt"));
+    let named = if name.starts_with("legacy_") {
+        Format::TorchLegacy
+    } else {
+        Format::Torch
+    };
     for (how, mmap) in [("copy", false), ("mmap", true)] {
-        for format in [Format::Auto, Format::Torch] {
+        for format in [Format::Auto, named] {
             let dict = serialize::load(&path, format, LoadFlags { mmap }).unwrap();
             check(name, &dict, how);
         }
@@ -136,4 +141,47 @@ fn ordered_dict_with_views_sharing_a_storage() {
 #[test]
 fn nested_checkpoint_with_non_tensor_values() {
     load_both_ways("nested_checkpoint");
+}
+
+// The same three, saved in torch.save's legacy format
+// (_use_new_zipfile_serialization=False: the only format before PyTorch
+// 1.6, and what many published weight files still are).
+
+#[test]
+fn legacy_module_state_dict_with_parameters() {
+    load_both_ways("legacy_module_parameters");
+}
+
+#[test]
+fn legacy_ordered_dict_with_views_sharing_a_storage() {
+    load_both_ways("legacy_ordered_dict");
+}
+
+#[test]
+fn legacy_nested_checkpoint_with_non_tensor_values() {
+    load_both_ways("legacy_nested_checkpoint");
+}
+
+/// Every truncation of a legacy file is refused as a format error (never
+/// a crash), and saving in the legacy format is refused by name.
+#[test]
+fn legacy_truncations_are_refused_and_saving_is_unsupported() {
+    let bytes = std::fs::read(data_dir().join("legacy_ordered_dict.pt")).unwrap();
+    for len in (0..bytes.len()).step_by(7) {
+        let s = Storage::new(len, tessera::Device::CPU, true).unwrap();
+        if len > 0 {
+            // SAFETY: s is a fresh CPU storage of len bytes.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, len) };
+        }
+        let e = serialize::load_from_storage(&s, Format::TorchLegacy).unwrap_err();
+        assert_eq!(e.kind(), tessera::ErrorKind::Format, "{len}: {e}");
+    }
+    let d = serialize::load(
+        &data_dir().join("legacy_ordered_dict.pt"),
+        Format::Auto,
+        LoadFlags::default(),
+    )
+    .unwrap();
+    let e = serialize::save_to_bytes(&d, Format::TorchLegacy).unwrap_err();
+    assert!(e.message().contains("read only"), "{e}");
 }

@@ -7,8 +7,8 @@ use super::storage::{storage_arg, storage_handle};
 use super::tensor::{tensor_arg, tensor_handle};
 use super::types::*;
 pub use super::types::{
-    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH,
-    TSR_LOAD_MMAP, TSR_SAVE_SYNC,
+    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_NPY, TSR_FORMAT_SAFETENSORS,
+    TSR_FORMAT_TORCH, TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP, TSR_SAVE_SYNC,
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
@@ -52,16 +52,20 @@ unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path> {
 }
 
 fn format_arg(format: TsrFormat) -> Result<Format> {
-    Ok(match format {
-        TSR_FORMAT_AUTO => Format::Auto,
-        TSR_FORMAT_TORCH => Format::Torch,
-        TSR_FORMAT_SAFETENSORS => Format::Safetensors,
-        other => crate::bail!(
+    Format::from_raw(format).ok_or_else(|| {
+        crate::err!(
             InvalidArgument,
-            "unknown format {other}: expected TSR_FORMAT_AUTO (0), TSR_FORMAT_TORCH (1) or TSR_FORMAT_SAFETENSORS (2)"
-        ),
+            "unknown format {format}: expected one of the TSR_FORMAT_* values: {}",
+            Format::expected()
+        )
     })
 }
+
+// The header's literals (cbindgen writes no expressions) are the table's
+// numbers.
+const _: () = assert!(TSR_FORMAT_AUTO == 0 && TSR_FORMAT_TORCH == 1);
+const _: () = assert!(TSR_FORMAT_SAFETENSORS == 2 && TSR_FORMAT_NPY == 3);
+const _: () = assert!(TSR_FORMAT_TORCH_LEGACY == 4);
 
 fn flags_arg(flags: u32) -> Result<LoadFlags> {
     crate::ensure!(

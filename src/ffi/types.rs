@@ -416,13 +416,21 @@ pub struct TsrTensorDict {
 
 /// A file format of tsr_save / tsr_load (TSR_FORMAT_*).
 pub type TsrFormat = i32;
-/// Load: detected from the bytes; save: TSR_FORMAT_SAFETENSORS for a path
-/// ending in ".safetensors", else TSR_FORMAT_TORCH.
+/// Load: detected from the bytes (the content decides, not the name);
+/// save: the format the path's extension names (".safetensors", ".npy"),
+/// else TSR_FORMAT_TORCH.
 pub const TSR_FORMAT_AUTO: TsrFormat = 0;
 /// torch.save's zip archive (readable by torch.load and torch::pickle_load).
 pub const TSR_FORMAT_TORCH: TsrFormat = 1;
 /// The safetensors layout.
 pub const TSR_FORMAT_SAFETENSORS: TsrFormat = 2;
+/// NumPy's .npy: one array, named "arr_0" in the dict (every NumPy dtype
+/// with a c10 twin; C or Fortran order; big-endian data swapped).
+pub const TSR_FORMAT_NPY: TsrFormat = 3;
+/// torch.save's legacy format (PyTorch before 1.6, or
+/// `_use_new_zipfile_serialization=False`): read only; saving in it is
+/// TSR_ERR_UNSUPPORTED.
+pub const TSR_FORMAT_TORCH_LEGACY: TsrFormat = 4;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;

@@ -69,7 +69,14 @@ macro_rules! dispatch_arms {
 /// otherwise returns an Unsupported error naming `$op`.
 macro_rules! dispatch_all {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], all, $dtype, $op, $T, $body)
+        $crate::dtype::table::dtype_table!(
+            [$crate::kernels::dispatch::dispatch_groups],
+            all,
+            $dtype,
+            $op,
+            $T,
+            $body
+        )
     };
 }
 
@@ -77,28 +84,56 @@ macro_rules! dispatch_all {
 /// between (float8 has no arithmetic kernels, as in c10).
 macro_rules! dispatch_convert {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], convert, $dtype, $op, $T, $body)
+        $crate::dtype::table::dtype_table!(
+            [$crate::kernels::dispatch::dispatch_groups],
+            convert,
+            $dtype,
+            $op,
+            $T,
+            $body
+        )
     };
 }
 
 /// As `dispatch_all`, without Bool (negation, subtraction).
 macro_rules! dispatch_signed {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], signed, $dtype, $op, $T, $body)
+        $crate::dtype::table::dtype_table!(
+            [$crate::kernels::dispatch::dispatch_groups],
+            signed,
+            $dtype,
+            $op,
+            $T,
+            $body
+        )
     };
 }
 
 /// Floating and complex types (true division).
 macro_rules! dispatch_floating {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], floating, $dtype, $op, $T, $body)
+        $crate::dtype::table::dtype_table!(
+            [$crate::kernels::dispatch::dispatch_groups],
+            floating,
+            $dtype,
+            $op,
+            $T,
+            $body
+        )
     };
 }
 
 /// Real types: integers and floating types (no bool, no complex).
 macro_rules! dispatch_real {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!([$crate::kernels::dispatch::dispatch_groups], real, $dtype, $op, $T, $body)
+        $crate::dtype::table::dtype_table!(
+            [$crate::kernels::dispatch::dispatch_groups],
+            real,
+            $dtype,
+            $op,
+            $T,
+            $body
+        )
     };
 }
 

@@ -37,7 +37,7 @@ mod value;
 mod writer;
 
 pub use limits::{Limits, BASE_BYTES, PER_INPUT_BYTE};
-pub use reader::{read, read_measured};
+pub use reader::{read, read_measured, read_prefix};
 pub use value::Value;
 pub use writer::{write, write_protocol};
 

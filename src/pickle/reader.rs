@@ -47,6 +47,30 @@ pub fn read(data: &[u8], allow: &dyn Fn(&str, &str) -> bool, limits: Limits) -> 
     read_measured(data, allow, limits).0
 }
 
+/// As [`read`], for a pickle followed by other data (torch.save's legacy
+/// files hold several pickles in a row): also gives the position just
+/// past its STOP.
+pub fn read_prefix(
+    data: &[u8],
+    allow: &dyn Fn(&str, &str) -> bool,
+    limits: Limits,
+) -> Result<(Value, usize)> {
+    let mut r = Reader {
+        data,
+        pos: 0,
+        op_pos: 0,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: HashMap::new(),
+        bytes: 0,
+        bound: limits.bound(data.len()),
+        limits,
+        allow,
+    };
+    let value = r.run()?;
+    Ok((value, r.pos))
+}
+
 /// As [`read`], also giving the bytes the reader accounted for the values
 /// it built (never more than [`Limits::bound`] of the input's length).
 pub fn read_measured(

@@ -44,7 +44,10 @@ pub(crate) fn dtype_of_storage_name(name: &str) -> Option<Option<DType>> {
     if name == "UntypedStorage" {
         return Some(None);
     }
-    if let Some(d) = DType::ALL.into_iter().find(|d| d.info().storage == Some(name)) {
+    if let Some(d) = DType::ALL
+        .into_iter()
+        .find(|d| d.info().storage == Some(name))
+    {
         return Some(Some(d));
     }
     name.strip_suffix("Storage")

@@ -1,6 +1,8 @@
-//! Saving and loading tensor dictionaries (SEMANTICS.md, Serialization):
-//! the TORCH format (torch.save's zip archive, [`torch_write`] /
-//! [`torch_read`]) and SAFETENSORS ([`safetensors_format`]).
+//! Saving and loading tensor dictionaries (SEMANTICS.md, Serialization)
+//! in the formats of the table in [`formats`]: TORCH (torch.save's zip
+//! archive, [`torch_write`] / [`torch_read`]), torch.save's legacy format
+//! ([`torch_legacy`], read only), SAFETENSORS ([`safetensors_format`]) and
+//! NumPy's NPY ([`npy`]).
 //!
 //! Loading never copies a record twice: a file is read once into a
 //! storage from the CPU allocator (or mapped, [`LoadFlags::mmap`]), and
@@ -9,14 +11,19 @@
 
 pub mod dict;
 mod dtypes;
+mod formats;
 mod name_index;
+mod npy;
 mod read_file;
 mod safetensors_format;
 mod source;
+mod torch_legacy;
 mod torch_read;
 mod torch_write;
+mod torch_zip;
 
 pub use dict::TensorDict;
+pub use formats::{detect, Format};
 pub use safetensors_format::row_major;
 pub use torch_read::SKIPPED_KEY;
 
@@ -24,20 +31,7 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::storage::Storage;
 use source::Source;
-use std::io::Write;
 use std::path::Path;
-
-/// A file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Loading: from the bytes; saving: SAFETENSORS for a path ending in
-    /// ".safetensors", else TORCH.
-    Auto,
-    /// torch.save's zip archive.
-    Torch,
-    /// The safetensors layout.
-    Safetensors,
-}
 
 /// How to load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,46 +40,22 @@ pub struct LoadFlags {
     pub mmap: bool,
 }
 
-/// The archive directory name of tessera's torch files.
-const ARCHIVE: &str = "archive";
-
-fn format_for_path(path: &Path, format: Format) -> Format {
-    match format {
-        Format::Auto => {
-            if path.extension().is_some_and(|e| e == "safetensors") {
-                Format::Safetensors
-            } else {
-                Format::Torch
-            }
-        }
-        f => f,
-    }
-}
-
-/// The format of a file's first bytes.
-pub fn detect(bytes: &[u8]) -> Result<Format> {
-    if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
-        return Ok(Format::Torch);
-    }
-    if bytes.len() >= 9 && bytes[8] == b'{' {
-        return Ok(Format::Safetensors);
-    }
-    crate::bail!(
-        Format,
-        "the {} bytes start with neither a zip archive (torch) nor a safetensors header",
-        bytes.len()
-    )
-}
-
 /// The file bytes of `dict` in `format` (Auto: TORCH).
 pub fn save_to_bytes(dict: &TensorDict, format: Format) -> Result<Vec<u8>> {
-    match format {
-        Format::Auto | Format::Torch => {
-            let out = torch_write::write(dict, ARCHIVE, std::io::Cursor::new(Vec::new()))?;
-            Ok(out.into_inner())
-        }
-        Format::Safetensors => safetensors_format::write(dict),
-    }
+    let handler = format.handler().unwrap_or(&torch_zip::TORCH_ZIP);
+    writable(handler)?;
+    handler.write_bytes(dict)
+}
+
+/// Refuses a format tessera only reads, naming it.
+fn writable(handler: &dyn formats::FileFormat) -> Result<()> {
+    crate::ensure!(
+        handler.writes(),
+        Unsupported,
+        "the {} format is read only: tessera loads it but does not write it",
+        handler.name()
+    );
+    Ok(())
 }
 
 /// A storage holding the file bytes of `dict` in `format`.
@@ -128,27 +98,10 @@ pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
 
 /// [`save`] with `flags`.
 pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFlags) -> Result<()> {
-    if format_for_path(path, format) == Format::Safetensors {
-        let prepared = safetensors_format::prepare(dict)?;
-        return crate::files::replace_file(path, flags.sync, "the tensors", |_, temp| {
-            safetensors_format::write_file(prepared, temp, path)
-        });
-    }
-    let prepared = torch_write::prepare(dict)?;
-    crate::files::replace_file(path, flags.sync, "the tensors", |file, _| {
-        let w = std::io::BufWriter::with_capacity(1 << 20, file);
-        torch_write::write_prepared(&prepared, ARCHIVE, w)
-            .and_then(|mut w| {
-                w.flush()
-                    .map_err(|e| crate::err!(Io, "flushing failed: {}", crate::files::reason(&e)))
-            })
-            .map(|_| ())
-            .map_err(|e| match e.kind() {
-                crate::error::ErrorKind::Io => {
-                    e.context(format!("cannot write {}", path.display()))
-                }
-                _ => e,
-            })
+    let handler = formats::for_saving(path, format);
+    writable(handler)?;
+    crate::files::replace_file(path, flags.sync, "the tensors", |file, temp| {
+        handler.write_file(dict, file, temp, path)
     })
 }
 
@@ -159,10 +112,8 @@ fn load_source(source: &Source<'_>, format: Format) -> Result<TensorDict> {
         Format::Auto => detect(source.bytes)?,
         f => f,
     };
-    match format {
-        Format::Safetensors => safetensors_format::read(source),
-        _ => torch_read::read(source),
-    }
+    let handler = format.handler().expect("a detected format is concrete");
+    handler.read(source)
 }
 
 /// The bytes of a CPU storage.
@@ -222,7 +173,7 @@ fn map_file(path: &Path) -> Result<Storage> {
     crate::ensure!(
         len > 0,
         Format,
-        "{} is empty: expected a torch or safetensors file",
+        "{} is empty: expected a tensor file",
         path.display()
     );
     drop(file);
@@ -231,5 +182,7 @@ fn map_file(path: &Path) -> Result<Storage> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_npy;
 #[cfg(test)]
 mod tests_readers;

@@ -225,3 +225,46 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
     }
     Ok(dict)
 }
+
+/// The SAFETENSORS format's entry in the format table.
+pub(crate) struct SafetensorsFormat;
+
+/// The SAFETENSORS format.
+pub(crate) static SAFETENSORS: SafetensorsFormat = SafetensorsFormat;
+
+impl super::formats::FileFormat for SafetensorsFormat {
+    fn name(&self) -> &'static str {
+        "safetensors"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["safetensors"]
+    }
+
+    /// An 8-byte little-endian header length, then a JSON object that
+    /// fits the file.
+    fn detect(&self, bytes: &[u8]) -> bool {
+        bytes.len() >= 10
+            && bytes[8] == b'{'
+            && u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
+                <= (bytes.len() - 8) as u64
+    }
+
+    fn read(&self, source: &Source<'_>) -> Result<TensorDict> {
+        read(source)
+    }
+
+    fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>> {
+        write(dict)
+    }
+
+    fn write_file(
+        &self,
+        dict: &TensorDict,
+        _: &mut std::fs::File,
+        temp: &Path,
+        dest: &Path,
+    ) -> Result<()> {
+        write_file(prepare(dict)?, temp, dest)
+    }
+}

@@ -31,7 +31,7 @@ fn fmt_err(what: impl std::fmt::Display) -> Error {
 }
 
 /// The globals a tensor file may name.
-fn allowed(module: &str, name: &str) -> bool {
+pub(crate) fn allowed(module: &str, name: &str) -> bool {
     match module {
         "collections" => name == "OrderedDict",
         "torch._utils" => matches!(
@@ -59,10 +59,11 @@ fn allowed(module: &str, name: &str) -> bool {
     }
 }
 
-/// Where each record of the archive lies: name -> (offset, length).
-struct Records {
-    map: HashMap<String, (usize, usize)>,
-    prefix: String,
+/// Where each record of the file lies: name -> (offset, length); a
+/// storage's record is `<prefix>data/<key>`.
+pub(crate) struct Records {
+    pub map: HashMap<String, (usize, usize)>,
+    pub prefix: String,
 }
 
 fn index_archive(bytes: &[u8]) -> Result<Records> {
@@ -130,6 +131,17 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
         .copied()
         .unwrap();
     let root = pickle::read(&source.bytes[off..off + len], &allowed, Limits::default())?;
+    read_tree(source, records, &root, "data.pkl")
+}
+
+/// The dict of the unpickled `root` (read from `what`), its storages in
+/// `records`: the part of reading shared by the zip and legacy formats.
+pub(crate) fn read_tree(
+    source: &Source<'_>,
+    records: Records,
+    root: &Value,
+    what: &str,
+) -> Result<TensorDict> {
     let mut loader = Loader {
         source,
         records,
@@ -137,13 +149,13 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
         dict: TensorDict::new(),
         skipped: Vec::new(),
     };
-    match loader.entries(&root) {
+    match loader.entries(root) {
         Some(items) => loader.walk(items, "")?,
-        None => match loader.tensor("tensor", &root)? {
+        None => match loader.tensor("tensor", root)? {
             Some(t) => loader.dict.set("tensor", t)?,
             None => crate::bail!(
                 Format,
-                "data.pkl holds {}: expected a dict of tensors",
+                "{what} holds {}: expected a dict of tensors",
                 root.describe()
             ),
         },
@@ -329,8 +341,12 @@ impl Loader<'_> {
             return Err(bad("expected a persistent id"));
         };
         let parts = id.as_seq().ok_or_else(|| bad("expected a tuple id"))?;
-        let [kind, class, key, _location, numel] = parts else {
-            return Err(bad("expected ('storage', type, key, location, numel)"));
+        // torch.save's legacy format adds a sixth part: None, or the
+        // (view key, offset, numel) of a view of the storage.
+        let (kind, class, key, numel, view) = match parts {
+            [kind, class, key, _location, numel] => (kind, class, key, numel, None),
+            [kind, class, key, _location, numel, view] => (kind, class, key, numel, Some(view)),
+            _ => return Err(bad("expected ('storage', type, key, location, numel)")),
         };
         if kind.as_str() != Some("storage") {
             return Err(bad("the id does not start with 'storage'"));
@@ -354,7 +370,8 @@ impl Loader<'_> {
         } else {
             1
         };
-        if let Some((s, d)) = self.storages.get(&key) {
+        let view = view.filter(|v| **v != Value::None);
+        if let Some((s, d)) = self.storages.get(&key).filter(|_| view.is_none()) {
             crate::ensure!(
                 *d == dtype,
                 Format,
@@ -381,9 +398,62 @@ impl Loader<'_> {
             Format,
             "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, its record {record} holds {len}"
         );
+        if let Some(view) = view {
+            return self.storage_view(name, &key, view, (off, nbytes as usize), dtype, elem);
+        }
         let record =
             std::rc::Rc::new(self.source.record(off, nbytes as usize, dtype.itemsize())?);
         self.storages.insert(key, (record.clone(), dtype));
+        Ok((record, dtype))
+    }
+
+    /// A legacy storage view: `numel` elements at element `offset` of the
+    /// storage record at `whole`, loaded once per view key.
+    fn storage_view(
+        &mut self,
+        name: &str,
+        root: &str,
+        view: &Value,
+        whole: (usize, usize),
+        dtype: DType,
+        elem: u64,
+    ) -> Result<(std::rc::Rc<Record>, DType)> {
+        let parts = view.as_seq().unwrap_or(&[]);
+        let [view_key, offset, numel] = parts else {
+            crate::bail!(
+                Format,
+                "tensor '{name}': storage '{root}' view {}: expected (view key, offset, numel)",
+                view.describe()
+            );
+        };
+        let view_key = key_name(view_key).unwrap_or_default();
+        if let Some((s, _)) = self.storages.get(&view_key) {
+            return Ok((s.clone(), dtype));
+        }
+        let range = offset
+            .as_int()
+            .zip(numel.as_int())
+            .filter(|&(o, n)| o >= 0 && n >= 0)
+            .and_then(|(o, n)| {
+                let start = (o as u64).checked_mul(elem)?;
+                let end = (n as u64).checked_mul(elem)?.checked_add(start)?;
+                (end <= whole.1 as u64).then_some((start as usize, end as usize))
+            });
+        let Some((start, end)) = range else {
+            crate::bail!(
+                Format,
+                "tensor '{name}': storage '{root}' view {}: expected an offset and numel \
+                 within its {} bytes",
+                view.describe(),
+                whole.1
+            );
+        };
+        let record = std::rc::Rc::new(self.source.record(
+            whole.0 + start,
+            end - start,
+            dtype.itemsize(),
+        )?);
+        self.storages.insert(view_key, (record.clone(), dtype));
         Ok((record, dtype))
     }
 

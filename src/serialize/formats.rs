@@ -1,0 +1,143 @@
+//! The one table of file formats. Each format is one file implementing
+//! [`FileFormat`] (detect by content, its extensions, read, and write or
+//! "read only"), registered by one row of `format_table!` below, which
+//! makes the `Format` enum, its C numbers and the order detection tries.
+//! A new format is one file and one row; a `match` on `Format` elsewhere
+//! does not exist, so nothing can fall through to another format.
+
+use super::dict::TensorDict;
+use super::source::Source;
+use crate::error::Result;
+use std::fs::File;
+use std::path::Path;
+
+/// What a file format does.
+pub(crate) trait FileFormat: Sync {
+    /// Its name in messages ("torch zip", "npy").
+    fn name(&self) -> &'static str;
+    /// File name extensions that name it, without the dot.
+    fn extensions(&self) -> &'static [&'static str];
+    /// Whether `bytes` (a whole file) are in this format, by content.
+    fn detect(&self, bytes: &[u8]) -> bool;
+    /// Reads a dict from `source`.
+    fn read(&self, source: &Source<'_>) -> Result<TensorDict>;
+    /// Whether tessera writes this format ([`FileFormat::write_bytes`] and
+    /// [`FileFormat::write_file`] refuse otherwise).
+    fn writes(&self) -> bool {
+        true
+    }
+    /// The file bytes of `dict`.
+    fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>>;
+    /// Writes `dict` into `file`, a new empty file at `temp` that becomes
+    /// `dest` when this returns Ok (errors name `dest`).
+    fn write_file(
+        &self,
+        dict: &TensorDict,
+        file: &mut File,
+        temp: &Path,
+        dest: &Path,
+    ) -> Result<()>;
+}
+
+/// The formats: `Variant = C number => the FileFormat, its doc`. Detection
+/// tries them in this order.
+macro_rules! format_table {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $number:literal => $handler:expr, )*) => {
+        /// A file format (`TSR_FORMAT_*`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Format {
+            /// Loading: detected from the bytes (every format); saving: by
+            /// the path's extension, else TORCH.
+            Auto,
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl Format {
+            /// Every format but Auto, in detection order.
+            pub const ALL: &'static [Format] = &[$( Format::$variant, )*];
+
+            /// The format's C number (TSR_FORMAT_*; Auto is 0).
+            pub fn raw(self) -> i32 {
+                match self {
+                    Format::Auto => 0,
+                    $( Format::$variant => $number, )*
+                }
+            }
+
+            /// The format of a C number, if there is one.
+            pub fn from_raw(raw: i32) -> Option<Format> {
+                std::iter::once(Format::Auto)
+                    .chain(Format::ALL.iter().copied())
+                    .find(|f| f.raw() == raw)
+            }
+
+            /// The format's implementation (None for Auto).
+            pub(crate) fn handler(self) -> Option<&'static dyn FileFormat> {
+                match self {
+                    Format::Auto => None,
+                    $( Format::$variant => Some(&$handler), )*
+                }
+            }
+        }
+    };
+}
+
+format_table! {
+    /// torch.save's zip archive (PyTorch 1.6 and later).
+    Torch = 1 => super::torch_zip::TORCH_ZIP,
+    /// The safetensors layout.
+    Safetensors = 2 => super::safetensors_format::SAFETENSORS,
+    /// NumPy's .npy: one array.
+    Npy = 3 => super::npy::NPY,
+    /// torch.save's format before PyTorch 1.6 (read only).
+    TorchLegacy = 4 => super::torch_legacy::TORCH_LEGACY,
+}
+
+impl Format {
+    /// The format's name in messages.
+    pub fn name(self) -> &'static str {
+        self.handler().map_or("auto", |h| h.name())
+    }
+
+    /// The formats and their numbers, for "expected ..." messages.
+    pub(crate) fn expected() -> String {
+        let names: Vec<String> = std::iter::once(Format::Auto)
+            .chain(Format::ALL.iter().copied())
+            .map(|f| format!("{} ({})", f.name(), f.raw()))
+            .collect();
+        names.join(", ")
+    }
+}
+
+/// The concrete format of `path` for saving: `format`, or for Auto the
+/// format its extension names (TORCH when none does).
+pub(crate) fn for_saving(path: &Path, format: Format) -> &'static dyn FileFormat {
+    if let Some(h) = format.handler() {
+        return h;
+    }
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    Format::ALL
+        .iter()
+        .filter_map(|f| f.handler())
+        .find(|h| h.extensions().iter().any(|e| e.eq_ignore_ascii_case(ext)))
+        .unwrap_or(&super::torch_zip::TORCH_ZIP)
+}
+
+/// The format of a file's bytes: the first in the table whose content
+/// check accepts them (the content decides, never the name).
+pub fn detect(bytes: &[u8]) -> Result<Format> {
+    if let Some(f) = Format::ALL
+        .iter()
+        .copied()
+        .find(|f| f.handler().is_some_and(|h| h.detect(bytes)))
+    {
+        return Ok(f);
+    }
+    let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+    crate::bail!(
+        Format,
+        "the {} bytes are in none of the formats tessera reads ({})",
+        bytes.len(),
+        names.join(", ")
+    )
+}

@@ -1,0 +1,260 @@
+//! NPY files written by NumPy itself (tests/fixtures/npy/, made by
+//! scripts/make_npy_fixtures.py with np.save) load with their dtypes,
+//! shapes, orders and values, copied and mapped; tessera's own NPY files
+//! load back; bad files are refused by name.
+
+use super::*;
+use crate::dtype::DType;
+use crate::tensor::{MemoryFormat, Tensor};
+use std::path::PathBuf;
+
+/// A NumPy-written file: the committed copy, or a fresh one from
+/// TESSERA_NPY_FIXTURES (the interop stage runs NumPy's writer first).
+fn fixture(name: &str) -> PathBuf {
+    std::env::var_os("TESSERA_NPY_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/npy"))
+        .join(name)
+}
+
+/// The (real, imaginary) values of `t` in row-major order.
+fn values(t: &Tensor) -> Vec<(f64, f64)> {
+    let complex = t.dtype().is_complex();
+    let target = if complex {
+        DType::ComplexDouble
+    } else {
+        DType::Double
+    };
+    let c = t
+        .to_dtype(target)
+        .unwrap()
+        .contiguous(MemoryFormat::Contiguous)
+        .unwrap();
+    let n = c.numel() as usize * if complex { 2 } else { 1 };
+    if n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: c is a contiguous CPU tensor of n f64 values.
+    let v = unsafe { std::slice::from_raw_parts(c.data_ptr() as *const f64, n) };
+    if complex {
+        v.chunks(2).map(|p| (p[0], p[1])).collect()
+    } else {
+        v.iter().map(|&x| (x, 0.0)).collect()
+    }
+}
+
+/// What make_npy_fixtures.py stored at row-major index i.
+fn expected(dtype: DType, n: usize) -> Vec<(f64, f64)> {
+    (0..n)
+        .map(|i| {
+            if dtype == DType::Bool {
+                return (f64::from(u8::from(i % 3 == 0)), 0.0);
+            }
+            let v = ((i * 7 + 3) % 100) as f64;
+            if dtype.is_complex() {
+                (v, -v)
+            } else {
+                (v, 0.0)
+            }
+        })
+        .collect()
+}
+
+fn load_one(file: &str, mmap: bool) -> Tensor {
+    let d = load(&fixture(file), Format::Auto, LoadFlags { mmap }).unwrap();
+    assert_eq!(d.len(), 1, "{file}");
+    assert_eq!(d.name(0), Some(npy::ARRAY_NAME));
+    d.get(npy::ARRAY_NAME).unwrap().clone()
+}
+
+#[test]
+fn numpy_files_load_with_dtype_shape_and_values() {
+    let cases = [
+        ("b1", DType::Bool),
+        ("u1", DType::Byte),
+        ("i1", DType::Char),
+        ("i2", DType::Short),
+        ("i4", DType::Int),
+        ("i8", DType::Long),
+        ("u2", DType::UInt16),
+        ("u4", DType::UInt32),
+        ("u8", DType::UInt64),
+        ("f2", DType::Half),
+        ("f4", DType::Float),
+        ("f8", DType::Double),
+        ("c8", DType::ComplexFloat),
+        ("c16", DType::ComplexDouble),
+    ];
+    for (code, dtype) in cases {
+        for mmap in [false, true] {
+            let t = load_one(&format!("c_{code}.npy"), mmap);
+            assert_eq!((t.dtype(), t.sizes()), (dtype, &[2i64, 3, 4][..]), "{code}");
+            assert!(t.is_contiguous(MemoryFormat::Contiguous));
+            assert_eq!(values(&t), expected(dtype, 24), "{code} mmap={mmap}");
+        }
+    }
+}
+
+#[test]
+fn fortran_order_is_a_column_major_view() {
+    for (code, dtype) in [
+        ("f4", DType::Float),
+        ("c16", DType::ComplexDouble),
+        ("i2", DType::Short),
+    ] {
+        for mmap in [false, true] {
+            let t = load_one(&format!("fortran_{code}.npy"), mmap);
+            assert_eq!(t.sizes(), &[2, 3, 4]);
+            assert_eq!(t.strides(), &[1, 2, 6], "{code}: strided, not copied");
+            assert_eq!(values(&t), expected(dtype, 24), "{code}");
+        }
+    }
+}
+
+#[test]
+fn big_endian_data_are_swapped() {
+    for (code, dtype) in [
+        ("i4", DType::Int),
+        ("f8", DType::Double),
+        ("c8", DType::ComplexFloat),
+        ("u2", DType::UInt16),
+    ] {
+        for mmap in [false, true] {
+            let t = load_one(&format!("big_{code}.npy"), mmap);
+            assert_eq!(t.dtype(), dtype);
+            assert_eq!(values(&t), expected(dtype, 24), "{code} mmap={mmap}");
+        }
+    }
+}
+
+#[test]
+fn scalars_empty_arrays_and_version_2_load() {
+    let t = load_one("scalar_f8.npy", false);
+    assert_eq!(
+        (t.sizes().len(), values(&t)),
+        (0, expected(DType::Double, 1))
+    );
+    let t = load_one("empty_f4.npy", true);
+    assert_eq!((t.sizes(), t.numel()), (&[0i64, 4][..], 0));
+    let t = load_one("v2_i8.npy", false);
+    assert_eq!(
+        (t.dtype(), values(&t)),
+        (DType::Long, expected(DType::Long, 5))
+    );
+}
+
+#[test]
+fn tessera_writes_what_it_reads_and_refuses_what_npy_cannot_hold() {
+    let dir = std::env::temp_dir().join(format!("tessera-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = load_one("c_c8.npy", false);
+    // A transposed view is written in C order.
+    let t = src.permute(&[2, 0, 1]).unwrap();
+    let mut d = TensorDict::new();
+    d.set("w", t.clone()).unwrap();
+    let path = dir.join("w.npy");
+    save(&d, &path, Format::Auto).unwrap();
+    assert_eq!(detect(&std::fs::read(&path).unwrap()).unwrap(), Format::Npy);
+    let back = load(&path, Format::Npy, LoadFlags { mmap: true }).unwrap();
+    let b = back.get(npy::ARRAY_NAME).unwrap();
+    assert_eq!((b.sizes(), b.dtype()), (t.sizes(), DType::ComplexFloat));
+    assert_eq!(values(b), values(&t));
+    // Two tensors, metadata, a dtype NumPy lacks: refused, nothing written.
+    d.set("x", t.clone()).unwrap();
+    let other = dir.join("two.npy");
+    let e = save(&d, &other, Format::Auto).unwrap_err();
+    assert!(e.message().contains("one array"), "{e}");
+    assert!(!other.exists());
+    let mut d = TensorDict::new();
+    d.set(
+        "b",
+        Tensor::empty(&[2], DType::BFloat16, Device::CPU).unwrap(),
+    )
+    .unwrap();
+    let e = save_to_bytes(&d, Format::Npy).unwrap_err();
+    assert!(e.message().contains("BFloat16"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn lying_and_truncated_files_are_refused() {
+    let good = std::fs::read(fixture("c_f4.npy")).unwrap();
+    // Every truncation: refused or (the header only) short of data.
+    for len in 0..good.len() {
+        let e = super::tests::load_bytes(&good[..len]).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Format, "{len}: {e}");
+    }
+    // A header that claims more elements than the file holds.
+    let e = super::tests::load_bytes(&with_shape(&good, "(9, 3, 4)")).unwrap_err();
+    assert!(e.message().contains("past its storage record"), "{e}");
+    // A shape whose product overflows.
+    let e =
+        super::tests::load_bytes(&with_shape(&good, "(4294967296, 4294967296, 4)")).unwrap_err();
+    assert!(e.message().contains("overflows"), "{e}");
+}
+
+/// `file` (a version 1.0 NPY file of shape (2, 3, 4)) with its shape
+/// replaced by `shape`, the header's padding adjusted to keep its length.
+fn with_shape(file: &[u8], shape: &str) -> Vec<u8> {
+    let len = u16::from_le_bytes([file[8], file[9]]) as usize;
+    let header = std::str::from_utf8(&file[10..10 + len]).unwrap();
+    let mut new = header.trim_end().replace("(2, 3, 4)", shape);
+    assert!(new.len() < len);
+    while new.len() < len - 1 {
+        new.push(' ');
+    }
+    new.push('\n');
+    let mut out = file[..10].to_vec();
+    out.extend_from_slice(new.as_bytes());
+    out.extend_from_slice(&file[10 + len..]);
+    out
+}
+
+/// Writes c_<code>.npy for every NumPy code tessera writes, holding the
+/// fixture values, into TESSERA_NPY_OUT (for NumPy to check:
+/// `make_npy_fixtures.py --check DIR`) or a temporary directory, and
+/// reads each back.
+#[test]
+fn writes_reference_files() {
+    let (dir, keep) = match std::env::var_os("TESSERA_NPY_OUT") {
+        Some(d) => (PathBuf::from(d), true),
+        None => (
+            std::env::temp_dir().join(format!("tessera-npy-out-{}", std::process::id())),
+            false,
+        ),
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut written = 0;
+    for dtype in DType::ALL {
+        let Some(code) = dtype.info().numpy else {
+            continue;
+        };
+        let want = expected(dtype, 24);
+        let complex = dtype.is_complex();
+        let flat: Vec<f64> = want
+            .iter()
+            .flat_map(|&(re, im)| if complex { vec![re, im] } else { vec![re] })
+            .collect();
+        let src_dtype = if complex {
+            DType::ComplexDouble
+        } else {
+            DType::Double
+        };
+        let src = Tensor::empty(&[2, 3, 4], src_dtype, Device::CPU).unwrap();
+        // SAFETY: src is a fresh contiguous tensor of flat.len() f64 values.
+        unsafe {
+            std::ptr::copy_nonoverlapping(flat.as_ptr(), src.data_ptr() as *mut f64, flat.len())
+        };
+        let mut d = TensorDict::new();
+        d.set("a", src.to_dtype(dtype).unwrap()).unwrap();
+        let path = dir.join(format!("c_{code}.npy"));
+        save(&d, &path, Format::Auto).unwrap();
+        let back = load(&path, Format::Auto, LoadFlags::default()).unwrap();
+        assert_eq!(values(back.get(npy::ARRAY_NAME).unwrap()), want, "{code}");
+        written += 1;
+    }
+    assert_eq!(written, 14);
+    if !keep {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
