@@ -957,57 +957,59 @@ static void c806(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.p
 static void c807(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
 static void c808(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
 static void c809(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c810(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c811(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c812(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c813(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c814(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c815(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c816(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c817(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c818(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c819(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c820(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c821(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c822(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c823(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c824(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c825(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c826(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c827(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c828(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c829(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c830(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c831(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 2, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c832(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c833(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c834(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c835(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c836(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c837(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c838(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c839(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c840(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c841(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c842(void) { fx_expect_status(tsr_load_from_storage(F.s, 9, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "9"); }
-static void c843(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c844(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c810(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c811(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c812(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c813(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c814(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c815(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c816(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c817(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c818(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c819(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c820(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c821(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c822(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c823(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c824(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c825(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c826(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c827(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c828(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c829(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c830(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c831(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c832(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
+static void c833(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c834(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c835(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c836(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c837(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c838(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c839(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c840(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c841(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c842(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c843(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c844(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c845(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c846(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c845(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c846(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c847(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c848(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c849(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c850(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c851(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c852(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c853(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c854(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c855(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c856(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c857(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c858(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c847(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c848(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c849(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c850(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c851(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c852(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c853(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c854(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c855(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c856(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c857(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c858(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c859(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c860(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1824,55 +1826,57 @@ static const Case CASES[] = {
     {"tsr_save", "format = 99", c807},
     {"tsr_save", "format = -1", c808},
     {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c809},
-    {"tsr_save", "path = \"/dev/null\"", c810},
-    {"tsr_save", "call", c811},
-    {"tsr_save_flags", "dict = NULL", c812},
-    {"tsr_save_flags", "path = NULL", c813},
-    {"tsr_save_flags", "path = \"\"", c814},
-    {"tsr_save_flags", "path = \"/\"", c815},
-    {"tsr_save_flags", "path = \"/dev/null\"", c816},
-    {"tsr_save_flags", "format = 99", c817},
-    {"tsr_save_flags", "flags = 2", c818},
-    {"tsr_save_flags", "flags = 0xffffffffu", c819},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c820},
-    {"tsr_save_flags", "call", c821},
-    {"tsr_load", "path = NULL", c822},
-    {"tsr_load", "out = NULL", c823},
-    {"tsr_load", "path = \"/\"", c824},
-    {"tsr_load", "path = \"/dev/null\"", c825},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c826},
-    {"tsr_load", "format = 99", c827},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c828},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c829},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c830},
-    {"tsr_load", "flags = 2", c831},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c832},
-    {"tsr_load", "call", c833},
-    {"tsr_save_to_storage", "dict = NULL", c834},
-    {"tsr_save_to_storage", "out = NULL", c835},
-    {"tsr_save_to_storage", "format = 99", c836},
-    {"tsr_save_to_storage", "call", c837},
-    {"tsr_load_from_storage", "bytes = NULL", c838},
-    {"tsr_load_from_storage", "out = NULL", c839},
-    {"tsr_load_from_storage", "bytes = F.saved", c840},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c841},
-    {"tsr_load_from_storage", "format = 9", c842},
-    {"tsr_load_from_storage", "flags = 4", c843},
-    {"tsr_load_from_storage", "call", c844},
-    {"tsr_memory_record_history", "options = NULL", c845},
-    {"tsr_memory_record_history", "call", c846},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c847},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c848},
-    {"tsr_memory_snapshot", "path = NULL", c849},
-    {"tsr_memory_snapshot", "call", c850},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c851},
-    {"tsr_memory_snapshot", "format = 7", c852},
-    {"tsr_memory_snapshot", "format = -1", c853},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c854},
-    {"tsr_add_oom_observer", "fn_ = NULL", c855},
-    {"tsr_add_oom_observer", "user = NULL", c856},
-    {"tsr_cpu_allocator_release_all_caches", "call", c857},
-    {"tsr_memory_history_is_recording", "call", c858},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c810},
+    {"tsr_save", "path = \"/dev/null\"", c811},
+    {"tsr_save", "call", c812},
+    {"tsr_save_flags", "dict = NULL", c813},
+    {"tsr_save_flags", "path = NULL", c814},
+    {"tsr_save_flags", "path = \"\"", c815},
+    {"tsr_save_flags", "path = \"/\"", c816},
+    {"tsr_save_flags", "path = \"/dev/null\"", c817},
+    {"tsr_save_flags", "format = 99", c818},
+    {"tsr_save_flags", "flags = 2", c819},
+    {"tsr_save_flags", "flags = 0xffffffffu", c820},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c821},
+    {"tsr_save_flags", "call", c822},
+    {"tsr_load", "path = NULL", c823},
+    {"tsr_load", "out = NULL", c824},
+    {"tsr_load", "path = \"/\"", c825},
+    {"tsr_load", "path = \"/dev/null\"", c826},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c827},
+    {"tsr_load", "format = 99", c828},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c829},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c830},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c831},
+    {"tsr_load", "flags = 4", c832},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c833},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c834},
+    {"tsr_load", "call", c835},
+    {"tsr_save_to_storage", "dict = NULL", c836},
+    {"tsr_save_to_storage", "out = NULL", c837},
+    {"tsr_save_to_storage", "format = 99", c838},
+    {"tsr_save_to_storage", "call", c839},
+    {"tsr_load_from_storage", "bytes = NULL", c840},
+    {"tsr_load_from_storage", "out = NULL", c841},
+    {"tsr_load_from_storage", "bytes = F.saved", c842},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c843},
+    {"tsr_load_from_storage", "format = 99", c844},
+    {"tsr_load_from_storage", "flags = 4", c845},
+    {"tsr_load_from_storage", "call", c846},
+    {"tsr_memory_record_history", "options = NULL", c847},
+    {"tsr_memory_record_history", "call", c848},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c849},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c850},
+    {"tsr_memory_snapshot", "path = NULL", c851},
+    {"tsr_memory_snapshot", "call", c852},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c853},
+    {"tsr_memory_snapshot", "format = 7", c854},
+    {"tsr_memory_snapshot", "format = -1", c855},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c856},
+    {"tsr_add_oom_observer", "fn_ = NULL", c857},
+    {"tsr_add_oom_observer", "user = NULL", c858},
+    {"tsr_cpu_allocator_release_all_caches", "call", c859},
+    {"tsr_memory_history_is_recording", "call", c860},
 };
 
 static const char *const COVERED[] = {

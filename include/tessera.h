@@ -212,6 +212,15 @@ typedef struct DLManagedTensorVersioned {
 #define TSR_LOAD_MMAP 1
 
 /**
+ * tsr_load flag: load the tensors around pickled objects whose globals
+ * tessera's allowlist does not know (argparse.Namespace in a training
+ * checkpoint); they are placeholders, never imported or called, each
+ * listed with its global under the metadata key "tessera.skipped".
+ * Without it such a file is TSR_ERR_FORMAT naming every unknown global.
+ */
+#define TSR_LOAD_SKIP_UNKNOWN 2
+
+/**
  * tsr_save_flags flag: fsync the new file before it replaces the
  * destination, and the destination's directory after, so the save
  * survives a power loss once the call returns.
@@ -1286,6 +1295,12 @@ typedef struct TsrTensorDesc {
  * TSR_ERR_UNSUPPORTED.
  */
 #define TSR_FORMAT_TORCH_LEGACY 4
+
+/**
+ * torch.jit.save's archives: the scripted module's tensors, named by
+ * attribute path ("0.weight"); its code is never read. Read only.
+ */
+#define TSR_FORMAT_TORCHSCRIPT 5
 
 #ifdef __cplusplus
 extern "C" {

@@ -18,6 +18,7 @@ names of the non-tensor values tessera skips. tests/torch_fixtures.rs
 loads each file and compares.
 """
 
+import argparse
 import collections
 import json
 import pathlib
@@ -65,15 +66,29 @@ def describe(obj, prefix, tensors, skipped):
         skipped.append(prefix)
 
 
-def write(name, obj, legacy=False):
+def write(name, obj, legacy=False, script=None):
+    """Saves obj (torch.save; legacy: the pre-1.6 format) or the scripted
+    module `script` (torch.jit.save), and what torch reads back. For a
+    scripted module the reference is its state dict, and the skipped
+    values are not listed (null): its attributes are many."""
     path = OUT / f"{name}.pt"
-    # legacy: the format torch.save wrote before PyTorch 1.6 (pickles and
-    # raw storages in a row, no zip), still written on request.
-    torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
-    # What torch itself reads back is the reference.
-    back = torch.load(path, weights_only=True)
+    if script is not None:
+        torch.jit.save(script, path)
+        back = dict(torch.jit.load(path).state_dict())
+    else:
+        # legacy: the format torch.save wrote before PyTorch 1.6 (pickles
+        # and raw storages in a row, no zip), still written on request.
+        torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
+        # What torch itself reads back is the reference (a file with
+        # globals outside weights_only's list is read in full).
+        try:
+            back = torch.load(path, weights_only=True)
+        except Exception:
+            back = torch.load(path, weights_only=False)
     tensors, skipped = [], []
     describe(back, "", tensors, skipped)
+    if script is not None or any(not isinstance(v, (dict, torch.Tensor, int, str, float)) for v in back.values()):
+        skipped = None
     groups = {}
     lines = []
     for tname, t in tensors:
@@ -96,6 +111,22 @@ def write(name, obj, legacy=False):
     lines.append(json.dumps({"skipped": skipped}))
     (OUT / f"{name}.expected.jsonl").write_text("\n".join(lines) + "\n")
     print(f"{path.name}: {len(tensors)} tensors, {len(groups)} storages, skipped {skipped}")
+
+
+def training_checkpoint(m):
+    """A checkpoint as training scripts write it: the epoch, the argparse
+    options (a global outside torch.load's weights_only allowlist), the
+    model's and the optimizer's state dicts."""
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    loss = m(deterministic(torch.empty(5, 4))).square().sum()
+    loss.backward()
+    opt.step()
+    return {
+        "epoch": 3,
+        "args": argparse.Namespace(lr=0.1, batch_size=32, arch="mlp"),
+        "model": m.state_dict(),
+        "optimizer": opt.state_dict(),
+    }
 
 
 def main():
@@ -138,6 +169,15 @@ def main():
     }
     write("nested_checkpoint", ckpt)
     write("legacy_nested_checkpoint", ckpt, legacy=True)
+
+    # 4. A scripted module (torch.jit.save): __torch__.* objects in
+    #    data.pkl, tensors named by attribute path; code/ is never read.
+    m.eval()
+    write("torchscript_module", None, script=torch.jit.script(m))
+
+    # 5. A training checkpoint with argparse.Namespace (needs
+    #    TSR_LOAD_SKIP_UNKNOWN) and an optimizer's state.
+    write("training_checkpoint", training_checkpoint(module()))
 
 
 if __name__ == "__main__":

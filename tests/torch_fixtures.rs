@@ -98,9 +98,12 @@ fn check(name: &str, dict: &TensorDict, how: &str) {
             }
         }
     }
-    let mut skipped: Vec<String> = skipped_row["skipped"]
-        .as_array()
-        .unwrap()
+    // null: not listed (a scripted module's attributes; a checkpoint with
+    // objects its own test checks).
+    let Some(skipped) = skipped_row["skipped"].as_array() else {
+        return;
+    };
+    let mut skipped: Vec<String> = skipped
         .iter()
         .map(|v| v.as_str().unwrap().to_owned())
         .collect();
@@ -114,15 +117,25 @@ fn check(name: &str, dict: &TensorDict, how: &str) {
 }
 
 fn load_both_ways(name: &str) {
+    load_with(name, false);
+}
+
+/// Loads the fixture by copy and mapped, detected and named, and checks it.
+fn load_with(name: &str, skip_unknown: bool) {
     let path = data_dir().join(format!("{name}.pt"));
     let named = if name.starts_with("legacy_") {
         Format::TorchLegacy
+    } else if name.starts_with("torchscript_") {
+        Format::TorchScript
     } else {
         Format::Torch
     };
+    let head = std::fs::read(&path).unwrap();
+    assert_eq!(serialize::detect(&head).unwrap(), named, "{name}");
     for (how, mmap) in [("copy", false), ("mmap", true)] {
         for format in [Format::Auto, named] {
-            let dict = serialize::load(&path, format, LoadFlags { mmap }).unwrap();
+            let flags = LoadFlags { mmap, skip_unknown };
+            let dict = serialize::load(&path, format, flags).unwrap();
             check(name, &dict, how);
         }
     }
@@ -184,4 +197,43 @@ fn legacy_truncations_are_refused_and_saving_is_unsupported() {
     .unwrap();
     let e = serialize::save_to_bytes(&d, Format::TorchLegacy).unwrap_err();
     assert!(e.message().contains("read only"), "{e}");
+}
+
+/// A module scripted and saved by torch.jit.save: its tensors, named by
+/// attribute path, equal to its state dict as torch reads it back.
+#[test]
+fn torchscript_module_by_attribute_path() {
+    load_both_ways("torchscript_module");
+    let d = serialize::load(
+        &data_dir().join("torchscript_module.pt"),
+        Format::Auto,
+        LoadFlags::default(),
+    )
+    .unwrap();
+    let skipped = d.metadata(serialize::SKIPPED_KEY).unwrap();
+    assert!(skipped.lines().any(|l| l == "training"), "{skipped}");
+    let e = serialize::save_to_bytes(&d, Format::TorchScript).unwrap_err();
+    assert!(e.message().contains("read only"), "{e}");
+}
+
+/// A training checkpoint ({"epoch", "args": argparse.Namespace, "model",
+/// "optimizer"}): refused by default naming the global and the flag, as
+/// torch.load(weights_only=True) refuses it; with skip_unknown its
+/// tensors load and the Namespace is listed with its global.
+#[test]
+fn training_checkpoint_needs_skip_unknown() {
+    let path = data_dir().join("training_checkpoint.pt");
+    let e = serialize::load(&path, Format::Auto, LoadFlags::default()).unwrap_err();
+    let m = e.message();
+    assert!(m.contains("argparse.Namespace") && m.contains("TSR_LOAD_SKIP_UNKNOWN"), "{m}");
+    load_with("training_checkpoint", true);
+    let flags = LoadFlags {
+        skip_unknown: true,
+        ..Default::default()
+    };
+    let d = serialize::load(&path, Format::Auto, flags).unwrap();
+    let skipped: Vec<&str> = d.metadata(serialize::SKIPPED_KEY).unwrap().lines().collect();
+    assert!(skipped.contains(&"args (argparse.Namespace)"), "{skipped:?}");
+    assert!(skipped.contains(&"epoch"), "{skipped:?}");
+    assert!(d.get("optimizer.state.0.momentum_buffer").is_some());
 }

@@ -348,8 +348,9 @@ pub fn fuzz_load(data: &[u8], format: tessera::ffi::TsrFormat) {
             )
         };
     }
-    load(bytes, format);
-    load(bytes, TSR_FORMAT_AUTO);
+    load(bytes, format, 0);
+    // Detected, and reading past unknown globals (placeholders only).
+    load(bytes, TSR_FORMAT_AUTO, TSR_LOAD_SKIP_UNKNOWN);
     // SAFETY: bytes is live.
     assert_eq!(
         unsafe { tsr_storage_use_count(bytes) },
@@ -360,12 +361,12 @@ pub fn fuzz_load(data: &[u8], format: tessera::ffi::TsrFormat) {
     assert_eq!(unsafe { tsr_storage_decref(bytes) }, TSR_OK);
 }
 
-fn load(bytes: *mut tessera::ffi::storage::TsrStorage, format: tessera::ffi::TsrFormat) {
+fn load(bytes: *mut tessera::ffi::storage::TsrStorage, format: tessera::ffi::TsrFormat, flags: u32) {
     use tessera::ffi::serialize::*;
     use tessera::ffi::*;
     let mut dict = std::ptr::null_mut();
     // SAFETY: bytes is a live storage; dict is writable.
-    let status = unsafe { tsr_load_from_storage(bytes, format, 0, &mut dict) };
+    let status = unsafe { tsr_load_from_storage(bytes, format, flags, &mut dict) };
     if status != TSR_OK {
         check_refusal("tsr_load_from_storage", status);
         assert!(dict.is_null(), "a refused load wrote its out-pointer");

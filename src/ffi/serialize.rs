@@ -8,7 +8,7 @@ use super::tensor::{tensor_arg, tensor_handle};
 use super::types::*;
 pub use super::types::{
     TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_NPY, TSR_FORMAT_SAFETENSORS,
-    TSR_FORMAT_TORCH, TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP, TSR_SAVE_SYNC,
+    TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT, TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_SKIP_UNKNOWN, TSR_LOAD_MMAP, TSR_SAVE_SYNC,
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
@@ -65,16 +65,18 @@ fn format_arg(format: TsrFormat) -> Result<Format> {
 // numbers.
 const _: () = assert!(TSR_FORMAT_AUTO == 0 && TSR_FORMAT_TORCH == 1);
 const _: () = assert!(TSR_FORMAT_SAFETENSORS == 2 && TSR_FORMAT_NPY == 3);
-const _: () = assert!(TSR_FORMAT_TORCH_LEGACY == 4);
+const _: () = assert!(TSR_FORMAT_TORCH_LEGACY == 4 && TSR_FORMAT_TORCHSCRIPT == 5);
 
 fn flags_arg(flags: u32) -> Result<LoadFlags> {
     crate::ensure!(
-        flags & !TSR_LOAD_MMAP == 0,
+        flags & !(TSR_LOAD_MMAP | TSR_LOAD_SKIP_UNKNOWN) == 0,
         InvalidArgument,
-        "unknown load flags 0x{flags:x}: expected 0 or TSR_LOAD_MMAP (0x1)"
+        "unknown load flags 0x{flags:x}: expected TSR_LOAD_MMAP (0x1) and TSR_LOAD_SKIP_UNKNOWN \
+         (0x2), or 0"
     );
     Ok(LoadFlags {
         mmap: flags & TSR_LOAD_MMAP != 0,
+        skip_unknown: flags & TSR_LOAD_SKIP_UNKNOWN != 0,
     })
 }
 
@@ -395,8 +397,7 @@ pub unsafe extern "C" fn tsr_load_from_storage(
         // SAFETY: bytes is NULL or a live storage handle; storage_arg checks.
         let s = unsafe { storage_arg(bytes, "bytes")? };
         let format = format_arg(format)?;
-        flags_arg(flags)?;
-        let d = serialize::load_from_storage(&s, format)?;
+        let d = serialize::load_from_storage_flags(&s, format, flags_arg(flags)?)?;
         // SAFETY: out checked non-NULL.
         unsafe { put_dict(out, d) };
         Ok(())

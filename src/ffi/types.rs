@@ -431,9 +431,18 @@ pub const TSR_FORMAT_NPY: TsrFormat = 3;
 /// `_use_new_zipfile_serialization=False`): read only; saving in it is
 /// TSR_ERR_UNSUPPORTED.
 pub const TSR_FORMAT_TORCH_LEGACY: TsrFormat = 4;
+/// torch.jit.save's archives: the scripted module's tensors, named by
+/// attribute path ("0.weight"); its code is never read. Read only.
+pub const TSR_FORMAT_TORCHSCRIPT: TsrFormat = 5;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;
+/// tsr_load flag: load the tensors around pickled objects whose globals
+/// tessera's allowlist does not know (argparse.Namespace in a training
+/// checkpoint); they are placeholders, never imported or called, each
+/// listed with its global under the metadata key "tessera.skipped".
+/// Without it such a file is TSR_ERR_FORMAT naming every unknown global.
+pub const TSR_LOAD_SKIP_UNKNOWN: u32 = 2;
 /// tsr_save_flags flag: fsync the new file before it replaces the
 /// destination, and the destination's directory after, so the save
 /// survives a power loss once the call returns.

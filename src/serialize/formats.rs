@@ -1,43 +1,14 @@
 //! The one table of file formats. Each format is one file implementing
-//! [`FileFormat`] (detect by content, its extensions, read, and write or
+//! [`FileFormat`] (in the parent module: detect by content, its
+//! extensions, read, and write or
 //! "read only"), registered by one row of `format_table!` below, which
 //! makes the `Format` enum, its C numbers and the order detection tries.
 //! A new format is one file and one row; a `match` on `Format` elsewhere
 //! does not exist, so nothing can fall through to another format.
 
-use super::dict::TensorDict;
-use super::source::Source;
+use super::FileFormat;
 use crate::error::Result;
-use std::fs::File;
 use std::path::Path;
-
-/// What a file format does.
-pub(crate) trait FileFormat: Sync {
-    /// Its name in messages ("torch zip", "npy").
-    fn name(&self) -> &'static str;
-    /// File name extensions that name it, without the dot.
-    fn extensions(&self) -> &'static [&'static str];
-    /// Whether `bytes` (a whole file) are in this format, by content.
-    fn detect(&self, bytes: &[u8]) -> bool;
-    /// Reads a dict from `source`.
-    fn read(&self, source: &Source<'_>) -> Result<TensorDict>;
-    /// Whether tessera writes this format ([`FileFormat::write_bytes`] and
-    /// [`FileFormat::write_file`] refuse otherwise).
-    fn writes(&self) -> bool {
-        true
-    }
-    /// The file bytes of `dict`.
-    fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>>;
-    /// Writes `dict` into `file`, a new empty file at `temp` that becomes
-    /// `dest` when this returns Ok (errors name `dest`).
-    fn write_file(
-        &self,
-        dict: &TensorDict,
-        file: &mut File,
-        temp: &Path,
-        dest: &Path,
-    ) -> Result<()>;
-}
 
 /// The formats: `Variant = C number => the FileFormat, its doc`. Detection
 /// tries them in this order.
@@ -83,6 +54,9 @@ macro_rules! format_table {
 }
 
 format_table! {
+    /// torch.jit.save's archives (read only; before TORCH: both are zip
+    /// archives, and only these hold code/ and constants.pkl).
+    TorchScript = 5 => super::torchscript::TORCHSCRIPT,
     /// torch.save's zip archive (PyTorch 1.6 and later).
     Torch = 1 => super::torch_zip::TORCH_ZIP,
     /// The safetensors layout.

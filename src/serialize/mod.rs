@@ -21,6 +21,7 @@ mod torch_legacy;
 mod torch_read;
 mod torch_write;
 mod torch_zip;
+mod torchscript;
 
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
@@ -33,11 +34,44 @@ use crate::storage::Storage;
 use source::Source;
 use std::path::Path;
 
+/// What a file format does.
+pub(crate) trait FileFormat: Sync {
+    /// Its name in messages ("torch zip", "npy").
+    fn name(&self) -> &'static str;
+    /// File name extensions that name it, without the dot.
+    fn extensions(&self) -> &'static [&'static str];
+    /// Whether `bytes` (a whole file) are in this format, by content.
+    fn detect(&self, bytes: &[u8]) -> bool;
+    /// Reads a dict from `source`.
+    fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict>;
+    /// Whether tessera writes this format ([`FileFormat::write_bytes`] and
+    /// [`FileFormat::write_file`] refuse otherwise).
+    fn writes(&self) -> bool {
+        true
+    }
+    /// The file bytes of `dict`.
+    fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>>;
+    /// Writes `dict` into `file`, a new empty file at `temp` that becomes
+    /// `dest` when this returns Ok (errors name `dest`).
+    fn write_file(
+        &self,
+        dict: &TensorDict,
+        file: &mut std::fs::File,
+        temp: &Path,
+        dest: &Path,
+    ) -> Result<()>;
+}
+
 /// How to load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoadFlags {
     /// Tensors view a private (copy-on-write) mapping of the file.
     pub mmap: bool,
+    /// Load the tensors around pickled objects whose globals the
+    /// allowlist does not know (placeholders: never imported or called),
+    /// listing each in the metadata key [`SKIPPED_KEY`]; without it such a
+    /// file is refused naming every unknown global.
+    pub skip_unknown: bool,
 }
 
 /// The file bytes of `dict` in `format` (Auto: TORCH).
@@ -48,7 +82,7 @@ pub fn save_to_bytes(dict: &TensorDict, format: Format) -> Result<Vec<u8>> {
 }
 
 /// Refuses a format tessera only reads, naming it.
-fn writable(handler: &dyn formats::FileFormat) -> Result<()> {
+fn writable(handler: &dyn FileFormat) -> Result<()> {
     crate::ensure!(
         handler.writes(),
         Unsupported,
@@ -107,13 +141,13 @@ pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFla
 
 /// Loads a dict from `bytes`, its records viewing `backing` (the storage
 /// holding `bytes`) where alignment allows.
-fn load_source(source: &Source<'_>, format: Format) -> Result<TensorDict> {
+fn load_source(source: &Source<'_>, format: Format, flags: LoadFlags) -> Result<TensorDict> {
     let format = match format {
         Format::Auto => detect(source.bytes)?,
         f => f,
     };
     let handler = format.handler().expect("a detected format is concrete");
-    handler.read(source)
+    handler.read(source, flags)
 }
 
 /// The bytes of a CPU storage.
@@ -136,10 +170,19 @@ fn storage_bytes(s: &Storage) -> Result<&[u8]> {
 /// (at their record's offset) where their alignment allows, copies
 /// otherwise.
 pub fn load_from_storage(bytes: &Storage, format: Format) -> Result<TensorDict> {
-    load_backed(bytes, format, true)
+    load_backed(bytes, format, true, LoadFlags::default())
 }
 
-fn load_backed(bytes: &Storage, format: Format, direct: bool) -> Result<TensorDict> {
+/// [`load_from_storage`] with `flags` (`mmap` has no effect here).
+pub fn load_from_storage_flags(
+    bytes: &Storage,
+    format: Format,
+    flags: LoadFlags,
+) -> Result<TensorDict> {
+    load_backed(bytes, format, true, flags)
+}
+
+fn load_backed(bytes: &Storage, format: Format, direct: bool, flags: LoadFlags) -> Result<TensorDict> {
     let slice = storage_bytes(bytes)?;
     load_source(
         &Source {
@@ -148,6 +191,7 @@ fn load_backed(bytes: &Storage, format: Format, direct: bool) -> Result<TensorDi
             direct,
         },
         format,
+        flags,
     )
 }
 
@@ -159,7 +203,7 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
         read_file::read_file(path)?
     };
     // Only this function holds `bytes`: records get storages of their own.
-    load_backed(&bytes, format, false)
+    load_backed(&bytes, format, false, flags)
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.

@@ -14,7 +14,7 @@
 //! order.
 
 use super::dict::TensorDict;
-use super::formats::FileFormat;
+use super::{FileFormat, LoadFlags};
 use super::safetensors_format::row_major;
 use super::source::Source;
 use crate::device::Device;
@@ -368,7 +368,7 @@ impl FileFormat for Npy {
         bytes.starts_with(MAGIC)
     }
 
-    fn read(&self, source: &Source<'_>) -> Result<TensorDict> {
+    fn read(&self, source: &Source<'_>, _: LoadFlags) -> Result<TensorDict> {
         let mut dict = TensorDict::new();
         dict.set(ARRAY_NAME, read_array(source, ARRAY_NAME)?)?;
         Ok(dict)

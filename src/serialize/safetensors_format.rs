@@ -232,7 +232,7 @@ pub(crate) struct SafetensorsFormat;
 /// The SAFETENSORS format.
 pub(crate) static SAFETENSORS: SafetensorsFormat = SafetensorsFormat;
 
-impl super::formats::FileFormat for SafetensorsFormat {
+impl super::FileFormat for SafetensorsFormat {
     fn name(&self) -> &'static str {
         "safetensors"
     }
@@ -250,7 +250,7 @@ impl super::formats::FileFormat for SafetensorsFormat {
                 <= (bytes.len() - 8) as u64
     }
 
-    fn read(&self, source: &Source<'_>) -> Result<TensorDict> {
+    fn read(&self, source: &Source<'_>, _: super::LoadFlags) -> Result<TensorDict> {
         read(source)
     }
 

@@ -18,7 +18,7 @@
 //! torch before 0.1.10 is refused naming it. Read only.
 
 use super::dict::TensorDict;
-use super::formats::FileFormat;
+use super::{FileFormat, LoadFlags};
 use super::source::Source;
 use super::torch_read::{self, Records};
 use crate::error::Result;
@@ -109,7 +109,7 @@ fn element_sizes(v: &Value, out: &mut HashMap<String, u64>) {
 }
 
 /// Reads a legacy torch.save file from `source`.
-fn read(source: &Source<'_>) -> Result<TensorDict> {
+fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     let bytes = source.bytes;
     crate::ensure!(
         !is_tar(bytes),
@@ -140,7 +140,7 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
         "torch legacy: the file was saved on a big-endian machine (sys_info little_endian is \
          False): tessera reads little-endian files; save it again on a little-endian machine"
     );
-    let (root, used) = pickle::read_prefix(&bytes[pos..], &torch_read::allowed, Limits::default())?;
+    let (root, used) = torch_read::read_pickle(&bytes[pos..], "the main pickle", flags)?;
     pos += used;
     let keys = small_pickle(bytes, &mut pos, "storage keys")?;
     let keys = keys.as_seq().ok_or_else(|| {
@@ -204,8 +204,8 @@ impl FileFormat for TorchLegacy {
         magic_end(bytes).is_some() || is_tar(bytes)
     }
 
-    fn read(&self, source: &Source<'_>) -> Result<TensorDict> {
-        read(source)
+    fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
+        read(source, flags)
     }
 
     fn writes(&self) -> bool {

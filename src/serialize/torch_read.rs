@@ -15,11 +15,13 @@
 use super::dict::TensorDict;
 use super::dtypes;
 use super::source::{Record, Source};
+use super::LoadFlags;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::pickle::{self, Limits, Value};
 use crate::tensor::Tensor;
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Cursor;
 
 /// Metadata key listing (one per line) the names of skipped non-tensor
@@ -30,8 +32,13 @@ fn fmt_err(what: impl std::fmt::Display) -> Error {
     crate::err!(Format, "{what}")
 }
 
-/// The globals a tensor file may name.
+/// The globals a tensor file may name. TorchScript's classes
+/// (`__torch__.*`) are placeholders whose state holds the module's
+/// attributes; nothing named is ever imported or called.
 pub(crate) fn allowed(module: &str, name: &str) -> bool {
+    if module == "__torch__" || module.starts_with("__torch__.") {
+        return true;
+    }
     match module {
         "collections" => name == "OrderedDict",
         "torch._utils" => matches!(
@@ -76,12 +83,19 @@ fn index_archive(bytes: &[u8]) -> Result<Records> {
             .by_index_raw(i)
             .map_err(|e| fmt_err(format_args!("zip entry {i} is unreadable: {e}")))?;
         let name = f.name().to_owned();
-        crate::ensure!(
-            f.compression() == zip::CompressionMethod::Stored && !f.encrypted(),
-            Format,
-            "zip entry {name} is compressed ({}) or encrypted: torch files store records uncompressed",
-            f.compression()
-        );
+        if f.compression() != zip::CompressionMethod::Stored || f.encrypted() {
+            // TorchScript's code/ entries are deflated and never read; a
+            // pickle or a storage record must be stored.
+            let inner = name.split_once('/').map_or(name.as_str(), |(_, rest)| rest);
+            crate::ensure!(
+                !(inner.starts_with("data/") || inner.ends_with(".pkl")),
+                Format,
+                "zip entry {name} is compressed ({}) or encrypted: torch files store records \
+                 uncompressed",
+                f.compression()
+            );
+            continue;
+        }
         let start = f
             .data_start()
             .ok_or_else(|| fmt_err(format_args!("zip entry {name} has no data offset")))?;
@@ -123,15 +137,54 @@ struct Loader<'a> {
 }
 
 /// Reads a torch archive from `source`.
-pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
+pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     let records = index_archive(source.bytes)?;
     let (off, len) = records
         .map
         .get(&format!("{}data.pkl", records.prefix))
         .copied()
         .unwrap();
-    let root = pickle::read(&source.bytes[off..off + len], &allowed, Limits::default())?;
+    let (root, _) = read_pickle(&source.bytes[off..off + len], "data.pkl", flags)?;
     read_tree(source, records, &root, "data.pkl")
+}
+
+/// Reads the pickle at the start of `bytes` (`what` in messages) and the
+/// position past it. A global outside [`allowed`] becomes a placeholder
+/// (never imported or called); unless `flags.skip_unknown`, the file is
+/// then refused naming every such global and the flag.
+pub(crate) fn read_pickle(bytes: &[u8], what: &str, flags: LoadFlags) -> Result<(Value, usize)> {
+    let unknown = RefCell::new(BTreeSet::new());
+    let note = |module: &str, name: &str| {
+        if !allowed(module, name) {
+            unknown.borrow_mut().insert(format!("{module}.{name}"));
+        }
+        true
+    };
+    let (root, used) = pickle::read_prefix(bytes, &note, Limits::default())?;
+    let unknown = unknown.into_inner();
+    if let Some(first) = unknown.iter().next().filter(|_| !flags.skip_unknown) {
+        let all: Vec<&str> = unknown.iter().map(String::as_str).collect();
+        crate::bail!(
+            Format,
+            "{what}: global {first} is not allowed in a tensor file (the globals outside the \
+             allowlist: {}): TSR_LOAD_SKIP_UNKNOWN loads the tensors around such objects, \
+             which are never imported or called",
+            all.join(", ")
+        );
+    }
+    Ok((root, used))
+}
+
+/// The `module.name` of a value built from a global outside [`allowed`].
+fn unknown_global(v: &Value) -> Option<String> {
+    let global = match untag(v) {
+        Value::Reduce { callable, .. } => callable.as_global(),
+        g @ Value::Global { .. } => g.as_global(),
+        _ => None,
+    };
+    global
+        .filter(|(m, n)| !allowed(m, n))
+        .map(|(m, n)| format!("{m}.{n}"))
 }
 
 /// The dict of the unpickled `root` (read from `what`), its storages in
@@ -205,6 +258,20 @@ impl Loader<'_> {
             Value::Reduce {
                 callable, items, ..
             } if callable.as_global() == Some(("collections", "OrderedDict")) => Some(named(items)),
+            // A TorchScript object: its attributes are its state.
+            Value::Reduce {
+                callable,
+                state: Some(state),
+                ..
+            } if callable
+                .as_global()
+                .is_some_and(|(m, _)| m == "__torch__" || m.starts_with("__torch__.")) =>
+            {
+                match &**state {
+                    Value::Dict(items) => Some(named(items)),
+                    _ => None,
+                }
+            }
             Value::List(vs) | Value::Tuple(vs) if !vs.is_empty() => Some(
                 vs.iter()
                     .enumerate()
@@ -223,7 +290,10 @@ impl Loader<'_> {
             } else if let Some(inner) = self.entries(value) {
                 self.walk(inner, &format!("{name}."))?;
             } else {
-                self.skipped.push(name);
+                self.skipped.push(match unknown_global(value) {
+                    Some(global) => format!("{name} ({global})"),
+                    None => name,
+                });
             }
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! `torch_write`.
 
 use super::dict::TensorDict;
-use super::formats::FileFormat;
+use super::{FileFormat, LoadFlags};
 use super::source::Source;
 use super::{torch_read, torch_write};
 use crate::error::Result;
@@ -33,8 +33,8 @@ impl FileFormat for TorchZip {
         bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06")
     }
 
-    fn read(&self, source: &Source<'_>) -> Result<TensorDict> {
-        torch_read::read(source)
+    fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
+        torch_read::read(source, flags)
     }
 
     fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>> {

@@ -1,0 +1,63 @@
+//! The TORCHSCRIPT format's entry in the format table: archives written
+//! by torch.jit.save. They are torch zip archives whose data.pkl holds the
+//! scripted module as `__torch__.*` objects (placeholders: never imported
+//! or called), each object's attributes its state; the tensors are named
+//! by attribute path ("0.weight", "conv1.bias"), other attributes skipped.
+//! The code/ directory (TorchScript source) is never read. Read only
+//! (tessera writes no code).
+
+use super::dict::TensorDict;
+use super::source::Source;
+use super::{torch_read, FileFormat, LoadFlags};
+use crate::error::Result;
+use std::fs::File;
+use std::io::Cursor;
+use std::path::Path;
+
+/// torch.jit.save's archives.
+pub(crate) struct TorchScript;
+
+/// The TORCHSCRIPT format.
+pub(crate) static TORCHSCRIPT: TorchScript = TorchScript;
+
+impl FileFormat for TorchScript {
+    fn name(&self) -> &'static str {
+        "torchscript"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// A zip archive with a `<archive>/constants.pkl` or `<archive>/code/`
+    /// entry (torch.save's archives have neither).
+    fn detect(&self, bytes: &[u8]) -> bool {
+        if !bytes.starts_with(b"PK\x03\x04") {
+            return false;
+        }
+        let Ok(zip) = zip::ZipArchive::new(Cursor::new(bytes)) else {
+            return false;
+        };
+        let found = zip.file_names().any(|n| {
+            n.split_once('/')
+                .is_some_and(|(_, rest)| rest == "constants.pkl" || rest.starts_with("code/"))
+        });
+        found
+    }
+
+    fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
+        torch_read::read(source, flags)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn write_bytes(&self, _: &TensorDict) -> Result<Vec<u8>> {
+        crate::bail!(Unsupported, "tessera does not write TorchScript archives")
+    }
+
+    fn write_file(&self, _: &TensorDict, _: &mut File, _: &Path, _: &Path) -> Result<()> {
+        crate::bail!(Unsupported, "tessera does not write TorchScript archives")
+    }
+}
