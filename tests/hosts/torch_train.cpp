@@ -217,7 +217,7 @@ int run_tessera(const char* out_path, const char* ref_path, const std::string& s
     TsrHistoryOptions hist{};
     hist.struct_size = sizeof hist;
     hist.max_entries = 1 << 20;
-    hist.backtraces = false;
+    hist.backtraces = true;  // the snapshot names libtorch's allocation sites
     EXPECT(tsr_memory_record_history(&hist) == TSR_OK);
     TsrAllocatorStats before = stats_of(cpu);
     EXPECT(tsr_set_memory_reporter(&reporter, nullptr) == TSR_OK);
