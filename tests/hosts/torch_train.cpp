@@ -21,7 +21,8 @@
 //       installing twice; c10's default put back (and tessera again) while
 //       tessera blocks are live; a failing plugin (c10::OutOfMemoryError, no
 //       leak); a plugin handing out unaligned blocks; a caching allocator
-//       over a plugin; raw allocation and Allocator::clone.
+//       over a plugin; raw allocation and Allocator::clone; tensors made
+//       on several threads and freed on another.
 //
 // Prints one line per check group; exits non-zero on the first failure.
 #include <torch/torch.h>
@@ -33,6 +34,8 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cmath>
+#include <thread>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -496,6 +499,38 @@ int run_bad_input() {
         EXPECT_EQ_U64(s1.num_frees, s0.num_frees + 1);
     }
     std::printf("bad input: raw allocation frees through tessera\n");
+
+    // 7. Threads: intra-op threads allocate, and tensors made on one thread
+    //    die on another (tessera's per-thread caches take foreign blocks).
+    {
+        at::set_num_threads(4);
+        TsrAllocatorStats s0 = stats_of(cpu);
+        std::vector<torch::Tensor> made(4);
+        std::vector<std::thread> threads;
+        for (int i = 0; i < 4; ++i) {
+            threads.emplace_back([&made, i] {
+                auto a = torch::randn({256, 256});
+                auto b = torch::mm(a, a.t()).relu();
+                for (int k = 0; k < 50; ++k) {
+                    b = (b * 0.5 + torch::ones({256, 256})).contiguous();
+                }
+                made[size_t(i)] = b;  // freed by the main thread
+            });
+        }
+        for (std::thread& t : threads) {
+            t.join();
+        }
+        for (const auto& m : made) {
+            EXPECT(m.size(0) == 256 && std::isfinite(m.sum().item<float>()));
+        }
+        made.clear();
+        TsrAllocatorStats s1 = stats_of(cpu);
+        EXPECT(s1.num_allocs - s0.num_allocs >= 4 * 52);
+        EXPECT_EQ_U64(s1.num_frees - s0.num_frees, s1.num_allocs - s0.num_allocs);
+        EXPECT_EQ_U64(s1.allocated_bytes, 0);
+        at::set_num_threads(1);
+    }
+    std::printf("bad input: tensors made on 4 threads and freed on another free through tessera\n");
     tsr_allocator_decref(cpu);
     return 0;
 }
