@@ -359,6 +359,11 @@ int run_bad_input() {
         EXPECT(stats_of(cpu).num_allocs > s0.num_allocs);
         auto e = torch::empty({0});  // zero bytes
         EXPECT(e.numel() == 0);
+        // The built-in allocator's blocks are simple (context == address),
+        // so c10's copy-on-write clone works on them.
+        auto c = t._lazy_clone();
+        c.add_(1);
+        EXPECT(t.sum().item<float>() == 1000.0f && c.sum().item<float>() == 2000.0f);
     }
     EXPECT_EQ_U64(stats_of(cpu).allocated_bytes, 0);
     std::printf("bad input: installing twice gives the same allocator and works\n");
@@ -472,6 +477,15 @@ int run_bad_input() {
             EXPECT(s.num_allocs >= 2);
             EXPECT(s.allocated_bytes >= 2 * 100 * 100 * 4);
             EXPECT(inner.live.load() >= 1);  // a segment
+            // A caching allocator's blocks have a context of their own:
+            // c10's copy-on-write clone refuses them (a c10::Error, no crash).
+            bool refused = false;
+            try {
+                auto c = a._lazy_clone();
+            } catch (const c10::Error&) {
+                refused = true;
+            }
+            EXPECT(refused);
         }
         EXPECT_EQ_U64(stats_of(caching).allocated_bytes, 0);
         EXPECT(tsr_caching_allocator_empty_cache(caching) == TSR_OK);
