@@ -27,6 +27,7 @@
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -34,6 +35,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tessera {
@@ -42,28 +44,148 @@ namespace c10 {
 /** c10's CPU alignment (c10::gAlignment): every block this allocator hands libtorch starts on it. */
 constexpr std::size_t kCpuAlignment = 64;
 
+/** @cond TESSERA_INTERNAL */
+namespace detail {
+
+// c10's raw_deallocate calls raw_deleter() with whatever raw_allocate
+// returned, NULL for zero bytes included, and a tessera deleter must not
+// see NULL (the built-in CPU allocator's reads the block's header). So
+// raw_deleter() is a trampoline that skips NULL, frees a mapped block
+// (below) through the map, and calls the tessera deleter in its slot for
+// the others: c10's DeleterFnPtr carries no state, hence one function per
+// slot. Allocators with the same deleter share a slot.
+constexpr int kRawSlots = 8;
+
+inline std::atomic<TsrDeleterFn>* raw_slots() {
+    static std::atomic<TsrDeleterFn> slots[kRawSlots] = {};
+    return slots;
+}
+
+// Blocks whose tessera context is not their address (a caching
+// allocator's, most plugins', realigned ones) are handed to libtorch with
+// context == address, as c10's own CPU blocks are: raw allocation (oneDNN)
+// and copy-on-write clones need that. Their tessera DataPtr waits here,
+// keyed by the address libtorch sees, until free_mapped gives it back.
+struct MappedBlocks {
+    static constexpr std::size_t kShards = 64;
+    struct Shard {
+        std::mutex lock;
+        std::unordered_map<void*, TsrDataPtr> blocks;
+    };
+    Shard shards[kShards];
+    std::atomic<std::size_t> count{0};
+
+    Shard& shard(void* address) {
+        return shards[(reinterpret_cast<std::uintptr_t>(address) >> 6) % kShards];
+    }
+};
+
+inline MappedBlocks& mapped_blocks() {
+    // Never destroyed: libtorch frees blocks during exit, after static destructors.
+    static MappedBlocks* blocks = new MappedBlocks();
+    return *blocks;
+}
+
+/** Records `dp` under `address`; false (nothing recorded) when out of memory. */
+inline bool map_block(void* address, const TsrDataPtr& dp) noexcept {
+    MappedBlocks& m = mapped_blocks();
+    MappedBlocks::Shard& shard = m.shard(address);
+    try {
+        std::lock_guard<std::mutex> guard(shard.lock);
+        shard.blocks.emplace(address, dp);
+    } catch (...) {
+        return false;
+    }
+    m.count.fetch_add(1, std::memory_order_release);
+    return true;
+}
+
+/** Frees the block recorded under `address`; false when there is none. */
+inline bool free_if_mapped(void* address) noexcept {
+    MappedBlocks& m = mapped_blocks();
+    if (m.count.load(std::memory_order_acquire) == 0) {
+        return false;
+    }
+    MappedBlocks::Shard& shard = m.shard(address);
+    TsrDataPtr dp;
+    {
+        std::lock_guard<std::mutex> guard(shard.lock);
+        auto it = shard.blocks.find(address);
+        if (it == shard.blocks.end()) {
+            return false;
+        }
+        dp = it->second;
+        shard.blocks.erase(it);
+    }
+    m.count.fetch_sub(1, std::memory_order_relaxed);
+    tsr_data_ptr_free(&dp);
+    return true;
+}
+
+/** The deleter of mapped blocks, and the raw deleter of allocators that only make those. */
+inline void free_mapped(void* address) {
+    if (address != nullptr) {
+        free_if_mapped(address);
+    }
+}
+
+template <int N>
+void raw_free(void* ptr) {
+    if (ptr != nullptr && !free_if_mapped(ptr)) {
+        raw_slots()[N].load(std::memory_order_acquire)(ptr);
+    }
+}
+
+/** The trampoline of a slot holding `deleter` (claimed if need be), or NULL when all are taken. */
+inline ::c10::DeleterFnPtr raw_trampoline(TsrDeleterFn deleter) {
+    static const ::c10::DeleterFnPtr trampolines[kRawSlots] = {
+        &raw_free<0>, &raw_free<1>, &raw_free<2>, &raw_free<3>,
+        &raw_free<4>, &raw_free<5>, &raw_free<6>, &raw_free<7>};
+    static std::mutex lock;
+    std::lock_guard<std::mutex> guard(lock);
+    std::atomic<TsrDeleterFn>* slots = raw_slots();
+    for (int i = 0; i < kRawSlots; ++i) {
+        TsrDeleterFn held = slots[i].load(std::memory_order_relaxed);
+        if (held == deleter) {
+            return trampolines[i];
+        }
+        if (held == nullptr) {
+            slots[i].store(deleter, std::memory_order_release);
+            return trampolines[i];
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace detail
+/** @endcond */
+
 /**
  * A c10::Allocator whose memory comes from a tessera allocator: a given
  * handle (a C plugin, a caching allocator over one, the built-in CPU
  * allocator), or, without one, the allocator tessera's registry holds for
  * TSR_CPU at the time of each allocation.
  *
- * The c10::DataPtr it returns frees through tessera: its context and
- * deleter are those of the tessera allocation (which keeps its allocator
- * alive until freed), so blocks stay valid and free correctly after
- * libtorch's allocator is switched again. Blocks start on 64 bytes; a
- * block the tessera allocator hands back less aligned is given back and
- * replaced by an over-allocated one whose context remembers the original.
+ * The c10::DataPtr it returns frees through tessera, so blocks stay valid
+ * and free correctly after libtorch's allocator is switched again, and
+ * each tessera allocation keeps its allocator alive until freed. Its
+ * context is always its address, as c10's own CPU blocks have it, which
+ * raw allocation (c10's raw_allocate / raw_deallocate, what oneDNN uses)
+ * and c10's copy-on-write clones need:
+ *
+ * - a block whose tessera context is its address (the built-in CPU
+ *   allocator's) goes to libtorch as it is, with tessera's deleter;
+ * - any other block (a caching allocator's, most plugins') is recorded in
+ *   a sharded address map and handed out with a deleter that takes it out
+ *   of the map and frees it through tessera: a lock and a hash lookup more
+ *   per allocation and per free.
+ *
+ * Blocks start on 64 bytes; a block the tessera allocator hands back less
+ * aligned is given back and replaced by one 63 bytes larger, mapped.
  *
  * A failed tessera allocation raises c10::OutOfMemoryError (a
  * c10::Error: torch.OutOfMemoryError in Python) with tessera's status and
  * message; nothing is allocated then.
- *
- * Raw allocation (c10's raw_allocate / raw_deallocate, which oneDNN uses)
- * works when the allocator hands out blocks whose context is their
- * address (the built-in CPU allocator does): raw_deleter() is then the
- * deleter the first probe allocation carried, and any block with another
- * deleter is wrapped, so a raw free can never reach the wrong allocator.
  *
  * Objects have static lifetime, as c10::SetAllocator requires: make them
  * with install_cpu_allocator or allocator_for, never delete them.
@@ -107,9 +229,10 @@ class TesseraAllocator final : public ::c10::Allocator {
             return ::c10::DataPtr(nullptr, nullptr, nullptr, cpu);
         }
         const bool aligned = reinterpret_cast<std::uintptr_t>(dp.data) % kCpuAlignment == 0;
-        if (aligned && (raw_deleter_ == nullptr || (dp.ctx == dp.data && dp.deleter == raw_deleter_))) {
-            // The common case: tessera's own context and deleter, no extra work.
-            return ::c10::DataPtr(dp.data, dp.deleter != nullptr ? dp.ctx : nullptr, dp.deleter, cpu);
+        if (aligned && raw_target_ != nullptr && dp.ctx == dp.data && dp.deleter == raw_target_) {
+            // The built-in CPU allocator: tessera's own context and deleter,
+            // the context its address, no extra work.
+            return ::c10::DataPtr(dp.data, dp.ctx, dp.deleter, cpu);
         }
         if (!aligned) {
             tsr_data_ptr_free(&dp);
@@ -127,7 +250,16 @@ class TesseraAllocator final : public ::c10::Allocator {
                 fail(nbytes, status);
             }
         }
-        return wrap(dp);
+        std::uintptr_t address = reinterpret_cast<std::uintptr_t>(dp.data);
+        address = (address + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+        void* data = reinterpret_cast<void*>(address);
+        if (!detail::map_block(data, dp)) {
+            tsr_data_ptr_free(&dp);
+            TORCH_CHECK_WITH(OutOfMemoryError, false,
+                             "tessera c10 allocator: out of memory recording a block of ", nbytes,
+                             " bytes");
+        }
+        return ::c10::DataPtr(data, data, &detail::free_mapped, cpu);
     }
 
     ::c10::DeleterFnPtr raw_deleter() const override { return raw_deleter_; }
@@ -147,31 +279,6 @@ class TesseraAllocator final : public ::c10::Allocator {
     }
 
   private:
-    /** What a wrapped block's c10 context points at: the tessera allocation. */
-    struct Wrapped {
-        TsrDataPtr original;
-    };
-
-    static void free_wrapped(void* ctx) {
-        Wrapped* w = static_cast<Wrapped*>(ctx);
-        tsr_data_ptr_free(&w->original);
-        delete w;
-    }
-
-    /** A c10::DataPtr over `dp` at its first 64-byte boundary, freeing `dp` through tessera. */
-    static ::c10::DataPtr wrap(TsrDataPtr dp) {
-        Wrapped* w = new (std::nothrow) Wrapped{dp};
-        if (w == nullptr) {
-            tsr_data_ptr_free(&dp);
-            TORCH_CHECK_WITH(OutOfMemoryError, false,
-                             "tessera c10 allocator: out of memory for a block context");
-        }
-        std::uintptr_t address = reinterpret_cast<std::uintptr_t>(dp.data);
-        address = (address + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-        return ::c10::DataPtr(reinterpret_cast<void*>(address), w, &free_wrapped,
-                              ::c10::Device(::c10::DeviceType::CPU));
-    }
-
     [[noreturn]] void fail(std::size_t nbytes, TsrStatus status) const {
         const char* message = tsr_last_error_message();
         TsrAllocator* named = handle_ != nullptr ? handle_ : tsr_get_allocator(TSR_CPU);
@@ -186,8 +293,10 @@ class TesseraAllocator final : public ::c10::Allocator {
     }
 
     /**
-     * raw_deleter(): the deleter of a probe allocation whose context is its
-     * address, else NULL (raw allocation unsupported, c10's default).
+     * raw_deleter(): when a probe allocation's context is its address, a
+     * trampoline to its deleter (blocks with that context and deleter are
+     * handed out as they are); else free_mapped (every block is mapped).
+     * Both ignore NULL, which c10 frees for a zero-byte raw allocation.
      */
     void probe_raw_deleter() {
         TsrDataPtr dp{nullptr, nullptr, nullptr, {TSR_CPU, -1}};
@@ -195,7 +304,11 @@ class TesseraAllocator final : public ::c10::Allocator {
         if (a != nullptr && tsr_allocator_allocate(a, kCpuAlignment, &dp) == TSR_OK) {
             if (dp.data != nullptr && dp.ctx == dp.data && dp.deleter != nullptr &&
                 reinterpret_cast<std::uintptr_t>(dp.data) % kCpuAlignment == 0) {
-                raw_deleter_ = dp.deleter;
+                ::c10::DeleterFnPtr trampoline = detail::raw_trampoline(dp.deleter);
+                if (trampoline != nullptr) {
+                    raw_deleter_ = trampoline;
+                    raw_target_ = dp.deleter;
+                }
             }
             tsr_data_ptr_free(&dp);
         }
@@ -205,7 +318,10 @@ class TesseraAllocator final : public ::c10::Allocator {
     }
 
     TsrAllocator* handle_;
-    ::c10::DeleterFnPtr raw_deleter_ = nullptr;
+    /** What raw_deleter() returns: a trampoline to raw_target_, or free_mapped. */
+    ::c10::DeleterFnPtr raw_deleter_ = &detail::free_mapped;
+    /** The tessera deleter of blocks whose context is their address. */
+    TsrDeleterFn raw_target_ = nullptr;
 };
 
 /**

@@ -451,9 +451,16 @@ int run_bad_input() {
         }
         EXPECT(plugin.live.load() == 0);
         EXPECT_EQ_U64(stats_of(h).allocated_bytes, 0);
-        // Its raw_deleter is NULL (contexts are not addresses): raw
-        // allocation refuses rather than guesses.
-        EXPECT(ca->raw_deleter() == nullptr);
+        // Its contexts are not addresses: blocks go through the address
+        // map, and raw allocation works through it too.
+        EXPECT(ca->raw_deleter() != nullptr);
+        void* raw = ca->raw_allocate(100);
+        EXPECT(raw != nullptr && reinterpret_cast<uintptr_t>(raw) % 64 == 0);
+        EXPECT(plugin.live.load() == 1);
+        ca->raw_deallocate(raw);
+        EXPECT(plugin.live.load() == 0);
+        ca->raw_deallocate(nullptr);  // c10 frees a zero-byte raw allocation so
+        EXPECT(tessera::c10::detail::mapped_blocks().count.load() == 0);
         tsr_allocator_decref(h);  // the c10 allocator keeps its own reference
         auto t = torch::ones({10});
         EXPECT(plugin.live.load() == 1);
@@ -477,24 +484,28 @@ int run_bad_input() {
             EXPECT(s.num_allocs >= 2);
             EXPECT(s.allocated_bytes >= 2 * 100 * 100 * 4);
             EXPECT(inner.live.load() >= 1);  // a segment
-            // A caching allocator's blocks have a context of their own:
-            // c10's copy-on-write clone refuses them (a c10::Error, no crash).
-            bool refused = false;
-            try {
-                auto c = a._lazy_clone();
-            } catch (const c10::Error&) {
-                refused = true;
-            }
-            EXPECT(refused);
+            // A caching allocator's blocks have a context of their own; the
+            // address map gives libtorch simple ones: c10's copy-on-write
+            // clone works, and oneDNN (raw allocation) in a convolution.
+            auto c = a._lazy_clone();
+            c.mul_(2);
+            EXPECT(c.sum().item<float>() == 2 * a.sum().item<float>());
+            torch::manual_seed(2);
+            torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 8, 3));
+            auto x = torch::randn({4, 3, 32, 32}, torch::requires_grad());
+            conv->forward(x).square().sum().backward();
+            EXPECT(x.grad().defined() && std::isfinite(x.grad().sum().item<float>()));
         }
         EXPECT_EQ_U64(stats_of(caching).allocated_bytes, 0);
         EXPECT(tsr_caching_allocator_empty_cache(caching) == TSR_OK);
         EXPECT(inner.live.load() == 0);
-        EXPECT(ca->raw_deleter() == nullptr);
+        EXPECT(tessera::c10::detail::mapped_blocks().count.load() == 0);
+        EXPECT(ca->raw_deleter() == &tessera::c10::detail::free_mapped);
         tsr_allocator_decref(caching);
         tsr_allocator_decref(plugin);
     }
-    std::printf("bad input: a caching allocator over a plugin serves libtorch\n");
+    std::printf("bad input: a caching allocator over a plugin serves libtorch (convolution, "
+                "copy-on-write clone, raw allocation)\n");
 
     // 6. Raw allocation (oneDNN's path) through the registry's built-in CPU
     //    allocator, whose contexts are their addresses.
@@ -511,6 +522,19 @@ int run_bad_input() {
         TsrAllocatorStats s1 = stats_of(cpu);
         EXPECT_EQ_U64(s1.allocated_bytes, 0);
         EXPECT_EQ_U64(s1.num_frees, s0.num_frees + 1);
+        // Zero bytes: NULL, and c10 frees NULL with raw_deleter().
+        void* none = reg->raw_allocate(0);
+        EXPECT(none == nullptr);
+        reg->raw_deallocate(none);
+        EXPECT_EQ_U64(stats_of(cpu).num_frees, s1.num_frees);
+        // oneDNN (ideep) takes its buffers through raw_allocate, zero-byte
+        // ones too: a convolution forward and backward.
+        torch::manual_seed(1);
+        torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 8, 3));
+        auto x = torch::randn({4, 3, 32, 32}, torch::requires_grad());
+        auto y = conv->forward(x);
+        y.square().sum().backward();
+        EXPECT(x.grad().defined() && std::isfinite(x.grad().sum().item<float>()));
     }
     std::printf("bad input: raw allocation frees through tessera\n");
 
