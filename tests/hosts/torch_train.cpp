@@ -112,17 +112,21 @@ void append(std::vector<char>& out, const void* p, size_t n) {
 
 constexpr int kSteps = 60;
 
-// Trains Linear(16, 64) + ReLU + Linear(64, 64) + ReLU + Linear(64, 1)
-// with Adam on a fixed regression problem; `mid` runs after step 30 while
-// the model and optimizer are live.
+// Trains Conv1d(1, 4, 3) + ReLU + Linear(56, 64) + ReLU + Linear(64, 64) +
+// ReLU + Linear(64, 1) with Adam on a fixed regression problem; `mid` runs
+// after step 30 while the model and optimizer are live.
 template <class Mid>
 std::vector<char> train(Mid mid) {
     torch::manual_seed(7);
     auto x = torch::randn({256, 16});
     auto y = torch::sin(x.sum(1, true)) + 0.1 * x.select(1, 0).unsqueeze(1);
-    torch::nn::Sequential model(torch::nn::Linear(16, 64), torch::nn::ReLU(),
-                                torch::nn::Linear(64, 64), torch::nn::ReLU(),
-                                torch::nn::Linear(64, 1));
+    // The convolution runs through oneDNN, whose buffers come from c10's
+    // raw_allocate (a zero-byte one among them).
+    torch::nn::Sequential model(
+        torch::nn::Unflatten(torch::nn::UnflattenOptions(1, {1, 16})),
+        torch::nn::Conv1d(torch::nn::Conv1dOptions(1, 4, 3)), torch::nn::ReLU(),
+        torch::nn::Flatten(), torch::nn::Linear(4 * 14, 64), torch::nn::ReLU(),
+        torch::nn::Linear(64, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1));
     torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-2));
     std::vector<char> out;
     for (int step = 0; step < kSteps; ++step) {
