@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Serialization interop with the real tools (issue 24):
 #
-#   - libtorch 2.15.0 (TORCH_VERSION) from the PyPI torch wheel (downloaded and unpacked as
-#     benches/README.md says; TORCH_DIR=/path/to/unpacked/torch reuses one):
+#   - libtorch 2.15.0 (TORCH_VERSION) from the PyPI torch wheel (downloaded and unpacked by
+#     .ci/get-libtorch.sh, as benches/README.md says; TORCH_DIR=/path/to/unpacked/torch
+#     reuses one):
 #     tests/interop/libtorch_interop.cpp reads tessera's torch-format files
 #     with torch::pickle_load and writes files with torch::pickle_save that
 #     tessera reads (storage, file, mapping); values, geometry and storage
@@ -38,50 +39,15 @@ pip_get() { python3 -m pip "$@" --quiet --disable-pip-version-check; }
 
 # ---- libtorch -------------------------------------------------------------
 libtorch() {
-    local torch=${TORCH_DIR:-}
-    if [[ -z $torch ]]; then
-        torch=$cache/torch_wheel/unpacked/torch
-        if [[ ! -f $torch/lib/libtorch_cpu.so ]]; then
-            local dl=$cache/torch_wheel
-            mkdir -p "$dl/meta"
-            if ! pip_get download --no-deps --only-binary=:all: --python-version 3.11 \
-                --platform manylinux_2_28_x86_64 "torch==${TORCH_VERSION:-2.15.0}" -d "$dl"; then
-                echo "SKIPPED libtorch interop: pip could not download the torch wheel"
-                return 0
-            fi
-            local req
-            req=$(unzip -p "$dl"/torch-*.whl '*/METADATA' |
-                sed -n 's/^Requires-Dist: \(cuda-toolkit[^;]*\).*/\1/p' | head -1 | tr -d ' ')
-            if [[ -z $req ]]; then
-                echo "SKIPPED libtorch interop: the torch wheel names no cuda-toolkit requirement"
-                return 0
-            fi
-            req=${req/\[*\]/}
-            if ! pip_get download --no-deps --only-binary=:all: "$req" -d "$dl/meta"; then
-                echo "SKIPPED libtorch interop: pip could not download $req"
-                return 0
-            fi
-            local pins
-            pins=$(unzip -p "$dl"/meta/cuda_toolkit-*.whl '*/METADATA' |
-                sed -n 's/^Requires-Dist: \(nvidia-cuda-\(runtime\|cupti\)\)[^=]*==\([0-9.*]*\).*/\1==\3/p' |
-                sort -u)
-            # shellcheck disable=SC2086
-            # pip takes --platform literally (no older manylinux tags), and
-            # these wheels are tagged manylinux_2_25 and manylinux_2_17 /
-            # manylinux2014: list every tag this glibc accepts.
-            local platforms=()
-            for tag in manylinux_2_28 manylinux_2_27 manylinux_2_25 manylinux_2_17 manylinux2014; do
-                platforms+=(--platform "${tag}_x86_64")
-            done
-            if [[ -z $pins ]] || ! pip_get download --no-deps --only-binary=:all: \
-                --python-version 3.11 "${platforms[@]}" $pins -d "$dl"; then
-                echo "SKIPPED libtorch interop: pip could not download the CUDA runtime wheels ($pins)"
-                return 0
-            fi
-            mkdir -p "$dl/unpacked"
-            (cd "$dl/unpacked" && for w in ../*.whl; do unzip -q -o "$w"; done)
-        fi
+    local torch rc=0
+    torch=$("$root/.ci/get-libtorch.sh" "$cache") || rc=$?
+    if ((rc == 3)); then
+        echo "SKIPPED libtorch interop: $torch"
+        return 0
+    elif ((rc != 0)); then
+        return "$rc"
     fi
+    torch=$(tail -n 1 <<<"$torch")
     local cuda_libs=${CUDA_LIBS:-$(dirname "$torch")/nvidia/cu13/lib}
     echo "libtorch from $torch (CUDA runtime libs: $cuda_libs)"
     g++ -std=c++20 -O1 -Wall -Wextra \
