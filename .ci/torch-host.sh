@@ -70,6 +70,11 @@ echo "--- libtessera_torch.so"
 echo "--- training"
 "$work/torch_train" c10 "$work/c10.bin"
 "$work/torch_train" tessera "$work/tessera.bin" "$work/c10.bin" "$work/snapshot"
+# TORCH_HOST_SNAPSHOT=PATH keeps the JSON snapshot (for the README's
+# picture: scripts/viewer_screenshot.sh PATH docs/images/libtorch_memory.png).
+if [[ -n ${TORCH_HOST_SNAPSHOT:-} ]]; then
+    cp "$work/snapshot.json" "$TORCH_HOST_SNAPSHOT"
+fi
 python3 - "$work/snapshot.pickle" <<'EOF'
 import pickle, sys
 with open(sys.argv[1], "rb") as f:

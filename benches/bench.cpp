@@ -1165,7 +1165,11 @@ void bench_serialize() {
                            "load 1 GiB safetensors (mmap)",
                            "load 1 GiB safetensors (copy)",
                            "load 1 GiB safetensors (copy) 2 threads",
-                           "save 1 GiB safetensors"};
+                           "save 1 GiB safetensors",
+                           "load 1 GiB npy (mmap)",
+                           "load 1 GiB npy (copy)",
+                           "load 1 GiB npy (copy) 2 threads",
+                           "save 1 GiB npy"};
     bool any = false;
     for (const char* c : cases) any = any || wanted(c);
     if (!any) return;
@@ -1182,8 +1186,21 @@ void bench_serialize() {
     }
     std::string dir = "/tmp/tsr-bench-" + std::to_string(getpid());
     std::string pt = dir + ".pt", st = dir + ".safetensors", raw = dir + ".raw";
+    std::string npy = dir + ".npy";
     TRY(tsr_save(d, pt.c_str(), TSR_FORMAT_TORCH));
     TRY(tsr_save(d, st.c_str(), TSR_FORMAT_SAFETENSORS));
+    // NPY holds one array: the same 1 GiB as one tensor.
+    TsrTensorDict* one = nullptr;
+    TRY(tsr_dict_new(&one));
+    {
+        int64_t all = count * per;
+        TsrTensor* t = nullptr;
+        TRY(tsr_tensor_empty(1, &all, TSR_FLOAT, TsrDevice{TSR_CPU, -1}, &t));
+        std::memset(tsr_tensor_data(t), 3, size_t(all) * 4);
+        TRY(tsr_dict_set(one, "weight", t));
+        TRY(tsr_tensor_decref(t));
+    }
+    TRY(tsr_save(one, npy.c_str(), TSR_FORMAT_NPY));
     std::vector<char> src(size_t(bytes), 1), dst(size_t(bytes), 2);
     auto memcpy_side = [&] {
         return Side("memcpy", [&](long n) {
@@ -1258,9 +1275,9 @@ void bench_serialize() {
             }
         };
     };
-    auto save = [d](const std::string& path) {
-        return [d, path](long n) {
-            for (long i = 0; i < n; i++) TRY(tsr_save(d, path.c_str(), TSR_FORMAT_AUTO));
+    auto save = [](TsrTensorDict* dict, const std::string& path) {
+        return [dict, path](long n) {
+            for (long i = 0; i < n; i++) TRY(tsr_save(dict, path.c_str(), TSR_FORMAT_AUTO));
         };
     };
 #ifdef TSR_BENCH_TORCH
@@ -1279,9 +1296,10 @@ void bench_serialize() {
         return b;
     };
 #endif
-    for (int fmt = 0; fmt < 2; fmt++) {
-        const std::string& path = fmt == 0 ? pt : st;
-        const char* fname = fmt == 0 ? "torch" : "safetensors";
+    for (int fmt = 0; fmt < 3; fmt++) {
+        const std::string& path = fmt == 0 ? pt : fmt == 1 ? st : npy;
+        const char* fname = fmt == 0 ? "torch" : fmt == 1 ? "safetensors" : "npy";
+        TsrTensorDict* saved = fmt == 2 ? one : d;
         std::string name = std::string("load 1 GiB ") + fname + " (mmap)";
         if (wanted(name)) {
             std::vector<Side> s;
@@ -1328,7 +1346,7 @@ void bench_serialize() {
         name = std::string("save 1 GiB ") + fname;
         if (wanted(name)) {
             std::vector<Side> s;
-            s.push_back({"tessera", save(path)});
+            s.push_back({"tessera", save(saved, path)});
             s.push_back(write_side());
 #ifdef TSR_BENCH_TORCH
             if (fmt == 0) {
@@ -1347,8 +1365,10 @@ void bench_serialize() {
         }
     }
     tsr_dict_free(d);
+    tsr_dict_free(one);
     std::remove(pt.c_str());
     std::remove(st.c_str());
+    std::remove(npy.c_str());
     std::remove(raw.c_str());
 }
 
