@@ -30,10 +30,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tessera.h"
 
 #define HEADER_BYTES 64
+/* calloc of this many bytes or more zeroes whole pages with madvise. */
+#define LAZY_ZERO_MIN ((size_t)1 << 20)
+
+static long page_size = 4096;
 #define BLOCK_MAGIC UINT64_C(0x7e55e7a0da7a0b1c)
 #define FREED_MAGIC UINT64_C(0xdeadf7eeda7a0b1c)
 
@@ -52,6 +58,10 @@ _Static_assert(sizeof(BlockHeader) == HEADER_BYTES, "BlockHeader must be 64 byte
  * (every array holds a reference to its handler, NEP 49). */
 typedef struct {
     TsrAllocator *allocator; /* one reference, dropped with the context */
+    /* The allocator is tessera's built-in CPU one, whose blocks are
+     * private anonymous memory (malloc / posix_memalign): calloc may zero
+     * whole pages with madvise(MADV_DONTNEED) instead of writing them. */
+    int anonymous_memory;
     /* Blocks freed whose header was not ours (wrong magic): left alone. */
     atomic_ulong bad_frees;
     /* free() calls whose size differed from the allocated size. */
@@ -153,14 +163,34 @@ static void *handler_malloc(void *ctx, size_t size) {
     return blk_alloc((HandlerCtx *)ctx, size);
 }
 
+/* Zeroes [p, p + size). Large blocks of private anonymous memory get
+ * their whole pages dropped with MADV_DONTNEED instead: they read as zero
+ * and are only committed when written, as with calloc's fresh pages (so
+ * np.zeros of a large array does not touch all of its memory: NumPy's own
+ * tests allocate some that are never read in full). */
+static void zero_block(HandlerCtx *hc, char *p, size_t size) {
+    if (hc->anonymous_memory && size >= LAZY_ZERO_MIN) {
+        uintptr_t page = (uintptr_t)page_size;
+        uintptr_t first = ((uintptr_t)p + page - 1) & ~(page - 1);
+        uintptr_t last = ((uintptr_t)p + size) & ~(page - 1);
+        if (last > first && madvise((void *)first, last - first, MADV_DONTNEED) == 0) {
+            memset(p, 0, first - (uintptr_t)p);
+            memset((void *)last, 0, (uintptr_t)p + size - last);
+            return;
+        }
+    }
+    memset(p, 0, size);
+}
+
 static void *handler_calloc(void *ctx, size_t nelem, size_t elsize) {
     if (elsize != 0 && nelem > SIZE_MAX / elsize) {
         return NULL;
     }
     size_t size = nelem * elsize;
-    void *p = blk_alloc((HandlerCtx *)ctx, size);
+    HandlerCtx *hc = (HandlerCtx *)ctx;
+    void *p = blk_alloc(hc, size);
     if (p != NULL) {
-        memset(p, 0, size);
+        zero_block(hc, p, size);
     }
     return p;
 }
@@ -222,6 +252,11 @@ static void capsule_destructor(PyObject *capsule) {
 /* A new handler capsule over `allocator` (takes over the caller's
  * reference, also on error). */
 static PyObject *make_capsule(TsrAllocator *allocator, const char *name) {
+    TsrAllocator *builtin = tsr_cpu_allocator();
+    int anonymous = builtin != NULL && builtin == allocator;
+    if (builtin != NULL) {
+        tsr_allocator_decref(builtin);
+    }
     PyDataMem_Handler *h = calloc(1, sizeof *h);
     HandlerCtx *hc = calloc(1, sizeof *hc);
     if (h == NULL || hc == NULL) {
@@ -231,6 +266,7 @@ static PyObject *make_capsule(TsrAllocator *allocator, const char *name) {
         return PyErr_NoMemory();
     }
     hc->allocator = allocator;
+    hc->anonymous_memory = anonymous;
     snprintf(h->name, sizeof h->name, "%s", name);
     h->version = 1;
     h->allocator.ctx = hc;
@@ -596,6 +632,10 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__handler(void) {
     import_array();
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps > 0 && (ps & (ps - 1)) == 0) {
+        page_size = ps;
+    }
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) {
         return NULL;

@@ -270,3 +270,28 @@ def test_blocks_outlive_uninstall_until_interpreter_exit(tmp_path):
     exit_stats = json.loads(out.read_text())
     assert exit_stats["allocations"] >= 99
     assert exit_stats["live_blocks"] == 0 and exit_stats["current_bytes"] == 0
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_large_calloc_zeroes_dirty_blocks_and_stays_lazy():
+    tessera_numpy.install()
+    for size in (4 << 20, (4 << 20) + 123, (1 << 20) + 4095):
+        for _ in range(3):
+            d = np.full(size, 0xAB, dtype=np.uint8)  # dirty, back to tessera's cache
+            del d
+            z = np.zeros(size, dtype=np.uint8)
+            assert not z.any(), size
+            z[:] = 7
+            del z
+    # np.zeros of 256 MiB reads as zero without committing it (pages
+    # dropped with MADV_DONTNEED, or fresh ones, never written), as with
+    # NumPy's default handler through calloc.
+    before = rss_bytes()
+    big = np.zeros(256 << 20, dtype=np.uint8)
+    assert big[-1] == 0 and big[12345] == 0
+    assert rss_bytes() - before < 32 << 20
+    del big

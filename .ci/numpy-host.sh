@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# NumPy host (issue 40): tessera_numpy, a NEP 49 data-memory handler that
+# gives NumPy arrays their data from tessera's CPU allocator (python/).
+#
+#   - numpy, pytest and hypothesis are pip-installed into the cache
+#     (NUMPY_VERSION, default 2.4.6), and tessera_numpy is built against
+#     the library (cargo build --release --lib: the quick start's release
+#     build, reused; TESSERA_PROFILE=debug for the debug one);
+#   - tests/python/test_numpy_host.py: the handler's behaviour and its bad
+#     input (installing twice, uninstalling with live blocks, a failing
+#     allocator plugin giving MemoryError with nothing lost);
+#   - NumPy's own tests from the wheel, NUMPY_SUITE (default: the subset
+#     below, which fits the stage's few minutes on 2 cores), run twice:
+#     with NumPy's default handler and with tessera's installed for the
+#     whole run (-p tessera_numpy.pytest_plugin). The passed / skipped /
+#     xfailed / xpassed / failed / error counts must be equal, and tessera's
+#     statistics must show the run's allocations.
+#
+# pip failing to download prints SKIPPED with the reason; anything else
+# failing fails the stage.
+#
+# Usage: .ci/numpy-host.sh [CACHE_DIR]   (default target/numpy-host)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+cache=${1:-$root/target/numpy-host}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+numpy_version=${NUMPY_VERSION:-2.4.6}
+profile=${TESSERA_PROFILE:-release}
+py=$cache/python
+export PYTHONPATH=$py${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1
+pip_get() { python3 -m pip "$@" --quiet --disable-pip-version-check; }
+
+if ! python3 -c "import numpy, pytest, hypothesis, setuptools
+assert numpy.__version__ == '$numpy_version'" 2>/dev/null; then
+    if ! pip_get install --target "$py" --upgrade "numpy==$numpy_version" pytest hypothesis \
+        setuptools; then
+        echo "SKIPPED numpy host: pip could not install numpy==$numpy_version, pytest, hypothesis"
+        exit 0
+    fi
+fi
+python3 -c "import numpy, pytest; print('numpy', numpy.__version__, 'pytest', pytest.__version__)"
+
+if [[ $profile == release ]]; then
+    cargo build --quiet --release --lib
+else
+    cargo build --quiet --lib
+fi
+# setup.py links against TESSERA_LIB_DIR with an rpath to it.
+TESSERA_LIB_DIR=$root/target/$profile pip_get install --target "$py" --upgrade \
+    --no-build-isolation --no-deps ./python
+rm -rf python/build python/*.egg-info
+
+echo "--- tests/python/test_numpy_host.py"
+python3 -m pytest -q -p no:cacheprovider tests/python/test_numpy_host.py
+
+# NumPy's suite: the modules named here, relative to the numpy package.
+# numpy/_core/tests is the array core (creation, ufuncs, casting, the
+# memory policy tests of NEP 49 themselves); lib and ma exercise copies,
+# resizes and masks. The full suite (f2py excluded: it needs meson and a
+# Fortran compiler) took about NN minutes on 2 cores: too long for CI.
+suite=${NUMPY_SUITE:-"_core/tests lib/tests ma/tests"}
+npdir=$(python3 -c "import numpy, os; print(os.path.dirname(numpy.__file__))")
+paths=()
+for m in $suite; do paths+=("$npdir/$m"); done
+
+counts() {
+    # The final summary line, e.g. "12 failed, 3400 passed, 20 skipped in 60s",
+    # as sorted "N word" pairs without the time.
+    tail -n 1 "$1" | tr -d '=' | sed 's/ in [0-9.]*s.*//' | tr ',' '\n' |
+        sed 's/^ *//' | grep -v '^$' | sort -k2
+}
+run_suite() {
+    local name=$1 start=$SECONDS status=0
+    shift
+    # -p no:randomly etc.: same order both times; failures are compared,
+    # not fatal, so the exit status is not used.
+    python3 -m pytest -q -p no:cacheprovider -o addopts= "$@" "${paths[@]}" \
+        >"$work/$name.log" 2>&1 || status=$?
+    tail -n 1 "$work/$name.log"
+    echo "($name: exit status $status, $((SECONDS - start))s)"
+}
+
+echo "--- NumPy's tests ($suite) with NumPy's default handler"
+run_suite default
+echo "--- the same with tessera's handler (-p tessera_numpy.pytest_plugin)"
+TESSERA_NUMPY_STATS_JSON=$work/stats.json TESSERA_NUMPY_EXIT_STATS=$work/exit.json \
+    run_suite tessera -p tessera_numpy.pytest_plugin
+grep -A2 "tessera NumPy handler" "$work/tessera.log" || true
+echo "at process exit: $(cat "$work/exit.json")"
+
+if ! diff <(counts "$work/default.log") <(counts "$work/tessera.log"); then
+    echo "numpy host: the counts differ (< default, > tessera); failures with tessera:"
+    grep -E '^(FAILED|ERROR)' "$work/tessera.log" | head -50 || true
+    exit 1
+fi
+python3 - "$work/stats.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+end = s["at_session_end"]
+made = end["allocations"] - s["at_configure"]["allocations"]
+print(f"tessera served {made} NumPy allocations; at the session's end "
+      f"{end['live_blocks']} blocks / {end['current_bytes']} bytes live, peak {end['peak_bytes']}")
+if made < 1000 or not s["installed_at_end"]:
+    sys.exit("numpy host: tessera's handler did not serve the suite "
+             f"(allocations {made}, installed at the end: {s['installed_at_end']})")
+if end["bad_frees"]:
+    sys.exit(f"numpy host: {end['bad_frees']} frees of blocks the handler did not make")
+EOF
+echo "numpy host: done"
