@@ -8,7 +8,10 @@ included) gets its data from tessera. The terminal summary gives tessera's
 statistics at the end of the session; TESSERA_NUMPY_STATS_JSON=PATH also
 writes them there as JSON (with the counts at configure time), and
 TESSERA_NUMPY_CENSUS=1 adds a census of the arrays still reachable that own
-tessera blocks (what keeps the live blocks live).
+tessera blocks (what keeps the live blocks live), and
+TESSERA_NUMPY_SNAPSHOT=PATH records tessera's memory history (with
+backtraces; the newest 10,000 events) for the whole run and writes the
+snapshot (its live blocks with their allocation stacks) at the end.
 """
 import gc
 import json
@@ -22,6 +25,8 @@ _at_start = None
 def pytest_configure(config):
     global _at_start
     _at_start = tessera_numpy.stats()
+    if os.environ.get("TESSERA_NUMPY_SNAPSHOT"):
+        tessera_numpy.record_history(True, max_entries=10000, backtraces=True)
     tessera_numpy.install()
     if not tessera_numpy.is_installed():
         raise RuntimeError("tessera_numpy.pytest_plugin: install() did not take effect")
@@ -48,6 +53,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"largest: {census['largest']}"
         )
         tr.write_line(f"held by (referrer type: arrays): {census['held_by']}")
+    snap = os.environ.get("TESSERA_NUMPY_SNAPSHOT")
+    if snap:
+        tessera_numpy.snapshot(snap)
+        tr.write_line(f"snapshot written to {snap}")
     path = os.environ.get("TESSERA_NUMPY_STATS_JSON")
     if path:
         with open(path, "w") as f:
