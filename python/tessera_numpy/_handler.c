@@ -126,7 +126,7 @@ static void limited_release(void *self) { free(self); }
 
 /* ---- the handler ------------------------------------------------------ */
 
-static void *blk_alloc(HandlerCtx *hc, size_t size) {
+static void *tsr_numpy_block_alloc(HandlerCtx *hc, size_t size) {
     if (size > SIZE_MAX - HEADER_BYTES) {
         return NULL;
     }
@@ -146,7 +146,7 @@ static void *blk_alloc(HandlerCtx *hc, size_t size) {
     return (char *)dp.data + HEADER_BYTES;
 }
 
-static void blk_release(HandlerCtx *hc, BlockHeader *h) {
+static void tsr_numpy_block_release(HandlerCtx *hc, BlockHeader *h) {
     if (h->magic != BLOCK_MAGIC) {
         atomic_fetch_add(&hc->bad_frees, 1);
         return;
@@ -159,8 +159,8 @@ static void blk_release(HandlerCtx *hc, BlockHeader *h) {
     }
 }
 
-static void *handler_malloc(void *ctx, size_t size) {
-    return blk_alloc((HandlerCtx *)ctx, size);
+static void *tsr_numpy_malloc(void *ctx, size_t size) {
+    return tsr_numpy_block_alloc((HandlerCtx *)ctx, size);
 }
 
 /* Zeroes [p, p + size). Large blocks of private anonymous memory get
@@ -168,7 +168,7 @@ static void *handler_malloc(void *ctx, size_t size) {
  * and are only committed when written, as with calloc's fresh pages (so
  * np.zeros of a large array does not touch all of its memory: NumPy's own
  * tests allocate some that are never read in full). */
-static void zero_block(HandlerCtx *hc, char *p, size_t size) {
+static void tsr_numpy_zero_block(HandlerCtx *hc, char *p, size_t size) {
     if (hc->anonymous_memory && size >= LAZY_ZERO_MIN) {
         uintptr_t page = (uintptr_t)page_size;
         uintptr_t first = ((uintptr_t)p + page - 1) & ~(page - 1);
@@ -182,23 +182,23 @@ static void zero_block(HandlerCtx *hc, char *p, size_t size) {
     memset(p, 0, size);
 }
 
-static void *handler_calloc(void *ctx, size_t nelem, size_t elsize) {
+static void *tsr_numpy_calloc(void *ctx, size_t nelem, size_t elsize) {
     if (elsize != 0 && nelem > SIZE_MAX / elsize) {
         return NULL;
     }
     size_t size = nelem * elsize;
     HandlerCtx *hc = (HandlerCtx *)ctx;
-    void *p = blk_alloc(hc, size);
+    void *p = tsr_numpy_block_alloc(hc, size);
     if (p != NULL) {
-        zero_block(hc, p, size);
+        tsr_numpy_zero_block(hc, p, size);
     }
     return p;
 }
 
-static void *handler_realloc(void *ctx, void *ptr, size_t new_size) {
+static void *tsr_numpy_realloc(void *ctx, void *ptr, size_t new_size) {
     HandlerCtx *hc = (HandlerCtx *)ctx;
     if (ptr == NULL) {
-        return blk_alloc(hc, new_size);
+        return tsr_numpy_block_alloc(hc, new_size);
     }
     BlockHeader *old = (BlockHeader *)((char *)ptr - HEADER_BYTES);
     if (old->magic != BLOCK_MAGIC) {
@@ -208,16 +208,16 @@ static void *handler_realloc(void *ctx, void *ptr, size_t new_size) {
     if (new_size == old->size) {
         return ptr;
     }
-    void *p = blk_alloc(hc, new_size);
+    void *p = tsr_numpy_block_alloc(hc, new_size);
     if (p == NULL) {
         return NULL; /* the old block stays valid, as realloc's contract */
     }
     memcpy(p, ptr, old->size < new_size ? old->size : new_size);
-    blk_release(hc, old);
+    tsr_numpy_block_release(hc, old);
     return p;
 }
 
-static void handler_free(void *ctx, void *ptr, size_t size) {
+static void tsr_numpy_free(void *ctx, void *ptr, size_t size) {
     if (ptr == NULL) {
         return;
     }
@@ -226,7 +226,7 @@ static void handler_free(void *ctx, void *ptr, size_t size) {
     if (h->magic == BLOCK_MAGIC && h->size != size) {
         atomic_fetch_add(&hc->size_mismatches, 1);
     }
-    blk_release(hc, h);
+    tsr_numpy_block_release(hc, h);
 }
 
 /* ---- module state ----------------------------------------------------- */
@@ -270,10 +270,10 @@ static PyObject *make_capsule(TsrAllocator *allocator, const char *name) {
     snprintf(h->name, sizeof h->name, "%s", name);
     h->version = 1;
     h->allocator.ctx = hc;
-    h->allocator.malloc = handler_malloc;
-    h->allocator.calloc = handler_calloc;
-    h->allocator.realloc = handler_realloc;
-    h->allocator.free = handler_free;
+    h->allocator.malloc = tsr_numpy_malloc;
+    h->allocator.calloc = tsr_numpy_calloc;
+    h->allocator.realloc = tsr_numpy_realloc;
+    h->allocator.free = tsr_numpy_free;
     PyObject *capsule = PyCapsule_New(h, CAPSULE_NAME, capsule_destructor);
     if (capsule == NULL) {
         free(h);
@@ -422,7 +422,7 @@ static PyObject *mod_is_tessera_handler(PyObject *self, PyObject *arg) {
         Py_RETURN_FALSE;
     }
     PyDataMem_Handler *h = (PyDataMem_Handler *)PyCapsule_GetPointer(arg, CAPSULE_NAME);
-    return PyBool_FromLong(h != NULL && h->allocator.malloc == handler_malloc);
+    return PyBool_FromLong(h != NULL && h->allocator.malloc == tsr_numpy_malloc);
 }
 
 static int set_u64(PyObject *d, const char *key, unsigned long long v) {
@@ -475,7 +475,7 @@ static PyObject *mod_stats(PyObject *self, PyObject *noargs) {
     PyDataMem_Handler *h = NULL;
     if (PyCapsule_IsValid(cur, CAPSULE_NAME)) {
         h = (PyDataMem_Handler *)PyCapsule_GetPointer(cur, CAPSULE_NAME);
-        if (h != NULL && h->allocator.malloc != handler_malloc) {
+        if (h != NULL && h->allocator.malloc != tsr_numpy_malloc) {
             h = NULL;
         }
     }
