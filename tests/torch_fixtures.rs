@@ -225,15 +225,25 @@ fn training_checkpoint_needs_skip_unknown() {
     let path = data_dir().join("training_checkpoint.pt");
     let e = serialize::load(&path, Format::Auto, LoadFlags::default()).unwrap_err();
     let m = e.message();
-    assert!(m.contains("argparse.Namespace") && m.contains("TSR_LOAD_SKIP_UNKNOWN"), "{m}");
+    assert!(
+        m.contains("argparse.Namespace") && m.contains("TSR_LOAD_SKIP_UNKNOWN"),
+        "{m}"
+    );
     load_with("training_checkpoint", true);
     let flags = LoadFlags {
         skip_unknown: true,
         ..Default::default()
     };
     let d = serialize::load(&path, Format::Auto, flags).unwrap();
-    let skipped: Vec<&str> = d.metadata(serialize::SKIPPED_KEY).unwrap().lines().collect();
-    assert!(skipped.contains(&"args (argparse.Namespace)"), "{skipped:?}");
+    let skipped: Vec<&str> = d
+        .metadata(serialize::SKIPPED_KEY)
+        .unwrap()
+        .lines()
+        .collect();
+    assert!(
+        skipped.contains(&"args (argparse.Namespace)"),
+        "{skipped:?}"
+    );
     assert!(skipped.contains(&"epoch"), "{skipped:?}");
     assert!(d.get("optimizer.state.0.momentum_buffer").is_some());
 }

@@ -182,7 +182,12 @@ pub fn load_from_storage_flags(
     load_backed(bytes, format, true, flags)
 }
 
-fn load_backed(bytes: &Storage, format: Format, direct: bool, flags: LoadFlags) -> Result<TensorDict> {
+fn load_backed(
+    bytes: &Storage,
+    format: Format,
+    direct: bool,
+    flags: LoadFlags,
+) -> Result<TensorDict> {
     let slice = storage_bytes(bytes)?;
     load_source(
         &Source {

@@ -14,9 +14,9 @@
 //! order.
 
 use super::dict::TensorDict;
-use super::{FileFormat, LoadFlags};
 use super::safetensors_format::row_major;
 use super::source::Source;
+use super::{FileFormat, LoadFlags};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;

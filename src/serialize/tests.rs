@@ -447,7 +447,15 @@ fn mmap_loading_views_a_private_mapping() {
         };
         save(&dict, &path, format).unwrap();
         let before = std::fs::read(&path).unwrap();
-        let back = load(&path, Format::Auto, LoadFlags { mmap: true, ..Default::default() }).unwrap();
+        let back = load(
+            &path,
+            Format::Auto,
+            LoadFlags {
+                mmap: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         for (name, t) in dict.iter() {
             let u = back.get(name).unwrap();
             same(t, u, name, format == Format::Torch);

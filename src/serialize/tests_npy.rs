@@ -61,7 +61,15 @@ fn expected(dtype: DType, n: usize) -> Vec<(f64, f64)> {
 }
 
 fn load_one(file: &str, mmap: bool) -> Tensor {
-    let d = load(&fixture(file), Format::Auto, LoadFlags { mmap, ..Default::default() }).unwrap();
+    let d = load(
+        &fixture(file),
+        Format::Auto,
+        LoadFlags {
+            mmap,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(d.len(), 1, "{file}");
     assert_eq!(d.name(0), Some(npy::ARRAY_NAME));
     d.get(npy::ARRAY_NAME).unwrap().clone()
@@ -155,7 +163,15 @@ fn tessera_writes_what_it_reads_and_refuses_what_npy_cannot_hold() {
     let path = dir.join("w.npy");
     save(&d, &path, Format::Auto).unwrap();
     assert_eq!(detect(&std::fs::read(&path).unwrap()).unwrap(), Format::Npy);
-    let back = load(&path, Format::Npy, LoadFlags { mmap: true, ..Default::default() }).unwrap();
+    let back = load(
+        &path,
+        Format::Npy,
+        LoadFlags {
+            mmap: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let b = back.get(npy::ARRAY_NAME).unwrap();
     assert_eq!((b.sizes(), b.dtype()), (t.sizes(), DType::ComplexFloat));
     assert_eq!(values(b), values(&t));

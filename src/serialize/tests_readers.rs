@@ -52,7 +52,14 @@ fn refused_everywhere(bytes: &[u8], needles: &[&str]) {
     std::fs::write(&path, bytes).unwrap();
     let results = [
         load(&path, Format::Auto, LoadFlags::default()),
-        load(&path, Format::Auto, LoadFlags { mmap: true, ..Default::default() }),
+        load(
+            &path,
+            Format::Auto,
+            LoadFlags {
+                mmap: true,
+                ..Default::default()
+            },
+        ),
         load_bytes(bytes),
     ];
     std::fs::remove_file(&path).unwrap();

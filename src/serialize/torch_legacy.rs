@@ -18,9 +18,9 @@
 //! torch before 0.1.10 is refused naming it. Read only.
 
 use super::dict::TensorDict;
-use super::{FileFormat, LoadFlags};
 use super::source::Source;
 use super::torch_read::{self, Records};
+use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use crate::pickle::{self, Limits, Value};
 use std::collections::HashMap;

@@ -3,9 +3,9 @@
 //! `torch_write`.
 
 use super::dict::TensorDict;
-use super::{FileFormat, LoadFlags};
 use super::source::Source;
 use super::{torch_read, torch_write};
+use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use std::fs::File;
 use std::io::Write;
