@@ -209,6 +209,11 @@ class TesseraAllocator final : public ::c10::Allocator {
     /** The handle given at creation (NULL: the registry's CPU allocator). */
     TsrAllocator* handle() const noexcept { return handle_; }
 
+    /**
+     * A block of `nbytes` from the tessera allocator, 64-byte aligned, as
+     * a c10::DataPtr that frees through tessera; a failure is c10's
+     * OutOfMemoryError naming the size and tessera's message.
+     */
     ::c10::DataPtr allocate(std::size_t nbytes) override {
         TsrDataPtr dp{nullptr, nullptr, nullptr, {TSR_CPU, -1}};
         TsrStatus status;
@@ -262,8 +267,10 @@ class TesseraAllocator final : public ::c10::Allocator {
         return ::c10::DataPtr(data, data, &detail::free_mapped, cpu);
     }
 
+    /** The deleter c10's raw_allocate / raw_deallocate use (never NULL; it skips NULL). */
     ::c10::DeleterFnPtr raw_deleter() const override { return raw_deleter_; }
 
+    /** Copies `count` bytes between two blocks of this allocator (through the handle's copy_data, or memcpy). */
     void copy_data(void* dest, const void* src, std::size_t count) const override {
         if (count == 0) {
             return;
