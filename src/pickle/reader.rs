@@ -55,18 +55,7 @@ pub fn read_prefix(
     allow: &dyn Fn(&str, &str) -> bool,
     limits: Limits,
 ) -> Result<(Value, usize)> {
-    let mut r = Reader {
-        data,
-        pos: 0,
-        op_pos: 0,
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: HashMap::new(),
-        bytes: 0,
-        bound: limits.bound(data.len()),
-        limits,
-        allow,
-    };
+    let mut r = Reader::new(data, allow, limits);
     let value = r.run()?;
     Ok((value, r.pos))
 }
@@ -78,23 +67,28 @@ pub fn read_measured(
     allow: &dyn Fn(&str, &str) -> bool,
     limits: Limits,
 ) -> (Result<Value>, u64) {
-    let mut r = Reader {
-        data,
-        pos: 0,
-        op_pos: 0,
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: HashMap::new(),
-        bytes: 0,
-        bound: limits.bound(data.len()),
-        limits,
-        allow,
-    };
+    let mut r = Reader::new(data, allow, limits);
     let result = r.run();
     (result, r.bytes)
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A reader at the start of `data`.
+    fn new(data: &'a [u8], allow: &'a dyn Fn(&str, &str) -> bool, limits: Limits) -> Self {
+        Reader {
+            data,
+            pos: 0,
+            op_pos: 0,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: HashMap::new(),
+            bytes: 0,
+            bound: limits.bound(data.len()),
+            limits,
+            allow,
+        }
+    }
+
     fn fail(&self, what: impl std::fmt::Display) -> Error {
         let op = self.data.get(self.op_pos).copied().unwrap_or(0);
         crate::err!(
