@@ -361,7 +361,11 @@ pub fn fuzz_load(data: &[u8], format: tessera::ffi::TsrFormat) {
     assert_eq!(unsafe { tsr_storage_decref(bytes) }, TSR_OK);
 }
 
-fn load(bytes: *mut tessera::ffi::storage::TsrStorage, format: tessera::ffi::TsrFormat, flags: u32) {
+fn load(
+    bytes: *mut tessera::ffi::storage::TsrStorage,
+    format: tessera::ffi::TsrFormat,
+    flags: u32,
+) {
     use tessera::ffi::serialize::*;
     use tessera::ffi::*;
     let mut dict = std::ptr::null_mut();
