@@ -49,17 +49,22 @@ pub(crate) trait FileFormat: Sync {
     fn writes(&self) -> bool {
         true
     }
-    /// The file bytes of `dict`.
-    fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>>;
+    /// The file bytes of `dict` (a read-only format: refused by name).
+    fn write_bytes(&self, _dict: &TensorDict) -> Result<Vec<u8>> {
+        Err(read_only(self.name()))
+    }
     /// Writes `dict` into `file`, a new empty file at `temp` that becomes
-    /// `dest` when this returns Ok (errors name `dest`).
+    /// `dest` when this returns Ok (errors name `dest`; a read-only
+    /// format: refused by name).
     fn write_file(
         &self,
-        dict: &TensorDict,
-        file: &mut std::fs::File,
-        temp: &Path,
-        dest: &Path,
-    ) -> Result<()>;
+        _dict: &TensorDict,
+        _file: &mut std::fs::File,
+        _temp: &Path,
+        _dest: &Path,
+    ) -> Result<()> {
+        Err(read_only(self.name()))
+    }
 }
 
 /// How to load.
@@ -81,15 +86,21 @@ pub fn save_to_bytes(dict: &TensorDict, format: Format) -> Result<Vec<u8>> {
     handler.write_bytes(dict)
 }
 
+/// The error for writing a format tessera only reads.
+fn read_only(name: &str) -> crate::error::Error {
+    crate::err!(
+        Unsupported,
+        "the {name} format is read only: tessera loads it but does not write it"
+    )
+}
+
 /// Refuses a format tessera only reads, naming it.
 fn writable(handler: &dyn FileFormat) -> Result<()> {
-    crate::ensure!(
-        handler.writes(),
-        Unsupported,
-        "the {} format is read only: tessera loads it but does not write it",
-        handler.name()
-    );
-    Ok(())
+    if handler.writes() {
+        Ok(())
+    } else {
+        Err(read_only(handler.name()))
+    }
 }
 
 /// A storage holding the file bytes of `dict` in `format`.

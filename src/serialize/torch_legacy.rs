@@ -24,8 +24,6 @@ use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use crate::pickle::{self, Limits, Value};
 use std::collections::HashMap;
-use std::fs::File;
-use std::path::Path;
 
 /// torch.save's legacy magic number, little-endian, as pickle's LONG1
 /// holds it.
@@ -210,13 +208,5 @@ impl FileFormat for TorchLegacy {
 
     fn writes(&self) -> bool {
         false
-    }
-
-    fn write_bytes(&self, _: &TensorDict) -> Result<Vec<u8>> {
-        crate::bail!(Unsupported, "tessera does not write torch's legacy format")
-    }
-
-    fn write_file(&self, _: &TensorDict, _: &mut File, _: &Path, _: &Path) -> Result<()> {
-        crate::bail!(Unsupported, "tessera does not write torch's legacy format")
     }
 }

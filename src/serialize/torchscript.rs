@@ -10,9 +10,7 @@ use super::dict::TensorDict;
 use super::source::Source;
 use super::{torch_read, FileFormat, LoadFlags};
 use crate::error::Result;
-use std::fs::File;
 use std::io::Cursor;
-use std::path::Path;
 
 /// torch.jit.save's archives.
 pub(crate) struct TorchScript;
@@ -51,13 +49,5 @@ impl FileFormat for TorchScript {
 
     fn writes(&self) -> bool {
         false
-    }
-
-    fn write_bytes(&self, _: &TensorDict) -> Result<Vec<u8>> {
-        crate::bail!(Unsupported, "tessera does not write TorchScript archives")
-    }
-
-    fn write_file(&self, _: &TensorDict, _: &mut File, _: &Path, _: &Path) -> Result<()> {
-        crate::bail!(Unsupported, "tessera does not write TorchScript archives")
     }
 }
