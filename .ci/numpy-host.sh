@@ -68,8 +68,8 @@ python3 -m pytest -q -p no:cacheprovider tests/python/test_numpy_host.py
 # package), tests marked slow left out: the array core (_core: creation,
 # ufuncs, casting, indexing, and test_mem_policy, NEP 49's own tests, run
 # with tessera's handler as the original one), lib (copies, resizes,
-# np.fromiter's realloc, file I/O) and ma: 44,230 tests, about 2 x 145 s
-# on 2 cores (the stage about 5 minutes). The full suite (f2py left out)
+# np.fromiter's realloc, file I/O) and ma: 44,230 tests, about 145 s a run
+# on 2 cores, both runs at once (the stage about 3 minutes). The full suite (f2py left out)
 # takes about 8 minutes per run there: too long for two runs in CI.
 # NUMPY_SUITE="_core/tests lib/tests ma/tests linalg/tests ..." and
 # NUMPY_MARKS="" widen it.
@@ -105,11 +105,21 @@ run_suite() {
     fi
 }
 
-echo "--- NumPy's tests ($suite) with NumPy's default handler"
-run_suite default
-echo "--- the same with tessera's handler (-p tessera_numpy.pytest_plugin)"
+# The two runs go side by side (each is one single-threaded process; on
+# the 2-core CI machine the stage takes one run's time, not two).
+echo "--- NumPy's tests ($suite), with NumPy's default handler and with tessera's" \
+    "(-p tessera_numpy.pytest_plugin), side by side"
+run_suite default >"$work/default.out" 2>&1 &
+default_pid=$!
 TESSERA_NUMPY_STATS_JSON=$work/stats.json TESSERA_NUMPY_EXIT_STATS=$work/exit.json \
-    run_suite tessera -p tessera_numpy.pytest_plugin
+    run_suite tessera -p tessera_numpy.pytest_plugin >"$work/tessera.out" 2>&1 &
+tessera_pid=$!
+default_status=0 tessera_status=0
+wait "$default_pid" || default_status=$?
+wait "$tessera_pid" || tessera_status=$?
+echo "default handler:" && cat "$work/default.out"
+echo "tessera's handler:" && cat "$work/tessera.out"
+((default_status == 0 && tessera_status == 0))
 grep -A2 "tessera NumPy handler" "$work/tessera.log" || true
 echo "at process exit: $(cat "$work/exit.json")"
 

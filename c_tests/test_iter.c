@@ -1,6 +1,6 @@
 /* The iterator through the C API: config, build, queries, loops,
- * reductions, 32-bit pieces, bad input, an output allocator and squashed
- * static shapes. */
+ * reductions, 32-bit pieces, bad input, an output allocator, squashed
+ * static shapes and borrowed operands. */
 #include "tsr_test.h"
 
 static TsrDevice cpu(void) {
@@ -279,6 +279,58 @@ static void test_static_shape_squashed(void) {
     CHECK_OK(tsr_tensor_decref(in));
 }
 
+/* c10's add_borrowed_*: the config takes no count, the iterator its own,
+   and freeing the config after the operands are gone touches none of them
+   (ASan and valgrind run this test: a touch would be a use after free). */
+static void test_borrowed_operands(void) {
+    int64_t sa[] = {3, 1}, sb[] = {4}, sc[] = {3, 4};
+    TsrTensor *a = arange_f(2, sa), *b = arange_f(1, sb), *c = arange_f(2, sc);
+    TsrTensor *out = NULL;
+    CHECK_OK(tsr_tensor_empty(2, sc, TSR_FLOAT, cpu(), &out));
+    TsrIterConfig *cfg = NULL;
+    CHECK_OK(tsr_iter_config_new(&cfg));
+    CHECK_OK(tsr_iter_config_add_borrowed_output(cfg, out));
+    CHECK_OK(tsr_iter_config_add_borrowed_input(cfg, a));
+    CHECK_OK(tsr_iter_config_add_borrowed_const_input(cfg, b));
+    CHECK_OK(tsr_iter_config_add_input(cfg, c)); /* owned and borrowed mix */
+    CHECK_EQ(tsr_tensor_use_count(out), 1);
+    CHECK_EQ(tsr_tensor_use_count(a), 1);
+    CHECK_EQ(tsr_tensor_use_count(b), 1);
+    CHECK_EQ(tsr_tensor_use_count(c), 2);
+    TsrIter *it = NULL;
+    CHECK_OK(tsr_iter_build(cfg, &it)); /* broadcast: the general pipeline */
+    CHECK_EQ(tsr_tensor_use_count(a), 2); /* the iterator's own reference */
+    CHECK_EQ(tsr_iter_ntensors(it), 4);
+    /* The caller's references go; the iterator keeps the operands alive. */
+    CHECK_OK(tsr_tensor_decref(a));
+    CHECK_OK(tsr_tensor_decref(b));
+    CHECK_OK(tsr_iter_for_each(it, fma_loop, NULL, 0));
+    const float *o = (const float *)tsr_tensor_data(out);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) CHECK(o[i * 4 + j] == (float)(i * j + i * 4 + j));
+    tsr_iter_free(it); /* a and b are freed here */
+    CHECK_OK(tsr_tensor_decref(out));
+    CHECK_OK(tsr_tensor_decref(c)); /* the config still holds c */
+    tsr_iter_config_free(cfg);
+
+    /* Same shapes (the shortcut), the output allocated. */
+    TsrTensor *x = arange_f(2, sc), *y = arange_f(2, sc);
+    CHECK_OK(tsr_iter_config_new(&cfg));
+    CHECK_OK(tsr_iter_config_add_borrowed_output(cfg, NULL));
+    CHECK_OK(tsr_iter_config_add_borrowed_input(cfg, x));
+    CHECK_OK(tsr_iter_config_add_borrowed_input(cfg, y));
+    CHECK_OK(tsr_iter_build(cfg, &it));
+    CHECK_OK(tsr_tensor_decref(x));
+    CHECK_OK(tsr_tensor_decref(y));
+    tsr_iter_config_free(cfg);
+    CHECK_EQ(tsr_iter_numel(it), 12);
+    TsrTensor *o2 = tsr_iter_output(it, 0);
+    CHECK(o2 != NULL);
+    CHECK_EQ(tsr_tensor_numel(o2), 12);
+    CHECK_OK(tsr_tensor_decref(o2));
+    tsr_iter_free(it);
+}
+
 int main(void) {
     RUN(test_build_queries_and_loop);
     RUN(test_serial_ranges_and_presets);
@@ -287,5 +339,6 @@ int main(void) {
     RUN(test_bad_input);
     RUN(test_output_allocator);
     RUN(test_static_shape_squashed);
+    RUN(test_borrowed_operands);
     return 0;
 }

@@ -11,6 +11,8 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 using tessera::Iter;
@@ -137,6 +139,34 @@ TEST(for_each_with_a_capturing_lambda_on_broadcast_and_permuted_inputs) {
         }
     }
     CHECK(!it.output(1).defined());  // out of range: empty
+}
+
+// Borrowing from a temporary would dangle: the rvalue overloads are deleted.
+template <class C, class = void>
+struct borrows_temporaries : std::false_type {};
+template <class C>
+struct borrows_temporaries<
+    C, std::void_t<decltype(std::declval<C&>().add_borrowed_input(std::declval<Tensor>()))>>
+    : std::true_type {};
+static_assert(!borrows_temporaries<IterConfig>::value, "add_borrowed_input(Tensor&&) is deleted");
+
+TEST(borrowed_operands_take_no_count_in_the_config) {
+    Tensor a = arange({2, 3});
+    Tensor b = arange({3}, 1.0f);
+    Tensor c = OK(arange({3, 2}, 10.0f).transpose(0, 1));
+    Tensor out = OK(Tensor::empty({2, 3}, TSR_FLOAT));
+    IterConfig config = OK(IterConfig::create());
+    config.add_borrowed_output(out).add_borrowed_input(a).add_borrowed_const_input(b).add_input(c);
+    CHECK_EQ(a.use_count(), 1u);
+    CHECK_EQ(b.use_count(), 1u);
+    CHECK_EQ(out.use_count(), 1u);
+    Iter it = OK(config.build());
+    CHECK_EQ(a.use_count(), 2u);  // the iterator's own
+    OK(it.for_each(Fma()));
+    for (int64_t i = 0; i < 2; i++)
+        for (int64_t j = 0; j < 3; j++)
+            CHECK_EQ(at(out, i, j), static_cast<float>(3 * i + j) * static_cast<float>(j + 1) +
+                                        static_cast<float>(10 + 2 * j + i));
 }
 
 TEST(for_each_runs_in_parallel_chunks) {

@@ -2109,7 +2109,7 @@ TsrStatus tsr_iter_config_new(struct TsrIterConfig **out);
 void tsr_iter_config_free(struct TsrIterConfig *config);
 
 /**
- * Adds an output (borrowed; the config keeps a reference), or NULL to
+ * Adds an output (the config takes its own reference), or NULL to
  * have the build allocate it. Every output must be added before the
  * first input.
  *
@@ -2122,7 +2122,8 @@ void tsr_iter_config_free(struct TsrIterConfig *config);
 TsrStatus tsr_iter_config_add_output(struct TsrIterConfig *config, struct TsrTensor *tensor);
 
 /**
- * Adds an input (borrowed; the config keeps a reference).
+ * Adds an input (the config takes its own reference; see
+ * tsr_iter_config_add_borrowed_input for one without).
  *
  * Errors: TSR_ERR_NULL_POINTER (config or tensor); TSR_ERR_INVALID_ARGUMENT
  * (64 operands reached).
@@ -2131,6 +2132,53 @@ TsrStatus tsr_iter_config_add_output(struct TsrIterConfig *config, struct TsrTen
  * `config` NULL or live; `tensor` NULL or a live handle.
  */
 TsrStatus tsr_iter_config_add_input(struct TsrIterConfig *config, const struct TsrTensor *tensor);
+
+/**
+ * Adds an output borrowed as c10's `add_borrowed_output`: the config
+ * takes no reference, so `tensor` must stay alive until `tsr_iter_build`
+ * returns (the built iterator holds its own reference; freeing the config
+ * never touches a borrowed operand). NULL: the build allocates it. Every
+ * output must be added before the first input.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_DEAD_OBJECT (tensor
+ * released); TSR_ERR_INVALID_ARGUMENT (an input was already added, or 64
+ * operands reached).
+ *
+ * # Safety
+ * `config` NULL or live; `tensor` NULL or a live handle that outlives
+ * every `tsr_iter_build` of this config.
+ */
+TsrStatus tsr_iter_config_add_borrowed_output(struct TsrIterConfig *config,
+                                              struct TsrTensor *tensor);
+
+/**
+ * Adds an input borrowed as c10's `add_borrowed_input`: the config takes
+ * no reference, so `tensor` must stay alive until `tsr_iter_build`
+ * returns (see tsr_iter_config_add_borrowed_output).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (config or tensor); TSR_ERR_DEAD_OBJECT
+ * (tensor released); TSR_ERR_INVALID_ARGUMENT (64 operands reached).
+ *
+ * # Safety
+ * `config` NULL or live; `tensor` NULL or a live handle that outlives
+ * every `tsr_iter_build` of this config.
+ */
+TsrStatus tsr_iter_config_add_borrowed_input(struct TsrIterConfig *config,
+                                             const struct TsrTensor *tensor);
+
+/**
+ * c10's `add_borrowed_const_input`: the same as
+ * tsr_iter_config_add_borrowed_input (an iterator never writes an input
+ * that is not also an output; c10 keeps both names for C++'s
+ * const-correctness).
+ *
+ * Errors: as tsr_iter_config_add_borrowed_input.
+ *
+ * # Safety
+ * As tsr_iter_config_add_borrowed_input.
+ */
+TsrStatus tsr_iter_config_add_borrowed_const_input(struct TsrIterConfig *config,
+                                                   const struct TsrTensor *tensor);
 
 /**
  * Adds a number as an input: a 0-dim CPU tensor that promotes as a

@@ -571,6 +571,29 @@ class IterConfig {
         return record(tsr_iter_config_add_input(config_, in.get()));
     }
 
+    /**
+     * Adds `out` as an output borrowed as c10's add_borrowed_output: the
+     * config takes no reference, so `out` must outlive build() (the
+     * iterator holds its own). An empty Tensor: allocated by the build.
+     */
+    IterConfig& add_borrowed_output(const Tensor& out) noexcept {
+        return record(tsr_iter_config_add_borrowed_output(config_, out.get()));
+    }
+    /** Borrowing from a temporary would dangle (as in c10). */
+    IterConfig& add_borrowed_output(Tensor&&) = delete;
+
+    /** Adds `in` as an input borrowed as c10's add_borrowed_input (see add_borrowed_output). */
+    IterConfig& add_borrowed_input(const Tensor& in) noexcept {
+        return record(tsr_iter_config_add_borrowed_input(config_, in.get()));
+    }
+    IterConfig& add_borrowed_input(Tensor&&) = delete;
+
+    /** c10's add_borrowed_const_input: the same as add_borrowed_input. */
+    IterConfig& add_borrowed_const_input(const Tensor& in) noexcept {
+        return record(tsr_iter_config_add_borrowed_const_input(config_, in.get()));
+    }
+    IterConfig& add_borrowed_const_input(Tensor&&) = delete;
+
     /** Adds a number as an input (a wrapped scalar for promotion). */
     IterConfig& add_input(Scalar value) noexcept {
         return record(tsr_iter_config_add_input_scalar(config_, value.raw()));

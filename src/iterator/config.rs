@@ -7,6 +7,54 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::{Dims, Tensor};
 use smallvec::SmallVec;
+use std::mem::ManuallyDrop;
+
+/// A config's operand, as c10's `MaybeOwned<TensorBase>`: a reference the
+/// config holds, or the caller's tensor borrowed without a count (the C
+/// API's `tsr_iter_config_add_borrowed_*`, whose caller keeps the tensor
+/// alive until the build returns). Dropping a borrowed one does nothing:
+/// the config never touches it after the build, not even when freed.
+#[derive(Debug)]
+pub(crate) enum ConfigTensor {
+    Owned(Tensor),
+    Borrowed(ManuallyDrop<Tensor>),
+}
+
+impl ConfigTensor {
+    /// The tensor as a reference of its own: moved out when owned, a new
+    /// count when borrowed.
+    #[inline(always)]
+    pub(crate) fn into_owned(self) -> Tensor {
+        match self {
+            ConfigTensor::Owned(t) => t,
+            ConfigTensor::Borrowed(t) => Tensor::clone(&t),
+        }
+    }
+
+    /// A new reference to the tensor (the iterator's own).
+    #[inline(always)]
+    pub(crate) fn to_owned_tensor(&self) -> Tensor {
+        Tensor::clone(self)
+    }
+}
+
+impl std::ops::Deref for ConfigTensor {
+    type Target = Tensor;
+    #[inline(always)]
+    fn deref(&self) -> &Tensor {
+        match self {
+            ConfigTensor::Owned(t) => t,
+            ConfigTensor::Borrowed(t) => t,
+        }
+    }
+}
+
+impl Clone for ConfigTensor {
+    /// A copy of a config holds its own references, borrowed or not.
+    fn clone(&self) -> Self {
+        ConfigTensor::Owned(self.to_owned_tensor())
+    }
+}
 
 /// The flags of a config (a plain copy travels into the build).
 #[derive(Debug, Clone, Copy)]
@@ -56,8 +104,8 @@ impl Default for Flags {
 /// cast_common_dtype_to_outputs turns check_all_same_dtype off.
 #[derive(Clone, Default)]
 pub struct IterConfig {
-    pub(crate) outputs: SmallVec<[Option<Tensor>; 2]>,
-    pub(crate) inputs: SmallVec<[Tensor; 4]>,
+    pub(crate) outputs: SmallVec<[Option<ConfigTensor>; 2]>,
+    pub(crate) inputs: SmallVec<[ConfigTensor; 4]>,
     pub(crate) flags: Flags,
     pub(crate) static_shape: Option<Dims>,
     /// Where the outputs the build allocates come from (None: the
@@ -143,6 +191,22 @@ impl IterConfig {
     /// Adds an output: a tensor, or None to let the build allocate it.
     /// Outputs must be added before any input.
     pub fn add_output(&mut self, tensor: Option<Tensor>) -> Result<&mut Self> {
+        self.push_output(tensor.map(ConfigTensor::Owned))
+    }
+
+    /// Adds an output borrowed from the caller (None: allocated by the
+    /// build), as c10's `add_borrowed_output`: the config takes no count.
+    /// The `ManuallyDrop` is the caller's promise, made where the tensor
+    /// was borrowed (the C API's handle view), that the tensor outlives the
+    /// build; the config only reads it until then.
+    pub(crate) fn add_borrowed_output(
+        &mut self,
+        tensor: Option<ManuallyDrop<Tensor>>,
+    ) -> Result<&mut Self> {
+        self.push_output(tensor.map(ConfigTensor::Borrowed))
+    }
+
+    fn push_output(&mut self, tensor: Option<ConfigTensor>) -> Result<&mut Self> {
         crate::ensure!(
             self.inputs.is_empty(),
             InvalidArgument,
@@ -156,6 +220,16 @@ impl IterConfig {
 
     /// Adds an input.
     pub fn add_input(&mut self, tensor: Tensor) -> Result<&mut Self> {
+        self.push_input(ConfigTensor::Owned(tensor))
+    }
+
+    /// Adds an input borrowed from the caller, as c10's
+    /// `add_borrowed_input` (see [`IterConfig::add_borrowed_output`]).
+    pub(crate) fn add_borrowed_input(&mut self, tensor: ManuallyDrop<Tensor>) -> Result<&mut Self> {
+        self.push_input(ConfigTensor::Borrowed(tensor))
+    }
+
+    fn push_input(&mut self, tensor: ConfigTensor) -> Result<&mut Self> {
         self.check_room()?;
         self.inputs.push(tensor);
         Ok(self)

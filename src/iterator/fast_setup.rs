@@ -6,7 +6,7 @@
 //! contiguous fast set-up), so this builds the same iterator directly.
 //! `build_general` in the tests checks the equivalence.
 
-use super::config::Flags;
+use super::config::{ConfigTensor, Flags};
 use super::overlap::{self, MemOverlapStatus};
 use super::TensorIterator;
 use crate::device::DeviceType;
@@ -33,8 +33,8 @@ fn matches(t: &Tensor, sizes: &[i64], dtype: DType) -> bool {
 /// The sizes and dtype every operand shares, if the shortcut applies.
 #[inline(always)]
 fn trivial_case<'a>(
-    outputs: &[Option<Tensor>],
-    inputs: &'a [Tensor],
+    outputs: &[Option<ConfigTensor>],
+    inputs: &'a [ConfigTensor],
     f: &Flags,
     static_shape: bool,
 ) -> Option<(&'a [i64], DType)> {
@@ -65,8 +65,8 @@ fn trivial_case<'a>(
 /// stays usable).
 pub(crate) fn try_build<const TAKE: bool>(
     it: &mut TensorIterator,
-    outputs: &mut smallvec::SmallVec<[Option<Tensor>; 2]>,
-    inputs: &mut smallvec::SmallVec<[Tensor; 4]>,
+    outputs: &mut smallvec::SmallVec<[Option<ConfigTensor>; 2]>,
+    inputs: &mut smallvec::SmallVec<[ConfigTensor; 4]>,
     f: &Flags,
     static_shape: bool,
 ) -> Result<bool> {
@@ -117,19 +117,22 @@ pub(crate) fn try_build<const TAKE: bool>(
     };
     if TAKE {
         for ((op, out), rw) in out_ops.iter_mut().zip(outputs.drain(..)).zip(read_write) {
-            op.assign(Some(allocate(out)?), true);
+            op.assign(Some(allocate(out.map(ConfigTensor::into_owned))?), true);
             op.is_read_write = rw;
         }
         for (op, t) in in_ops.iter_mut().zip(inputs.drain(..)) {
-            op.assign(Some(t), false);
+            op.assign(Some(t.into_owned()), false);
         }
     } else {
         for ((op, out), rw) in out_ops.iter_mut().zip(outputs.iter()).zip(read_write) {
-            op.assign(Some(allocate(out.clone())?), true);
+            op.assign(
+                Some(allocate(out.as_ref().map(|t| t.to_owned_tensor()))?),
+                true,
+            );
             op.is_read_write = rw;
         }
         for (op, t) in in_ops.iter_mut().zip(inputs.iter()) {
-            op.assign(Some(t.clone()), false);
+            op.assign(Some(t.to_owned_tensor()), false);
         }
     }
     for op in it.operands.iter_mut() {

@@ -1,5 +1,6 @@
 //! The configurations of c10's common operators.
 
+use super::config::ConfigTensor;
 use super::IterConfig;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -28,9 +29,9 @@ impl IterConfig {
             Internal,
             "a binary op's config is set up on a new config, not one with operands"
         );
-        self.outputs.push(out.cloned());
-        self.inputs.push(a.clone());
-        self.inputs.push(b.clone());
+        self.outputs.push(out.cloned().map(ConfigTensor::Owned));
+        self.inputs.push(ConfigTensor::Owned(a.clone()));
+        self.inputs.push(ConfigTensor::Owned(b.clone()));
         Ok(self
             .allow_cpu_scalars(true)
             .promote_inputs_to_common_dtype(true)

@@ -2,7 +2,7 @@
 //! one pass over the operands; the common case (same shapes, same dtypes,
 //! dense layouts) touches each operand a handful of times.
 
-use super::config::{Flags, IterConfig};
+use super::config::{ConfigTensor, Flags, IterConfig};
 use super::operand_copy::OperandCopy;
 use super::overlap::{self, MemOverlap, MemOverlapStatus};
 use super::{LoopDims, Operand, TensorIterator};
@@ -134,7 +134,7 @@ fn check_config(c: &IterConfig) -> Result<bool> {
 
 /// Refuses an output on a read-only storage, before anything is written
 /// or resized.
-pub(crate) fn check_outputs_writable(outputs: &[Option<Tensor>]) -> Result<()> {
+pub(crate) fn check_outputs_writable(outputs: &[Option<ConfigTensor>]) -> Result<()> {
     for (i, t) in outputs.iter().enumerate() {
         if let Some(t) = t {
             let s = t.storage();
@@ -229,17 +229,32 @@ impl TensorIterator {
     /// config's lists.
     fn populate_operands(
         &mut self,
-        outputs: &mut SmallVec<[Option<Tensor>; 2]>,
-        inputs: &mut SmallVec<[Tensor; 4]>,
+        outputs: &mut SmallVec<[Option<ConfigTensor>; 2]>,
+        inputs: &mut SmallVec<[ConfigTensor; 4]>,
     ) {
         let n = outputs.len() + inputs.len();
-        self.populate_from(n, outputs.drain(..), inputs.drain(..));
+        self.populate_from(
+            n,
+            outputs.drain(..).map(|t| t.map(ConfigTensor::into_owned)),
+            inputs.drain(..).map(ConfigTensor::into_owned),
+        );
     }
 
-    /// Step 1 for a config that stays usable: the operands are cloned.
-    fn populate_operands_cloned(&mut self, outputs: &[Option<Tensor>], inputs: &[Tensor]) {
+    /// Step 1 for a config that stays usable: the iterator takes its own
+    /// references.
+    fn populate_operands_cloned(
+        &mut self,
+        outputs: &[Option<ConfigTensor>],
+        inputs: &[ConfigTensor],
+    ) {
         let n = outputs.len() + inputs.len();
-        self.populate_from(n, outputs.iter().cloned(), inputs.iter().cloned());
+        self.populate_from(
+            n,
+            outputs
+                .iter()
+                .map(|t| t.as_ref().map(|t| t.to_owned_tensor())),
+            inputs.iter().map(ConfigTensor::to_owned_tensor),
+        );
     }
 
     /// Step 1's operands, `n` of them: the outputs, then the inputs.

@@ -35,7 +35,7 @@ pub unsafe extern "C" fn tsr_iter_config_free(config: *mut TsrIterConfig) {
     })
 }
 
-/// Adds an output (borrowed; the config keeps a reference), or NULL to
+/// Adds an output (the config takes its own reference), or NULL to
 /// have the build allocate it. Every output must be added before the
 /// first input.
 ///
@@ -61,7 +61,8 @@ pub unsafe extern "C" fn tsr_iter_config_add_output(
     })
 }
 
-/// Adds an input (borrowed; the config keeps a reference).
+/// Adds an input (the config takes its own reference; see
+/// tsr_iter_config_add_borrowed_input for one without).
 ///
 /// Errors: TSR_ERR_NULL_POINTER (config or tensor); TSR_ERR_INVALID_ARGUMENT
 /// (64 operands reached).
@@ -81,6 +82,98 @@ pub unsafe extern "C" fn tsr_iter_config_add_input(
         // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
         let t = unsafe { tensor_arg(tensor, "tensor")? };
         c.add_input(t)?;
+        Ok(())
+    })
+}
+
+/// Adds an output borrowed as c10's `add_borrowed_output`: the config
+/// takes no reference, so `tensor` must stay alive until `tsr_iter_build`
+/// returns (the built iterator holds its own reference; freeing the config
+/// never touches a borrowed operand). NULL: the build allocates it. Every
+/// output must be added before the first input.
+///
+/// Errors: TSR_ERR_NULL_POINTER (config); TSR_ERR_DEAD_OBJECT (tensor
+/// released); TSR_ERR_INVALID_ARGUMENT (an input was already added, or 64
+/// operands reached).
+///
+/// # Safety
+/// `config` NULL or live; `tensor` NULL or a live handle that outlives
+/// every `tsr_iter_build` of this config.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_add_borrowed_output(
+    config: *mut TsrIterConfig,
+    tensor: *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_iter_config_add_borrowed_output", || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        // SAFETY: `tensor` is NULL or a live TsrTensor handle that the
+        // caller keeps alive until the build returns (this export's
+        // contract), which is as long as the config reads it.
+        let t = unsafe { optional_tensor(tensor, "tensor")? };
+        c.add_borrowed_output(t)?;
+        Ok(())
+    })
+}
+
+/// Adds an input borrowed as c10's `add_borrowed_input`: the config takes
+/// no reference, so `tensor` must stay alive until `tsr_iter_build`
+/// returns (see tsr_iter_config_add_borrowed_output).
+///
+/// Errors: TSR_ERR_NULL_POINTER (config or tensor); TSR_ERR_DEAD_OBJECT
+/// (tensor released); TSR_ERR_INVALID_ARGUMENT (64 operands reached).
+///
+/// # Safety
+/// `config` NULL or live; `tensor` NULL or a live handle that outlives
+/// every `tsr_iter_build` of this config.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_add_borrowed_input(
+    config: *mut TsrIterConfig,
+    tensor: *const TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's arguments under its contract, passed on.
+    unsafe { add_borrowed_input("tsr_iter_config_add_borrowed_input", config, tensor) }
+}
+
+/// c10's `add_borrowed_const_input`: the same as
+/// tsr_iter_config_add_borrowed_input (an iterator never writes an input
+/// that is not also an output; c10 keeps both names for C++'s
+/// const-correctness).
+///
+/// Errors: as tsr_iter_config_add_borrowed_input.
+///
+/// # Safety
+/// As tsr_iter_config_add_borrowed_input.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_config_add_borrowed_const_input(
+    config: *mut TsrIterConfig,
+    tensor: *const TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's arguments under its contract, passed on.
+    unsafe { add_borrowed_input("tsr_iter_config_add_borrowed_const_input", config, tensor) }
+}
+
+/// The body of both borrowed-input exports, named `function` in errors.
+///
+/// # Safety
+/// `config` NULL or live; `tensor` NULL or a live handle that outlives
+/// every build of the config.
+unsafe fn add_borrowed_input(
+    function: &'static str,
+    config: *mut TsrIterConfig,
+    tensor: *const TsrTensor,
+) -> TsrStatus {
+    guard(function, || {
+        // SAFETY: `config` is NULL or a live TsrIterConfig handle (the
+        // header's contract, ffi/handle.rs); config_mut checks NULL.
+        let c = unsafe { config_mut(config)? };
+        // SAFETY: `tensor` is NULL or a live TsrTensor handle that the
+        // caller keeps alive until the build returns (the exports'
+        // contract), which is as long as the config reads it; tensor_view
+        // checks NULL and liveness.
+        let t = unsafe { tensor_view(tensor, "tensor")? };
+        c.add_borrowed_input(t)?;
         Ok(())
     })
 }
