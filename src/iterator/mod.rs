@@ -15,6 +15,7 @@
 //! (`IterConfig::build*`, the `TensorIterator` presets) pass the copy
 //! kernel and are defined in kernels/iter_build.rs.
 
+pub(crate) mod build;
 mod config;
 mod dims;
 mod fast_setup;
@@ -25,7 +26,8 @@ mod overlap;
 mod presets;
 mod reduce;
 mod split;
-pub(crate) mod steps;
+mod steps;
+mod types;
 
 pub use config::IterConfig;
 pub(crate) use operand_copy::OperandCopy;
@@ -33,7 +35,7 @@ pub(crate) use operand_copy::OperandCopy;
 /// Drops an iterator from [`IterConfig::build_boxed`], keeping its
 /// allocation for the calling thread's next boxed build.
 pub fn recycle(it: Box<TensorIterator>) {
-    steps::recycle_boxed(it)
+    build::recycle_boxed(it)
 }
 pub use loops::{Loop2d, SerialLoop2d, DEFAULT_GRAIN_SIZE};
 pub use overlap::{get_overlap_status, has_internal_overlap, MemOverlap, MemOverlapStatus};

@@ -1,5 +1,5 @@
 //! The iterator's build entry points: `IterConfig::build*` and the
-//! `TensorIterator` presets run the build pipeline (iterator/steps.rs)
+//! `TensorIterator` presets run the build pipeline (iterator/build.rs)
 //! with the copy kernel, which two of its steps need (an input that
 //! overlaps an output is copied, a CPU scalar is converted). They live
 //! here, above both, so that the iterator does not depend on the kernels
@@ -7,20 +7,20 @@
 
 use super::copy::CopyKernel;
 use crate::error::Result;
-use crate::iterator::{steps, IterConfig, TensorIterator};
+use crate::iterator::{build, IterConfig, TensorIterator};
 use crate::tensor::Tensor;
 
 impl IterConfig {
     /// Runs the build pipeline on a copy of this config (which stays
     /// usable).
     pub fn build(&self) -> Result<TensorIterator> {
-        steps::build::<CopyKernel>(self.clone())
+        build::build::<CopyKernel>(self.clone())
     }
 
     /// Runs the build pipeline, moving the operands into the iterator
     /// (saves a reference-count round trip per operand).
     pub fn build_owned(self) -> Result<TensorIterator> {
-        steps::build::<CopyKernel>(self)
+        build::build::<CopyKernel>(self)
     }
 
     /// As [`IterConfig::build_owned`], into a heap allocation that is never
@@ -28,13 +28,13 @@ impl IterConfig {
     /// (left without any) instead of consuming it: a config set up where
     /// it lies is then never copied (the C API's presets).
     pub fn build_boxed(&mut self) -> Result<Box<TensorIterator>> {
-        steps::build_boxed::<CopyKernel>(self)
+        build::build_boxed::<CopyKernel>(self)
     }
 
     /// As [`IterConfig::build_boxed`], leaving this config as it was (its
     /// operands are cloned into the iterator, not taken).
     pub fn build_boxed_from(&mut self) -> Result<Box<TensorIterator>> {
-        steps::build_boxed_from::<CopyKernel>(self)
+        build::build_boxed_from::<CopyKernel>(self)
     }
 
     /// Runs the general pipeline without the shortcut for trivial cases
@@ -42,18 +42,18 @@ impl IterConfig {
     #[cfg(test)]
     pub(crate) fn build_general(&self) -> Result<TensorIterator> {
         let mut c = self.clone();
-        steps::validate_flags(
+        build::validate_flags(
             &c.flags,
             c.outputs.len() + c.inputs.len(),
             c.static_shape.as_ref(),
         )?;
-        steps::check_outputs_writable(&c.outputs)?;
+        build::check_outputs_writable(&c.outputs)?;
         let mut it = TensorIterator::empty(
             c.outputs.len(),
             c.flags.is_reduction,
             c.flags.enforce_linear_iteration,
         );
-        steps::build_steps::<CopyKernel>(&mut it, &mut c)?;
+        build::build_steps::<CopyKernel>(&mut it, &mut c)?;
         Ok(it)
     }
 }
