@@ -1437,97 +1437,6 @@ void tsr_allocator_reset_peak(struct TsrAllocator *allocator);
 TsrStatus tsr_set_memory_reporter(TsrMemoryReportFn fn_, void *user);
 
 /**
- * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `a` NULL or a handle whose memory is alive.
- */
-TsrStatus tsr_allocator_incref(struct TsrAllocator *a);
-
-/**
- * Drops a strong reference. Errors: TSR_ERR_NULL_POINTER,
- * TSR_ERR_DEAD_OBJECT (detectable while weak references keep the memory).
- *
- * # Safety
- * `a` NULL or a live handle the caller owns a reference of.
- */
-TsrStatus tsr_allocator_decref(struct TsrAllocator *a);
-
-/**
- * The strong count; 0 for NULL.
- *
- * # Safety
- * `a` NULL or a handle whose memory is alive.
- */
-size_t tsr_allocator_use_count(const struct TsrAllocator *a);
-
-/**
- * The raw weak count; 0 for NULL.
- *
- * # Safety
- * `a` NULL or a handle whose memory is alive.
- */
-size_t tsr_allocator_weak_use_count(const struct TsrAllocator *a);
-
-/**
- * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
- * TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `a` NULL or a live handle; `out` NULL or writable.
- */
-TsrStatus tsr_allocator_downgrade(struct TsrAllocator *a, struct TsrWeakAllocator **out);
-
-/**
- * Writes a new strong reference to `*out`, or NULL once expired.
- * Errors: TSR_ERR_NULL_POINTER.
- *
- * # Safety
- * `w` NULL or a live weak handle; `out` NULL or writable.
- */
-TsrStatus tsr_weak_allocator_lock(struct TsrWeakAllocator *w, struct TsrAllocator **out);
-
-/**
- * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-TsrStatus tsr_weak_allocator_incref(struct TsrWeakAllocator *w);
-
-/**
- * Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `w` NULL or a live weak handle the caller owns.
- */
-TsrStatus tsr_weak_allocator_decref(struct TsrWeakAllocator *w);
-
-/**
- * Whether the allocator expired; true for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-bool tsr_weak_allocator_expired(const struct TsrWeakAllocator *w);
-
-/**
- * The strong count through a weak handle; 0 for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-size_t tsr_weak_allocator_use_count(const struct TsrWeakAllocator *w);
-
-/**
- * The raw weak count through a weak handle; 0 for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-size_t tsr_weak_allocator_weak_use_count(const struct TsrWeakAllocator *w);
-
-/**
  * Zero-fills new memory of the built-in CPU allocator (process-wide).
  * Errors: TSR_ERR_INVALID_ARGUMENT when turning it on while junk-fill is on.
  */
@@ -2988,8 +2897,295 @@ void *tsr_object_data(const struct TsrObject *obj);
 void *tsr_weak_object_data(const struct TsrWeakObject *weak);
 
 /**
- * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER;
- * TSR_ERR_DEAD_OBJECT if the strong count already reached 0.
+ * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
+ * (the strong count already reached 0).
+ *
+ * # Safety
+ * `s` NULL or a handle whose memory is alive.
+ */
+TsrStatus tsr_storage_incref(struct TsrStorage *s);
+
+/**
+ * Drops a strong reference; the last one frees the data (weak references keep
+ * only the object). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT (the
+ * strong count is already 0: detectable while weak references keep the
+ * memory).
+ *
+ * # Safety
+ * `s` NULL or a live handle the caller owns a reference of.
+ */
+TsrStatus tsr_storage_decref(struct TsrStorage *s);
+
+/**
+ * The strong count; 0 for NULL.
+ *
+ * # Safety
+ * `s` NULL or a handle whose memory is alive.
+ */
+size_t tsr_storage_use_count(const struct TsrStorage *s);
+
+/**
+ * The raw weak count (weak references + 1 while the strong count is not 0); 0
+ * for NULL.
+ *
+ * # Safety
+ * `s` NULL or a handle whose memory is alive.
+ */
+size_t tsr_storage_weak_use_count(const struct TsrStorage *s);
+
+/**
+ * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+ * TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `s` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_storage_downgrade(struct TsrStorage *s, struct TsrWeakStorage **out);
+
+/**
+ * Writes a new strong reference to `*out`, or NULL once the storage expired
+ * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle; `out` NULL or writable.
+ */
+TsrStatus tsr_weak_storage_lock(struct TsrWeakStorage *w, struct TsrStorage **out);
+
+/**
+ * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+TsrStatus tsr_weak_storage_incref(struct TsrWeakStorage *w);
+
+/**
+ * Drops a weak reference; the last reference of any kind frees the storage's
+ * memory. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle the caller owns.
+ */
+TsrStatus tsr_weak_storage_decref(struct TsrWeakStorage *w);
+
+/**
+ * Whether the storage expired (its data is freed); true for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+bool tsr_weak_storage_expired(const struct TsrWeakStorage *w);
+
+/**
+ * The strong count seen through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_storage_use_count(const struct TsrWeakStorage *w);
+
+/**
+ * The raw weak count seen through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
+
+/**
+ * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
+ * (the strong count already reached 0).
+ *
+ * # Safety
+ * `t` NULL or a handle whose memory is alive.
+ */
+TsrStatus tsr_tensor_incref(struct TsrTensor *t);
+
+/**
+ * Drops a strong reference; the last one releases the tensor's storage
+ * reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT (the strong
+ * count is already 0: detectable while weak references keep the memory).
+ *
+ * # Safety
+ * `t` NULL or a live handle the caller owns a reference of.
+ */
+TsrStatus tsr_tensor_decref(struct TsrTensor *t);
+
+/**
+ * The strong count; 0 for NULL.
+ *
+ * # Safety
+ * `t` NULL or a handle whose memory is alive.
+ */
+size_t tsr_tensor_use_count(const struct TsrTensor *t);
+
+/**
+ * The raw weak count (weak references + 1 while the strong count is not 0); 0
+ * for NULL.
+ *
+ * # Safety
+ * `t` NULL or a handle whose memory is alive.
+ */
+size_t tsr_tensor_weak_use_count(const struct TsrTensor *t);
+
+/**
+ * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+ * TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_downgrade(struct TsrTensor *t, struct TsrWeakTensor **out);
+
+/**
+ * Writes a new strong reference to `*out`, or NULL once the tensor expired
+ * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle; `out` NULL or writable.
+ */
+TsrStatus tsr_weak_tensor_lock(struct TsrWeakTensor *w, struct TsrTensor **out);
+
+/**
+ * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+TsrStatus tsr_weak_tensor_incref(struct TsrWeakTensor *w);
+
+/**
+ * Drops a weak reference; the last reference of any kind frees the tensor's
+ * memory. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle the caller owns.
+ */
+TsrStatus tsr_weak_tensor_decref(struct TsrWeakTensor *w);
+
+/**
+ * Whether the tensor expired (its strong count reached 0); true for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+bool tsr_weak_tensor_expired(const struct TsrWeakTensor *w);
+
+/**
+ * The strong count seen through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_tensor_use_count(const struct TsrWeakTensor *w);
+
+/**
+ * The raw weak count seen through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_tensor_weak_use_count(const struct TsrWeakTensor *w);
+
+/**
+ * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
+ * (the strong count already reached 0).
+ *
+ * # Safety
+ * `a` NULL or a handle whose memory is alive.
+ */
+TsrStatus tsr_allocator_incref(struct TsrAllocator *a);
+
+/**
+ * Drops a strong reference; the last one releases the allocator (a plugin's
+ * release callback runs once no allocation needs it). Errors:
+ * TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT (the strong count is already 0:
+ * detectable while weak references keep the memory).
+ *
+ * # Safety
+ * `a` NULL or a live handle the caller owns a reference of.
+ */
+TsrStatus tsr_allocator_decref(struct TsrAllocator *a);
+
+/**
+ * The strong count; 0 for NULL.
+ *
+ * # Safety
+ * `a` NULL or a handle whose memory is alive.
+ */
+size_t tsr_allocator_use_count(const struct TsrAllocator *a);
+
+/**
+ * The raw weak count (weak references + 1 while the strong count is not 0); 0
+ * for NULL.
+ *
+ * # Safety
+ * `a` NULL or a handle whose memory is alive.
+ */
+size_t tsr_allocator_weak_use_count(const struct TsrAllocator *a);
+
+/**
+ * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
+ * TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `a` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_allocator_downgrade(struct TsrAllocator *a, struct TsrWeakAllocator **out);
+
+/**
+ * Writes a new strong reference to `*out`, or NULL once the allocator expired
+ * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle; `out` NULL or writable.
+ */
+TsrStatus tsr_weak_allocator_lock(struct TsrWeakAllocator *w, struct TsrAllocator **out);
+
+/**
+ * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+TsrStatus tsr_weak_allocator_incref(struct TsrWeakAllocator *w);
+
+/**
+ * Drops a weak reference; the last reference of any kind frees the allocator's
+ * memory. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle the caller owns.
+ */
+TsrStatus tsr_weak_allocator_decref(struct TsrWeakAllocator *w);
+
+/**
+ * Whether the allocator expired (its strong count reached 0); true for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+bool tsr_weak_allocator_expired(const struct TsrWeakAllocator *w);
+
+/**
+ * The strong count seen through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_allocator_use_count(const struct TsrWeakAllocator *w);
+
+/**
+ * The raw weak count seen through a weak handle; 0 for NULL.
+ *
+ * # Safety
+ * `w` NULL or a live weak handle.
+ */
+size_t tsr_weak_allocator_weak_use_count(const struct TsrWeakAllocator *w);
+
+/**
+ * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
+ * (the strong count already reached 0).
  *
  * # Safety
  * `obj` NULL or a handle whose memory is alive.
@@ -2998,13 +3194,12 @@ TsrStatus tsr_object_incref(struct TsrObject *obj);
 
 /**
  * Drops a strong reference; the last one runs release_resources (if weak
- * references remain) or destroys the object. Errors:
- * TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT if the strong count is
- * already 0 (detectable only while weak references keep the memory).
+ * references remain) or destroys the object. Errors: TSR_ERR_NULL_POINTER,
+ * TSR_ERR_DEAD_OBJECT (the strong count is already 0: detectable while weak
+ * references keep the memory).
  *
  * # Safety
- * `obj` NULL or a handle whose memory is alive; the caller gives up one
- * strong reference.
+ * `obj` NULL or a live handle the caller owns a reference of.
  */
 TsrStatus tsr_object_decref(struct TsrObject *obj);
 
@@ -3017,7 +3212,8 @@ TsrStatus tsr_object_decref(struct TsrObject *obj);
 size_t tsr_object_use_count(const struct TsrObject *obj);
 
 /**
- * The raw weak count (weak references + 1 while strong > 0); 0 for NULL.
+ * The raw weak count (weak references + 1 while the strong count is not 0); 0
+ * for NULL.
  *
  * # Safety
  * `obj` NULL or a handle whose memory is alive.
@@ -3034,8 +3230,8 @@ size_t tsr_object_weak_use_count(const struct TsrObject *obj);
 TsrStatus tsr_object_downgrade(struct TsrObject *obj, struct TsrWeakObject **out);
 
 /**
- * Writes a new strong reference to `*out`, or NULL once the object
- * expired (not an error). Errors: TSR_ERR_NULL_POINTER.
+ * Writes a new strong reference to `*out`, or NULL once the object expired
+ * (not an error). Errors: TSR_ERR_NULL_POINTER.
  *
  * # Safety
  * `weak` NULL or a live weak handle; `out` NULL or writable.
@@ -3051,8 +3247,8 @@ TsrStatus tsr_weak_object_lock(struct TsrWeakObject *weak, struct TsrObject **ou
 TsrStatus tsr_weak_object_incref(struct TsrWeakObject *weak);
 
 /**
- * Drops a weak reference; the last reference of any kind destroys the
- * object. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
+ * Drops a weak reference; the last reference of any kind frees the object's
+ * memory. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
  *
  * # Safety
  * `weak` NULL or a live weak handle the caller owns.
@@ -3060,7 +3256,7 @@ TsrStatus tsr_weak_object_incref(struct TsrWeakObject *weak);
 TsrStatus tsr_weak_object_decref(struct TsrWeakObject *weak);
 
 /**
- * Whether the object expired (strong count 0); true for NULL.
+ * Whether the object expired (its strong count reached 0); true for NULL.
  *
  * # Safety
  * `weak` NULL or a live weak handle.
@@ -3415,97 +3611,6 @@ TsrStatus tsr_storage_clone(const struct TsrStorage *s, struct TsrStorage **out)
 TsrStatus tsr_storage_share_external(struct TsrStorage *s,
                                      struct TsrDataPtr *data_ptr,
                                      size_t nbytes);
-
-/**
- * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `s` NULL or a handle whose memory is alive.
- */
-TsrStatus tsr_storage_incref(struct TsrStorage *s);
-
-/**
- * Drops a strong reference; the last one frees the data (weak references
- * keep only the object). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `s` NULL or a live handle the caller owns a reference of.
- */
-TsrStatus tsr_storage_decref(struct TsrStorage *s);
-
-/**
- * The strong count; 0 for NULL.
- *
- * # Safety
- * `s` NULL or a handle whose memory is alive.
- */
-size_t tsr_storage_use_count(const struct TsrStorage *s);
-
-/**
- * The raw weak count; 0 for NULL.
- *
- * # Safety
- * `s` NULL or a handle whose memory is alive.
- */
-size_t tsr_storage_weak_use_count(const struct TsrStorage *s);
-
-/**
- * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
- * TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `s` NULL or a live handle; `out` NULL or writable.
- */
-TsrStatus tsr_storage_downgrade(struct TsrStorage *s, struct TsrWeakStorage **out);
-
-/**
- * Writes a new strong reference to `*out`, or NULL once expired.
- * Errors: TSR_ERR_NULL_POINTER.
- *
- * # Safety
- * `w` NULL or a live weak handle; `out` NULL or writable.
- */
-TsrStatus tsr_weak_storage_lock(struct TsrWeakStorage *w, struct TsrStorage **out);
-
-/**
- * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-TsrStatus tsr_weak_storage_incref(struct TsrWeakStorage *w);
-
-/**
- * Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `w` NULL or a live weak handle the caller owns.
- */
-TsrStatus tsr_weak_storage_decref(struct TsrWeakStorage *w);
-
-/**
- * Whether the storage expired (its data is freed); true for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-bool tsr_weak_storage_expired(const struct TsrWeakStorage *w);
-
-/**
- * The strong count through a weak handle; 0 for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-size_t tsr_weak_storage_use_count(const struct TsrWeakStorage *w);
-
-/**
- * The raw weak count through a weak handle; 0 for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
 
 /**
  * Writes a borrowed view of the storage's data pointer to `*out` (c10's
@@ -4102,97 +4207,6 @@ TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
  * `dst`, `src` NULL or live handles.
  */
 TsrStatus tsr_tensor_copy(struct TsrTensor *dst, const struct TsrTensor *src);
-
-/**
- * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `t` NULL or a handle whose memory is alive.
- */
-TsrStatus tsr_tensor_incref(struct TsrTensor *t);
-
-/**
- * Drops a strong reference; the last one releases the tensor's storage
- * reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `t` NULL or a live handle the caller owns a reference of.
- */
-TsrStatus tsr_tensor_decref(struct TsrTensor *t);
-
-/**
- * The strong count; 0 for NULL.
- *
- * # Safety
- * `t` NULL or a handle whose memory is alive.
- */
-size_t tsr_tensor_use_count(const struct TsrTensor *t);
-
-/**
- * The raw weak count; 0 for NULL.
- *
- * # Safety
- * `t` NULL or a handle whose memory is alive.
- */
-size_t tsr_tensor_weak_use_count(const struct TsrTensor *t);
-
-/**
- * Writes a new weak reference to `*out`. Errors: TSR_ERR_NULL_POINTER,
- * TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `t` NULL or a live handle; `out` NULL or writable.
- */
-TsrStatus tsr_tensor_downgrade(struct TsrTensor *t, struct TsrWeakTensor **out);
-
-/**
- * Writes a new strong reference to `*out`, or NULL once expired.
- * Errors: TSR_ERR_NULL_POINTER.
- *
- * # Safety
- * `w` NULL or a live weak handle; `out` NULL or writable.
- */
-TsrStatus tsr_weak_tensor_lock(struct TsrWeakTensor *w, struct TsrTensor **out);
-
-/**
- * Adds a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-TsrStatus tsr_weak_tensor_incref(struct TsrWeakTensor *w);
-
-/**
- * Drops a weak reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT.
- *
- * # Safety
- * `w` NULL or a live weak handle the caller owns.
- */
-TsrStatus tsr_weak_tensor_decref(struct TsrWeakTensor *w);
-
-/**
- * Whether the tensor expired; true for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-bool tsr_weak_tensor_expired(const struct TsrWeakTensor *w);
-
-/**
- * The strong count through a weak handle; 0 for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-size_t tsr_weak_tensor_use_count(const struct TsrWeakTensor *w);
-
-/**
- * The raw weak count through a weak handle; 0 for NULL.
- *
- * # Safety
- * `w` NULL or a live weak handle.
- */
-size_t tsr_weak_tensor_weak_use_count(const struct TsrWeakTensor *w);
 
 /**
  * A view with explicit sizes, strides (elements) and storage offset;

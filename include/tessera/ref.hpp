@@ -22,171 +22,60 @@ inline namespace TESSERA_ABI_NAMESPACE {
 
 /**
  * Maps a refcounted C handle type to its functions: specialized for
- * TsrStorage, TsrTensor, TsrAllocator and TsrObject. Ref<T> and WeakRef<T>
- * exist exactly for these four T.
+ * TsrStorage, TsrTensor, TsrAllocator and TsrObject (one macro line each),
+ * with weak_type (the weak handle type) and incref, decref, use_count,
+ * weak_use_count, downgrade, weak_incref, weak_decref, lock, expired,
+ * weak_strong_count and weak_weak_count (the C functions tsr_X_* and
+ * tsr_weak_X_*). Ref<T> and WeakRef<T> exist exactly for these four T.
  */
 template <class T>
 struct RefTraits;
 
-/** The refcount functions of TsrStorage and TsrWeakStorage. */
-template <>
-struct RefTraits<TsrStorage> {
-    /** The weak handle type. */
-    using weak_type = TsrWeakStorage;
-    /** tsr_storage_incref. */
-    static TsrStatus incref(TsrStorage* p) noexcept { return tsr_storage_incref(p); }
-    /** tsr_storage_decref. */
-    static TsrStatus decref(TsrStorage* p) noexcept { return tsr_storage_decref(p); }
-    /** tsr_storage_use_count. */
-    static size_t use_count(const TsrStorage* p) noexcept { return tsr_storage_use_count(p); }
-    /** tsr_storage_weak_use_count. */
-    static size_t weak_use_count(const TsrStorage* p) noexcept {
-        return tsr_storage_weak_use_count(p);
-    }
-    /** tsr_storage_downgrade. */
-    static TsrStatus downgrade(TsrStorage* p, TsrWeakStorage** out) noexcept {
-        return tsr_storage_downgrade(p, out);
-    }
-    /** tsr_weak_storage_incref. */
-    static TsrStatus weak_incref(TsrWeakStorage* w) noexcept { return tsr_weak_storage_incref(w); }
-    /** tsr_weak_storage_decref. */
-    static TsrStatus weak_decref(TsrWeakStorage* w) noexcept { return tsr_weak_storage_decref(w); }
-    /** tsr_weak_storage_lock. */
-    static TsrStatus lock(TsrWeakStorage* w, TsrStorage** out) noexcept {
-        return tsr_weak_storage_lock(w, out);
-    }
-    /** tsr_weak_storage_expired. */
-    static bool expired(const TsrWeakStorage* w) noexcept { return tsr_weak_storage_expired(w); }
-    /** tsr_weak_storage_use_count. */
-    static size_t weak_strong_count(const TsrWeakStorage* w) noexcept {
-        return tsr_weak_storage_use_count(w);
-    }
-    /** tsr_weak_storage_weak_use_count. */
-    static size_t weak_weak_count(const TsrWeakStorage* w) noexcept {
-        return tsr_weak_storage_weak_use_count(w);
-    }
-};
+/** @cond TESSERA_INTERNAL */
+// RefTraits<Tsr##Type> from the C functions tsr_##name##_* and
+// tsr_weak_##name##_* (one line per handle type below; the C side is
+// generated from one table too: scripts/refcount_exports.py).
+#define TESSERA_REF_TRAITS(Type, name)                                                         \
+    template <>                                                                                \
+    struct RefTraits<Tsr##Type> {                                                              \
+        using weak_type = TsrWeak##Type;                                                       \
+        static TsrStatus incref(Tsr##Type* p) noexcept { return tsr_##name##_incref(p); }      \
+        static TsrStatus decref(Tsr##Type* p) noexcept { return tsr_##name##_decref(p); }      \
+        static size_t use_count(const Tsr##Type* p) noexcept {                                 \
+            return tsr_##name##_use_count(p);                                                  \
+        }                                                                                      \
+        static size_t weak_use_count(const Tsr##Type* p) noexcept {                            \
+            return tsr_##name##_weak_use_count(p);                                             \
+        }                                                                                      \
+        static TsrStatus downgrade(Tsr##Type* p, TsrWeak##Type** out) noexcept {               \
+            return tsr_##name##_downgrade(p, out);                                             \
+        }                                                                                      \
+        static TsrStatus weak_incref(TsrWeak##Type* w) noexcept {                              \
+            return tsr_weak_##name##_incref(w);                                                \
+        }                                                                                      \
+        static TsrStatus weak_decref(TsrWeak##Type* w) noexcept {                              \
+            return tsr_weak_##name##_decref(w);                                                \
+        }                                                                                      \
+        static TsrStatus lock(TsrWeak##Type* w, Tsr##Type** out) noexcept {                    \
+            return tsr_weak_##name##_lock(w, out);                                             \
+        }                                                                                      \
+        static bool expired(const TsrWeak##Type* w) noexcept {                                 \
+            return tsr_weak_##name##_expired(w);                                               \
+        }                                                                                      \
+        static size_t weak_strong_count(const TsrWeak##Type* w) noexcept {                     \
+            return tsr_weak_##name##_use_count(w);                                             \
+        }                                                                                      \
+        static size_t weak_weak_count(const TsrWeak##Type* w) noexcept {                       \
+            return tsr_weak_##name##_weak_use_count(w);                                        \
+        }                                                                                      \
+    };
 
-/** The refcount functions of TsrTensor and TsrWeakTensor. */
-template <>
-struct RefTraits<TsrTensor> {
-    /** The weak handle type. */
-    using weak_type = TsrWeakTensor;
-    /** tsr_tensor_incref. */
-    static TsrStatus incref(TsrTensor* p) noexcept { return tsr_tensor_incref(p); }
-    /** tsr_tensor_decref. */
-    static TsrStatus decref(TsrTensor* p) noexcept { return tsr_tensor_decref(p); }
-    /** tsr_tensor_use_count. */
-    static size_t use_count(const TsrTensor* p) noexcept { return tsr_tensor_use_count(p); }
-    /** tsr_tensor_weak_use_count. */
-    static size_t weak_use_count(const TsrTensor* p) noexcept {
-        return tsr_tensor_weak_use_count(p);
-    }
-    /** tsr_tensor_downgrade. */
-    static TsrStatus downgrade(TsrTensor* p, TsrWeakTensor** out) noexcept {
-        return tsr_tensor_downgrade(p, out);
-    }
-    /** tsr_weak_tensor_incref. */
-    static TsrStatus weak_incref(TsrWeakTensor* w) noexcept { return tsr_weak_tensor_incref(w); }
-    /** tsr_weak_tensor_decref. */
-    static TsrStatus weak_decref(TsrWeakTensor* w) noexcept { return tsr_weak_tensor_decref(w); }
-    /** tsr_weak_tensor_lock. */
-    static TsrStatus lock(TsrWeakTensor* w, TsrTensor** out) noexcept {
-        return tsr_weak_tensor_lock(w, out);
-    }
-    /** tsr_weak_tensor_expired. */
-    static bool expired(const TsrWeakTensor* w) noexcept { return tsr_weak_tensor_expired(w); }
-    /** tsr_weak_tensor_use_count. */
-    static size_t weak_strong_count(const TsrWeakTensor* w) noexcept {
-        return tsr_weak_tensor_use_count(w);
-    }
-    /** tsr_weak_tensor_weak_use_count. */
-    static size_t weak_weak_count(const TsrWeakTensor* w) noexcept {
-        return tsr_weak_tensor_weak_use_count(w);
-    }
-};
-
-/** The refcount functions of TsrAllocator and TsrWeakAllocator. */
-template <>
-struct RefTraits<TsrAllocator> {
-    /** The weak handle type. */
-    using weak_type = TsrWeakAllocator;
-    /** tsr_allocator_incref. */
-    static TsrStatus incref(TsrAllocator* p) noexcept { return tsr_allocator_incref(p); }
-    /** tsr_allocator_decref. */
-    static TsrStatus decref(TsrAllocator* p) noexcept { return tsr_allocator_decref(p); }
-    /** tsr_allocator_use_count. */
-    static size_t use_count(const TsrAllocator* p) noexcept { return tsr_allocator_use_count(p); }
-    /** tsr_allocator_weak_use_count. */
-    static size_t weak_use_count(const TsrAllocator* p) noexcept {
-        return tsr_allocator_weak_use_count(p);
-    }
-    /** tsr_allocator_downgrade. */
-    static TsrStatus downgrade(TsrAllocator* p, TsrWeakAllocator** out) noexcept {
-        return tsr_allocator_downgrade(p, out);
-    }
-    /** tsr_weak_allocator_incref. */
-    static TsrStatus weak_incref(TsrWeakAllocator* w) noexcept {
-        return tsr_weak_allocator_incref(w);
-    }
-    /** tsr_weak_allocator_decref. */
-    static TsrStatus weak_decref(TsrWeakAllocator* w) noexcept {
-        return tsr_weak_allocator_decref(w);
-    }
-    /** tsr_weak_allocator_lock. */
-    static TsrStatus lock(TsrWeakAllocator* w, TsrAllocator** out) noexcept {
-        return tsr_weak_allocator_lock(w, out);
-    }
-    /** tsr_weak_allocator_expired. */
-    static bool expired(const TsrWeakAllocator* w) noexcept { return tsr_weak_allocator_expired(w); }
-    /** tsr_weak_allocator_use_count. */
-    static size_t weak_strong_count(const TsrWeakAllocator* w) noexcept {
-        return tsr_weak_allocator_use_count(w);
-    }
-    /** tsr_weak_allocator_weak_use_count. */
-    static size_t weak_weak_count(const TsrWeakAllocator* w) noexcept {
-        return tsr_weak_allocator_weak_use_count(w);
-    }
-};
-
-/** The refcount functions of TsrObject and TsrWeakObject. */
-template <>
-struct RefTraits<TsrObject> {
-    /** The weak handle type. */
-    using weak_type = TsrWeakObject;
-    /** tsr_object_incref. */
-    static TsrStatus incref(TsrObject* p) noexcept { return tsr_object_incref(p); }
-    /** tsr_object_decref. */
-    static TsrStatus decref(TsrObject* p) noexcept { return tsr_object_decref(p); }
-    /** tsr_object_use_count. */
-    static size_t use_count(const TsrObject* p) noexcept { return tsr_object_use_count(p); }
-    /** tsr_object_weak_use_count. */
-    static size_t weak_use_count(const TsrObject* p) noexcept {
-        return tsr_object_weak_use_count(p);
-    }
-    /** tsr_object_downgrade. */
-    static TsrStatus downgrade(TsrObject* p, TsrWeakObject** out) noexcept {
-        return tsr_object_downgrade(p, out);
-    }
-    /** tsr_weak_object_incref. */
-    static TsrStatus weak_incref(TsrWeakObject* w) noexcept { return tsr_weak_object_incref(w); }
-    /** tsr_weak_object_decref. */
-    static TsrStatus weak_decref(TsrWeakObject* w) noexcept { return tsr_weak_object_decref(w); }
-    /** tsr_weak_object_lock. */
-    static TsrStatus lock(TsrWeakObject* w, TsrObject** out) noexcept {
-        return tsr_weak_object_lock(w, out);
-    }
-    /** tsr_weak_object_expired. */
-    static bool expired(const TsrWeakObject* w) noexcept { return tsr_weak_object_expired(w); }
-    /** tsr_weak_object_use_count. */
-    static size_t weak_strong_count(const TsrWeakObject* w) noexcept {
-        return tsr_weak_object_use_count(w);
-    }
-    /** tsr_weak_object_weak_use_count. */
-    static size_t weak_weak_count(const TsrWeakObject* w) noexcept {
-        return tsr_weak_object_weak_use_count(w);
-    }
-};
+TESSERA_REF_TRAITS(Storage, storage)
+TESSERA_REF_TRAITS(Tensor, tensor)
+TESSERA_REF_TRAITS(Allocator, allocator)
+TESSERA_REF_TRAITS(Object, object)
+#undef TESSERA_REF_TRAITS
+/** @endcond */
 
 template <class T>
 class WeakRef;

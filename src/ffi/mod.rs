@@ -77,6 +77,7 @@ pub mod library;
 pub mod memory;
 pub mod object;
 pub(crate) mod refcount;
+pub mod refcount_exports;
 pub mod serialize;
 pub mod storage;
 pub mod storage_data;
