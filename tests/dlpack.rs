@@ -7,6 +7,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tessera::ffi::dlpack::*;
+use tessera::ffi::refcount_exports::*;
 use tessera::ffi::storage::*;
 use tessera::ffi::tensor::*;
 use tessera::ffi::views::*;

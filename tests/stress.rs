@@ -13,6 +13,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use tessera::ffi::iter::*;
 use tessera::ffi::object::*;
+use tessera::ffi::refcount_exports::*;
 use tessera::ffi::storage::*;
 use tessera::ffi::tensor::*;
 use tessera::ffi::views::*;

@@ -22,6 +22,7 @@ use tessera::ffi::allocator::*;
 use tessera::ffi::allocator_plugin::*;
 use tessera::ffi::caching::*;
 use tessera::ffi::data_ptr::tsr_data_ptr_free;
+use tessera::ffi::refcount_exports::*;
 use tessera::ffi::storage::*;
 use tessera::ffi::*;
 
