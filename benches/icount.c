@@ -15,7 +15,8 @@
  * Before the cases it prints the CPU the program sees (valgrind
  * virtualises CPUID: on a host with AVX2 it shows one fixed CPU, so the
  * kernels' and glibc's run-time dispatch choose the same code on every
- * such host); .ci/icount.sh records and checks it.
+ * such host) and the kernel's clock source (memory history's time
+ * stamps); .ci/icount.sh records and checks both.
  *
  *   cc -O2 -Iinclude benches/icount.c -Ltarget/dist -ltessera -o icount
  *   valgrind --tool=callgrind --collect-atstart=no ./icount
@@ -253,8 +254,23 @@ static void print_cpu(void) {
     printf("cpu: %s; avx2 %s; avx512f %s\n", s, avx2 ? "yes" : "no", avx512 ? "yes" : "no");
 }
 
+/* The kernel's clock source: memory history stamps its events with rdtsc
+ * where it is "tsc" and with clock_gettime elsewhere (a call of a few
+ * hundred instructions), so the *_history cases depend on it. */
+static void print_clock(void) {
+    char line[64] = "unknown";
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f)) strcpy(line, "unknown");
+        fclose(f);
+    }
+    line[strcspn(line, "\n")] = 0;
+    printf("clocksource: %s\n", line);
+}
+
 int main(void) {
     print_cpu();
+    print_clock();
     printf("n: %d\n", N);
     fflush(stdout);
     tsr_set_num_threads(1);
