@@ -174,11 +174,8 @@ struct builder {
 static const struct builder builders[] = {
     /* The config holds a reference per operand (tessera's contract). */
     {"owned", tsr_iter_config_add_output, tsr_iter_config_add_input},
-    /* Issue 41's borrowed operands (c10's add_borrowed_*), once merged:
-     * {"borrowed", tsr_iter_config_add_borrowed_output,
-     *  tsr_iter_config_add_borrowed_const_input},
-     * and their counts in benches/icount_baseline.txt
-     * (ICOUNT_UPDATE=1 .ci/icount.sh). */
+    /* The config borrows (c10's add_borrowed_*): no count taken or dropped. */
+    {"borrowed", tsr_iter_config_add_borrowed_output, tsr_iter_config_add_borrowed_const_input},
 };
 
 struct iter_ctx {

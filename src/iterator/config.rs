@@ -14,27 +14,65 @@ use std::mem::ManuallyDrop;
 /// API's `tsr_iter_config_add_borrowed_*`, whose caller keeps the tensor
 /// alive until the build returns). Dropping a borrowed one does nothing:
 /// the config never touches it after the build, not even when freed.
+///
+/// A flag beside the handle rather than an enum: reading the tensor (the
+/// build does it often) is then one load with no branch.
 #[derive(Debug)]
-pub(crate) enum ConfigTensor {
-    Owned(Tensor),
-    Borrowed(ManuallyDrop<Tensor>),
+pub(crate) struct ConfigTensor {
+    tensor: ManuallyDrop<Tensor>,
+    owned: bool,
 }
 
 impl ConfigTensor {
+    /// An operand the config holds a reference of.
+    #[inline(always)]
+    pub(crate) fn owned(t: Tensor) -> ConfigTensor {
+        ConfigTensor {
+            tensor: ManuallyDrop::new(t),
+            owned: true,
+        }
+    }
+
+    /// An operand borrowed from the caller: the `ManuallyDrop` is the
+    /// caller's promise, made where the tensor was borrowed (the C API's
+    /// checked handle view), that it outlives every read of the config.
+    #[inline(always)]
+    pub(crate) fn borrowed(t: ManuallyDrop<Tensor>) -> ConfigTensor {
+        ConfigTensor {
+            tensor: t,
+            owned: false,
+        }
+    }
+
     /// The tensor as a reference of its own: moved out when owned, a new
     /// count when borrowed.
     #[inline(always)]
     pub(crate) fn into_owned(self) -> Tensor {
-        match self {
-            ConfigTensor::Owned(t) => t,
-            ConfigTensor::Borrowed(t) => Tensor::clone(&t),
+        let mut this = ManuallyDrop::new(self);
+        if this.owned {
+            // SAFETY: `this` is never dropped (ManuallyDrop), so the count
+            // the config held moves out exactly once, here.
+            unsafe { ManuallyDrop::take(&mut this.tensor) }
+        } else {
+            Tensor::clone(&this.tensor)
         }
     }
 
     /// A new reference to the tensor (the iterator's own).
     #[inline(always)]
     pub(crate) fn to_owned_tensor(&self) -> Tensor {
-        Tensor::clone(self)
+        Tensor::clone(&self.tensor)
+    }
+}
+
+impl Drop for ConfigTensor {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: an owned operand's count is the config's, given up
+            // once, here (into_owned never drops the operand it moves).
+            unsafe { ManuallyDrop::drop(&mut self.tensor) }
+        }
     }
 }
 
@@ -42,17 +80,14 @@ impl std::ops::Deref for ConfigTensor {
     type Target = Tensor;
     #[inline(always)]
     fn deref(&self) -> &Tensor {
-        match self {
-            ConfigTensor::Owned(t) => t,
-            ConfigTensor::Borrowed(t) => t,
-        }
+        &self.tensor
     }
 }
 
 impl Clone for ConfigTensor {
     /// A copy of a config holds its own references, borrowed or not.
     fn clone(&self) -> Self {
-        ConfigTensor::Owned(self.to_owned_tensor())
+        ConfigTensor::owned(self.to_owned_tensor())
     }
 }
 
@@ -191,7 +226,7 @@ impl IterConfig {
     /// Adds an output: a tensor, or None to let the build allocate it.
     /// Outputs must be added before any input.
     pub fn add_output(&mut self, tensor: Option<Tensor>) -> Result<&mut Self> {
-        self.push_output(tensor.map(ConfigTensor::Owned))
+        self.push_output(tensor.map(ConfigTensor::owned))
     }
 
     /// Adds an output borrowed from the caller (None: allocated by the
@@ -203,7 +238,7 @@ impl IterConfig {
         &mut self,
         tensor: Option<ManuallyDrop<Tensor>>,
     ) -> Result<&mut Self> {
-        self.push_output(tensor.map(ConfigTensor::Borrowed))
+        self.push_output(tensor.map(ConfigTensor::borrowed))
     }
 
     fn push_output(&mut self, tensor: Option<ConfigTensor>) -> Result<&mut Self> {
@@ -220,13 +255,13 @@ impl IterConfig {
 
     /// Adds an input.
     pub fn add_input(&mut self, tensor: Tensor) -> Result<&mut Self> {
-        self.push_input(ConfigTensor::Owned(tensor))
+        self.push_input(ConfigTensor::owned(tensor))
     }
 
     /// Adds an input borrowed from the caller, as c10's
     /// `add_borrowed_input` (see [`IterConfig::add_borrowed_output`]).
     pub(crate) fn add_borrowed_input(&mut self, tensor: ManuallyDrop<Tensor>) -> Result<&mut Self> {
-        self.push_input(ConfigTensor::Borrowed(tensor))
+        self.push_input(ConfigTensor::borrowed(tensor))
     }
 
     fn push_input(&mut self, tensor: ConfigTensor) -> Result<&mut Self> {

@@ -29,9 +29,9 @@ impl IterConfig {
             Internal,
             "a binary op's config is set up on a new config, not one with operands"
         );
-        self.outputs.push(out.cloned().map(ConfigTensor::Owned));
-        self.inputs.push(ConfigTensor::Owned(a.clone()));
-        self.inputs.push(ConfigTensor::Owned(b.clone()));
+        self.outputs.push(out.cloned().map(ConfigTensor::owned));
+        self.inputs.push(ConfigTensor::owned(a.clone()));
+        self.inputs.push(ConfigTensor::owned(b.clone()));
         Ok(self
             .allow_cpu_scalars(true)
             .promote_inputs_to_common_dtype(true)
