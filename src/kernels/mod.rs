@@ -29,6 +29,7 @@ mod flat;
 mod iter_build;
 pub(crate) mod loops;
 pub mod ops;
+mod real;
 pub mod reduce;
 pub mod simd;
 mod tensor_copy;
