@@ -93,12 +93,18 @@ npy_py() {
     TESSERA_NPY_OUT=$work/npy_tessera cargo test --quiet --lib \
         serialize::tests_npy::writes_reference_files
     PYTHONPATH=$py python3 scripts/make_npy_fixtures.py --check "$work/npy_tessera"
+    # .npz: np.savez / np.savez_compressed write, tessera reads; tessera
+    # writes, np.load reads (one small archive each way).
+    PYTHONPATH=$py python3 scripts/make_npz_fixtures.py "$work/npz_numpy"
+    TESSERA_NPZ_FIXTURES=$work/npz_numpy cargo test --quiet --test format_npz
+    TESSERA_NPZ_OUT=$work/npz_tessera cargo test --quiet --test format_npz writes_reference_file
+    PYTHONPATH=$py python3 scripts/make_npz_fixtures.py --check "$work/npz_tessera"
 }
 
 echo "--- libtorch"
 libtorch
 echo "--- safetensors"
 safetensors_py
-echo "--- NumPy .npy"
+echo "--- NumPy .npy and .npz"
 npy_py
 echo "serialization interop: done"

@@ -1302,6 +1302,13 @@ typedef struct TsrTensorDesc {
  */
 #define TSR_FORMAT_TORCHSCRIPT 5
 
+/**
+ * NumPy's .npz (np.savez / np.savez_compressed): entry "NAME.npy" is
+ * tensor "NAME"; stored entries viewed in place (TSR_LOAD_MMAP: mapped),
+ * deflated ones inflated. Saving writes stored entries, as np.savez.
+ */
+#define TSR_FORMAT_NPZ 6
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

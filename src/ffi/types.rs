@@ -434,6 +434,10 @@ pub const TSR_FORMAT_TORCH_LEGACY: TsrFormat = 4;
 /// torch.jit.save's archives: the scripted module's tensors, named by
 /// attribute path ("0.weight"); its code is never read. Read only.
 pub const TSR_FORMAT_TORCHSCRIPT: TsrFormat = 5;
+/// NumPy's .npz (np.savez / np.savez_compressed): entry "NAME.npy" is
+/// tensor "NAME"; stored entries viewed in place (TSR_LOAD_MMAP: mapped),
+/// deflated ones inflated. Saving writes stored entries, as np.savez.
+pub const TSR_FORMAT_NPZ: TsrFormat = 6;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;
