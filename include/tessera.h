@@ -1309,6 +1309,15 @@ typedef struct TsrTensorDesc {
  */
 #define TSR_FORMAT_NPZ 6
 
+/**
+ * llama.cpp's GGUF (versions 3 and 2): key-value metadata as metadata
+ * (arrays as JSON, types in "gguf.types"), dims reversed into c10's
+ * order, F32/F16/BF16/F64/I8-I64 as their dtypes, quantized types as
+ * uint8 raw blocks with "NAME.ggml_type" and "NAME.ggml_shape" metadata
+ * (written back as that type). TSR_LOAD_MMAP views the file.
+ */
+#define TSR_FORMAT_GGUF 7
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

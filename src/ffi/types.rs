@@ -438,6 +438,12 @@ pub const TSR_FORMAT_TORCHSCRIPT: TsrFormat = 5;
 /// tensor "NAME"; stored entries viewed in place (TSR_LOAD_MMAP: mapped),
 /// deflated ones inflated. Saving writes stored entries, as np.savez.
 pub const TSR_FORMAT_NPZ: TsrFormat = 6;
+/// llama.cpp's GGUF (versions 3 and 2): key-value metadata as metadata
+/// (arrays as JSON, types in "gguf.types"), dims reversed into c10's
+/// order, F32/F16/BF16/F64/I8-I64 as their dtypes, quantized types as
+/// uint8 raw blocks with "NAME.ggml_type" and "NAME.ggml_shape" metadata
+/// (written back as that type). TSR_LOAD_MMAP views the file.
+pub const TSR_FORMAT_GGUF: TsrFormat = 7;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;

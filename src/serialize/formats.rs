@@ -68,6 +68,8 @@ format_table! {
     Npy = 3 => super::npy::NPY,
     /// torch.save's format before PyTorch 1.6 (read only).
     TorchLegacy = 4 => super::torch_legacy::TORCH_LEGACY,
+    /// llama.cpp's GGUF (versions 3 and 2, little-endian).
+    Gguf = 7 => super::gguf::GGUF,
 }
 
 impl Format {
