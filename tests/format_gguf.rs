@@ -23,9 +23,7 @@ fn storage_of(bytes: &[u8]) -> Storage {
     let s = Storage::new(bytes.len(), Device::CPU, true).unwrap();
     if !bytes.is_empty() {
         // SAFETY: s is a fresh CPU storage of bytes.len() bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len()) };
     }
     s
 }
@@ -104,7 +102,11 @@ fn check_dict(d: &TensorDict, what: &str) {
     }
     for (name, ty, logical, bytes) in QUANT {
         let t = d.get(name).unwrap();
-        assert_eq!((t.dtype(), t.sizes()), (DType::Byte, *bytes), "{what}: {name}");
+        assert_eq!(
+            (t.dtype(), t.sizes()),
+            (DType::Byte, *bytes),
+            "{what}: {name}"
+        );
         let n = bytes.iter().product::<i64>() as usize;
         assert_eq!(values(t), pattern(n, 256), "{what}: {name}");
         assert_eq!(d.metadata(&format!("{name}.ggml_type")), Some(*ty));
@@ -178,8 +180,11 @@ fn dicts_from_elsewhere_save_as_gguf() {
     let mut d = TensorDict::new();
     let t = Tensor::empty(&[], DType::Float, Device::CPU).unwrap();
     d.set("scalar", t).unwrap();
-    d.set("m", Tensor::empty(&[2, 3], DType::Half, Device::CPU).unwrap())
-        .unwrap();
+    d.set(
+        "m",
+        Tensor::empty(&[2, 3], DType::Half, Device::CPU).unwrap(),
+    )
+    .unwrap();
     d.set_metadata("note", "no type given: a string").unwrap();
     let back = load_from_storage(
         &storage_of(&save_to_bytes(&d, Format::Gguf).unwrap()),
@@ -268,7 +273,10 @@ fn hostile_files_are_refused_before_allocating() {
     refused(&file(3, huge, 0, &[]), "tensor count");
     refused(&file(3, 0, huge, &[]), "key-value count");
     // A key of 2^60 bytes.
-    refused(&file(3, 0, 1, &huge.to_le_bytes()), "string of 1152921504606846976");
+    refused(
+        &file(3, 0, 1, &huge.to_le_bytes()),
+        "string of 1152921504606846976",
+    );
     // An array of 2^60 uint32.
     let mut kv = string("k");
     kv.extend_from_slice(&9u32.to_le_bytes());
@@ -300,7 +308,10 @@ fn hostile_files_are_refused_before_allocating() {
     // Data past the end; an offset past the end; a misaligned offset.
     refused(&file(3, 1, 0, &info("w", &[1000], 0, 0)), "past the end");
     refused(&file(3, 1, 0, &info("w", &[1], 0, 1 << 62)), "past the end");
-    refused(&file(3, 1, 0, &info("w", &[1], 0, 4)), "multiple of the alignment");
+    refused(
+        &file(3, 1, 0, &info("w", &[1], 0, 4)),
+        "multiple of the alignment",
+    );
     // Types and dims ggml does not have; a row that is not whole blocks.
     refused(&file(3, 1, 0, &info("w", &[1], 4, 0)), "ggml type 4");
     refused(&file(3, 1, 0, &info("w", &[1; 5], 0, 0)), "5 dims");

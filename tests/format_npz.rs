@@ -97,9 +97,7 @@ fn storage_of(bytes: &[u8]) -> Storage {
     let s = Storage::new(bytes.len(), Device::CPU, true).unwrap();
     if !bytes.is_empty() {
         // SAFETY: s is a fresh CPU storage of bytes.len() bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len()) };
     }
     s
 }
@@ -155,7 +153,9 @@ fn tessera_npz_views_its_bytes_in_place() {
 fn writes_reference_file() {
     let dir = std::env::var_os("TESSERA_NPZ_OUT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("tessera-npz-{}", std::process::id())));
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("tessera-npz-{}", std::process::id()))
+        });
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tessera.npz");
     save(&reference_dict(), &path, Format::Auto).unwrap();
@@ -173,8 +173,11 @@ fn what_npz_cannot_hold_is_refused() {
     let e = save_to_bytes(&d, Format::Npz).unwrap_err();
     assert!(e.message().contains("metadata"), "{e}");
     let mut d = TensorDict::new();
-    d.set("b", Tensor::empty(&[2], DType::BFloat16, Device::CPU).unwrap())
-        .unwrap();
+    d.set(
+        "b",
+        Tensor::empty(&[2], DType::BFloat16, Device::CPU).unwrap(),
+    )
+    .unwrap();
     let e = save_to_bytes(&d, Format::Npz).unwrap_err();
     assert!(e.message().contains("BFloat16"), "{e}");
 }
@@ -201,9 +204,7 @@ fn every_truncation_is_refused_cleanly() {
 
 /// The offset of `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> usize {
-    hay.windows(needle.len())
-        .position(|w| w == needle)
-        .unwrap()
+    hay.windows(needle.len()).position(|w| w == needle).unwrap()
 }
 
 #[test]

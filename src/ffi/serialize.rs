@@ -7,9 +7,9 @@ use super::storage::{storage_arg, storage_handle};
 use super::tensor::{tensor_arg, tensor_handle};
 use super::types::*;
 pub use super::types::{
-    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_GGUF, TSR_FORMAT_NPY, TSR_FORMAT_NPZ, TSR_FORMAT_SAFETENSORS,
-    TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT, TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP,
-    TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
+    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_GGUF, TSR_FORMAT_NPY, TSR_FORMAT_NPZ,
+    TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT, TSR_FORMAT_TORCH_LEGACY,
+    TSR_LOAD_MMAP, TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};

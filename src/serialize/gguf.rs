@@ -143,11 +143,7 @@ fn scalar(r: &mut Reader<'_>, t: ValueType, json: bool, out: &mut String) -> Res
         }
         ValueType::Bool => {
             let b = r.array::<1>(what)?[0];
-            crate::ensure!(
-                b <= 1,
-                Format,
-                "gguf: a bool value is {b}: expected 0 or 1"
-            );
+            crate::ensure!(b <= 1, Format, "gguf: a bool value is {b}: expected 0 or 1");
             (if b == 1 { "true" } else { "false" }).to_string()
         }
         ValueType::String => {
@@ -395,7 +391,11 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
         let t = Tensor::from_storage(&rec.storage, offset, &shape, Some(&strides), dtype)?;
         if plain_dtype(info.ty).is_none() {
             let logical: Vec<String> = info.ne.iter().rev().map(|d| d.to_string()).collect();
-            set_meta(&mut dict, &format!("{name}{GGML_TYPE_SUFFIX}"), info.ty.name)?;
+            set_meta(
+                &mut dict,
+                &format!("{name}{GGML_TYPE_SUFFIX}"),
+                info.ty.name,
+            )?;
             set_meta(
                 &mut dict,
                 &format!("{name}{GGML_SHAPE_SUFFIX}"),

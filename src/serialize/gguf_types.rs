@@ -140,7 +140,10 @@ impl ValueType {
 
     /// The value type named `name` ("uint32").
     pub fn named(name: &str) -> Option<ValueType> {
-        VALUE_TYPES.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
+        VALUE_TYPES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(t, _)| *t)
     }
 
     /// Its name in `gguf.types` ("uint32").
@@ -180,7 +183,10 @@ impl FullType {
 
     /// Parses the text of [`FullType::text`].
     pub fn parse(text: &str) -> Option<FullType> {
-        if let Some(inner) = text.strip_prefix("array[").and_then(|r| r.strip_suffix(']')) {
+        if let Some(inner) = text
+            .strip_prefix("array[")
+            .and_then(|r| r.strip_suffix(']'))
+        {
             return FullType::parse(inner).map(|t| FullType::Array(Box::new(t)));
         }
         ValueType::named(text)

@@ -203,7 +203,11 @@ fn plan(dict: &TensorDict, name: &str, t: &Tensor) -> Result<Plan> {
     }
     let row = ne[0];
     let nbytes = (row % ty.block == 0)
-        .then(|| ne[1..].iter().try_fold((row / ty.block) * ty.size, |n, &d| n.checked_mul(d)))
+        .then(|| {
+            ne[1..]
+                .iter()
+                .try_fold((row / ty.block) * ty.size, |n, &d| n.checked_mul(d))
+        })
         .flatten();
     let have = t.numel() as u64 * t.itemsize() as u64;
     crate::ensure!(

@@ -123,7 +123,9 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
             .data_start()
             .ok_or_else(|| fmt_err(format_args!("entry {entry} has no data offset")))?;
         let packed = f.compressed_size();
-        let end = start.checked_add(packed).filter(|&e| e <= bytes.len() as u64);
+        let end = start
+            .checked_add(packed)
+            .filter(|&e| e <= bytes.len() as u64);
         let Some(end) = end else {
             crate::bail!(
                 Format,
