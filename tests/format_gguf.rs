@@ -350,3 +350,34 @@ fn every_truncation_is_refused_cleanly() {
     // iq4_nl's 36 bytes end 28 bytes before the end of the file.
     assert_eq!(accepted, 2 * 28);
 }
+
+#[test]
+fn nested_and_empty_arrays_round_trip() {
+    let le32 = |v: u32| v.to_le_bytes().to_vec();
+    let le64 = |v: u64| v.to_le_bytes().to_vec();
+    // k = [[1, 2], []] (array of arrays of int32); e = [] (of arrays).
+    let mut body = string("k");
+    for part in [le32(9), le32(9), le64(2), le32(5), le64(2)] {
+        body.extend_from_slice(&part);
+    }
+    body.extend_from_slice(&1i32.to_le_bytes());
+    body.extend_from_slice(&2i32.to_le_bytes());
+    body.extend_from_slice(&le32(5));
+    body.extend_from_slice(&le64(0));
+    body.extend_from_slice(&string("e"));
+    for part in [le32(9), le32(9), le64(0)] {
+        body.extend_from_slice(&part);
+    }
+    let d = load_from_storage(&storage_of(&file(3, 0, 2, &body)), Format::Gguf).unwrap();
+    assert_eq!(d.metadata("k"), Some("[[1,2],[]]"));
+    assert_eq!(d.metadata("e"), Some("[]"));
+    let bytes = save_to_bytes(&d, Format::Gguf).unwrap();
+    assert_eq!(
+        &bytes[24..24 + body.len()],
+        &body[..],
+        "the same key-value bytes"
+    );
+    let back = load_from_storage(&storage_of(&bytes), Format::Gguf).unwrap();
+    assert_eq!(back.metadata("k"), Some("[[1,2],[]]"));
+    assert_eq!(back.metadata("gguf.types"), d.metadata("gguf.types"));
+}

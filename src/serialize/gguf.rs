@@ -186,7 +186,12 @@ fn value(
         inner.min_size(),
     )?;
     out.push('[');
-    let mut element = FullType::Scalar(inner);
+    // An empty array of arrays names no innermost type: any writes the
+    // same bytes (type 9, count 0).
+    let mut element = match inner {
+        ValueType::Array => FullType::Array(Box::new(FullType::Scalar(ValueType::U8))),
+        t => FullType::Scalar(t),
+    };
     for i in 0..n {
         if i > 0 {
             out.push(',');
