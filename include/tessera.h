@@ -1268,8 +1268,8 @@ typedef struct TsrTensorDesc {
 
 /**
  * Load: detected from the bytes (the content decides, not the name);
- * save: the format the path's extension names (".safetensors", ".npy"),
- * else TSR_FORMAT_TORCH.
+ * save: the format the path's extension names (".safetensors", ".npy",
+ * ".npz", ".gguf"), else TSR_FORMAT_TORCH.
  */
 #define TSR_FORMAT_AUTO 0
 

@@ -417,8 +417,8 @@ pub struct TsrTensorDict {
 /// A file format of tsr_save / tsr_load (TSR_FORMAT_*).
 pub type TsrFormat = i32;
 /// Load: detected from the bytes (the content decides, not the name);
-/// save: the format the path's extension names (".safetensors", ".npy"),
-/// else TSR_FORMAT_TORCH.
+/// save: the format the path's extension names (".safetensors", ".npy",
+/// ".npz", ".gguf"), else TSR_FORMAT_TORCH.
 pub const TSR_FORMAT_AUTO: TsrFormat = 0;
 /// torch.save's zip archive (readable by torch.load and torch::pickle_load).
 pub const TSR_FORMAT_TORCH: TsrFormat = 1;
