@@ -93,12 +93,39 @@ npy_py() {
     TESSERA_NPY_OUT=$work/npy_tessera cargo test --quiet --lib \
         serialize::tests_npy::writes_reference_files
     PYTHONPATH=$py python3 scripts/make_npy_fixtures.py --check "$work/npy_tessera"
+    # .npz: np.savez / np.savez_compressed write, tessera reads; tessera
+    # writes, np.load reads (one small archive each way).
+    PYTHONPATH=$py python3 scripts/make_npz_fixtures.py "$work/npz_numpy"
+    TESSERA_NPZ_FIXTURES=$work/npz_numpy cargo test --quiet --test format_npz
+    TESSERA_NPZ_OUT=$work/npz_tessera cargo test --quiet --test format_npz writes_reference_file
+    PYTHONPATH=$py python3 scripts/make_npz_fixtures.py --check "$work/npz_tessera"
+}
+
+# ---- GGUF (the gguf package, llama.cpp's gguf-py) ---------------------------------
+# GGUFWriter writes (scripts/make_gguf_fixtures.py: every plain type, five
+# quantized types, every key-value type, alignment 64, version 2) and
+# tessera's tests read them; tessera saves the loaded file again and
+# GGUFReader reads and compares.
+gguf_py() {
+    local py=$cache/python
+    if ! PYTHONPATH=$py python3 -c "import gguf, numpy" 2>/dev/null; then
+        if ! pip_get install --target "$py" gguf numpy; then
+            echo "SKIPPED gguf interop: pip could not install gguf"
+            return 0
+        fi
+    fi
+    PYTHONPATH=$py python3 scripts/make_gguf_fixtures.py "$work/gguf_py"
+    TESSERA_GGUF_FIXTURES=$work/gguf_py cargo test --quiet --test format_gguf
+    TESSERA_GGUF_OUT=$work/gguf_tessera cargo test --quiet --test format_gguf writes_reference_file
+    PYTHONPATH=$py python3 scripts/make_gguf_fixtures.py --check "$work/gguf_tessera"
 }
 
 echo "--- libtorch"
 libtorch
 echo "--- safetensors"
 safetensors_py
-echo "--- NumPy .npy"
+echo "--- NumPy .npy and .npz"
 npy_py
+echo "--- GGUF"
+gguf_py
 echo "serialization interop: done"

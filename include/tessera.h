@@ -1268,8 +1268,8 @@ typedef struct TsrTensorDesc {
 
 /**
  * Load: detected from the bytes (the content decides, not the name);
- * save: the format the path's extension names (".safetensors", ".npy"),
- * else TSR_FORMAT_TORCH.
+ * save: the format the path's extension names (".safetensors", ".npy",
+ * ".npz", ".gguf"), else TSR_FORMAT_TORCH.
  */
 #define TSR_FORMAT_AUTO 0
 
@@ -1301,6 +1301,22 @@ typedef struct TsrTensorDesc {
  * attribute path ("0.weight"); its code is never read. Read only.
  */
 #define TSR_FORMAT_TORCHSCRIPT 5
+
+/**
+ * NumPy's .npz (np.savez / np.savez_compressed): entry "NAME.npy" is
+ * tensor "NAME"; stored entries viewed in place (TSR_LOAD_MMAP: mapped),
+ * deflated ones inflated. Saving writes stored entries, as np.savez.
+ */
+#define TSR_FORMAT_NPZ 6
+
+/**
+ * llama.cpp's GGUF (versions 3 and 2): key-value metadata as metadata
+ * (arrays as JSON, types in "gguf.types"), dims reversed into c10's
+ * order, F32/F16/BF16/F64/I8-I64 as their dtypes, quantized types as
+ * uint8 raw blocks with "NAME.ggml_type" and "NAME.ggml_shape" metadata
+ * (written back as that type). TSR_LOAD_MMAP views the file.
+ */
+#define TSR_FORMAT_GGUF 7
 
 #ifdef __cplusplus
 extern "C" {

@@ -183,7 +183,7 @@ pub struct DLDataType {
 macro_rules! dlpack_column {
     ([] $( $kind:ident { $( ($variant:ident, $number:literal, $name:literal, $size:literal,
         $sign:ident, [$($elem:tt)*], $torch:tt, $storage:tt, $safetensors:tt, $dlpack:tt,
-        $numpy:tt, $doc:literal) )* } )*) => {
+        $numpy:tt, $gguf:tt, $doc:literal) )* } )*) => {
         /// The (type code, bits, lanes) of every dtype that has a DLPack
         /// type (DLPack 1.1 codes). Float4_e2m1fn_x2 is two 4-bit lanes of
         /// kDLFloat4_e2m1fn in its byte. The quantized, bits and sub-byte

@@ -18,7 +18,7 @@ use std::ffi::CStr;
 macro_rules! define_dtypes {
     ([] $( $kind:ident { $( ($variant:ident, $number:literal, $name:literal, $size:literal,
         $sign:ident, [$($elem:tt)*], $torch:tt, $storage:tt, $safetensors:tt, $dlpack:tt,
-        $numpy:tt, $doc:literal) )* } )*) => {
+        $numpy:tt, $gguf:tt, $doc:literal) )* } )*) => {
         /// An element type. The numbers are c10's `ScalarType` numbers
         /// (PyTorch 2.15: every number below `DType::COUNT` is a dtype).
         #[repr(i8)]
@@ -45,6 +45,7 @@ macro_rules! define_dtypes {
                 torch: table::column!($torch),
                 storage: table::column!($storage),
                 numpy: table::column!($numpy),
+                gguf: table::column!($gguf),
             }, )* )*
         ];
     };
@@ -66,6 +67,9 @@ pub(crate) struct Info {
     pub(crate) storage: Option<&'static str>,
     /// NumPy's type string without its byte-order character.
     pub(crate) numpy: Option<&'static str>,
+    /// ggml's type number of a plain GGUF tensor of this dtype
+    /// (GGMLQuantizationType: F32 0, F16 1, I8 24, ..., BF16 30).
+    pub(crate) gguf: Option<u32>,
 }
 
 /// A NUL-terminated literal as a CStr, at compile time.

@@ -7,9 +7,9 @@ use super::storage::{storage_arg, storage_handle};
 use super::tensor::{tensor_arg, tensor_handle};
 use super::types::*;
 pub use super::types::{
-    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_NPY, TSR_FORMAT_SAFETENSORS,
-    TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT, TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP,
-    TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
+    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_GGUF, TSR_FORMAT_NPY, TSR_FORMAT_NPZ,
+    TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT, TSR_FORMAT_TORCH_LEGACY,
+    TSR_LOAD_MMAP, TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
@@ -67,6 +67,7 @@ fn format_arg(format: TsrFormat) -> Result<Format> {
 const _: () = assert!(TSR_FORMAT_AUTO == 0 && TSR_FORMAT_TORCH == 1);
 const _: () = assert!(TSR_FORMAT_SAFETENSORS == 2 && TSR_FORMAT_NPY == 3);
 const _: () = assert!(TSR_FORMAT_TORCH_LEGACY == 4 && TSR_FORMAT_TORCHSCRIPT == 5);
+const _: () = assert!(TSR_FORMAT_NPZ == 6 && TSR_FORMAT_GGUF == 7);
 
 fn flags_arg(flags: u32) -> Result<LoadFlags> {
     crate::ensure!(

@@ -417,8 +417,8 @@ pub struct TsrTensorDict {
 /// A file format of tsr_save / tsr_load (TSR_FORMAT_*).
 pub type TsrFormat = i32;
 /// Load: detected from the bytes (the content decides, not the name);
-/// save: the format the path's extension names (".safetensors", ".npy"),
-/// else TSR_FORMAT_TORCH.
+/// save: the format the path's extension names (".safetensors", ".npy",
+/// ".npz", ".gguf"), else TSR_FORMAT_TORCH.
 pub const TSR_FORMAT_AUTO: TsrFormat = 0;
 /// torch.save's zip archive (readable by torch.load and torch::pickle_load).
 pub const TSR_FORMAT_TORCH: TsrFormat = 1;
@@ -434,6 +434,16 @@ pub const TSR_FORMAT_TORCH_LEGACY: TsrFormat = 4;
 /// torch.jit.save's archives: the scripted module's tensors, named by
 /// attribute path ("0.weight"); its code is never read. Read only.
 pub const TSR_FORMAT_TORCHSCRIPT: TsrFormat = 5;
+/// NumPy's .npz (np.savez / np.savez_compressed): entry "NAME.npy" is
+/// tensor "NAME"; stored entries viewed in place (TSR_LOAD_MMAP: mapped),
+/// deflated ones inflated. Saving writes stored entries, as np.savez.
+pub const TSR_FORMAT_NPZ: TsrFormat = 6;
+/// llama.cpp's GGUF (versions 3 and 2): key-value metadata as metadata
+/// (arrays as JSON, types in "gguf.types"), dims reversed into c10's
+/// order, F32/F16/BF16/F64/I8-I64 as their dtypes, quantized types as
+/// uint8 raw blocks with "NAME.ggml_type" and "NAME.ggml_shape" metadata
+/// (written back as that type). TSR_LOAD_MMAP views the file.
+pub const TSR_FORMAT_GGUF: TsrFormat = 7;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;

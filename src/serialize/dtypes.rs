@@ -59,7 +59,7 @@ pub(crate) fn dtype_of_storage_name(name: &str) -> Option<Option<DType>> {
 macro_rules! safetensors_column {
     ([] $( $kind:ident { $( ($variant:ident, $number:literal, $name:literal, $size:literal,
         $sign:ident, [$($elem:tt)*], $torch:tt, $storage:tt, $safetensors:tt, $dlpack:tt,
-        $numpy:tt, $doc:literal) )* } )*) => {
+        $numpy:tt, $gguf:tt, $doc:literal) )* } )*) => {
         /// Every dtype with its safetensors dtype, if it has one.
         const SAFETENSORS: &[(DType, Option<safetensors::Dtype>)] = {
             #[allow(unused_imports)]

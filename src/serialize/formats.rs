@@ -57,6 +57,9 @@ format_table! {
     /// torch.jit.save's archives (read only; before TORCH: both are zip
     /// archives, and only these hold code/ and constants.pkl).
     TorchScript = 5 => super::torchscript::TORCHSCRIPT,
+    /// NumPy's .npz: a zip archive of .npy entries (before TORCH: a
+    /// zip whose entries are all `*.npy`).
+    Npz = 6 => super::npz::NPZ,
     /// torch.save's zip archive (PyTorch 1.6 and later).
     Torch = 1 => super::torch_zip::TORCH_ZIP,
     /// The safetensors layout.
@@ -65,6 +68,8 @@ format_table! {
     Npy = 3 => super::npy::NPY,
     /// torch.save's format before PyTorch 1.6 (read only).
     TorchLegacy = 4 => super::torch_legacy::TORCH_LEGACY,
+    /// llama.cpp's GGUF (versions 3 and 2, little-endian).
+    Gguf = 7 => super::gguf::GGUF,
 }
 
 impl Format {

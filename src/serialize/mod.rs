@@ -2,7 +2,8 @@
 //! in the formats of the table in [`formats`]: TORCH (torch.save's zip
 //! archive, [`torch_write`] / [`torch_read`]), torch.save's legacy format
 //! ([`torch_legacy`], read only), SAFETENSORS ([`safetensors_format`]) and
-//! NumPy's NPY ([`npy`]).
+//! NumPy's NPY ([`npy`]) and NPZ ([`npz`]), and llama.cpp's GGUF
+//! ([`gguf`], [`gguf_write`]).
 //!
 //! Loading never copies a record twice: a file is read once into a
 //! storage from the CPU allocator (or mapped, [`LoadFlags::mmap`]), and
@@ -12,8 +13,12 @@
 pub mod dict;
 mod dtypes;
 mod formats;
+mod gguf;
+mod gguf_types;
+mod gguf_write;
 mod name_index;
 mod npy;
+mod npz;
 mod read_file;
 mod safetensors_format;
 mod source;

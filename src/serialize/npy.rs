@@ -271,16 +271,29 @@ fn swapped(bytes: &[u8], width: usize) -> Result<Storage> {
     Ok(s)
 }
 
-/// Reads one array, viewed from `source` at its place.
+/// Reads the NPY file that fills `source`, its array viewed in place.
 pub(crate) fn read_array(source: &Source<'_>, name: &str) -> Result<Tensor> {
-    let h = parse_header(source.bytes)?;
+    read_array_at(source, 0, source.bytes.len(), name)
+}
+
+/// Reads the NPY file in the `len` bytes at `start` of `source` (an npz
+/// entry; the caller checked they lie within it), its array viewed in
+/// place where alignment allows.
+pub(crate) fn read_array_at(
+    source: &Source<'_>,
+    start: usize,
+    len: usize,
+    name: &str,
+) -> Result<Tensor> {
+    let h = parse_header(&source.bytes[start..start + len])?;
     let strides = if h.fortran {
         fortran_strides(&h.shape)
     } else {
         layout::contiguous_strides(&h.shape).to_vec()
     };
-    let len = source.bytes.len() - h.data_start;
-    let mut rec = source.record(h.data_start, len, h.dtype.itemsize())?;
+    let len = len - h.data_start;
+    let data_start = start + h.data_start;
+    let mut rec = source.record(data_start, len, h.dtype.itemsize())?;
     let offset = rec.place(name, 0, &h.shape, &strides, h.dtype)?;
     if h.big_endian {
         let width = if h.dtype.is_complex() {
@@ -289,7 +302,7 @@ pub(crate) fn read_array(source: &Source<'_>, name: &str) -> Result<Tensor> {
             h.dtype.itemsize()
         };
         let used = (len / width) * width;
-        rec.storage = swapped(&source.bytes[h.data_start..h.data_start + used], width)?;
+        rec.storage = swapped(&source.bytes[data_start..data_start + used], width)?;
         return Tensor::from_storage(&rec.storage, 0, &h.shape, Some(&strides), h.dtype);
     }
     Tensor::from_storage(&rec.storage, offset, &h.shape, Some(&strides), h.dtype)

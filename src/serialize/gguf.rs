@@ -1,0 +1,453 @@
+//! GGUF, llama.cpp's format (versions 3 and 2, little-endian): the magic
+//! `GGUF`, a version, the tensor and key-value counts, the key-value
+//! metadata, the tensor infos (name, dims in ggml's order, ggml type,
+//! offset), then the tensor data from the first multiple of the alignment
+//! (`general.alignment`, default 32).
+//!
+//! Loading: each key-value pair becomes a metadata entry (strings as
+//! they are, numbers and booleans as text, arrays as JSON), with every
+//! key's GGUF type in `gguf.types` (a JSON object) so the dict saves
+//! back with its types. Dims are reversed into c10's order (ggml's ne[0]
+//! is the innermost). F32, F16, BF16, F64, I8, I16, I32 and I64 tensors
+//! load as tensors of their dtype (the dtype table's gguf column); any
+//! other ggml type (Q4_0, Q8_0, the K-quants, IQ*, ...) loads as a uint8
+//! tensor of its raw blocks, shaped `[..., ne[1], bytes per row]`, with
+//! `NAME.ggml_type` (the type's name) and `NAME.ggml_shape` (the logical
+//! shape in c10's order, JSON) in the metadata. Tensors view the file's
+//! bytes (a mapping under TSR_LOAD_MMAP) where aligned for their dtype.
+//!
+//! Every count and length is checked against the bytes left before
+//! anything is allocated for it, every size product and offset with
+//! checked arithmetic.
+
+use super::dict::TensorDict;
+use super::gguf_types::{
+    ggml_type, FullType, GgmlType, ValueType, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGML_SHAPE_SUFFIX,
+    GGML_TYPE_SUFFIX, MAGIC, MAX_DIMS, TYPES_KEY,
+};
+use super::source::Source;
+use super::{FileFormat, LoadFlags};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::{layout, Tensor};
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+/// The GGUF format.
+pub(crate) struct Gguf;
+
+/// The GGUF format's entry in the format table.
+pub(crate) static GGUF: Gguf = Gguf;
+
+/// Arrays nested deeper than this are refused (no recursion without end).
+const MAX_NESTING: usize = 8;
+
+/// A reading position in the file's bytes.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn left(&self) -> u64 {
+        (self.bytes.len() - self.pos) as u64
+    }
+
+    /// The next `n` bytes, for `what`.
+    fn take(&mut self, n: u64, what: &dyn std::fmt::Display) -> Result<&'a [u8]> {
+        crate::ensure!(
+            n <= self.left(),
+            Format,
+            "gguf: {what} needs {n} bytes at offset {}, past the end of the {}-byte file",
+            self.pos,
+            self.bytes.len()
+        );
+        let s = &self.bytes[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self, what: &dyn std::fmt::Display) -> Result<[u8; N]> {
+        Ok(self.take(N as u64, what)?.try_into().expect("N bytes"))
+    }
+
+    fn u32(&mut self, what: &dyn std::fmt::Display) -> Result<u32> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self, what: &dyn std::fmt::Display) -> Result<u64> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+
+    /// A count of things of at least `min_size` bytes each, refused when
+    /// the bytes left cannot hold that many.
+    fn count(&mut self, what: &dyn std::fmt::Display, min_size: u64) -> Result<u64> {
+        let n = self.u64(what)?;
+        crate::ensure!(
+            n <= self.left() / min_size.max(1),
+            Format,
+            "gguf: {what} is {n}: at {min_size} bytes or more each, more than the {} bytes left \
+             in the file hold",
+            self.left()
+        );
+        Ok(n)
+    }
+
+    /// A GGUF string (a u64 length, then that many bytes).
+    fn string(&mut self, what: &dyn std::fmt::Display) -> Result<String> {
+        let n = self.u64(what)?;
+        let b = self.take(n, &format_args!("{what} (a string of {n} bytes)"))?;
+        Ok(String::from_utf8_lossy(b).into_owned())
+    }
+
+    fn value_type(&mut self, what: &dyn std::fmt::Display) -> Result<ValueType> {
+        let n = self.u32(what)?;
+        ValueType::from_u32(n).ok_or_else(|| {
+            crate::err!(
+                Format,
+                "gguf: {what}: value type {n}: expected 0..=12 (uint8 .. float64)"
+            )
+        })
+    }
+}
+
+/// A float as text: Rust's shortest form, or NaN, inf, -inf.
+fn float_text(v: impl std::fmt::Display, finite: bool, json: bool) -> String {
+    if finite || !json {
+        return format!("{v}");
+    }
+    format!("\"{v}\"")
+}
+
+/// Reads one scalar value of type `t` and appends its text (JSON when
+/// `json`: strings quoted) to `out`.
+fn scalar(r: &mut Reader<'_>, t: ValueType, json: bool, out: &mut String) -> Result<()> {
+    let what = &"a value";
+    let text = match t {
+        ValueType::U8 => r.array::<1>(what)?[0].to_string(),
+        ValueType::I8 => (r.array::<1>(what)?[0] as i8).to_string(),
+        ValueType::U16 => u16::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::I16 => i16::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::U32 => r.u32(what)?.to_string(),
+        ValueType::I32 => i32::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::U64 => r.u64(what)?.to_string(),
+        ValueType::I64 => i64::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::F32 => {
+            let v = f32::from_le_bytes(r.array(what)?);
+            float_text(v, v.is_finite(), json)
+        }
+        ValueType::F64 => {
+            let v = f64::from_le_bytes(r.array(what)?);
+            float_text(v, v.is_finite(), json)
+        }
+        ValueType::Bool => {
+            let b = r.array::<1>(what)?[0];
+            crate::ensure!(b <= 1, Format, "gguf: a bool value is {b}: expected 0 or 1");
+            (if b == 1 { "true" } else { "false" }).to_string()
+        }
+        ValueType::String => {
+            let s = r.string(what)?;
+            if json {
+                serde_json::to_string(&s).expect("a string serializes")
+            } else {
+                s
+            }
+        }
+        ValueType::Array => unreachable!("arrays are read by `value`"),
+    };
+    out.push_str(&text);
+    Ok(())
+}
+
+/// Reads one value of type `t` (arrays: their element type and count
+/// first) into `out`, returning its full type.
+fn value(
+    r: &mut Reader<'_>,
+    key: &str,
+    t: ValueType,
+    json: bool,
+    depth: usize,
+    out: &mut String,
+) -> Result<FullType> {
+    if t != ValueType::Array {
+        scalar(r, t, json, out).map_err(|e| e.context(format!("gguf key '{key}'")))?;
+        return Ok(FullType::Scalar(t));
+    }
+    crate::ensure!(
+        depth < MAX_NESTING,
+        Format,
+        "gguf: key '{key}': arrays nested {depth} deep: expected at most {MAX_NESTING}"
+    );
+    let what = format!("key '{key}': the array's element type");
+    let inner = r.value_type(&what)?;
+    let n = r.count(
+        &format_args!("key '{key}': the array's count"),
+        inner.min_size(),
+    )?;
+    out.push('[');
+    // An empty array of arrays names no innermost type: any writes the
+    // same bytes (type 9, count 0).
+    let mut element = match inner {
+        ValueType::Array => FullType::Array(Box::new(FullType::Scalar(ValueType::U8))),
+        t => FullType::Scalar(t),
+    };
+    for i in 0..n {
+        if i > 0 {
+            out.push(',');
+        }
+        element = value(r, key, inner, true, depth + 1, out)?;
+    }
+    out.push(']');
+    Ok(FullType::Array(Box::new(element)))
+}
+
+/// One tensor info.
+struct Info {
+    name: String,
+    /// ggml's dims, ne[0] innermost.
+    ne: Vec<u64>,
+    ty: GgmlType,
+    offset: u64,
+}
+
+fn tensor_info(r: &mut Reader<'_>, i: u64) -> Result<Info> {
+    let name = r.string(&format_args!("tensor info {i}: its name"))?;
+    let what = format!("tensor '{name}'");
+    let n_dims = r.u32(&format_args!("{what}: its number of dims"))?;
+    crate::ensure!(
+        n_dims as usize <= MAX_DIMS,
+        Format,
+        "gguf: {what} has {n_dims} dims: expected at most {MAX_DIMS} (ggml's GGML_MAX_DIMS)"
+    );
+    let ne = (0..n_dims)
+        .map(|d| r.u64(&format_args!("{what}: dim {d}")))
+        .collect::<Result<Vec<u64>>>()?;
+    let number = r.u32(&format_args!("{what}: its ggml type"))?;
+    let ty = ggml_type(number).ok_or_else(|| {
+        crate::err!(
+            Format,
+            "gguf: {what} has ggml type {number}, which ggml does not define: expected one of \
+             F32 (0) .. Q1_0 (41) but the removed 4, 5, 31-33, 36-38"
+        )
+    })?;
+    let offset = r.u64(&format_args!("{what}: its data offset"))?;
+    Ok(Info {
+        name,
+        ne,
+        ty,
+        offset,
+    })
+}
+
+/// The bytes of `info`'s data, and its c10 shape as stored: the
+/// logical shape for a plain type, rows of bytes for a quantized one.
+fn geometry(info: &Info, plain: bool) -> Result<(u64, Vec<i64>)> {
+    let name = &info.name;
+    let overflow = || {
+        crate::err!(
+            Format,
+            "gguf: tensor '{name}': dims {:?} of {}: the size overflows",
+            info.ne,
+            info.ty.name
+        )
+    };
+    let mut shape = Vec::with_capacity(info.ne.len());
+    for &d in info.ne.iter().rev() {
+        shape.push(i64::try_from(d).map_err(|_| overflow())?);
+    }
+    let row = info.ne.first().copied().unwrap_or(1);
+    crate::ensure!(
+        row % info.ty.block == 0,
+        Format,
+        "gguf: tensor '{name}': a row of {row} elements of {}: expected a multiple of its \
+         block of {}",
+        info.ty.name,
+        info.ty.block
+    );
+    let row_bytes = (row / info.ty.block)
+        .checked_mul(info.ty.size)
+        .ok_or_else(overflow)?;
+    let nbytes = info
+        .ne
+        .iter()
+        .skip(1)
+        .try_fold(row_bytes, |n, &d| n.checked_mul(d))
+        .ok_or_else(overflow)?;
+    if !plain {
+        match shape.last_mut() {
+            Some(last) => *last = i64::try_from(row_bytes).map_err(|_| overflow())?,
+            None => shape.push(i64::try_from(row_bytes).map_err(|_| overflow())?),
+        }
+    }
+    Ok((nbytes, shape))
+}
+
+/// The dtype of a plain ggml type (the dtype table's gguf column).
+pub(crate) fn plain_dtype(ty: GgmlType) -> Option<DType> {
+    DType::ALL
+        .into_iter()
+        .find(|d| d.info().gguf == Some(ty.number))
+}
+
+fn set_meta(dict: &mut TensorDict, key: &str, value: &str) -> Result<()> {
+    dict.set_metadata(key, value)
+        .map_err(|e| crate::err!(Format, "gguf: key '{key}': {}", e.message()))
+}
+
+/// Reads the header and the key-value metadata into `dict`; returns the
+/// reader after them, the tensor count and the alignment.
+fn read_header<'a>(bytes: &'a [u8], dict: &mut TensorDict) -> Result<(Reader<'a>, u64, u64)> {
+    let mut r = Reader { bytes, pos: 0 };
+    let magic = r.array::<4>(&"the magic")?;
+    crate::ensure!(
+        &magic == MAGIC,
+        Format,
+        "gguf: the file starts with {magic:?}: expected the magic \"GGUF\""
+    );
+    let version = r.u32(&"the version")?;
+    if version.swap_bytes() <= 3 && version > 3 {
+        crate::bail!(
+            Format,
+            "gguf: version {} in big-endian byte order: tessera reads little-endian GGUF only",
+            version.swap_bytes()
+        );
+    }
+    crate::ensure!(
+        version == 2 || version == 3,
+        Format,
+        "gguf: version {version}: expected 3 or 2 (version 1's 32-bit counts are not read)"
+    );
+    let n_tensors = r.count(&"the tensor count", 24)?;
+    let n_kv = r.count(&"the key-value count", 13)?;
+    let mut types = serde_json::Map::new();
+    let mut alignment = DEFAULT_ALIGNMENT;
+    for i in 0..n_kv {
+        let key = r.string(&format_args!("key {i}"))?;
+        crate::ensure!(
+            dict.metadata(&key).is_none() && key != TYPES_KEY,
+            Format,
+            "gguf: key '{key}' appears twice (or is tessera's own '{TYPES_KEY}')"
+        );
+        let t = r.value_type(&format_args!("key '{key}'"))?;
+        let mut text = String::new();
+        let full = value(&mut r, &key, t, false, 0, &mut text)?;
+        if key == ALIGNMENT_KEY {
+            let a = text.parse::<u64>().ok().filter(|a| a.is_power_of_two());
+            match (full == FullType::Scalar(ValueType::U32), a) {
+                (true, Some(a)) => alignment = a,
+                _ => crate::bail!(
+                    Format,
+                    "gguf: {ALIGNMENT_KEY} is {text} ({}): expected a uint32 power of two",
+                    full.text()
+                ),
+            }
+        }
+        set_meta(dict, &key, &text)?;
+        types.insert(key, serde_json::Value::String(full.text()));
+    }
+    if !types.is_empty() {
+        let json = serde_json::Value::Object(types).to_string();
+        set_meta(dict, TYPES_KEY, &json)?;
+    }
+    Ok((r, n_tensors, alignment))
+}
+
+/// Reads a GGUF file.
+fn read(source: &Source<'_>) -> Result<TensorDict> {
+    let mut dict = TensorDict::new();
+    let (mut r, n_tensors, alignment) = read_header(source.bytes, &mut dict)?;
+    let infos = (0..n_tensors)
+        .map(|i| tensor_info(&mut r, i))
+        .collect::<Result<Vec<Info>>>()?;
+    let len = source.bytes.len() as u64;
+    let data_start = (r.pos as u64).div_ceil(alignment) * alignment;
+    for info in &infos {
+        let name = &info.name;
+        crate::ensure!(
+            dict.get(name).is_none(),
+            Format,
+            "gguf: tensor '{name}' appears twice"
+        );
+        let dtype = plain_dtype(info.ty);
+        let (nbytes, shape) = geometry(info, dtype.is_some())?;
+        crate::ensure!(
+            info.offset % alignment == 0,
+            Format,
+            "gguf: tensor '{name}': data offset {}: expected a multiple of the alignment \
+             {alignment}",
+            info.offset
+        );
+        let start = data_start.checked_add(info.offset);
+        let end = start.and_then(|s| s.checked_add(nbytes));
+        let (Some(start), Some(_)) = (start, end.filter(|&e| e <= len)) else {
+            crate::bail!(
+                Format,
+                "gguf: tensor '{name}': {nbytes} bytes at data offset {} (file offset \
+                 {data_start} + {}) run past the end of the {len}-byte file",
+                info.offset,
+                info.offset
+            )
+        };
+        let dtype = dtype.unwrap_or(DType::Byte);
+        let rec = source.record(start as usize, nbytes as usize, dtype.itemsize())?;
+        let strides = layout::contiguous_strides(&shape);
+        let offset = rec.place(name, 0, &shape, &strides, dtype)?;
+        let t = Tensor::from_storage(&rec.storage, offset, &shape, Some(&strides), dtype)?;
+        if plain_dtype(info.ty).is_none() {
+            let logical: Vec<String> = info.ne.iter().rev().map(|d| d.to_string()).collect();
+            set_meta(
+                &mut dict,
+                &format!("{name}{GGML_TYPE_SUFFIX}"),
+                info.ty.name,
+            )?;
+            set_meta(
+                &mut dict,
+                &format!("{name}{GGML_SHAPE_SUFFIX}"),
+                &format!("[{}]", logical.join(", ")),
+            )?;
+        }
+        dict.set(name, t)
+            .map_err(|e| crate::err!(Format, "gguf: tensor name: {}", e.message()))?;
+    }
+    Ok(dict)
+}
+
+impl FileFormat for Gguf {
+    fn name(&self) -> &'static str {
+        "gguf"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["gguf"]
+    }
+
+    fn detect(&self, bytes: &[u8]) -> bool {
+        bytes.starts_with(MAGIC)
+    }
+
+    fn read(&self, source: &Source<'_>, _: LoadFlags) -> Result<TensorDict> {
+        read(source)
+    }
+
+    fn write_bytes(&self, dict: &TensorDict) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        super::gguf_write::write(dict, &mut out)?;
+        Ok(out)
+    }
+
+    fn write_file(&self, dict: &TensorDict, file: &mut File, _: &Path, dest: &Path) -> Result<()> {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        super::gguf_write::write(dict, &mut w)
+            .and_then(|_| {
+                w.flush()
+                    .map_err(|e| crate::err!(Io, "{}", crate::files::reason(&e)))
+            })
+            .map_err(|e| match e.kind() {
+                crate::error::ErrorKind::Io => {
+                    e.context(format!("cannot write {}", dest.display()))
+                }
+                _ => e,
+            })
+    }
+}

@@ -1,0 +1,255 @@
+//! NumPy's .npz: files np.savez and np.savez_compressed wrote
+//! (tests/fixtures/npz/, scripts/make_npz_fixtures.py) load with their
+//! names, dtypes, shapes and values, copied and mapped; tessera's own npz
+//! files load back with every array viewing the file's bytes; lying and
+//! truncated archives are refused by name.
+
+use std::path::PathBuf;
+use tessera::serialize::{
+    detect, load, load_from_storage, save, save_to_bytes, Format, LoadFlags, TensorDict,
+};
+use tessera::{DType, Device, ErrorKind, MemoryFormat, Storage, Tensor};
+
+/// A NumPy-written file: the committed copy, or a fresh one from
+/// TESSERA_NPZ_FIXTURES (the interop stage runs NumPy's writer first).
+fn fixture(name: &str) -> PathBuf {
+    std::env::var_os("TESSERA_NPZ_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/npz"))
+        .join(name)
+}
+
+/// The (real, imaginary) values of `t` in row-major order.
+fn values(t: &Tensor) -> Vec<(f64, f64)> {
+    let complex = t.dtype().is_complex();
+    let target = if complex {
+        DType::ComplexDouble
+    } else {
+        DType::Double
+    };
+    let c = t
+        .to_dtype(target)
+        .unwrap()
+        .contiguous(MemoryFormat::Contiguous)
+        .unwrap();
+    let n = c.numel() as usize * if complex { 2 } else { 1 };
+    if n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: c is a contiguous CPU tensor of n f64 values.
+    let v = unsafe { std::slice::from_raw_parts(c.data_ptr() as *const f64, n) };
+    if complex {
+        v.chunks(2).map(|p| (p[0], p[1])).collect()
+    } else {
+        v.iter().map(|&x| (x, 0.0)).collect()
+    }
+}
+
+/// What make_npy_fixtures.py's `values` stores at row-major index i.
+fn expected(dtype: DType, n: usize) -> Vec<(f64, f64)> {
+    (0..n)
+        .map(|i| {
+            if dtype == DType::Bool {
+                return (f64::from(u8::from(i % 3 == 0)), 0.0);
+            }
+            let v = ((i * 7 + 3) % 100) as f64;
+            if dtype.is_complex() {
+                (v, -v)
+            } else {
+                (v, 0.0)
+            }
+        })
+        .collect()
+}
+
+/// make_npz_fixtures.py's ARRAYS: name, dtype, shape.
+const ARRAYS: &[(&str, DType, &[i64])] = &[
+    ("f4", DType::Float, &[2, 3, 4]),
+    ("i8", DType::Long, &[5]),
+    ("b1", DType::Bool, &[3, 2]),
+    ("u2", DType::UInt16, &[4]),
+    ("c16_fortran", DType::ComplexDouble, &[2, 3, 4]),
+    ("i4_big", DType::Int, &[2, 3]),
+    ("f8_scalar", DType::Double, &[]),
+    ("f2_empty", DType::Half, &[0, 4]),
+    ("layer.0/weight", DType::Float, &[3, 2]),
+];
+
+fn check_arrays(d: &TensorDict, what: &str) {
+    assert_eq!(d.len(), ARRAYS.len(), "{what}");
+    for (i, (name, dtype, shape)) in ARRAYS.iter().enumerate() {
+        assert_eq!(d.name(i), Some(*name), "{what}: order");
+        let t = d.get(name).unwrap();
+        assert_eq!((t.dtype(), t.sizes()), (*dtype, *shape), "{what}: {name}");
+        let n = shape.iter().product::<i64>() as usize;
+        assert_eq!(values(t), expected(*dtype, n), "{what}: {name}");
+    }
+}
+
+fn mmap(on: bool) -> LoadFlags {
+    LoadFlags {
+        mmap: on,
+        ..Default::default()
+    }
+}
+
+fn storage_of(bytes: &[u8]) -> Storage {
+    let s = Storage::new(bytes.len(), Device::CPU, true).unwrap();
+    if !bytes.is_empty() {
+        // SAFETY: s is a fresh CPU storage of bytes.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len()) };
+    }
+    s
+}
+
+#[test]
+fn numpy_savez_and_savez_compressed_load() {
+    for file in ["savez.npz", "savez_compressed.npz"] {
+        let bytes = std::fs::read(fixture(file)).unwrap();
+        assert_eq!(detect(&bytes).unwrap(), Format::Npz, "{file}");
+        for on in [false, true] {
+            let d = load(&fixture(file), Format::Auto, mmap(on)).unwrap();
+            check_arrays(&d, &format!("{file} mmap={on}"));
+            // Fortran order stays a column-major view.
+            assert_eq!(d.get("c16_fortran").unwrap().strides(), &[1, 2, 6]);
+        }
+    }
+    let d = load(&fixture("positional.npz"), Format::Npz, mmap(false)).unwrap();
+    assert_eq!((d.name(0), d.name(1)), (Some("arr_0"), Some("arr_1")));
+    assert_eq!(values(d.get("arr_1").unwrap()), expected(DType::Long, 5));
+    let d = load(&fixture("empty.npz"), Format::Auto, mmap(false)).unwrap();
+    assert!(d.is_empty());
+}
+
+fn reference_dict() -> TensorDict {
+    let src = load(&fixture("savez.npz"), Format::Npz, mmap(false)).unwrap();
+    let mut d = TensorDict::new();
+    for (name, t) in src.iter() {
+        d.set(name, t.clone()).unwrap();
+    }
+    d
+}
+
+#[test]
+fn tessera_npz_views_its_bytes_in_place() {
+    let d = reference_dict();
+    let bytes = save_to_bytes(&d, Format::Npz).unwrap();
+    assert_eq!(detect(&bytes).unwrap(), Format::Npz);
+    let s = storage_of(&bytes);
+    let back = load_from_storage(&s, Format::Auto).unwrap();
+    check_arrays(&back, "tessera's npz");
+    // Every non-empty array views the bytes' storage itself (64-byte
+    // aligned entries: nothing copied).
+    for (name, t) in back.iter() {
+        if t.numel() > 0 {
+            assert_eq!(t.storage().data(), s.data(), "{name} was copied");
+        }
+    }
+    // np.savez's entries are not aligned: those arrays are copies, still
+    // equal (checked above through the file).
+}
+
+#[test]
+fn writes_reference_file() {
+    let dir = std::env::var_os("TESSERA_NPZ_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("tessera-npz-{}", std::process::id()))
+        });
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tessera.npz");
+    save(&reference_dict(), &path, Format::Auto).unwrap();
+    let back = load(&path, Format::Auto, mmap(true)).unwrap();
+    check_arrays(&back, "saved by extension, mapped");
+    if std::env::var_os("TESSERA_NPZ_OUT").is_none() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn what_npz_cannot_hold_is_refused() {
+    let mut d = reference_dict();
+    d.set_metadata("k", "v").unwrap();
+    let e = save_to_bytes(&d, Format::Npz).unwrap_err();
+    assert!(e.message().contains("metadata"), "{e}");
+    let mut d = TensorDict::new();
+    d.set(
+        "b",
+        Tensor::empty(&[2], DType::BFloat16, Device::CPU).unwrap(),
+    )
+    .unwrap();
+    let e = save_to_bytes(&d, Format::Npz).unwrap_err();
+    assert!(e.message().contains("BFloat16"), "{e}");
+}
+
+fn refused(bytes: &[u8], format: Format) -> tessera::Error {
+    match load_from_storage(&storage_of(bytes), format) {
+        Ok(d) => panic!("accepted {} bytes as {:?}: {d:?}", bytes.len(), format),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn every_truncation_is_refused_cleanly() {
+    for file in ["savez.npz", "savez_compressed.npz", "positional.npz"] {
+        let good = std::fs::read(fixture(file)).unwrap();
+        for len in 0..good.len() {
+            for format in [Format::Npz, Format::Auto] {
+                let e = refused(&good[..len], format);
+                assert_eq!(e.kind(), ErrorKind::Format, "{file}[..{len}]: {e}");
+            }
+        }
+    }
+}
+
+/// The offset of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).position(|w| w == needle).unwrap()
+}
+
+#[test]
+fn lying_entries_are_refused_by_name() {
+    // A stored entry whose npy header claims more data than it holds.
+    let mut b = std::fs::read(fixture("savez.npz")).unwrap();
+    let at = find(&b, b"'shape': (5,)");
+    b[at + 10] = b'9';
+    let e = refused(&b, Format::Npz);
+    assert_eq!(e.kind(), ErrorKind::Format);
+    assert!(e.message().contains("i8.npy"), "{e}");
+    assert!(e.message().contains("past its storage record"), "{e}");
+
+    // A deflated entry declaring a larger size than it inflates to: the
+    // central directory's size of the first entry (offset 24 in it).
+    let good = std::fs::read(fixture("savez_compressed.npz")).unwrap();
+    let cd = find(&good, b"PK\x01\x02");
+    for size in [200u32, u32::MAX - 1] {
+        let mut b = good.clone();
+        b[cd + 24..cd + 28].copy_from_slice(&size.to_le_bytes());
+        let e = refused(&b, Format::Npz);
+        assert_eq!(e.kind(), ErrorKind::Format, "{e}");
+        assert!(e.message().contains("f4.npy"), "{e}");
+    }
+    // A flipped byte of compressed data: a deflate error or a CRC mismatch.
+    let mut b = good.clone();
+    b[cd - 40] ^= 0x55;
+    let e = refused(&b, Format::Npz);
+    assert_eq!(e.kind(), ErrorKind::Format, "{e}");
+
+    // An entry that is not .npy, named explicitly as npz.
+    let mut b = std::fs::read(fixture("positional.npz")).unwrap();
+    let at = find(&b[find(&b, b"PK\x01\x02")..], b"arr_0.npy") + find(&b, b"PK\x01\x02");
+    b[at + 6..at + 9].copy_from_slice(b"pkl");
+    let e = refused(&b, Format::Npz);
+    assert!(e.message().contains("not an .npy file"), "{e}");
+    // ... which auto-detection no longer takes for npz.
+    assert_ne!(detect(&b).ok(), Some(Format::Npz));
+}
+
+#[test]
+fn torch_archives_are_not_taken_for_npz() {
+    let mut d = TensorDict::new();
+    d.set("w", Tensor::empty(&[2], DType::Float, Device::CPU).unwrap())
+        .unwrap();
+    let bytes = save_to_bytes(&d, Format::Torch).unwrap();
+    assert_eq!(detect(&bytes).unwrap(), Format::Torch);
+}
