@@ -4,8 +4,8 @@
 //! request of that class on that thread takes it back without calling
 //! malloc/free (or mmap/munmap for large blocks).
 //!
-//! Size classes: 64 bytes, then four classes per power of two (at most 25%
-//! waste), up to [`MAX_CACHED`]. A bin keeps a few blocks (eight for small
+//! Size classes (size_class.rs): 64 bytes, then four classes per power of
+//! two (at most 25% waste), up to `MAX_CACHED`. A bin keeps a few blocks (eight for small
 //! classes, one for the largest). Each thread keeps at most
 //! [`cache_limit`] bytes (default [`DEFAULT_LIMIT`]; 0 disables caching);
 //! a block that does not fit is freed at once. Bins are emptied when their
@@ -22,14 +22,11 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU8, AtomicUsize};
 use std::sync::{Mutex, MutexGuard};
 
-/// The largest block size (in bytes, class size) kept in a cache.
-pub const MAX_CACHED: usize = 256 << 20;
+use super::size_class::Bins;
+pub use super::size_class::{class_of, class_size};
+
 /// The default per-thread byte budget of the cache.
 pub const DEFAULT_LIMIT: usize = 128 << 20;
-
-// Classes 1..: four per power of two from (64, 128] up to (128 MiB, 256 MiB].
-const NUM_CLASSES: usize = 1 + 4 * (27 - 6 + 1);
-const BIN_SLOTS: usize = 8;
 
 static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_LIMIT);
 
@@ -42,115 +39,6 @@ pub fn cache_limit() -> usize {
 /// later frees.
 pub fn set_cache_limit(bytes: usize) {
     LIMIT.store(bytes, Relaxed);
-}
-
-/// The size class of a request of `n` bytes, or None when it is too large
-/// to cache.
-#[inline]
-pub fn class_of(n: usize) -> Option<usize> {
-    if n <= 64 {
-        return Some(0);
-    }
-    if n > MAX_CACHED {
-        return None;
-    }
-    let m = n - 1;
-    let k = (usize::BITS - 1 - m.leading_zeros()) as usize; // 2^k <= m < 2^(k+1), k >= 6
-    let sub = (m >> (k - 2)) & 3;
-    Some((k - 6) * 4 + sub + 1)
-}
-
-const fn compute_class_size(c: usize) -> usize {
-    if c == 0 {
-        return 64;
-    }
-    let k = (c - 1) / 4 + 6;
-    let sub = (c - 1) % 4;
-    (1usize << k) + (sub + 1) * (1usize << (k - 2))
-}
-
-const fn compute_slots(size: usize) -> u8 {
-    if size <= 64 << 10 {
-        BIN_SLOTS as u8
-    } else if size <= 1 << 20 {
-        4
-    } else if size <= 16 << 20 {
-        2
-    } else {
-        1
-    }
-}
-
-/// Per class: its capacity and how many blocks a bin keeps.
-const CLASSES: [(usize, u8); NUM_CLASSES] = {
-    let mut t = [(0usize, 0u8); NUM_CLASSES];
-    let mut c = 0;
-    while c < NUM_CLASSES {
-        let size = compute_class_size(c);
-        t[c] = (size, compute_slots(size));
-        c += 1;
-    }
-    t
-};
-
-/// The capacity of class `c` (>= every request of that class).
-#[inline]
-pub fn class_size(c: usize) -> usize {
-    CLASSES[c].0
-}
-
-#[derive(Clone, Copy)]
-struct Bin {
-    blocks: [*mut u8; BIN_SLOTS],
-    len: u8,
-}
-
-/// The bins of one thread.
-struct Bins {
-    bins: [Bin; NUM_CLASSES],
-    bytes: usize,
-    /// How to free a block that leaves the cache (set by the allocator).
-    release: unsafe fn(*mut u8),
-}
-
-impl Bins {
-    /// Caches `block` in bin `c` if the bin has a free slot and the bytes
-    /// cached stay within `limit`; whether it did.
-    #[inline(always)]
-    fn push(&mut self, c: usize, block: *mut u8, limit: usize) -> bool {
-        let (size, slots) = CLASSES[c];
-        let bin = &mut self.bins[c];
-        if bin.len >= slots || self.bytes + size > limit {
-            return false;
-        }
-        bin.blocks[bin.len as usize] = block;
-        bin.len += 1;
-        self.bytes += size;
-        true
-    }
-
-    /// Takes a block of class `c`, if the bin has one.
-    #[inline(always)]
-    fn pop(&mut self, c: usize) -> Option<*mut u8> {
-        let bin = &mut self.bins[c];
-        let len = bin.len.checked_sub(1)?;
-        bin.len = len;
-        self.bytes -= CLASSES[c].0;
-        Some(bin.blocks[len as usize])
-    }
-
-    fn release_all(&mut self) -> usize {
-        let before = self.bytes;
-        for (c, bin) in self.bins.iter_mut().enumerate() {
-            for &b in &bin.blocks[..bin.len as usize] {
-                // SAFETY: cached blocks are owned by the cache and freed once.
-                unsafe { (self.release)(b) };
-                self.bytes -= class_size(c);
-            }
-            bin.len = 0;
-        }
-        before
-    }
 }
 
 /// No release requested.
@@ -462,7 +350,7 @@ pub fn on_free(
         return (Some(shard), false);
     };
     let limit = cache_limit();
-    if CLASSES[c].0 > limit {
+    if class_size(c) > limit {
         return (Some(shard), false);
     }
     let Some(cache) = cache().or_else(|| new_cache(release)) else {
@@ -514,14 +402,7 @@ fn new_cache(release: unsafe fn(*mut u8)) -> Option<&'static Cache> {
                 let cache = Box::new(Cache {
                     active: AtomicBool::new(false),
                     state: AtomicU8::new(IDLE),
-                    bins: UnsafeCell::new(Bins {
-                        bins: [Bin {
-                            blocks: [std::ptr::null_mut(); BIN_SLOTS],
-                            len: 0,
-                        }; NUM_CLASSES],
-                        bytes: 0,
-                        release,
-                    }),
+                    bins: UnsafeCell::new(Bins::new(release)),
                 });
                 // SAFETY: Box::into_raw never returns NULL.
                 let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cache)) };
@@ -643,31 +524,4 @@ pub fn release_all_caches() -> usize {
         }
     }
     freed
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classes_cover_requests_with_bounded_waste() {
-        let mut prev = 0;
-        for c in 0..NUM_CLASSES {
-            let s = class_size(c);
-            assert!(s > prev, "class sizes increase");
-            prev = s;
-        }
-        assert_eq!(class_size(NUM_CLASSES - 1), MAX_CACHED);
-        for n in (1..5000).chain([65536, 65537, 1 << 20, (1 << 20) + 1, 64 << 20, MAX_CACHED]) {
-            let c = class_of(n).unwrap();
-            let s = class_size(c);
-            assert!(s >= n, "class of {n} holds it");
-            assert!(c == 0 || class_size(c - 1) < n, "smallest class for {n}");
-            assert!(
-                n <= 64 || (s as f64) <= n as f64 * 1.25 + 1.0,
-                "waste for {n}"
-            );
-        }
-        assert_eq!(class_of(MAX_CACHED + 1), None);
-    }
 }

@@ -13,6 +13,7 @@ pub mod history;
 pub mod oom;
 pub mod registry;
 pub mod reporter;
+mod size_class;
 pub mod snapshot;
 pub mod stats;
 pub(crate) mod thread_counts;
