@@ -213,6 +213,7 @@ impl IterConfig {
         let _ = SPARE.try_with(|s| drop(s.replace(Some(config))));
     }
 
+    #[inline]
     fn check_room(&self) -> Result<()> {
         let n = self.outputs.len() + self.inputs.len();
         crate::ensure!(
@@ -225,6 +226,7 @@ impl IterConfig {
 
     /// Adds an output: a tensor, or None to let the build allocate it.
     /// Outputs must be added before any input.
+    #[inline]
     pub fn add_output(&mut self, tensor: Option<Tensor>) -> Result<&mut Self> {
         self.push_output(tensor.map(ConfigTensor::owned))
     }
@@ -234,6 +236,7 @@ impl IterConfig {
     /// The `ManuallyDrop` is the caller's promise, made where the tensor
     /// was borrowed (the C API's handle view), that the tensor outlives the
     /// build; the config only reads it until then.
+    #[inline]
     pub(crate) fn add_borrowed_output(
         &mut self,
         tensor: Option<ManuallyDrop<Tensor>>,
@@ -241,6 +244,7 @@ impl IterConfig {
         self.push_output(tensor.map(ConfigTensor::borrowed))
     }
 
+    #[inline]
     fn push_output(&mut self, tensor: Option<ConfigTensor>) -> Result<&mut Self> {
         crate::ensure!(
             self.inputs.is_empty(),
@@ -254,16 +258,19 @@ impl IterConfig {
     }
 
     /// Adds an input.
+    #[inline]
     pub fn add_input(&mut self, tensor: Tensor) -> Result<&mut Self> {
         self.push_input(ConfigTensor::owned(tensor))
     }
 
     /// Adds an input borrowed from the caller, as c10's
     /// `add_borrowed_input` (see [`IterConfig::add_borrowed_output`]).
+    #[inline]
     pub(crate) fn add_borrowed_input(&mut self, tensor: ManuallyDrop<Tensor>) -> Result<&mut Self> {
         self.push_input(ConfigTensor::borrowed(tensor))
     }
 
+    #[inline]
     fn push_input(&mut self, tensor: ConfigTensor) -> Result<&mut Self> {
         self.check_room()?;
         self.inputs.push(tensor);
