@@ -54,11 +54,19 @@
 # on. Measured on the 2-core machine, shared (2026-11-27): at opt-level 0
 # the build took 3.2 min of CPU but the kernels tests ran for minutes
 # under emulation (over 5 min, stopped); at opt-level 1 the build takes
-# 7.6 min of CPU and the whole suite runs in 2.3 min. Release would cost
-# more compile time still, for little: the tests are short at opt-level
-# 1. The installed library uses the release profile, not dist (dist's
-# codegen-units = 1 lengthens the crate's compile for libraries that
-# only feed the consumer checks).
+# 7.6 min of CPU and the whole suite runs in under 2 min. The installs
+# (steps 4 and 5) use the same dev profile: they check the packaging
+# (SONAME, links, CMake and pkg-config files, consumers), which does not
+# depend on the profile, and the CMake build shares the tests'
+# dependencies (release cost about 5 min more).
+#
+# Budget: one clean run (no target/aarch64-unknown-linux-gnu) took 1027 s
+# with ARM_JOBS=1 on the shared 2-core machine (load about 8: three other
+# builds), 14.8 CPU-minutes: test build 630 s, tests 103 s, Cortex-A72
+# pass 1 s, CMake build + install 100 s, examples 17 s, cargo-c 174 s
+# (it rebuilds every dependency with its own flags: the first step to
+# drop if the stage must shrink). With both cores to itself the CPU time
+# fits about 10 minutes; that was not measured.
 #
 # Times printed here are emulated: they are not performance figures.
 set -euo pipefail
@@ -121,7 +129,7 @@ install_tools() {
 }
 
 rust_and_c_tests() {
-    step "building the workspace's tests for $target (debug)"
+    step "building the workspace's tests for $target (dev, opt-level 1)"
     nice -n 10 cargo test --workspace --target "$target" -j "$jobs" --no-run
     step "running them under ${qemu[*]}"
     # TESSERA_TEST_QEMU_USER: the fork tests skip, and tests/cpp_api.rs,
