@@ -42,6 +42,12 @@ fn main() {
     // cargo-c runs cargo in its own process and sets CARGO_C_CARGO there
     // before building, so build scripts inherit it (cargo-c 0.9 and 0.10).
     let under_cargo_c = env::var_os("CARGO_C_CARGO").is_some();
+    // The target triple, for tests that compile C for the same target
+    // (tests/c_api.rs): under a cross build the host's rustc names another.
+    println!(
+        "cargo:rustc-env=TESSERA_TARGET={}",
+        env::var("TARGET").expect("TARGET")
+    );
     if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") && !under_cargo_c {
         println!(
             "cargo:rustc-cdylib-link-arg=-Wl,-soname,{}",

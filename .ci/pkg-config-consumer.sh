@@ -4,6 +4,10 @@
 # Works with the .pc file of the CMake install and with cargo-c's.
 #
 # Usage: .ci/pkg-config-consumer.sh PREFIX
+#
+# Cross builds (.ci/arm.sh): CC is the cross compiler, RUNNER the command
+# that runs a program of the target (qemu-aarch64 -L SYSROOT) and LDD the
+# one that lists the libraries it loads (default ldd); split on spaces.
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -13,6 +17,8 @@ fi
 prefix=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 cc=${CC:-cc}
+read -r -a runner <<<"${RUNNER:-}"
+read -r -a ldd <<<"${LDD:-ldd}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -27,8 +33,8 @@ strict=(-std=c99 -Wall -Wextra -Werror -pedantic)
 # shellcheck disable=SC2046 # pkg-config output is meant to be split
 "$cc" "${strict[@]}" "$root/examples/quickstart.c" $(pkg-config --cflags --libs tessera) \
     -Wl,-rpath,"$libdir" -o "$out/quickstart_shared"
-"$out/quickstart_shared"
-loaded=$(ldd "$out/quickstart_shared" | awk '/libtessera/ {print $3}')
+"${runner[@]}" "$out/quickstart_shared"
+loaded=$("${ldd[@]}" "$out/quickstart_shared" | awk '/libtessera/ {print $3}')
 if [[ -z "$loaded" || "$(realpath "$(dirname "$loaded")")" != "$(realpath "$libdir")" ]]; then
     echo "FAIL: quickstart_shared loads libtessera from '${loaded:-nowhere}', not $libdir" >&2
     exit 1
@@ -40,8 +46,8 @@ static_libs=$(pkg-config --static --libs tessera | sed 's/\(^\| \)-ltessera\( \|
 # shellcheck disable=SC2046,SC2086
 "$cc" "${strict[@]}" "$root/examples/quickstart.c" $(pkg-config --cflags tessera) \
     "$libdir/libtessera.a" $static_libs -o "$out/quickstart_static"
-"$out/quickstart_static"
-if ldd "$out/quickstart_static" | grep -q libtessera; then
+"${runner[@]}" "$out/quickstart_static"
+if "${ldd[@]}" "$out/quickstart_static" | grep -q libtessera; then
     echo "FAIL: quickstart_static depends on a shared libtessera" >&2
     exit 1
 fi

@@ -271,11 +271,29 @@ static void test_busy_forks(void) {
     pthread_mutex_destroy(&w.lock);
 }
 
+/* Whether .ci/arm.sh runs this under qemu-user (TESSERA_TEST_QEMU_USER set,
+ * not "0"). */
+static int under_qemu_user(void) {
+    const char *q = getenv("TESSERA_TEST_QEMU_USER");
+    return q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
+}
+
 int main(void) {
     const char *vg = getenv("TESSERA_C_TEST_VALGRIND");
     if (vg != NULL && vg[0] != '\0' && strcmp(vg, "0") != 0) {
         quiet_n = busy_n = (int64_t)1 << 16;
         busy_forks = 8;
+    }
+    /* A fork of a process with threads (the pool's, idle or busy) whose
+     * child then starts threads crashes qemu-user itself: an assertion in
+     * its cpu_exec (qemu 7.2, "cpu == current_cpu"). Both tests are such
+     * forks: under emulation (.ci/arm.sh sets TESSERA_TEST_QEMU_USER) they
+     * are skipped, saying so, and left for real Arm hardware
+     * (docs/PLATFORMS.md). */
+    if (under_qemu_user()) {
+        printf("skipped test_quiet_fork_after_the_pool_ran, test_busy_forks: forks with "
+               "threads crash qemu-user (TESSERA_TEST_QEMU_USER)\n");
+        return 0;
     }
     RUN(test_quiet_fork_after_the_pool_ran);
     RUN(test_busy_forks);

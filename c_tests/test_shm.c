@@ -121,12 +121,34 @@ static TsrTensor *floats(int64_t n, float base) {
     return t;
 }
 
-/* Runs this program again as `mode` with the arguments; returns the pid. */
+/* Runs this program again as `mode` with the arguments; returns the pid.
+ * When TESSERA_TEST_RUNNER is set (.ci/arm.sh: "qemu-aarch64 -L SYSROOT",
+ * split on spaces), through it: under qemu-user the host kernel cannot
+ * execute the aarch64 program itself. */
 static pid_t spawn(const char *mode, const char *a1, const char *a2, const char *a3) {
-    pid_t pid = fork();
+    static char runner[256];
+    char *argv[16];
+    int n = 0;
+    pid_t pid;
+    const char *r = getenv("TESSERA_TEST_RUNNER");
+    if (r != NULL && r[0] != '\0') {
+        char *word;
+        CHECK(strlen(r) < sizeof runner);
+        strcpy(runner, r);
+        for (word = strtok(runner, " "); word != NULL && n < 10; word = strtok(NULL, " ")) {
+            argv[n++] = word;
+        }
+    }
+    argv[n++] = (char *)self_path;
+    argv[n++] = (char *)mode;
+    argv[n++] = (char *)a1; /* a NULL ends the list early, as execl's */
+    argv[n++] = (char *)a2;
+    argv[n++] = (char *)a3;
+    argv[n] = NULL;
+    pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        execl(self_path, self_path, mode, a1, a2, a3, (char *)NULL);
+        execvp(argv[0], argv);
         _exit(127);
     }
     return pid;

@@ -7,6 +7,7 @@
 #   TARGET_DIR     cargo's --target-dir
 #   PROFILE        cargo profile (release, dev, ...)
 #   FEATURES       cargo features, comma-separated (may be empty)
+#   TARGET         cargo --target, a Rust target triple (empty: the host)
 #   STAGE_DIR      where the staged libraries go
 #   VERSION        MAJOR.MINOR.PATCH
 #   SONAME         the library's SONAME (libtessera.so.0.MINOR for 0.x)
@@ -31,6 +32,12 @@ set(cargo_args build --lib --profile "${PROFILE}" --target-dir "${TARGET_DIR}"
     --message-format=json-render-diagnostics)
 if(FEATURES)
     list(APPEND cargo_args --features "${FEATURES}")
+endif()
+# A cross build (TESSERA_CARGO_TARGET): cargo puts it under the triple.
+set(target_subdir "")
+if(TARGET)
+    list(APPEND cargo_args --target "${TARGET}")
+    set(target_subdir "/${TARGET}")
 endif()
 
 execute_process(
@@ -77,7 +84,7 @@ elseif(PROFILE STREQUAL "bench")
 else()
     set(profile_dir "${PROFILE}")
 endif()
-set(built "${TARGET_DIR}/${profile_dir}")
+set(built "${TARGET_DIR}${target_subdir}/${profile_dir}")
 
 file(MAKE_DIRECTORY "${STAGE_DIR}")
 # COPYONLY copies only when the content changed, so dependents do not

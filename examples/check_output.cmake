@@ -2,7 +2,10 @@
 # (CTest helper of examples/gallery.cmake):
 #
 #   cmake -DPROGRAM=<exe> [-DARG1=<a> -DARG2=<b>] -DEXPECTED=<file>
-#         [-DALLOW_SKIP=ON] -P check_output.cmake
+#         [-DALLOW_SKIP=ON] [-DEMULATOR=<command>] -P check_output.cmake
+#
+# EMULATOR (a cross build's, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+# split on spaces) runs the program.
 #
 # Pointer values (0x...) are masked on both sides, line endings unified.
 # With ALLOW_SKIP, an output starting with "SKIP: " (an example whose
@@ -16,8 +19,12 @@ foreach(var PROGRAM EXPECTED)
     endif()
 endforeach()
 
+set(emulator "")
+if(EMULATOR)
+    separate_arguments(emulator UNIX_COMMAND "${EMULATOR}")
+endif()
 execute_process(
-    COMMAND "${PROGRAM}" ${ARG1} ${ARG2}
+    COMMAND ${emulator} "${PROGRAM}" ${ARG1} ${ARG2}
     OUTPUT_VARIABLE actual
     ERROR_VARIABLE errors
     RESULT_VARIABLE status)

@@ -2,7 +2,9 @@
 //! again as a child process with the variable set (it is read once per
 //! process), and the child checks what it sees.
 
-use std::process::Command;
+#[path = "common/this_binary.rs"]
+mod this_binary;
+
 use tessera::allocator::caching::{self, CachingOptions};
 use tessera::allocator::{cpu, history, Allocator};
 
@@ -14,7 +16,7 @@ fn child(name: &str, conf: &str) -> String {
 
 /// As [`child`], with any bytes as the value.
 fn child_os(name: &str, conf: &std::ffi::OsStr) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = this_binary::command()
         .args([
             name,
             "--exact",

@@ -197,14 +197,17 @@ impl Setup {
             return Err(format!("{} is missing", static_lib.display()));
         }
 
-        let triple = host_triple()?;
+        // The target this test was built for (build.rs): with a cross
+        // build (docs/PLATFORMS.md, aarch64 under qemu) the cc crate must
+        // choose the flags of that target, not of the machine's rustc.
+        let triple = env!("TESSERA_TARGET");
         let mut build = cc::Build::new();
         build
             .cargo_metadata(false)
             .opt_level(0)
             .debug(true)
-            .host(&triple)
-            .target(&triple);
+            .host(triple)
+            .target(triple);
         if let Some(cc) = env_var("TESSERA_C_TEST_CC") {
             build.compiler(cc);
         }
@@ -401,21 +404,6 @@ fn link_shared_library(built: &Path, dir: &Path) -> Result<(), String> {
             .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
     }
     Ok(())
-}
-
-/// The target triple of this build, from `rustc -vV` (the cc crate needs it
-/// to choose the compiler and its flags).
-fn host_triple() -> Result<String, String> {
-    let rustc = env_var("RUSTC").unwrap_or_else(|| "rustc".to_string());
-    let out = Command::new(&rustc)
-        .arg("-vV")
-        .output()
-        .map_err(|e| format!("cannot run {rustc} -vV: {e}"))?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .map(str::to_string)
-        .ok_or_else(|| format!("{rustc} -vV printed no host triple"))
 }
 
 fn env_var(name: &str) -> Option<String> {

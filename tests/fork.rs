@@ -335,11 +335,26 @@ fn busy_forks() -> Result<(), String> {
     result
 }
 
+/// Whether .ci/arm.sh runs this under qemu-user (TESSERA_TEST_QEMU_USER
+/// set, not "0").
+fn under_qemu_user() -> bool {
+    std::env::var("TESSERA_TEST_QEMU_USER").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 fn main() {
-    // libtest's `--list` and name filters (other flags are ignored).
+    // libtest's `--list`, `--skip NAME` and name filters (other flags are
+    // ignored).
     let args: Vec<String> = std::env::args().skip(1).collect();
     let list = args.iter().any(|a| a == "--list");
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let (mut filters, mut skips) = (Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--skip" {
+            skips.extend(it.next());
+        } else if !a.starts_with('-') {
+            filters.push(a);
+        }
+    }
     let mut failed = 0;
     for (name, test) in [
         (
@@ -351,8 +366,21 @@ fn main() {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
+        if skips.iter().any(|s| name.contains(s.as_str())) {
+            continue;
+        }
         if list {
             println!("{name}: test");
+            continue;
+        }
+        // A fork of a process with threads (the pool's, idle or busy)
+        // whose child then starts threads crashes qemu-user itself: an
+        // assertion in its cpu_exec (qemu 7.2, "cpu == current_cpu"). Both
+        // tests are such forks: under emulation (.ci/arm.sh sets
+        // TESSERA_TEST_QEMU_USER) they are skipped, saying so, and left
+        // for real Arm hardware (docs/PLATFORMS.md).
+        if under_qemu_user() {
+            println!("test {name} ... skipped: forks with threads crash qemu-user (TESSERA_TEST_QEMU_USER)");
             continue;
         }
         let t0 = Instant::now();

@@ -9,9 +9,12 @@
 //! `.NAME.tsr-tmp-PID-N` beside the destination (docs/RELIABILITY.md,
 //! "Files"); the test counts and removes them.
 
+#[path = "common/this_binary.rs"]
+mod this_binary;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Instant;
 use tessera::device::Device;
 use tessera::dtype::DType;
@@ -56,7 +59,7 @@ fn child_saves() {
 
 /// Starts a child saving to `dest` and waits until it starts the save.
 fn start_child(dest: &Path) -> (Child, Instant) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut child = this_binary::command()
         .args(["--exact", "child_saves", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dest)
         .stdout(Stdio::piped())
