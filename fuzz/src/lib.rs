@@ -392,10 +392,7 @@ fn load(
         let _ = elements(&tensor, 1 << 16);
         drop(tensor);
         // SAFETY: t is the reference tsr_dict_get returned.
-        assert_eq!(
-            unsafe { tessera::ffi::tensor::tsr_tensor_decref(t) },
-            TSR_OK
-        );
+        assert_eq!(unsafe { tessera::ffi::tsr_tensor_decref(t) }, TSR_OK);
     }
     // SAFETY: dict is live and not used afterwards.
     unsafe { tsr_dict_free(dict) };

@@ -88,4 +88,7 @@ pub mod types;
 pub mod views;
 
 pub use last_error::*;
+// The refcount exports, at the path of every other shared name (they are
+// generated into one file, not into their handle types' area files).
+pub use refcount_exports::*;
 pub use types::*;
