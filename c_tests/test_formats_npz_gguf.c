@@ -37,6 +37,7 @@ static void check_sample(TsrTensorDict *d) {
     CHECK_EQ(tsr_tensor_size(t, 1), 3);
     const float *p = (const float *)tsr_tensor_data(t);
     for (int i = 0; i < 6; i++) CHECK(p[i] == (float)i * 0.5f);
+    CHECK_OK(tsr_tensor_decref(t)); /* tsr_dict_get gave a new reference */
 }
 
 static void test_round_trips(void) {
