@@ -5,6 +5,13 @@
 # x86_64 CI machine, with Debian's arm64 sysroot as its -L root).
 #
 #   .ci/arm.sh            (from .ci/run, or alone from anywhere)
+#   .ci/arm.sh --tools    only step 1 (.ci/run installs the tools first, so
+#                         that its background arm stage runs no apt-get or
+#                         rustup beside the other stages' installs)
+#
+# The target directory: CARGO_TARGET_DIR (default target/). .ci/run gives
+# it target/arm, so that its cargo locks never meet the other stages'
+# (cargo locks the host's target/debug too when it cross-builds).
 #
 # What runs, in this order (each step prints the seconds since the start):
 #   1. tools: gcc/g++-aarch64-linux-gnu, libc6-dev-arm64-cross and
@@ -42,7 +49,8 @@
 #     The examples run in step 4 instead; the C++ layer's own tests
 #     (every header alone, both error modes: about 100 s of compiling)
 #     stay on x86_64: header-only C++ over the C ABI checked here.
-#   - the exhaustive float8 check (every f32 bit pattern, `--ignored`):
+#   - the exhaustive float8 check (every f32 bit pattern,
+#     exhaustive/):
 #     2^32 conversions per format under emulation, far beyond the budget;
 #     the default float8 tests (every one-byte pattern, the rounding
 #     cases) run in steps 2 and 3.
@@ -87,6 +95,9 @@ export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 # 1 (see Profiles at the top).
 export CARGO_PROFILE_DEV_OPT_LEVEL=1
 export TESSERA_CHECK_HEADER=1
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+mkdir -p "$CARGO_TARGET_DIR"
+CARGO_TARGET_DIR=$(cd "$CARGO_TARGET_DIR" && pwd)
 # The cross toolchain for cargo (linker, runner) and for the cc crate
 # (build scripts and tests/c_api.rs compiling C for the target).
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
@@ -165,7 +176,7 @@ cmake_install_and_consumers() {
     step "CMake cross build (dev profile, as the tests) and install into a prefix"
     cmake -S . -B "$work/build" -DCMAKE_TOOLCHAIN_FILE="$root/.ci/aarch64-linux-gnu.cmake" \
         -DTESSERA_CARGO_TARGET="$target" -DTESSERA_CARGO_PROFILE=dev \
-        -DTESSERA_CARGO_TARGET_DIR="$root/target" -DTESSERA_BUILD_TESTS=OFF >/dev/null
+        -DTESSERA_CARGO_TARGET_DIR="$CARGO_TARGET_DIR" -DTESSERA_BUILD_TESTS=OFF >/dev/null
     nice -n 10 cmake --build "$work/build" -j "$jobs"
     cmake --install "$work/build" --prefix "$prefix" >/dev/null
     local soname
@@ -224,6 +235,9 @@ cargo_c_install() {
 
 step "tools"
 install_tools
+if [[ ${1:-} == --tools ]]; then
+    exit 0
+fi
 rust_and_c_tests
 cmake_install_and_consumers
 cargo_c_install

@@ -9,6 +9,7 @@
 # rustc 1.95).
 #
 # Usage: .ci/cargo-c.sh [PREFIX]     (default: a temporary directory)
+#        .ci/cargo-c.sh --install   (only installs cargo-c when missing)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -22,6 +23,11 @@ else
     echo "cargo-c $cargo_c_version installed in $((SECONDS - start))s"
 fi
 
+# --install: only the install above (.ci/run's first stage, so that the
+# background aarch64 stage finds cargo-c).
+if [[ ${1:-} == --install ]]; then
+    exit 0
+fi
 if [[ $# -ge 1 ]]; then
     prefix=$1
 else

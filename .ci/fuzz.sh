@@ -7,7 +7,8 @@
 # `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>`).
 #
 #   FUZZ_SECONDS=60 .ci/fuzz.sh            # every target
-#   FUZZ_TOTAL_SECONDS=180 .ci/fuzz.sh     # every target, 180 s in all
+#   FUZZ_TOTAL_SECONDS=96 .ci/fuzz.sh      # every target, 96 s of wall time
+#   FUZZ_JOBS=1 .ci/fuzz.sh               # one target at a time
 #   FUZZ_SECONDS=600 .ci/fuzz.sh views     # some targets, longer
 #
 # New inputs found during the run go to a temporary directory, so the
@@ -33,10 +34,17 @@ targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
     mapfile -t targets < <(cargo "+$toolchain" fuzz list)
 fi
-# FUZZ_TOTAL_SECONDS: one budget shared by the targets (at least 10 s
-# each), so a new target does not lengthen CI; it overrides FUZZ_SECONDS.
+# FUZZ_TOTAL_SECONDS: one wall-clock budget shared by the targets, which
+# run FUZZ_JOBS at a time (at least 10 s each), so a new target does not
+# lengthen CI; it overrides FUZZ_SECONDS.
+# FUZZ_JOBS targets at a time (default: the CPUs): libFuzzer runs one
+# process on one core, so on the 2-core CI machine two targets side by
+# side take the wall time of one.
+fuzz_jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+((fuzz_jobs >= 1)) || fuzz_jobs=1
 if [[ -n ${FUZZ_TOTAL_SECONDS:-} ]]; then
-    seconds=$((FUZZ_TOTAL_SECONDS / ${#targets[@]}))
+    batches=$(((${#targets[@]} + fuzz_jobs - 1) / fuzz_jobs))
+    seconds=$((FUZZ_TOTAL_SECONDS / batches))
     ((seconds >= 10)) || seconds=10
 fi
 
@@ -58,23 +66,42 @@ trap 'rm -rf "$work"' EXIT
 # reports TSR_ERR_OUT_OF_MEMORY) instead of aborting, and libFuzzer must
 # not count a single large request as running out of memory.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}
-summary=()
-for t in "${targets[@]}"; do
+# fuzz_one TARGET: one target's run; its log in $work/TARGET.log, its exit
+# status in $work/TARGET.status.
+fuzz_one() {
+    local t=$1 status=0
     mkdir -p "$work/$t" "corpus/$t"
-    echo "==> fuzzing $t for ${seconds}s"
-    log="$work/$t.log"
-    status=0
     cargo "+$toolchain" fuzz run -O "$t" "$work/$t" "corpus/$t" -- \
         -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
-        -malloc_limit_mb=2147483647 -print_final_stats=1 >"$log" 2>&1 || status=$?
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
-    if [[ $status -ne 0 ]]; then
-        tail -n 80 "$log"
-        echo "FAIL: fuzz target $t (exit $status); the input is in fuzz/artifacts/$t/" >&2
-        exit 1
-    fi
-    grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1 || true
-    summary+=("$(printf '%-14s %10s executions in %ss' "$t" "${execs:-?}" "$seconds")")
+        -malloc_limit_mb=2147483647 -print_final_stats=1 >"$work/$t.log" 2>&1 || status=$?
+    echo "$status" >"$work/$t.status"
+}
+
+summary=()
+failed=0
+for ((i = 0; i < ${#targets[@]}; i += fuzz_jobs)); do
+    batch=("${targets[@]:i:fuzz_jobs}")
+    echo "==> fuzzing ${batch[*]} for ${seconds}s"
+    pids=()
+    for t in "${batch[@]}"; do
+        fuzz_one "$t" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    for t in "${batch[@]}"; do
+        log="$work/$t.log"
+        status=$(cat "$work/$t.status")
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+        if [[ $status -ne 0 ]]; then
+            tail -n 80 "$log"
+            echo "FAIL: fuzz target $t (exit $status); the input is in fuzz/artifacts/$t/" >&2
+            failed=1
+            continue
+        fi
+        grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1 || true
+        summary+=("$(printf '%-18s %10s executions in %ss' "$t" "${execs:-?}" "$seconds")")
+    done
+    ((failed == 0)) || exit 1
 done
 echo
 echo "fuzz: no crash"
