@@ -11,7 +11,8 @@
 //!   (`ComplexHalf` -> `TSR_COMPLEX_HALF`, `Float8_e4m3fn` ->
 //!   `TSR_FLOAT8_E4M3FN`);
 //! - every other `TsrDType` constant is documented `Alias of TSR_<NAME>.`
-//!   and has that constant's number;
+//!   and has that constant's number, and `TsrDType`'s documentation gives
+//!   the range of numbers the table has;
 //! - `dtype_of` maps exactly the dtypes whose kernel element type (the
 //!   table's `[element]` column) is a standard C++ type, each to its own
 //!   constant.
@@ -147,6 +148,25 @@ fn every_dtype_has_its_c_constant() {
         missing.is_empty(),
         "src/ffi/types.rs against src/dtype/table.rs:\n{}",
         missing.join("\n")
+    );
+}
+
+/// TsrDType's documentation gives the range of numbers, 0..COUNT-1.
+#[test]
+fn the_documented_range_is_the_table_s() {
+    let text = read("src/ffi/types.rs");
+    let doc: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("/// An element type"))
+        .take_while(|l| l.starts_with("///"))
+        .collect();
+    let range = format!("0..{}", DType::COUNT - 1);
+    let mentions = doc.iter().filter(|l| l.contains("0..")).count();
+    let right = doc.iter().filter(|l| l.contains(&range)).count();
+    assert!(
+        mentions > 0 && mentions == right,
+        "TsrDType's doc in src/ffi/types.rs should give the numbers as {range}:\n{}",
+        doc.join("\n")
     );
 }
 
