@@ -14,7 +14,9 @@
 //! copy from crates.io or `cargo vendor` is never written to (cargo
 //! forbids a build script changing a packaged source), and CI sets
 //! TESSERA_CHECK_HEADER so that `header_is_fresh` fails on a stale
-//! committed header instead of the build fixing it silently.
+//! committed header instead of the build fixing it silently. Locally the
+//! test fails too while the copy staged in git is stale (this script
+//! never touches the index): stage and commit what it wrote.
 
 use std::env;
 use std::fs;

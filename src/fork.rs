@@ -21,9 +21,11 @@
 //! `prepare` takes, in this order (and the handlers release in reverse):
 //!
 //! 0. the fork lock of this module (concurrent forks take turns);
-//!    then it completes the built-in CPU allocator's one-time
+//!    then it runs the one registered [`set_before_prepare`] hook: the
+//!    allocator's, which completes the built-in CPU allocator's one-time
 //!    initialization (a `OnceLock`: one caught half-way would block the
-//!    child forever; every step's `before`, `allocator::complete_builtin`);
+//!    child forever; `allocator::complete_builtin`, registered before that
+//!    initialization starts, since this module cannot name `allocator`);
 //! 1. to 8. the locks of each module that keeps locks across calls, in
 //!    the order of the table [`order`] (thread pool, registry, reporter,
 //!    memory history, allocator list, caching allocators, CPU counter
@@ -39,8 +41,8 @@
 //!
 //! # Registration
 //! This module is a leaf: it knows the lock order by step number only.
-//! Each module that keeps such locks declares its [`Step`] (its number,
-//! its `prepare` and `release` functions) in a static and calls
+//! Each module that keeps such locks declares its [`Step`] (its number
+//! from [`order`], its `prepare` and `release` functions) in a static and calls
 //! [`ensure_handlers`] with it before taking any of them. The first call
 //! for a step puts the step in the table the handlers walk and, on
 //! tessera's first use of any of those locks, registers the handlers
@@ -70,6 +72,37 @@ static REGISTERED: AtomicU64 = AtomicU64::new(0);
 
 /// Held by a fork from its `prepare` to its `parent` or `child` handler.
 static FORKING: AtomicBool = AtomicBool::new(false);
+
+/// The hook `prepare` runs before it takes any lock (null: none yet), a
+/// `fn()` stored as a pointer ([`set_before_prepare`]).
+static BEFORE_PREPARE: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Registers `hook`, which the `prepare` handler runs before it takes any
+/// lock: a one-time initialization of a module above this one that a
+/// fork must not catch half-way (it is `allocator::complete_builtin`;
+/// this module cannot name `allocator` without a module cycle). Register
+/// it before that initialization starts. There is one hook: a later
+/// registration replaces it (registering the same function again changes
+/// nothing). Cheap after the first call (one load).
+#[inline]
+pub(crate) fn set_before_prepare(hook: fn()) {
+    let p = hook as *mut ();
+    if BEFORE_PREPARE.load(Ordering::Acquire) != p {
+        BEFORE_PREPARE.store(p, Ordering::SeqCst);
+    }
+}
+
+/// Runs the [`set_before_prepare`] hook, if one is registered.
+fn run_before_prepare() {
+    let p = BEFORE_PREPARE.load(Ordering::SeqCst);
+    if !p.is_null() {
+        // SAFETY: the only non-null value ever stored is a `fn()` cast to
+        // a pointer (set_before_prepare); fn and data pointers have the
+        // same size on every target tessera builds for.
+        let hook: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(p) };
+        hook();
+    }
+}
 
 /// The lock order, one number per module that keeps locks across calls
 /// (its `FORK_STEP` static uses it): `prepare` takes them in this order,
@@ -114,11 +147,9 @@ pub(crate) const STEPS: usize = order::CPU_THREAD_CACHE;
 /// `prepare` and released by `release` (`in_child`: in the child
 /// process). Declare it in a static and pass it to [`ensure_handlers`].
 pub(crate) struct Step {
-    /// Its place in the lock order, 1 to [`STEPS`].
+    /// Its place in the lock order, 1 to [`STEPS`] (a constant of
+    /// [`order`]).
     pub(crate) order: usize,
-    /// Run by the `prepare` handler before it takes any lock (one-time
-    /// initializations that a fork must not catch half-way).
-    pub(crate) before: fn(),
     /// Takes the step's locks and keeps their guards in a [`Held`].
     ///
     /// # Safety
@@ -135,19 +166,13 @@ pub(crate) struct Step {
 
 impl Step {
     /// A step not yet added.
-    pub(crate) const fn new(
-        order: usize,
-        before: fn(),
-        prepare: unsafe fn(),
-        release: unsafe fn(bool),
-    ) -> Step {
+    pub(crate) const fn new(order: usize, prepare: unsafe fn(), release: unsafe fn(bool)) -> Step {
         assert!(
             order >= 1 && order <= STEPS + TEST_SLOTS,
             "a fork step's number is outside the lock order"
         );
         Step {
             order,
-            before,
             prepare,
             release,
             added: AtomicBool::new(false),
@@ -280,11 +305,7 @@ extern "C" fn prepare() {
         std::thread::yield_now();
     }
     PROGRESS.store(0, Ordering::SeqCst);
-    for order in 1..=STEPS {
-        if let Some(step) = step_at(order) {
-            (step.before)();
-        }
-    }
+    run_before_prepare();
     for order in 1..=STEPS {
         PROGRESS.store(order, Ordering::SeqCst);
         if let Some(step) = step_at(order) {
@@ -329,7 +350,7 @@ mod tests {
     #[test]
     fn first_use_adds_the_step_and_registers_the_handlers() {
         // The test-only slot past the last step: the handlers never run it.
-        static TEST_STEP: Step = Step::new(STEPS + 1, || {}, nothing, nothing_released);
+        static TEST_STEP: Step = Step::new(STEPS + 1, nothing, nothing_released);
         assert!(!TEST_STEP.added.load(Ordering::SeqCst));
         assert!(step_at(STEPS + 1).is_none());
         ensure_handlers(&TEST_STEP);
@@ -378,6 +399,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "outside the lock order")]
     fn a_step_outside_the_order_is_refused() {
-        let _ = Step::new(0, || {}, nothing, nothing_released);
+        let _ = Step::new(0, nothing, nothing_released);
     }
 }

@@ -69,13 +69,8 @@ static HELD: Held<RwLockWriteGuard<'static, PoolSlot>> = Held::new();
 /// freed (see [`fork_release`]).
 static ABANDONED: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Step 1 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(
-    crate::fork::order::THREAD_POOL,
-    crate::allocator::complete_builtin,
-    fork_prepare,
-    fork_release,
-);
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
+static FORK_STEP: Step = Step::new(crate::fork::order::THREAD_POOL, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the pool slot, so no thread is making or
 /// replacing the pool at the fork.

@@ -1,5 +1,6 @@
 //! Tests of the public headers: `include/tessera.h` is what cbindgen
-//! generates from the sources (freshness), and every header in `include/`
+//! generates from the sources (freshness: the working tree's copy and the
+//! one staged in git), and every header in `include/`
 //! compiles on its own as C and C++ with strict warnings, with gcc/g++ and,
 //! when installed, clang/clang++. (The parts of tessera.hpp in
 //! `include/tessera/` are compiled alone, in both error modes, by
@@ -48,19 +49,51 @@ fn first_difference(expected: &str, actual: &str) -> String {
     unreachable!()
 }
 
+/// include/tessera.h as the git index holds it (what the next commit
+/// holds), or None outside a git checkout or without git.
+fn staged_header() -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root())
+        .args(["show", ":include/tessera.h"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8(out.stdout).expect("include/tessera.h is UTF-8"))
+}
+
+/// The header the sources generate is the one in the working tree and,
+/// in a git checkout, the one staged for the next commit. build.rs
+/// rewrites the working tree's copy on every local build that changes
+/// src/ffi (CI sets TESSERA_CHECK_HEADER, which stops it), so that
+/// comparison alone would pass locally whatever was committed; the staged
+/// copy is not rewritten, so a local run fails too while the header to be
+/// committed is stale.
 #[test]
 fn header_is_fresh() {
     let committed_path = root().join("include/tessera.h");
-    let committed = std::fs::read_to_string(&committed_path)
+    let working = std::fs::read_to_string(&committed_path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", committed_path.display()));
     let generated = String::from_utf8(generate_header()).expect("cbindgen writes UTF-8");
     assert!(
-        generated == committed,
+        generated == working,
         "include/tessera.h is not what cbindgen generates from src/ffi.\n{}\n\
          Regenerate it with `cargo build` (with TESSERA_CHECK_HEADER unset, build.rs \
          rewrites include/tessera.h) and commit it.",
-        first_difference(&generated, &committed)
+        first_difference(&generated, &working)
     );
+    match staged_header() {
+        Some(staged) => assert!(
+            generated == staged,
+            "include/tessera.h as staged in git is not what cbindgen generates from \
+             src/ffi (build.rs has rewritten the working tree's copy).\n{}\n\
+             Stage the regenerated header (`git add include/tessera.h`) and commit it.",
+            first_difference(&generated, &staged)
+        ),
+        None => println!("no git checkout: the staged include/tessera.h not compared"),
+    }
 }
 
 /// build.rs writes the header it generated to $OUT_DIR/tessera.h: this test

@@ -85,6 +85,20 @@ pub fn builtin() -> Allocator {
 
 /// The built-in CPU allocator, borrowed for the process lifetime.
 pub(crate) fn builtin_ref() -> &'static Allocator {
+    match BUILTIN.get() {
+        Some(a) => a,
+        None => make_builtin(),
+    }
+}
+
+/// Makes the built-in CPU allocator (or waits for the thread making it).
+/// The fork handlers' `prepare` completes this before it takes any lock
+/// (`super::complete_builtin`, registered here before the `OnceLock`'s
+/// initialization can start: `fork` cannot name this module).
+#[cold]
+#[inline(never)]
+fn make_builtin() -> &'static Allocator {
+    crate::fork::set_before_prepare(super::complete_builtin);
     BUILTIN.get_or_init(|| {
         apply_alloc_conf();
         Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()

@@ -144,10 +144,9 @@ fn registry() -> MutexGuard<'static, Vec<usize>> {
 /// or `child`.
 static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
-/// Step 8 of the atfork handlers' lock order (crate::fork).
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
 static FORK_STEP: Step = Step::new(
     crate::fork::order::CPU_THREAD_CACHE,
-    crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,
 );

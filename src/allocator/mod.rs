@@ -191,7 +191,9 @@ impl Drop for AllocatorImpl {
 
 /// Completes the built-in CPU allocator's one-time initialization (the
 /// atfork `prepare` handler runs it before it takes any lock: a
-/// `OnceLock` caught half-way by a fork would block the child forever).
+/// `OnceLock` caught half-way by a fork would block the child forever;
+/// `cpu::builtin_ref` registers it with `fork::set_before_prepare` before
+/// that initialization starts).
 pub(crate) fn complete_builtin() {
     let _ = cpu::builtin_ref();
 }
@@ -203,13 +205,8 @@ type HeldTables = (
 );
 static HELD: Held<HeldTables> = Held::new();
 
-/// Step 5 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(
-    crate::fork::order::ALLOCATORS,
-    complete_builtin,
-    fork_prepare,
-    fork_release,
-);
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
+static FORK_STEP: Step = Step::new(crate::fork::order::ALLOCATORS, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the list of live allocators, then each one's
 /// raw-size table (in list order).

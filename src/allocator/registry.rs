@@ -39,13 +39,8 @@ fn slot(t: DeviceType) -> &'static RwLock<Option<Slot>> {
 /// `child`.
 static HELD: Held<Vec<RwLockWriteGuard<'static, Option<Slot>>>> = Held::new();
 
-/// Step 2 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(
-    crate::fork::order::REGISTRY,
-    crate::allocator::complete_builtin,
-    fork_prepare,
-    fork_release,
-);
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
+static FORK_STEP: Step = Step::new(crate::fork::order::REGISTRY, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds every slot, by device type number, so no
 /// thread is replacing an allocator at the fork. The child keeps every

@@ -44,13 +44,8 @@ pub fn set_memory_reporter(reporter: Option<MemoryReporter>) {
 /// `parent` or `child`.
 static HELD: Held<RwLockWriteGuard<'static, Option<MemoryReporter>>> = Held::new();
 
-/// Step 3 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(
-    crate::fork::order::REPORTER,
-    crate::allocator::complete_builtin,
-    fork_prepare,
-    fork_release,
-);
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
+static FORK_STEP: Step = Step::new(crate::fork::order::REPORTER, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the reporter slot.
 ///

@@ -160,10 +160,9 @@ type Lists = (
 /// or `child`.
 static HELD: Held<Lists> = Held::new();
 
-/// Step 7 of the atfork handlers' lock order (crate::fork).
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
 static FORK_STEP: Step = Step::new(
     crate::fork::order::THREAD_COUNTS,
-    crate::allocator::complete_builtin,
     fork_prepare,
     fork_release,
 );

@@ -48,11 +48,12 @@ pub type TsrMemoryReportFn = Option<
     ),
 >;
 
-/// Borrows the allocator behind a handle.
+/// Borrows the allocator behind a handle (no reference count taken;
+/// `allocator_ref` takes one).
 ///
 /// # Safety
 /// `a` NULL or a live allocator handle.
-pub(crate) unsafe fn allocator_arg<'a>(
+pub(crate) unsafe fn allocator_impl<'a>(
     a: *const TsrAllocator,
     name: &str,
 ) -> Result<&'a AllocatorImpl> {
@@ -61,11 +62,13 @@ pub(crate) unsafe fn allocator_arg<'a>(
     unsafe { handle::borrow(a, name) }
 }
 
-/// A new reference to the allocator behind a handle.
+/// A new reference to the allocator behind a handle (the handle stays
+/// the caller's; `allocator_impl` and `allocator_view` borrow without
+/// one).
 ///
 /// # Safety
 /// `a` NULL or a live allocator handle.
-pub(crate) unsafe fn allocator_clone(a: *const TsrAllocator, name: &str) -> Result<Allocator> {
+pub(crate) unsafe fn allocator_ref(a: *const TsrAllocator, name: &str) -> Result<Allocator> {
     // SAFETY: `a` is NULL or a live TsrAllocator (the header's contract,
     // ffi/handle.rs); clone_ref checks NULL and liveness.
     Ok(Allocator::from_ref(unsafe { handle::clone_ref(a, name)? }))
@@ -115,9 +118,9 @@ pub unsafe extern "C" fn tsr_set_allocator(
     guard("tsr_set_allocator", || {
         let t = device_type_arg(device_type)?;
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
-        // header's contract, ffi/handle.rs); allocator_clone checks NULL and
+        // header's contract, ffi/handle.rs); allocator_ref checks NULL and
         // liveness.
-        let a = unsafe { allocator_clone(allocator, "allocator")? };
+        let a = unsafe { allocator_ref(allocator, "allocator")? };
         allocator::set_allocator(t, &a, priority);
         Ok(())
     })
@@ -166,9 +169,9 @@ pub extern "C" fn tsr_cpu_allocator() -> *mut TsrAllocator {
 pub unsafe extern "C" fn tsr_allocator_name(allocator: *const TsrAllocator) -> *const c_char {
     guard_value("tsr_allocator_name", std::ptr::null(), || {
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
-        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // header's contract, ffi/handle.rs); allocator_impl checks NULL and
         // liveness.
-        match unsafe { allocator_arg(allocator, "allocator") } {
+        match unsafe { allocator_impl(allocator, "allocator") } {
             Ok(a) => a.c_name().as_ptr(),
             Err(e) => {
                 fail("tsr_allocator_name", &e);
@@ -342,9 +345,9 @@ pub unsafe extern "C" fn tsr_allocator_stats(
     guard("tsr_allocator_stats", || {
         check_not_null(out, "out")?;
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
-        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // header's contract, ffi/handle.rs); allocator_impl checks NULL and
         // liveness.
-        let a = unsafe { allocator_arg(allocator, "allocator")? };
+        let a = unsafe { allocator_impl(allocator, "allocator")? };
         let s = a.stats().snapshot();
         // SAFETY: out checked non-NULL.
         unsafe {
@@ -372,9 +375,9 @@ pub unsafe extern "C" fn tsr_allocator_stats(
 pub unsafe extern "C" fn tsr_allocator_reset_peak(allocator: *mut TsrAllocator) {
     guard_value("tsr_allocator_reset_peak", (), || {
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
-        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // header's contract, ffi/handle.rs); allocator_impl checks NULL and
         // liveness.
-        match unsafe { allocator_arg(allocator, "allocator") } {
+        match unsafe { allocator_impl(allocator, "allocator") } {
             Ok(a) => a.stats().reset_peak(),
             Err(e) => {
                 fail("tsr_allocator_reset_peak", &e);

@@ -2,7 +2,7 @@
 //! (TsrAllocatorVTable), the adapter that makes one a tessera allocator,
 //! and the exports that create, register and look into them.
 
-use super::allocator::{allocator_arg, allocator_handle};
+use super::allocator::{allocator_handle, allocator_impl};
 use super::call::{check_not_null, device_type_arg, guard, guard_value, read_sized, write_out};
 use super::error::{call_host, fail, kind_of};
 use super::types::*;
@@ -275,9 +275,9 @@ pub unsafe extern "C" fn tsr_register_allocator(
 pub unsafe extern "C" fn tsr_allocator_plugin_self(allocator: *const TsrAllocator) -> *mut c_void {
     guard_value("tsr_allocator_plugin_self", std::ptr::null_mut(), || {
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
-        // header's contract, ffi/handle.rs); allocator_arg checks NULL and
+        // header's contract, ffi/handle.rs); allocator_impl checks NULL and
         // liveness.
-        match unsafe { allocator_arg(allocator, "allocator") } {
+        match unsafe { allocator_impl(allocator, "allocator") } {
             Ok(a) => a
                 .backend()
                 .as_any()

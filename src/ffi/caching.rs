@@ -1,7 +1,7 @@
 //! The caching allocator at the ABI: creation over any allocator, its
 //! statistics, empty_cache and reset_peak.
 
-use super::allocator::{allocator_clone, allocator_handle, TsrAllocator};
+use super::allocator::{allocator_handle, allocator_ref, TsrAllocator};
 use super::call::{check_not_null, guard, guard_value, read_sized, write_out};
 use super::types::*;
 use crate::allocator::caching::{self, CachingAllocator, CachingOptions, PoolStats, Stat};
@@ -185,8 +185,8 @@ unsafe fn with_caching<T>(
     f: impl FnOnce(&CachingAllocator) -> Result<T>,
 ) -> Result<T> {
     // SAFETY: `a` is NULL or a live TsrAllocator handle (the header's
-    // contract, ffi/handle.rs); allocator_clone checks NULL and liveness.
-    let alloc = unsafe { allocator_clone(a, "allocator")? };
+    // contract, ffi/handle.rs); allocator_ref checks NULL and liveness.
+    let alloc = unsafe { allocator_ref(a, "allocator")? };
     match caching::of(&alloc) {
         Some(c) => f(c),
         None => crate::bail!(
@@ -231,8 +231,8 @@ pub unsafe extern "C" fn tsr_caching_allocator_new(
     guard("tsr_caching_allocator_new", || {
         check_not_null(out, "out")?;
         // SAFETY: `inner` is NULL or a live TsrAllocator handle (the header's
-        // contract, ffi/handle.rs); allocator_clone checks NULL and liveness.
-        let inner = unsafe { allocator_clone(inner, "inner")? };
+        // contract, ffi/handle.rs); allocator_ref checks NULL and liveness.
+        let inner = unsafe { allocator_ref(inner, "inner")? };
         // SAFETY: the header requires options NULL or readable for its
         // struct_size, with a NULL or NUL-terminated name; options_arg checks
         // NULL.

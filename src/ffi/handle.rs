@@ -317,7 +317,7 @@ pub fn lend<H: Boxed>(value: &H::Target) -> *mut H {
 // ---- Typed wrappers used by the shared bodies in ffi/call.rs. ----
 
 /// The tensor behind a handle, borrowed for the call: checked like
-/// [`tensor_arg`] but without taking a reference (the caller's keeps the
+/// [`tensor_ref`] but without taking a reference (the caller's keeps the
 /// tensor alive). Clone it to keep it.
 ///
 /// # Safety

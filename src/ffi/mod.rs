@@ -23,11 +23,18 @@
 //!   to call methods of the owning wrapper) or `handle::clone_ref` (a new
 //!   reference to keep); hand one out with `handle::into_handle`. Boxed
 //!   handles (TsrIterConfig, TsrIter) go through `box_into` / `box_ref` /
-//!   `box_mut` / `box_from`. The typed wrappers in each file
-//!   (`tensor_arg`, `storage_arg`, `allocator_clone`, ...; `tensor_view`
-//!   and `tensor_handle` are here, for `call`, and re-exported by
-//!   `tensor`) fix the Rust wrapper type; prefer them. Never cast a
-//!   handle pointer elsewhere.
+//!   `box_mut` / `box_from`. The typed wrappers in each file fix the
+//!   Rust wrapper type; prefer them. Their names say what they take, as
+//!   `handle`'s do: `X_impl` borrows (`&XImpl` for the call, like
+//!   `handle::borrow`), `X_view` borrows the owning wrapper (like
+//!   `handle::view`), `X_ref` takes a new reference the caller keeps or
+//!   drops (like `handle::clone_ref`), `X_handle` hands one out
+//!   (`tensor_ref` / `tensor_impl`, `storage_ref` / `storage_impl`,
+//!   `allocator_ref` / `allocator_impl` / `allocator_view`; `tensor_view`
+//!   and `tensor_handle` are in `handle`, for `call`, and re-exported by
+//!   `tensor`). An `_arg` function reads a plain value (`dtype_arg`,
+//!   `format_arg`, ...), never a handle. Never cast a handle pointer
+//!   elsewhere.
 //! - Refcount exports (`refcount`): tsr_X_incref / decref / use_count /
 //!   weak_use_count / downgrade and the tsr_weak_X_* functions are each a
 //!   one-line call to the body of the same name, types inferred.

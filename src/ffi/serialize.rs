@@ -3,8 +3,8 @@
 
 use super::call::{check_not_null, getter, guard, guard_value, write_out};
 use super::handle::{box_from, box_into, box_mut, box_ref};
-use super::storage::{storage_arg, storage_handle};
-use super::tensor::{tensor_arg, tensor_handle};
+use super::storage::{storage_handle, storage_ref};
+use super::tensor::{tensor_handle, tensor_ref};
 use super::types::*;
 pub use super::types::{
     TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_GGUF, TSR_FORMAT_NPY, TSR_FORMAT_NPZ,
@@ -151,8 +151,8 @@ pub unsafe extern "C" fn tsr_dict_set(
         let d = unsafe { box_mut(dict, "dict")? };
         // SAFETY: name is NULL or NUL-terminated.
         let name = unsafe { str_arg(name, "name")? };
-        // SAFETY: t is NULL or a live tensor handle; tensor_arg checks.
-        let t = unsafe { tensor_arg(t, "t")? };
+        // SAFETY: t is NULL or a live tensor handle; tensor_ref checks.
+        let t = unsafe { tensor_ref(t, "t")? };
         d.set(name, t)
     })
 }
@@ -396,8 +396,8 @@ pub unsafe extern "C" fn tsr_load_from_storage(
 ) -> TsrStatus {
     guard("tsr_load_from_storage", || {
         check_not_null(out, "out")?;
-        // SAFETY: bytes is NULL or a live storage handle; storage_arg checks.
-        let s = unsafe { storage_arg(bytes, "bytes")? };
+        // SAFETY: bytes is NULL or a live storage handle; storage_ref checks.
+        let s = unsafe { storage_ref(bytes, "bytes")? };
         let format = format_arg(format)?;
         let d = serialize::load_from_storage_flags(&s, format, flags_arg(flags)?)?;
         // SAFETY: out checked non-NULL.

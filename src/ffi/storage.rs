@@ -15,13 +15,14 @@ use std::ffi::c_void;
 ///
 /// # Safety
 /// `s` NULL or a live storage handle.
-pub(crate) unsafe fn storage_arg(s: *const TsrStorage, name: &str) -> Result<Storage> {
+pub(crate) unsafe fn storage_ref(s: *const TsrStorage, name: &str) -> Result<Storage> {
     // SAFETY: `s` is NULL or a live TsrStorage (the header's contract,
     // ffi/handle.rs); clone_ref checks NULL and liveness.
     Ok(Storage::from_ref(unsafe { handle::clone_ref(s, name)? }))
 }
 
-/// Borrows the storage implementation behind a handle without a new ref.
+/// Borrows the storage implementation behind a handle (no reference count
+/// taken; `storage_ref` takes one).
 ///
 /// # Safety
 /// `s` NULL or a live storage handle.
@@ -221,8 +222,8 @@ pub unsafe extern "C" fn tsr_storage_allocator(s: *const TsrStorage) -> *mut Tsr
 pub unsafe extern "C" fn tsr_storage_resize(s: *mut TsrStorage, nbytes: usize) -> TsrStatus {
     guard("tsr_storage_resize", || {
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let st = unsafe { storage_arg(s, "s")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let st = unsafe { storage_ref(s, "s")? };
         // SAFETY: the header documents that the storage must not be used
         // concurrently during a resize (c10's rule).
         unsafe { st.resize(nbytes) }
@@ -262,8 +263,8 @@ pub unsafe extern "C" fn tsr_storage_copy(
 ) -> TsrStatus {
     guard("tsr_storage_copy", || {
         // SAFETY: `dst` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let (d, s) = unsafe { (storage_arg(dst, "dst")?, storage_arg(src, "src")?) };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let (d, s) = unsafe { (storage_ref(dst, "dst")?, storage_ref(src, "src")?) };
         d.copy_from(&s)
     })
 }
@@ -283,8 +284,8 @@ pub unsafe extern "C" fn tsr_storage_clone(
     guard("tsr_storage_clone", || {
         check_not_null(out, "out")?;
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let c = unsafe { storage_arg(s, "s")? }.clone_storage()?;
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let c = unsafe { storage_ref(s, "s")? }.clone_storage()?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, storage_handle(c)) };
         Ok(())

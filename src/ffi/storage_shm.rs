@@ -3,7 +3,7 @@
 
 use super::call::{check_not_null, getter, guard, write_out};
 use super::handle;
-use super::storage::{storage_arg, storage_handle};
+use super::storage::{storage_handle, storage_ref};
 use super::types::*;
 use crate::storage::shm::NEW_NAME_LEN;
 use crate::storage::Storage;
@@ -40,8 +40,8 @@ use std::os::fd::IntoRawFd;
 pub unsafe extern "C" fn tsr_storage_share_memory(s: *mut TsrStorage) -> TsrStatus {
     guard("tsr_storage_share_memory", || {
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let st = unsafe { storage_arg(s, "s")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let st = unsafe { storage_ref(s, "s")? };
         // SAFETY: the header's contract: no overlapping use except the
         // serialized share calls.
         unsafe { st.share_memory() }
@@ -97,8 +97,8 @@ pub unsafe extern "C" fn tsr_storage_share_fd(
     guard("tsr_storage_share_fd", || {
         check_not_null(fd_out, "fd_out")?;
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let st = unsafe { storage_arg(s, "s")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let st = unsafe { storage_ref(s, "s")? };
         let fd = st.share_fd()?.into_raw_fd();
         // SAFETY: fd_out checked non-NULL.
         unsafe { write_out(fd_out, fd) };
@@ -188,8 +188,8 @@ pub unsafe extern "C" fn tsr_storage_share_name(
     guard("tsr_storage_share_name", || {
         check_not_null(buf, "buf")?;
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let st = unsafe { storage_arg(s, "s")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let st = unsafe { storage_ref(s, "s")? };
         let need = st
             .shared_name()
             .map_or(NEW_NAME_LEN + 1, |n| n.as_bytes_with_nul().len());

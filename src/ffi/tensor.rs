@@ -5,7 +5,7 @@ pub(crate) use super::call::put_tensor;
 use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice, read_sized};
 use super::handle;
 pub(crate) use super::handle::{tensor_handle, tensor_view};
-use super::storage::{storage_arg, storage_handle, TsrStorage};
+use super::storage::{storage_handle, storage_ref, TsrStorage};
 use super::types::*;
 pub use super::types::{TsrTensor, TsrWeakTensor};
 use crate::error::Result;
@@ -17,13 +17,14 @@ use std::ffi::c_void;
 ///
 /// # Safety
 /// `t` NULL or a live tensor handle.
-pub(crate) unsafe fn tensor_arg(t: *const TsrTensor, name: &str) -> Result<Tensor> {
+pub(crate) unsafe fn tensor_ref(t: *const TsrTensor, name: &str) -> Result<Tensor> {
     // SAFETY: `t` is NULL or a live TsrTensor (the header's contract,
     // ffi/handle.rs); clone_ref checks NULL and liveness.
     Ok(Tensor::from_ref(unsafe { handle::clone_ref(t, name)? }))
 }
 
-/// Borrows the tensor implementation behind a handle without a new ref.
+/// Borrows the tensor implementation behind a handle (no reference count
+/// taken; `tensor_ref` takes one).
 ///
 /// # Safety
 /// `t` NULL or a live tensor handle that stays alive for 'a.
@@ -180,8 +181,8 @@ pub unsafe extern "C" fn tsr_tensor_from_storage(
     guard("tsr_tensor_from_storage", || {
         check_not_null(out, "out")?;
         // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let s = unsafe { storage_arg(storage, "storage")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let s = unsafe { storage_ref(storage, "storage")? };
         // SAFETY: the header requires `sizes` readable for `ndim` values when
         // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
@@ -252,8 +253,8 @@ pub unsafe extern "C" fn tsr_tensor_from_storage_desc(
         // pointers, valid for any bytes.
         let d = unsafe { read_sized(desc, min, "TsrTensorDesc")? };
         // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let s = unsafe { storage_arg(storage, "storage")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let s = unsafe { storage_ref(storage, "storage")? };
         // SAFETY: the header requires `sizes` readable for `ndim` values
         // when non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(d.sizes, d.ndim, "desc.sizes")? };
@@ -526,11 +527,11 @@ pub unsafe extern "C" fn tsr_tensor_set(
 ) -> TsrStatus {
     guard("tsr_tensor_set", || {
         // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
-        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
-        let tensor = unsafe { tensor_arg(t, "t")? };
+        // contract, ffi/handle.rs); tensor_ref checks NULL and liveness.
+        let tensor = unsafe { tensor_ref(t, "t")? };
         // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_arg checks NULL and liveness.
-        let s = unsafe { storage_arg(storage, "storage")? };
+        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
+        let s = unsafe { storage_ref(storage, "storage")? };
         // SAFETY: the header requires `sizes` readable for `ndim` values when
         // non-NULL; i64_slice checks the length and NULL.
         let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
@@ -562,8 +563,8 @@ pub unsafe extern "C" fn tsr_tensor_set(
 pub unsafe extern "C" fn tsr_tensor_fill(t: *mut TsrTensor, value: TsrScalar) -> TsrStatus {
     guard("tsr_tensor_fill", || {
         // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
-        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
-        let t = unsafe { tensor_arg(t, "t")? };
+        // contract, ffi/handle.rs); tensor_ref checks NULL and liveness.
+        let t = unsafe { tensor_ref(t, "t")? };
         crate::kernels::fill_(&t, value.to_core()?)
     })
 }

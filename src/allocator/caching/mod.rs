@@ -160,13 +160,8 @@ fn live() -> MutexGuard<'static, Vec<usize>> {
 /// or `child` (the pool locks are held without guards).
 static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
 
-/// Step 6 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(
-    crate::fork::order::CACHING,
-    crate::allocator::complete_builtin,
-    fork_prepare,
-    fork_release,
-);
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
+static FORK_STEP: Step = Step::new(crate::fork::order::CACHING, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the list of live caching allocators, then each
 /// one's pool lock, in list order, so no thread is inside a critical

@@ -281,13 +281,8 @@ static BACKTRACES: AtomicBool = AtomicBool::new(false);
 /// `child`.
 static HELD: Held<RingGuard> = Held::new();
 
-/// Step 4 of the atfork handlers' lock order (crate::fork).
-static FORK_STEP: Step = Step::new(
-    crate::fork::order::HISTORY,
-    crate::allocator::complete_builtin,
-    fork_prepare,
-    fork_release,
-);
+/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
+static FORK_STEP: Step = Step::new(crate::fork::order::HISTORY, fork_prepare, fork_release);
 
 /// Atfork `prepare`: holds the ring.
 ///

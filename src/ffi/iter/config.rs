@@ -79,8 +79,8 @@ pub unsafe extern "C" fn tsr_iter_config_add_input(
         // header's contract, ffi/handle.rs); config_mut checks NULL.
         let c = unsafe { config_mut(config)? };
         // SAFETY: `tensor` is NULL or a live TsrTensor handle (the header's
-        // contract, ffi/handle.rs); tensor_arg checks NULL and liveness.
-        let t = unsafe { tensor_arg(tensor, "tensor")? };
+        // contract, ffi/handle.rs); tensor_ref checks NULL and liveness.
+        let t = unsafe { tensor_ref(tensor, "tensor")? };
         c.add_input(t)?;
         Ok(())
     })
@@ -566,8 +566,8 @@ pub unsafe extern "C" fn tsr_iter_config_output_allocator(
             None
         } else {
             // SAFETY: `allocator` is a live TsrAllocator handle (the
-            // header's contract); allocator_clone checks liveness.
-            Some(unsafe { super::super::allocator::allocator_clone(allocator, "allocator")? })
+            // header's contract); allocator_ref checks liveness.
+            Some(unsafe { super::super::allocator::allocator_ref(allocator, "allocator")? })
         };
         c.output_allocator(a);
         Ok(())

@@ -24,7 +24,7 @@ use super::call::{
     preset, set_flag, write_out,
 };
 use super::handle::{box_from, box_into, box_mut, box_ref, lend};
-use super::tensor::{tensor_arg, tensor_handle, tensor_view, TsrTensor};
+use super::tensor::{tensor_handle, tensor_ref, tensor_view, TsrTensor};
 use super::types::*;
 pub use super::types::{TsrIter, TsrIterConfig};
 use crate::error::Result;
