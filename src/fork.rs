@@ -61,6 +61,7 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// [`REGISTERED`] once the handlers are installed in this process.
 const DONE: u64 = u64::MAX;
@@ -73,33 +74,22 @@ static REGISTERED: AtomicU64 = AtomicU64::new(0);
 /// Held by a fork from its `prepare` to its `parent` or `child` handler.
 static FORKING: AtomicBool = AtomicBool::new(false);
 
-/// The hook `prepare` runs before it takes any lock (null: none yet), a
-/// `fn()` stored as a pointer ([`set_before_prepare`]).
-static BEFORE_PREPARE: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// The hook `prepare` runs before it takes any lock ([`set_before_prepare`]).
+static BEFORE_PREPARE: OnceLock<fn()> = OnceLock::new();
 
 /// Registers `hook`, which the `prepare` handler runs before it takes any
 /// lock: a one-time initialization of a module above this one that a
 /// fork must not catch half-way (it is `allocator::complete_builtin`;
 /// this module cannot name `allocator` without a module cycle). Register
-/// it before that initialization starts. There is one hook: a later
-/// registration replaces it (registering the same function again changes
-/// nothing). Cheap after the first call (one load).
-#[inline]
+/// it before that initialization starts. There is one hook: the first
+/// registration stays (registering again changes nothing).
 pub(crate) fn set_before_prepare(hook: fn()) {
-    let p = hook as *mut ();
-    if BEFORE_PREPARE.load(Ordering::Acquire) != p {
-        BEFORE_PREPARE.store(p, Ordering::SeqCst);
-    }
+    let _ = BEFORE_PREPARE.set(hook);
 }
 
 /// Runs the [`set_before_prepare`] hook, if one is registered.
 fn run_before_prepare() {
-    let p = BEFORE_PREPARE.load(Ordering::SeqCst);
-    if !p.is_null() {
-        // SAFETY: the only non-null value ever stored is a `fn()` cast to
-        // a pointer (set_before_prepare); fn and data pointers have the
-        // same size on every target tessera builds for.
-        let hook: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(p) };
+    if let Some(hook) = BEFORE_PREPARE.get() {
         hook();
     }
 }
