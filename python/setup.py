@@ -69,7 +69,11 @@ setup(
     ext_modules=[
         Extension(
             "tessera_numpy._handler",
-            sources=["tessera_numpy/_handler.c"],
+            sources=[
+                "tessera_numpy/_handler.c",
+                "tessera_numpy/_limited.c",
+                "tessera_numpy/_exit_report.c",
+            ],
             include_dirs=[include_dir, numpy.get_include()],
             library_dirs=[lib_dir],
             libraries=["tessera"],

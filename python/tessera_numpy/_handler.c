@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "tessera.h"
+#include "_limited.h"
 
 #define HEADER_BYTES 64
 /* calloc of this many bytes or more zeroes whole pages with madvise. */
@@ -62,73 +63,38 @@ typedef struct {
      * private anonymous memory (malloc / posix_memalign): calloc may zero
      * whole pages with madvise(MADV_DONTNEED) instead of writing them. */
     int anonymous_memory;
+    /* The built-in allocator's blocks are also raw allocations: their
+     * context is their address and their deleter the same function. Once
+     * a first block showed that deleter (set by any thread, always the
+     * same value), malloc takes tsr_allocator_raw_allocate's bare address
+     * (no TsrDataPtr to fill and copy) and frees it with this deleter. */
+    int raw;
+    _Atomic(TsrDeleterFn) raw_deleter;
     /* Blocks freed whose header was not ours (wrong magic): left alone. */
     atomic_ulong bad_frees;
     /* free() calls whose size differed from the allocated size. */
     atomic_ulong size_mismatches;
 } HandlerCtx;
 
-/* ---- the plugin allocators used for testing failure paths ------------ */
-
-/* "limited": malloc-backed, refuses an allocation that would take its live
- * bytes past `limit` ("failing" is a limit of 0 bytes, refusing all). */
-typedef struct {
-    size_t limit;
-    atomic_size_t live_bytes;
-} LimitedPlugin;
-
-typedef struct {
-    LimitedPlugin *plugin;
-    size_t size;
-    char pad[HEADER_BYTES - sizeof(void *) - sizeof(size_t)];
-} PluginHeader;
-
-_Static_assert(sizeof(PluginHeader) == HEADER_BYTES, "PluginHeader must be 64 bytes");
-
-static void limited_deleter(void *ctx) {
-    PluginHeader *h = (PluginHeader *)ctx;
-    atomic_fetch_sub(&h->plugin->live_bytes, h->size);
-    free(h);
-}
-
-static TsrStatus limited_allocate(void *self, size_t nbytes, TsrDevice device, TsrDataPtr *out) {
-    LimitedPlugin *p = (LimitedPlugin *)self;
-    size_t live = atomic_load(&p->live_bytes);
-    for (;;) {
-        if (nbytes > p->limit || live > p->limit - nbytes) {
-            char msg[200];
-            snprintf(msg, sizeof msg,
-                     "tessera_numpy limited plugin: refusing %zu bytes (%zu live, limit %zu)",
-                     nbytes, live, p->limit);
-            return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, msg);
-        }
-        if (atomic_compare_exchange_weak(&p->live_bytes, &live, live + nbytes)) {
-            break;
-        }
-    }
-    void *base = NULL;
-    if (nbytes > SIZE_MAX - HEADER_BYTES || posix_memalign(&base, 64, HEADER_BYTES + nbytes) != 0) {
-        atomic_fetch_sub(&p->live_bytes, nbytes);
-        return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY,
-                                  "tessera_numpy limited plugin: posix_memalign failed");
-    }
-    PluginHeader *h = (PluginHeader *)base;
-    h->plugin = p;
-    h->size = nbytes;
-    out->data = (char *)base + HEADER_BYTES;
-    out->ctx = h;
-    out->deleter = limited_deleter;
-    out->device = device;
-    return TSR_OK;
-}
-
-static void limited_release(void *self) { free(self); }
-
 /* ---- the handler ------------------------------------------------------ */
 
 static void *tsr_numpy_block_alloc(HandlerCtx *hc, size_t size) {
     if (size > SIZE_MAX - HEADER_BYTES) {
         return NULL;
+    }
+    TsrDeleterFn raw = atomic_load_explicit(&hc->raw_deleter, memory_order_relaxed);
+    if (raw != NULL) {
+        void *base = NULL;
+        if (tsr_allocator_raw_allocate(hc->allocator, HEADER_BYTES + size, &base) != TSR_OK ||
+            base == NULL) {
+            return NULL;
+        }
+        BlockHeader *h = (BlockHeader *)base;
+        h->ctx = base;
+        h->deleter = raw;
+        h->size = size;
+        h->magic = BLOCK_MAGIC;
+        return (char *)base + HEADER_BYTES;
     }
     TsrDataPtr dp;
     if (tsr_allocator_allocate(hc->allocator, HEADER_BYTES + size, &dp) != TSR_OK) {
@@ -137,6 +103,9 @@ static void *tsr_numpy_block_alloc(HandlerCtx *hc, size_t size) {
     if (dp.data == NULL) { /* not expected for a non-zero request */
         tsr_data_ptr_free(&dp);
         return NULL;
+    }
+    if (hc->raw && dp.ctx == dp.data && dp.deleter != NULL) {
+        atomic_store_explicit(&hc->raw_deleter, dp.deleter, memory_order_relaxed);
     }
     BlockHeader *h = (BlockHeader *)dp.data;
     h->ctx = dp.ctx;
@@ -267,6 +236,7 @@ static PyObject *make_capsule(TsrAllocator *allocator, const char *name) {
     }
     hc->allocator = allocator;
     hc->anonymous_memory = anonymous;
+    hc->raw = anonymous;
     snprintf(h->name, sizeof h->name, "%s", name);
     h->version = 1;
     h->allocator.ctx = hc;
@@ -292,23 +262,11 @@ static PyObject *raise_tsr(const char *func, TsrStatus status, const char *what)
 }
 
 static PyObject *new_limited_capsule(size_t limit, const char *kind) {
-    LimitedPlugin *p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        return PyErr_NoMemory();
-    }
-    p->limit = limit;
     char name[64];
     snprintf(name, sizeof name, "tessera_numpy_%s", kind);
-    TsrAllocatorVTable vt;
-    memset(&vt, 0, sizeof vt);
-    vt.struct_size = sizeof vt;
-    vt.name = name;
-    vt.allocate = limited_allocate;
-    vt.release = limited_release;
     TsrAllocator *a = NULL;
-    TsrStatus st = tsr_allocator_new(&vt, p, &a);
+    TsrStatus st = tsr_numpy_limited_new(limit, name, &a);
     if (st != TSR_OK) {
-        free(p); /* on error release is not called */
         return raise_tsr("tessera_numpy.install", st, "tsr_allocator_new");
     }
     char hname[127];
@@ -571,39 +529,6 @@ static PyObject *mod_record_history(PyObject *self, PyObject *args, PyObject *kw
 
 static PyObject *mod_release_cache(PyObject *self, PyObject *noargs) {
     return PyLong_FromSize_t(tsr_cpu_allocator_release_cache());
-}
-
-/* ---- exit report ------------------------------------------------------ */
-
-/* With TESSERA_NUMPY_EXIT_STATS=PATH ("-" for stderr) set, the process's
- * final tessera statistics are written there as one JSON line when the
- * library is unloaded, after Python's finalization freed what it frees. */
-__attribute__((destructor)) static void exit_report(void) {
-    const char *dest = getenv("TESSERA_NUMPY_EXIT_STATS");
-    if (dest == NULL || *dest == '\0') {
-        return;
-    }
-    TsrAllocator *a = tsr_get_allocator(TSR_CPU);
-    TsrAllocatorStats s;
-    if (a == NULL || tsr_allocator_stats(a, &s) != TSR_OK) {
-        return;
-    }
-    FILE *f = strcmp(dest, "-") == 0 ? stderr : fopen(dest, "w");
-    if (f == NULL) {
-        return;
-    }
-    fprintf(f,
-            "{\"when\": \"process exit\", \"allocator\": \"%s\", \"allocations\": %llu, "
-            "\"frees\": %llu, \"live_blocks\": %llu, \"current_bytes\": %llu, "
-            "\"peak_bytes\": %llu, \"failed\": %llu}\n",
-            tsr_allocator_name(a), (unsigned long long)s.num_allocs,
-            (unsigned long long)s.num_frees, (unsigned long long)(s.num_allocs - s.num_frees),
-            (unsigned long long)s.allocated_bytes, (unsigned long long)s.peak_bytes,
-            (unsigned long long)s.num_failed);
-    if (f != stderr) {
-        fclose(f);
-    }
-    tsr_allocator_decref(a);
 }
 
 /* ---- module ----------------------------------------------------------- */

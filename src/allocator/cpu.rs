@@ -299,19 +299,43 @@ unsafe extern "C" fn cpu_free(ctx: *mut c_void) {
     // SAFETY: ctx is the data address of a live block from alloc_block
     // (this deleter is only attached to those).
     let (raw, nbytes) = unsafe { header(ctx) };
-    // The thread-cache hit first, apart from the general path so that its
-    // frame stays small.
+    // The thread-cache hit first, with no call on its way (no frame to
+    // set up): a busy or full cache, or a reporter or history to tell,
+    // continues in free_rest.
     let hit =
         cpu_thread_cache::class_of(nbytes).and_then(|c| cpu_thread_cache::put(c, raw as *mut u8));
-    if let Some(shard) = hit {
-        let stats = &builtin_ref().0.stats;
-        stats.record_free_sharded(shard, ctx, nbytes, Device::CPU);
-        return;
+    match hit {
+        Some(shard) if super::reporter::active_bits() == 0 => {
+            builtin_ref().0.stats.count_free_sharded(shard, nbytes);
+        }
+        // SAFETY: ctx is a live block's data address (this deleter's
+        // contract, above) and raw, nbytes are its header; `hit` says
+        // whether put cached it.
+        _ => unsafe { free_rest(ctx, raw, nbytes, hit) },
     }
-    // SAFETY: ctx is a live block's data address (this deleter's
-    // contract, above) and raw, nbytes are its header; put did nothing
-    // with the block when it returned None.
-    unsafe { free_general(ctx, raw, nbytes) }
+}
+
+/// cpu_free past its fast path: the statistics and report of a block the
+/// cache took (`cached` its thread's shard), or the general path.
+///
+/// # Safety
+/// As [`free_general`]; with `cached`, the block is in the thread's cache
+/// already and only its free is recorded.
+#[inline(never)]
+unsafe fn free_rest(
+    ctx: *mut c_void,
+    raw: *mut c_void,
+    nbytes: usize,
+    cached: Option<&'static Shard>,
+) {
+    match cached {
+        Some(shard) => builtin_ref()
+            .0
+            .stats
+            .record_free_sharded(shard, ctx, nbytes, Device::CPU),
+        // SAFETY: this function's contract: a live block not cached.
+        None => unsafe { free_general(ctx, raw, nbytes) },
+    }
 }
 
 /// cpu_free past the thread-cache hit (on_free looks at the cache once
@@ -423,7 +447,20 @@ pub(super) fn allocate_cached(
     nbytes: usize,
     device: Device,
 ) -> Option<DataPtr> {
-    if !device.is_cpu() || nbytes == 0 || OPTIONS.load(Relaxed) != 0 {
+    if !device.is_cpu() {
+        return None;
+    }
+    let data = cached_block(owner, nbytes)?;
+    // SAFETY: as in allocate_cpu.
+    Some(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
+}
+
+/// The thread-cache hit of [`allocate_cached`] as a bare data address
+/// (its context is itself and its deleter `cpu_free`), counted in
+/// `owner`'s statistics; None having done nothing.
+#[inline(always)]
+fn cached_block(owner: &AllocatorImpl, nbytes: usize) -> Option<*mut c_void> {
+    if nbytes == 0 || OPTIONS.load(Relaxed) != 0 {
         return None;
     }
     let (raw, shard) = cpu_thread_cache::take(cpu_thread_cache::class_of(nbytes)?)?;
@@ -433,8 +470,28 @@ pub(super) fn allocate_cached(
     owner
         .stats
         .record_alloc_sharded(shard, data, nbytes, Device::CPU);
-    // SAFETY: as in allocate_cpu.
-    Some(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
+    Some(data)
+}
+
+/// Raw allocation from the built-in CPU allocator (c10's raw_allocate):
+/// the bare data address (NULL for 0 bytes), which is also its context;
+/// free it with the raw deleter (`cpu_free`). The thread-cache hit inline, the rest out
+/// of line; a failure for want of memory tells the out-of-memory
+/// observers.
+#[inline(always)]
+pub(super) fn raw_allocate(owner: &AllocatorImpl, nbytes: usize) -> Result<*mut c_void> {
+    match cached_block(owner, nbytes) {
+        Some(data) => Ok(data),
+        None => raw_allocate_general(owner, nbytes),
+    }
+}
+
+/// [`raw_allocate`] past the thread-cache hit.
+#[inline(never)]
+fn raw_allocate_general(owner: &AllocatorImpl, nbytes: usize) -> Result<*mut c_void> {
+    Ok(allocate_cpu(owner, nbytes, Device::CPU, true)?
+        .into_raw_parts()
+        .0)
 }
 
 /// The allocation path of the built-in CPU allocator (statistics into

@@ -100,6 +100,26 @@ impl Cache {
         Some(unsafe { &mut *self.bins.get() })
     }
 
+    /// As [`Cache::enter`] for the fast paths (`take`, `put`): a release
+    /// requested or under way is not settled here (a call) but refused,
+    /// and the general paths (`on_alloc`, `on_free`) settle it.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)] // the handshake makes the access exclusive
+    fn enter_fast(&self) -> Option<&mut Bins> {
+        if self.active.load(Relaxed) {
+            return None;
+        }
+        self.active.store(true, Relaxed);
+        compiler_fence(SeqCst);
+        if self.state.load(Relaxed) != IDLE {
+            self.exit();
+            return None;
+        }
+        // SAFETY: as in `enter`: the owning thread, now active, with the
+        // state IDLE.
+        Some(unsafe { &mut *self.bins.get() })
+    }
+
     /// Ends the owner's use of its bins.
     #[inline(always)]
     fn exit(&self) {
@@ -311,7 +331,7 @@ pub fn take(class: usize) -> Option<(*mut u8, &'static Shard)> {
     // reads its own slot, and its state unpublishes the cache before
     // freeing it at thread exit, after which nothing of this call runs.
     let cache = unsafe { cache.as_ref() }?;
-    let bins = cache.enter()?;
+    let bins = cache.enter_fast()?;
     let got = bins.pop(class);
     cache.exit();
     let block = got?;
@@ -366,15 +386,22 @@ pub fn on_free(
 /// Offers the freed block of class `class` to the thread's cache and, if
 /// it was cached, counts the free and returns the thread's statistics
 /// shard; None having done nothing (no cache yet, the cache busy, its bin
-/// or budget full): the caller then takes [`on_free`].
+/// or budget full, a release pending, the thread's slot not found
+/// without a call): the caller then takes [`on_free`].
 #[inline(always)]
 pub fn put(class: usize, block: *mut u8) -> Option<&'static Shard> {
-    let (shard, cache) = published();
+    // Only a slot found without a call (cpu_free's fast path makes none).
+    let (shard, cache) = thread_slot::with_known(|w| {
+        (
+            w[thread_slot::CPU_SHARD].get() as *const Shard,
+            w[thread_slot::CPU_CACHE].get() as *const Cache,
+        )
+    })?;
     // SAFETY: as in `take`: a published cache stays alive while this
     // thread runs, and only this thread reads its own slot.
     let cache = unsafe { cache.as_ref() }?;
     let limit = cache_limit();
-    let bins = cache.enter()?;
+    let bins = cache.enter_fast()?;
     let cached = bins.push(class, block, limit);
     cache.exit();
     if !cached {

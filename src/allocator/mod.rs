@@ -299,6 +299,7 @@ impl AllocatorImpl {
     /// The built-in CPU allocator's thread-cache hit on the default
     /// device, or None having done nothing: the part of an allocation that
     /// cannot fail, for a C entry point to try before its general path.
+    /// Context == data, deleter == the raw deleter: also a raw allocation.
     #[inline(always)]
     pub(crate) fn allocate_hit(&self, nbytes: usize) -> Option<DataPtr> {
         if !self.builtin_cpu {
@@ -463,6 +464,9 @@ impl Allocator {
     /// Allocates and returns only the address (c10's raw_allocate); needs
     /// a backend with a raw deleter. Free with [`Allocator::raw_deallocate`].
     pub fn raw_allocate(&self, nbytes: usize) -> Result<*mut c_void> {
+        if self.0.builtin_cpu {
+            return cpu::raw_allocate(&self.0, nbytes);
+        }
         let Some(raw_deleter) = self.0.backend().raw_deleter() else {
             crate::bail!(
                 Unsupported,

@@ -13,17 +13,43 @@ const BIN_SLOTS: usize = 8;
 /// to cache.
 #[inline]
 pub fn class_of(n: usize) -> Option<usize> {
-    if n <= 64 {
-        return Some(0);
+    if n <= TABLE_MAX {
+        return Some(SMALL_CLASSES[(n + 15) >> 4] as usize);
     }
     if n > MAX_CACHED {
         return None;
     }
+    Some(compute_class(n))
+}
+
+/// The class of `n` bytes, 0 < n <= MAX_CACHED (or 0 bytes: class 0).
+const fn compute_class(n: usize) -> usize {
+    if n <= 64 {
+        return 0;
+    }
     let m = n - 1;
     let k = (usize::BITS - 1 - m.leading_zeros()) as usize; // 2^k <= m < 2^(k+1), k >= 6
     let sub = (m >> (k - 2)) & 3;
-    Some((k - 6) * 4 + sub + 1)
+    (k - 6) * 4 + sub + 1
 }
+
+/// Requests up to this many bytes find their class in [`SMALL_CLASSES`]:
+/// one load instead of the bit arithmetic (the NumPy handler's small
+/// arrays, c10's small tensors).
+const TABLE_MAX: usize = 4096;
+
+/// The class of every request of up to [`TABLE_MAX`] bytes, by its size
+/// rounded up to 16 (the classes up to there are multiples of 16, so the
+/// rounding never crosses one).
+const SMALL_CLASSES: [u8; TABLE_MAX / 16 + 1] = {
+    let mut t = [0u8; TABLE_MAX / 16 + 1];
+    let mut i = 0;
+    while i < t.len() {
+        t[i] = compute_class(i * 16) as u8;
+        i += 1;
+    }
+    t
+};
 
 const fn compute_class_size(c: usize) -> usize {
     if c == 0 {
@@ -100,7 +126,12 @@ impl Bins {
         if bin.len >= slots || self.bytes + size > limit {
             return false;
         }
-        bin.blocks[bin.len as usize] = block;
+        // A checked slot without a panic branch (slots <= BIN_SLOTS): the
+        // free fast path makes no call.
+        let Some(slot) = bin.blocks.get_mut(bin.len as usize) else {
+            return false;
+        };
+        *slot = block;
         bin.len += 1;
         self.bytes += size;
         true
@@ -111,9 +142,10 @@ impl Bins {
     pub(super) fn pop(&mut self, c: usize) -> Option<*mut u8> {
         let bin = &mut self.bins[c];
         let len = bin.len.checked_sub(1)?;
+        let block = *bin.blocks.get(len as usize)?;
         bin.len = len;
         self.bytes -= CLASSES[c].0;
-        Some(bin.blocks[len as usize])
+        Some(block)
     }
 
     pub(super) fn release_all(&mut self) -> usize {

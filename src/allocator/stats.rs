@@ -188,6 +188,20 @@ impl Stats {
         }
     }
 
+    /// The bytes of a free counted in `shard`, the calling thread's, while
+    /// no reporter and no history is active (`reporter::active_bits()`
+    /// read 0): [`Stats::record_free_sharded`] without its reporting
+    /// branches, so that a caller's fast path makes no call.
+    #[inline(always)]
+    pub(crate) fn count_free_sharded(&self, shard: &Shard, nbytes: usize) {
+        let pending = shard.pending() - nbytes as i64;
+        if pending < -FLUSH_BYTES {
+            shard.flush(pending);
+        } else {
+            shard.set_pending(pending);
+        }
+    }
+
     /// Records an allocation of `nbytes` for a backend that serializes every
     /// writer of these counters behind one lock of its own (the caching
     /// allocator): plain loads and stores instead of read-modify-writes,

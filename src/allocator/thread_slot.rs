@@ -38,6 +38,14 @@ pub(crate) fn with<R>(f: impl FnOnce(&Words) -> R) -> R {
     imp::with(f)
 }
 
+/// As [`with`] where the slot's address is a fixed offset learned
+/// already; None (and `f` not run) where finding it would take a call,
+/// for a fast path that makes none (its general path calls [`with`]).
+#[inline(always)]
+pub(crate) fn with_known<R>(f: impl FnOnce(&Words) -> R) -> Option<R> {
+    imp::with_known(f)
+}
+
 #[cfg(all(
     target_arch = "x86_64",
     target_os = "linux",
@@ -152,6 +160,18 @@ mod imp {
         // call), and reached only through shared Cells on this thread.
         f(unsafe { &*address() })
     }
+
+    #[inline(always)]
+    pub(super) fn with_known<R>(f: impl FnOnce(&Words) -> R) -> Option<R> {
+        let off = STATIC_OFFSET.load(Relaxed);
+        if off == 0 {
+            return None;
+        }
+        let slot = thread_pointer().wrapping_add_signed(off) as *const Words;
+        // SAFETY: as in `with`: a learned static offset from the thread
+        // pointer is the calling thread's slot.
+        Some(f(unsafe { &*slot }))
+    }
 }
 
 #[cfg(not(all(
@@ -171,6 +191,11 @@ mod imp {
     #[inline(always)]
     pub(super) fn with<R>(f: impl FnOnce(&Words) -> R) -> R {
         SLOT.with(f)
+    }
+
+    #[inline(always)]
+    pub(super) fn with_known<R>(f: impl FnOnce(&Words) -> R) -> Option<R> {
+        Some(SLOT.with(f))
     }
 }
 

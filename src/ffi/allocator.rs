@@ -262,6 +262,43 @@ pub unsafe extern "C" fn tsr_allocator_raw_allocate(
     nbytes: usize,
     out: *mut *mut c_void,
 ) -> TsrStatus {
+    // The thread-cache hit first, as in tsr_allocator_allocate: the
+    // built-in CPU allocator's hit is a raw allocation too (its context is
+    // its data, its deleter the raw deleter).
+    let hit = guard_value("tsr_allocator_raw_allocate", false, || {
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract); try_borrow checks NULL and liveness.
+        let Some(a) = (unsafe { handle::try_borrow(allocator) }) else {
+            return false;
+        };
+        if out.is_null() {
+            return false;
+        }
+        let Some(dp) = a.allocate_hit(nbytes) else {
+            return false;
+        };
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, dp.into_raw_parts().0) };
+        true
+    });
+    if hit {
+        return TSR_OK;
+    }
+    // SAFETY: raw_allocate_general has this function's contract, and
+    // these are its arguments unchanged.
+    unsafe { raw_allocate_general(allocator, nbytes, out) }
+}
+
+/// tsr_allocator_raw_allocate past the thread-cache hit.
+///
+/// # Safety
+/// As tsr_allocator_raw_allocate.
+#[inline(never)]
+unsafe fn raw_allocate_general(
+    allocator: *mut TsrAllocator,
+    nbytes: usize,
+    out: *mut *mut c_void,
+) -> TsrStatus {
     guard("tsr_allocator_raw_allocate", || {
         check_not_null(out, "out")?;
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
