@@ -108,3 +108,41 @@ fn negative_strides_are_refused_even_for_empty_tensors() {
         );
     }
 }
+
+/// Two tensors that would get one name (a key "a.t" and a nested dict
+/// {"a": {"t": ..}}) are refused naming it, never one silently replacing
+/// the other.
+#[test]
+fn two_tensors_of_one_name_are_refused() {
+    use super::tests::archive;
+    use crate::pickle::{self, Value};
+    let t = || {
+        let pid = Value::Tuple(vec![
+            Value::str("storage"),
+            Value::global("torch", "FloatStorage"),
+            Value::str("0"),
+            Value::str("cpu"),
+            Value::Int(4),
+        ]);
+        Value::call(
+            Value::global("torch._utils", "_rebuild_tensor_v2"),
+            vec![
+                Value::PersistentId(Box::new(pid)),
+                Value::Int(0),
+                Value::Tuple(vec![Value::Int(4)]),
+                Value::Tuple(vec![Value::Int(1)]),
+                Value::Bool(false),
+                Value::call(Value::global("collections", "OrderedDict"), vec![]),
+            ],
+        )
+    };
+    let root = Value::Dict(vec![
+        (Value::str("a.t"), t()),
+        (Value::str("a"), Value::Dict(vec![(Value::str("t"), t())])),
+    ]);
+    let pkl = pickle::write(&root).unwrap();
+    refused_everywhere(
+        &archive(&pkl, &[("0", &[0u8; 16])]),
+        &["two tensors are named 'a.t'"],
+    );
+}
