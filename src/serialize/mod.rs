@@ -248,6 +248,4 @@ fn map_file(path: &Path) -> Result<Storage> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_npy;
-#[cfg(test)]
 mod tests_readers;
