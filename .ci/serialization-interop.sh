@@ -89,9 +89,9 @@ npy_py() {
         return 0
     fi
     PYTHONPATH=$py python3 scripts/make_npy_fixtures.py "$work/npy_numpy"
-    TESSERA_NPY_FIXTURES=$work/npy_numpy cargo test --quiet --lib serialize::tests_npy
-    TESSERA_NPY_OUT=$work/npy_tessera cargo test --quiet --lib \
-        serialize::tests_npy::writes_reference_files
+    TESSERA_NPY_FIXTURES=$work/npy_numpy cargo test --quiet --test format_npy
+    TESSERA_NPY_OUT=$work/npy_tessera cargo test --quiet --test format_npy \
+        writes_reference_files
     PYTHONPATH=$py python3 scripts/make_npy_fixtures.py --check "$work/npy_tessera"
     # .npz: np.savez / np.savez_compressed write, tessera reads; tessera
     # writes, np.load reads (one small archive each way).

@@ -1168,8 +1168,10 @@ void bench_from_file() {
 // ----------------------------------------------------------- save / load
 
 // A 1 GiB dict of 200 float tensors in the page cache (docs/PERFORMANCE.md,
-// issue 24): TSR_LOAD_MMAP, copy loading and saving against memcpy /
-// write() of the same bytes and libtorch's torch::pickle_load / save.
+// issue 24) as torch, safetensors, npz (stored entries) and GGUF files, and
+// the same 1 GiB as one tensor in an npy file (issue 37): TSR_LOAD_MMAP,
+// copy loading and saving against memcpy / read() / write() of the same
+// bytes and libtorch's torch::pickle_load / save.
 void bench_serialize() {
     const char* cases[] = {"load 1 GiB torch (mmap)",
                            "load 1 GiB torch (copy)",
@@ -1182,7 +1184,15 @@ void bench_serialize() {
                            "load 1 GiB npy (mmap)",
                            "load 1 GiB npy (copy)",
                            "load 1 GiB npy (copy) 2 threads",
-                           "save 1 GiB npy"};
+                           "save 1 GiB npy",
+                           "load 1 GiB npz (mmap)",
+                           "load 1 GiB npz (copy)",
+                           "load 1 GiB npz (copy) 2 threads",
+                           "save 1 GiB npz",
+                           "load 1 GiB gguf (mmap)",
+                           "load 1 GiB gguf (copy)",
+                           "load 1 GiB gguf (copy) 2 threads",
+                           "save 1 GiB gguf"};
     bool any = false;
     for (const char* c : cases) any = any || wanted(c);
     if (!any) return;
@@ -1199,9 +1209,13 @@ void bench_serialize() {
     }
     std::string dir = "/tmp/tsr-bench-" + std::to_string(getpid());
     std::string pt = dir + ".pt", st = dir + ".safetensors", raw = dir + ".raw";
-    std::string npy = dir + ".npy";
+    std::string npy = dir + ".npy", npz = dir + ".npz", gguf = dir + ".gguf";
     TRY(tsr_save(d, pt.c_str(), TSR_FORMAT_TORCH));
     TRY(tsr_save(d, st.c_str(), TSR_FORMAT_SAFETENSORS));
+    // NPZ as np.savez writes it (stored entries, tessera aligns their
+    // data) and GGUF: the same 200 tensors.
+    TRY(tsr_save(d, npz.c_str(), TSR_FORMAT_NPZ));
+    TRY(tsr_save(d, gguf.c_str(), TSR_FORMAT_GGUF));
     // NPY holds one array: the same 1 GiB as one tensor.
     TsrTensorDict* one = nullptr;
     TRY(tsr_dict_new(&one));
@@ -1309,10 +1323,17 @@ void bench_serialize() {
         return b;
     };
 #endif
-    for (int fmt = 0; fmt < 3; fmt++) {
-        const std::string& path = fmt == 0 ? pt : fmt == 1 ? st : npy;
-        const char* fname = fmt == 0 ? "torch" : fmt == 1 ? "safetensors" : "npy";
-        TsrTensorDict* saved = fmt == 2 ? one : d;
+    struct Fmt {
+        const std::string& path;
+        const char* name;
+        TsrTensorDict* dict;
+    };
+    const Fmt fmts[] = {{pt, "torch", d},   {st, "safetensors", d}, {npy, "npy", one},
+                        {npz, "npz", d},    {gguf, "gguf", d}};
+    for (int fmt = 0; fmt < int(sizeof fmts / sizeof fmts[0]); fmt++) {
+        const std::string& path = fmts[fmt].path;
+        const char* fname = fmts[fmt].name;
+        TsrTensorDict* saved = fmts[fmt].dict;
         std::string name = std::string("load 1 GiB ") + fname + " (mmap)";
         if (wanted(name)) {
             std::vector<Side> s;
@@ -1382,6 +1403,8 @@ void bench_serialize() {
     std::remove(pt.c_str());
     std::remove(st.c_str());
     std::remove(npy.c_str());
+    std::remove(npz.c_str());
+    std::remove(gguf.c_str());
     std::remove(raw.c_str());
 }
 

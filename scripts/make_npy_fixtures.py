@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/npy/ with NumPy's own writer (np.save and
-np.lib.format.write_array), for src/serialize/tests_npy.rs.
+np.lib.format.write_array), for tests/format_npy.rs.
 
 Every array holds, at row-major (logical) index i, the value
 (i * 7 + 3) % 100 (bool: i % 3 == 0; complex: that value plus minus it
@@ -9,7 +9,7 @@ times 1j), so the test computes what it expects.
     python3 scripts/make_npy_fixtures.py [OUT_DIR]
     python3 scripts/make_npy_fixtures.py --check DIR   # files tessera wrote
 
---check loads every c_<code>.npy in DIR (src/serialize/tests_npy.rs,
+--check loads every c_<code>.npy in DIR (tests/format_npy.rs,
 writes_reference_files) with np.load and compares dtype, shape and values.
 """
 import os

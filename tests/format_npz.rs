@@ -4,62 +4,19 @@
 //! files load back with every array viewing the file's bytes; lying and
 //! truncated archives are refused by name.
 
+#[path = "common/numpy.rs"]
+mod numpy;
+
+use numpy::{expected, storage_of, values};
 use std::path::PathBuf;
 use tessera::serialize::{
     detect, load, load_from_storage, save, save_to_bytes, Format, LoadFlags, TensorDict,
 };
-use tessera::{DType, Device, ErrorKind, MemoryFormat, Storage, Tensor};
+use tessera::{DType, Device, ErrorKind, Tensor};
 
-/// A NumPy-written file: the committed copy, or a fresh one from
-/// TESSERA_NPZ_FIXTURES (the interop stage runs NumPy's writer first).
+/// A NumPy-written npz file (TESSERA_NPZ_FIXTURES or tests/fixtures/npz).
 fn fixture(name: &str) -> PathBuf {
-    std::env::var_os("TESSERA_NPZ_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/npz"))
-        .join(name)
-}
-
-/// The (real, imaginary) values of `t` in row-major order.
-fn values(t: &Tensor) -> Vec<(f64, f64)> {
-    let complex = t.dtype().is_complex();
-    let target = if complex {
-        DType::ComplexDouble
-    } else {
-        DType::Double
-    };
-    let c = t
-        .to_dtype(target)
-        .unwrap()
-        .contiguous(MemoryFormat::Contiguous)
-        .unwrap();
-    let n = c.numel() as usize * if complex { 2 } else { 1 };
-    if n == 0 {
-        return Vec::new();
-    }
-    // SAFETY: c is a contiguous CPU tensor of n f64 values.
-    let v = unsafe { std::slice::from_raw_parts(c.data_ptr() as *const f64, n) };
-    if complex {
-        v.chunks(2).map(|p| (p[0], p[1])).collect()
-    } else {
-        v.iter().map(|&x| (x, 0.0)).collect()
-    }
-}
-
-/// What make_npy_fixtures.py's `values` stores at row-major index i.
-fn expected(dtype: DType, n: usize) -> Vec<(f64, f64)> {
-    (0..n)
-        .map(|i| {
-            if dtype == DType::Bool {
-                return (f64::from(u8::from(i % 3 == 0)), 0.0);
-            }
-            let v = ((i * 7 + 3) % 100) as f64;
-            if dtype.is_complex() {
-                (v, -v)
-            } else {
-                (v, 0.0)
-            }
-        })
-        .collect()
+    numpy::fixture("TESSERA_NPZ_FIXTURES", "npz", name)
 }
 
 /// make_npz_fixtures.py's ARRAYS: name, dtype, shape.
@@ -91,15 +48,6 @@ fn mmap(on: bool) -> LoadFlags {
         mmap: on,
         ..Default::default()
     }
-}
-
-fn storage_of(bytes: &[u8]) -> Storage {
-    let s = Storage::new(bytes.len(), Device::CPU, true).unwrap();
-    if !bytes.is_empty() {
-        // SAFETY: s is a fresh CPU storage of bytes.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.data() as *mut u8, bytes.len()) };
-    }
-    s
 }
 
 #[test]

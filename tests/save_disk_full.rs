@@ -79,12 +79,20 @@ fn a_save_past_a_full_disk_keeps_the_old_file() {
             return;
         }
     };
-    for name in ["m.pt", "m.safetensors"] {
+    // 2 MiB of floats on a 1 MiB file system: refused when the save
+    // reserves the tensors' bytes. 2 MiB of metadata beside 4 KB of
+    // floats (too few to reserve): refused by a write.
+    let mut meta = dict(1000);
+    meta.set_metadata("notes", &"x".repeat(2 << 20)).unwrap();
+    for (name, big) in [
+        ("m.pt", dict(1 << 19)),
+        ("m.safetensors", dict(1 << 19)),
+        ("meta.safetensors", meta),
+    ] {
         let dest = fs.0.join(name);
         serialize::save(&dict(1000), &dest, Format::Auto).unwrap();
         let old = std::fs::read(&dest).unwrap();
-        // 2 MiB of floats on a 1 MiB file system.
-        let e = serialize::save(&dict(1 << 19), &dest, Format::Auto).unwrap_err();
+        let e = serialize::save(&big, &dest, Format::Auto).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Io, "{name}: {e}");
         assert!(e.message().contains("ENOSPC"), "{name}: {e}");
         assert!(e.message().contains(name), "{name}: {e}");

@@ -247,3 +247,39 @@ fn training_checkpoint_needs_skip_unknown() {
     assert!(skipped.contains(&"epoch"), "{skipped:?}");
     assert!(d.get("optimizer.state.0.momentum_buffer").is_some());
 }
+
+/// A TorchScript module's tensor constants (libtorch's torch::jit::freeze
+/// folded its parameters into constants.pkl, their storages under
+/// constants/): named "constants.N" after the kept attribute, equal to
+/// what libtorch's own reader returns, views of one constant sharing its
+/// storage, and data/0 and constants/0 loaded as two storages.
+#[test]
+fn torchscript_constants_named_by_index() {
+    load_both_ways("torchscript_constants");
+    let d = serialize::load(
+        &data_dir().join("torchscript_constants.pt"),
+        Format::Auto,
+        LoadFlags::default(),
+    )
+    .unwrap();
+    let names: Vec<&str> = d.iter().map(|(n, _)| n).collect();
+    assert_eq!(names[0], "kept");
+    assert_eq!(
+        names[1..],
+        [
+            "constants.0",
+            "constants.1",
+            "constants.2",
+            "constants.3",
+            "constants.4",
+            "constants.5"
+        ]
+    );
+    let kept = d.get("kept").unwrap();
+    let c0 = d.get("constants.0").unwrap();
+    assert!(!Storage::ptr_eq(kept.storage(), c0.storage()));
+    assert!(Storage::ptr_eq(
+        c0.storage(),
+        d.get("constants.5").unwrap().storage()
+    ));
+}

@@ -7,7 +7,8 @@
 //!   Io error naming the path and what it is.
 //! - [`replace_file`] writes a new file beside the destination and
 //!   renames it over the destination once complete, so a failed save
-//!   leaves the destination as it was, byte for byte.
+//!   leaves the destination as it was, byte for byte; [`reserve`]
+//!   allocates the new file's disk space before it is written.
 //!
 //! Uses only `error`.
 
@@ -15,7 +16,7 @@ mod open;
 mod replace;
 
 pub(crate) use open::open_regular;
-pub(crate) use replace::replace_file;
+pub(crate) use replace::{replace_file, reserve};
 
 use std::fs::FileType;
 use std::os::unix::fs::FileTypeExt;

@@ -1,5 +1,5 @@
 use super::*;
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 fn scratch(tag: &str) -> PathBuf {
@@ -98,4 +98,29 @@ fn replace_file_follows_a_link_and_refuses_a_fifo() {
 fn reason_names_the_errno() {
     let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
     assert!(reason(&e).contains("ENOSPC"), "{}", reason(&e));
+}
+
+/// `reserve` allocates the disk blocks (where the file system has
+/// fallocate) and leaves the size 0, so a smaller write than reserved
+/// leaves nothing past its end; below 1 MiB it reserves nothing.
+#[test]
+fn reserve_allocates_blocks_and_keeps_the_size() {
+    use std::os::unix::fs::MetadataExt;
+    let d = scratch("reserve");
+    let f = File::create(d.join("big")).unwrap();
+    reserve(&f, 8 << 20).unwrap();
+    let m = f.metadata().unwrap();
+    assert_eq!(m.len(), 0);
+    if m.blocks() == 0 {
+        println!(
+            "SKIPPED: the file system of {} has no fallocate",
+            d.display()
+        );
+    } else {
+        assert!(m.blocks() * 512 >= 8 << 20, "{} blocks", m.blocks());
+    }
+    let small = File::create(d.join("small")).unwrap();
+    reserve(&small, 4096).unwrap();
+    assert_eq!(small.metadata().unwrap().blocks(), 0);
+    std::fs::remove_dir_all(&d).unwrap();
 }

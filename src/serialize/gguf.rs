@@ -436,6 +436,10 @@ impl FileFormat for Gguf {
         Ok(out)
     }
 
+    fn size_floor(&self, dict: &TensorDict) -> u64 {
+        super::tensor_bytes(dict)
+    }
+
     fn write_file(&self, dict: &TensorDict, file: &mut File, _: &Path, dest: &Path) -> Result<()> {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
         super::gguf_write::write(dict, &mut w)

@@ -58,6 +58,13 @@ pub(crate) trait FileFormat: Sync {
     fn write_bytes(&self, _dict: &TensorDict) -> Result<Vec<u8>> {
         Err(read_only(self.name()))
     }
+    /// At most the size of the file [`FileFormat::write_file`] writes for
+    /// `dict` (its tensors' bytes), reserved on disk before the write
+    /// (`files::reserve`); 0 (the default): nothing reserved, as for a
+    /// format whose writer reopens the file by its path.
+    fn size_floor(&self, _dict: &TensorDict) -> u64 {
+        0
+    }
     /// Writes `dict` into `file`, a new empty file at `temp` that becomes
     /// `dest` when this returns Ok (errors name `dest`; a read-only
     /// format: refused by name).
@@ -89,6 +96,14 @@ pub fn save_to_bytes(dict: &TensorDict, format: Format) -> Result<Vec<u8>> {
     let handler = format.handler().unwrap_or(&torch_zip::TORCH_ZIP);
     writable(handler)?;
     handler.write_bytes(dict)
+}
+
+/// The bytes of `dict`'s tensors, each written once in row-major order:
+/// the least an npy, npz or GGUF file of them holds.
+fn tensor_bytes(dict: &TensorDict) -> u64 {
+    dict.iter()
+        .map(|(_, t)| (t.numel().max(0) as u64).saturating_mul(t.itemsize() as u64))
+        .fold(0, u64::saturating_add)
 }
 
 /// The error for writing a format tessera only reads.
@@ -150,7 +165,16 @@ pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
 pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFlags) -> Result<()> {
     let handler = formats::for_saving(path, format);
     writable(handler)?;
+    let floor = handler.size_floor(dict);
     crate::files::replace_file(path, flags.sync, "the tensors", |file, temp| {
+        crate::files::reserve(file, floor).map_err(|e| {
+            crate::err!(
+                Io,
+                "cannot write the tensors to '{}': reserving {floor} bytes for them failed: {}",
+                path.display(),
+                crate::files::reason(&e)
+            )
+        })?;
         handler.write_file(dict, file, temp, path)
     })
 }
@@ -247,7 +271,5 @@ fn map_file(path: &Path) -> Result<Storage> {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_npy;
 #[cfg(test)]
 mod tests_readers;

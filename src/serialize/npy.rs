@@ -394,6 +394,10 @@ impl FileFormat for Npy {
         Ok(out)
     }
 
+    fn size_floor(&self, dict: &TensorDict) -> u64 {
+        super::tensor_bytes(dict)
+    }
+
     fn write_file(&self, dict: &TensorDict, file: &mut File, _: &Path, dest: &Path) -> Result<()> {
         let (name, t) = only_tensor(dict)?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);

@@ -240,6 +240,10 @@ impl FileFormat for Npz {
         Ok(write(dict, Cursor::new(Vec::new()))?.into_inner())
     }
 
+    fn size_floor(&self, dict: &TensorDict) -> u64 {
+        super::tensor_bytes(dict)
+    }
+
     fn write_file(&self, dict: &TensorDict, file: &mut File, _: &Path, dest: &Path) -> Result<()> {
         let w = std::io::BufWriter::with_capacity(1 << 20, file);
         write(dict, w)

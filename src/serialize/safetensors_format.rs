@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::tensor::{layout, Tensor};
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 
 pub(crate) struct TensorBytes<'a> {
@@ -158,22 +159,97 @@ pub(crate) fn write(dict: &TensorDict) -> Result<Vec<u8>> {
         .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))
 }
 
-/// Writes the prepared tensors to the new file at `temp` (tsr_save's,
-/// for the destination `dest`), their bytes straight from their storages
-/// (no copy of the whole file in memory).
-pub(crate) fn write_file(prepared: Prepared<'_>, temp: &Path, dest: &Path) -> Result<()> {
-    let (tensors, meta) = prepared;
-    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), meta, temp).map_err(|e| {
-        match e {
-            safetensors::SafeTensorError::IoError(io) => crate::err!(
-                Io,
-                "cannot write {}: {}",
-                dest.display(),
-                crate::files::reason(&io)
-            ),
-            other => crate::err!(InvalidArgument, "safetensors: {other}"),
+/// A tensor's header entry without its bytes: the crate makes the header
+/// from it, tessera writes the bytes into its own file.
+struct HeaderOnly<'a>(&'a TensorBytes<'a>);
+
+impl safetensors::View for HeaderOnly<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        self.0.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&[])
+    }
+    fn data_len(&self) -> usize {
+        self.0.data.len()
+    }
+}
+
+/// The indices of `tensors` in the order of their data offsets in the
+/// JSON `header` the crate made (it orders tensors by alignment, then
+/// name); each must start where the one before ends.
+fn data_order(header: &[u8], tensors: &[(&str, TensorBytes<'_>)]) -> Result<Vec<usize>> {
+    let bad = || {
+        crate::err!(
+            Internal,
+            "safetensors: the header the crate made is unreadable"
+        )
+    };
+    let index: HashMap<&str, usize> = tensors
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (*n, i))
+        .collect();
+    let json: serde_json::Value = serde_json::from_slice(header).map_err(|_| bad())?;
+    let mut order = Vec::with_capacity(tensors.len());
+    for (name, entry) in json.as_object().ok_or_else(bad)? {
+        if name == "__metadata__" {
+            continue;
         }
-    })
+        let begin = entry["data_offsets"][0].as_u64().ok_or_else(bad)?;
+        order.push((begin, *index.get(name.as_str()).ok_or_else(bad)?));
+    }
+    order.sort_unstable();
+    let mut at = 0u64;
+    for &(begin, i) in &order {
+        crate::ensure!(
+            begin == at,
+            Internal,
+            "safetensors: tensor '{}' at {begin}, expected {at}",
+            tensors[i].0
+        );
+        at += tensors[i].1.data.len() as u64;
+    }
+    crate::ensure!(
+        order.len() == tensors.len(),
+        Internal,
+        "safetensors: the header lists {} of {} tensors",
+        order.len(),
+        tensors.len()
+    );
+    Ok(order.into_iter().map(|(_, i)| i).collect())
+}
+
+/// Writes the prepared tensors into `file` (tsr_save's new file, for the
+/// destination `dest`): the header the crate makes, then each tensor's
+/// bytes straight from its storage, in the header's order (no copy of
+/// the whole file in memory).
+pub(crate) fn write_file(
+    prepared: Prepared<'_>,
+    file: &mut std::fs::File,
+    dest: &Path,
+) -> Result<()> {
+    let (tensors, meta) = prepared;
+    let head = safetensors::serialize(tensors.iter().map(|(n, t)| (*n, HeaderOnly(t))), meta)
+        .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))?;
+    let order = data_order(&head[8..], &tensors)?;
+    let io = |e: std::io::Error| {
+        crate::err!(
+            Io,
+            "cannot write {}: {}",
+            dest.display(),
+            crate::files::reason(&e)
+        )
+    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&head).map_err(io)?;
+    for i in order {
+        w.write_all(&tensors[i].1.data).map_err(io)?;
+    }
+    w.flush().map_err(io)
 }
 
 /// Reads a safetensors file from `source`.
@@ -258,13 +334,17 @@ impl super::FileFormat for SafetensorsFormat {
         write(dict)
     }
 
+    fn size_floor(&self, dict: &TensorDict) -> u64 {
+        super::tensor_bytes(dict)
+    }
+
     fn write_file(
         &self,
         dict: &TensorDict,
-        _: &mut std::fs::File,
-        temp: &Path,
+        file: &mut std::fs::File,
+        _: &Path,
         dest: &Path,
     ) -> Result<()> {
-        write_file(prepare(dict)?, temp, dest)
+        write_file(prepare(dict)?, file, dest)
     }
 }

@@ -108,3 +108,63 @@ fn negative_strides_are_refused_even_for_empty_tensors() {
         );
     }
 }
+
+/// Two tensors that would get one name (a key "a.t" and a nested dict
+/// {"a": {"t": ..}}) are refused naming it, never one silently replacing
+/// the other.
+#[test]
+fn two_tensors_of_one_name_are_refused() {
+    use super::tests::archive;
+    use crate::pickle::{self, Value};
+    let t = || {
+        let pid = Value::Tuple(vec![
+            Value::str("storage"),
+            Value::global("torch", "FloatStorage"),
+            Value::str("0"),
+            Value::str("cpu"),
+            Value::Int(4),
+        ]);
+        Value::call(
+            Value::global("torch._utils", "_rebuild_tensor_v2"),
+            vec![
+                Value::PersistentId(Box::new(pid)),
+                Value::Int(0),
+                Value::Tuple(vec![Value::Int(4)]),
+                Value::Tuple(vec![Value::Int(1)]),
+                Value::Bool(false),
+                Value::call(Value::global("collections", "OrderedDict"), vec![]),
+            ],
+        )
+    };
+    let root = Value::Dict(vec![
+        (Value::str("a.t"), t()),
+        (Value::str("a"), Value::Dict(vec![(Value::str("t"), t())])),
+    ]);
+    let pkl = pickle::write(&root).unwrap();
+    refused_everywhere(
+        &archive(&pkl, &[("0", &[0u8; 16])]),
+        &["two tensors are named 'a.t'"],
+    );
+}
+
+/// A safetensors save (the crate's header, then tessera's writes of the
+/// tensors' bytes in the header's order) is byte for byte what the crate
+/// itself serializes, dtypes of several alignments, an empty tensor and
+/// metadata included.
+#[test]
+fn a_safetensors_save_is_the_crates_bytes() {
+    use super::tests::filled;
+    let mut d = TensorDict::new();
+    d.set("z.half", filled(&[3, 5], DType::Half, 1)).unwrap();
+    d.set("a.double", filled(&[7], DType::Double, 2)).unwrap();
+    d.set("m.byte", filled(&[9], DType::Byte, 3)).unwrap();
+    d.set("b.empty", filled(&[0, 4], DType::Float, 4)).unwrap();
+    d.set("c.big", filled(&[512, 1024], DType::Float, 5))
+        .unwrap();
+    d.set_metadata("format", "pt").unwrap();
+    let path = std::env::temp_dir().join(format!("tessera-st-{}.safetensors", std::process::id()));
+    save(&d, &path, Format::Auto).unwrap();
+    let file = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(file == save_to_bytes(&d, Format::Safetensors).unwrap());
+}

@@ -186,7 +186,8 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         map,
         prefix: String::new(),
     };
-    torch_read::read_tree(source, records, &root, "the main pickle")
+    let tree = torch_read::Tree::data(&root, "the main pickle");
+    torch_read::read_tree(source, records, &[tree])
 }
 
 impl FileFormat for TorchLegacy {

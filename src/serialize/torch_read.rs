@@ -67,13 +67,13 @@ pub(crate) fn allowed(module: &str, name: &str) -> bool {
 }
 
 /// Where each record of the file lies: name -> (offset, length); a
-/// storage's record is `<prefix>data/<key>`.
+/// storage's record is `<prefix><tensor_dir><key>` ([`Tree::tensor_dir`]).
 pub(crate) struct Records {
     pub map: HashMap<String, (usize, usize)>,
     pub prefix: String,
 }
 
-fn index_archive(bytes: &[u8]) -> Result<Records> {
+pub(crate) fn index_archive(bytes: &[u8]) -> Result<Records> {
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
         .map_err(|e| fmt_err(format_args!("not a readable zip archive: {e}")))?;
     let mut map = HashMap::new();
@@ -130,6 +130,8 @@ fn index_archive(bytes: &[u8]) -> Result<Records> {
 struct Loader<'a> {
     source: &'a Source<'a>,
     records: Records,
+    /// The directory of the current tree's storage records ("data/").
+    tensor_dir: String,
     /// Storage key -> (record, dtype of its first tensor).
     storages: HashMap<String, (std::rc::Rc<Record>, DType)>,
     dict: TensorDict,
@@ -139,13 +141,53 @@ struct Loader<'a> {
 /// Reads a torch archive from `source`.
 pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     let records = index_archive(source.bytes)?;
-    let (off, len) = records
-        .map
-        .get(&format!("{}data.pkl", records.prefix))
-        .copied()
-        .unwrap();
-    let (root, _) = read_pickle(&source.bytes[off..off + len], "data.pkl", flags)?;
-    read_tree(source, records, &root, "data.pkl")
+    let root = records
+        .pickle(source, "data.pkl", flags)?
+        .expect("index_archive found data.pkl");
+    let tree = Tree::data(&root, "data.pkl");
+    read_tree(source, records, &[tree])
+}
+
+impl Records {
+    /// The archive's `<prefix>NAME` pickle, read as [`read_pickle`]
+    /// reads; None when the archive has no such record.
+    pub(crate) fn pickle(
+        &self,
+        source: &Source<'_>,
+        name: &str,
+        flags: LoadFlags,
+    ) -> Result<Option<Value>> {
+        let Some(&(off, len)) = self.map.get(&format!("{}{name}", self.prefix)) else {
+            return Ok(None);
+        };
+        let (root, _) = read_pickle(&source.bytes[off..off + len], name, flags)?;
+        Ok(Some(root))
+    }
+}
+
+/// One unpickled archive of a file and where its storages lie.
+pub(crate) struct Tree<'v> {
+    /// The unpickled value.
+    pub root: &'v Value,
+    /// Its record, in messages ("data.pkl").
+    pub what: &'v str,
+    /// The directory of its storage records in the archive ("data/"):
+    /// storage key K is the record `<prefix><tensor_dir>K`.
+    pub tensor_dir: &'v str,
+    /// Prefixed to every name it gives ("" for data.pkl).
+    pub names: &'v str,
+}
+
+impl<'v> Tree<'v> {
+    /// The main pickle, its storages in `data/`.
+    pub(crate) fn data(root: &'v Value, what: &'v str) -> Self {
+        Tree {
+            root,
+            what,
+            tensor_dir: "data/",
+            names: "",
+        }
+    }
 }
 
 /// Reads the pickle at the start of `bytes` (`what` in messages) and the
@@ -187,31 +229,41 @@ fn unknown_global(v: &Value) -> Option<String> {
         .map(|(m, n)| format!("{m}.{n}"))
 }
 
-/// The dict of the unpickled `root` (read from `what`), its storages in
-/// `records`: the part of reading shared by the zip and legacy formats.
+/// The dict of the unpickled `trees`, in order, their storages in
+/// `records`: the part of reading shared by the zip, TorchScript and
+/// legacy formats. The first tree may be a lone tensor (named "tensor");
+/// the others must be dict-like or empty. Storage keys are per tree
+/// (TorchScript's data/0 and constants/0 are two storages).
 pub(crate) fn read_tree(
     source: &Source<'_>,
     records: Records,
-    root: &Value,
-    what: &str,
+    trees: &[Tree<'_>],
 ) -> Result<TensorDict> {
     let mut loader = Loader {
         source,
         records,
+        tensor_dir: "data/".to_owned(),
         storages: HashMap::new(),
         dict: TensorDict::new(),
         skipped: Vec::new(),
     };
-    match loader.entries(root) {
-        Some(items) => loader.walk(items, "")?,
-        None => match loader.tensor("tensor", root)? {
-            Some(t) => loader.dict.set("tensor", t)?,
-            None => crate::bail!(
-                Format,
-                "{what} holds {}: expected a dict of tensors",
-                root.describe()
-            ),
-        },
+    for (i, tree) in trees.iter().enumerate() {
+        tree.tensor_dir.clone_into(&mut loader.tensor_dir);
+        loader.storages.clear();
+        match loader.entries(tree.root) {
+            Some(items) => loader.walk(items, tree.names)?,
+            None if matches!(untag(tree.root), Value::Tuple(v) | Value::List(v) if v.is_empty()) => {
+            }
+            None => match loader.tensor("tensor", tree.root)? {
+                Some(t) if i == 0 => loader.dict.set("tensor", t)?,
+                _ => crate::bail!(
+                    Format,
+                    "{} holds {}: expected a dict of tensors",
+                    tree.what,
+                    tree.root.describe()
+                ),
+            },
+        }
     }
     if !loader.skipped.is_empty() {
         let list = loader.skipped.join("\n");
@@ -286,6 +338,12 @@ impl Loader<'_> {
         for (key, value) in items {
             let name = format!("{prefix}{key}");
             if let Some(t) = self.tensor(&name, value)? {
+                crate::ensure!(
+                    self.dict.get(&name).is_none(),
+                    Format,
+                    "two tensors are named '{name}' (a key holding '.' and a nested dict, or a \
+                     TorchScript attribute 'constants' beside the constants)"
+                );
                 self.dict.set(&name, t)?;
             } else if let Some(inner) = self.entries(value) {
                 self.walk(inner, &format!("{name}."))?;
@@ -451,7 +509,7 @@ impl Loader<'_> {
             );
             return Ok((s.clone(), dtype));
         }
-        let record = format!("{}data/{key}", self.records.prefix);
+        let record = format!("{}{}{key}", self.records.prefix, self.tensor_dir);
         let Some(&(off, len)) = self.records.map.get(&record) else {
             crate::bail!(
                 Format,

@@ -42,6 +42,15 @@ impl FileFormat for TorchZip {
         Ok(out.into_inner())
     }
 
+    /// Each storage is one whole record, written once.
+    fn size_floor(&self, dict: &TensorDict) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        dict.iter()
+            .filter(|(_, t)| seen.insert(crate::refcount::Ref::as_ptr(&t.storage().0) as usize))
+            .map(|(_, t)| t.storage().nbytes() as u64)
+            .fold(0, u64::saturating_add)
+    }
+
     fn write_file(&self, dict: &TensorDict, file: &mut File, _: &Path, dest: &Path) -> Result<()> {
         let prepared = torch_write::prepare(dict)?;
         let w = std::io::BufWriter::with_capacity(1 << 20, file);

@@ -3,14 +3,21 @@
 //! scripted module as `__torch__.*` objects (placeholders: never imported
 //! or called), each object's attributes its state; the tensors are named
 //! by attribute path ("0.weight", "conv1.bias"), other attributes skipped.
-//! The code/ directory (TorchScript source) is never read. Read only
-//! (tessera writes no code).
+//! The tensor constants of the module's code (a tensor captured in
+//! forward, or parameters that torch.jit.freeze folded) are the tuple of
+//! constants.pkl, their storages in `<archive>/constants/`: constant N is
+//! named "constants.N", after the attributes. The code/ directory
+//! (TorchScript source) is never read. Read only (tessera writes no code).
 
 use super::dict::TensorDict;
 use super::source::Source;
-use super::{torch_read, FileFormat, LoadFlags};
+use super::torch_read::{self, Tree};
+use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use std::io::Cursor;
+
+/// The names of the tensors of constants.pkl: "constants.0", ...
+pub(crate) const CONSTANTS_PREFIX: &str = "constants.";
 
 /// torch.jit.save's archives.
 pub(crate) struct TorchScript;
@@ -44,7 +51,21 @@ impl FileFormat for TorchScript {
     }
 
     fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
-        torch_read::read(source, flags)
+        let records = torch_read::index_archive(source.bytes)?;
+        let data = records
+            .pickle(source, "data.pkl", flags)?
+            .expect("index_archive found data.pkl");
+        let constants = records.pickle(source, "constants.pkl", flags)?;
+        let mut trees = vec![Tree::data(&data, "data.pkl")];
+        if let Some(root) = &constants {
+            trees.push(Tree {
+                root,
+                what: "constants.pkl",
+                tensor_dir: "constants/",
+                names: CONSTANTS_PREFIX,
+            });
+        }
+        torch_read::read_tree(source, records, &trees)
     }
 
     fn writes(&self) -> bool {
