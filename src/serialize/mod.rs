@@ -23,6 +23,7 @@ mod read_file;
 mod safetensors_format;
 mod source;
 mod torch_legacy;
+mod torch_pickle;
 mod torch_read;
 mod torch_write;
 mod torch_zip;

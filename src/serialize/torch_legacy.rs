@@ -19,7 +19,8 @@
 
 use super::dict::TensorDict;
 use super::source::Source;
-use super::torch_read::{self, Records};
+use super::torch_pickle::{self, Records};
+use super::torch_read;
 use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use crate::pickle::{self, Limits, Value};
@@ -138,7 +139,7 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         "torch legacy: the file was saved on a big-endian machine (sys_info little_endian is \
          False): tessera reads little-endian files; save it again on a little-endian machine"
     );
-    let (root, used) = torch_read::read_pickle(&bytes[pos..], "the main pickle", flags)?;
+    let (root, used) = torch_pickle::read_pickle(&bytes[pos..], "the main pickle", flags)?;
     pos += used;
     let keys = small_pickle(bytes, &mut pos, "storage keys")?;
     let keys = keys.as_seq().ok_or_else(|| {

@@ -11,6 +11,7 @@
 
 use super::dict::TensorDict;
 use super::source::Source;
+use super::torch_pickle;
 use super::torch_read::{self, Tree};
 use super::{FileFormat, LoadFlags};
 use crate::error::Result;
@@ -51,7 +52,7 @@ impl FileFormat for TorchScript {
     }
 
     fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
-        let records = torch_read::index_archive(source.bytes)?;
+        let records = torch_pickle::index_archive(source.bytes)?;
         let data = records
             .pickle(source, "data.pkl", flags)?
             .expect("index_archive found data.pkl");
