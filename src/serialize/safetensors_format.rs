@@ -200,11 +200,14 @@ fn data_order(header: &[u8], tensors: &[(&str, TensorBytes<'_>)]) -> Result<Vec<
             continue;
         }
         let begin = entry["data_offsets"][0].as_u64().ok_or_else(bad)?;
-        order.push((begin, *index.get(name.as_str()).ok_or_else(bad)?));
+        let end = entry["data_offsets"][1].as_u64().ok_or_else(bad)?;
+        order.push((begin, end, *index.get(name.as_str()).ok_or_else(bad)?));
     }
+    // By byte range: an empty tensor shares its offset with the tensor
+    // after it, and must come first.
     order.sort_unstable();
     let mut at = 0u64;
-    for &(begin, i) in &order {
+    for &(begin, _, i) in &order {
         crate::ensure!(
             begin == at,
             Internal,
@@ -220,7 +223,7 @@ fn data_order(header: &[u8], tensors: &[(&str, TensorBytes<'_>)]) -> Result<Vec<
         order.len(),
         tensors.len()
     );
-    Ok(order.into_iter().map(|(_, i)| i).collect())
+    Ok(order.into_iter().map(|(_, _, i)| i).collect())
 }
 
 /// Writes the prepared tensors into `file` (tsr_save's new file, for the
