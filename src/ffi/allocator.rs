@@ -197,9 +197,42 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
     nbytes: usize,
     out: *mut TsrDataPtr,
 ) -> TsrStatus {
-    // The thread-cache hit first, in a function of its own: it needs few
-    // registers and no room for an error, so its frame stays small.
-    let hit = guard_value("tsr_allocator_allocate", false, || {
+    // SAFETY: this function's arguments, under its contract.
+    let hit = unsafe {
+        allocate_hit_into(
+            "tsr_allocator_allocate",
+            allocator,
+            nbytes,
+            out,
+            TsrDataPtr::from_core,
+        )
+    };
+    if hit {
+        return TSR_OK;
+    }
+    // SAFETY: allocate_general has this function's contract, and these
+    // are this function's arguments unchanged (NULL or a live handle; NULL
+    // or writable); it checks both for NULL.
+    unsafe { allocate_general(allocator, nbytes, out) }
+}
+
+/// The thread-cache hit of the allocate exports, tried first: the block
+/// written to `*out` as `convert` makes it, or false (a NULL handle or
+/// `out`, or no hit) for the export's general path to answer. It needs
+/// few registers and no room for an error, so the export's frame stays
+/// small.
+///
+/// # Safety
+/// `allocator` NULL or a live handle; `out` NULL or writable.
+#[inline(always)]
+unsafe fn allocate_hit_into<T>(
+    fname: &str,
+    allocator: *mut TsrAllocator,
+    nbytes: usize,
+    out: *mut T,
+    convert: impl FnOnce(crate::data_ptr::DataPtr) -> T,
+) -> bool {
+    guard_value(fname, false, || {
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
         // header's contract); try_borrow checks NULL and liveness.
         let Some(a) = (unsafe { handle::try_borrow(allocator) }) else {
@@ -211,17 +244,10 @@ pub unsafe extern "C" fn tsr_allocator_allocate(
         let Some(dp) = a.allocate_hit(nbytes) else {
             return false;
         };
-        // SAFETY: out checked non-NULL.
-        unsafe { write_out(out, TsrDataPtr::from_core(dp)) };
+        // SAFETY: out checked non-NULL; writable by the caller's contract.
+        unsafe { write_out(out, convert(dp)) };
         true
-    });
-    if hit {
-        return TSR_OK;
-    }
-    // SAFETY: allocate_general has this function's contract, and these
-    // are this function's arguments unchanged (NULL or a live handle; NULL
-    // or writable); it checks both for NULL.
-    unsafe { allocate_general(allocator, nbytes, out) }
+    })
 }
 
 /// tsr_allocator_allocate past the thread-cache hit.
@@ -262,25 +288,14 @@ pub unsafe extern "C" fn tsr_allocator_raw_allocate(
     nbytes: usize,
     out: *mut *mut c_void,
 ) -> TsrStatus {
-    // The thread-cache hit first, as in tsr_allocator_allocate: the
-    // built-in CPU allocator's hit is a raw allocation too (its context is
-    // its data, its deleter the raw deleter).
-    let hit = guard_value("tsr_allocator_raw_allocate", false, || {
-        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
-        // header's contract); try_borrow checks NULL and liveness.
-        let Some(a) = (unsafe { handle::try_borrow(allocator) }) else {
-            return false;
-        };
-        if out.is_null() {
-            return false;
-        }
-        let Some(dp) = a.allocate_hit(nbytes) else {
-            return false;
-        };
-        // SAFETY: out checked non-NULL.
-        unsafe { write_out(out, dp.into_raw_parts().0) };
-        true
-    });
+    // The built-in CPU allocator's hit is a raw allocation too (its
+    // context is its data, its deleter the raw deleter).
+    // SAFETY: this function's arguments, under its contract.
+    let hit = unsafe {
+        allocate_hit_into("tsr_allocator_raw_allocate", allocator, nbytes, out, |dp| {
+            dp.into_raw_parts().0
+        })
+    };
     if hit {
         return TSR_OK;
     }
