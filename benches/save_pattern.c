@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
     int do_w = !strcmp(mode, "all") || !strcmp(mode, "trunc");
     int do_r = !strcmp(mode, "all") || !strcmp(mode, "rename");
     int do_f = !strcmp(mode, "all") || !strcmp(mode, "falloc");
+    int do_n = !strcmp(mode, "all") || !strcmp(mode, "new");
+    int do_tn = !strcmp(mode, "all") || !strcmp(mode, "tnew");
     for (int r = 0; r < rounds; r++) {
         if (do_t) {
             double a = now(), c = cpu();
@@ -98,6 +100,21 @@ int main(int argc, char** argv) {
             close(fd);
             if (rename(tmp, raw2)) return 1;
             printf("round %d write() falloc+temp+rename %8.1f ms wall %8.1f ms cpu\n", r, (now() - a) * 1e3, (cpu() - c) * 1e3);
+        }
+        if (do_n) {
+            double a = now(), c = cpu();
+            unlink(raw);
+            int fd = open(raw, O_WRONLY | O_CREAT | O_EXCL, 0600);
+            if (fd < 0) return 1;
+            write_all(fd, src, len);
+            close(fd);
+            printf("round %d write() new file %8.1f ms wall %8.1f ms cpu\n", r, (now() - a) * 1e3, (cpu() - c) * 1e3);
+        }
+        if (do_tn) {
+            double a = now(), c = cpu();
+            unlink(path);
+            if (tsr_save(one, path, TSR_FORMAT_AUTO)) { fprintf(stderr, "%s\n", tsr_last_error_message()); return 1; }
+            printf("round %d tessera save new file %8.1f ms wall %8.1f ms cpu\n", r, (now() - a) * 1e3, (cpu() - c) * 1e3);
         }
         fflush(stdout);
     }
