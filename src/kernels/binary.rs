@@ -4,7 +4,7 @@
 //! wrapped numbers allowed, outputs allocated when None, results cast
 //! to a given output if that cast is safe).
 
-use super::dispatch::{dispatch_all, dispatch_floating, dispatch_real};
+use super::dispatch::dispatch;
 use super::elem::Elem;
 use super::flat;
 use super::loops::{binary_op_run, with_simd};
@@ -167,9 +167,9 @@ fn add_scaled(
         let dtype = flat.dtype;
         check_alpha(dtype, alpha)?;
         if is_one(alpha) {
-            return dispatch_all!(dtype, op, T => flat.run::<T>(|x, y| x.add(y)));
+            return dispatch!(all, dtype, op, T => flat.run::<T>(|x, y| x.add(y)));
         }
-        return dispatch_all!(dtype, op, T => {
+        return dispatch!(all, dtype, op, T => {
             let w = <<T as Elem>::Op as Arith>::from_alpha(alpha);
             flat.run::<T>(move |x, y| x.add(w.mul(y)))
         });
@@ -179,9 +179,9 @@ fn add_scaled(
     let dtype = compute_dtype(&it);
     check_alpha(dtype, alpha)?;
     if is_one(alpha) {
-        return dispatch_all!(dtype, op, T => run::<T>(&it, |x, y| x.add(y)));
+        return dispatch!(all, dtype, op, T => run::<T>(&it, |x, y| x.add(y)));
     }
-    dispatch_all!(dtype, op, T => {
+    dispatch!(all, dtype, op, T => {
         let w = <<T as Elem>::Op as Arith>::from_alpha(alpha);
         run::<T>(&it, move |x, y| x.add(w.mul(y)))
     })
@@ -192,11 +192,11 @@ fn add_scaled(
 /// Errors: as [`add`].
 pub fn mul(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if let Some(flat) = flat::binary(out, a, b)? {
-        return dispatch_all!(flat.dtype, "mul", T => flat.run::<T>(|x, y| x.mul(y)));
+        return dispatch!(all, flat.dtype, "mul", T => flat.run::<T>(|x, y| x.mul(y)));
     }
     check_cpu("mul", &[out, Some(a), Some(b)])?;
     let it = TensorIterator::binary_op(out, a, b)?;
-    dispatch_all!(compute_dtype(&it), "mul", T => run::<T>(&it, |x, y| x.mul(y)))
+    dispatch!(all, compute_dtype(&it), "mul", T => run::<T>(&it, |x, y| x.mul(y)))
 }
 
 /// True division `out = a / b` (c10's binary_float_op: integer and bool
@@ -210,12 +210,12 @@ pub fn div(out: Option<&Tensor>, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     // only integers and bool), so they may take the flat shortcut.
     if a.dtype().is_floating() || a.dtype().is_complex() {
         if let Some(flat) = flat::binary(out, a, b)? {
-            return dispatch_floating!(flat.dtype, "div", T => flat.run::<T>(|x, y| x.div(y)));
+            return dispatch!(floating, flat.dtype, "div", T => flat.run::<T>(|x, y| x.div(y)));
         }
     }
     check_cpu("div", &[out, Some(a), Some(b)])?;
     let it = TensorIterator::binary_float_op(out, a, b)?;
-    dispatch_floating!(compute_dtype(&it), "div", T => run::<T>(&it, |x, y| x.div(y)))
+    dispatch!(floating, compute_dtype(&it), "div", T => run::<T>(&it, |x, y| x.div(y)))
 }
 
 /// Division rounded by `mode`. Trunc and Floor compute in the inputs'
@@ -242,7 +242,7 @@ pub fn div_rounding(
         _ => "div with rounding mode floor",
     };
     let zero_divisor = AtomicBool::new(false);
-    let result = dispatch_real!(dtype, op, T => {
+    let result = dispatch!(real, dtype, op, T => {
         run::<T>(&it, |x, y| {
             type O = <T as Elem>::Op;
             if <O as RoundingDiv>::ZERO_DIVISOR_IS_ERROR && y.is_zero() {

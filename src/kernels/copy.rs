@@ -13,7 +13,7 @@
 
 use super::blocked;
 use super::cast::cast_run;
-use super::dispatch::{dispatch_convert, dispatch_width};
+use super::dispatch::{dispatch, dispatch_width};
 use super::elem::Elem;
 use super::loops::map_run;
 use super::simd;
@@ -224,7 +224,7 @@ type CastRuns = unsafe fn(&mut [*mut u8], &[i64], i64, i64, bool);
 /// The 2-D conversion loop from `st` to `dt`: one instance per dtype pair.
 fn cast_runs(st: DType, dt: DType) -> Result<CastRuns> {
     Ok(
-        dispatch_convert!(st, "copy", S => dispatch_convert!(dt, "copy", D => {
+        dispatch!(convert, st, "copy", S => dispatch!(convert, dt, "copy", D => {
             cast_2d::<S, D> as CastRuns
         })),
     )

@@ -1,7 +1,7 @@
 //! Dtype dispatch: a `match` over the dtype that runs a body with a local
 //! type alias bound to the element type (as c10's AT_DISPATCH macros).
 //! Dtypes a macro does not list (quantized, bits and sub-byte everywhere,
-//! float8 outside `dispatch_convert`) are refused with TSR_ERR_UNSUPPORTED
+//! float8 outside the `convert` set) are refused with TSR_ERR_UNSUPPORTED
 //! naming the operation and the dtype.
 
 use crate::dtype::DType;
@@ -64,14 +64,19 @@ macro_rules! dispatch_arms {
     }};
 }
 
-/// Runs `$body` with `$T` bound to the element type of `$dtype`, for every
-/// dtype with arithmetic (bool, integers, floating and complex types);
-/// otherwise returns an Unsupported error naming `$op`.
-macro_rules! dispatch_all {
-    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
+/// Runs `$body` with `$T` bound to the element type of `$dtype` when the
+/// dtype is in dispatch set `$set` (dispatch_groups lists the sets: `all`,
+/// `convert`, `signed`, `floating`, `real`); any other dtype returns an
+/// Unsupported error naming `$op` from the enclosing function.
+///
+/// ```ignore
+/// dispatch!(real, dtype, "amax", T => reduce_into::<AMax<T>>(a, &out, &mask))?;
+/// ```
+macro_rules! dispatch {
+    ($set:ident, $dtype:expr, $op:expr, $T:ident => $body:expr) => {
         $crate::dtype::table::dtype_table!(
             [$crate::kernels::dispatch::dispatch_groups],
-            all,
+            $set,
             $dtype,
             $op,
             $T,
@@ -80,95 +85,26 @@ macro_rules! dispatch_all {
     };
 }
 
-/// As `dispatch_all`, plus the float8 types: the dtypes copies convert
-/// between (float8 has no arithmetic kernels, as in c10).
-macro_rules! dispatch_convert {
-    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!(
-            [$crate::kernels::dispatch::dispatch_groups],
-            convert,
-            $dtype,
-            $op,
-            $T,
-            $body
-        )
-    };
-}
-
-/// As `dispatch_all`, without Bool (negation, subtraction).
-macro_rules! dispatch_signed {
-    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!(
-            [$crate::kernels::dispatch::dispatch_groups],
-            signed,
-            $dtype,
-            $op,
-            $T,
-            $body
-        )
-    };
-}
-
-/// Floating and complex types (true division).
-macro_rules! dispatch_floating {
-    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!(
-            [$crate::kernels::dispatch::dispatch_groups],
-            floating,
-            $dtype,
-            $op,
-            $T,
-            $body
-        )
-    };
-}
-
-/// Real types: integers and floating types (no bool, no complex).
-macro_rules! dispatch_real {
-    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
-        $crate::dtype::table::dtype_table!(
-            [$crate::kernels::dispatch::dispatch_groups],
-            real,
-            $dtype,
-            $op,
-            $T,
-            $body
-        )
-    };
-}
-
-pub(crate) use {
-    dispatch_all, dispatch_arms, dispatch_convert, dispatch_floating, dispatch_groups,
-    dispatch_real, dispatch_signed,
-};
+pub(crate) use {dispatch, dispatch_arms, dispatch_groups};
 
 /// Runs `$body` with `$T` bound to a plain type of `$itemsize` bytes (u8,
 /// u16, u32, u64, or a 16-byte Complex<f64>), for code that moves elements
 /// without looking at their values; every cast of such a type to itself is
 /// a bit-exact move.
 macro_rules! dispatch_width {
-    ($itemsize:expr, $T:ident => $body:expr) => {{
+    ($itemsize:expr, $T:ident => $body:expr) => {
+        $crate::kernels::dispatch::dispatch_width!(@arms $itemsize, $T, $body;
+            1 => u8, 2 => u16, 4 => u32, 8 => u64,
+            16 => $crate::kernels::elem::Complex<f64>)
+    };
+    (@arms $itemsize:expr, $T:ident, $body:expr; $($width:literal => $plain:ty),*) => {{
         match $itemsize {
-            1 => {
-                type $T = u8;
-                $body
-            }
-            2 => {
-                type $T = u16;
-                $body
-            }
-            4 => {
-                type $T = u32;
-                $body
-            }
-            8 => {
-                type $T = u64;
-                $body
-            }
-            16 => {
-                type $T = $crate::kernels::elem::Complex<f64>;
-                $body
-            }
+            $(
+                $width => {
+                    type $T = $plain;
+                    $body
+                }
+            )*
             other => unreachable!("no dtype has itemsize {other}"),
         }
     }};

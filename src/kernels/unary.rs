@@ -2,7 +2,7 @@
 //! input's dtype).
 
 use super::binary::finish;
-use super::dispatch::dispatch_signed;
+use super::dispatch::dispatch;
 use super::elem::Elem;
 use super::loops::{unary_op_run, with_simd};
 use super::ops::Signed;
@@ -32,7 +32,7 @@ pub fn neg(out: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
         );
     }
     let it = TensorIterator::unary_op(out, a)?;
-    dispatch_signed!(it.dtype(0), "neg", T => {
+    dispatch!(signed, it.dtype(0), "neg", T => {
         let stream = simd::should_stream(it.numel() as usize * std::mem::size_of::<T>());
         it.for_each(
             &|data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64| {

@@ -31,7 +31,7 @@ pub use reducers::SumAcc;
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::kernels::dispatch::{dispatch_all, dispatch_real};
+use crate::kernels::dispatch::dispatch;
 use crate::kernels::elem::{Bool, Elem};
 use crate::tensor::{shape::wrap_dim, Dims, Tensor};
 use geometry::reduce_into;
@@ -101,7 +101,7 @@ pub fn sum(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let mask = reduced_mask("sum", a, dims)?;
     let keep = keep_sizes(a, &mask);
     let dtype = a.dtype();
-    let result = dispatch_all!(dtype, "sum", T => {
+    let result = dispatch!(all, dtype, "sum", T => {
         type A = <T as SumAcc>::Acc;
         let acc = Tensor::empty(&keep, A::DTYPE, a.device())?;
         reduce_into::<Sum<T>>(a, &acc, &mask)?;
@@ -136,7 +136,7 @@ pub fn amax(a: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     if a.dtype() == DType::Bool {
         reduce_into::<AMax<Bool>>(a, &out, &mask)?;
     } else {
-        dispatch_real!(a.dtype(), "amax", T => reduce_into::<AMax<T>>(a, &out, &mask))?;
+        dispatch!(real, a.dtype(), "amax", T => reduce_into::<AMax<T>>(a, &out, &mask))?;
     }
     finish_shape(out, &mask, keepdim)
 }
