@@ -28,7 +28,7 @@ use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::Instant;
 use tessera::allocator::caching::{self, CachingOptions};
-use tessera::allocator::{AllocatorImpl, RawAllocator};
+use tessera::allocator::{AllocatorImpl, OomReport, RawAllocator};
 use tessera::{Allocator, DataPtr, Device, Ref, Result};
 
 const ROUNDS: usize = 9;
@@ -105,7 +105,7 @@ impl RawAllocator for Noop {
         _: &Ref<AllocatorImpl>,
         n: usize,
         d: Device,
-        _notify: bool,
+        _report: OomReport,
     ) -> Result<DataPtr> {
         self.allocate(n, d)
     }

@@ -13,7 +13,7 @@
 //! and advised with `MADV_HUGEPAGE`.
 
 use super::thread_counts::Shard;
-use super::{cpu_thread_cache, Allocator, AllocatorImpl, RawAllocator};
+use super::{cpu_thread_cache, Allocator, AllocatorImpl, OomReport, RawAllocator};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -408,7 +408,7 @@ pub fn thread_cached_bytes() -> usize {
 
 impl RawAllocator for CpuBackend {
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        allocate_cpu(&builtin_ref().0, nbytes, device, false)
+        allocate_cpu(&builtin_ref().0, nbytes, device, OomReport::Quiet)
     }
 
     fn raw_deleter(&self) -> Option<DeleterFn> {
@@ -432,9 +432,9 @@ impl RawAllocator for CpuBackend {
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
-        notify: bool,
+        report: OomReport,
     ) -> Result<DataPtr> {
-        allocate_cpu(owner, nbytes, device, notify)
+        allocate_cpu(owner, nbytes, device, report)
     }
 }
 
@@ -489,21 +489,21 @@ pub(super) fn raw_allocate(owner: &AllocatorImpl, nbytes: usize) -> Result<*mut 
 /// [`raw_allocate`] past the thread-cache hit.
 #[inline(never)]
 fn raw_allocate_general(owner: &AllocatorImpl, nbytes: usize) -> Result<*mut c_void> {
-    Ok(allocate_cpu(owner, nbytes, Device::CPU, true)?
+    Ok(allocate_cpu(owner, nbytes, Device::CPU, OomReport::Notify)?
         .into_raw_parts()
         .0)
 }
 
 /// The allocation path of the built-in CPU allocator (statistics into
-/// `owner`, the built-in allocator's object); with `notify`, a failure
-/// for want of memory tells the out-of-memory observers before it
+/// `owner`, the built-in allocator's object); a failure for want of
+/// memory tells the out-of-memory observers, as `report` says, before it
 /// returns (here, so that the caller's hot path has no check of its own).
 #[inline(never)]
 pub(super) fn allocate_cpu(
     owner: &AllocatorImpl,
     nbytes: usize,
     device: Device,
-    notify: bool,
+    report: OomReport,
 ) -> Result<DataPtr> {
     if !device.is_cpu() {
         return Err(not_cpu(device));
@@ -512,7 +512,7 @@ pub(super) fn allocate_cpu(
         return Ok(DataPtr::empty(Device::CPU));
     }
     if nbytes > isize::MAX as usize - HUGE_PAGE {
-        return Err(failed(owner, too_large(nbytes), nbytes, notify));
+        return Err(failed(owner, too_large(nbytes), nbytes, report));
     }
     let mut result = alloc_block(nbytes, OPTIONS.load(Relaxed));
     if result.is_err() && release_for_retry() > 0 {
@@ -532,21 +532,21 @@ pub(super) fn allocate_cpu(
             // its data address.
             Ok(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
         }
-        Err(reason) => Err(failed(owner, oom(nbytes, &reason), nbytes, notify)),
+        Err(reason) => Err(failed(owner, oom(nbytes, &reason), nbytes, report)),
     }
 }
 
 /// A failed allocation of `nbytes`: counted, and told to the out-of-memory
-/// observers if `notify`; returns `e`.
+/// observers as `report` says; returns `e`.
 #[cold]
 fn failed(
     owner: &AllocatorImpl,
     e: crate::error::Error,
     nbytes: usize,
-    notify: bool,
+    report: OomReport,
 ) -> crate::error::Error {
     owner.stats.record_failure();
-    super::oom::notify_if(notify, &e, owner, nbytes, Device::CPU);
+    super::oom::notify_if(report, &e, owner, nbytes, Device::CPU);
     e
 }
 

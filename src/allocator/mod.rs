@@ -20,6 +20,7 @@ pub(crate) mod thread_counts;
 mod thread_slot;
 pub(crate) mod tracked;
 
+pub use oom::OomReport;
 pub use registry::{get_allocator, set_allocator};
 pub use reporter::{set_memory_reporter, MemoryEvent, MemoryReporter};
 pub use stats::{Stats, StatsSnapshot};
@@ -132,9 +133,9 @@ pub trait RawAllocator: Send + Sync + 'static {
     }
 
     /// For backends that keep their own statistics: allocates for `owner`,
-    /// recording into `owner.stats()`, and with `notify` tells the
-    /// out-of-memory observers of a failure for want of memory before
-    /// returning it (in the backend's failure path, so that the caller's
+    /// recording into `owner.stats()`, and with [`OomReport::Notify`]
+    /// tells the out-of-memory observers of a failure for want of memory
+    /// before returning it (in the backend's failure path, so that the caller's
     /// fast path never inspects the result). Only called when
     /// [`RawAllocator::keeps_own_stats`] is true.
     fn allocate_tracked(
@@ -142,10 +143,10 @@ pub trait RawAllocator: Send + Sync + 'static {
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
-        notify: bool,
+        report: OomReport,
     ) -> Result<DataPtr> {
         self.allocate(nbytes, device)
-            .inspect_err(|e| oom::notify_if(notify, e, owner, nbytes, device))
+            .inspect_err(|e| oom::notify_if(report, e, owner, nbytes, device))
     }
 }
 
@@ -408,14 +409,14 @@ impl Allocator {
     /// callgrind, 64 B).
     #[inline(always)]
     pub(crate) fn allocate_inline(&self, nbytes: usize) -> Result<DataPtr> {
-        self.dispatch(nbytes, self.0.default_device, true)
+        self.dispatch(nbytes, self.0.default_device, OomReport::Notify)
     }
 
     /// Allocates `nbytes` on `device`, recording statistics; the returned
     /// pointer keeps this allocator alive until it is freed.
     #[inline]
     pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        self.allocate_with(nbytes, device, true)
+        self.allocate_with(nbytes, device, OomReport::Notify)
     }
 
     /// As [`Allocator::allocate_on`] without telling the out-of-memory
@@ -423,16 +424,16 @@ impl Allocator {
     /// and reports its own failure).
     #[inline]
     pub(crate) fn allocate_quiet(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        self.allocate_with(nbytes, device, false)
+        self.allocate_with(nbytes, device, OomReport::Quiet)
     }
 
-    /// Allocates, telling the out-of-memory observers of a failure if
-    /// `notify`: the one out-of-line copy of [`Allocator::dispatch`] for
+    /// Allocates, telling the out-of-memory observers of a failure as
+    /// `report` says: the one out-of-line copy of [`Allocator::dispatch`] for
     /// the crate's callers; only the C entry point has one of its own
     /// ([`Allocator::allocate_inline`]).
     #[inline(never)]
-    fn allocate_with(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
-        self.dispatch(nbytes, device, notify)
+    fn allocate_with(&self, nbytes: usize, device: Device, report: OomReport) -> Result<DataPtr> {
+        self.dispatch(nbytes, device, report)
     }
 
     /// The allocation paths: the built-in CPU allocator's thread cache,
@@ -445,20 +446,20 @@ impl Allocator {
     /// allocator's hits 9 ns (stores that the following wider loads could
     /// not forward).
     #[inline(always)]
-    fn dispatch(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
+    fn dispatch(&self, nbytes: usize, device: Device, report: OomReport) -> Result<DataPtr> {
         if self.0.builtin_cpu {
             if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
                 return Ok(dp);
             }
-            return cpu::allocate_cpu(&self.0, nbytes, device, notify);
+            return cpu::allocate_cpu(&self.0, nbytes, device, report);
         }
         if self.0.own_stats {
             return self
                 .0
                 .backend()
-                .allocate_tracked(&self.0, nbytes, device, notify);
+                .allocate_tracked(&self.0, nbytes, device, report);
         }
-        tracked::allocate(self, nbytes, device, notify)
+        tracked::allocate(self, nbytes, device, report)
     }
 
     /// Allocates and returns only the address (c10's raw_allocate); needs
@@ -479,11 +480,11 @@ impl Allocator {
         let dp = if own_stats {
             self.0
                 .backend()
-                .allocate_tracked(&self.0, nbytes, device, true)?
+                .allocate_tracked(&self.0, nbytes, device, OomReport::Notify)?
         } else {
             self.0.backend().allocate(nbytes, device).inspect_err(|e| {
                 self.0.stats.record_failure();
-                oom::notify_if(true, e, &self.0, nbytes, device);
+                oom::notify_if(OomReport::Notify, e, &self.0, nbytes, device);
             })?
         };
         let (data, ctx, deleter, device) = dp.into_raw_parts();

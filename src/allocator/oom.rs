@@ -24,6 +24,17 @@ pub struct OomEvent<'a> {
     pub allocated_bytes: u64,
 }
 
+/// Whether a failed allocation tells the out-of-memory observers
+/// before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OomReport {
+    /// Tell them of a failure for want of memory (every caller's request).
+    Notify,
+    /// Tell nobody: a caching allocator's segment requests, from which it
+    /// recovers and whose final failure it reports itself.
+    Quiet,
+}
+
 /// An observer.
 pub type OomObserver = Arc<dyn Fn(&OomEvent<'_>) + Send + Sync>;
 
@@ -37,17 +48,18 @@ pub fn add_oom_observer(f: OomObserver) {
     ANY.store(true, Relaxed);
 }
 
-/// [`notify`] if `notify` is set and `e` is a failure for want of memory.
+/// [`notify`] if `report` asks for it and `e` is a failure for want of
+/// memory.
 #[cold]
 #[inline(never)]
 pub(crate) fn notify_if(
-    notify: bool,
+    report: OomReport,
     e: &crate::error::Error,
     owner: &AllocatorImpl,
     requested: usize,
     device: Device,
 ) {
-    if notify && e.kind() == crate::error::ErrorKind::OutOfMemory {
+    if report == OomReport::Notify && e.kind() == crate::error::ErrorKind::OutOfMemory {
         self::notify(owner, requested, device);
     }
 }

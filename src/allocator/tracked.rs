@@ -3,7 +3,7 @@
 //! reference to the allocator, so the free is counted and the allocator
 //! (a C plugin, say) outlives its memory.
 
-use super::{Allocator, AllocatorImpl};
+use super::{Allocator, AllocatorImpl, OomReport};
 use crate::data_ptr::{same_deleter, DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -16,21 +16,21 @@ struct Tracked {
     owner: Ref<AllocatorImpl>,
 }
 
-/// Allocates through the backend of `alloc` and wraps the result; with
-/// `notify`, a failure for want of memory tells the out-of-memory
-/// observers.
+/// Allocates through the backend of `alloc` and wraps the result; a
+/// failure for want of memory tells the out-of-memory observers as
+/// `report` says.
 pub(super) fn allocate(
     alloc: &Allocator,
     nbytes: usize,
     device: Device,
-    notify: bool,
+    report: OomReport,
 ) -> Result<DataPtr> {
     let owner = &alloc.0;
     let inner = match owner.backend().allocate(nbytes, device) {
         Ok(dp) => dp,
         Err(e) => {
             owner.stats.record_failure();
-            super::oom::notify_if(notify, &e, owner, nbytes, device);
+            super::oom::notify_if(report, &e, owner, nbytes, device);
             return Err(e);
         }
     };

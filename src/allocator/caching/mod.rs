@@ -82,7 +82,7 @@ pub use streams::StreamOps;
 use self::lock::SpinLock;
 use self::pool::State;
 use self::sizes::SMALL_MAX;
-use super::{history, Allocator, AllocatorImpl, RawAllocator};
+use super::{history, Allocator, AllocatorImpl, OomReport, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::Result;
@@ -468,7 +468,7 @@ impl RawAllocator for CachingAllocator {
         let owner = self.shared().lock.lock()?.owner;
         // SAFETY: the backend is alive, so its owner (which owns it and
         // drops it last) is too; build sets the pointer before use.
-        self.allocate_for(unsafe { &*owner }, nbytes, device, false)
+        self.allocate_for(unsafe { &*owner }, nbytes, device, OomReport::Quiet)
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
@@ -503,8 +503,8 @@ impl RawAllocator for CachingAllocator {
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
-        notify: bool,
+        report: OomReport,
     ) -> Result<DataPtr> {
-        self.allocate_for(owner, nbytes, device, notify)
+        self.allocate_for(owner, nbytes, device, report)
     }
 }
