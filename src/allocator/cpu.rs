@@ -13,7 +13,10 @@
 //! and advised with `MADV_HUGEPAGE`.
 
 use super::thread_counts::Shard;
-use super::{cpu_thread_cache, Allocator, AllocatorImpl, OomReport, RawAllocator};
+use super::{
+    cpu_thread_cache, Allocator, AllocatorImpl, AllocatorKind, Description, OomReport, OwnStats,
+    RawAllocator,
+};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -101,7 +104,7 @@ fn make_builtin() -> &'static Allocator {
     crate::fork::set_before_prepare(super::complete_builtin);
     BUILTIN.get_or_init(|| {
         apply_alloc_conf();
-        Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
+        Allocator::new_own_stats("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
     })
 }
 
@@ -419,14 +422,12 @@ impl RawAllocator for CpuBackend {
         self
     }
 
-    fn kind(&self) -> super::AllocatorKind {
-        super::AllocatorKind::Cpu
+    fn describe(&self) -> Description {
+        Description::of(AllocatorKind::Cpu)
     }
+}
 
-    fn keeps_own_stats(&self) -> bool {
-        true
-    }
-
+impl OwnStats for CpuBackend {
     fn allocate_tracked(
         &self,
         owner: &Ref<AllocatorImpl>,
@@ -436,6 +437,19 @@ impl RawAllocator for CpuBackend {
     ) -> Result<DataPtr> {
         allocate_cpu(owner, nbytes, device, report)
     }
+}
+
+/// The built-in CPU allocator's thread-cache hit on `a`'s default device,
+/// or None having done nothing (also when `a` is another allocator): the
+/// part of an allocation that cannot fail, for a C entry point to try
+/// before its general path. Context == data, deleter == the raw deleter:
+/// also a raw allocation.
+#[inline(always)]
+pub(crate) fn allocate_hit(a: &AllocatorImpl, nbytes: usize) -> Option<DataPtr> {
+    if !a.builtin_cpu {
+        return None;
+    }
+    allocate_cached(a, nbytes, a.default_device)
 }
 
 /// The allocation fast path of the built-in CPU allocator: a request of

@@ -5,7 +5,7 @@
 //! segments and retry; the CPU allocator frees its thread caches and
 //! retries) failed too.
 
-use super::{history, AllocatorImpl};
+use super::{history, AllocatorImpl, OomReport};
 use crate::device::Device;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -22,17 +22,6 @@ pub struct OomEvent<'a> {
     pub requested: usize,
     /// The allocator's allocated bytes at the failure.
     pub allocated_bytes: u64,
-}
-
-/// Whether a failed allocation tells the out-of-memory observers
-/// before it returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OomReport {
-    /// Tell them of a failure for want of memory (every caller's request).
-    Notify,
-    /// Tell nobody: a caching allocator's segment requests, from which it
-    /// recovers and whose final failure it reports itself.
-    Quiet,
 }
 
 /// An observer.

@@ -163,7 +163,7 @@ impl CachingAllocator {
                 owner.name()
             );
         };
-        let first = match shared.inner.allocate_quiet(seg, device) {
+        let first = match shared.inner.allocate_for(seg, device, OomReport::Quiet) {
             Ok(mem) => return Ok((mem, seg)),
             Err(e) => e,
         };
@@ -190,7 +190,7 @@ impl CachingAllocator {
         };
         let released_count = released.len();
         drop(released);
-        match shared.inner.allocate_quiet(seg, device) {
+        match shared.inner.allocate_for(seg, device, OomReport::Quiet) {
             Ok(mem) => Ok((mem, seg)),
             Err(second) => {
                 let state = {
