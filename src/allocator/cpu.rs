@@ -13,7 +13,10 @@
 //! and advised with `MADV_HUGEPAGE`.
 
 use super::thread_counts::Shard;
-use super::{cpu_thread_cache, Allocator, AllocatorImpl, RawAllocator};
+use super::{
+    cpu_thread_cache, Allocator, AllocatorImpl, AllocatorKind, Description, OomReport, OwnStats,
+    RawAllocator,
+};
 use crate::data_ptr::{DataPtr, DeleterFn};
 use crate::device::Device;
 use crate::error::Result;
@@ -101,7 +104,7 @@ fn make_builtin() -> &'static Allocator {
     crate::fork::set_before_prepare(super::complete_builtin);
     BUILTIN.get_or_init(|| {
         apply_alloc_conf();
-        Allocator::new("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
+        Allocator::new_own_stats("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
     })
 }
 
@@ -408,7 +411,7 @@ pub fn thread_cached_bytes() -> usize {
 
 impl RawAllocator for CpuBackend {
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        allocate_cpu(&builtin_ref().0, nbytes, device, false)
+        allocate_cpu(&builtin_ref().0, nbytes, device, OomReport::Quiet)
     }
 
     fn raw_deleter(&self) -> Option<DeleterFn> {
@@ -419,23 +422,34 @@ impl RawAllocator for CpuBackend {
         self
     }
 
-    fn kind(&self) -> super::AllocatorKind {
-        super::AllocatorKind::Cpu
+    fn describe(&self) -> Description {
+        Description::of(AllocatorKind::Cpu)
     }
+}
 
-    fn keeps_own_stats(&self) -> bool {
-        true
-    }
-
+impl OwnStats for CpuBackend {
     fn allocate_tracked(
         &self,
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
-        notify: bool,
+        report: OomReport,
     ) -> Result<DataPtr> {
-        allocate_cpu(owner, nbytes, device, notify)
+        allocate_cpu(owner, nbytes, device, report)
     }
+}
+
+/// The built-in CPU allocator's thread-cache hit on `a`'s default device,
+/// or None having done nothing (also when `a` is another allocator): the
+/// part of an allocation that cannot fail, for a C entry point to try
+/// before its general path. Context == data, deleter == the raw deleter:
+/// also a raw allocation.
+#[inline(always)]
+pub(crate) fn allocate_hit(a: &AllocatorImpl, nbytes: usize) -> Option<DataPtr> {
+    if !a.builtin_cpu {
+        return None;
+    }
+    allocate_cached(a, nbytes, a.default_device)
 }
 
 /// The allocation fast path of the built-in CPU allocator: a request of
@@ -489,21 +503,21 @@ pub(super) fn raw_allocate(owner: &AllocatorImpl, nbytes: usize) -> Result<*mut 
 /// [`raw_allocate`] past the thread-cache hit.
 #[inline(never)]
 fn raw_allocate_general(owner: &AllocatorImpl, nbytes: usize) -> Result<*mut c_void> {
-    Ok(allocate_cpu(owner, nbytes, Device::CPU, true)?
+    Ok(allocate_cpu(owner, nbytes, Device::CPU, OomReport::Notify)?
         .into_raw_parts()
         .0)
 }
 
 /// The allocation path of the built-in CPU allocator (statistics into
-/// `owner`, the built-in allocator's object); with `notify`, a failure
-/// for want of memory tells the out-of-memory observers before it
+/// `owner`, the built-in allocator's object); a failure for want of
+/// memory tells the out-of-memory observers, as `report` says, before it
 /// returns (here, so that the caller's hot path has no check of its own).
 #[inline(never)]
 pub(super) fn allocate_cpu(
     owner: &AllocatorImpl,
     nbytes: usize,
     device: Device,
-    notify: bool,
+    report: OomReport,
 ) -> Result<DataPtr> {
     if !device.is_cpu() {
         return Err(not_cpu(device));
@@ -512,7 +526,7 @@ pub(super) fn allocate_cpu(
         return Ok(DataPtr::empty(Device::CPU));
     }
     if nbytes > isize::MAX as usize - HUGE_PAGE {
-        return Err(failed(owner, too_large(nbytes), nbytes, notify));
+        return Err(failed(owner, too_large(nbytes), nbytes, report));
     }
     let mut result = alloc_block(nbytes, OPTIONS.load(Relaxed));
     if result.is_err() && release_for_retry() > 0 {
@@ -532,21 +546,21 @@ pub(super) fn allocate_cpu(
             // its data address.
             Ok(unsafe { DataPtr::from_raw_parts(data, data, Some(cpu_free), Device::CPU) })
         }
-        Err(reason) => Err(failed(owner, oom(nbytes, &reason), nbytes, notify)),
+        Err(reason) => Err(failed(owner, oom(nbytes, &reason), nbytes, report)),
     }
 }
 
 /// A failed allocation of `nbytes`: counted, and told to the out-of-memory
-/// observers if `notify`; returns `e`.
+/// observers as `report` says; returns `e`.
 #[cold]
 fn failed(
     owner: &AllocatorImpl,
     e: crate::error::Error,
     nbytes: usize,
-    notify: bool,
+    report: OomReport,
 ) -> crate::error::Error {
     owner.stats.record_failure();
-    super::oom::notify_if(notify, &e, owner, nbytes, Device::CPU);
+    super::oom::notify_if(report, &e, owner, nbytes, Device::CPU);
     e
 }
 

@@ -1,14 +1,16 @@
-//! Allocators: the [`RawAllocator`] trait backends implement, the
-//! refcounted [`Allocator`] handle with statistics, the per-device-type
+//! Allocators: the refcounted [`Allocator`] handle with statistics over
+//! a backend ([`RawAllocator`], `backend.rs`), the per-device-type
 //! registry, the built-in CPU allocator and the memory reporter.
 
 mod active;
 pub mod alloc_conf;
+mod backend;
 pub mod caching;
 pub mod cpu;
 mod cpu_thread_cache;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod device_hooks;
 pub mod history;
 pub mod oom;
 pub mod registry;
@@ -20,134 +22,21 @@ pub(crate) mod thread_counts;
 mod thread_slot;
 pub(crate) mod tracked;
 
+pub use backend::{AllocatorKind, Description, RawAllocator};
+pub(crate) use backend::{Backend, OomReport, OwnStats};
+pub use device_hooks::{DeviceHooks, StreamOps};
 pub use registry::{get_allocator, set_allocator};
 pub use reporter::{set_memory_reporter, MemoryEvent, MemoryReporter};
 pub use stats::{Stats, StatsSnapshot};
 
-use crate::data_ptr::{DataPtr, DeleterFn};
+use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::Result;
 use crate::fork::{self, Held, Step};
 use crate::refcount::{RcTarget, Ref};
-use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
-
-/// What kind of allocator a backend is, as memory snapshots name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AllocatorKind {
-    /// The built-in CPU allocator.
-    Cpu,
-    /// A caching layer over another allocator.
-    Caching,
-    /// A C plugin (`TsrAllocatorVTable`).
-    Plugin,
-    /// Anything else (the CUDA allocators, Rust backends).
-    Other,
-}
-
-impl AllocatorKind {
-    /// The name snapshots write: "cpu", "caching", "plugin" or "other".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AllocatorKind::Cpu => "cpu",
-            AllocatorKind::Caching => "caching",
-            AllocatorKind::Plugin => "plugin",
-            AllocatorKind::Other => "other",
-        }
-    }
-}
-
-/// What a memory backend implements. tessera wraps it in an [`Allocator`],
-/// which adds statistics and reference counting.
-pub trait RawAllocator: Send + Sync + 'static {
-    /// Allocates `nbytes` on `device`. The result's deleter must free the
-    /// memory from any thread. Statistics are kept by the wrapper.
-    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr>;
-
-    /// A deleter that frees a pointer returned by [`RawAllocator::allocate`]
-    /// when given its data address (the allocation's context equals its
-    /// data). Enables raw allocate/deallocate.
-    fn raw_deleter(&self) -> Option<DeleterFn> {
-        None
-    }
-
-    /// Copies `nbytes` between two allocations of this allocator (or from
-    /// / to host memory for device allocators). The default is memcpy.
-    ///
-    /// # Safety
-    /// `dst` and `src` must be valid for `nbytes` bytes and not overlap.
-    unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
-        if nbytes > 0 {
-            // SAFETY: the caller guarantees both ranges valid for nbytes
-            // bytes and disjoint, which is copy_nonoverlapping's contract.
-            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, nbytes) };
-        }
-        Ok(())
-    }
-
-    /// How this backend resolves device index -1 ("the current device")
-    /// to a concrete index, for a caching layer built over it (its pools
-    /// are per device); None (the default) when -1 needs no resolving. The
-    /// CUDA device allocator answers with the driver's current device.
-    fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
-        None
-    }
-
-    /// The backend's streams, for a caching layer built over it (its pools
-    /// are then per stream too, and blocks recorded as used by other
-    /// streams wait for their work before reuse); None (the default) for
-    /// backends without streams. The CUDA device allocator has them.
-    fn stream_ops(&self) -> Option<&'static dyn caching::StreamOps> {
-        None
-    }
-
-    /// Returns cached memory to the system, for caching allocators.
-    fn empty_cache(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// What kind of allocator this is, for memory snapshots (default:
-    /// [`AllocatorKind::Other`]).
-    fn kind(&self) -> AllocatorKind {
-        AllocatorKind::Other
-    }
-
-    /// The name of the allocator this one takes its memory from (caching
-    /// allocators), for memory snapshots.
-    fn inner_name(&self) -> Option<String> {
-        None
-    }
-
-    /// The backend as `Any`, to reach backend-specific queries.
-    fn as_any(&self) -> &dyn Any;
-
-    /// Whether this backend keeps the owning allocator's statistics itself
-    /// (its `allocate_tracked` records allocations and the deleters it
-    /// attaches record frees), so the generic wrapper adds nothing. The
-    /// built-in CPU and caching allocators do, to stay on the fast path.
-    fn keeps_own_stats(&self) -> bool {
-        false
-    }
-
-    /// For backends that keep their own statistics: allocates for `owner`,
-    /// recording into `owner.stats()`, and with `notify` tells the
-    /// out-of-memory observers of a failure for want of memory before
-    /// returning it (in the backend's failure path, so that the caller's
-    /// fast path never inspects the result). Only called when
-    /// [`RawAllocator::keeps_own_stats`] is true.
-    fn allocate_tracked(
-        &self,
-        owner: &Ref<AllocatorImpl>,
-        nbytes: usize,
-        device: Device,
-        notify: bool,
-    ) -> Result<DataPtr> {
-        self.allocate(nbytes, device)
-            .inspect_err(|e| oom::notify_if(notify, e, owner, nbytes, device))
-    }
-}
 
 /// The object behind an [`Allocator`] handle.
 pub struct AllocatorImpl {
@@ -155,9 +44,6 @@ pub struct AllocatorImpl {
     name: CString,
     /// The built-in CPU allocator takes a direct path (no dynamic dispatch).
     builtin_cpu: bool,
-    /// The backend's `keeps_own_stats`, read once (one dynamic call fewer
-    /// per allocation).
-    own_stats: bool,
     default_device: Device,
     stats: Stats,
     /// Sizes of raw allocations (raw_allocate / raw_deallocate), which carry
@@ -165,7 +51,7 @@ pub struct AllocatorImpl {
     raw_sizes: Mutex<HashMap<usize, usize>>,
     /// None once the last strong reference went (release_resources), so a
     /// plugin's `release` does not wait for weak references.
-    backend: Option<Box<dyn RawAllocator>>,
+    backend: Option<Backend>,
 }
 
 type RawSizes = Mutex<HashMap<usize, usize>>;
@@ -291,21 +177,21 @@ impl AllocatorImpl {
     /// it alive.
     #[inline]
     pub(crate) fn backend(&self) -> &dyn RawAllocator {
+        self.owned_backend().raw()
+    }
+
+    /// The backend as owned: wrapped by the statistics wrapper or keeping
+    /// its own statistics.
+    #[inline(always)]
+    fn owned_backend(&self) -> &Backend {
         self.backend
-            .as_deref()
+            .as_ref()
             .expect("an allocator reached through a strong reference has its backend")
     }
 
-    /// The built-in CPU allocator's thread-cache hit on the default
-    /// device, or None having done nothing: the part of an allocation that
-    /// cannot fail, for a C entry point to try before its general path.
-    /// Context == data, deleter == the raw deleter: also a raw allocation.
-    #[inline(always)]
-    pub(crate) fn allocate_hit(&self, nbytes: usize) -> Option<DataPtr> {
-        if !self.builtin_cpu {
-            return None;
-        }
-        cpu::allocate_cached(self, nbytes, self.default_device)
+    /// Whether the backend keeps its own statistics ([`OwnStats`]).
+    fn keeps_own_stats(&self) -> bool {
+        matches!(self.owned_backend(), Backend::Own(_))
     }
 }
 
@@ -323,20 +209,32 @@ impl Allocator {
         default_device: Device,
         backend: Box<dyn RawAllocator>,
     ) -> Allocator {
+        Allocator::over(name.into(), default_device, Backend::Wrapped(backend))
+    }
+
+    /// As [`Allocator::new`] over one of tessera's own backends that keep
+    /// their own statistics (the CPU and caching allocators).
+    pub(crate) fn new_own_stats(
+        name: impl Into<String>,
+        default_device: Device,
+        backend: Box<dyn OwnStats>,
+    ) -> Allocator {
+        Allocator::over(name.into(), default_device, Backend::Own(backend))
+    }
+
+    fn over(name: String, default_device: Device, backend: Backend) -> Allocator {
         fork::ensure_handlers(&FORK_STEP);
-        let name: String = name.into();
-        let own_stats = backend.keeps_own_stats();
         let name = CString::new(name.replace('\0', "")).unwrap_or_default();
+        let Description { kind, inner_name } = backend.raw().describe();
         let tag = history::Tag::new(
             name.to_string_lossy().into_owned(),
             default_device,
-            backend.kind(),
-            backend.inner_name(),
+            kind,
+            inner_name,
         );
         let made = Ref::new(AllocatorImpl {
             name,
             builtin_cpu: false,
-            own_stats,
             default_device,
             stats: Stats::tagged(tag, false),
             raw_sizes: Mutex::new(HashMap::new()),
@@ -401,64 +299,62 @@ impl Allocator {
         self.allocate_on(nbytes, self.0.default_device)
     }
 
-    /// As [`Allocator::allocate`], with the dispatch inlined into the
-    /// caller: for the C entry point that hands out bare allocations,
-    /// where the frame and result copy of [`Allocator::allocate_with`]
-    /// were a seventh of an allocate+free (35 of 248 instructions,
-    /// callgrind, 64 B).
-    #[inline(always)]
-    pub(crate) fn allocate_inline(&self, nbytes: usize) -> Result<DataPtr> {
-        self.dispatch(nbytes, self.0.default_device, true)
-    }
-
     /// Allocates `nbytes` on `device`, recording statistics; the returned
     /// pointer keeps this allocator alive until it is freed.
     #[inline]
     pub fn allocate_on(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        self.allocate_with(nbytes, device, true)
+        self.allocate_for(nbytes, device, OomReport::Notify)
     }
 
-    /// As [`Allocator::allocate_on`] without telling the out-of-memory
-    /// observers (a caching allocator's segment requests: it recovers,
+    /// Allocates, telling the out-of-memory observers of a failure as
+    /// `report` says: the one out-of-line copy of
+    /// [`Allocator::allocate_inline`] for the crate's callers (a caching
+    /// allocator's segment requests are [`OomReport::Quiet`]: it recovers,
     /// and reports its own failure).
-    #[inline]
-    pub(crate) fn allocate_quiet(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        self.allocate_with(nbytes, device, false)
-    }
-
-    /// Allocates, telling the out-of-memory observers of a failure if
-    /// `notify`: the one out-of-line copy of [`Allocator::dispatch`] for
-    /// the crate's callers; only the C entry point has one of its own
-    /// ([`Allocator::allocate_inline`]).
     #[inline(never)]
-    fn allocate_with(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
-        self.dispatch(nbytes, device, notify)
+    pub(crate) fn allocate_for(
+        &self,
+        nbytes: usize,
+        device: Device,
+        report: OomReport,
+    ) -> Result<DataPtr> {
+        self.allocate_inline(nbytes, device, report)
     }
 
-    /// The allocation paths: the built-in CPU allocator's thread cache,
-    /// then its block allocator; a backend that keeps its own statistics
-    /// (the caching allocator); any other backend through the statistics
-    /// wrapper. Each path tells the out-of-memory observers in its own
-    /// failure branch, and the result is never looked at here: a check
-    /// after the call made every C allocation 13 instructions longer, and
-    /// copying a backend's result out to look at it cost the caching
-    /// allocator's hits 9 ns (stores that the following wider loads could
-    /// not forward).
+    /// The allocation paths, inlined into the caller: only
+    /// [`Allocator::allocate_for`] and the C entry point that hands out
+    /// bare allocations call it (there, the frame and result copy of an
+    /// out-of-line call were a seventh of an allocate+free: 35 of 248
+    /// instructions, callgrind, 64 B). The paths: the built-in CPU
+    /// allocator's thread cache, then its block allocator; a backend that
+    /// keeps its own statistics (the caching allocator); any other backend
+    /// through the statistics wrapper. Each path tells the out-of-memory
+    /// observers in its own failure branch, and the result is never looked
+    /// at here: a check after the call made every C allocation 13
+    /// instructions longer, and copying a backend's result out to look at
+    /// it cost the caching allocator's hits 9 ns (stores that the
+    /// following wider loads could not forward).
     #[inline(always)]
-    fn dispatch(&self, nbytes: usize, device: Device, notify: bool) -> Result<DataPtr> {
+    pub(crate) fn allocate_inline(
+        &self,
+        nbytes: usize,
+        device: Device,
+        report: OomReport,
+    ) -> Result<DataPtr> {
         if self.0.builtin_cpu {
             if let Some(dp) = cpu::allocate_cached(&self.0, nbytes, device) {
                 return Ok(dp);
             }
-            return cpu::allocate_cpu(&self.0, nbytes, device, notify);
+            return cpu::allocate_cpu(&self.0, nbytes, device, report);
         }
-        if self.0.own_stats {
-            return self
-                .0
-                .backend()
-                .allocate_tracked(&self.0, nbytes, device, notify);
+        // One comparison for the caching allocator (the backend's presence
+        // is checked on the wrapped path only): matching all three states
+        // of the field first cost its hits 2 instructions (callgrind,
+        // alloc_free_4KiB_cached).
+        if let Some(Backend::Own(b)) = &self.0.backend {
+            return b.allocate_tracked(&self.0, nbytes, device, report);
         }
-        tracked::allocate(self, nbytes, device, notify)
+        tracked::allocate(&self.0, nbytes, device, report)
     }
 
     /// Allocates and returns only the address (c10's raw_allocate); needs
@@ -474,17 +370,16 @@ impl Allocator {
                 self.name()
             );
         };
-        let own_stats = self.0.backend().keeps_own_stats();
         let device = self.0.default_device;
-        let dp = if own_stats {
-            self.0
-                .backend()
-                .allocate_tracked(&self.0, nbytes, device, true)?
-        } else {
-            self.0.backend().allocate(nbytes, device).inspect_err(|e| {
-                self.0.stats.record_failure();
-                oom::notify_if(true, e, &self.0, nbytes, device);
-            })?
+        let (dp, own_stats) = match self.0.owned_backend() {
+            Backend::Own(b) => (
+                b.allocate_tracked(&self.0, nbytes, device, OomReport::Notify)?,
+                true,
+            ),
+            Backend::Wrapped(b) => (
+                tracked::allocate_uncounted(&self.0, &**b, nbytes, device, OomReport::Notify)?,
+                false,
+            ),
         };
         let (data, ctx, deleter, device) = dp.into_raw_parts();
         if ctx != data || !crate::data_ptr::same_deleter(deleter, Some(raw_deleter)) {
@@ -526,7 +421,7 @@ impl Allocator {
                 self.name()
             );
         };
-        if !self.0.backend().keeps_own_stats() {
+        if !self.0.keeps_own_stats() {
             let Some(size) = self.raw_sizes().remove(&(ptr as usize)) else {
                 crate::bail!(
                     InvalidArgument,

@@ -5,7 +5,7 @@
 //! segments and retry; the CPU allocator frees its thread caches and
 //! retries) failed too.
 
-use super::{history, AllocatorImpl};
+use super::{history, AllocatorImpl, OomReport};
 use crate::device::Device;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -37,17 +37,18 @@ pub fn add_oom_observer(f: OomObserver) {
     ANY.store(true, Relaxed);
 }
 
-/// [`notify`] if `notify` is set and `e` is a failure for want of memory.
+/// [`notify`] if `report` asks for it and `e` is a failure for want of
+/// memory.
 #[cold]
 #[inline(never)]
 pub(crate) fn notify_if(
-    notify: bool,
+    report: OomReport,
     e: &crate::error::Error,
     owner: &AllocatorImpl,
     requested: usize,
     device: Device,
 ) {
-    if notify && e.kind() == crate::error::ErrorKind::OutOfMemory {
+    if report == OomReport::Notify && e.kind() == crate::error::ErrorKind::OutOfMemory {
         self::notify(owner, requested, device);
     }
 }

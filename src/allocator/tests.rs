@@ -1,6 +1,8 @@
 use super::*;
+use crate::data_ptr::DeleterFn;
 use crate::device::DeviceType;
 use crate::error::ErrorKind;
+use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

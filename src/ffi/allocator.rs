@@ -241,7 +241,7 @@ unsafe fn allocate_hit_into<T>(
         if out.is_null() {
             return false;
         }
-        let Some(dp) = a.allocate_hit(nbytes) else {
+        let Some(dp) = allocator::cpu::allocate_hit(a, nbytes) else {
             return false;
         };
         // SAFETY: out checked non-NULL; writable by the caller's contract.
@@ -266,7 +266,7 @@ unsafe fn allocate_general(
         // header's contract, ffi/handle.rs); allocator_view checks NULL and
         // liveness.
         let a = unsafe { allocator_view(allocator, "allocator")? };
-        let dp = a.allocate_inline(nbytes)?;
+        let dp = a.allocate_inline(nbytes, a.default_device(), allocator::OomReport::Notify)?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, TsrDataPtr::from_core(dp)) };
         Ok(())

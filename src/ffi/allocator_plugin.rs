@@ -146,8 +146,8 @@ impl RawAllocator for CPlugin {
         self
     }
 
-    fn kind(&self) -> crate::allocator::AllocatorKind {
-        crate::allocator::AllocatorKind::Plugin
+    fn describe(&self) -> crate::allocator::Description {
+        crate::allocator::Description::of(crate::allocator::AllocatorKind::Plugin)
     }
 }
 

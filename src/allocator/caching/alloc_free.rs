@@ -7,15 +7,16 @@ use super::block::BlockId;
 use super::pool::State;
 use super::sizes::{round_size, segment_size, PoolKind};
 use super::{lock, streams, CachingAllocator, Shared};
-use crate::allocator::{oom, reporter, AllocatorImpl};
+use crate::allocator::{oom, reporter, AllocatorImpl, OomReport};
 use crate::data_ptr::{same_deleter, DataPtr};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use std::ffi::c_void;
 
 impl CachingAllocator {
-    /// Allocates for `owner`; with `notify`, a failure for want of memory
-    /// tells the out-of-memory observers (only the slow path fails).
+    /// Allocates for `owner`; a failure for want of memory tells the
+    /// out-of-memory observers as `report` says (only the slow path
+    /// fails).
     /// Inlined into both callers: out of line, its call added a frame
     /// (13 instructions) to every hit.
     #[inline(always)]
@@ -24,13 +25,13 @@ impl CachingAllocator {
         owner: &AllocatorImpl,
         nbytes: usize,
         device: Device,
-        notify: bool,
+        report: OomReport,
     ) -> Result<DataPtr> {
         match self.front_hit(owner, nbytes, device) {
             Some(p) => Ok(p),
             None => self
                 .allocate_slow(owner, nbytes, device)
-                .inspect_err(|e| oom::notify_if(notify, e, owner, nbytes, device)),
+                .inspect_err(|e| oom::notify_if(report, e, owner, nbytes, device)),
         }
     }
 
@@ -162,7 +163,7 @@ impl CachingAllocator {
                 owner.name()
             );
         };
-        let first = match shared.inner.allocate_quiet(seg, device) {
+        let first = match shared.inner.allocate_for(seg, device, OomReport::Quiet) {
             Ok(mem) => return Ok((mem, seg)),
             Err(e) => e,
         };
@@ -189,7 +190,7 @@ impl CachingAllocator {
         };
         let released_count = released.len();
         drop(released);
-        match shared.inner.allocate_quiet(seg, device) {
+        match shared.inner.allocate_for(seg, device, OomReport::Quiet) {
             Ok(mem) => Ok((mem, seg)),
             Err(second) => {
                 let state = {

@@ -75,14 +75,14 @@ mod streams_tests;
 #[cfg(test)]
 mod tests;
 
+pub use super::StreamOps;
 pub(crate) use alloc_free::record_stream;
 pub use stats::{CachingStats, PoolStats, Stat};
-pub use streams::StreamOps;
 
 use self::lock::SpinLock;
 use self::pool::State;
 use self::sizes::SMALL_MAX;
-use super::{history, Allocator, AllocatorImpl, RawAllocator};
+use super::{history, Allocator, AllocatorImpl, Description, OomReport, OwnStats, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::Result;
@@ -222,9 +222,8 @@ unsafe impl Sync for CachingAllocator {}
 pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
     // Over the CUDA device allocator, index -1 ("current") must be
     // resolved before a pool is picked: the backend says how.
-    let resolve = inner.backend().current_device_resolver();
-    let streams = inner.backend().stream_ops();
-    build(inner, options, resolve, streams)
+    let hooks = inner.backend().device_hooks();
+    build(inner, options, hooks.resolve_current, hooks.streams)
 }
 
 fn build(
@@ -270,7 +269,7 @@ fn build(
         // SAFETY: Box::into_raw never returns NULL.
         shared: unsafe { NonNull::new_unchecked(shared) },
     };
-    let alloc = Allocator::new(name, default_device, Box::new(backend));
+    let alloc = Allocator::new_own_stats(name, default_device, Box::new(backend));
     let owner: *const AllocatorImpl = &*alloc.0;
     let mut st = of(&alloc)
         .expect("just made a caching allocator")
@@ -468,7 +467,7 @@ impl RawAllocator for CachingAllocator {
         let owner = self.shared().lock.lock()?.owner;
         // SAFETY: the backend is alive, so its owner (which owns it and
         // drops it last) is too; build sets the pointer before use.
-        self.allocate_for(unsafe { &*owner }, nbytes, device, false)
+        self.allocate_for(unsafe { &*owner }, nbytes, device, OomReport::Quiet)
     }
 
     unsafe fn copy_data(&self, dst: *mut c_void, src: *const c_void, nbytes: usize) -> Result<()> {
@@ -486,25 +485,22 @@ impl RawAllocator for CachingAllocator {
         self
     }
 
-    fn kind(&self) -> super::AllocatorKind {
-        super::AllocatorKind::Caching
+    fn describe(&self) -> Description {
+        Description {
+            kind: super::AllocatorKind::Caching,
+            inner_name: Some(self.shared().inner.name().to_string()),
+        }
     }
+}
 
-    fn inner_name(&self) -> Option<String> {
-        Some(self.shared().inner.name().to_string())
-    }
-
-    fn keeps_own_stats(&self) -> bool {
-        true
-    }
-
+impl OwnStats for CachingAllocator {
     fn allocate_tracked(
         &self,
         owner: &Ref<AllocatorImpl>,
         nbytes: usize,
         device: Device,
-        notify: bool,
+        report: OomReport,
     ) -> Result<DataPtr> {
-        self.allocate_for(owner, nbytes, device, notify)
+        self.allocate_for(owner, nbytes, device, report)
     }
 }

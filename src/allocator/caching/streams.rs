@@ -21,24 +21,9 @@ use super::block::{BlockId, Pending};
 use super::lock::SpinGuard;
 use super::pool::State;
 use super::Shared;
+use crate::allocator::StreamOps;
 use crate::device::Device;
 use crate::error::Result;
-
-/// What the caching layer needs of an allocator with streams. Stream and
-/// event handles are opaque words; stream 0 is the default stream.
-pub trait StreamOps: Sync {
-    /// The calling thread's current stream on `device`.
-    fn current(&self, device: Device) -> usize;
-    /// Records an event on `stream` of `device`: it completes when the work
-    /// queued there now is done.
-    fn record(&self, device: Device, stream: usize) -> Result<usize>;
-    /// Whether the event has completed.
-    fn query(&self, device: Device, event: usize) -> Result<bool>;
-    /// Waits until the event has completed.
-    fn synchronize(&self, device: Device, event: usize) -> Result<()>;
-    /// Destroys an event.
-    fn destroy(&self, device: Device, event: usize);
-}
 
 impl State {
     /// Whether a handed-out block was used by other streams.

@@ -71,8 +71,11 @@ impl RawAllocator for Streamed {
         // SAFETY: malloc_free frees exactly this allocation, once.
         Ok(unsafe { DataPtr::from_raw_parts(p, p, Some(malloc_free), device) })
     }
-    fn stream_ops(&self) -> Option<&'static dyn StreamOps> {
-        Some(&FAKE)
+    fn device_hooks(&self) -> crate::allocator::DeviceHooks {
+        crate::allocator::DeviceHooks {
+            resolve_current: None,
+            streams: Some(&FAKE),
+        }
     }
     fn as_any(&self) -> &dyn Any {
         self

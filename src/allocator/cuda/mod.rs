@@ -338,12 +338,11 @@ unsafe extern "C" fn device_free(ctx: *mut c_void) {
 }
 
 impl RawAllocator for CudaDevice {
-    fn current_device_resolver(&self) -> Option<fn(Device) -> Result<Device>> {
-        Some(resolve_device)
-    }
-
-    fn stream_ops(&self) -> Option<&'static dyn crate::allocator::caching::StreamOps> {
-        Some(&streams::OPS)
+    fn device_hooks(&self) -> crate::allocator::DeviceHooks {
+        crate::allocator::DeviceHooks {
+            resolve_current: Some(resolve_device),
+            streams: Some(&streams::OPS),
+        }
     }
 
     fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {

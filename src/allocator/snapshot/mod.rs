@@ -352,7 +352,7 @@ mod tests {
     fn internal_frames_are_tesseras_and_the_runtimes() {
         for f in [
             "tessera::allocator::history::capture",
-            "<tessera::allocator::caching::CachingAllocator as tessera::allocator::RawAllocator>::allocate_tracked",
+            "<tessera::allocator::caching::CachingAllocator as tessera::allocator::backend::OwnStats>::allocate_tracked",
             "tsr_storage_new",
             "std::panicking::catch_unwind",
             "<core::panic::unwind_safe::AssertUnwindSafe<F> as core::ops::function::FnOnce<()>>::call_once",
