@@ -21,11 +21,10 @@
 //! `prepare` takes, in this order (and the handlers release in reverse):
 //!
 //! 0. the fork lock of this module (concurrent forks take turns);
-//!    then it runs the one registered [`set_before_prepare`] hook: the
-//!    allocator's, which completes the built-in CPU allocator's one-time
-//!    initialization (a `OnceLock`: one caught half-way would block the
-//!    child forever; `allocator::complete_builtin`, registered before that
-//!    initialization starts, since this module cannot name `allocator`);
+//!    then it waits for the one-time initializations under way
+//!    ([`without_fork`]: the built-in CPU allocator's `OnceLock`, which a
+//!    child would otherwise find half-made and wait on forever), and none
+//!    starts until the fork ends;
 //! 1. to 8. the locks of each module that keeps locks across calls, in
 //!    the order of the table [`order`] (thread pool, registry, reporter,
 //!    memory history, allocator list, caching allocators, CPU counter
@@ -61,7 +60,6 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 /// [`REGISTERED`] once the handlers are installed in this process.
 const DONE: u64 = u64::MAX;
@@ -74,23 +72,44 @@ static REGISTERED: AtomicU64 = AtomicU64::new(0);
 /// Held by a fork from its `prepare` to its `parent` or `child` handler.
 static FORKING: AtomicBool = AtomicBool::new(false);
 
-/// The hook `prepare` runs before it takes any lock ([`set_before_prepare`]).
-static BEFORE_PREPARE: OnceLock<fn()> = OnceLock::new();
+/// How many one-time initializations ([`without_fork`]) are under way.
+static INITS: AtomicUsize = AtomicUsize::new(0);
 
-/// Registers `hook`, which the `prepare` handler runs before it takes any
-/// lock: a one-time initialization of a module above this one that a
-/// fork must not catch half-way (it is `allocator::complete_builtin`;
-/// this module cannot name `allocator` without a module cycle). Register
-/// it before that initialization starts. There is one hook: the first
-/// registration stays (registering again changes nothing).
-pub(crate) fn set_before_prepare(hook: fn()) {
-    let _ = BEFORE_PREPARE.set(hook);
+/// Runs `f`, a one-time initialization of a module above this one (the
+/// built-in CPU allocator's `OnceLock`), where no fork can catch it
+/// half-way: a `OnceLock` copied into a child mid-initialization would
+/// block the child forever, since the thread running it is not there.
+/// `f` does not start while a fork is under way (it waits for the fork to
+/// end), and a fork that starts while `f` runs waits in `prepare`, before
+/// it takes any lock, until `f` has returned. Both sides announce
+/// themselves and then look at the other (SeqCst), so at least one sees
+/// the other. `f` must not fork, and is never called from the handlers.
+pub(crate) fn without_fork<R>(f: impl FnOnce() -> R) -> R {
+    loop {
+        INITS.fetch_add(1, Ordering::SeqCst);
+        if !FORKING.load(Ordering::SeqCst) {
+            break;
+        }
+        INITS.fetch_sub(1, Ordering::SeqCst);
+        while FORKING.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            INITS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let _done = Done;
+    f()
 }
 
-/// Runs the [`set_before_prepare`] hook, if one is registered.
-fn run_before_prepare() {
-    if let Some(hook) = BEFORE_PREPARE.get() {
-        hook();
+/// In `prepare`, with the fork lock held: waits for the initializations
+/// under way ([`without_fork`]); none starts until the fork ends.
+fn wait_for_inits() {
+    while INITS.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
     }
 }
 
@@ -294,8 +313,10 @@ extern "C" fn prepare() {
     {
         std::thread::yield_now();
     }
+    // Before waiting: an initialization under way may add a step, which
+    // waits only while PROGRESS has reached that step's slot.
     PROGRESS.store(0, Ordering::SeqCst);
-    run_before_prepare();
+    wait_for_inits();
     for order in 1..=STEPS {
         PROGRESS.store(order, Ordering::SeqCst);
         if let Some(step) = step_at(order) {
@@ -326,6 +347,10 @@ extern "C" fn parent() {
 
 extern "C" fn child() {
     REGISTERED.store(DONE, Ordering::Release);
+    // The child's only thread forked, so it is inside no initialization;
+    // a count copied from the parent is some other thread's announcement
+    // (made and about to be withdrawn when the fork happened).
+    INITS.store(0, Ordering::SeqCst);
     release_all(true);
     FORKING.store(false, Ordering::SeqCst);
 }

@@ -94,17 +94,23 @@ pub(crate) fn builtin_ref() -> &'static Allocator {
     }
 }
 
-/// Makes the built-in CPU allocator (or waits for the thread making it).
-/// The fork handlers' `prepare` completes this before it takes any lock
-/// (`super::complete_builtin`, registered here before the `OnceLock`'s
-/// initialization can start: `fork` cannot name this module).
+/// Makes the built-in CPU allocator (or waits for the thread making it),
+/// never while a fork is under way, and a fork waits for it to finish
+/// (`fork::without_fork`): a child that found the `OnceLock` half-made
+/// would wait on it forever (seen in CI: a test forking while another
+/// thread made its first allocation).
 #[cold]
 #[inline(never)]
 fn make_builtin() -> &'static Allocator {
-    crate::fork::set_before_prepare(super::complete_builtin);
-    BUILTIN.get_or_init(|| {
-        apply_alloc_conf();
-        Allocator::new_own_stats("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
+    // The atfork handlers first (they are what makes a fork wait): the
+    // allocator list's step, which `Allocator::new_own_stats` below would
+    // add anyway, only later.
+    crate::fork::ensure_handlers(&super::FORK_STEP);
+    crate::fork::without_fork(|| {
+        BUILTIN.get_or_init(|| {
+            apply_alloc_conf();
+            Allocator::new_own_stats("cpu", Device::CPU, Box::new(CpuBackend)).mark_builtin_cpu()
+        })
     })
 }
 

@@ -75,15 +75,6 @@ impl Drop for AllocatorImpl {
     }
 }
 
-/// Completes the built-in CPU allocator's one-time initialization (the
-/// atfork `prepare` handler runs it before it takes any lock: a
-/// `OnceLock` caught half-way by a fork would block the child forever;
-/// `cpu::builtin_ref` registers it with `fork::set_before_prepare` before
-/// that initialization starts).
-pub(crate) fn complete_builtin() {
-    let _ = cpu::builtin_ref();
-}
-
 /// The guards the atfork handlers hold: the list, then every table.
 type HeldTables = (
     MutexGuard<'static, Vec<usize>>,
