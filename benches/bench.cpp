@@ -1384,19 +1384,23 @@ void bench_serialize() {
     // PERF.md's decided anchor: write() of the same bytes to a new file
     // (the previous one unlinked first, as a save's rename drops the file
     // it replaces; not truncated and rewritten in place).
+    // The bytes of `src` written to `path`, a file that must not exist.
+    auto write_new_file = [&](const std::string& path) {
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (fd < 0) std::exit(1);
+        size_t done = 0;
+        while (done < src.size()) {
+            ssize_t w = ::write(fd, src.data() + done, src.size() - done);
+            if (w <= 0) std::exit(1);
+            done += size_t(w);
+        }
+        ::close(fd);
+    };
     auto write_side = [&] {
         return Side("write() to a new file", [&](long n) {
             for (long i = 0; i < n; i++) {
                 ::unlink(raw.c_str());
-                int fd = ::open(raw.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-                if (fd < 0) std::exit(1);
-                size_t done = 0;
-                while (done < src.size()) {
-                    ssize_t w = ::write(fd, src.data() + done, src.size() - done);
-                    if (w <= 0) std::exit(1);
-                    done += size_t(w);
-                }
-                ::close(fd);
+                write_new_file(raw);
             }
         });
     };
@@ -1477,15 +1481,7 @@ void bench_serialize() {
         return Side("write() to a temp file renamed over it", [&](long n) {
             const std::string tmp = raw + ".tmp";
             for (long i = 0; i < n; i++) {
-                int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-                if (fd < 0) std::exit(1);
-                size_t done = 0;
-                while (done < src.size()) {
-                    ssize_t w = ::write(fd, src.data() + done, src.size() - done);
-                    if (w <= 0) std::exit(1);
-                    done += size_t(w);
-                }
-                ::close(fd);
+                write_new_file(tmp);
                 if (::rename(tmp.c_str(), raw.c_str()) != 0) std::exit(1);
             }
         });
