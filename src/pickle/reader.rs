@@ -1,96 +1,98 @@
-//! The restricted pickle reader: bytes to a [`Value`] tree, nothing
+//! The restricted pickle reader: bytes to a [`Pickle`] arena, nothing
 //! called, every resource bounded (module docs).
 
+use super::arena::{CallRec, Node, Pickle, EMPTY_TUPLE_ID, FALSE_ID, NO, NONE_ID, TRUE_ID};
 use super::limits::Limits;
 use super::opcodes::*;
 use super::value::Value;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
-/// A value on the stack with its nesting depth and accounted bytes: the
-/// heap it owns, its own slot excluded (what a copy costs beyond a slot).
-#[derive(Clone)]
-struct Item {
-    value: Value,
-    depth: u32,
-    bytes: u64,
+/// What APPEND(S), SETITEM(S) and ADDITEMS add to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Add {
+    List,
+    Items,
+    Set,
 }
 
-/// Bytes of a value's slot on the stack or in the memo.
-const ITEM: u64 = std::mem::size_of::<Item>() as u64;
-/// Bytes of a value in a container or a box.
-const VALUE: u64 = std::mem::size_of::<Value>() as u64;
-
-struct Reader<'a> {
-    data: &'a [u8],
+struct Reader<'a, 'f> {
     pos: usize,
     op_pos: usize,
-    stack: Vec<Item>,
+    p: Pickle<'a>,
+    /// Node ids.
+    stack: Vec<u32>,
     marks: Vec<usize>,
-    memo: HashMap<u32, Item>,
-    /// Bytes of values built so far (never credited back).
-    bytes: u64,
-    /// The most `bytes` may reach: [`Limits::bound`] of the input.
-    bound: u64,
+    /// Memo slots below `dense_memo_limit` (NO where unset) ...
+    memo: Vec<u32>,
+    /// ... and the others, which only a rewritten pickle has.
+    sparse_memo: HashMap<u32, u32>,
+    /// Memo slots set, the index MEMOIZE uses.
+    memo_count: u32,
+    dense_memo_limit: u32,
     limits: Limits,
-    allow: &'a dyn Fn(&str, &str) -> bool,
+    allow: &'f dyn Fn(&str, &str) -> bool,
 }
 
 /// Reads the pickle in `data` (up to its STOP; bytes after it are
-/// ignored). `allow(module, name)` decides which globals may appear; any
-/// other is refused.
+/// ignored) into an arena. `allow(module, name)` decides which globals
+/// may appear; any other is refused.
 ///
 /// Errors: `Format`, the message naming the opcode and byte position and
 /// what is wrong (a refused global, a limit passed, a truncated pickle, an
 /// opcode that does not fit the stack).
-pub fn read(data: &[u8], allow: &dyn Fn(&str, &str) -> bool, limits: Limits) -> Result<Value> {
-    read_measured(data, allow, limits).0
+pub fn parse<'a>(
+    data: &'a [u8],
+    allow: &dyn Fn(&str, &str) -> bool,
+    limits: Limits,
+) -> Result<Pickle<'a>> {
+    parse_prefix(data, allow, limits).map(|(p, _)| p)
 }
 
-/// As [`read`], for a pickle followed by other data (torch.save's legacy
+/// As [`parse`], for a pickle followed by other data (torch.save's legacy
 /// files hold several pickles in a row): also gives the position just
 /// past its STOP.
-pub fn read_prefix(
-    data: &[u8],
+pub fn parse_prefix<'a>(
+    data: &'a [u8],
     allow: &dyn Fn(&str, &str) -> bool,
     limits: Limits,
-) -> Result<(Value, usize)> {
-    let mut r = Reader::new(data, allow, limits);
-    let value = r.run()?;
-    Ok((value, r.pos))
+) -> Result<(Pickle<'a>, usize)> {
+    crate::ensure!(
+        u32::try_from(data.len()).is_ok(),
+        Format,
+        "pickle: {} bytes: pickles of 4 GiB or more are not read",
+        data.len()
+    );
+    let mut r = Reader {
+        pos: 0,
+        op_pos: 0,
+        p: Pickle::new(data),
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: Vec::new(),
+        sparse_memo: HashMap::new(),
+        memo_count: 0,
+        dense_memo_limit: (data.len() / 2 + 256).min(limits.max_memo as usize) as u32,
+        limits,
+        allow,
+    };
+    r.p.root = r.run()?;
+    let used = r.pos;
+    Ok((r.p, used))
 }
 
-/// As [`read`], also giving the bytes the reader accounted for the values
-/// it built (never more than [`Limits::bound`] of the input's length).
-pub fn read_measured(
-    data: &[u8],
-    allow: &dyn Fn(&str, &str) -> bool,
-    limits: Limits,
-) -> (Result<Value>, u64) {
-    let mut r = Reader::new(data, allow, limits);
-    let result = r.run();
-    (result, r.bytes)
+/// Reads the pickle in `data` as [`parse`] does and gives its value as a
+/// tree ([`super::Val::to_value`]: values reached twice are copied, at
+/// most `limits.max_depth` deep and [`Limits::max_values`] in all).
+pub fn read(data: &[u8], allow: &dyn Fn(&str, &str) -> bool, limits: Limits) -> Result<Value> {
+    let p = parse(data, allow, limits)?;
+    p.root()
+        .to_value(limits.max_depth, limits.max_values(data.len()))
 }
 
-impl<'a> Reader<'a> {
-    /// A reader at the start of `data`.
-    fn new(data: &'a [u8], allow: &'a dyn Fn(&str, &str) -> bool, limits: Limits) -> Self {
-        Reader {
-            data,
-            pos: 0,
-            op_pos: 0,
-            stack: Vec::new(),
-            marks: Vec::new(),
-            memo: HashMap::new(),
-            bytes: 0,
-            bound: limits.bound(data.len()),
-            limits,
-            allow,
-        }
-    }
-
+impl<'a> Reader<'a, '_> {
     fn fail(&self, what: impl std::fmt::Display) -> Error {
-        let op = self.data.get(self.op_pos).copied().unwrap_or(0);
+        let op = self.p.data.get(self.op_pos).copied().unwrap_or(0);
         crate::err!(
             Format,
             "pickle: {what} (opcode 0x{op:02x} at byte {})",
@@ -98,17 +100,18 @@ impl<'a> Reader<'a> {
         )
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let data = self.p.data;
+        let end = self.pos.checked_add(n).filter(|&e| e <= data.len());
         match end {
             Some(end) => {
-                let s = &self.data[self.pos..end];
+                let s = &data[self.pos..end];
                 self.pos = end;
                 Ok(s)
             }
             None => Err(self.fail(format_args!(
                 "truncated: {n} bytes needed, {} left",
-                self.data.len() - self.pos
+                data.len() - self.pos
             ))),
         }
     }
@@ -134,173 +137,147 @@ impl<'a> Reader<'a> {
         usize::try_from(n).map_err(|_| self.fail(format_args!("length {n} is too large")))
     }
 
-    fn line(&mut self) -> Result<String> {
-        let rest = &self.data[self.pos..];
+    /// A node for the `n` bytes at the reading position: (start, length).
+    fn span(&mut self, n: usize) -> Result<(u32, u32)> {
+        let start = self.pos as u32;
+        self.take(n)?;
+        Ok((start, n as u32))
+    }
+
+    /// A str node of `n` UTF-8 bytes of the input.
+    fn utf8(&mut self, n: usize) -> Result<u32> {
+        let (start, len) = self.span(n)?;
+        let bytes = &self.p.data[start as usize..(start + len) as usize];
+        if std::str::from_utf8(bytes).is_err() {
+            return Err(self.fail("a string that is not UTF-8"));
+        }
+        Ok(self.p.nodes.push(Node::Str(start, len)))
+    }
+
+    /// A str node of `n` bytes read as Latin-1 (Python 2's str).
+    fn latin1(&mut self, n: usize) -> Result<u32> {
+        let (start, len) = self.span(n)?;
+        let bytes = &self.p.data[start as usize..(start + len) as usize];
+        if bytes.is_ascii() {
+            return Ok(self.p.nodes.push(Node::Str(start, len)));
+        }
+        let s: String = bytes.iter().map(|&b| b as char).collect();
+        let i = self.p.texts.push(s);
+        Ok(self.p.nodes.push(Node::Text(i)))
+    }
+
+    /// A GLOBAL line: a str node of the bytes up to the newline.
+    fn line(&mut self) -> Result<u32> {
+        let rest = &self.p.data[self.pos..];
         let max = 256.min(rest.len());
         let Some(nl) = rest[..max].iter().position(|&b| b == b'\n') else {
             return Err(self.fail("a GLOBAL line without a newline in its first 256 bytes"));
         };
-        let s = std::str::from_utf8(&rest[..nl])
-            .map_err(|_| self.fail("a GLOBAL line that is not UTF-8"))?
-            .to_owned();
-        self.pos += nl + 1;
-        Ok(s)
+        let id = self
+            .utf8(nl)
+            .map_err(|_| self.fail("a GLOBAL line that is not UTF-8"))?;
+        self.pos += 1;
+        Ok(id)
     }
 
-    fn utf8(&mut self, n: usize) -> Result<Value> {
-        let bytes = self.take(n)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Value::Str(s.to_owned())),
-            Err(_) => Err(self.fail("a string that is not UTF-8")),
-        }
-    }
-
-    /// Accounts `bytes` more; past the bound, the pickle is refused.
-    fn charge(&mut self, bytes: u64) -> Result<()> {
-        let total = self.bytes.saturating_add(bytes);
-        if total > self.bound {
-            return Err(self.fail(format_args!(
-                "its values would take more than {} bytes, the limit for a {}-byte pickle \
-                 (min({}, {} + {} per input byte)): it builds or repeats too much",
-                self.bound,
-                self.data.len(),
-                self.limits.max_bytes,
-                super::limits::BASE_BYTES,
-                self.limits.bytes_per_input_byte
-            )));
-        }
-        self.bytes = total;
-        Ok(())
-    }
-
-    fn push_item(&mut self, item: Item) -> Result<()> {
-        if item.depth > self.limits.max_depth {
-            return Err(self.fail(format_args!(
-                "values nested {} deep: the limit is {}",
-                item.depth, self.limits.max_depth
-            )));
-        }
+    fn push(&mut self, id: u32) -> Result<()> {
         if self.stack.len() >= self.limits.max_stack {
             return Err(self.fail(format_args!(
                 "more than {} values on the stack",
                 self.limits.max_stack
             )));
         }
-        self.stack.push(item);
+        self.stack.push(id);
         Ok(())
     }
 
-    /// Pushes a new leaf value (its slot and its heap accounted).
-    fn push(&mut self, value: Value) -> Result<()> {
-        let heap = match &value {
-            Value::Str(s) => s.capacity() as u64,
-            Value::Bytes(b) => b.capacity() as u64,
-            Value::Global { module, name } => (module.capacity() + name.capacity()) as u64,
-            _ => 0,
-        };
-        self.charge(ITEM + heap)?;
-        self.push_item(Item {
-            value,
-            depth: 0,
-            bytes: heap,
-        })
+    fn push_node(&mut self, n: Node) -> Result<()> {
+        let id = self.p.nodes.push(n);
+        self.push(id)
     }
 
-    /// Pushes a container holding parts of (depth, bytes) `parts`, moved
-    /// in: its slot and `heap` bytes of its own are accounted.
-    fn push_built(&mut self, value: Value, parts: &[(u32, u64)], heap: u64) -> Result<()> {
-        let depth = 1 + parts.iter().map(|p| p.0).max().unwrap_or(0);
-        let bytes = heap + parts.iter().map(|p| p.1).sum::<u64>();
-        self.charge(ITEM + heap)?;
-        self.push_item(Item {
-            value,
-            depth,
-            bytes,
-        })
+    fn floor(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
     }
 
-    /// Pushes a copy of the top value (DUP): its slot and whole cost.
-    fn dup(&mut self) -> Result<()> {
-        let bytes = self.top()?.bytes;
-        self.charge(ITEM + bytes)?;
-        let item = self.top()?.clone();
-        self.push_item(item)
-    }
-
-    fn pop(&mut self) -> Result<Item> {
-        let floor = self.marks.last().copied().unwrap_or(0);
-        if self.stack.len() <= floor {
+    fn pop(&mut self) -> Result<u32> {
+        if self.stack.len() <= self.floor() {
             return Err(self.fail("the stack is empty"));
         }
         Ok(self.stack.pop().unwrap())
     }
 
-    fn pop_mark(&mut self) -> Result<Vec<Item>> {
+    fn top(&self) -> Result<u32> {
+        if self.stack.len() <= self.floor() {
+            return Err(self.fail("the stack is empty"));
+        }
+        Ok(*self.stack.last().unwrap())
+    }
+
+    /// The values above the last MARK, removed with it.
+    fn pop_mark(&mut self) -> Result<Vec<u32>> {
         let Some(mark) = self.marks.pop() else {
             return Err(self.fail("no MARK before this opcode"));
         };
-        Ok(self.stack.split_off(mark))
+        let mut parts = Vec::with_capacity(self.stack.len() - mark);
+        parts.extend(self.stack.drain(mark..));
+        Ok(parts)
     }
 
-    fn top(&mut self) -> Result<&mut Item> {
-        let floor = self.marks.last().copied().unwrap_or(0);
-        if self.stack.len() <= floor {
-            return Err(self.fail("the stack is empty"));
+    /// Appends `parts` to the vector in `*slot`, made if it is [`NO`].
+    fn extend_vec(&mut self, slot: u32, parts: &[u32]) -> u32 {
+        if parts.is_empty() {
+            return slot;
         }
-        Ok(self.stack.last_mut().unwrap())
+        if slot == NO {
+            return self.p.vecs.push(parts.to_vec());
+        }
+        self.p.vecs.get_mut(slot).extend_from_slice(parts);
+        slot
     }
 
-    /// Adds items to the container on top of the stack (grown in place,
-    /// its depth and bytes updated, the growth of its capacity accounted).
-    fn extend_top(&mut self, parts: Vec<Item>, pairs: bool) -> Result<()> {
-        if pairs && parts.len() % 2 != 0 {
-            return Err(self.fail("SETITEMS with an odd number of values"));
+    /// APPEND(S), SETITEM(S), ADDITEMS (`op`, in messages): `parts` added
+    /// to the container on top of the stack (a list, dict or set, or a
+    /// call's result: list or dict items).
+    fn extend_top(&mut self, parts: &[u32], add: Add, op: &str) -> Result<()> {
+        if add == Add::Items && parts.len() % 2 != 0 {
+            return Err(self.fail(format_args!("{op} with an odd number of values")));
         }
-        let max_depth = self.limits.max_depth;
-        let depth = 1 + parts.iter().map(|p| p.depth).max().unwrap_or(0);
-        let owned: u64 = parts.iter().map(|p| p.bytes).sum();
-        let outcome = {
-            let top = self.top()?;
-            let what = top.value.describe();
-            let mut it = parts.into_iter().map(|p| p.value);
-            let grown = match (&mut top.value, pairs) {
-                (Value::Dict(items), true) | (Value::Reduce { items, .. }, true) => {
-                    let before = items.capacity();
-                    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                        items.push((k, v));
-                    }
-                    Some((items.capacity() - before) as u64 * 2 * VALUE)
-                }
-                (Value::List(items), false) => {
-                    let before = items.capacity();
-                    items.extend(it);
-                    Some((items.capacity() - before) as u64 * VALUE)
-                }
-                _ => None,
-            };
-            match grown {
-                Some(grown) => {
-                    top.depth = top.depth.max(depth);
-                    top.bytes += owned + grown;
-                    if top.depth > max_depth {
-                        Err(format!(
-                            "values nested {} deep: the limit is {max_depth}",
-                            top.depth
-                        ))
-                    } else {
-                        Ok(grown)
-                    }
-                }
-                None => Err(format!(
-                    "{} on {what}",
-                    if pairs { "SETITEMS" } else { "APPENDS" }
-                )),
+        let top = self.top()?;
+        let node = *self.p.nodes.get(top);
+        let ok = match (node, add) {
+            (Node::List(v), Add::List) => {
+                let v = self.extend_vec(v, parts);
+                *self.p.nodes.get_mut(top) = Node::List(v);
+                true
             }
+            (Node::Dict(v), Add::Items) => {
+                let v = self.extend_vec(v, parts);
+                *self.p.nodes.get_mut(top) = Node::Dict(v);
+                true
+            }
+            (Node::Set(v), Add::Set) => {
+                let v = self.extend_vec(v, parts);
+                *self.p.nodes.get_mut(top) = Node::Set(v);
+                true
+            }
+            (Node::Call(c), Add::List) => {
+                let rec = *self.p.calls.get(c);
+                self.p.calls.get_mut(c).list = self.extend_vec(rec.list, parts);
+                true
+            }
+            (Node::Call(c), Add::Items) => {
+                let rec = *self.p.calls.get(c);
+                self.p.calls.get_mut(c).items = self.extend_vec(rec.items, parts);
+                true
+            }
+            _ => false,
         };
-        match outcome {
-            Ok(grown) => self.charge(grown),
-            Err(msg) => Err(self.fail(msg)),
+        if !ok {
+            let what = self.p.val(top).describe();
+            return Err(self.fail(format_args!("{op} on {what}")));
         }
+        Ok(())
     }
 
     fn memo_put(&mut self, index: u32) -> Result<()> {
@@ -310,33 +287,115 @@ impl<'a> Reader<'a> {
                 self.limits.max_memo
             )));
         }
-        // The memo's copy: a slot, its key and the value's whole cost.
-        let bytes = self.top()?.bytes;
-        self.charge(ITEM + 8 + bytes)?;
-        let item = self.top()?.clone();
-        self.memo.insert(index, item);
+        let top = self.top()?;
+        let fresh = if index < self.dense_memo_limit {
+            let i = index as usize;
+            if self.memo.len() <= i {
+                self.memo.resize(i + 1, NO);
+            }
+            std::mem::replace(&mut self.memo[i], top) == NO
+        } else {
+            self.sparse_memo.insert(index, top).is_none()
+        };
+        self.memo_count += fresh as u32;
         Ok(())
     }
 
     fn memo_get(&mut self, index: u32) -> Result<()> {
-        let Some(bytes) = self.memo.get(&index).map(|i| i.bytes) else {
-            return Err(self.fail(format_args!("memo index {index} was never stored")));
+        let id = if index < self.dense_memo_limit {
+            self.memo.get(index as usize).copied().unwrap_or(NO)
+        } else {
+            self.sparse_memo.get(&index).copied().unwrap_or(NO)
         };
-        self.charge(ITEM + bytes)?;
-        let item = self.memo[&index].clone();
-        self.push_item(item)
+        if id == NO {
+            return Err(self.fail(format_args!("memo index {index} was never stored")));
+        }
+        self.push(id)
     }
 
-    fn global(&mut self, module: String, name: String) -> Result<()> {
-        if !(self.allow)(&module, &name) {
+    fn global(&mut self, module: u32, name: u32) -> Result<()> {
+        let (m, n) = (self.p.val(module), self.p.val(name));
+        let (Some(m), Some(n)) = (m.as_str(), n.as_str()) else {
+            return Err(self.fail("STACK_GLOBAL of values that are not strings"));
+        };
+        if !(self.allow)(m, n) {
             return Err(self.fail(format_args!(
-                "global {module}.{name} is not allowed in a tensor file"
+                "global {m}.{n} is not allowed in a tensor file"
             )));
         }
-        self.push(Value::Global { module, name })
+        self.push_node(Node::Global(module, name))
     }
 
-    fn run(&mut self) -> Result<Value> {
+    /// A tuple node of `parts`.
+    fn tuple(&mut self, parts: &[u32]) -> Result<()> {
+        match *parts {
+            [] => self.push(EMPTY_TUPLE_ID),
+            [a] => self.push_node(Node::Tuple1(a)),
+            [a, b] => self.push_node(Node::Tuple2(a, b)),
+            _ => {
+                let start = self.p.kids.len();
+                if start + parts.len() > u32::MAX as usize {
+                    return Err(self.fail("more than 2^32 tuple elements"));
+                }
+                self.p.kids.extend_from_slice(parts);
+                self.push_node(Node::TupleN(start as u32, parts.len() as u32))
+            }
+        }
+    }
+
+    /// REDUCE, NEWOBJ and NEWOBJ_EX: `callable(*args, **kwargs)`.
+    fn call(&mut self, callable: u32, args: u32, kwargs: u32) -> Result<()> {
+        if !matches!(self.p.val(args).kind(), super::Kind::Tuple(_)) {
+            let what = self.p.val(args).describe();
+            return Err(self.fail(format_args!(
+                "a call with {what} as arguments: expected a tuple"
+            )));
+        }
+        if self.p.val(callable).as_global().is_none() {
+            let what = self.p.val(callable).describe();
+            return Err(self.fail(format_args!("a call of {what}: expected a global")));
+        }
+        if kwargs != NO && !matches!(self.p.val(kwargs).kind(), super::Kind::Dict(_)) {
+            let what = self.p.val(kwargs).describe();
+            return Err(self.fail(format_args!(
+                "NEWOBJ_EX with {what} as keyword arguments: expected a dict"
+            )));
+        }
+        let c = self.p.calls.push(CallRec {
+            callable,
+            args,
+            kwargs,
+            items: NO,
+            list: NO,
+            state: NO,
+        });
+        self.push_node(Node::Call(c))
+    }
+
+    fn build(&mut self) -> Result<()> {
+        let state = self.pop()?;
+        let top = self.top()?;
+        match *self.p.nodes.get(top) {
+            Node::Call(c) if self.p.calls.get(c).state == NO => {
+                self.p.calls.get_mut(c).state = state;
+                Ok(())
+            }
+            Node::Call(_) => {
+                Err(self.fail("a second BUILD on one object (its first state would be dropped)"))
+            }
+            _ => {
+                let what = self.p.val(top).describe();
+                Err(self.fail(format_args!("BUILD on {what}")))
+            }
+        }
+    }
+
+    fn int(&mut self, v: i64) -> Result<()> {
+        let b = v as u64;
+        self.push_node(Node::Int(b as u32, (b >> 32) as u32))
+    }
+
+    fn run(&mut self) -> Result<u32> {
         loop {
             self.op_pos = self.pos;
             let op = self
@@ -354,10 +413,7 @@ impl<'a> Reader<'a> {
                 FRAME => {
                     self.u64()?;
                 }
-                STOP => {
-                    let item = self.pop()?;
-                    return Ok(item.value);
-                }
+                STOP => return self.pop(),
                 MARK => {
                     if self.marks.len() >= self.limits.max_depth as usize {
                         return Err(self.fail(format_args!(
@@ -377,21 +433,24 @@ impl<'a> Reader<'a> {
                 POP_MARK => {
                     self.pop_mark()?;
                 }
-                DUP => self.dup()?,
-                NONE => self.push(Value::None)?,
-                NEWTRUE => self.push(Value::Bool(true))?,
-                NEWFALSE => self.push(Value::Bool(false))?,
+                DUP => {
+                    let top = self.top()?;
+                    self.push(top)?
+                }
+                NONE => self.push(NONE_ID)?,
+                NEWTRUE => self.push(TRUE_ID)?,
+                NEWFALSE => self.push(FALSE_ID)?,
                 BININT => {
                     let v = self.u32()? as i32;
-                    self.push(Value::Int(v as i64))?
+                    self.int(v as i64)?
                 }
                 BININT1 => {
                     let v = self.u8()?;
-                    self.push(Value::Int(v as i64))?
+                    self.int(v as i64)?
                 }
                 BININT2 => {
                     let v = self.u16()?;
-                    self.push(Value::Int(v as i64))?
+                    self.int(v as i64)?
                 }
                 LONG1 => {
                     let n = self.u8()? as usize;
@@ -406,26 +465,20 @@ impl<'a> Reader<'a> {
                     if n > 0 && n < 8 && bytes[n - 1] & 0x80 != 0 {
                         buf[n..].fill(0xff);
                     }
-                    self.push(Value::Int(i64::from_le_bytes(buf)))?
+                    self.int(i64::from_le_bytes(buf))?
                 }
                 BINFLOAT => {
-                    let b: [u8; 8] = self.take(8)?.try_into().unwrap();
-                    self.push(Value::Float(f64::from_be_bytes(b)))?
+                    let b = u64::from_be_bytes(self.take(8)?.try_into().unwrap());
+                    self.push_node(Node::Float(b as u32, (b >> 32) as u32))?
                 }
-                SHORT_BINUNICODE => {
-                    let n = self.u8()? as usize;
-                    let v = self.utf8(n)?;
-                    self.push(v)?
-                }
-                BINUNICODE => {
-                    let n = self.u32()? as usize;
-                    let v = self.utf8(n)?;
-                    self.push(v)?
-                }
-                BINUNICODE8 => {
-                    let n = self.len_u64()?;
-                    let v = self.utf8(n)?;
-                    self.push(v)?
+                SHORT_BINUNICODE | BINUNICODE | BINUNICODE8 => {
+                    let n = match op {
+                        SHORT_BINUNICODE => self.u8()? as usize,
+                        BINUNICODE => self.u32()? as usize,
+                        _ => self.len_u64()?,
+                    };
+                    let id = self.utf8(n)?;
+                    self.push(id)?
                 }
                 SHORT_BINSTRING | BINSTRING => {
                     let n = if op == SHORT_BINSTRING {
@@ -433,70 +486,66 @@ impl<'a> Reader<'a> {
                     } else {
                         self.u32()? as usize
                     };
-                    // Python 2 str: bytes, read as Latin-1.
-                    let s: String = self.take(n)?.iter().map(|&b| b as char).collect();
-                    self.push(Value::Str(s))?
+                    let id = self.latin1(n)?;
+                    self.push(id)?
                 }
-                SHORT_BINBYTES | BINBYTES | BINBYTES8 => {
+                SHORT_BINBYTES | BINBYTES | BINBYTES8 | BYTEARRAY8 => {
                     let n = match op {
                         SHORT_BINBYTES => self.u8()? as usize,
                         BINBYTES => self.u32()? as usize,
                         _ => self.len_u64()?,
                     };
-                    let v = self.take(n)?.to_vec();
-                    self.push(Value::Bytes(v))?
+                    let (start, len) = self.span(n)?;
+                    self.push_node(Node::Bytes(start, len))?
                 }
-                EMPTY_LIST => self.push(Value::List(Vec::new()))?,
-                EMPTY_DICT => self.push(Value::Dict(Vec::new()))?,
-                EMPTY_TUPLE => self.push(Value::Tuple(Vec::new()))?,
+                EMPTY_LIST => self.push_node(Node::List(NO))?,
+                EMPTY_DICT => self.push_node(Node::Dict(NO))?,
+                EMPTY_SET => self.push_node(Node::Set(NO))?,
+                EMPTY_TUPLE => self.push(EMPTY_TUPLE_ID)?,
                 APPEND => {
                     let v = self.pop()?;
-                    self.extend_top(vec![v], false)?
+                    self.extend_top(&[v], Add::List, "APPEND")?
                 }
                 APPENDS => {
                     let parts = self.pop_mark()?;
-                    self.extend_top(parts, false)?
+                    self.extend_top(&parts, Add::List, "APPENDS")?
                 }
                 SETITEM => {
                     let v = self.pop()?;
                     let k = self.pop()?;
-                    self.extend_top(vec![k, v], true)?
+                    self.extend_top(&[k, v], Add::Items, "SETITEM")?
                 }
                 SETITEMS => {
                     let parts = self.pop_mark()?;
-                    self.extend_top(parts, true)?
+                    self.extend_top(&parts, Add::Items, "SETITEMS")?
                 }
-                LIST | TUPLE | DICT => {
+                ADDITEMS => {
                     let parts = self.pop_mark()?;
-                    let costs: Vec<(u32, u64)> = parts.iter().map(|p| (p.depth, p.bytes)).collect();
-                    let n = parts.len() as u64;
-                    let mut values = parts.into_iter().map(|p| p.value);
-                    let value = match op {
-                        LIST => Value::List(values.collect()),
-                        TUPLE => Value::Tuple(values.collect()),
-                        _ => {
-                            if n % 2 != 0 {
-                                return Err(self.fail("DICT with an odd number of values"));
-                            }
-                            let mut items = Vec::with_capacity(n as usize / 2);
-                            while let (Some(k), Some(v)) = (values.next(), values.next()) {
-                                items.push((k, v));
-                            }
-                            Value::Dict(items)
-                        }
-                    };
-                    self.push_built(value, &costs, n * VALUE)?
+                    self.extend_top(&parts, Add::Set, "ADDITEMS")?
+                }
+                LIST | DICT | FROZENSET => {
+                    let parts = self.pop_mark()?;
+                    if op == DICT && parts.len() % 2 != 0 {
+                        return Err(self.fail("DICT with an odd number of values"));
+                    }
+                    let v = self.extend_vec(NO, &parts);
+                    self.push_node(match op {
+                        LIST => Node::List(v),
+                        DICT => Node::Dict(v),
+                        _ => Node::Set(v),
+                    })?
+                }
+                TUPLE => {
+                    let parts = self.pop_mark()?;
+                    self.tuple(&parts)?
                 }
                 TUPLE1 | TUPLE2 | TUPLE3 => {
                     let n = (op - TUPLE1 + 1) as usize;
-                    let mut parts = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        parts.push(self.pop()?);
+                    if self.stack.len() < self.floor() + n {
+                        return Err(self.fail("the stack is empty"));
                     }
-                    parts.reverse();
-                    let costs: Vec<(u32, u64)> = parts.iter().map(|p| (p.depth, p.bytes)).collect();
-                    let value = Value::Tuple(parts.into_iter().map(|p| p.value).collect());
-                    self.push_built(value, &costs, n as u64 * VALUE)?
+                    let parts = self.stack.split_off(self.stack.len() - n);
+                    self.tuple(&parts)?
                 }
                 BINPUT => {
                     let i = self.u8()? as u32;
@@ -506,10 +555,7 @@ impl<'a> Reader<'a> {
                     let i = self.u32()?;
                     self.memo_put(i)?
                 }
-                MEMOIZE => {
-                    let i = u32::try_from(self.memo.len()).unwrap_or(u32::MAX);
-                    self.memo_put(i)?
-                }
+                MEMOIZE => self.memo_put(self.memo_count)?,
                 BINGET => {
                     let i = self.u8()? as u32;
                     self.memo_get(i)?
@@ -526,63 +572,23 @@ impl<'a> Reader<'a> {
                 STACK_GLOBAL => {
                     let name = self.pop()?;
                     let module = self.pop()?;
-                    match (module.value, name.value) {
-                        (Value::Str(m), Value::Str(n)) => self.global(m, n)?,
-                        _ => return Err(self.fail("STACK_GLOBAL of values that are not strings")),
-                    }
+                    self.global(module, name)?
                 }
                 REDUCE | NEWOBJ => {
                     let args = self.pop()?;
                     let callable = self.pop()?;
-                    if !matches!(args.value, Value::Tuple(_)) {
-                        return Err(self.fail(format_args!(
-                            "a call with {} as arguments: expected a tuple",
-                            args.value.describe()
-                        )));
-                    }
-                    if !matches!(callable.value, Value::Global { .. }) {
-                        return Err(self.fail(format_args!(
-                            "a call of {}: expected a global",
-                            callable.value.describe()
-                        )));
-                    }
-                    let costs = [(callable.depth, callable.bytes), (args.depth, args.bytes)];
-                    let value = Value::Reduce {
-                        callable: Box::new(callable.value),
-                        args: Box::new(args.value),
-                        items: Vec::new(),
-                        state: None,
-                    };
-                    self.push_built(value, &costs, 2 * VALUE)?
+                    self.call(callable, args, NO)?
                 }
-                BUILD => {
-                    let state = self.pop()?;
-                    self.charge(VALUE)?; // the state's box
-                    let max_depth = self.limits.max_depth;
-                    let top = self.top()?;
-                    match &mut top.value {
-                        Value::Reduce { state: slot, .. } => {
-                            top.depth = top.depth.max(state.depth + 1);
-                            top.bytes += state.bytes + VALUE;
-                            *slot = Some(Box::new(state.value));
-                            if top.depth > max_depth {
-                                let d = top.depth;
-                                return Err(self.fail(format_args!(
-                                    "values nested {d} deep: the limit is {max_depth}"
-                                )));
-                            }
-                        }
-                        other => {
-                            let what = other.describe();
-                            return Err(self.fail(format_args!("BUILD on {what}")));
-                        }
-                    }
+                NEWOBJ_EX => {
+                    let kwargs = self.pop()?;
+                    let args = self.pop()?;
+                    let callable = self.pop()?;
+                    self.call(callable, args, kwargs)?
                 }
+                BUILD => self.build()?,
                 BINPERSID => {
                     let id = self.pop()?;
-                    let costs = [(id.depth, id.bytes)];
-                    let value = Value::PersistentId(Box::new(id.value));
-                    self.push_built(value, &costs, VALUE)?
+                    self.push_node(Node::PersistentId(id))?
                 }
                 other => {
                     return Err(self.fail(format_args!("unknown or refused opcode 0x{other:02x}")));

@@ -69,6 +69,8 @@ fn deep_nesting_is_refused() {
     bytes.push(b'.');
     let e = read(&bytes, &allow_all, Limits::default()).unwrap_err();
     assert!(e.message().contains("nested 101 deep"), "{}", e.message());
+    // The arena itself holds the 10,000 tuples (a walker limits depth).
+    assert!(parse(&bytes, &allow_all, Limits::default()).is_ok());
 }
 
 #[test]
@@ -88,20 +90,6 @@ fn huge_and_missing_memo_indices_are_refused() {
     assert!(e.message().contains("never stored"), "{}", e.message());
 }
 
-#[test]
-fn repeating_a_memoized_value_is_bounded() {
-    // A list of 1000 Nones memoized, then fetched a million times.
-    let mut bytes = vec![0x80, 2, b']', b'('];
-    bytes.extend(std::iter::repeat_n(b'N', 1000));
-    bytes.extend_from_slice(b"eq\x00(");
-    for _ in 0..1_000_000 {
-        bytes.extend_from_slice(b"h\x00");
-    }
-    bytes.extend_from_slice(b"l.");
-    let e = read(&bytes, &allow_all, Limits::default()).unwrap_err();
-    assert!(e.message().contains("limit for a"), "{}", e.message());
-}
-
 /// A list of `n` Nones, memoized in slot 0, after PROTO 2.
 fn memoized_list(n: usize) -> Vec<u8> {
     let mut b = vec![0x80, 2, b']', b'('];
@@ -110,59 +98,105 @@ fn memoized_list(n: usize) -> Vec<u8> {
     b
 }
 
-/// Reads `bytes`: a refusal naming the bound and the input's size, the
-/// accounted bytes within the bound (and the bound within 192 bytes per
-/// input byte + 1 MiB).
-fn refused_within_bound(bytes: &[u8]) {
-    let limits = Limits::default();
-    let bound = limits.bound(bytes.len());
-    assert!(bound <= (1 << 20) + 192 * bytes.len() as u64);
-    let (r, accounted) = super::read_measured(bytes, &allow_all, limits);
-    let e = r.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Format);
-    let needle = format!(
-        "more than {bound} bytes, the limit for a {}-byte pickle",
-        bytes.len()
+#[test]
+fn a_value_reached_a_million_times_is_one_node() {
+    // A list of 1000 Nones memoized, then fetched a million times: the
+    // arena holds one list and a million ids; a tree of it is refused.
+    let mut bytes = memoized_list(1000);
+    bytes.push(b'(');
+    for _ in 0..1_000_000 {
+        bytes.extend_from_slice(b"h\x00");
+    }
+    bytes.extend_from_slice(b"l.");
+    let p = parse(&bytes, &allow_all, Limits::default()).unwrap();
+    let root = p.root();
+    let outer = root.as_seq().unwrap();
+    assert_eq!(outer.len(), 1_000_000);
+    let first = outer.get(0).unwrap();
+    assert_eq!(first.as_seq().unwrap().len(), 1000);
+    assert!(outer.iter().all(|v| v.id() == first.id()), "one object");
+    assert!(p.len() < 16, "{} nodes", p.len());
+    let e = read(&bytes, &allow_all, Limits::default()).unwrap_err();
+    assert!(
+        e.message().contains("limit of values built"),
+        "{}",
+        e.message()
     );
-    assert!(e.message().contains(&needle), "{}", e.message());
-    assert!(accounted <= bound, "{accounted} > {bound}");
 }
 
 #[test]
-fn one_mb_of_memo_gets_is_refused_within_the_bound() {
-    // 1 MB: a 1000-None list fetched from the memo ~520,000 times.
-    let mut b = memoized_list(1000);
-    b.push(b'(');
-    while b.len() < (1 << 20) - 2 {
-        b.extend_from_slice(b"h\x00");
-    }
-    b.extend_from_slice(b"l.");
-    refused_within_bound(&b);
+fn a_container_filled_after_it_was_memoized_is_seen_full() {
+    // EMPTY_DICT, BINPUT 0, SETITEMS {'a': 1}, then [memo 0, memo 0]:
+    // both are the filled dict, as in Python (the old reader copied the
+    // memo's value when it was put: two empty dicts).
+    let b = b"\x80\x02(}q\x00(X\x01\x00\x00\x00aK\x01uh\x00l.";
+    let v = read(b, &allow_all, Limits::default()).unwrap();
+    let d = Value::Dict(vec![(Value::str("a"), Value::Int(1))]);
+    assert_eq!(v, Value::List(vec![d.clone(), d]));
 }
 
 #[test]
-fn two_mb_of_dups_is_refused_within_the_bound() {
-    // 8,000 DUPs of a 1000-None list (under the old 2^23-cell limit, so
-    // it loaded, building ~450 MB), popped, then FRAMEs up to 2 MB.
-    let mut b = memoized_list(1000);
-    b.extend(std::iter::repeat_n(b'2', 8000));
-    b.extend(std::iter::repeat_n(b'0', 8000));
-    while b.len() < (2 << 20) - 1 {
-        b.push(0x95);
-        b.extend_from_slice(&0u64.to_le_bytes());
-    }
-    b.push(b'.');
-    refused_within_bound(&b);
+fn a_list_holding_itself_is_read_and_refused_as_a_tree() {
+    // EMPTY_LIST, BINPUT 0, BINGET 0, APPEND: a list that holds itself.
+    let b = b"\x80\x02]q\x00h\x00a.";
+    let p = parse(b, &allow_all, Limits::default()).unwrap();
+    let l = p.root().as_seq().unwrap();
+    assert_eq!(l.get(0).unwrap().id(), p.root().id());
+    let e = read(b, &allow_all, Limits::default()).unwrap_err();
+    assert!(e.message().contains("holding itself"), "{}", e.message());
 }
 
 #[test]
-fn memoizing_a_big_value_repeatedly_is_accounted() {
-    // MEMOIZE copies the top value into a new memo slot each time; these
-    // copies were not counted at all.
-    let mut b = memoized_list(1000);
-    b.extend(std::iter::repeat_n(0x94u8, 5_000));
-    b.push(b'.');
-    refused_within_bound(&b);
+fn a_second_build_on_one_object_is_refused() {
+    let b = b"\x80\x02ccollections\nOrderedDict\n)R}b}b.";
+    let e = read(b, &allow_all, Limits::default()).unwrap_err();
+    assert!(e.message().contains("second BUILD"), "{}", e.message());
+}
+
+#[test]
+fn protocol_4_sets_and_newobj_ex_are_read() {
+    // EMPTY_SET + ADDITEMS {'a'}, FROZENSET of 'b', and NEWOBJ_EX of
+    // collections.OrderedDict with () and {'k': 1}.
+    let mut b = vec![0x80, 4];
+    b.extend_from_slice(b"(\x8f(\x8c\x01a\x90(\x8c\x01b\x91");
+    b.extend_from_slice(b"\x8c\x0bcollections\x8c\x0bOrderedDict\x93)}\x8c\x01kK\x01s\x92t.");
+    let p = parse(&b, &allow_all, Limits::default()).unwrap();
+    let t = p.root().as_seq().unwrap();
+    let Kind::Set(a) = t.get(0).unwrap().kind() else {
+        panic!("{:?}", t.get(0))
+    };
+    assert_eq!(a.get(0).unwrap().as_str(), Some("a"));
+    let Kind::Set(fb) = t.get(1).unwrap().kind() else {
+        panic!()
+    };
+    assert_eq!(fb.get(0).unwrap().as_str(), Some("b"));
+    let c = t.get(2).unwrap().as_call().unwrap();
+    assert_eq!((c.module, c.name), ("collections", "OrderedDict"));
+    assert_eq!(c.kwargs.get("k").unwrap().as_int(), Some(1));
+}
+
+#[test]
+fn python_2_strings_are_latin_1() {
+    // SHORT_BINSTRING of b'caf\xe9' (Python 2's str).
+    let b = b"\x80\x02U\x04caf\xe9.";
+    let v = read(b, &allow_all, Limits::default()).unwrap();
+    assert_eq!(v, Value::str("caf\u{e9}"));
+}
+
+#[test]
+fn every_persistent_id_is_listed_reached_or_not() {
+    // [pid('a'), pid('b')] with pid('c') built and popped.
+    let b = b"\x80\x02]X\x01\x00\x00\x00cQ0(X\x01\x00\x00\x00aQX\x01\x00\x00\x00bQe.";
+    let p = parse(b, &allow_all, Limits::default()).unwrap();
+    let ids: Vec<String> = p
+        .persistent_ids()
+        .map(|v| match v.kind() {
+            Kind::PersistentId(id) => id.as_str().unwrap().to_owned(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(ids, ["c", "a", "b"]);
+    assert_eq!(p.root().as_seq().unwrap().len(), 2);
 }
 
 #[test]

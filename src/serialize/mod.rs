@@ -25,6 +25,7 @@ mod source;
 mod torch_legacy;
 mod torch_pickle;
 mod torch_read;
+mod torch_tensor;
 mod torch_write;
 mod torch_zip;
 mod torchscript;
@@ -272,5 +273,7 @@ fn map_file(path: &Path) -> Result<Storage> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_layouts;
 #[cfg(test)]
 mod tests_readers;

@@ -17,10 +17,8 @@ use super::dict::TensorDict;
 use super::safetensors_format::row_major;
 use super::source::Source;
 use super::{FileFormat, LoadFlags};
-use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::storage::Storage;
 use crate::tensor::{layout, Tensor};
 use std::fs::File;
 use std::io::Write;
@@ -256,21 +254,6 @@ fn fortran_strides(shape: &[i64]) -> Vec<i64> {
     strides
 }
 
-/// A fresh CPU storage holding `bytes` with every `width`-byte group
-/// reversed (big-endian data made native).
-fn swapped(bytes: &[u8], width: usize) -> Result<Storage> {
-    let s = Storage::new(bytes.len(), Device::CPU, true)?;
-    if !bytes.is_empty() {
-        // SAFETY: s is a fresh, unshared CPU storage of bytes.len() bytes.
-        let out = unsafe { std::slice::from_raw_parts_mut(s.data() as *mut u8, bytes.len()) };
-        for (o, i) in out.chunks_exact_mut(width).zip(bytes.chunks_exact(width)) {
-            o.copy_from_slice(i);
-            o.reverse();
-        }
-    }
-    Ok(s)
-}
-
 /// Reads the NPY file that fills `source`, its array viewed in place.
 pub(crate) fn read_array(source: &Source<'_>, name: &str) -> Result<Tensor> {
     read_array_at(source, 0, source.bytes.len(), name)
@@ -302,7 +285,7 @@ pub(crate) fn read_array_at(
             h.dtype.itemsize()
         };
         let used = (len / width) * width;
-        rec.storage = swapped(&source.bytes[data_start..data_start + used], width)?;
+        rec.storage = super::source::swapped(&source.bytes[data_start..data_start + used], width)?;
         return Tensor::from_storage(&rec.storage, 0, &h.shape, Some(&strides), h.dtype);
     }
     Tensor::from_storage(&rec.storage, offset, &h.shape, Some(&strides), h.dtype)
@@ -413,6 +396,7 @@ impl FileFormat for Npy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Device;
 
     fn header(dict: &str) -> Vec<u8> {
         let mut b = MAGIC.to_vec();

@@ -184,3 +184,18 @@ impl Source<'_> {
         })
     }
 }
+
+/// A fresh CPU storage holding `bytes` with every `width`-byte group
+/// reversed (big-endian data made native).
+pub(crate) fn swapped(bytes: &[u8], width: usize) -> Result<Storage> {
+    let s = Storage::new(bytes.len(), Device::CPU, true)?;
+    if !bytes.is_empty() {
+        // SAFETY: s is a fresh, unshared CPU storage of bytes.len() bytes.
+        let out = unsafe { std::slice::from_raw_parts_mut(s.data() as *mut u8, bytes.len()) };
+        for (o, i) in out.chunks_exact_mut(width).zip(bytes.chunks_exact(width)) {
+            o.copy_from_slice(i);
+            o.reverse();
+        }
+    }
+    Ok(s)
+}

@@ -23,7 +23,7 @@ use super::torch_pickle::{self, Records};
 use super::torch_read;
 use super::{FileFormat, LoadFlags};
 use crate::error::Result;
-use crate::pickle::{self, Limits, Value};
+use crate::pickle::{self, Kind, Limits, Pickle};
 use std::collections::HashMap;
 
 /// torch.save's legacy magic number, little-endian, as pickle's LONG1
@@ -59,52 +59,34 @@ fn is_tar(bytes: &[u8]) -> bool {
 }
 
 /// Reads the small pickle at `*pos` (no globals allowed) and moves past it.
-fn small_pickle(bytes: &[u8], pos: &mut usize, what: &str) -> Result<Value> {
-    let (v, used) = pickle::read_prefix(&bytes[*pos..], &|_, _| false, Limits::default())
+fn small_pickle<'a>(bytes: &'a [u8], pos: &mut usize, what: &str) -> Result<Pickle<'a>> {
+    let (v, used) = pickle::parse_prefix(&bytes[*pos..], &|_, _| false, Limits::default())
         .map_err(|e| crate::err!(Format, "torch legacy: the {what} pickle: {}", e.message()))?;
     *pos += used;
     Ok(v)
 }
 
-/// The value of `key` in a pickled dict.
-fn dict_get<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
-    match v {
-        Value::Dict(items) => items
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v),
-        _ => None,
-    }
-}
-
 /// The element size of each storage key, from the main pickle's
 /// persistent ids (the storage records carry element counts).
-fn element_sizes(v: &Value, out: &mut HashMap<String, u64>) {
-    match v {
-        Value::PersistentId(id) => {
-            if let Some([_, class, key, ..]) = id.as_seq() {
-                let size = class
-                    .as_global()
-                    .and_then(|(_, n)| super::dtypes::dtype_of_storage_name(n))
-                    .map(|d| d.map_or(1, |d| d.itemsize() as u64));
-                if let (Some(k), Some(size)) = (key.as_str(), size) {
-                    out.entry(k.to_owned()).or_insert(size);
-                }
-            }
+fn element_sizes(p: &Pickle<'_>) -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    for pid in p.persistent_ids() {
+        let Kind::PersistentId(id) = pid.kind() else {
+            continue;
+        };
+        let Some(parts) = id.as_seq() else { continue };
+        let (Some(class), Some(key)) = (parts.get(1), parts.get(2)) else {
+            continue;
+        };
+        let size = class
+            .as_global()
+            .and_then(|(_, n)| super::dtypes::dtype_of_storage_name(n))
+            .map(|d| d.map_or(1, |d| d.itemsize() as u64));
+        if let (Some(k), Some(size)) = (key.as_str(), size) {
+            out.entry(k.to_owned()).or_insert(size);
         }
-        Value::List(vs) | Value::Tuple(vs) => vs.iter().for_each(|x| element_sizes(x, out)),
-        Value::Dict(items) => items.iter().for_each(|(_, x)| element_sizes(x, out)),
-        Value::Reduce {
-            args, items, state, ..
-        } => {
-            element_sizes(args, out);
-            items.iter().for_each(|(_, x)| element_sizes(x, out));
-            if let Some(s) = state {
-                element_sizes(s, out);
-            }
-        }
-        _ => {}
     }
+    out
 }
 
 /// Reads a legacy torch.save file from `source`.
@@ -124,35 +106,27 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     })?;
     let version = small_pickle(bytes, &mut pos, "protocol version")?;
     crate::ensure!(
-        version.as_int() == Some(PROTOCOL_VERSION),
+        version.root().as_int() == Some(PROTOCOL_VERSION),
         Format,
         "torch legacy: protocol version {}: expected {PROTOCOL_VERSION}",
-        version.describe()
+        version.root().describe()
     );
-    let sys_info = small_pickle(bytes, &mut pos, "sys_info")?;
-    crate::ensure!(
-        !matches!(
-            dict_get(&sys_info, "little_endian"),
-            Some(Value::Bool(false))
-        ),
-        Format,
-        "torch legacy: the file was saved on a big-endian machine (sys_info little_endian is \
-         False): tessera reads little-endian files; save it again on a little-endian machine"
-    );
+    // sys_info's byte order does not matter: torch writes the storages
+    // of this format little-endian on any machine, and reads them so.
+    small_pickle(bytes, &mut pos, "sys_info")?;
     let (root, used) = torch_pickle::read_pickle(&bytes[pos..], "the main pickle", flags)?;
     pos += used;
     let keys = small_pickle(bytes, &mut pos, "storage keys")?;
-    let keys = keys.as_seq().ok_or_else(|| {
+    let keys = keys.root().as_seq().ok_or_else(|| {
         crate::err!(
             Format,
             "torch legacy: the storage keys are {}: expected a list",
-            keys.describe()
+            keys.root().describe()
         )
     })?;
-    let mut sizes = HashMap::new();
-    element_sizes(&root, &mut sizes);
+    let sizes = element_sizes(&root);
     let mut map = HashMap::new();
-    for key in keys {
+    for key in keys.iter() {
         let key = key.as_str().ok_or_else(|| {
             crate::err!(
                 Format,
@@ -187,8 +161,15 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         map,
         prefix: String::new(),
     };
-    let tree = torch_read::Tree::data(&root, "the main pickle");
-    torch_read::read_tree(source, records, &[tree])
+    let tree = torch_read::Tree::data(root.root(), "the main pickle");
+    let cx = torch_read::Context {
+        source,
+        records,
+        flags,
+        big_endian: false,
+        tar: None,
+    };
+    torch_read::read_tree(cx, &[tree])
 }
 
 impl FileFormat for TorchLegacy {

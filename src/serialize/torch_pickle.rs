@@ -7,13 +7,60 @@ use super::dtypes;
 use super::source::Source;
 use super::LoadFlags;
 use crate::error::{Error, Result};
-use crate::pickle::{self, Limits, Value};
+use crate::pickle::{self, Limits, Pickle};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Cursor;
 
 fn fmt_err(what: impl std::fmt::Display) -> Error {
     crate::err!(Format, "{what}")
+}
+
+/// The functions of torch that rebuild a dense tensor, which the tree
+/// walk (`torch_tensor`) interprets.
+pub(crate) const TENSOR_REBUILDS: &[(&str, &str)] = &[
+    ("torch._utils", "_rebuild_tensor"),
+    ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch._utils", "_rebuild_tensor_v3"),
+    ("torch._utils", "_rebuild_parameter"),
+    ("torch._utils", "_rebuild_parameter_with_state"),
+    ("torch._tensor", "_rebuild_from_type"),
+    ("torch._tensor", "_rebuild_from_type_v2"),
+];
+
+/// torch's rebuilds of tensors tessera does not hold, with what they
+/// rebuild: a file naming one is refused naming it (or, with
+/// TSR_LOAD_SKIP_UNKNOWN, the value is listed as skipped).
+pub(crate) const REFUSED_REBUILDS: &[(&str, &str)] = &[
+    ("_rebuild_qtensor", "a quantized tensor"),
+    ("_rebuild_sparse_tensor", "a sparse tensor"),
+    ("_rebuild_nested_tensor", "a nested tensor"),
+    (
+        "_rebuild_meta_tensor_no_storage",
+        "a tensor on the meta device (no data)",
+    ),
+    (
+        "_rebuild_wrapper_subclass",
+        "a wrapper tensor subclass (no storage of its own)",
+    ),
+    (
+        "_rebuild_device_tensor_from_numpy",
+        "a tensor of a device saved through NumPy",
+    ),
+    (
+        "_rebuild_device_tensor_from_cpu_tensor",
+        "a tensor of a device saved through the CPU",
+    ),
+    ("_rebuild_xla_tensor", "an XLA tensor"),
+    ("_rebuild_mtia_tensor", "an MTIA tensor"),
+];
+
+/// What `module.name` rebuilds when it is one of [`REFUSED_REBUILDS`].
+pub(crate) fn refused_rebuild(module: &str, name: &str) -> Option<&'static str> {
+    (module == "torch._utils")
+        .then(|| REFUSED_REBUILDS.iter().find(|(n, _)| *n == name))
+        .flatten()
+        .map(|(_, what)| *what)
 }
 
 /// The globals a tensor file may name. TorchScript's classes
@@ -23,15 +70,11 @@ pub(crate) fn allowed(module: &str, name: &str) -> bool {
     if module == "__torch__" || module.starts_with("__torch__.") {
         return true;
     }
+    if TENSOR_REBUILDS.contains(&(module, name)) {
+        return true;
+    }
     match module {
         "collections" => name == "OrderedDict",
-        "torch._utils" => matches!(
-            name,
-            "_rebuild_tensor_v2"
-                | "_rebuild_tensor_v3"
-                | "_rebuild_parameter"
-                | "_rebuild_parameter_with_state"
-        ),
         "torch" => {
             name == "device"
                 || dtypes::dtype_of_storage_name(name).is_some()
@@ -114,12 +157,12 @@ pub(crate) fn index_archive(bytes: &[u8]) -> Result<Records> {
 impl Records {
     /// The archive's `<prefix>NAME` pickle, read as [`read_pickle`]
     /// reads; None when the archive has no such record.
-    pub(crate) fn pickle(
+    pub(crate) fn pickle<'a>(
         &self,
-        source: &Source<'_>,
+        source: &Source<'a>,
         name: &str,
         flags: LoadFlags,
-    ) -> Result<Option<Value>> {
+    ) -> Result<Option<Pickle<'a>>> {
         let Some(&(off, len)) = self.map.get(&format!("{}{name}", self.prefix)) else {
             return Ok(None);
         };
@@ -131,8 +174,13 @@ impl Records {
 /// Reads the pickle at the start of `bytes` (`what` in messages) and the
 /// position past it. A global outside [`allowed`] becomes a placeholder
 /// (never imported or called); unless `flags.skip_unknown`, the file is
-/// then refused naming every such global and the flag.
-pub(crate) fn read_pickle(bytes: &[u8], what: &str, flags: LoadFlags) -> Result<(Value, usize)> {
+/// then refused naming every such global (what it rebuilds, for torch's
+/// rebuilds of tensors tessera does not hold) and the flag.
+pub(crate) fn read_pickle<'a>(
+    bytes: &'a [u8],
+    what: &str,
+    flags: LoadFlags,
+) -> Result<(Pickle<'a>, usize)> {
     let unknown = RefCell::new(BTreeSet::new());
     let note = |module: &str, name: &str| {
         if !allowed(module, name) {
@@ -140,16 +188,23 @@ pub(crate) fn read_pickle(bytes: &[u8], what: &str, flags: LoadFlags) -> Result<
         }
         true
     };
-    let (root, used) = pickle::read_prefix(bytes, &note, Limits::default())?;
+    let (root, used) = pickle::parse_prefix(bytes, &note, Limits::default())?;
     let unknown = unknown.into_inner();
     if let Some(first) = unknown.iter().next().filter(|_| !flags.skip_unknown) {
         let all: Vec<&str> = unknown.iter().map(String::as_str).collect();
+        let rebuilt = first
+            .strip_prefix("torch._utils.")
+            .and_then(|n| refused_rebuild("torch._utils", n))
+            .map_or(String::new(), |what| {
+                format!(" ({what}, which tessera does not read)")
+            });
         crate::bail!(
             Format,
-            "{what}: global {first} is not allowed in a tensor file (the globals outside the \
-             allowlist: {}): TSR_LOAD_SKIP_UNKNOWN loads the tensors around such objects, \
-             which are never imported or called",
-            all.join(", ")
+            "{what}: global {first}{rebuilt} is not allowed in a tensor file (the globals \
+             outside the allowlist: {}): TSR_LOAD_SKIP_UNKNOWN loads the tensors around such \
+             objects, which are never imported or called, and lists them in {}",
+            all.join(", "),
+            super::torch_read::SKIPPED_KEY
         );
     }
     Ok((root, used))

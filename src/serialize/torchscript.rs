@@ -17,8 +17,8 @@ use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use std::io::Cursor;
 
-/// The names of the tensors of constants.pkl: "constants.0", ...
-pub(crate) const CONSTANTS_PREFIX: &str = "constants.";
+/// The name the tensors of constants.pkl are under: "constants.0", ...
+pub(crate) const CONSTANTS: &str = "constants";
 
 /// torch.jit.save's archives.
 pub(crate) struct TorchScript;
@@ -57,16 +57,24 @@ impl FileFormat for TorchScript {
             .pickle(source, "data.pkl", flags)?
             .expect("index_archive found data.pkl");
         let constants = records.pickle(source, "constants.pkl", flags)?;
-        let mut trees = vec![Tree::data(&data, "data.pkl")];
-        if let Some(root) = &constants {
+        let mut trees = vec![Tree::data(data.root(), "data.pkl")];
+        if let Some(c) = &constants {
             trees.push(Tree {
-                root,
+                root: c.root(),
                 what: "constants.pkl",
                 tensor_dir: "constants/",
-                names: CONSTANTS_PREFIX,
+                names: CONSTANTS,
             });
         }
-        torch_read::read_tree(source, records, &trees)
+        let big_endian = torch_read::byte_order(source, &records)?;
+        let cx = torch_read::Context {
+            source,
+            records,
+            flags,
+            big_endian,
+            tar: None,
+        };
+        torch_read::read_tree(cx, &trees)
     }
 
     fn writes(&self) -> bool {
