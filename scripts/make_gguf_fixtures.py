@@ -9,6 +9,13 @@ bytes (i * 7 + 3) % 256 (never dequantized: tessera keeps the blocks).
     python3 scripts/make_gguf_fixtures.py [OUT_DIR]
     python3 scripts/make_gguf_fixtures.py --check DIR   # files tessera wrote
 
+It also writes big_endian.gguf: the same keys and tensors in a big-endian
+file (GGUFWriter's endianess=BIG: every number of the header, the keys
+and the plain tensors byte-swapped; bf16 given as its big-endian bytes,
+as a big-endian machine holds them; quantized blocks are bytes, kept as
+they are), and checks that GGUFReader reads back from it the values this
+script wrote.
+
 --check reads DIR/tessera.gguf (tests/format_gguf.rs,
 writes_reference_file, with TESSERA_GGUF_OUT=DIR: the fixture loaded and
 saved again by tessera) with GGUFReader and compares every key's type and
@@ -74,21 +81,22 @@ def quant_bytes(qtype, shape):
     return ((i * 7 + 3) % 256).astype(np.uint8).reshape(*shape[:-1], row_bytes)
 
 
-def bf16_bytes(shape):
+def bf16_bytes(shape, big=False):
     f = plain_values(np.float32, shape)
-    hi = (f.view(np.uint32) >> 16).astype(np.uint16)
+    hi = (f.view(np.uint32) >> 16).astype(">u2" if big else "<u2")
     return hi.view(np.uint8).reshape(*shape[:-1], shape[-1] * 2)
 
 
-def write(path, alignment=None):
-    w = gguf.GGUFWriter(path, arch="tessera-test")
+def write(path, alignment=None, big=False):
+    endian = gguf.GGUFEndian.BIG if big else gguf.GGUFEndian.LITTLE
+    w = gguf.GGUFWriter(path, arch="tessera-test", endianess=endian)
     if alignment:
         w.add_custom_alignment(alignment)
     for key, method, value in KV:
         getattr(w, method)(key, value)
     for name, (dtype, shape) in PLAIN.items():
         w.add_tensor(name, plain_values(dtype, shape))
-    w.add_tensor("bf16", bf16_bytes((2, 4)), raw_dtype=Q.BF16)
+    w.add_tensor("bf16", bf16_bytes((2, 4), big), raw_dtype=Q.BF16)
     for name, (qtype, shape) in QUANT.items():
         w.add_tensor(name, quant_bytes(qtype, shape), raw_dtype=qtype)
     w.write_header_to_file()
@@ -97,9 +105,12 @@ def write(path, alignment=None):
     w.close()
 
 
-def check(directory):
-    path = os.path.join(directory, "tessera.gguf")
+def check(path, big=False):
+    """Checks with GGUFReader that the file at `path` holds the keys and
+    tensors write() writes (bf16 compared as its bytes, big-endian in a
+    big-endian file)."""
     r = gguf.GGUFReader(path)
+    assert r.endianess == (gguf.GGUFEndian.BIG if big else gguf.GGUFEndian.LITTLE), r.endianess
     for key, _, want in KV:
         got = r.fields[key].contents()
         if isinstance(want, float):
@@ -114,7 +125,7 @@ def check(directory):
         assert np.array_equal(np.asarray(t.data).reshape(shape), plain_values(dtype, shape)), name
     t = tensors["bf16"]
     assert t.tensor_type == Q.BF16, t.tensor_type
-    assert np.array_equal(np.asarray(t.data).view(np.uint8).reshape(-1), bf16_bytes((2, 4)).reshape(-1))
+    assert np.array_equal(np.asarray(t.data).view(np.uint8).reshape(-1), bf16_bytes((2, 4), big).reshape(-1))
     for name, (qtype, shape) in QUANT.items():
         t = tensors[name]
         assert t.tensor_type == qtype, (name, t.tensor_type)
@@ -122,12 +133,12 @@ def check(directory):
         assert np.array_equal(np.asarray(t.data).reshape(-1), quant_bytes(qtype, shape).reshape(-1)), name
     from importlib.metadata import version
     print(f"gguf {version('gguf')} GGUFReader read "
-          f"{len(KV)} keys and {len(tensors)} tensors of the file tessera wrote: equal")
+          f"{len(KV)} keys and {len(tensors)} tensors of {path}: equal")
 
 
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        return check(sys.argv[2])
+        return check(os.path.join(sys.argv[2], "tessera.gguf"))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(__file__), "..", "tests", "fixtures", "gguf")
     os.makedirs(out, exist_ok=True)
@@ -139,6 +150,8 @@ def main():
     b[4:8] = (2).to_bytes(4, "little")
     with open(os.path.join(out, "v2.gguf"), "wb") as f:
         f.write(b)
+    write(os.path.join(out, "big_endian.gguf"), big=True)
+    check(os.path.join(out, "big_endian.gguf"), big=True)
     print(f"wrote {len(os.listdir(out))} files to {out}")
 
 

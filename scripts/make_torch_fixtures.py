@@ -6,7 +6,7 @@ wheels to import, several GB, so CI does not run it; the files it writes
 are committed):
 
     python3 -m venv /tmp/pt && /tmp/pt/bin/pip install torch==2.15.0 numpy
-    /tmp/pt/bin/python scripts/make_torch_fixtures.py
+    /tmp/pt/bin/python scripts/make_torch_fixtures.py [OUT_DIR]
 
 For every file it writes FILE.pt and FILE.expected.jsonl: one line per
 tensor tessera should load, in order, with its name (nested dicts joined
@@ -22,6 +22,7 @@ import argparse
 import collections
 import json
 import pathlib
+import sys
 
 import torch
 
@@ -57,13 +58,64 @@ def row_major_hex(t):
 
 
 def describe(obj, prefix, tensors, skipped):
+    """Walks what torch.load returned as tessera names it: dict keys and
+    list / tuple indices joined with "."; each tensor into `tensors` as
+    (name, tensor), each other value's name into `skipped` (an empty dict,
+    list or tuple holds no value and adds nothing)."""
     if isinstance(obj, torch.Tensor):
         tensors.append((prefix, obj))
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            describe(v, f"{prefix}.{k}" if prefix else str(k), tensors, skipped)
+        return
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
     else:
         skipped.append(prefix)
+        return
+    for k, v in items:
+        describe(v, f"{prefix}.{k}" if prefix else str(k), tensors, skipped)
+
+
+def storage_key(t):
+    """What tells a tensor's storage from another: its address and length
+    (a view storage of a legacy file shares its root's memory at another
+    address, or at the same address with another length)."""
+    s = t.untyped_storage()
+    return (s.data_ptr(), s.nbytes())
+
+
+def expected_lines(tensors, last, extra=None):
+    """The lines of NAME.expected.jsonl: one per (name, tensor) of
+    `tensors`, then the dict `last` (its "skipped" key at least), and the
+    number of storages. extra(name, tensor, groups), when given, returns
+    more fields for a tensor's line (groups: storage_key -> group)."""
+    groups = {}
+    lines = []
+    for tname, t in tensors:
+        group = groups.setdefault(storage_key(t), len(groups))
+        row = {
+            "name": tname,
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "parameter": isinstance(t, torch.nn.Parameter),
+            "sizes": list(t.shape),
+            "strides": list(t.stride()),
+            "offset": t.storage_offset(),
+            "group": group,
+            "bytes": row_major_hex(t),
+        }
+        if extra is not None:
+            row.update(extra(tname, t, groups))
+        lines.append(json.dumps(row))
+    lines.append(json.dumps(last))
+    return lines, len(groups)
+
+
+def write_expected(path, tensors, last, extra=None):
+    """Writes `path` (NAME.expected.jsonl, see expected_lines) and says
+    what it holds."""
+    lines, storages = expected_lines(tensors, last, extra)
+    path.write_text("\n".join(lines) + "\n")
+    print(f"{path.name}: {len(tensors)} tensors, {storages} storages, {json.dumps(last)}")
 
 
 def write(name, obj, legacy=False, script=None):
@@ -89,28 +141,7 @@ def write(name, obj, legacy=False, script=None):
     describe(back, "", tensors, skipped)
     if script is not None or any(not isinstance(v, (dict, torch.Tensor, int, str, float)) for v in back.values()):
         skipped = None
-    groups = {}
-    lines = []
-    for tname, t in tensors:
-        key = t.untyped_storage().data_ptr()
-        group = groups.setdefault(key, len(groups))
-        lines.append(
-            json.dumps(
-                {
-                    "name": tname,
-                    "dtype": str(t.dtype).removeprefix("torch."),
-                    "parameter": isinstance(t, torch.nn.Parameter),
-                    "sizes": list(t.shape),
-                    "strides": list(t.stride()),
-                    "offset": t.storage_offset(),
-                    "group": group,
-                    "bytes": row_major_hex(t),
-                }
-            )
-        )
-    lines.append(json.dumps({"skipped": skipped}))
-    (OUT / f"{name}.expected.jsonl").write_text("\n".join(lines) + "\n")
-    print(f"{path.name}: {len(tensors)} tensors, {len(groups)} storages, skipped {skipped}")
+    write_expected(OUT / f"{name}.expected.jsonl", tensors, {"skipped": skipped})
 
 
 def training_checkpoint(m):
@@ -130,6 +161,9 @@ def training_checkpoint(m):
 
 
 def main():
+    global OUT
+    if len(sys.argv) > 1:
+        OUT = pathlib.Path(sys.argv[1])
     OUT.mkdir(parents=True, exist_ok=True)
     m = module()
 

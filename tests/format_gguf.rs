@@ -136,6 +136,22 @@ fn gguf_py_files_load() {
     assert_eq!(d.metadata("general.alignment"), Some("64"));
 }
 
+/// A big-endian file (GGUFWriter with endianess=BIG: the header, the keys
+/// and the plain tensors byte-swapped, bf16 stored big-endian, quantized
+/// blocks as they are; GGUFReader reads back the values of
+/// gguf_py.gguf) loads with the same keys, types and values, swapped to
+/// the machine's order, copied and mapped.
+#[test]
+fn big_endian_file_loads_swapped() {
+    let bytes = std::fs::read(fixture("big_endian.gguf")).unwrap();
+    assert_eq!(detect(&bytes).ok(), Some(Format::Gguf));
+    for on in [false, true] {
+        let d = load(&fixture("big_endian.gguf"), Format::Auto, mmap(on))
+            .unwrap_or_else(|e| panic!("big_endian.gguf mmap={on}: {e}"));
+        check_dict(&d, &format!("big_endian.gguf mmap={on}"));
+    }
+}
+
 #[test]
 fn tensors_view_the_bytes_in_place() {
     let s = storage_of(&std::fs::read(fixture("gguf_py.gguf")).unwrap());

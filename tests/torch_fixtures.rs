@@ -5,115 +5,23 @@
 //! every tensor's name, dtype, sizes, strides, storage offset, storage
 //! group and bytes, and the names of the non-tensor values. Each file is
 //! loaded by copy and by mapping (TSR_LOAD_MMAP) and compared field by
-//! field; tensors torch shows sharing a storage share one in tessera.
+//! field (tests/common/torch_expected.rs); tensors torch shows sharing a
+//! storage share one in tessera.
 
-use std::collections::HashMap;
+#[path = "common/torch_expected.rs"]
+mod torch_expected;
+
 use std::path::{Path, PathBuf};
 use tessera::serialize::{self, Format, LoadFlags, TensorDict};
-use tessera::{DType, Storage};
+use tessera::Storage;
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch_save")
 }
 
-/// torch's dtype names (str(t.dtype) without "torch.") as tessera dtypes.
-fn dtype_of(torch_name: &str) -> DType {
-    let c10 = match torch_name {
-        "float32" => "Float",
-        "float64" => "Double",
-        "float16" => "Half",
-        "bfloat16" => "BFloat16",
-        "int64" => "Long",
-        "int32" => "Int",
-        "uint8" => "Byte",
-        "bool" => "Bool",
-        "complex64" => "ComplexFloat",
-        other => panic!("fixture dtype {other} has no entry here"),
-    };
-    DType::from_name(c10).unwrap()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn check(name: &str, dict: &TensorDict, how: &str) {
-    let text = std::fs::read_to_string(data_dir().join(format!("{name}.expected.jsonl"))).unwrap();
-    let rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (skipped_row, tensor_rows) = rows.split_last().unwrap();
-    let names: Vec<&str> = tensor_rows
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
-    let loaded: Vec<&str> = dict.iter().map(|(n, _)| n).collect();
-    assert_eq!(loaded, names, "{name} ({how}): names and their order");
-
-    let mut groups: HashMap<u64, Storage> = HashMap::new();
-    for row in tensor_rows {
-        let tname = row["name"].as_str().unwrap();
-        let what = format!("{name} ({how}) {tname}");
-        let t = dict.get(tname).unwrap();
-        assert_eq!(
-            t.dtype(),
-            dtype_of(row["dtype"].as_str().unwrap()),
-            "{what}: dtype"
-        );
-        let ints = |key: &str| -> Vec<i64> {
-            row[key]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_i64().unwrap())
-                .collect()
-        };
-        assert_eq!(t.sizes(), &ints("sizes")[..], "{what}: sizes");
-        assert_eq!(t.strides(), &ints("strides")[..], "{what}: strides");
-        assert_eq!(
-            t.storage_offset(),
-            row["offset"].as_i64().unwrap(),
-            "{what}: offset"
-        );
-        assert_eq!(
-            hex(&serialize::row_major(t)),
-            row["bytes"].as_str().unwrap(),
-            "{what}: values"
-        );
-        let group = row["group"].as_u64().unwrap();
-        match groups.get(&group) {
-            Some(s) => assert!(
-                Storage::ptr_eq(s, t.storage()),
-                "{what}: shares its storage"
-            ),
-            None => {
-                for (g, s) in &groups {
-                    assert!(
-                        !Storage::ptr_eq(s, t.storage()),
-                        "{what}: shares group {g}'s storage"
-                    );
-                }
-                groups.insert(group, t.storage().clone());
-            }
-        }
-    }
-    // null: not listed (a scripted module's attributes; a checkpoint with
-    // objects its own test checks).
-    let Some(skipped) = skipped_row["skipped"].as_array() else {
-        return;
-    };
-    let mut skipped: Vec<String> = skipped
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
-    let mut listed: Vec<String> = dict
-        .metadata(serialize::SKIPPED_KEY)
-        .map(|s| s.lines().map(str::to_owned).collect())
-        .unwrap_or_default();
-    skipped.sort();
-    listed.sort();
-    assert_eq!(listed, skipped, "{name} ({how}): skipped non-tensor values");
+    let expected = torch_expected::read(&data_dir(), name);
+    torch_expected::check(&expected, &format!("{name} ({how})"), dict);
 }
 
 fn load_both_ways(name: &str) {
