@@ -285,9 +285,12 @@ impl<'p> Pairs<'p> {
 /// `module.name(*args, **kwargs)` and what the pickle did to its result.
 #[derive(Clone, Copy)]
 pub struct Call<'p> {
-    /// The global called.
+    /// What is called: a global, or a persistent id (an object stored
+    /// outside the pickle, as torch's legacy files store module classes).
+    pub callable: Val<'p>,
+    /// The global called ("" when the callable is not a global).
     pub module: &'p str,
-    /// Its name in the module.
+    /// Its name in the module ("" when the callable is not a global).
     pub name: &'p str,
     /// The positional arguments.
     pub args: Seq<'p>,
@@ -395,6 +398,7 @@ impl<'p> Val<'p> {
                     _ => self.seq(Ids::Slice(&[])),
                 };
                 Kind::Call(Call {
+                    callable: self.at(c.callable),
                     module,
                     name,
                     args,
@@ -473,6 +477,7 @@ impl<'p> Val<'p> {
             Kind::Set(_) => "a set".into(),
             Kind::Dict(_) => "a dict".into(),
             Kind::Global(m, n) => format!("the global {m}.{n}"),
+            Kind::Call(c) if c.module.is_empty() => format!("a call of {}", c.callable.describe()),
             Kind::Call(c) => format!("a call of {}.{}", c.module, c.name),
             Kind::PersistentId(_) => "a persistent id".into(),
         }
@@ -522,12 +527,11 @@ impl<'p> Val<'p> {
             Kind::Global(m, n) => Value::global(m, n),
             Kind::Call(c) => {
                 crate::ensure!(
-                    c.kwargs.is_empty() && c.list.is_empty(),
+                    c.kwargs.is_empty() && c.list.is_empty() && !c.module.is_empty(),
                     Format,
-                    "pickle: a call of {}.{} with keyword arguments or list items, which a \
-                     value tree cannot hold",
-                    c.module,
-                    c.name
+                    "pickle: {} with keyword arguments, list items or a callable that is not \
+                     a global, which a value tree cannot hold",
+                    self.describe()
                 );
                 Value::Reduce {
                     callable: Box::new(Value::global(c.module, c.name)),

@@ -351,9 +351,12 @@ impl<'a> Reader<'a, '_> {
                 "a call with {what} as arguments: expected a tuple"
             )));
         }
-        if self.p.val(callable).as_global().is_none() {
+        let callable_kind = self.p.val(callable).kind();
+        if !matches!(callable_kind, super::Kind::Global(..) | super::Kind::PersistentId(_)) {
             let what = self.p.val(callable).describe();
-            return Err(self.fail(format_args!("a call of {what}: expected a global")));
+            return Err(self.fail(format_args!(
+                "a call of {what}: expected a global (or a persistent id naming one)"
+            )));
         }
         if kwargs != NO && !matches!(self.p.val(kwargs).kind(), super::Kind::Dict(_)) {
             let what = self.p.val(kwargs).describe();

@@ -55,6 +55,13 @@ pub(crate) fn dtype_of_storage_name(name: &str) -> Option<Option<DType>> {
         .map(Some)
 }
 
+/// The dtype of PyTorch's legacy tensor type `torch.<name>` (FloatTensor,
+/// LongTensor, ...: the storage class's name with "Tensor").
+pub(crate) fn dtype_of_tensor_type(name: &str) -> Option<DType> {
+    let stem = name.strip_suffix("Tensor")?;
+    dtype_of_storage_name(&format!("{stem}Storage")).flatten()
+}
+
 /// Expands the dtype table's safetensors column into `SAFETENSORS`.
 macro_rules! safetensors_column {
     ([] $( $kind:ident { $( ($variant:ident, $number:literal, $name:literal, $size:literal,

@@ -25,6 +25,7 @@ mod source;
 mod torch_legacy;
 mod torch_pickle;
 mod torch_read;
+mod torch_tar;
 mod torch_tensor;
 mod torch_write;
 mod torch_zip;

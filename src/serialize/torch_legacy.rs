@@ -14,13 +14,15 @@
 //! The main pickle is read by the same restricted reader and tree walk as
 //! the zip format (`torch_read`); a storage whose bytes are not aligned
 //! for its dtype is copied (mostly so: the records follow pickles of any
-//! length). Big-endian files are refused naming why; the tar container of
-//! torch before 0.1.10 is refused naming it. Read only.
+//! length). torch writes these storages little-endian on any machine, so
+//! sys_info's byte order is not read (as torch.load does not). The tar
+//! container of torch before 0.1.10 is read by `torch_tar`. Read only.
 
 use super::dict::TensorDict;
 use super::source::Source;
 use super::torch_pickle::{self, Records};
 use super::torch_read;
+use super::torch_tar;
 use super::{FileFormat, LoadFlags};
 use crate::error::Result;
 use crate::pickle::{self, Kind, Limits, Pickle};
@@ -51,11 +53,6 @@ fn magic_end(bytes: &[u8]) -> Option<usize> {
     }
     let rest = bytes.get(pos..pos + 13)?;
     (rest[..2] == [0x8a, 10] && rest[2..12] == MAGIC && rest[12] == b'.').then_some(pos + 13)
-}
-
-/// Whether `bytes` are a tar archive (torch.save before 0.1.10).
-fn is_tar(bytes: &[u8]) -> bool {
-    bytes.get(257..262) == Some(b"ustar")
 }
 
 /// Reads the small pickle at `*pos` (no globals allowed) and moves past it.
@@ -92,12 +89,9 @@ fn element_sizes(p: &Pickle<'_>) -> HashMap<String, u64> {
 /// Reads a legacy torch.save file from `source`.
 fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     let bytes = source.bytes;
-    crate::ensure!(
-        !is_tar(bytes),
-        Format,
-        "torch legacy: a tar archive (torch.save before PyTorch 0.1.10) is not read: load it \
-         with an old torch and save it again"
-    );
+    if torch_tar::is_tar(bytes) {
+        return torch_tar::read(source, flags);
+    }
     let mut pos = magic_end(bytes).ok_or_else(|| {
         crate::err!(
             Format,
@@ -182,7 +176,7 @@ impl FileFormat for TorchLegacy {
     }
 
     fn detect(&self, bytes: &[u8]) -> bool {
-        magic_end(bytes).is_some() || is_tar(bytes)
+        magic_end(bytes).is_some() || torch_tar::is_tar(bytes)
     }
 
     fn read(&self, source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {

@@ -79,6 +79,12 @@ pub(crate) fn allowed(module: &str, name: &str) -> bool {
             name == "device"
                 || dtypes::dtype_of_storage_name(name).is_some()
                 || dtypes::dtype_of_torch_name(name).is_some()
+                || dtypes::dtype_of_tensor_type(name).is_some()
+        }
+        // Old GPU checkpoints' tensor types and storages (loaded on the CPU).
+        "torch.cuda" => {
+            dtypes::dtype_of_storage_name(name).is_some()
+                || dtypes::dtype_of_tensor_type(name).is_some()
         }
         "torch.jit._pickle" => matches!(
             name,

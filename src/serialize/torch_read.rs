@@ -25,7 +25,7 @@ use super::torch_tensor::Loaded;
 use super::LoadFlags;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::pickle::{self, Kind, Limits, Pairs, Val};
+use crate::pickle::{self, Call, Kind, Limits, Pairs, Val};
 use crate::tensor::Tensor;
 use std::collections::{HashMap, HashSet};
 
@@ -177,10 +177,37 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
+/// The class a call makes: its global, or the class inside the
+/// persistent id torch's legacy files name module classes by
+/// (`('module', class, source file, source)`).
+pub(crate) fn class_of<'p>(c: &Call<'p>) -> Option<(&'p str, &'p str)> {
+    if !c.module.is_empty() {
+        return Some((c.module, c.name));
+    }
+    match c.callable.kind() {
+        Kind::PersistentId(id) if is_module_id(id) => {
+            let parts = id.as_seq()?;
+            parts.get(1).and_then(|c| c.as_global()).or_else(|| parts.get(0)?.as_global())
+        }
+        _ => None,
+    }
+}
+
+/// Whether a persistent id's value names a module's class: the legacy
+/// format's `('module', class, source file, source)` or the tar
+/// container's `(class, source file, source)`.
+fn is_module_id(id: Val<'_>) -> bool {
+    id.as_seq()
+        .and_then(|s| s.get(0))
+        .and_then(|k| k.as_str())
+        == Some("module")
+        || super::torch_tar::is_class_id(id)
+}
+
 /// The `module.name` of a value built from a global outside [`allowed`].
 fn unknown_global(v: Val<'_>) -> Option<String> {
     match untag(v).kind() {
-        Kind::Call(c) => Some((c.module, c.name)),
+        Kind::Call(c) => class_of(&c),
         Kind::Global(m, n) => Some((m, n)),
         _ => None,
     }
@@ -481,6 +508,7 @@ impl<'s, 'p> Loader<'s, 'p> {
                 continue;
             }
             match v.kind() {
+                Kind::PersistentId(id) if is_module_id(id) => {}
                 Kind::PersistentId(_) => out.push(v),
                 Kind::List(s) | Kind::Tuple(s) | Kind::Set(s) => todo.extend(s.iter()),
                 Kind::Dict(d) => d.iter().for_each(|(k, v)| todo.extend([k, v])),
@@ -538,6 +566,7 @@ impl<'s, 'p> Loader<'s, 'p> {
             .pickle()
             .persistent_ids()
             .filter(|p| !reached.contains(&p.id()))
+            .filter(|p| !matches!(p.kind(), Kind::PersistentId(id) if is_module_id(id)))
             .collect();
         for p in dropped {
             self.skipped.push(format!(
@@ -546,7 +575,18 @@ impl<'s, 'p> Loader<'s, 'p> {
                 describe_pid(p)
             ));
         }
-        if self.tar.is_none() {
+        if let Some(tar) = &self.tar {
+            let mut unused: Vec<&String> = tar
+                .tensors
+                .keys()
+                .filter(|k| !self.used_keys.contains(*k))
+                .collect();
+            unused.sort();
+            for key in unused {
+                self.skipped
+                    .push(format!("tensor '{key}' (a tensor of the tar container {} never names)", tree.what));
+            }
+        } else {
             let dir = format!("{}{}", self.records.prefix, self.tensor_dir);
             let mut unused: Vec<&str> = self
                 .records
@@ -602,6 +642,21 @@ fn describe_pid(p: Val<'_>) -> String {
             None => format!("'{}'", key_name(id)),
         },
         _ => p.describe(),
+    }
+}
+
+/// Whether `v` is None or a dict or OrderedDict with no items (however
+/// it was pickled).
+pub(crate) fn is_empty_dict(v: Val<'_>) -> bool {
+    match untag(v).kind() {
+        Kind::None => true,
+        Kind::Dict(d) => d.is_empty(),
+        Kind::Call(c) if (c.module, c.name) == ("collections", "OrderedDict") => {
+            c.items.is_empty()
+                && c.kwargs.is_empty()
+                && ordered_dict_args("", c.args).is_ok_and(|a| a.is_empty())
+        }
+        _ => false,
     }
 }
 

@@ -11,7 +11,7 @@ use super::torch_pickle::refused_rebuild;
 use super::torch_read::{key_name, untag, Loader};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::pickle::{Kind, Seq, Val};
+use crate::pickle::{Call, Kind, Seq, Val};
 use crate::tensor::Tensor;
 use std::rc::Rc;
 
@@ -97,7 +97,59 @@ impl<'p> Loader<'_, 'p> {
                 }
                 Ok(Some(t))
             }
-            (m, n) => self.rebuild(name, m, n, args),
+            (m, n) => {
+                if let Some(t) = self.rebuild(name, m, n, args)? {
+                    return Ok(Some(t));
+                }
+                self.tensor_type(name, call)
+            }
+        }
+    }
+
+    /// A tensor pickled as PyTorch before 0.4 did: its type
+    /// (`torch.FloatTensor`, `torch.cuda.LongTensor`, ...) called with no
+    /// arguments and BUILD state `(storage, offset, size, stride)`, or a
+    /// Variable's `(data, ...)` of 5 parts (Tensor.__setstate__'s forms).
+    fn tensor_type(&mut self, name: &str, call: Call<'p>) -> Result<Option<Tensor>> {
+        let dtype = match (call.module, call.name) {
+            ("torch" | "torch.cuda", n) => dtypes::dtype_of_tensor_type(n),
+            _ => None,
+        };
+        let Some(dtype) = dtype else {
+            return Ok(None);
+        };
+        let state: Vec<Val<'p>> = match call.state.and_then(|s| s.as_seq()) {
+            Some(s) if call.args.is_empty() => s.iter().collect(),
+            _ => crate::bail!(
+                Format,
+                "tensor '{name}': {}.{} with {} arguments and state {}: expected no arguments \
+                 and a state of (storage, offset, size, stride)",
+                call.module,
+                call.name,
+                call.args.len(),
+                call.state.map_or("None".to_owned(), |s| s.describe())
+            ),
+        };
+        match state.len() {
+            4 => {
+                let t = self.dense(name, &state, Some(dtype), true)?;
+                Ok(Some(t))
+            }
+            5 => match self.tensor(name, state[0])? {
+                Some(t) => Ok(Some(t)),
+                None => crate::bail!(
+                    Format,
+                    "tensor '{name}': a Variable's state holds {}: expected a tensor",
+                    state[0].describe()
+                ),
+            },
+            n => crate::bail!(
+                Format,
+                "tensor '{name}': {}.{} with a state of {n} parts: expected 4 (storage, \
+                 offset, size, stride) or 5 (a Variable's)",
+                call.module,
+                call.name
+            ),
         }
     }
 
@@ -151,25 +203,46 @@ impl<'p> Loader<'_, 'p> {
                 ),
             },
         };
-        let (record, dtype) = self.storage(name, arg(0), dtype)?;
-        let offset = arg(1).as_int().ok_or_else(|| {
+        let parts: Vec<Val<'p>> = args.iter().take(4).collect();
+        self.dense(name, &parts, dtype, false).map(Some)
+    }
+
+    /// The tensor of `(storage, offset, size, stride)`; the storage read
+    /// as `dtype` when it is untyped, or (`typed`: a legacy tensor type)
+    /// checked to hold it.
+    fn dense(
+        &mut self,
+        name: &str,
+        parts: &[Val<'p>],
+        dtype: Option<DType>,
+        typed: bool,
+    ) -> Result<Tensor> {
+        let (record, dtype) = match (typed, dtype) {
+            (true, Some(want)) => {
+                let (record, got) = self.storage(name, parts[0], Some(want))?;
+                crate::ensure!(
+                    got == want,
+                    Format,
+                    "tensor '{name}': a {} tensor type over a storage of {}: expected the \
+                     same dtype",
+                    want.name(),
+                    got.name()
+                );
+                (record, got)
+            }
+            _ => self.storage(name, parts[0], dtype)?,
+        };
+        let offset = parts[1].as_int().ok_or_else(|| {
             fmt_err(format_args!(
                 "tensor '{name}': storage offset is {}: expected an int",
-                arg(1).describe()
+                parts[1].describe()
             ))
         })?;
-        let sizes = ints(name, "size", arg(2))?;
-        let strides = ints(name, "stride", arg(3))?;
+        let sizes = ints(name, "size", parts[2])?;
+        let strides = ints(name, "stride", parts[3])?;
         let storage_offset = record.place(name, offset, &sizes, &strides, dtype)?;
-        Tensor::from_storage(
-            &record.storage,
-            storage_offset,
-            &sizes,
-            Some(&strides),
-            dtype,
-        )
-        .map(Some)
-        .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
+        Tensor::from_storage(&record.storage, storage_offset, &sizes, Some(&strides), dtype)
+            .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
     }
 
     /// A value tessera cannot load as `what`: refused naming it, or with
@@ -218,17 +291,7 @@ impl<'p> Loader<'_, 'p> {
     /// Lists a tensor's backward hooks (never called) when there are any.
     fn note_hooks(&mut self, name: &str, hooks: Option<Val<'p>>) {
         let Some(hooks) = hooks else { return };
-        let empty = match untag(hooks).kind() {
-            Kind::None => true,
-            Kind::Dict(d) => d.is_empty(),
-            Kind::Call(c) => {
-                (c.module, c.name) == ("collections", "OrderedDict")
-                    && c.items.is_empty()
-                    && c.args.is_empty()
-            }
-            _ => false,
-        };
-        if !empty {
+        if !super::torch_read::is_empty_dict(hooks) {
             self.skip(
                 format!("{name} (its backward hooks, never called)"),
                 Some(hooks),
@@ -265,14 +328,17 @@ impl<'p> Loader<'_, 'p> {
         };
         let key = key_name(id);
         let Some(t) = tar.tensors.get(&key) else {
-            crate::bail!(
+            crate::ensure!(
+                tar.storages.contains_key(&key),
                 Format,
-                "tensor '{name}': the persistent id '{key}' names no tensor of the tar \
-                 container's 'tensors' entry"
+                "'{name}': the persistent id '{key}' names no tensor or storage of the tar \
+                 container"
             );
+            return Ok(None); // a storage: listed as one
         };
         let t = t.clone();
         self.accounted.insert(v.id());
+        self.used_keys.insert(key);
         Ok(Some(t))
     }
 
