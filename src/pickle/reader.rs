@@ -352,7 +352,10 @@ impl<'a> Reader<'a, '_> {
             )));
         }
         let callable_kind = self.p.val(callable).kind();
-        if !matches!(callable_kind, super::Kind::Global(..) | super::Kind::PersistentId(_)) {
+        if !matches!(
+            callable_kind,
+            super::Kind::Global(..) | super::Kind::PersistentId(_)
+        ) {
             let what = self.p.val(callable).describe();
             return Err(self.fail(format_args!(
                 "a call of {what}: expected a global (or a persistent id naming one)"

@@ -66,9 +66,8 @@ pub(crate) struct Loader<'s, 'p> {
     pub tar: Option<TarObjects>,
     /// The directory of the current tree's storage records ("data/").
     pub tensor_dir: String,
-    /// Storage key -> its record and dtype; view key -> the same.
+    /// Storage key -> its record and dtype.
     pub storages: HashMap<String, Loaded>,
-    pub views: HashMap<String, Loaded>,
     /// The dtype each storage key is read as (views included).
     pub dtypes: HashMap<String, DType>,
     /// Storage keys some persistent id of this tree named.
@@ -187,7 +186,10 @@ pub(crate) fn class_of<'p>(c: &Call<'p>) -> Option<(&'p str, &'p str)> {
     match c.callable.kind() {
         Kind::PersistentId(id) if is_module_id(id) => {
             let parts = id.as_seq()?;
-            parts.get(1).and_then(|c| c.as_global()).or_else(|| parts.get(0)?.as_global())
+            parts
+                .get(1)
+                .and_then(|c| c.as_global())
+                .or_else(|| parts.get(0)?.as_global())
         }
         _ => None,
     }
@@ -197,10 +199,7 @@ pub(crate) fn class_of<'p>(c: &Call<'p>) -> Option<(&'p str, &'p str)> {
 /// format's `('module', class, source file, source)` or the tar
 /// container's `(class, source file, source)`.
 fn is_module_id(id: Val<'_>) -> bool {
-    id.as_seq()
-        .and_then(|s| s.get(0))
-        .and_then(|k| k.as_str())
-        == Some("module")
+    id.as_seq().and_then(|s| s.get(0)).and_then(|k| k.as_str()) == Some("module")
         || super::torch_tar::is_class_id(id)
 }
 
@@ -229,7 +228,6 @@ pub(crate) fn read_tree(cx: Context<'_, '_>, trees: &[Tree<'_>]) -> Result<Tenso
         tar: cx.tar,
         tensor_dir: String::new(),
         storages: HashMap::new(),
-        views: HashMap::new(),
         dtypes: HashMap::new(),
         used_keys: HashSet::new(),
         accounted: HashSet::new(),
@@ -241,7 +239,6 @@ pub(crate) fn read_tree(cx: Context<'_, '_>, trees: &[Tree<'_>]) -> Result<Tenso
     for (i, tree) in trees.iter().enumerate() {
         tree.tensor_dir.clone_into(&mut loader.tensor_dir);
         loader.storages.clear();
-        loader.views.clear();
         loader.dtypes.clear();
         loader.used_keys.clear();
         loader.accounted.clear();
@@ -583,8 +580,10 @@ impl<'s, 'p> Loader<'s, 'p> {
                 .collect();
             unused.sort();
             for key in unused {
-                self.skipped
-                    .push(format!("tensor '{key}' (a tensor of the tar container {} never names)", tree.what));
+                self.skipped.push(format!(
+                    "tensor '{key}' (a tensor of the tar container {} never names)",
+                    tree.what
+                ));
             }
         } else {
             let dir = format!("{}{}", self.records.prefix, self.tensor_dir);

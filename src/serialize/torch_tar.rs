@@ -137,13 +137,19 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn pickle(&mut self, what: &str) -> Result<Pickle<'a>> {
-        let (p, used) =
-            pickle::parse_prefix(&self.bytes[self.pos..self.end], &|m, n| {
-                torch_pickle::allowed(m, n)
-            }, Limits::default())
-            .map_err(|e| {
-                crate::err!(Format, "torch tar: '{}' entry, {what}: {}", self.what, e.message())
-            })?;
+        let (p, used) = pickle::parse_prefix(
+            &self.bytes[self.pos..self.end],
+            &|m, n| torch_pickle::allowed(m, n),
+            Limits::default(),
+        )
+        .map_err(|e| {
+            crate::err!(
+                Format,
+                "torch tar: '{}' entry, {what}: {}",
+                self.what,
+                e.message()
+            )
+        })?;
         self.pos += used;
         Ok(p)
     }
@@ -163,7 +169,9 @@ impl<'a> Cursor<'a> {
 
     fn i64(&mut self, what: &str) -> Result<i64> {
         let at = self.take(8, what)?;
-        Ok(i64::from_le_bytes(self.bytes[at..at + 8].try_into().expect("8 bytes")))
+        Ok(i64::from_le_bytes(
+            self.bytes[at..at + 8].try_into().expect("8 bytes"),
+        ))
     }
 }
 
@@ -202,7 +210,11 @@ pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> 
     let records_prefix = "storages/";
     for i in 0..n {
         let head = c.pickle("a storage's (key, location, type)")?;
-        let parts: Vec<_> = head.root().as_seq().map(|s| s.iter().collect()).unwrap_or_default();
+        let parts: Vec<_> = head
+            .root()
+            .as_seq()
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
         let dtype = parts
             .get(2)
             .and_then(|t| t.as_global())
@@ -248,17 +260,17 @@ pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> 
         };
         let (view, root) = (key_name(view), key_name(root));
         let Some((rec, dtype)) = tar.storages.get(&root).cloned() else {
-            crate::bail!(Format, "torch tar: storage view '{view}' of unknown storage '{root}'");
+            crate::bail!(
+                Format,
+                "torch tar: storage view '{view}' of unknown storage '{root}'"
+            );
         };
-        let range = offset
-            .as_int()
-            .zip(numel.as_int())
-            .and_then(|(o, n)| {
-                let size = dtype.itemsize() as i64;
-                let start = o.checked_mul(size)?;
-                let end = n.checked_mul(size)?.checked_add(start)?;
-                (o >= 0 && n >= 0 && end <= rec.len as i64).then_some((start, end))
-            });
+        let range = offset.as_int().zip(numel.as_int()).and_then(|(o, n)| {
+            let size = dtype.itemsize() as i64;
+            let start = o.checked_mul(size)?;
+            let end = n.checked_mul(size)?.checked_add(start)?;
+            (o >= 0 && n >= 0 && end <= rec.len as i64).then_some((start, end))
+        });
         let Some((start, end)) = range else {
             crate::bail!(
                 Format,
@@ -269,14 +281,22 @@ pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> 
             );
         };
         let (at, _) = records[&format!("{records_prefix}{root}")];
-        let sub = Rc::new(source.record(at + start as usize, (end - start) as usize, dtype.itemsize())?);
+        let sub = Rc::new(source.record(
+            at + start as usize,
+            (end - start) as usize,
+            dtype.itemsize(),
+        )?);
         tar.storages.insert(view, (sub, dtype));
     }
     let mut c = entry("tensors")?;
     let n = count(&c.pickle("the tensor count")?, "tensor")?;
     for i in 0..n {
         let head = c.pickle("a tensor's (key, storage key, type)")?;
-        let parts: Vec<_> = head.root().as_seq().map(|s| s.iter().collect()).unwrap_or_default();
+        let parts: Vec<_> = head
+            .root()
+            .as_seq()
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
         let [key, storage, _] = parts[..] else {
             crate::bail!(
                 Format,
@@ -292,11 +312,18 @@ pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> 
             Format,
             "torch tar: tensor '{key}' has {ndim} dims: expected 0 to 64"
         );
-        let sizes = (0..ndim).map(|_| c.i64("a size")).collect::<Result<Vec<_>>>()?;
-        let strides = (0..ndim).map(|_| c.i64("a stride")).collect::<Result<Vec<_>>>()?;
+        let sizes = (0..ndim)
+            .map(|_| c.i64("a size"))
+            .collect::<Result<Vec<_>>>()?;
+        let strides = (0..ndim)
+            .map(|_| c.i64("a stride"))
+            .collect::<Result<Vec<_>>>()?;
         let offset = c.i64("a storage offset")?;
         let Some((rec, dtype)) = tar.storages.get(&storage).cloned() else {
-            crate::bail!(Format, "torch tar: tensor '{key}' names unknown storage '{storage}'");
+            crate::bail!(
+                Format,
+                "torch tar: tensor '{key}' names unknown storage '{storage}'"
+            );
         };
         let name = format!("tensor '{key}'");
         let at = rec.place(&name, offset, &sizes, &strides, dtype)?;

@@ -241,8 +241,14 @@ impl<'p> Loader<'_, 'p> {
         let sizes = ints(name, "size", parts[2])?;
         let strides = ints(name, "stride", parts[3])?;
         let storage_offset = record.place(name, offset, &sizes, &strides, dtype)?;
-        Tensor::from_storage(&record.storage, storage_offset, &sizes, Some(&strides), dtype)
-            .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
+        Tensor::from_storage(
+            &record.storage,
+            storage_offset,
+            &sizes,
+            Some(&strides),
+            dtype,
+        )
+        .map_err(|e| fmt_err(format_args!("tensor '{name}': {e}")))
     }
 
     /// A value tessera cannot load as `what`: refused naming it, or with
@@ -418,96 +424,39 @@ impl<'p> Loader<'_, 'p> {
                 dtype.name()
             );
         }
-        if view.is_none() {
-            if let Some(s) = self.storages.get(&key) {
-                return Ok(s.clone());
+        // One record per storage key, read in one dtype whether through a
+        // view or not (a view's place is counted in that dtype's elements).
+        let whole = match self.storages.get(&key) {
+            Some((s, _)) => s.clone(),
+            None => {
+                let record = format!("{}{}{key}", self.records.prefix, self.tensor_dir);
+                let Some(&(off, len)) = self.records.map.get(&record) else {
+                    crate::bail!(
+                        Format,
+                        "tensor '{name}': storage key '{key}' has no record {record} in the \
+                         archive"
+                    );
+                };
+                let nbytes = numel.checked_mul(elem).ok_or_else(|| {
+                    fmt_err(format_args!(
+                        "tensor '{name}': storage '{key}' numel {numel} x {elem} bytes overflows"
+                    ))
+                })?;
+                crate::ensure!(
+                    nbytes <= len as u64,
+                    Format,
+                    "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, \
+                     its record {record} holds {len}"
+                );
+                let whole = Rc::new(self.record(off, nbytes as usize, dtype)?);
+                self.storages.insert(key.clone(), (whole.clone(), dtype));
+                whole
             }
-        }
-        let record = format!("{}{}{key}", self.records.prefix, self.tensor_dir);
-        let Some(&(off, len)) = self.records.map.get(&record) else {
-            crate::bail!(
-                Format,
-                "tensor '{name}': storage key '{key}' has no record {record} in the archive"
-            );
         };
-        let nbytes = numel.checked_mul(elem).ok_or_else(|| {
-            fmt_err(format_args!(
-                "tensor '{name}': storage '{key}' numel {numel} x {elem} bytes overflows"
-            ))
-        })?;
-        crate::ensure!(
-            nbytes <= len as u64,
-            Format,
-            "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, its \
-             record {record} holds {len}"
-        );
-        if let Some(view) = view {
-            return self.storage_view(name, &key, view, (off, nbytes as usize), dtype, elem);
+        match view {
+            Some(view) => storage_view(name, &key, view, &whole, dtype, elem),
+            None => Ok((whole, dtype)),
         }
-        let loaded = (Rc::new(self.record(off, nbytes as usize, dtype)?), dtype);
-        self.storages.insert(key, loaded.clone());
-        Ok(loaded)
-    }
-
-    /// A legacy storage view: `numel` elements at element `offset` of the
-    /// storage record at `whole`, loaded once per view key (one dtype per
-    /// view key, as per storage key).
-    fn storage_view(
-        &mut self,
-        name: &str,
-        root: &str,
-        view: Val<'p>,
-        whole: (usize, usize),
-        dtype: DType,
-        elem: u64,
-    ) -> Result<Loaded> {
-        let parts: Vec<Val<'p>> = view
-            .as_seq()
-            .map(|s| s.iter().collect())
-            .unwrap_or_default();
-        let [view_key, offset, numel] = parts[..] else {
-            crate::bail!(
-                Format,
-                "tensor '{name}': storage '{root}' view {}: expected (view key, offset, numel)",
-                view.describe()
-            );
-        };
-        let view_key = key_name(view_key);
-        if let Some((s, d)) = self.views.get(&view_key) {
-            crate::ensure!(
-                *d == dtype,
-                Format,
-                "tensor '{name}': storage view '{view_key}' is read as {} and as {}: expected \
-                 one dtype per view",
-                d.name(),
-                dtype.name()
-            );
-            return Ok((s.clone(), dtype));
-        }
-        let range = offset
-            .as_int()
-            .zip(numel.as_int())
-            .filter(|&(o, n)| o >= 0 && n >= 0)
-            .and_then(|(o, n)| {
-                let start = (o as u64).checked_mul(elem)?;
-                let end = (n as u64).checked_mul(elem)?.checked_add(start)?;
-                (end <= whole.1 as u64).then_some((start as usize, end as usize))
-            });
-        let Some((start, end)) = range else {
-            crate::bail!(
-                Format,
-                "tensor '{name}': storage '{root}' view {}: expected an offset and numel \
-                 within its {} bytes",
-                view.describe(),
-                whole.1
-            );
-        };
-        let loaded = (
-            Rc::new(self.record(whole.0 + start, end - start, dtype)?),
-            dtype,
-        );
-        self.views.insert(view_key, loaded.clone());
-        Ok(loaded)
     }
 
     /// The `len` bytes at `off` as a storage record for `dtype`: viewed
@@ -529,6 +478,60 @@ impl<'p> Loader<'_, 'p> {
             len: used,
         })
     }
+}
+
+/// A legacy storage view `(view key, offset, numel)`: `numel` elements at
+/// element `offset` of the storage `root` (loaded as `whole`): a record on
+/// the root's own storage, placed at the view, so views of one storage
+/// share it (as torch's legacy loader shares the root's memory) and never
+/// overlap another storage. Views are not memoized by view key: a key
+/// reused for another part cannot return the wrong bytes.
+fn storage_view(
+    name: &str,
+    root: &str,
+    view: Val<'_>,
+    whole: &Record,
+    dtype: DType,
+    elem: u64,
+) -> Result<Loaded> {
+    let parts: Vec<Val<'_>> = view
+        .as_seq()
+        .map(|s| s.iter().collect())
+        .unwrap_or_default();
+    let [_view_key, offset, numel] = parts[..] else {
+        crate::bail!(
+            Format,
+            "tensor '{name}': storage '{root}' view {}: expected (view key, offset, numel)",
+            view.describe()
+        );
+    };
+    let item = dtype.itemsize() as u64;
+    let range = offset
+        .as_int()
+        .zip(numel.as_int())
+        .filter(|&(o, n)| o >= 0 && n >= 0)
+        .and_then(|(o, n)| {
+            let start = (o as u64).checked_mul(elem)?;
+            let end = (n as u64).checked_mul(elem)?.checked_add(start)?;
+            (end <= whole.len as u64 && start % item == 0).then_some((start, end))
+        });
+    let base = range.and_then(|(start, _)| whole.base.checked_add((start / item) as i64));
+    let (Some((start, end)), Some(base)) = (range, base) else {
+        crate::bail!(
+            Format,
+            "tensor '{name}': storage '{root}' view {}: expected an offset and numel within its \
+             {} bytes, in whole elements of {}",
+            view.describe(),
+            whole.len,
+            dtype.name()
+        );
+    };
+    let record = Record {
+        storage: whole.storage.clone(),
+        base,
+        len: (end - start) as usize,
+    };
+    Ok((Rc::new(record), dtype))
 }
 
 /// A tuple of ints (a size or stride).
