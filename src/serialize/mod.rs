@@ -28,6 +28,7 @@ mod torch_read;
 mod torch_write;
 mod torch_zip;
 mod torchscript;
+mod zip_index;
 
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
@@ -272,5 +273,7 @@ fn map_file(path: &Path) -> Result<Storage> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_archives;
 #[cfg(test)]
 mod tests_readers;
