@@ -276,4 +276,6 @@ mod tests;
 #[cfg(test)]
 mod tests_archives;
 #[cfg(test)]
+mod tests_legacy;
+#[cfg(test)]
 mod tests_readers;

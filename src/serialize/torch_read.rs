@@ -1,14 +1,15 @@
 //! Reading the TORCH format: archives written by torch.save (Python) and
 //! torch::pickle_save (libtorch), and by tessera.
 //!
-//! The archive is read through the `zip` crate's central directory; each
-//! record must be stored (not compressed) and lie within the bytes. The
+//! The archive's records come from its central directory
+//! (`zip_index`); each record must be stored (not compressed). The
 //! pickle is read by the restricted reader ([`crate::pickle::read`]) with
 //! the allowlist below, then interpreted: dicts and OrderedDicts (and
 //! libtorch's type-tagged dicts, and lists / tuples, named by index) of
 //! tensors and nested dicts, names joined with "."; tensors rebuilt by
 //! `_rebuild_tensor_v2` / `_v3` and `_rebuild_parameter`; every storage
-//! loaded once per key, so tensors that shared one share it again; any
+//! loaded once per key and read in one dtype, so tensors that shared one
+//! share it again (a legacy view of a storage is a place on it); any
 //! other value skipped, its name listed in the metadata key
 //! [`SKIPPED_KEY`]. Storages saved from another device load on the CPU.
 
@@ -359,7 +360,9 @@ impl Loader<'_> {
             1
         };
         let view = view.filter(|v| **v != Value::None);
-        if let Some((s, d)) = self.storages.get(&key).filter(|_| view.is_none()) {
+        // One record per storage key, read in one dtype whether through a
+        // view or not (a view's place is counted in that dtype's elements).
+        let record = if let Some((s, d)) = self.storages.get(&key) {
             crate::ensure!(
                 *d == dtype,
                 Format,
@@ -367,57 +370,58 @@ impl Loader<'_> {
                 d.name(),
                 dtype.name()
             );
-            return Ok((s.clone(), dtype));
-        }
-        let record = format!("{}{}{key}", self.records.prefix, self.tensor_dir);
-        let Some(&(off, len)) = self.records.map.get(&record) else {
-            crate::bail!(
+            s.clone()
+        } else {
+            let record = format!("{}{}{key}", self.records.prefix, self.tensor_dir);
+            let Some(&(off, len)) = self.records.map.get(&record) else {
+                crate::bail!(
+                    Format,
+                    "tensor '{name}': storage key '{key}' has no record {record} in the archive"
+                );
+            };
+            let nbytes = numel.checked_mul(elem).ok_or_else(|| {
+                fmt_err(format_args!(
+                    "tensor '{name}': storage '{key}' numel {numel} x {elem} bytes overflows"
+                ))
+            })?;
+            crate::ensure!(
+                nbytes <= len as u64,
                 Format,
-                "tensor '{name}': storage key '{key}' has no record {record} in the archive"
+                "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, its record {record} holds {len}"
             );
+            let record =
+                std::rc::Rc::new(self.source.record(off, nbytes as usize, dtype.itemsize())?);
+            self.storages.insert(key.clone(), (record.clone(), dtype));
+            record
         };
-        let nbytes = numel.checked_mul(elem).ok_or_else(|| {
-            fmt_err(format_args!(
-                "tensor '{name}': storage '{key}' numel {numel} x {elem} bytes overflows"
-            ))
-        })?;
-        crate::ensure!(
-            nbytes <= len as u64,
-            Format,
-            "tensor '{name}': storage '{key}' of {numel} elements needs {nbytes} bytes, its record {record} holds {len}"
-        );
-        if let Some(view) = view {
-            return self.storage_view(name, &key, view, (off, nbytes as usize), dtype, elem);
+        match view {
+            Some(view) => Self::storage_view(name, &key, view, &record, dtype, elem),
+            None => Ok((record, dtype)),
         }
-        let record =
-            std::rc::Rc::new(self.source.record(off, nbytes as usize, dtype.itemsize())?);
-        self.storages.insert(key, (record.clone(), dtype));
-        Ok((record, dtype))
     }
 
     /// A legacy storage view: `numel` elements at element `offset` of the
-    /// storage record at `whole`, loaded once per view key.
+    /// storage `root` (loaded as `whole`): a record on the root's own
+    /// storage, placed at the view, so views of one storage share it (as
+    /// torch's legacy loader shares the root's memory) and never overlap
+    /// another storage.
     fn storage_view(
-        &mut self,
         name: &str,
         root: &str,
         view: &Value,
-        whole: (usize, usize),
+        whole: &Record,
         dtype: DType,
         elem: u64,
     ) -> Result<(std::rc::Rc<Record>, DType)> {
         let parts = view.as_seq().unwrap_or(&[]);
-        let [view_key, offset, numel] = parts else {
+        let [_view_key, offset, numel] = parts else {
             crate::bail!(
                 Format,
                 "tensor '{name}': storage '{root}' view {}: expected (view key, offset, numel)",
                 view.describe()
             );
         };
-        let view_key = key_name(view_key).unwrap_or_default();
-        if let Some((s, _)) = self.storages.get(&view_key) {
-            return Ok((s.clone(), dtype));
-        }
+        let item = dtype.itemsize() as u64;
         let range = offset
             .as_int()
             .zip(numel.as_int())
@@ -425,24 +429,25 @@ impl Loader<'_> {
             .and_then(|(o, n)| {
                 let start = (o as u64).checked_mul(elem)?;
                 let end = (n as u64).checked_mul(elem)?.checked_add(start)?;
-                (end <= whole.1 as u64).then_some((start as usize, end as usize))
+                (end <= whole.len as u64 && start % item == 0).then_some((start, end))
             });
-        let Some((start, end)) = range else {
+        let base = range.and_then(|(start, _)| whole.base.checked_add((start / item) as i64));
+        let (Some((start, end)), Some(base)) = (range, base) else {
             crate::bail!(
                 Format,
                 "tensor '{name}': storage '{root}' view {}: expected an offset and numel \
-                 within its {} bytes",
+                 within its {} bytes, in whole elements of {}",
                 view.describe(),
-                whole.1
+                whole.len,
+                dtype.name()
             );
         };
-        let record = std::rc::Rc::new(self.source.record(
-            whole.0 + start,
-            end - start,
-            dtype.itemsize(),
-        )?);
-        self.storages.insert(view_key, (record.clone(), dtype));
-        Ok((record, dtype))
+        let record = Record {
+            storage: whole.storage.clone(),
+            base,
+            len: (end - start) as usize,
+        };
+        Ok((std::rc::Rc::new(record), dtype))
     }
 
     /// tessera's own metadata record, if present.
