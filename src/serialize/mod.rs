@@ -19,6 +19,7 @@ mod gguf_write;
 mod name_index;
 mod npy;
 mod npz;
+mod ranges;
 mod read_file;
 mod safetensors_format;
 mod source;

@@ -99,33 +99,26 @@ pub(crate) type Prepared<'a> = (
 /// the checks (CPU, dtypes, no overlapping tensors).
 pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
-    // Byte ranges by storage, sorted: a tensor overlaps an earlier one of
-    // its storage exactly when it starts before the furthest end so far
-    // (one sort, not a comparison of every pair).
+    // Byte ranges by storage (`super::ranges`: one sort, not a
+    // comparison of every pair), and whose tensor each is.
     let mut ranges = Vec::new();
+    let mut owners = Vec::new();
     for (i, (name, t)) in entries.iter().enumerate() {
         check_saveable(name, t)?;
         if let Some((start, end)) = byte_range(t) {
             let storage = crate::refcount::Ref::as_ptr(&t.storage().0) as usize;
-            ranges.push((storage, start, end, i));
+            ranges.push((storage, start as u64, end as u64));
+            owners.push(i);
         }
     }
-    ranges.sort_unstable();
-    let mut furthest: Option<(usize, usize, usize)> = None; // storage, end, index
-    for &(storage, start, end, i) in &ranges {
-        match furthest {
-            Some((s, e, j)) if s == storage && start < e => {
-                let (a, b) = (i.min(j), i.max(j));
-                crate::bail!(
-                    InvalidArgument,
-                    "tensors '{}' and '{}' share memory: safetensors stores each tensor's own bytes (save a clone of one)",
-                    entries[a].0,
-                    entries[b].0
-                );
-            }
-            Some((s, e, _)) if s == storage && end <= e => {}
-            _ => furthest = Some((storage, end, i)),
-        }
+    if let Some((x, y)) = super::ranges::first_overlap(&ranges) {
+        let (a, b) = (owners[x].min(owners[y]), owners[x].max(owners[y]));
+        crate::bail!(
+            InvalidArgument,
+            "tensors '{}' and '{}' share memory: safetensors stores each tensor's own bytes (save a clone of one)",
+            entries[a].0,
+            entries[b].0
+        );
     }
     let mut tensors = Vec::with_capacity(entries.len());
     for (name, t) in &entries {

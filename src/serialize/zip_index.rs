@@ -374,25 +374,26 @@ fn locate<'b>(bytes: &'b [u8], e: &mut Entry, limit: u64) -> Result<&'b [u8]> {
 /// Refuses two records whose bytes (local header through data) overlap,
 /// naming both.
 fn check_overlaps(entries: &[Entry]) -> Result<()> {
-    let mut order: Vec<&Entry> = entries.iter().collect();
-    order.sort_unstable_by_key(|e| (e.header, e.index));
+    let spans: Vec<((), u64, u64)> = entries
+        .iter()
+        .map(|e| ((), e.header, e.data + e.packed))
+        .collect();
+    let Some((a, b)) = super::ranges::first_overlap(&spans) else {
+        return Ok(());
+    };
+    let (a, b) = (&entries[a.min(b)], &entries[a.max(b)]);
     let span = |e: &Entry| format!("bytes {}..{}", e.header, e.data + e.packed);
-    for pair in order.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        crate::ensure!(
-            a.data + a.packed <= b.header,
-            Format,
-            "zip records '{}' (central directory record {}, {}) and '{}' (record {}, {}) \
-             overlap: expected each record's local header and data on bytes of their own",
-            a.name,
-            a.index,
-            span(a),
-            b.name,
-            b.index,
-            span(b)
-        );
-    }
-    Ok(())
+    crate::bail!(
+        Format,
+        "zip records '{}' (central directory record {}, {}) and '{}' (record {}, {}) overlap: \
+         expected each record's local header and data on bytes of their own",
+        a.name,
+        a.index,
+        span(a),
+        b.name,
+        b.index,
+        span(b)
+    )
 }
 
 /// A record's sizes: a stored one's two sizes agree; a deflated one's
