@@ -7,8 +7,8 @@
 //! safetensors' save_file) and dtypes the format lacks. The crate orders
 //! the tensors in the file (by dtype alignment, then name); loading gives
 //! them in file order. Loading checks the header with the crate (offsets
-//! in range, not overlapping, sizes matching shapes) and names what is
-//! wrong.
+//! in range, each tensor's bytes starting where the one before ends, so
+//! none overlap, sizes matching shapes) and names what is wrong.
 
 use super::dict::TensorDict;
 use super::dtypes;
@@ -86,7 +86,15 @@ fn byte_range(t: &Tensor) -> Option<(usize, usize)> {
 }
 
 fn st_err(e: safetensors::SafeTensorError) -> Error {
-    crate::err!(Format, "safetensors: {e}")
+    match e {
+        safetensors::SafeTensorError::InvalidOffset(name) => crate::err!(
+            Format,
+            "safetensors: tensor '{name}': its data_offsets do not start where the tensor \
+             before it (in offset order) ends: expected the tensors' bytes one after another, \
+             none overlapping, none missing (as the safetensors package requires)"
+        ),
+        e => crate::err!(Format, "safetensors: {e}"),
+    }
 }
 
 /// The tensors of a dict as safetensors views, with its metadata.
@@ -248,10 +256,74 @@ pub(crate) fn write_file(
     w.flush().map_err(io)
 }
 
+/// A JSON object whose keys are checked to be unique, values skipped but
+/// for `__metadata__`'s, whose keys are checked too.
+struct UniqueKeys {
+    nested: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                let what = if self.nested {
+                    "metadata key"
+                } else {
+                    "tensor"
+                };
+                return Err(serde::de::Error::custom(format!("{what} '{key}'")));
+            }
+            if !self.nested && key == "__metadata__" {
+                map.next_value_seed(UniqueKeys { nested: true })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a header (which the crate read) naming a tensor or metadata
+/// key twice: the crate keeps the last, other JSON readers the first.
+fn check_unique_names(header: &[u8]) -> Result<()> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(header);
+    UniqueKeys { nested: false }
+        .deserialize(&mut de)
+        .map_err(|e| {
+            let what = e.to_string();
+            let what = what.split(" at line").next().unwrap_or(&what).to_owned();
+            crate::err!(
+                Format,
+                "safetensors: the header names {what} twice: expected each name once (JSON \
+                 readers differ on which one they keep)"
+            )
+        })
+}
+
 /// Reads a safetensors file from `source`.
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
     let bytes = source.bytes;
     let (n, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(st_err)?;
+    check_unique_names(&bytes[8..8 + n])?;
     let data_start = 8 + n;
     let data_len = bytes.len() - data_start;
     crate::ensure!(
