@@ -155,7 +155,8 @@ pub struct SaveFlags {
 }
 
 /// Saves `dict` to the file at `path`, atomically: the file is written
-/// beside the destination under a temporary name (`.NAME.tsr-tmp-PID-N`)
+/// beside the destination under a temporary name (`.NAME.tsr-tmp-PID-N`,
+/// `.tsr-tmp-PID-N` where that name is too long)
 /// and renamed over it once complete. On an error the destination is as
 /// it was and no file is left behind; a symbolic link at `path` stays and
 /// its target is replaced; a destination that is not a regular file (a
