@@ -64,6 +64,34 @@ impl Zip {
 
     /// Adds a central-directory record named `name` for entry `i`.
     pub(super) fn record(&mut self, name: &str, i: usize) -> &mut Self {
+        self.central_record(name, i, false, &[])
+    }
+
+    /// Adds a record for entry `i` under `name` whose offset (and, with
+    /// `sizes`, both sizes) read "in the ZIP64 extra field", which holds
+    /// `field`, values in the field's order.
+    pub(super) fn record_zip64(
+        &mut self,
+        name: &str,
+        i: usize,
+        sizes: bool,
+        field: &[u64],
+    ) -> &mut Self {
+        let mut extra = 1u16.to_le_bytes().to_vec();
+        extra.extend_from_slice(&(8 * field.len() as u16).to_le_bytes());
+        for v in field {
+            extra.extend_from_slice(&v.to_le_bytes());
+        }
+        self.central_record(name, i, sizes, &extra)
+    }
+
+    fn central_record(
+        &mut self,
+        name: &str,
+        i: usize,
+        zip64_sizes: bool,
+        extra: &[u8],
+    ) -> &mut Self {
         let l = &self.locals[i];
         let c = &mut self.central;
         c.extend_from_slice(b"PK\x01\x02");
@@ -72,13 +100,22 @@ impl Zip {
         c.extend_from_slice(&0u16.to_le_bytes()); // flags
         c.extend_from_slice(&l.method.to_le_bytes());
         c.extend_from_slice(&[0; 4]); // time, date
-        for v in [l.crc, l.packed, l.size] {
+        let ones = u32::MAX;
+        let (packed, size) = if zip64_sizes {
+            (ones, ones)
+        } else {
+            (l.packed, l.size)
+        };
+        for v in [l.crc, packed, size] {
             c.extend_from_slice(&v.to_le_bytes());
         }
         c.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        c.extend_from_slice(&[0; 12]); // extra, comment, disk, attributes
-        c.extend_from_slice(&l.offset.to_le_bytes());
+        c.extend_from_slice(&(extra.len() as u16).to_le_bytes());
+        c.extend_from_slice(&[0; 10]); // comment, disk, attributes
+        let offset = if extra.is_empty() { l.offset } else { ones };
+        c.extend_from_slice(&offset.to_le_bytes());
         c.extend_from_slice(name.as_bytes());
+        c.extend_from_slice(extra);
         self.records += 1;
         self
     }
@@ -361,4 +398,38 @@ fn zip_names_decode_as_the_format_says() {
     // Flagged, and not UTF-8.
     b[cd + 46] = 0xff;
     refused(&b, Format::Npz, &["not UTF-8"]);
+}
+
+#[test]
+fn zip64_extra_fields_are_read_as_their_writers_mean_them() {
+    let one = float_bytes(1.0);
+    let pkl = tensor_pickle("FloatStorage", "0", 4, 0, &[4], &[1]);
+    let build = |sizes: bool, field: &[u64]| {
+        let mut z = Zip::default();
+        let p = z.entry("archive/data.pkl", &pkl, false);
+        let d = z.entry("archive/data/0", &one, false);
+        z.record("archive/data.pkl", p);
+        z.record_zip64("archive/data/0", d, sizes, field);
+        z.finish()
+    };
+    let offset = (30 + "archive/data.pkl".len() + pkl.len()) as u64;
+    // CPython: only the fields that read all ones, in order.
+    for bytes in [build(true, &[16, 16, offset]), build(false, &[offset])] {
+        assert_eq!(
+            floats(load_bytes(&bytes).unwrap().get("t").unwrap()),
+            [1.0; 4]
+        );
+    }
+    // The zip crate: a 24-byte field holds both sizes and the offset even
+    // when the record's sizes are its own.
+    let d = load_bytes(&build(false, &[16, 16, offset])).unwrap();
+    assert_eq!(floats(d.get("t").unwrap()), [1.0; 4]);
+    // The offset read from the wrong place, a field too short, none.
+    refused(
+        &build(false, &[offset + 1]),
+        Format::Torch,
+        &["expected a local header"],
+    );
+    refused(&build(true, &[16, 16]), Format::Torch, &["too few"]);
+    refused(&build(true, &[]), Format::Torch, &["too few"]);
 }

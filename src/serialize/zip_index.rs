@@ -219,9 +219,11 @@ fn decode_name(raw: &[u8], flags: u16, index: usize) -> Result<String> {
 
 /// Replaces the sizes, offset and disk that read as "see the ZIP64
 /// field" (all ones) with the values of the ZIP64 extra field, which
-/// holds them in this order. Of several such fields the last counts (as
-/// in CPython's zipfile; the `zip` crate's writer puts a placeholder one
-/// first).
+/// holds them in this order. A field of 24 bytes or more holds both sizes
+/// and the offset whatever the record's own fields say (the `zip` crate
+/// writes its large-file records so, and reads them so). Of several such
+/// fields the last counts (as in CPython's zipfile; the `zip` crate's
+/// writer puts a placeholder one first).
 fn apply_zip64(extra: &[u8], index: usize, fields: &mut [(&mut u64, bool); 4]) -> Result<()> {
     if fields.iter().all(|(_, needed)| !needed) {
         return Ok(());
@@ -245,9 +247,10 @@ fn apply_zip64(extra: &[u8], index: usize, fields: &mut [(&mut u64, bool); 4]) -
              extra field\", and it has no such field"
         )
     };
+    let all = body.len() >= 24;
     let mut at = 0;
     for (k, (value, needed)) in fields.iter_mut().enumerate() {
-        if !*needed {
+        if !(*needed || (all && k < 3)) {
             continue;
         }
         let width = if k == 3 { 4 } else { 8 };
@@ -455,9 +458,11 @@ pub(crate) fn entries(bytes: &[u8]) -> Result<Vec<Entry>> {
         dir.size / CENTRAL_LEN as u64
     );
     let cd = (dir.start as usize, cd_end as usize);
-    let mut entries = Vec::with_capacity(dir.count as usize);
-    let mut raw_names = Vec::with_capacity(dir.count as usize);
-    let mut by_name: HashMap<String, usize> = HashMap::with_capacity(dir.count as usize);
+    // Grown record by record: the count is only bounded by the
+    // directory's size so far.
+    let mut entries = Vec::new();
+    let mut raw_names = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut at = cd.0;
     for index in 0..dir.count as usize {
         let (entry, raw, next) = central_record(bytes, at, cd, index)?;
