@@ -233,6 +233,7 @@ typedef struct {
     char buf[64], buf2[64], fixed_bytes[16];
     TsrTensorDict *dict; /* {"w": a float [3] tensor of its own}, metadata k=v */
     TsrStorage *saved;   /* F.dict's bytes in the torch format */
+    TsrStorage *hostile; /* fx_hostile's file, if a row asked for one */
 } Fixtures;
 
 typedef struct {
@@ -346,6 +347,128 @@ static const char *fx_long_name(void) {
     memset(name, 'x', 300);
     name[0] = '/';
     return name;
+}
+
+/* ---- hostile files for the loaders (issue 52), built byte by byte ---- */
+
+/* Which hostile file fx_hostile makes. */
+enum {
+    FX_NPZ_DUP,       /* two records named a.npy, over two entries */
+    FX_NPZ_OVERLAP,   /* records a.npy and b.npy over one entry */
+    FX_NPZ_RENAMED,   /* record a.npy over a local header naming b.npy */
+    FX_TORCH_DUP,     /* two records named archive/data/0 */
+    FX_TORCH_OVERLAP, /* records archive/data/0 and archive/data/1 over one entry */
+    FX_GGUF_OVERLAP   /* tensor b's data (bytes 32..48) inside a's (0..64) */
+};
+
+typedef struct {
+    unsigned char b[512];
+    size_t n;
+} FxBytes;
+
+static void fx_put(FxBytes *o, const void *p, size_t n) {
+    CHECK(o->n + n <= sizeof o->b);
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+static void fx_le(FxBytes *o, uint64_t v, int width) {
+    for (int i = 0; i < width; i++) {
+        unsigned char c = (unsigned char)(v >> (8 * i));
+        fx_put(o, &c, 1);
+    }
+}
+
+/* A zip header's fields from the method on (stored, CRC 0: tessera does
+   not check stored CRCs), sizes `n`, then the name's length. */
+static void fx_zip_fields(FxBytes *o, size_t n, const char *name) {
+    fx_le(o, 0, 2); /* stored */
+    fx_le(o, 0, 4); /* time, date */
+    fx_le(o, 0, 4); /* CRC-32 */
+    fx_le(o, n, 4);
+    fx_le(o, n, 4);
+    fx_le(o, strlen(name), 2);
+}
+
+/* A stored zip archive: local entry i is named `local[i]` and holds "xy";
+   central-directory record j names entry `at[j]` as `cd[j]`. */
+static void fx_zip(FxBytes *o, int entries, const char *const *local, int records,
+                   const char *const *cd, const int *at) {
+    uint32_t offset[8];
+    CHECK(entries <= 8);
+    for (int i = 0; i < entries; i++) {
+        offset[i] = (uint32_t)o->n;
+        fx_put(o, "PK\3\4", 4);
+        fx_le(o, 20, 2); /* version needed */
+        fx_le(o, 0, 2);  /* flags */
+        fx_zip_fields(o, 2, local[i]);
+        fx_le(o, 0, 2); /* extra */
+        fx_put(o, local[i], strlen(local[i]));
+        fx_put(o, "xy", 2);
+    }
+    size_t cd_start = o->n;
+    for (int j = 0; j < records; j++) {
+        fx_put(o, "PK\1\2", 4);
+        fx_le(o, 20, 2); /* made by */
+        fx_le(o, 20, 2); /* needed */
+        fx_le(o, 0, 2);  /* flags */
+        fx_zip_fields(o, 2, cd[j]);
+        fx_le(o, 0, 12); /* extra, comment, disk, attributes */
+        fx_le(o, offset[at[j]], 4);
+        fx_put(o, cd[j], strlen(cd[j]));
+    }
+    fx_put(o, "PK\5\6", 4);
+    fx_le(o, 0, 4); /* disks */
+    fx_le(o, (uint64_t)records, 2);
+    fx_le(o, (uint64_t)records, 2);
+    fx_le(o, o->n - cd_start - 12, 4); /* the directory's size */
+    fx_le(o, cd_start, 4);
+    fx_le(o, 0, 2); /* comment */
+}
+
+/* A GGUF tensor info: a float32 tensor of `n` elements at data `offset`. */
+static void fx_gguf_info(FxBytes *o, const char *name, uint64_t n, uint64_t offset) {
+    fx_le(o, strlen(name), 8);
+    fx_put(o, name, strlen(name));
+    fx_le(o, 1, 4); /* dims */
+    fx_le(o, n, 8);
+    fx_le(o, 0, 4); /* F32 */
+    fx_le(o, offset, 8);
+}
+
+/* A storage holding hostile file `kind` (F.hostile, released at
+   teardown, where a refused load must have left it one reference). */
+static TsrStorage *fx_hostile(int kind) {
+    static const char *const a2[2] = {"a.npy", "a.npy"}, *ab[2] = {"a.npy", "b.npy"};
+    static const char *const b1[1] = {"b.npy"};
+    static const char *const torch[3] = {"archive/data.pkl", "archive/data/0",
+                                         "archive/data/0"};
+    static const char *const torch_cd[3] = {"archive/data.pkl", "archive/data/0",
+                                            "archive/data/1"};
+    static const int a01[3] = {0, 1, 2}, a00[2] = {0, 0}, a011[3] = {0, 1, 1};
+    FxBytes o;
+    o.n = 0;
+    switch (kind) {
+    case FX_NPZ_DUP: fx_zip(&o, 2, a2, 2, a2, a01); break;
+    case FX_NPZ_OVERLAP: fx_zip(&o, 1, a2, 2, ab, a00); break;
+    case FX_NPZ_RENAMED: fx_zip(&o, 1, b1, 1, a2, a00); break;
+    case FX_TORCH_DUP: fx_zip(&o, 3, torch, 3, torch, a01); break;
+    case FX_TORCH_OVERLAP: fx_zip(&o, 2, torch, 3, torch_cd, a011); break;
+    case FX_GGUF_OVERLAP:
+        fx_put(&o, "GGUF", 4);
+        fx_le(&o, 3, 4); /* version */
+        fx_le(&o, 2, 8); /* tensors */
+        fx_le(&o, 0, 8); /* keys */
+        fx_gguf_info(&o, "a", 16, 0);
+        fx_gguf_info(&o, "b", 4, 32);
+        while (o.n % 32 != 0) fx_le(&o, 0, 1); /* to the data (alignment 32) */
+        for (int i = 0; i < 8; i++) fx_le(&o, 0, 8); /* a's 64 bytes */
+        break;
+    default: CHECK(!"a hostile file kind");
+    }
+    CHECK(F.hostile == NULL);
+    CHECK_OK(tsr_storage_new(o.n, FX_CPU, true, &F.hostile));
+    memcpy(tsr_storage_data(F.hostile), o.b, o.n);
+    return F.hostile;
 }
 
 /* F.s shrunk to 4 bytes under F.t (a float [2, 3] spans 24): every call
@@ -502,6 +625,10 @@ static void fx_expect_message(int mode, const char *substr) {
 static void fx_teardown(void) {
     tsr_dict_free(F.dict);
     CHECK_OK(tsr_storage_decref(F.saved));
+    if (F.hostile != NULL) {
+        FX_CHECK(tsr_storage_use_count(F.hostile) == 1, "a refused load kept the file's storage");
+        CHECK_OK(tsr_storage_decref(F.hostile));
+    }
     if (fx_pipe[0] >= 0) {
         close(fx_pipe[0]);
         close(fx_pipe[1]);

@@ -1004,22 +1004,32 @@ static void c853(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FO
 static void c854(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
 static void c855(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
 static void c856(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c857(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c858(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c859(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c860(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c861(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c862(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c863(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c864(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c865(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c866(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c857(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c858(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c859(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c860(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c861(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c862(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c863(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c864(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c865(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c866(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c867(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c868(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c869(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c870(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c867(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c868(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c869(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c870(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c871(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c872(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c873(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c874(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c875(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c876(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c877(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c878(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c879(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c880(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1883,20 +1893,30 @@ static const Case CASES[] = {
     {"tsr_load_from_storage", "format = 99", c854},
     {"tsr_load_from_storage", "flags = 4", c855},
     {"tsr_load_from_storage", "call", c856},
-    {"tsr_memory_record_history", "options = NULL", c857},
-    {"tsr_memory_record_history", "call", c858},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c859},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c860},
-    {"tsr_memory_snapshot", "path = NULL", c861},
-    {"tsr_memory_snapshot", "call", c862},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c863},
-    {"tsr_memory_snapshot", "format = 7", c864},
-    {"tsr_memory_snapshot", "format = -1", c865},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c866},
-    {"tsr_add_oom_observer", "fn_ = NULL", c867},
-    {"tsr_add_oom_observer", "user = NULL", c868},
-    {"tsr_cpu_allocator_release_all_caches", "call", c869},
-    {"tsr_memory_history_is_recording", "call", c870},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c857},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c858},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c859},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c860},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c861},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c862},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c863},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c864},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c865},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c866},
+    {"tsr_memory_record_history", "options = NULL", c867},
+    {"tsr_memory_record_history", "call", c868},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c869},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c870},
+    {"tsr_memory_snapshot", "path = NULL", c871},
+    {"tsr_memory_snapshot", "call", c872},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c873},
+    {"tsr_memory_snapshot", "format = 7", c874},
+    {"tsr_memory_snapshot", "format = -1", c875},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c876},
+    {"tsr_add_oom_observer", "fn_ = NULL", c877},
+    {"tsr_add_oom_observer", "user = NULL", c878},
+    {"tsr_cpu_allocator_release_all_caches", "call", c879},
+    {"tsr_memory_history_is_recording", "call", c880},
 };
 
 static const char *const COVERED[] = {

@@ -452,6 +452,31 @@ static void test_failed_save_keeps_the_old_file(void) {
     CHECK(rmdir(dir) == 0);
 }
 
+/* A destination name of 250 and 255 bytes (NAME_MAX): saved, loaded
+ * back and saved over, through a short temporary name where
+ * ".NAME.tsr-tmp-PID-N" would pass the limit; none left behind. */
+static void test_long_names_save(void) {
+    char dir[] = "/tmp/tsr-serialize-long-XXXXXX", path[512];
+    CHECK(mkdtemp(dir) != NULL);
+    TsrTensorDict *d = sample(), *back = NULL;
+    const int lens[2] = {250, 255};
+    for (int i = 0; i < 2; i++) {
+        int at = snprintf(path, sizeof path, "%s/", dir);
+        memset(path + at, 'n', (size_t)lens[i]);
+        path[at + lens[i]] = '\0';
+        CHECK_OK(tsr_save(d, path, TSR_FORMAT_TORCH));
+        CHECK_OK(tsr_save_flags(d, path, TSR_FORMAT_TORCH, TSR_SAVE_SYNC)); /* over it */
+        CHECK_OK(tsr_load(path, TSR_FORMAT_AUTO, 0, &back));
+        check_sample(back, true);
+        tsr_dict_free(back);
+        CHECK_EQ(entries_without_temp(dir), 1);
+        CHECK(unlink(path) == 0);
+        CHECK_EQ(entries_without_temp(dir), 0);
+    }
+    tsr_dict_free(d);
+    CHECK(rmdir(dir) == 0);
+}
+
 /* Saving over the file a dict was mmap-loaded from: the new file replaces
  * the old one by rename, so the loaded tensors keep the old inode mapped
  * (no SIGBUS) and their values; the new file loads. */
@@ -498,5 +523,6 @@ int main(void) {
     RUN(test_fifo_refused);
     RUN(test_failed_save_keeps_the_old_file);
     RUN(test_save_over_its_own_mapping);
+    RUN(test_long_names_save);
     return 0;
 }

@@ -2842,7 +2842,8 @@ TsrStatus tsr_memory_record_history(const struct TsrHistoryOptions *options);
  * reason when it can't be written.
  *
  * The file is replaced atomically, as by tsr_save: written beside the
- * destination under a temporary name (".NAME.tsr-tmp-PID-N") and
+ * destination under a temporary name (".NAME.tsr-tmp-PID-N", or
+ * ".tsr-tmp-PID-N" where that name is too long) and
  * renamed over it, so a failure leaves the destination as it was. A
  * symbolic link at `path` stays and its target is replaced; a path that
  * is not a regular file (a FIFO, a device such as /dev/null, a
@@ -3378,7 +3379,8 @@ const char *tsr_dict_metadata(const struct TsrTensorDict *dict, const char *key)
  *
  * The destination is replaced atomically: everything is checked first,
  * then the file is written beside it under a temporary name
- * (".NAME.tsr-tmp-PID-N", mode 0666 less the umask, or the replaced
+ * (".NAME.tsr-tmp-PID-N", or ".tsr-tmp-PID-N" where that name is too
+ * long for the file system; mode 0666 less the umask, or the replaced
  * file's permission bits) and renamed over it once complete. On an error
  * the destination is unchanged, byte for byte, and no file is left
  * behind (a process killed during the save may leave the temporary

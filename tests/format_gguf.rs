@@ -397,3 +397,59 @@ fn nested_and_empty_arrays_round_trip() {
     assert_eq!(back.metadata("k"), Some("[[1,2],[]]"));
     assert_eq!(back.metadata("gguf.types"), d.metadata("gguf.types"));
 }
+
+/// A file of `n_kv` keys and `n_tensors` tensor infos in `body`, with
+/// 256 bytes of data.
+fn with_data(n_tensors: u64, n_kv: u64, body: &[u8]) -> Vec<u8> {
+    let mut b = file(3, n_tensors, n_kv, body);
+    b.resize(b.len() + 256, 0);
+    b
+}
+
+#[test]
+fn tensors_over_the_same_bytes_are_refused() {
+    // b's data lie inside a's: both used to load (copied, mapped or from
+    // a storage) as two storages over the same bytes.
+    let mut infos = info("a", &[16], 0, 0);
+    infos.extend(info("b", &[4], 0, 32));
+    let says = "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap";
+    refused(&with_data(2, 0, &infos), says);
+    // Listed the other way round: the same message.
+    let mut infos = info("b", &[4], 0, 32);
+    infos.extend(info("a", &[16], 0, 0));
+    refused(&with_data(2, 0, &infos), says);
+    // One range twice.
+    let mut infos = info("a", &[8], 0, 32);
+    infos.extend(info("c", &[8], 0, 32));
+    refused(&with_data(2, 0, &infos), "'a' (data bytes 32..64) and 'c'");
+    // Side by side, an empty tensor at another's offset, and a gap: fine.
+    let mut infos = info("a", &[8], 0, 0);
+    infos.extend(info("b", &[8], 0, 32));
+    infos.extend(info("e", &[0], 0, 32));
+    infos.extend(info("f", &[4], 0, 128));
+    let d = load_from_storage(&storage_of(&with_data(4, 0, &infos)), Format::Gguf).unwrap();
+    assert_eq!(d.len(), 4);
+}
+
+#[test]
+fn a_key_named_as_a_tensors_type_or_shape_metadata_is_refused() {
+    // A key "w.ggml_type" beside a Q8_0 tensor w used to be overwritten
+    // by the type tessera gives w; beside a plain one it would be dropped
+    // on save.
+    for (suffix, ty) in [("ggml_type", 8u32), ("ggml_shape", 8), ("ggml_type", 0)] {
+        let key = format!("w.{suffix}");
+        let mut body = string(&key);
+        body.extend_from_slice(&8u32.to_le_bytes()); // a string
+        body.extend(string("Q4_0"));
+        body.extend(info("w", &[32], ty, 0));
+        refused(&with_data(1, 1, &body), &format!("key '{key}' is named as"));
+    }
+    // Beside no tensor of that name: an ordinary key.
+    let mut body = string("v.ggml_type");
+    body.extend_from_slice(&8u32.to_le_bytes());
+    body.extend(string("Q4_0"));
+    body.extend(info("w", &[32], 8, 0));
+    let d = load_from_storage(&storage_of(&with_data(1, 1, &body)), Format::Gguf).unwrap();
+    assert_eq!(d.metadata("v.ggml_type"), Some("Q4_0"));
+    assert_eq!(d.metadata("w.ggml_type"), Some("Q8_0"));
+}

@@ -183,10 +183,13 @@ fn lying_entries_are_refused_by_name() {
     let e = refused(&b, Format::Npz);
     assert_eq!(e.kind(), ErrorKind::Format, "{e}");
 
-    // An entry that is not .npy, named explicitly as npz.
+    // An entry that is not .npy, named explicitly as npz (renamed in its
+    // local header and its central-directory record alike).
     let mut b = std::fs::read(fixture("positional.npz")).unwrap();
-    let at = find(&b[find(&b, b"PK\x01\x02")..], b"arr_0.npy") + find(&b, b"PK\x01\x02");
-    b[at + 6..at + 9].copy_from_slice(b"pkl");
+    for start in [0, find(&b, b"PK\x01\x02")] {
+        let at = find(&b[start..], b"arr_0.npy") + start;
+        b[at + 6..at + 9].copy_from_slice(b"pkl");
+    }
     let e = refused(&b, Format::Npz);
     assert!(e.message().contains("not an .npy file"), "{e}");
     // ... which auto-detection no longer takes for npz.
@@ -200,4 +203,67 @@ fn torch_archives_are_not_taken_for_npz() {
         .unwrap();
     let bytes = save_to_bytes(&d, Format::Torch).unwrap();
     assert_eq!(detect(&bytes).unwrap(), Format::Torch);
+}
+
+/// The central-directory record of entry `name` in `b`.
+fn central_record(b: &[u8], name: &[u8]) -> usize {
+    let cd = find(b, b"PK\x01\x02");
+    find(&b[cd..], name) + cd - 46
+}
+
+#[test]
+fn two_entries_of_one_name_are_refused() {
+    // np.savez's file with its second entry renamed as the first (local
+    // header and central directory): the first array used to vanish, the
+    // second loading under its name.
+    let mut b = std::fs::read(fixture("savez.npz")).unwrap();
+    for start in [0, find(&b, b"PK\x01\x02")] {
+        let at = find(&b[start..], b"i8.npy") + start;
+        b[at..at + 2].copy_from_slice(b"f4");
+    }
+    for format in [Format::Npz, Format::Auto] {
+        let e = refused(&b, format);
+        assert_eq!(e.kind(), ErrorKind::Format, "{e}");
+        assert!(
+            e.message()
+                .contains("two records named 'f4.npy' (central directory records 0 and 1)"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn entries_over_the_same_bytes_are_refused() {
+    // np.savez_compressed's file with the second record pointing at the
+    // first entry: that entry would inflate once per record.
+    let mut b = std::fs::read(fixture("savez_compressed.npz")).unwrap();
+    let rec = central_record(&b, b"i8.npy");
+    b[rec + 42..rec + 46].copy_from_slice(&0u32.to_le_bytes());
+    for format in [Format::Npz, Format::Auto] {
+        let e = refused(&b, format);
+        assert_eq!(e.kind(), ErrorKind::Format, "{e}");
+        for part in [
+            "'f4.npy' (central directory record 0",
+            "'i8.npy' (record 1",
+            "overlap",
+        ] {
+            assert!(e.message().contains(part), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_local_header_naming_another_entry_is_refused() {
+    // Python's zipfile refuses it too ("File name in directory ... and
+    // header ... differ").
+    let mut b = std::fs::read(fixture("savez.npz")).unwrap();
+    let at = find(&b, b"i8.npy");
+    b[at..at + 2].copy_from_slice(b"x9");
+    let e = refused(&b, Format::Npz);
+    assert!(
+        e.message()
+            .contains("'i8.npy' (central directory record 1): its local header at byte"),
+        "{e}"
+    );
+    assert!(e.message().contains("names 'x9.npy'"), "{e}");
 }

@@ -91,7 +91,8 @@ pub unsafe extern "C" fn tsr_memory_record_history(options: *const TsrHistoryOpt
 /// reason when it can't be written.
 ///
 /// The file is replaced atomically, as by tsr_save: written beside the
-/// destination under a temporary name (".NAME.tsr-tmp-PID-N") and
+/// destination under a temporary name (".NAME.tsr-tmp-PID-N", or
+/// ".tsr-tmp-PID-N" where that name is too long) and
 /// renamed over it, so a failure leaves the destination as it was. A
 /// symbolic link at `path` stays and its target is replaced; a path that
 /// is not a regular file (a FIFO, a device such as /dev/null, a

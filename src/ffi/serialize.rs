@@ -249,7 +249,8 @@ pub unsafe extern "C" fn tsr_dict_metadata(
 ///
 /// The destination is replaced atomically: everything is checked first,
 /// then the file is written beside it under a temporary name
-/// (".NAME.tsr-tmp-PID-N", mode 0666 less the umask, or the replaced
+/// (".NAME.tsr-tmp-PID-N", or ".tsr-tmp-PID-N" where that name is too
+/// long for the file system; mode 0666 less the umask, or the replaced
 /// file's permission bits) and renamed over it once complete. On an error
 /// the destination is unchanged, byte for byte, and no file is left
 /// behind (a process killed during the save may leave the temporary

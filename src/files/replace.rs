@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What every temporary file's name holds: `.NAME.tsr-tmp-PID-N` beside
-/// the destination NAME. A process killed while saving leaves one behind.
+/// the destination NAME, or `.tsr-tmp-PID-N` where the file system
+/// refuses that name as too long. A process killed while saving leaves
+/// one behind.
 const TEMP_MARK: &str = ".tsr-tmp-";
 
 /// Symbolic links followed at most (Linux's MAXSYMLINKS).
@@ -157,7 +159,10 @@ fn dir_of(path: &Path) -> &Path {
     }
 }
 
-/// A new file `.NAME.tsr-tmp-PID-N` beside `dest`, created exclusively.
+/// A new file `.NAME.tsr-tmp-PID-N` beside `dest`, created exclusively;
+/// `.tsr-tmp-PID-N` once the file system refuses the long name as too
+/// long (a valid destination name of 230-255 bytes passes NAME_MAX with
+/// the mark added; some file systems take fewer bytes).
 fn create_temp(dest: &Path) -> std::io::Result<(File, PathBuf)> {
     let name = dest.file_name().ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
@@ -169,16 +174,25 @@ fn create_temp(dest: &Path) -> std::io::Result<(File, PathBuf)> {
         .create_new(true)
         .mode(0o666)
         .custom_flags(libc::O_CLOEXEC);
+    let mut long = true;
     let mut last = None;
     for _ in 0..16 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(format!("{TEMP_MARK}{}-{n}", std::process::id()));
+        let mark = format!("{TEMP_MARK}{}-{n}", std::process::id());
+        let mut temp_name = std::ffi::OsString::new();
+        if long {
+            temp_name.push(".");
+            temp_name.push(name);
+        }
+        temp_name.push(&mark);
         let temp = dir_of(dest).join(temp_name);
         match options.open(&temp) {
             Ok(f) => return Ok((f, temp)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) && long => {
+                long = false;
+                last = Some(e);
+            }
             Err(e) => return Err(e),
         }
     }

@@ -124,3 +124,40 @@ fn reserve_allocates_blocks_and_keeps_the_size() {
     assert_eq!(small.metadata().unwrap().blocks(), 0);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A destination name of 230-255 bytes (valid: NAME_MAX is 255) is saved
+/// through a short temporary name: `.NAME.tsr-tmp-PID-N` would pass the
+/// limit. The long temporary name is kept where it fits.
+#[test]
+fn replace_file_saves_a_name_near_name_max() {
+    let d = scratch("long");
+    for len in [200, 230, 250, 255] {
+        let f = d.join("n".repeat(len));
+        let mut seen = None;
+        replace_file(&f, false, "the test", |file, temp| {
+            seen = Some(temp.file_name().unwrap().len());
+            std::io::Write::write_all(file, b"new").map_err(|e| crate::err!(Io, "{e}"))
+        })
+        .unwrap_or_else(|e| panic!("{len} bytes: {e}"));
+        assert_eq!(std::fs::read(&f).unwrap(), b"new", "{len} bytes");
+        let temp_len = seen.unwrap();
+        assert!(
+            temp_len <= 255,
+            "{len} bytes: a temporary name of {temp_len}"
+        );
+        // The long form where it fits, the short one where it cannot.
+        match len {
+            200 => assert!(temp_len > len, "{len} bytes: temp {temp_len}"),
+            250 | 255 => assert!(temp_len < 40, "{len} bytes: temp {temp_len}"),
+            _ => {}
+        }
+        // Replacing an existing file works the same.
+        replace_file(&f, false, "the test", |file, _| {
+            std::io::Write::write_all(file, b"again").map_err(|e| crate::err!(Io, "{e}"))
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"again", "{len} bytes");
+    }
+    assert_eq!(entries(&d).len(), 4, "{:?}", entries(&d));
+    std::fs::remove_dir_all(&d).unwrap();
+}

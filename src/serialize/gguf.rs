@@ -18,7 +18,10 @@
 //!
 //! Every count and length is checked against the bytes left before
 //! anything is allocated for it, every size product and offset with
-//! checked arithmetic.
+//! checked arithmetic. Tensors whose data share a byte are refused naming
+//! both (ggml refuses them too), as is a key `NAME.ggml_type` or
+//! `NAME.ggml_shape` beside a tensor NAME (it would collide with the
+//! metadata above).
 
 use super::dict::TensorDict;
 use super::gguf_types::{
@@ -353,6 +356,72 @@ fn read_header<'a>(bytes: &'a [u8], dict: &mut TensorDict) -> Result<(Reader<'a>
     Ok((r, n_tensors, alignment))
 }
 
+/// Where a tensor's data lie: its file offset and bytes, its c10 shape
+/// as stored and its dtype (uint8 blocks for a quantized type).
+struct Placed {
+    start: u64,
+    nbytes: u64,
+    shape: Vec<i64>,
+    dtype: Option<DType>,
+}
+
+/// Checks `info`'s geometry and data range (aligned, within the file)
+/// and where its data start.
+fn place(info: &Info, data_start: u64, alignment: u64, len: u64) -> Result<Placed> {
+    let name = &info.name;
+    let dtype = plain_dtype(info.ty);
+    let (nbytes, shape) = geometry(info, dtype.is_some())?;
+    crate::ensure!(
+        info.offset % alignment == 0,
+        Format,
+        "gguf: tensor '{name}': data offset {}: expected a multiple of the alignment \
+         {alignment}",
+        info.offset
+    );
+    let start = data_start.checked_add(info.offset);
+    let end = start.and_then(|s| s.checked_add(nbytes));
+    let (Some(start), Some(_)) = (start, end.filter(|&e| e <= len)) else {
+        crate::bail!(
+            Format,
+            "gguf: tensor '{name}': {nbytes} bytes at data offset {} (file offset \
+             {data_start} + {}) run past the end of the {len}-byte file",
+            info.offset,
+            info.offset
+        )
+    };
+    Ok(Placed {
+        start,
+        nbytes,
+        shape,
+        dtype,
+    })
+}
+
+/// Refuses two tensors whose data share a byte, naming both (ggml
+/// refuses them too: it requires each tensor's data to follow the one
+/// before). Tensors over the same bytes would load as separate storages
+/// of one memory, which nothing expects (a copy from one into the other
+/// overwrites its own source).
+fn check_overlaps(infos: &[Info], placed: &[Placed], data_start: u64) -> Result<()> {
+    let ranges: Vec<((), u64, u64)> = placed
+        .iter()
+        .map(|p| ((), p.start, p.start + p.nbytes))
+        .collect();
+    let Some((a, b)) = super::ranges::first_overlap(&ranges) else {
+        return Ok(());
+    };
+    let what = |i: usize| {
+        let (s, e) = (ranges[i].1 - data_start, ranges[i].2 - data_start);
+        format!("'{}' (data bytes {s}..{e})", infos[i].name)
+    };
+    crate::bail!(
+        Format,
+        "gguf: tensors {} and {} overlap: expected each tensor's data on bytes of its own",
+        what(a),
+        what(b)
+    )
+}
+
 /// Reads a GGUF file.
 fn read(source: &Source<'_>) -> Result<TensorDict> {
     let mut dict = TensorDict::new();
@@ -362,39 +431,38 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
         .collect::<Result<Vec<Info>>>()?;
     let len = source.bytes.len() as u64;
     let data_start = (r.pos as u64).div_ceil(alignment) * alignment;
+    let mut names = std::collections::HashSet::with_capacity(infos.len());
     for info in &infos {
         let name = &info.name;
         crate::ensure!(
-            dict.get(name).is_none(),
+            names.insert(name.as_str()),
             Format,
             "gguf: tensor '{name}' appears twice"
         );
-        let dtype = plain_dtype(info.ty);
-        let (nbytes, shape) = geometry(info, dtype.is_some())?;
-        crate::ensure!(
-            info.offset % alignment == 0,
-            Format,
-            "gguf: tensor '{name}': data offset {}: expected a multiple of the alignment \
-             {alignment}",
-            info.offset
-        );
-        let start = data_start.checked_add(info.offset);
-        let end = start.and_then(|s| s.checked_add(nbytes));
-        let (Some(start), Some(_)) = (start, end.filter(|&e| e <= len)) else {
-            crate::bail!(
+        for suffix in [GGML_TYPE_SUFFIX, GGML_SHAPE_SUFFIX] {
+            let key = format!("{name}{suffix}");
+            crate::ensure!(
+                dict.metadata(&key).is_none(),
                 Format,
-                "gguf: tensor '{name}': {nbytes} bytes at data offset {} (file offset \
-                 {data_start} + {}) run past the end of the {len}-byte file",
-                info.offset,
-                info.offset
-            )
-        };
-        let dtype = dtype.unwrap_or(DType::Byte);
-        let rec = source.record(start as usize, nbytes as usize, dtype.itemsize())?;
-        let strides = layout::contiguous_strides(&shape);
-        let offset = rec.place(name, 0, &shape, &strides, dtype)?;
-        let t = Tensor::from_storage(&rec.storage, offset, &shape, Some(&strides), dtype)?;
-        if plain_dtype(info.ty).is_none() {
+                "gguf: key '{key}' is named as tessera's metadata of tensor '{name}' (a \
+                 quantized tensor's ggml type and shape load as NAME{GGML_TYPE_SUFFIX} and \
+                 NAME{GGML_SHAPE_SUFFIX}): expected no such key beside a tensor '{name}'"
+            );
+        }
+    }
+    let placed = infos
+        .iter()
+        .map(|info| place(info, data_start, alignment, len))
+        .collect::<Result<Vec<Placed>>>()?;
+    check_overlaps(&infos, &placed, data_start)?;
+    for (info, p) in infos.iter().zip(placed) {
+        let name = &info.name;
+        let dtype = p.dtype.unwrap_or(DType::Byte);
+        let rec = source.record(p.start as usize, p.nbytes as usize, dtype.itemsize())?;
+        let strides = layout::contiguous_strides(&p.shape);
+        let offset = rec.place(name, 0, &p.shape, &strides, dtype)?;
+        let t = Tensor::from_storage(&rec.storage, offset, &p.shape, Some(&strides), dtype)?;
+        if p.dtype.is_none() {
             let logical: Vec<String> = info.ne.iter().rev().map(|d| d.to_string()).collect();
             set_meta(
                 &mut dict,

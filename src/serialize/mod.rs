@@ -19,6 +19,7 @@ mod gguf_write;
 mod name_index;
 mod npy;
 mod npz;
+mod ranges;
 mod read_file;
 mod safetensors_format;
 mod source;
@@ -30,6 +31,7 @@ mod torch_tensor;
 mod torch_write;
 mod torch_zip;
 mod torchscript;
+mod zip_index;
 
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
@@ -155,7 +157,8 @@ pub struct SaveFlags {
 }
 
 /// Saves `dict` to the file at `path`, atomically: the file is written
-/// beside the destination under a temporary name (`.NAME.tsr-tmp-PID-N`)
+/// beside the destination under a temporary name (`.NAME.tsr-tmp-PID-N`,
+/// `.tsr-tmp-PID-N` where that name is too long)
 /// and renamed over it once complete. On an error the destination is as
 /// it was and no file is left behind; a symbolic link at `path` stays and
 /// its target is replaced; a destination that is not a regular file (a
@@ -275,6 +278,10 @@ fn map_file(path: &Path) -> Result<Storage> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_archives;
+#[cfg(test)]
 mod tests_layouts;
+#[cfg(test)]
+mod tests_legacy;
 #[cfg(test)]
 mod tests_readers;

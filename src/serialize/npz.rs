@@ -11,12 +11,19 @@
 //! entry's CRC-32. Saving writes what np.savez writes (stored entries),
 //! each NPY file's data aligned to 64 bytes in the archive.
 //!
+//! The entries come from [`zip_index`], which refuses two entries of one
+//! name (so no array appears twice), entries over the same bytes (so no
+//! deflated entry inflates twice: all entries together inflate to at most
+//! 1032 times the archive's length) and local headers naming another
+//! file.
+//!
 //! Detection by content: a zip archive whose entries are all `*.npy`
 //! (a torch archive holds `*/data.pkl`).
 
 use super::dict::TensorDict;
 use super::npy;
 use super::source::Source;
+use super::zip_index;
 use super::{FileFormat, LoadFlags};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -33,10 +40,6 @@ pub(crate) struct Npz;
 /// The NPZ format's entry in the format table.
 pub(crate) static NPZ: Npz = Npz;
 
-/// Deflate's largest compression ratio (a run of one byte: 258 bytes per
-/// 2-bit code, about 1032:1); a larger declared size is a lie.
-const MAX_DEFLATE_RATIO: u64 = 1032;
-
 /// Where each NPY file's data start in a written archive.
 const ALIGNMENT: u16 = 64;
 
@@ -50,16 +53,10 @@ fn array_name(entry: &str) -> Option<&str> {
 }
 
 /// A CPU storage holding the `size` bytes that `compressed` (raw
-/// deflate) inflates to, checked against `crc`.
+/// deflate) inflates to, checked against `crc`. The size is at most
+/// deflate's largest ratio of the compressed bytes ([`zip_index`] checked
+/// it).
 fn inflate(entry: &str, compressed: &[u8], size: u64, crc: u32) -> Result<Storage> {
-    let limit = (compressed.len() as u64).saturating_mul(MAX_DEFLATE_RATIO) + 64;
-    crate::ensure!(
-        size <= limit,
-        Format,
-        "npz: entry {entry} declares {size} bytes inflated from {} compressed: expected at \
-         most {limit} (deflate's largest ratio is {MAX_DEFLATE_RATIO}:1)",
-        compressed.len()
-    );
     let len = usize::try_from(size).map_err(|_| fmt_err(format_args!("{entry}: size {size}")))?;
     let s = Storage::new(len, Device::CPU, true)?;
     if len == 0 {
@@ -95,71 +92,40 @@ fn inflate(entry: &str, compressed: &[u8], size: u64, crc: u32) -> Result<Storag
 /// Reads every entry of the archive in `source`.
 fn read(source: &Source<'_>) -> Result<TensorDict> {
     let bytes = source.bytes;
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| fmt_err(format_args!("not a readable zip archive: {e}")))?;
+    let entries = zip_index::entries(bytes).map_err(|e| e.context("npz"))?;
     let mut dict = TensorDict::new();
-    for i in 0..zip.len() {
-        let f = zip
-            .by_index_raw(i)
-            .map_err(|e| fmt_err(format_args!("zip entry {i} is unreadable: {e}")))?;
-        let entry = f.name().to_string();
-        let Some(name) = array_name(&entry) else {
+    for f in &entries {
+        let entry = &f.name;
+        let Some(name) = array_name(entry) else {
             crate::bail!(
                 Format,
                 "npz: zip entry {entry:?} is not an .npy file: expected only NAME.npy entries"
             )
         };
         crate::ensure!(
-            dict.get(name).is_none(),
-            Format,
-            "npz: array '{name}' appears twice in the archive"
-        );
-        crate::ensure!(
-            !f.encrypted(),
+            !f.encrypted,
             Format,
             "npz: entry {entry} is encrypted: expected stored or deflated data"
         );
-        let start = f
-            .data_start()
-            .ok_or_else(|| fmt_err(format_args!("entry {entry} has no data offset")))?;
-        let packed = f.compressed_size();
-        let end = start
-            .checked_add(packed)
-            .filter(|&e| e <= bytes.len() as u64);
-        let Some(end) = end else {
-            crate::bail!(
+        let range = f.range();
+        let tensor = match f.method {
+            zip_index::STORED => npy::read_array_at(source, range.start, range.len(), name),
+            zip_index::DEFLATED => {
+                let inflated = inflate(entry, &bytes[range], f.size, f.crc)?;
+                let slice = super::storage_bytes(&inflated)?;
+                let sub = Source {
+                    bytes: slice,
+                    backing: Some(&inflated),
+                    direct: false,
+                };
+                npy::read_array(&sub, name)
+            }
+            _ => crate::bail!(
                 Format,
-                "npz: entry {entry} ({packed} bytes at {start}) runs past the end of the \
-                 archive ({} bytes)",
-                bytes.len()
-            )
-        };
-        let (start, end) = (start as usize, end as usize);
-        let method = f.compression();
-        let (size, crc) = (f.size(), f.crc32());
-        drop(f);
-        let tensor = if method == CompressionMethod::Stored {
-            crate::ensure!(
-                size == packed,
-                Format,
-                "npz: stored entry {entry}: size {size} differs from its stored size {packed}"
-            );
-            npy::read_array_at(source, start, end - start, name)
-        } else if method == CompressionMethod::DEFLATE {
-            let inflated = inflate(&entry, &bytes[start..end], size, crc)?;
-            let slice = super::storage_bytes(&inflated)?;
-            let sub = Source {
-                bytes: slice,
-                backing: Some(&inflated),
-                direct: false,
-            };
-            npy::read_array(&sub, name)
-        } else {
-            crate::bail!(
-                Format,
-                "npz: entry {entry} is compressed with {method:?}: expected stored (np.savez) \
-                 or deflated (np.savez_compressed)"
-            )
+                "npz: entry {entry} is compressed with {}: expected stored (np.savez) or \
+                 deflated (np.savez_compressed)",
+                f.method_name()
+            ),
         };
         let tensor = tensor.map_err(|e| e.context(format!("npz entry {entry}")))?;
         dict.set(name, tensor)?;
@@ -225,11 +191,7 @@ impl FileFormat for Npz {
         if !(bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06")) {
             return false;
         }
-        let Ok(zip) = zip::ZipArchive::new(Cursor::new(bytes)) else {
-            return false;
-        };
-        let all_npy = zip.file_names().all(|n| array_name(n).is_some());
-        all_npy
+        zip_index::entries(bytes).is_ok_and(|es| es.iter().all(|e| array_name(&e.name).is_some()))
     }
 
     fn read(&self, source: &Source<'_>, _: LoadFlags) -> Result<TensorDict> {

@@ -7,8 +7,8 @@
 //! safetensors' save_file) and dtypes the format lacks. The crate orders
 //! the tensors in the file (by dtype alignment, then name); loading gives
 //! them in file order. Loading checks the header with the crate (offsets
-//! in range, not overlapping, sizes matching shapes) and names what is
-//! wrong.
+//! in range, each tensor's bytes starting where the one before ends, so
+//! none overlap, sizes matching shapes) and names what is wrong.
 
 use super::dict::TensorDict;
 use super::dtypes;
@@ -86,7 +86,15 @@ fn byte_range(t: &Tensor) -> Option<(usize, usize)> {
 }
 
 fn st_err(e: safetensors::SafeTensorError) -> Error {
-    crate::err!(Format, "safetensors: {e}")
+    match e {
+        safetensors::SafeTensorError::InvalidOffset(name) => crate::err!(
+            Format,
+            "safetensors: tensor '{name}': its data_offsets do not start where the tensor \
+             before it (in offset order) ends: expected the tensors' bytes one after another, \
+             none overlapping, none missing (as the safetensors package requires)"
+        ),
+        e => crate::err!(Format, "safetensors: {e}"),
+    }
 }
 
 /// The tensors of a dict as safetensors views, with its metadata.
@@ -99,33 +107,26 @@ pub(crate) type Prepared<'a> = (
 /// the checks (CPU, dtypes, no overlapping tensors).
 pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
     let entries: Vec<(&str, &Tensor)> = dict.iter().collect();
-    // Byte ranges by storage, sorted: a tensor overlaps an earlier one of
-    // its storage exactly when it starts before the furthest end so far
-    // (one sort, not a comparison of every pair).
+    // Byte ranges by storage (`super::ranges`: one sort, not a
+    // comparison of every pair), and whose tensor each is.
     let mut ranges = Vec::new();
+    let mut owners = Vec::new();
     for (i, (name, t)) in entries.iter().enumerate() {
         check_saveable(name, t)?;
         if let Some((start, end)) = byte_range(t) {
             let storage = crate::refcount::Ref::as_ptr(&t.storage().0) as usize;
-            ranges.push((storage, start, end, i));
+            ranges.push((storage, start as u64, end as u64));
+            owners.push(i);
         }
     }
-    ranges.sort_unstable();
-    let mut furthest: Option<(usize, usize, usize)> = None; // storage, end, index
-    for &(storage, start, end, i) in &ranges {
-        match furthest {
-            Some((s, e, j)) if s == storage && start < e => {
-                let (a, b) = (i.min(j), i.max(j));
-                crate::bail!(
-                    InvalidArgument,
-                    "tensors '{}' and '{}' share memory: safetensors stores each tensor's own bytes (save a clone of one)",
-                    entries[a].0,
-                    entries[b].0
-                );
-            }
-            Some((s, e, _)) if s == storage && end <= e => {}
-            _ => furthest = Some((storage, end, i)),
-        }
+    if let Some((x, y)) = super::ranges::first_overlap(&ranges) {
+        let (a, b) = (owners[x].min(owners[y]), owners[x].max(owners[y]));
+        crate::bail!(
+            InvalidArgument,
+            "tensors '{}' and '{}' share memory: safetensors stores each tensor's own bytes (save a clone of one)",
+            entries[a].0,
+            entries[b].0
+        );
     }
     let mut tensors = Vec::with_capacity(entries.len());
     for (name, t) in &entries {
@@ -255,10 +256,74 @@ pub(crate) fn write_file(
     w.flush().map_err(io)
 }
 
+/// A JSON object whose keys are checked to be unique, values skipped but
+/// for `__metadata__`'s, whose keys are checked too.
+struct UniqueKeys {
+    nested: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                let what = if self.nested {
+                    "metadata key"
+                } else {
+                    "tensor"
+                };
+                return Err(serde::de::Error::custom(format!("{what} '{key}'")));
+            }
+            if !self.nested && key == "__metadata__" {
+                map.next_value_seed(UniqueKeys { nested: true })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a header (which the crate read) naming a tensor or metadata
+/// key twice: the crate keeps the last, other JSON readers the first.
+fn check_unique_names(header: &[u8]) -> Result<()> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(header);
+    UniqueKeys { nested: false }
+        .deserialize(&mut de)
+        .map_err(|e| {
+            let what = e.to_string();
+            let what = what.split(" at line").next().unwrap_or(&what).to_owned();
+            crate::err!(
+                Format,
+                "safetensors: the header names {what} twice: expected each name once (JSON \
+                 readers differ on which one they keep)"
+            )
+        })
+}
+
 /// Reads a safetensors file from `source`.
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
     let bytes = source.bytes;
     let (n, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(st_err)?;
+    check_unique_names(&bytes[8..8 + n])?;
     let data_start = 8 + n;
     let data_len = bytes.len() - data_start;
     crate::ensure!(

@@ -414,7 +414,10 @@ pub(super) fn safetensors_file(header: &str, data_len: usize) -> Vec<u8> {
 #[test]
 fn safetensors_bad_headers_are_refused() {
     let overlap = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
-    format_error(&safetensors_file(overlap, 12), "safetensors");
+    format_error(
+        &safetensors_file(overlap, 12),
+        "tensor 'b': its data_offsets",
+    );
     let out_of_range = r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#;
     format_error(&safetensors_file(out_of_range, 8), "safetensors");
     let mut huge = (1u64 << 63).to_le_bytes().to_vec();

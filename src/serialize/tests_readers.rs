@@ -170,3 +170,16 @@ fn a_safetensors_save_is_the_crates_bytes() {
     std::fs::remove_file(&path).unwrap();
     assert!(file == save_to_bytes(&d, Format::Safetensors).unwrap());
 }
+
+/// A safetensors header naming a tensor (or a metadata key) twice is
+/// refused: the crate keeps the last, other JSON readers the first.
+#[test]
+fn a_safetensors_name_twice_is_refused() {
+    use super::tests::{format_error, safetensors_file};
+    let dup = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}}"#;
+    format_error(&safetensors_file(dup, 8), "names tensor 'a' twice");
+    let meta = r#"{"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    format_error(&safetensors_file(meta, 8), "names metadata key 'k' twice");
+    let both = r#"{"__metadata__":{"k":"1"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"j":"1"}}"#;
+    format_error(&safetensors_file(both, 8), "duplicate field `__metadata__`");
+}

@@ -148,7 +148,13 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
                 bytes.len()
             );
         };
-        map.insert(format!("data/{key}"), (pos + 8, len as usize));
+        let first = map.insert(format!("data/{key}"), (pos + 8, len as usize));
+        crate::ensure!(
+            first.is_none(),
+            Format,
+            "torch legacy: storage '{key}' is listed twice in the storage keys: expected each \
+             storage once (which copy its tensors hold would be a guess)"
+        );
         pos += 8 + len as usize;
     }
     let records = Records {

@@ -5,12 +5,12 @@
 
 use super::dtypes;
 use super::source::Source;
+use super::zip_index;
 use super::LoadFlags;
 use crate::error::{Error, Result};
 use crate::pickle::{self, Limits, Pickle};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
-use std::io::Cursor;
 
 fn fmt_err(what: impl std::fmt::Display) -> Error {
     crate::err!(Format, "{what}")
@@ -106,46 +106,31 @@ pub(crate) struct Records {
     pub prefix: String,
 }
 
+/// The stored records of the torch zip archive `bytes` (from
+/// [`zip_index`], which refuses two records of one name, records over the
+/// same bytes and local headers naming another file) and the archive's
+/// directory, the one holding `data.pkl`.
 pub(crate) fn index_archive(bytes: &[u8]) -> Result<Records> {
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| fmt_err(format_args!("not a readable zip archive: {e}")))?;
     let mut map = HashMap::new();
     let mut prefix = None;
-    for i in 0..zip.len() {
-        let f = zip
-            .by_index_raw(i)
-            .map_err(|e| fmt_err(format_args!("zip entry {i} is unreadable: {e}")))?;
-        let name = f.name().to_owned();
-        if f.compression() != zip::CompressionMethod::Stored || f.encrypted() {
+    for f in zip_index::entries(bytes)? {
+        let name = &f.name;
+        if f.method != zip_index::STORED || f.encrypted {
             // TorchScript's code/ entries are deflated and never read; a
             // pickle or a storage record must be stored.
             let inner = name.split_once('/').map_or(name.as_str(), |(_, rest)| rest);
+            let what = match (f.method != zip_index::STORED, f.encrypted) {
+                (true, false) => format!("compressed ({})", f.method_name()),
+                (true, true) => format!("compressed ({}) and encrypted", f.method_name()),
+                _ => "encrypted".to_owned(),
+            };
             crate::ensure!(
                 !(inner.starts_with("data/") || inner.ends_with(".pkl")),
                 Format,
-                "zip entry {name} is compressed ({}) or encrypted: torch files store records \
-                 uncompressed",
-                f.compression()
+                "zip entry {name} is {what}: torch files store records uncompressed"
             );
             continue;
         }
-        let start = f
-            .data_start()
-            .ok_or_else(|| fmt_err(format_args!("zip entry {name} has no data offset")))?;
-        let len = f.size();
-        crate::ensure!(
-            f.compressed_size() == len,
-            Format,
-            "zip entry {name}: stored size {} differs from its size {len}",
-            f.compressed_size()
-        );
-        let end = start.checked_add(len).filter(|&e| e <= bytes.len() as u64);
-        crate::ensure!(
-            end.is_some(),
-            Format,
-            "zip entry {name} ({len} bytes at {start}) runs past the end of the archive ({} bytes)",
-            bytes.len()
-        );
         if prefix.is_none() {
             if let Some(p) = name.strip_suffix("data.pkl") {
                 if p.is_empty() || (p.ends_with('/') && !p[..p.len() - 1].contains('/')) {
@@ -153,7 +138,7 @@ pub(crate) fn index_archive(bytes: &[u8]) -> Result<Records> {
                 }
             }
         }
-        map.insert(name, (start as usize, len as usize));
+        map.insert(f.name.clone(), (f.data as usize, f.packed as usize));
     }
     let prefix =
         prefix.ok_or_else(|| fmt_err("the archive has no data.pkl record: not a torch file"))?;

@@ -13,9 +13,9 @@ use super::dict::TensorDict;
 use super::source::Source;
 use super::torch_pickle;
 use super::torch_read::{self, Tree};
+use super::zip_index;
 use super::{FileFormat, LoadFlags};
 use crate::error::Result;
-use std::io::Cursor;
 
 /// The name the tensors of constants.pkl are under: "constants.0", ...
 pub(crate) const CONSTANTS: &str = "constants";
@@ -41,11 +41,12 @@ impl FileFormat for TorchScript {
         if !bytes.starts_with(b"PK\x03\x04") {
             return false;
         }
-        let Ok(zip) = zip::ZipArchive::new(Cursor::new(bytes)) else {
+        let Ok(entries) = zip_index::entries(bytes) else {
             return false;
         };
-        let found = zip.file_names().any(|n| {
-            n.split_once('/')
+        let found = entries.iter().any(|e| {
+            e.name
+                .split_once('/')
                 .is_some_and(|(_, rest)| rest == "constants.pkl" || rest.starts_with("code/"))
         });
         found
