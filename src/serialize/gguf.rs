@@ -1,4 +1,4 @@
-//! GGUF, llama.cpp's format (versions 3 and 2, little-endian): the magic
+//! GGUF, llama.cpp's format (versions 3 and 2, either byte order): the magic
 //! `GGUF`, a version, the tensor and key-value counts, the key-value
 //! metadata, the tensor infos (name, dims in ggml's order, ggml type,
 //! offset), then the tensor data from the first multiple of the alignment
@@ -50,6 +50,9 @@ const MAX_NESTING: usize = 8;
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The file is big-endian (gguf-py writes either order): numbers are
+    /// read reversed.
+    big: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -75,12 +78,21 @@ impl<'a> Reader<'a> {
         Ok(self.take(N as u64, what)?.try_into().expect("N bytes"))
     }
 
+    /// The next number's `N` bytes in little-endian order.
+    fn le<const N: usize>(&mut self, what: &dyn std::fmt::Display) -> Result<[u8; N]> {
+        let mut b = self.array::<N>(what)?;
+        if self.big {
+            b.reverse();
+        }
+        Ok(b)
+    }
+
     fn u32(&mut self, what: &dyn std::fmt::Display) -> Result<u32> {
-        self.array(what).map(u32::from_le_bytes)
+        self.le(what).map(u32::from_le_bytes)
     }
 
     fn u64(&mut self, what: &dyn std::fmt::Display) -> Result<u64> {
-        self.array(what).map(u64::from_le_bytes)
+        self.le(what).map(u64::from_le_bytes)
     }
 
     /// A count of things of at least `min_size` bytes each, refused when
@@ -130,18 +142,18 @@ fn scalar(r: &mut Reader<'_>, t: ValueType, json: bool, out: &mut String) -> Res
     let text = match t {
         ValueType::U8 => r.array::<1>(what)?[0].to_string(),
         ValueType::I8 => (r.array::<1>(what)?[0] as i8).to_string(),
-        ValueType::U16 => u16::from_le_bytes(r.array(what)?).to_string(),
-        ValueType::I16 => i16::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::U16 => u16::from_le_bytes(r.le(what)?).to_string(),
+        ValueType::I16 => i16::from_le_bytes(r.le(what)?).to_string(),
         ValueType::U32 => r.u32(what)?.to_string(),
-        ValueType::I32 => i32::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::I32 => i32::from_le_bytes(r.le(what)?).to_string(),
         ValueType::U64 => r.u64(what)?.to_string(),
-        ValueType::I64 => i64::from_le_bytes(r.array(what)?).to_string(),
+        ValueType::I64 => i64::from_le_bytes(r.le(what)?).to_string(),
         ValueType::F32 => {
-            let v = f32::from_le_bytes(r.array(what)?);
+            let v = f32::from_le_bytes(r.le(what)?);
             float_text(v, v.is_finite(), json)
         }
         ValueType::F64 => {
-            let v = f64::from_le_bytes(r.array(what)?);
+            let v = f64::from_le_bytes(r.le(what)?);
             float_text(v, v.is_finite(), json)
         }
         ValueType::Bool => {
@@ -299,22 +311,26 @@ fn set_meta(dict: &mut TensorDict, key: &str, value: &str) -> Result<()> {
 }
 
 /// Reads the header and the key-value metadata into `dict`; returns the
-/// reader after them, the tensor count and the alignment.
+/// reader after them (knowing the file's byte order), the tensor count
+/// and the alignment.
 fn read_header<'a>(bytes: &'a [u8], dict: &mut TensorDict) -> Result<(Reader<'a>, u64, u64)> {
-    let mut r = Reader { bytes, pos: 0 };
+    let mut r = Reader {
+        bytes,
+        pos: 0,
+        big: false,
+    };
     let magic = r.array::<4>(&"the magic")?;
     crate::ensure!(
         &magic == MAGIC,
         Format,
         "gguf: the file starts with {magic:?}: expected the magic \"GGUF\""
     );
-    let version = r.u32(&"the version")?;
-    if version.swap_bytes() <= 3 && version > 3 {
-        crate::bail!(
-            Format,
-            "gguf: version {} in big-endian byte order: tessera reads little-endian GGUF only",
-            version.swap_bytes()
-        );
+    let mut version = r.u32(&"the version")?;
+    // A big-endian file's version reads byte-swapped (gguf-py and
+    // llama.cpp tell the order this way too).
+    if version > 0xffff && version.swap_bytes() <= 0xffff {
+        r.big = true;
+        version = version.swap_bytes();
     }
     crate::ensure!(
         version == 2 || version == 3,
@@ -458,7 +474,14 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
     for (info, p) in infos.iter().zip(placed) {
         let name = &info.name;
         let dtype = p.dtype.unwrap_or(DType::Byte);
-        let rec = source.record(p.start as usize, p.nbytes as usize, dtype.itemsize())?;
+        let mut rec = source.record(p.start as usize, p.nbytes as usize, dtype.itemsize())?;
+        if r.big && p.dtype.is_some_and(|d| d.itemsize() > 1) {
+            // Plain data as the machine holds it; quantized blocks are
+            // bytes, kept as stored (gguf-py swaps neither).
+            let bytes = &source.bytes[p.start as usize..(p.start + p.nbytes) as usize];
+            rec.storage = super::source::swapped(bytes, dtype.itemsize())?;
+            rec.base = 0;
+        }
         let strides = layout::contiguous_strides(&p.shape);
         let offset = rec.place(name, 0, &p.shape, &strides, dtype)?;
         let t = Tensor::from_storage(&rec.storage, offset, &p.shape, Some(&strides), dtype)?;

@@ -623,9 +623,17 @@ impl<'s, 'p> Loader<'s, 'p> {
                 p.root().describe()
             );
         };
+        let mut seen = HashSet::new();
         for (k, v) in items.iter() {
             match (k.as_str(), v.as_str()) {
-                (Some(k), Some(v)) => self.dict.set_metadata(k, v)?,
+                (Some(k), Some(v)) => {
+                    crate::ensure!(
+                        seen.insert(k),
+                        Format,
+                        "{record}: the key '{k}' is given twice: expected each once"
+                    );
+                    self.dict.set_metadata(k, v)?
+                }
                 _ => crate::bail!(Format, "{record}: expected str keys and values"),
             }
         }
