@@ -162,7 +162,7 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         prefix: String::new(),
     };
     let tree = torch_read::Tree::data(root.root(), "the main pickle");
-    let cx = torch_read::Context {
+    let cx = super::torch_loader::Context {
         source,
         records,
         flags,

@@ -16,6 +16,10 @@ fn fmt_err(what: impl std::fmt::Display) -> Error {
     crate::err!(Format, "{what}")
 }
 
+/// Metadata key listing (one per line) the values of a torch file that
+/// were not loaded, each with what it is.
+pub const SKIPPED_KEY: &str = "tessera.skipped";
+
 /// The functions of torch that rebuild a dense tensor, which the tree
 /// walk (`torch_tensor`) interprets.
 pub(crate) const TENSOR_REBUILDS: &[(&str, &str)] = &[
@@ -195,7 +199,7 @@ pub(crate) fn read_pickle<'a>(
              outside the allowlist: {}): TSR_LOAD_SKIP_UNKNOWN loads the tensors around such \
              objects, which are never imported or called, and lists them in {}",
             all.join(", "),
-            super::torch_read::SKIPPED_KEY
+            SKIPPED_KEY
         );
     }
     Ok((root, used))

@@ -20,68 +20,20 @@
 
 use super::dict::TensorDict;
 use super::source::Source;
-use super::torch_pickle::{allowed, index_archive, Records};
-use super::torch_tensor::Loaded;
+use super::torch_loader::{Context, Loader};
+use super::torch_pickle::{index_archive, Records, SKIPPED_KEY};
+use super::torch_values::{
+    describe_pid, is_module, is_module_id, join, key_name, ordered_dict_args, set_of_names,
+    unknown_global, untag, ROOT,
+};
 use super::LoadFlags;
-use crate::dtype::DType;
 use crate::error::Result;
-use crate::pickle::{self, Call, Kind, Limits, Pairs, Val};
-use crate::tensor::Tensor;
+use crate::pickle::{self, Kind, Limits, Pairs, Val};
 use std::collections::{HashMap, HashSet};
-
-/// Metadata key listing (one per line) the names of skipped non-tensor
-/// values.
-pub const SKIPPED_KEY: &str = "tessera.skipped";
-
-/// Name given to the root value in skipped entries.
-const ROOT: &str = "<root>";
 
 /// The deepest nesting the walk follows (a container holding itself is
 /// refused there).
 const MAX_DEPTH: u32 = 100;
-
-/// The tensors and storages of torch's tar container, by key.
-#[derive(Default)]
-pub(crate) struct TarObjects {
-    pub tensors: HashMap<String, Tensor>,
-    pub storages: HashMap<String, Loaded>,
-}
-
-/// What the walk needs besides the trees.
-pub(crate) struct Context<'a, 'b> {
-    pub source: &'b Source<'a>,
-    pub records: Records,
-    pub flags: LoadFlags,
-    /// The archive's byte order is big-endian: storages are swapped.
-    pub big_endian: bool,
-    /// The tar container's objects (its persistent ids name them).
-    pub tar: Option<TarObjects>,
-}
-
-pub(crate) struct Loader<'s, 'p> {
-    pub source: &'s Source<'s>,
-    pub records: Records,
-    pub flags: LoadFlags,
-    pub big_endian: bool,
-    pub tar: Option<TarObjects>,
-    /// The directory of the current tree's storage records ("data/").
-    pub tensor_dir: String,
-    /// Storage key -> its record and dtype.
-    pub storages: HashMap<String, Loaded>,
-    /// The dtype each storage key is read as (views included).
-    pub dtypes: HashMap<String, DType>,
-    /// Storage keys some persistent id of this tree named.
-    pub used_keys: HashSet<String>,
-    /// Persistent-id nodes of the current tree that went to a tensor or
-    /// to a skipped entry.
-    pub accounted: HashSet<u32>,
-    pub dict: TensorDict,
-    pub skipped: Vec<String>,
-    /// Values the walk may still visit (a pickle sharing values many times
-    /// over is refused).
-    steps: usize,
-    _p: std::marker::PhantomData<Val<'p>>,
-}
 
 /// Reads a torch archive from `source`.
 pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
@@ -144,98 +96,13 @@ impl<'v> Tree<'v> {
     }
 }
 
-/// The value inside libtorch's type tags and list builders.
-pub(crate) fn untag(v: Val<'_>) -> Val<'_> {
-    if let Kind::Call(c) = v.kind() {
-        if c.module == "torch.jit._pickle"
-            && (c.name == "restore_type_tag" || c.name.starts_with("build_"))
-        {
-            if let Some(first) = c.args.get(0) {
-                return untag(first);
-            }
-        }
-    }
-    v
-}
-
-/// A key of a dict, as a name part.
-pub(crate) fn key_name(k: Val<'_>) -> String {
-    match k.kind() {
-        Kind::Str(s) => s.to_owned(),
-        Kind::Int(i) => i.to_string(),
-        Kind::Bool(b) => if b { "True" } else { "False" }.to_owned(),
-        _ => format!("<{}>", k.describe()),
-    }
-}
-
-fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{prefix}.{key}")
-    }
-}
-
-/// The class a call makes: its global, or the class inside the
-/// persistent id torch's legacy files name module classes by
-/// (`('module', class, source file, source)`).
-pub(crate) fn class_of<'p>(c: &Call<'p>) -> Option<(&'p str, &'p str)> {
-    if !c.module.is_empty() {
-        return Some((c.module, c.name));
-    }
-    match c.callable.kind() {
-        Kind::PersistentId(id) if is_module_id(id) => {
-            let parts = id.as_seq()?;
-            parts
-                .get(1)
-                .and_then(|c| c.as_global())
-                .or_else(|| parts.get(0)?.as_global())
-        }
-        _ => None,
-    }
-}
-
-/// Whether a persistent id's value names a module's class: the legacy
-/// format's `('module', class, source file, source)` or the tar
-/// container's `(class, source file, source)`.
-fn is_module_id(id: Val<'_>) -> bool {
-    id.as_seq().and_then(|s| s.get(0)).and_then(|k| k.as_str()) == Some("module")
-        || super::torch_tar::is_class_id(id)
-}
-
-/// The `module.name` of a value built from a global outside [`allowed`].
-fn unknown_global(v: Val<'_>) -> Option<String> {
-    match untag(v).kind() {
-        Kind::Call(c) => class_of(&c),
-        Kind::Global(m, n) => Some((m, n)),
-        _ => None,
-    }
-    .filter(|(m, n)| !allowed(m, n))
-    .map(|(m, n)| format!("{m}.{n}"))
-}
-
 /// The dict of the unpickled `trees`, in order, their storages in
 /// `cx.records`: the part of reading shared by the zip, TorchScript,
 /// legacy and tar formats. The first tree may be a lone tensor (named
 /// "tensor"). Storage keys are per tree (TorchScript's data/0 and
 /// constants/0 are two storages).
 pub(crate) fn read_tree(cx: Context<'_, '_>, trees: &[Tree<'_>]) -> Result<TensorDict> {
-    let mut loader = Loader {
-        source: cx.source,
-        records: cx.records,
-        flags: cx.flags,
-        big_endian: cx.big_endian,
-        tar: cx.tar,
-        tensor_dir: String::new(),
-        storages: HashMap::new(),
-        dtypes: HashMap::new(),
-        used_keys: HashSet::new(),
-        accounted: HashSet::new(),
-        dict: TensorDict::new(),
-        skipped: Vec::new(),
-        steps: 0,
-        _p: std::marker::PhantomData,
-    };
+    let mut loader = Loader::new(cx);
     for (i, tree) in trees.iter().enumerate() {
         tree.tensor_dir.clone_into(&mut loader.tensor_dir);
         loader.storages.clear();
@@ -480,68 +347,6 @@ impl<'s, 'p> Loader<'s, 'p> {
         self.skip(what, Some(v));
     }
 
-    /// Adds a skipped entry; the storages inside `v` go with it (the
-    /// entry says how many).
-    pub(super) fn skip(&mut self, mut entry: String, v: Option<Val<'p>>) {
-        if let Some(v) = v {
-            let n = self.account_inside(v);
-            if n > 0 {
-                entry.push_str(&format!(
-                    " [holding {n} tensor storage{}, not loaded]",
-                    if n == 1 { "" } else { "s" }
-                ));
-            }
-        }
-        self.skipped.push(entry);
-    }
-
-    /// The persistent ids reachable from `v`, each node once.
-    fn pids_in(&self, v: Val<'p>) -> Vec<Val<'p>> {
-        let mut seen = HashSet::new();
-        let mut todo = vec![v];
-        let mut out = Vec::new();
-        while let Some(v) = todo.pop() {
-            if !seen.insert(v.id()) {
-                continue;
-            }
-            match v.kind() {
-                Kind::PersistentId(id) if is_module_id(id) => {}
-                Kind::PersistentId(_) => out.push(v),
-                Kind::List(s) | Kind::Tuple(s) | Kind::Set(s) => todo.extend(s.iter()),
-                Kind::Dict(d) => d.iter().for_each(|(k, v)| todo.extend([k, v])),
-                Kind::Call(c) => {
-                    todo.extend(c.args.iter());
-                    todo.extend(c.list.iter());
-                    for (k, v) in c.kwargs.iter().chain(c.items.iter()) {
-                        todo.extend([k, v]);
-                    }
-                    todo.extend(c.state);
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    fn storages_in(&self, v: Val<'p>) -> usize {
-        self.pids_in(v).len()
-    }
-
-    /// Marks the persistent ids inside `v` as accounted for; gives how
-    /// many there were.
-    fn account_inside(&mut self, v: Val<'p>) -> usize {
-        let pids = self.pids_in(v);
-        for pid in &pids {
-            self.accounted.insert(pid.id());
-            if let Kind::PersistentId(id) = pid.kind() {
-                if let Some(key) = id.as_seq().and_then(|s| s.get(2)) {
-                    self.used_keys.insert(key_name(key));
-                }
-            }
-        }
-        pids.len()
-    }
-
     /// Every persistent id the walk reached went to a tensor or a skipped
     /// entry (else the load fails: nothing is dropped without a word);
     /// those the pickle built but does not hold, and storage records no
@@ -639,88 +444,4 @@ impl<'s, 'p> Loader<'s, 'p> {
         }
         Ok(())
     }
-}
-
-/// A persistent id in messages: its storage key when it has one.
-fn describe_pid(p: Val<'_>) -> String {
-    match p.kind() {
-        Kind::PersistentId(id) => match id.as_seq().and_then(|s| s.get(2)) {
-            Some(key) => format!("'{}'", key_name(key)),
-            None => format!("'{}'", key_name(id)),
-        },
-        _ => p.describe(),
-    }
-}
-
-/// Whether `v` is None or a dict or OrderedDict with no items (however
-/// it was pickled).
-pub(crate) fn is_empty_dict(v: Val<'_>) -> bool {
-    match untag(v).kind() {
-        Kind::None => true,
-        Kind::Dict(d) => d.is_empty(),
-        Kind::Call(c) if (c.module, c.name) == ("collections", "OrderedDict") => {
-            c.items.is_empty()
-                && c.kwargs.is_empty()
-                && ordered_dict_args("", c.args).is_ok_and(|a| a.is_empty())
-        }
-        _ => false,
-    }
-}
-
-/// Whether a call's state is a module's: it holds `_parameters`,
-/// `_buffers` and `_modules`.
-fn is_module(state: Pairs<'_>) -> bool {
-    ["_parameters", "_buffers", "_modules"]
-        .iter()
-        .all(|k| state.get(k).is_some())
-}
-
-/// The names in a set of str (a set, frozenset, or `set([...])` call).
-fn set_of_names(v: Val<'_>) -> HashSet<String> {
-    let seq = match untag(v).kind() {
-        Kind::Set(s) | Kind::List(s) | Kind::Tuple(s) => Some(s),
-        Kind::Call(c) => c.args.get(0).and_then(|a| a.as_seq()),
-        _ => None,
-    };
-    seq.map(|s| {
-        s.iter()
-            .filter_map(|x| x.as_str().map(str::to_owned))
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-/// The items an OrderedDict's constructor was given: none, or one list
-/// (or tuple) of (key, value) pairs (each a tuple or a two-element list:
-/// how Python 2 pickled every OrderedDict), or a dict.
-fn ordered_dict_args<'p>(
-    name: &str,
-    args: crate::pickle::Seq<'p>,
-) -> Result<Vec<(Val<'p>, Val<'p>)>> {
-    let name = if name.is_empty() { ROOT } else { name };
-    let bad = |what: String| {
-        crate::err!(
-            Format,
-            "'{name}': an OrderedDict built from {what}: expected a list of (key, value) pairs"
-        )
-    };
-    match args.len() {
-        0 => return Ok(Vec::new()),
-        1 => {}
-        n => return Err(bad(format!("{n} arguments"))),
-    }
-    let arg = args.get(0).expect("one argument");
-    if let Kind::Dict(d) = arg.kind() {
-        return Ok(d.iter().collect());
-    }
-    let Some(pairs) = arg.as_seq() else {
-        return Err(bad(arg.describe()));
-    };
-    pairs
-        .iter()
-        .map(|p| match p.as_seq() {
-            Some(kv) if kv.len() == 2 => Ok((kv.get(0).unwrap(), kv.get(1).unwrap())),
-            _ => Err(bad(format!("a list holding {}", p.describe()))),
-        })
-        .collect()
 }

@@ -20,11 +20,13 @@
 use super::dict::TensorDict;
 use super::dtypes;
 use super::source::Source;
+use super::torch_loader::{Context, TarObjects};
 use super::torch_pickle::{self, Records};
-use super::torch_read::{self, key_name, TarObjects};
+use super::torch_read;
+use super::torch_values::key_name;
 use super::LoadFlags;
 use crate::error::Result;
-use crate::pickle::{self, Kind, Limits, Pickle};
+use crate::pickle::{self, Limits, Pickle};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -337,7 +339,7 @@ pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> 
         flags,
     )?;
     let tree = torch_read::Tree::data(root.root(), "the tar container's pickle");
-    let cx = torch_read::Context {
+    let cx = Context {
         source,
         records: Records {
             map: records,
@@ -348,12 +350,4 @@ pub(crate) fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> 
         tar: Some(tar),
     };
     torch_read::read_tree(cx, &[tree])
-}
-
-/// Whether a persistent id's value is the tar container's
-/// `(class, source file, source)` of a module's class.
-pub(crate) fn is_class_id(id: crate::pickle::Val<'_>) -> bool {
-    id.as_seq()
-        .and_then(|s| s.get(0))
-        .is_some_and(|c| matches!(c.kind(), Kind::Global(..)))
 }

@@ -7,8 +7,9 @@
 
 use super::dtypes;
 use super::source::{self, Record};
-use super::torch_pickle::refused_rebuild;
-use super::torch_read::{key_name, untag, Loader};
+use super::torch_loader::{Loaded, Loader};
+use super::torch_pickle::{refused_rebuild, SKIPPED_KEY};
+use super::torch_values::{is_empty_dict, key_name, untag};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::pickle::{Call, Kind, Seq, Val};
@@ -18,10 +19,6 @@ use std::rc::Rc;
 fn fmt_err(what: impl std::fmt::Display) -> Error {
     crate::err!(Format, "{what}")
 }
-
-/// A storage loaded for the tensors of one tree: its record and the
-/// dtype it is read as.
-pub(crate) type Loaded = (Rc<Record>, DType);
 
 impl<'p> Loader<'_, 'p> {
     /// The tensor `v` rebuilds; None when `v` is not a tensor. Torch's
@@ -259,7 +256,7 @@ impl<'p> Loader<'_, 'p> {
             Format,
             "tensor '{name}' is {what}, which tessera does not read: TSR_LOAD_SKIP_UNKNOWN \
              loads the other tensors and lists it in {}",
-            super::SKIPPED_KEY
+            SKIPPED_KEY
         );
         self.skip(format!("{name} ({what})"), v);
         Ok(None)
@@ -297,7 +294,7 @@ impl<'p> Loader<'_, 'p> {
     /// Lists a tensor's backward hooks (never called) when there are any.
     fn note_hooks(&mut self, name: &str, hooks: Option<Val<'p>>) {
         let Some(hooks) = hooks else { return };
-        if !super::torch_read::is_empty_dict(hooks) {
+        if !is_empty_dict(hooks) {
             self.skip(
                 format!("{name} (its backward hooks, never called)"),
                 Some(hooks),

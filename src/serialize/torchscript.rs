@@ -68,7 +68,7 @@ impl FileFormat for TorchScript {
             });
         }
         let big_endian = torch_read::byte_order(source, &records)?;
-        let cx = torch_read::Context {
+        let cx = super::torch_loader::Context {
             source,
             records,
             flags,
