@@ -137,13 +137,18 @@ pub fn contiguous_strides(sizes: &[i64]) -> smallvec::SmallVec<[i64; 6]> {
     strides
 }
 
-/// Strides that lay the dims out in `order` (innermost first).
+/// Strides that lay the dims out in `order` (innermost first): the
+/// channels-last layouts. As c10's `get_channels_last_strides_2d` / `_3d`,
+/// each stride is the plain product of the sizes inside it, so the dims
+/// outside a size-0 dim get stride 0 (row-major strides count a size-0
+/// dim as 1 instead, `contiguous_strides`); both are channels-last
+/// contiguous by `dims_dense_in_order`, only these are c10's.
 fn strides_in_order(sizes: &[i64], order: &[usize]) -> smallvec::SmallVec<[i64; 6]> {
     let mut strides = smallvec::SmallVec::from_elem(1i64, sizes.len());
     let mut acc = 1i64;
     for &d in order {
         strides[d] = acc;
-        acc = acc.saturating_mul(sizes[d].max(1));
+        acc = acc.saturating_mul(sizes[d]);
     }
     strides
 }
@@ -335,6 +340,12 @@ mod tests {
         assert_eq!(&s[..], &[60, 1, 15, 3]);
         let s = strides_for_format(&[2, 3, 4, 5, 6], MemoryFormat::ChannelsLast3d).unwrap();
         assert_eq!(&s[..], &[360, 1, 90, 18, 3]);
+        // c10's channels-last strides multiply size-0 dims as 0.
+        let s = strides_for_format(&[5, 1, 0, 4, 5], MemoryFormat::ChannelsLast3d).unwrap();
+        assert_eq!(&s[..], &[0, 1, 20, 5, 1]);
+        let s = strides_for_format(&[2, 0, 4, 5], MemoryFormat::ChannelsLast).unwrap();
+        assert_eq!(&s[..], &[0, 1, 0, 0]);
+        assert!(LayoutFlags::compute(&[2, 0, 4, 5], &s, 0).channels_last);
         assert!(strides_for_format(&[2, 3], MemoryFormat::ChannelsLast).is_err());
     }
 
