@@ -32,7 +32,9 @@ impl Tensor {
     ) -> Result<()> {
         let strides: Dims = match strides {
             Some(s) => Dims::from_slice(s),
-            None => layout::contiguous_strides(sizes),
+            // Checked as c10's set_sizes_contiguous: an empty tensor's
+            // strides may still overflow.
+            None => layout::strides_for_format(sizes, MemoryFormat::Contiguous)?,
         };
         if !storage.resizable() {
             check_dims(sizes, &strides)?;

@@ -254,6 +254,11 @@ fn set_grows_a_resizable_storage() {
     // SAFETY: as above.
     unsafe { t.set_(&e, 9, &[0, 3], None).unwrap() };
     assert_eq!(e.nbytes(), 4);
+    // ... but its contiguous strides must fit in int64.
+    // SAFETY: as above.
+    let err = unsafe { t.set_(&e, 0, &[0, 1 << 40, 1 << 40], None) }.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+    assert_eq!(t.sizes(), &[0, 3]);
 }
 
 /// Checks that a refused geometry change left `t` and its storage as
@@ -376,6 +381,15 @@ fn resize_refusals_change_nothing() {
         MemoryFormat::Contiguous,
         ErrorKind::OutOfMemory,
         "overflows",
+    );
+    // No element, but strides past int64 (c10: "Stride calculation
+    // overflowed").
+    let huge = [0, 1 << 40, 1 << 40];
+    refuse(
+        &huge,
+        MemoryFormat::Contiguous,
+        ErrorKind::OutOfMemory,
+        "overflow",
     );
     s.export_started();
     refuse(
