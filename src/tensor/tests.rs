@@ -427,3 +427,21 @@ fn resize_refusals_change_nothing() {
         "read-only",
     );
 }
+
+#[test]
+fn views_of_huge_empty_strides_are_refused_not_overflowed() {
+    // No element, so no storage bounds the strides: 6^24 fits in int64,
+    // 5 * 6^24 does not.
+    let s = Storage::new(0, Device::CPU, false).unwrap();
+    let big = 6i64.pow(24);
+    let t = Tensor::from_storage(&s, 0, &[0, 6], Some(&[1, big]), DType::Float).unwrap();
+    for e in [
+        t.select(1, 5).unwrap_err(),
+        t.narrow(1, 5, 1).unwrap_err(),
+        t.unsqueeze(1).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), ErrorKind::OutOfMemory, "{e}");
+        assert!(e.message().contains("overflows int64"), "{e}");
+    }
+    assert_eq!(t.select(1, 0).unwrap().storage_offset(), 0);
+}
