@@ -444,4 +444,11 @@ fn views_of_huge_empty_strides_are_refused_not_overflowed() {
         assert!(e.message().contains("overflows int64"), "{e}");
     }
     assert_eq!(t.select(1, 0).unwrap().storage_offset(), 0);
+    // A view of an empty tensor to a shape whose contiguous strides
+    // overflow: strides saturate (they address nothing), no panic.
+    let mut wide = vec![0i64];
+    wide.extend([6; 25]);
+    let v = t.view(&wide).unwrap();
+    assert_eq!(v.strides()[0], i64::MAX);
+    assert!(v.select(1, 5).is_err());
 }
