@@ -70,6 +70,8 @@ impl Tensor {
             "resize_ to sizes {sizes:?} in the preserve memory format: expected contiguous, \
              channels last or channels last 3d (a resize has no layout to preserve)"
         );
+        // Negative sizes first: they must not reach the strides' product.
+        layout::checked_numel(sizes)?;
         let strides = layout::strides_for_format(sizes, format)?;
         // SAFETY: resize_'s contract is resize_strided's.
         unsafe { self.resize_strided(sizes, strides) }

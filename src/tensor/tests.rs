@@ -376,6 +376,13 @@ fn resize_refusals_change_nothing() {
         "preserve",
     );
     refuse(&[2, -3], MemoryFormat::Contiguous, ErrorKind::Shape, "-3");
+    let negative = [2, 1 << 40, -(1 << 40), 4];
+    refuse(
+        &negative,
+        MemoryFormat::ChannelsLast,
+        ErrorKind::Shape,
+        "negative",
+    );
     refuse(
         &[1 << 62, 8],
         MemoryFormat::Contiguous,
