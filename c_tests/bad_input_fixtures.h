@@ -487,6 +487,25 @@ static void fx_export_end(void) {
     fx_export->deleter(fx_export);
     fx_export = NULL;
 }
+/* F.t while a DLPack export of it is alive (fx_export_end deletes it). */
+static TsrTensor *fx_exported_t(void) {
+    CHECK_OK(tsr_tensor_to_dlpack(F.t, &fx_export));
+    return F.t;
+}
+/* A float [4] tensor on F.fixed (external memory of 16 bytes, not
+   resizable); fx_fixed_t_end checks it unchanged and releases it. */
+static TsrTensor *fx_fixed_tensor = NULL;
+static TsrTensor *fx_fixed_t(void) {
+    const int64_t four = 4;
+    CHECK_OK(tsr_tensor_from_storage(F.fixed, 0, 1, &four, NULL, TSR_FLOAT, &fx_fixed_tensor));
+    return fx_fixed_tensor;
+}
+static void fx_fixed_t_end(void) {
+    CHECK_EQ(tsr_tensor_size(fx_fixed_tensor, 0), 4);
+    CHECK_EQ(tsr_storage_nbytes(F.fixed), 16);
+    CHECK_OK(tsr_tensor_decref(fx_fixed_tensor));
+    fx_fixed_tensor = NULL;
+}
 /* F.it after its input's storage F.s was grown (its memory moved): the
    iterator's pointers are stale, so every run call refuses it. */
 static TsrIter *fx_stale_it(void) {

@@ -1,5 +1,5 @@
-/* Tensors through the C API: creation, getters, views, set, fill, copy and
- * bad input. */
+/* Tensors through the C API: creation, getters, views, set, resize, fill,
+ * copy and bad input. */
 #include "tsr_test.h"
 
 static TsrDevice cpu(void) {
@@ -124,6 +124,52 @@ static void test_set_and_copy(void) {
     CHECK_OK(tsr_storage_decref(s));
 }
 
+/* set onto a resizable storage grows it (c10's set_); resize keeps the
+   offset, grows a resizable storage to (offset + numel) * itemsize bytes
+   keeping its first bytes, never shrinks it, and bumps the version. */
+static void test_set_and_resize_grow(void) {
+    TsrStorage *s = NULL;
+    CHECK_OK(tsr_storage_new(2 * sizeof(float), cpu(), true, &s));
+    ((float *)tsr_storage_data(s))[0] = 5.0f;
+    TsrTensor *t = arange(1);
+    int64_t sizes[] = {2, 4};
+    CHECK_OK(tsr_tensor_set(t, s, 1, 2, sizes, NULL));
+    CHECK_EQ(tsr_storage_nbytes(s), 9 * sizeof(float));
+    CHECK(((float *)tsr_storage_data(s))[0] == 5.0f);
+    CHECK_EQ(tsr_tensor_version(t), 1);
+
+    int64_t nchw[] = {2, 3, 2, 2}, cl[] = {12, 1, 6, 3};
+    CHECK_OK(tsr_tensor_resize(t, 4, nchw, TSR_CHANNELS_LAST));
+    check_shape(t, 4, nchw, cl, 1);
+    CHECK(tsr_tensor_is_contiguous(t, TSR_CHANNELS_LAST));
+    CHECK_EQ(tsr_storage_nbytes(s), 25 * sizeof(float));
+    CHECK(((float *)tsr_storage_data(s))[0] == 5.0f);
+    CHECK_EQ(tsr_tensor_version(t), 2);
+    int64_t three = 3, one = 1;
+    CHECK_OK(tsr_tensor_resize(t, 1, &three, TSR_CONTIGUOUS));
+    check_shape(t, 1, &three, &one, 1);
+    CHECK_EQ(tsr_storage_nbytes(s), 25 * sizeof(float)); /* never shrunk */
+
+    /* a fixed storage too small: refused, nothing changed */
+    TsrStorage *fixed = NULL;
+    CHECK_OK(tsr_storage_new(4 * sizeof(float), cpu(), false, &fixed));
+    CHECK_STATUS(tsr_tensor_set(t, fixed, 0, 2, sizes, NULL), TSR_ERR_SHAPE);
+    CHECK_MSG_CONTAINS("not resizable");
+    TsrTensor *u = NULL;
+    int64_t four = 4;
+    CHECK_OK(tsr_tensor_from_storage(fixed, 0, 1, &four, NULL, TSR_FLOAT, &u));
+    CHECK_STATUS(tsr_tensor_resize(u, 2, sizes, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE);
+    CHECK_MSG_CONTAINS("need 32 bytes, the storage holds 16");
+    CHECK_EQ(tsr_tensor_numel(u), 4);
+    CHECK_EQ(tsr_tensor_version(u), 0);
+    CHECK_STATUS(tsr_tensor_resize(u, 2, sizes, TSR_CHANNELS_LAST), TSR_ERR_SHAPE);
+    CHECK_MSG_CONTAINS("requires 4 dims");
+    CHECK_OK(tsr_tensor_decref(u));
+    CHECK_OK(tsr_storage_decref(fixed));
+    CHECK_OK(tsr_tensor_decref(t));
+    CHECK_OK(tsr_storage_decref(s));
+}
+
 static void test_bad_input(void) {
     TsrTensor *t = NULL;
     int64_t neg[] = {2, -3};
@@ -179,6 +225,7 @@ int main(void) {
     RUN(test_empty_and_getters);
     RUN(test_views);
     RUN(test_set_and_copy);
+    RUN(test_set_and_resize_grow);
     RUN(test_bad_input);
     return 0;
 }

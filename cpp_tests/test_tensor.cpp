@@ -435,8 +435,28 @@ TEST(tensor_in_place) {
     OK(t.set_(zeros, 1, {2}, {2}));
     CHECK_EQ(vec(t.sizes()), (std::vector<int64_t>{2}));
     CHECK_EQ(t.storage_offset(), 1);
-    CHECK_FAILS(t.set_(zeros, 0, {5}), TSR_ERR_SHAPE, "out of bounds");
     CHECK_FAILS(t.set_(zeros, 0, {2}, {1, 1}), TSR_ERR_SHAPE, "1 sizes but 2 strides");
+    // A resizable storage grows to fit (c10's set_), a fixed one is refused.
+    OK(t.fill(3));  // elements 1 and 3 of zeros
+    OK(t.set_(zeros, 0, {5}));
+    CHECK_EQ(zeros.nbytes(), 5 * sizeof(float));
+    CHECK_EQ(OK(t.data<const float>())[3], 3.0f);  // the first bytes kept
+    Storage fixed = OK(Storage::create(4 * sizeof(float)));
+    CHECK_FAILS(t.set_(fixed, 0, {5}), TSR_ERR_SHAPE, "out of bounds");
+
+    // resize_: the offset kept, the storage grown, the layout in the format asked for.
+    uint64_t v1 = t.version();
+    OK(t.set_(zeros, 1, {2}));
+    OK(t.resize_({2, 3, 2, 2}, TSR_CHANNELS_LAST));
+    CHECK_EQ(vec(t.strides()), (std::vector<int64_t>{12, 1, 6, 3}));
+    CHECK_EQ(t.storage_offset(), 1);
+    CHECK_EQ(zeros.nbytes(), 25 * sizeof(float));
+    CHECK(t.version() > v1);
+    OK(t.resize_({2}));
+    CHECK_EQ(zeros.nbytes(), 25 * sizeof(float));  // never shrunk
+    Tensor on_fixed = OK(Tensor::from_storage(fixed, {4}, TSR_FLOAT));
+    CHECK_FAILS(on_fixed.resize_({5}), TSR_ERR_NOT_RESIZABLE, "tsr_tensor_resize");
+    CHECK_FAILS(on_fixed.resize_({2, 2}, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims");
 
     Storage bytes = OK(Storage::create(6 * sizeof(float)));
     Tensor over = OK(Tensor::from_storage(bytes, {2, 3}, TSR_FLOAT));

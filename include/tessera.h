@@ -4173,26 +4173,6 @@ bool tsr_tensor_is_non_overlapping_and_dense(const struct TsrTensor *t);
 uint64_t tsr_tensor_version(const struct TsrTensor *t);
 
 /**
- * Points `t` at `storage` (borrowed) with a new offset, sizes and strides
- * (NULL: contiguous), in place (c10's set_); the dtype stays. Every other
- * handle to `t` sees the change; views made earlier keep the old storage.
- * Not thread-safe: no other thread may use `t` during the call; pointers
- * from tsr_tensor_sizes/strides become invalid.
- *
- * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds); on error `t`
- * is unchanged.
- *
- * # Safety
- * Handles NULL or live; arrays readable for `ndim` values.
- */
-TsrStatus tsr_tensor_set(struct TsrTensor *t,
-                         struct TsrStorage *storage,
-                         int64_t storage_offset,
-                         int64_t ndim,
-                         const int64_t *sizes,
-                         const int64_t *strides);
-
-/**
  * Sets every element to `value` converted to the tensor's dtype (C-like
  * conversion; half/bfloat16 round to nearest even), in parallel for large
  * tensors. Expanded tensors (elements sharing memory) may be filled.
@@ -4225,6 +4205,66 @@ TsrStatus tsr_tensor_fill(struct TsrTensor *t, struct TsrScalar value);
  * `dst`, `src` NULL or live handles.
  */
 TsrStatus tsr_tensor_copy(struct TsrTensor *dst, const struct TsrTensor *src);
+
+/**
+ * Points `t` at `storage` (borrowed) with a new offset, sizes and strides
+ * (NULL: contiguous), in place (c10's set_); the dtype stays. A
+ * resizable storage smaller than the bytes the view spans grows to them
+ * first, as in c10 (its first bytes kept, the rest uninitialized; never
+ * shrunk): pointers into its old memory become invalid. Every other
+ * handle to `t` sees the change; views made earlier keep the old storage.
+ * Bumps the version. Not thread-safe: no other thread may use `t`
+ * during the call, nor `storage` when it grows; pointers from
+ * tsr_tensor_sizes/strides become invalid.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds of a storage
+ * that is not resizable: external memory, a file-backed or shared-memory
+ * storage, one made with resizable false); TSR_ERR_INVALID_ARGUMENT
+ * (negative offset or strides; a growth while a DLPack export of the
+ * storage is alive); TSR_ERR_READ_ONLY (a growth of a read-only
+ * storage); TSR_ERR_OUT_OF_MEMORY. On error `t` and `storage` are
+ * unchanged.
+ *
+ * # Safety
+ * Handles NULL or live; arrays readable for `ndim` values.
+ */
+TsrStatus tsr_tensor_set(struct TsrTensor *t,
+                         struct TsrStorage *storage,
+                         int64_t storage_offset,
+                         int64_t ndim,
+                         const int64_t *sizes,
+                         const int64_t *strides);
+
+/**
+ * Gives `t` the `ndim` sizes with contiguous strides in `format`
+ * (TSR_CONTIGUOUS; TSR_CHANNELS_LAST for 4 dims, TSR_CHANNELS_LAST_3D for
+ * 5), in place, keeping its storage offset (c10's resize_). When its
+ * storage holds fewer than (offset + numel) * itemsize bytes, a
+ * resizable storage grows to that (its first bytes kept, the rest
+ * uninitialized; pointers into the old memory become invalid, for every
+ * tensor on the storage); the storage never shrinks. Bumps the version.
+ * Other tensors on the storage (views) keep their sizes. The same
+ * resize gives an out= kernel's or iterator's output its shape. Not
+ * thread-safe: no other thread may use `t` or its storage during the
+ * call; pointers from tsr_tensor_sizes/strides become invalid.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (t, or sizes with ndim > 0);
+ * TSR_ERR_SHAPE (negative sizes, ndim > TSR_MAX_DIMS, a channels-last
+ * format for another number of dims); TSR_ERR_INVALID_ARGUMENT (a
+ * negative ndim; an unknown format, or TSR_PRESERVE, which c10 refuses
+ * too; a growth while a DLPack export of the storage is alive);
+ * TSR_ERR_NOT_RESIZABLE (the storage must grow but is not resizable:
+ * external memory, a file-backed or shared-memory storage, one made with
+ * resizable false); TSR_ERR_READ_ONLY (a growth of a read-only storage);
+ * TSR_ERR_OUT_OF_MEMORY. On error `t` and its storage are unchanged.
+ *
+ * # Safety
+ * `t` NULL or a live handle; `sizes` NULL or readable for `ndim` values.
+ */
+TsrStatus tsr_tensor_resize(struct TsrTensor *t,
+                            int64_t ndim,
+                            const int64_t *sizes,
+                            TsrMemoryFormat format);
 
 /**
  * A view with explicit sizes, strides (elements) and storage offset;

@@ -1,11 +1,13 @@
 //! Fuzzes the view and copy functions of the C API (as_strided, view,
 //! reshape, permute, transpose, expand, narrow, select, squeeze,
 //! squeeze_all, unsqueeze, flatten, contiguous, clone) with arbitrary
-//! arguments, chained on each other's results. Each call either fails
-//! cleanly (a status that is not TSR_ERR_INTERNAL, a message naming the
-//! function, the out-pointer untouched) or returns a tensor whose every
-//! element lies inside its storage and holds the element the operation's
-//! definition says. At the end every reference is released: the storage
+//! arguments, chained on each other's results, and resize in place
+//! (tsr_tensor_resize, which may grow the storage under the other views).
+//! Each call either fails cleanly (a status that is not TSR_ERR_INTERNAL,
+//! a message naming the function, the out-pointer untouched; a refused
+//! resize changes nothing) or returns a tensor whose every element lies
+//! inside its storage and holds the element the operation's definition
+//! says. At the end every reference is released: the storage
 //! is back to our single reference and every copy's storage is freed.
 #![no_main]
 
@@ -13,6 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use std::ptr;
 use tessera::ffi::storage::*;
 use tessera::ffi::tensor::*;
+use tessera::ffi::tensor_resize::tsr_tensor_resize;
 use tessera::ffi::views::*;
 use tessera::ffi::*;
 use tessera::{Storage, Tensor, WeakStorage};
@@ -93,12 +96,67 @@ fn sizes(input: &mut Input) -> Vec<i64> {
 /// What a successful result must satisfy.
 type Check = Box<dyn Fn(&Tensor)>;
 
+/// The geometry a refused resize must leave as it was.
+fn geometry(t: &Tensor) -> (Vec<i64>, Vec<i64>, i64, usize, u64) {
+    (
+        t.sizes().to_vec(),
+        t.strides().to_vec(),
+        t.storage_offset(),
+        t.storage().nbytes(),
+        t.version(),
+    )
+}
+
+/// tsr_tensor_resize of `src_h` in place, to fuzzed sizes in a fuzzed
+/// format: on success the sizes asked for, contiguous in the format, at
+/// the same offset over a storage that holds them (grown when needed,
+/// never shrunk) and the version bumped; refused, nothing changed.
+fn resize_in_place(input: &mut Input, src_h: *mut TsrTensor, src: &Tensor) {
+    let s = sizes(input);
+    let format = input.range(-1, 4) as TsrMemoryFormat;
+    // Growths past 4 MiB would only measure the machine.
+    let bytes = s
+        .iter()
+        .try_fold(1i64, |n, &d| n.checked_mul(d.max(0)))
+        .and_then(|n| n.checked_add(src.storage_offset()))
+        .and_then(|n| n.checked_mul(src.itemsize() as i64));
+    if bytes.is_none_or(|b| b > 1 << 22) {
+        return;
+    }
+    let before = geometry(src);
+    // SAFETY: a live handle used by this thread only; s holds s.len() values.
+    let status = unsafe { tsr_tensor_resize(src_h, s.len() as i64, s.as_ptr(), format) };
+    if status != TSR_OK {
+        check_refusal("tsr_tensor_resize", status);
+        assert_eq!(geometry(src), before, "a refused resize changed the tensor");
+        return;
+    }
+    check_tensor(src);
+    assert_eq!(src.sizes(), &s[..]);
+    assert_eq!(src.storage_offset(), before.2);
+    assert!(
+        src.storage().nbytes() >= before.3,
+        "resize shrank the storage"
+    );
+    assert_eq!(src.version(), before.4 + 1);
+    let format = tessera::MemoryFormat::from_raw(format).expect("an accepted format");
+    assert!(
+        src.is_contiguous(format),
+        "{format:?} strides {:?}",
+        src.strides()
+    );
+}
+
 /// Applies one fuzzed operation to `src`; pushes the result to `pool`.
 fn apply(input: &mut Input, src_h: *mut TsrTensor, pool: &mut Vec<*mut TsrTensor>) {
     // SAFETY: src_h is a live handle owned by the pool.
     let src = unsafe { tensor_of(src_h) };
     let nd = src.ndim();
-    let op = input.range(0, 13);
+    let op = input.range(0, 14);
+    if op == 13 {
+        resize_in_place(input, src_h, &src);
+        return;
+    }
     // Copies of huge (expanded) tensors would only measure the machine.
     let copies = matches!(op, 2 | 11..);
     if copies && src.numel().saturating_mul(src.itemsize() as i64) > 1 << 22 {
@@ -349,10 +407,15 @@ fuzz_target!(|data: &[u8]| {
         unsafe { tsr_storage_new(nbytes, CPU, input.bool(), &mut s) },
         TSR_OK
     );
-    // SAFETY: the storage owns nbytes bytes.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(tsr_storage_data(s) as *mut u8, nbytes) };
-    for (i, b) in bytes.iter_mut().enumerate() {
-        *b = (i % 251) as u8;
+    // A storage of 0 bytes may have NULL data, which no slice may take.
+    if nbytes > 0 {
+        // SAFETY: the storage owns nbytes bytes at a non-NULL address.
+        let data = unsafe { tsr_storage_data(s) } as *mut u8;
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(data, nbytes) };
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
     }
 
     // The base view: fuzzed metadata, or the whole storage as bytes.

@@ -351,7 +351,8 @@ class Tensor : public Handle<Tensor, TsrTensor> {
         return detail::check(tsr_tensor_copy(get(), src.get()));
     }
 
-    /** Points this tensor at `storage` with contiguous `sizes` from `storage_offset` (c10's set_). */
+    /** Points this tensor at `storage` with contiguous `sizes` from `storage_offset` (c10's set_);
+        a resizable storage too small grows to fit, a fixed one is refused. */
     Returns<void> set_(const Storage& storage, int64_t storage_offset, IntSpan sizes) {
         return detail::check(tsr_tensor_set(get(), storage.get(), storage_offset, sizes.ssize(),
                                             sizes.data(), nullptr));
@@ -368,6 +369,13 @@ class Tensor : public Handle<Tensor, TsrTensor> {
         }
         return detail::check(tsr_tensor_set(get(), storage.get(), storage_offset, sizes.ssize(),
                                             sizes.data(), strides.data()));
+    }
+
+    /** Gives this tensor `sizes`, contiguous in `format`, at its storage offset (c10's resize_):
+        a resizable storage grows to (offset + numel) * itemsize bytes when smaller, never
+        shrinks; a fixed one too small is refused (TSR_ERR_NOT_RESIZABLE). */
+    Returns<void> resize_(IntSpan sizes, TsrMemoryFormat format = TSR_CONTIGUOUS) {
+        return detail::check(tsr_tensor_resize(get(), sizes.ssize(), sizes.data(), format));
     }
 
   private:

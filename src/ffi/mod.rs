@@ -91,6 +91,7 @@ pub mod storage_data;
 pub mod storage_file;
 pub mod storage_shm;
 pub mod tensor;
+pub mod tensor_resize;
 pub mod types;
 pub mod views;
 

@@ -1,5 +1,5 @@
-//! Tensors at the ABI: creation, getters, set_, copies and refcounts.
-//! View functions live in ffi/views.rs.
+//! Tensors at the ABI: creation, getters, fill and copy. View functions
+//! live in ffi/views.rs, set and resize in ffi/tensor_resize.rs.
 
 pub(crate) use super::call::put_tensor;
 use super::call::{check_not_null, dtype_arg, format_arg, getter, guard, i64_slice, read_sized};
@@ -502,49 +502,6 @@ pub unsafe extern "C" fn tsr_tensor_version(t: *const TsrTensor) -> u64 {
         // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
         // contract, ffi/handle.rs); tensor_impl checks NULL and liveness.
         Ok(unsafe { tensor_impl(t, "t")? }.version())
-    })
-}
-
-/// Points `t` at `storage` (borrowed) with a new offset, sizes and strides
-/// (NULL: contiguous), in place (c10's set_); the dtype stays. Every other
-/// handle to `t` sees the change; views made earlier keep the old storage.
-/// Not thread-safe: no other thread may use `t` during the call; pointers
-/// from tsr_tensor_sizes/strides become invalid.
-///
-/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_SHAPE (out of bounds); on error `t`
-/// is unchanged.
-///
-/// # Safety
-/// Handles NULL or live; arrays readable for `ndim` values.
-#[no_mangle]
-pub unsafe extern "C" fn tsr_tensor_set(
-    t: *mut TsrTensor,
-    storage: *mut TsrStorage,
-    storage_offset: i64,
-    ndim: i64,
-    sizes: *const i64,
-    strides: *const i64,
-) -> TsrStatus {
-    guard("tsr_tensor_set", || {
-        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
-        // contract, ffi/handle.rs); tensor_ref checks NULL and liveness.
-        let tensor = unsafe { tensor_ref(t, "t")? };
-        // SAFETY: `storage` is NULL or a live TsrStorage handle (the header's
-        // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
-        let s = unsafe { storage_ref(storage, "storage")? };
-        // SAFETY: the header requires `sizes` readable for `ndim` values when
-        // non-NULL; i64_slice checks the length and NULL.
-        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
-        let strides = if strides.is_null() {
-            None
-        } else {
-            // SAFETY: the header requires `strides` readable for `ndim` values
-            // when non-NULL; i64_slice checks the length and NULL.
-            Some(unsafe { i64_slice(strides, ndim, "strides")? })
-        };
-        // SAFETY: the header documents that t must not be used by other
-        // threads during the call.
-        unsafe { tensor.set_(&s, storage_offset, sizes, strides) }
     })
 }
 

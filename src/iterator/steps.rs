@@ -427,27 +427,14 @@ fn zeros<'a>(small: &'a mut [i64; 8], big: &'a mut Vec<i64>, ndim: usize) -> &'a
 }
 
 /// Gives an existing output new sizes and strides in place, growing its
-/// storage if it is resizable (c10's resize_output).
+/// storage if it is resizable (c10's resize_output): the path of
+/// `Tensor::resize_` (and `tsr_tensor_resize`), with the loop order's
+/// strides.
 fn resize_output(t: &Tensor, sizes: &[i64], strides: &[i64]) -> Result<()> {
-    let offset = t.storage_offset();
-    let needed = layout::storage_nbytes_needed(sizes, strides, offset, t.itemsize())?;
-    let storage = t.storage().clone();
-    if needed > storage.nbytes() {
-        crate::ensure!(
-            storage.resizable(),
-            NotResizable,
-            "shape {:?} must become {sizes:?}, which needs {needed} bytes, but its storage has {} \
-             bytes and is not resizable",
-            t.sizes(),
-            storage.nbytes()
-        );
-        // SAFETY: an output handed to an iterator that resizes outputs must
-        // not be used by other threads during the build (c10's out= rule,
-        // documented on the C API).
-        unsafe { storage.resize(needed)? };
-    }
-    // SAFETY: the same out= rule: no other thread uses this output during
-    // the build; `sizes` and `strides` are the iterator's own buffers, and
-    // no slice of t's sizes()/strides() is held across the call.
-    unsafe { t.set_(&storage, offset, sizes, Some(strides)) }
+    // SAFETY: an output handed to an iterator that resizes outputs must
+    // not be used by other threads during the build (c10's out= rule,
+    // documented on the C API); `sizes` and `strides` are the iterator's
+    // own buffers, and no slice of t's sizes()/strides() is held across
+    // the call.
+    unsafe { t.resize_strided(sizes, Dims::from_slice(strides)) }
 }

@@ -1,6 +1,6 @@
 //! Making tensors: the factories (empty, strided, from a storage, like
-//! another, a wrapped scalar), views' aliases and `set_`, each checked
-//! against its storage.
+//! another, a wrapped scalar) and views' aliases, each checked against
+//! its storage.
 
 use super::layout::{self, LayoutFlags, MemoryFormat};
 use super::shape::Dims;
@@ -13,7 +13,7 @@ use crate::refcount::Ref;
 use crate::storage::Storage;
 use std::cell::UnsafeCell;
 
-fn check_dims(sizes: &[i64], strides: &[i64]) -> Result<()> {
+pub(super) fn check_dims(sizes: &[i64], strides: &[i64]) -> Result<()> {
     crate::ensure!(
         sizes.len() <= MAX_DIMS,
         Shape,
@@ -30,7 +30,7 @@ fn check_dims(sizes: &[i64], strides: &[i64]) -> Result<()> {
 
 /// Checks that a view of `sizes`/`strides`/`offset` fits in `storage`;
 /// returns the bytes it spans (its extent).
-fn check_bounds(
+pub(super) fn check_bounds(
     storage: &Storage,
     sizes: &[i64],
     strides: &[i64],
@@ -307,45 +307,5 @@ impl Tensor {
             self.dtype(),
             VersionSlot::shared_with(&self.version),
         )
-    }
-
-    /// Points this tensor at `storage` with new offset, sizes and strides
-    /// (c10's set_); bumps the version.
-    ///
-    /// # Safety
-    /// No other thread may use this tensor during the call, and slices
-    /// from `sizes()`/`strides()` taken before it must not be used after.
-    pub unsafe fn set_(
-        &self,
-        storage: &Storage,
-        offset: i64,
-        sizes: &[i64],
-        strides: Option<&[i64]>,
-    ) -> Result<()> {
-        let strides: Dims = match strides {
-            Some(s) => Dims::from_slice(s),
-            None => layout::contiguous_strides(sizes),
-        };
-        check_dims(sizes, &strides)?;
-        let numel = layout::checked_numel(sizes)?;
-        let extent = check_bounds(storage, sizes, &strides, offset, self.dtype())?;
-        let flags = LayoutFlags::compute(sizes, &strides, numel);
-        let new_meta = TensorMeta {
-            storage: Some(storage.clone()),
-            offset,
-            sizes: Dims::from_slice(sizes),
-            strides,
-            numel,
-            flags,
-            extent,
-        };
-        // SAFETY: the metadata is in an UnsafeCell; the caller guarantees
-        // that no other thread uses the tensor during the call and that no
-        // slice of the old sizes / strides is used after it, so this &mut,
-        // which lives for the replace only, is the only reference to it.
-        let old = std::mem::replace(unsafe { &mut *self.meta.get() }, new_meta);
-        drop(old);
-        self.bump_version();
-        Ok(())
     }
 }

@@ -137,15 +137,30 @@ pub fn contiguous_strides(sizes: &[i64]) -> smallvec::SmallVec<[i64; 6]> {
     strides
 }
 
-/// Strides that lay the dims out in `order` (innermost first).
-fn strides_in_order(sizes: &[i64], order: &[usize]) -> smallvec::SmallVec<[i64; 6]> {
+/// Strides that lay the dims out in `order` (innermost first), each the
+/// product of the sizes inside it: with size-0 dims counted as 1 when
+/// `empty_as_one` (row-major, c10's contiguous strides), else as they are
+/// (c10's `get_channels_last_strides_2d` / `_3d`, so the dims outside a
+/// size-0 dim get stride 0; both are channels-last contiguous by
+/// `dims_dense_in_order`, only these are c10's). None when a stride
+/// overflows i64 (the outermost dim's size is never multiplied).
+fn strides_in_order(
+    sizes: &[i64],
+    order: impl Iterator<Item = usize>,
+    empty_as_one: bool,
+) -> Option<smallvec::SmallVec<[i64; 6]>> {
     let mut strides = smallvec::SmallVec::from_elem(1i64, sizes.len());
-    let mut acc = 1i64;
-    for &d in order {
-        strides[d] = acc;
-        acc = acc.saturating_mul(sizes[d].max(1));
+    let mut acc = Some(1i64);
+    for d in order {
+        strides[d] = acc?;
+        let size = if empty_as_one {
+            sizes[d].max(1)
+        } else {
+            sizes[d]
+        };
+        acc = acc.and_then(|a| a.checked_mul(size));
     }
-    strides
+    Some(strides)
 }
 
 /// Dense strides that keep the dim order of `strides` (what a copy with
@@ -195,13 +210,19 @@ pub fn infer_dense_strides(sizes: &[i64], strides: &[i64]) -> smallvec::SmallVec
     out
 }
 
-/// Strides of a fresh tensor of `sizes` in `format`.
+/// Strides of a fresh tensor of `sizes` in `format` (c10's
+/// `empty_tensor_restride`). Errors: a channels-last format for other than
+/// 4 dims, channels-last-3d for other than 5 (Shape); a stride past i64,
+/// possible when a size is 0 (OutOfMemory, as c10 refuses it: "Stride
+/// calculation overflowed").
 pub fn strides_for_format(
     sizes: &[i64],
     format: MemoryFormat,
 ) -> Result<smallvec::SmallVec<[i64; 6]>> {
-    match format {
-        MemoryFormat::Contiguous | MemoryFormat::Preserve => Ok(contiguous_strides(sizes)),
+    let strides = match format {
+        MemoryFormat::Contiguous | MemoryFormat::Preserve => {
+            strides_in_order(sizes, (0..sizes.len()).rev(), true)
+        }
         MemoryFormat::ChannelsLast => {
             crate::ensure!(
                 sizes.len() == 4,
@@ -209,7 +230,7 @@ pub fn strides_for_format(
                 "channels last format requires 4 dims, got {} (sizes {sizes:?})",
                 sizes.len()
             );
-            Ok(strides_in_order(sizes, &[1, 3, 2, 0]))
+            strides_in_order(sizes, [1, 3, 2, 0].into_iter(), false)
         }
         MemoryFormat::ChannelsLast3d => {
             crate::ensure!(
@@ -218,9 +239,16 @@ pub fn strides_for_format(
                 "channels last 3d format requires 5 dims, got {} (sizes {sizes:?})",
                 sizes.len()
             );
-            Ok(strides_in_order(sizes, &[1, 4, 3, 2, 0]))
+            strides_in_order(sizes, [1, 4, 3, 2, 0].into_iter(), false)
         }
-    }
+    };
+    strides.ok_or_else(|| {
+        crate::err!(
+            OutOfMemory,
+            "the {format:?} strides of sizes {sizes:?} overflow int64 (expected sizes whose \
+             products fit, size-0 dims counted as 1)"
+        )
+    })
 }
 
 /// The number of elements, checking that sizes are non-negative and that
@@ -335,6 +363,19 @@ mod tests {
         assert_eq!(&s[..], &[60, 1, 15, 3]);
         let s = strides_for_format(&[2, 3, 4, 5, 6], MemoryFormat::ChannelsLast3d).unwrap();
         assert_eq!(&s[..], &[360, 1, 90, 18, 3]);
+        // c10's channels-last strides multiply size-0 dims as 0.
+        let s = strides_for_format(&[5, 1, 0, 4, 5], MemoryFormat::ChannelsLast3d).unwrap();
+        assert_eq!(&s[..], &[0, 1, 20, 5, 1]);
+        let s = strides_for_format(&[2, 0, 4, 5], MemoryFormat::ChannelsLast).unwrap();
+        assert_eq!(&s[..], &[0, 1, 0, 0]);
+        assert!(LayoutFlags::compute(&[2, 0, 4, 5], &s, 0).channels_last);
+        // A stride past int64 is refused, even with no element (c10 too);
+        // the outermost size is never multiplied.
+        let huge = [0, 1 << 40, 1 << 40];
+        let e = strides_for_format(&huge, MemoryFormat::Contiguous).unwrap_err();
+        assert!(e.message().contains("overflow"), "{e}");
+        let s = strides_for_format(&[i64::MAX, 2], MemoryFormat::Contiguous).unwrap();
+        assert_eq!(&s[..], &[2, 1]);
         assert!(strides_for_format(&[2, 3], MemoryFormat::ChannelsLast).is_err());
     }
 

@@ -8,6 +8,7 @@
 
 mod create;
 pub mod layout;
+mod resize;
 pub mod shape;
 mod streams;
 mod version;

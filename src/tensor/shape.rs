@@ -93,12 +93,10 @@ pub fn view_strides(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -
         if old_sizes == new_sizes {
             return Some(Dims::from_slice(old_strides));
         }
-        // Any strides work for an empty tensor: use contiguous ones.
-        let mut strides: Dims = SmallVec::from_elem(1, new_sizes.len());
-        for d in (0..new_sizes.len().saturating_sub(1)).rev() {
-            strides[d] = new_sizes[d + 1].max(1) * strides[d + 1];
-        }
-        return Some(strides);
+        // Any strides work for an empty tensor: use contiguous ones
+        // (saturating at i64::MAX, as for any empty tensor made without
+        // strides; the view ops check their offsets against overflow).
+        return Some(super::layout::contiguous_strides(new_sizes));
     }
 
     let mut new_strides: Dims = SmallVec::from_elem(0, new_sizes.len());

@@ -217,3 +217,245 @@ fn weak_tensor_releases_storage() {
         "the tensor's release dropped its storage"
     );
 }
+
+/// A resizable CPU storage of `n` floats holding 0, 1, 2, ...
+fn counting_storage(n: usize) -> Storage {
+    let s = Storage::new(4 * n, Device::CPU, true).unwrap();
+    for i in 0..n {
+        // SAFETY: the storage holds n floats.
+        unsafe { *(s.data() as *mut f32).add(i) = i as f32 };
+    }
+    s
+}
+
+fn floats(s: &Storage, n: usize) -> Vec<f32> {
+    // SAFETY: callers ask for at most the storage's floats.
+    unsafe { std::slice::from_raw_parts(s.data() as *const f32, n) }.to_vec()
+}
+
+#[test]
+fn set_grows_a_resizable_storage() {
+    let t = arange_f32(4);
+    let s = counting_storage(2);
+    // SAFETY: t and s are this test's alone, on this thread.
+    unsafe { t.set_(&s, 1, &[2, 4], None).unwrap() };
+    assert_eq!(s.nbytes(), 36, "(offset 1 + 8 elements) * 4 bytes");
+    assert_eq!(floats(&s, 2), [0.0, 1.0], "the first bytes kept");
+    assert_eq!(
+        (t.sizes(), t.strides(), t.storage_offset()),
+        (&[2, 4][..], &[4, 1][..], 1)
+    );
+    assert_eq!(t.version(), 1);
+    // SAFETY: as above; no slice of t's sizes is held.
+    unsafe { t.set_(&s, 0, &[2], None).unwrap() };
+    assert_eq!(s.nbytes(), 36, "never shrunk");
+    // An empty view needs no bytes, whatever its offset.
+    let e = counting_storage(1);
+    // SAFETY: as above.
+    unsafe { t.set_(&e, 9, &[0, 3], None).unwrap() };
+    assert_eq!(e.nbytes(), 4);
+    // ... but its contiguous strides must fit in int64.
+    // SAFETY: as above.
+    let err = unsafe { t.set_(&e, 0, &[0, 1 << 40, 1 << 40], None) }.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+    assert_eq!(t.sizes(), &[0, 3]);
+}
+
+/// Checks that a refused geometry change left `t` and its storage as
+/// they were.
+fn assert_untouched(t: &Tensor, sizes: &[i64], offset: i64, nbytes: usize, version: u64) {
+    assert_eq!(t.sizes(), sizes);
+    assert_eq!(t.storage_offset(), offset);
+    assert_eq!(t.storage().nbytes(), nbytes);
+    assert_eq!(t.version(), version);
+}
+
+#[test]
+fn set_refuses_what_it_cannot_grow() {
+    let t = arange_f32(4);
+    // A live DLPack export pins the memory.
+    let s = counting_storage(2);
+    s.export_started();
+    // SAFETY: t and s are this test's alone, on this thread.
+    let e = unsafe { t.set_(&s, 0, &[3], None) }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("1 live DLPack export"), "{e}");
+    assert_untouched(&t, &[4], 0, 16, 0);
+    assert_eq!(s.nbytes(), 8);
+    s.export_ended();
+    // A read-only storage.
+    let r = counting_storage(2);
+    r.make_read_only();
+    // SAFETY: as above.
+    let e = unsafe { t.set_(&r, 0, &[3], None) }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+    // A shared-memory storage is not resizable: out of bounds.
+    let m = counting_storage(2);
+    // SAFETY: m is this test's alone.
+    unsafe { m.share_memory().unwrap() };
+    // SAFETY: as above.
+    let e = unsafe { t.set_(&m, 0, &[3], None) }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Shape, "{e}");
+    assert!(e.message().contains("not resizable"), "{e}");
+    assert_untouched(&t, &[4], 0, 16, 0);
+    // ... but it may be viewed within its bytes.
+    // SAFETY: as above.
+    unsafe { t.set_(&m, 0, &[2], None).unwrap() };
+}
+
+#[test]
+fn resize_grows_keeping_the_offset_and_the_first_bytes() {
+    let s = counting_storage(4);
+    let t = Tensor::from_storage(&s, 1, &[3], None, DType::Float).unwrap();
+    let view = t.narrow(0, 1, 2).unwrap();
+    // SAFETY: t and s are this test's alone, on this thread.
+    unsafe { t.resize_(&[2, 3], MemoryFormat::Contiguous).unwrap() };
+    assert_eq!(
+        (t.sizes(), t.strides(), t.storage_offset()),
+        (&[2, 3][..], &[3, 1][..], 1)
+    );
+    assert_eq!(s.nbytes(), 28, "(offset 1 + 6 elements) * 4 bytes");
+    assert!(Storage::ptr_eq(t.storage(), &s));
+    assert_eq!(floats(&s, 4), [0.0, 1.0, 2.0, 3.0]);
+    assert_eq!(t.version(), 1);
+    assert_eq!(view.sizes(), &[2], "a view keeps its own sizes");
+    assert_eq!(view.version(), 1, "and shares the version");
+    // SAFETY: as above; no slice of t's sizes is held.
+    unsafe {
+        t.resize_(&[2, 3, 4, 5], MemoryFormat::ChannelsLast)
+            .unwrap()
+    };
+    assert_eq!(t.strides(), &[60, 1, 15, 3]);
+    assert!(t.is_contiguous(MemoryFormat::ChannelsLast));
+    assert_eq!(s.nbytes(), 4 * 121);
+    // SAFETY: as above.
+    unsafe {
+        t.resize_(&[1, 2, 1, 1, 3], MemoryFormat::ChannelsLast3d)
+            .unwrap()
+    };
+    assert_eq!(t.strides(), &[6, 1, 6, 6, 2]);
+    // SAFETY: as above.
+    unsafe { t.resize_(&[2], MemoryFormat::Contiguous).unwrap() };
+    assert_eq!(s.nbytes(), 4 * 121, "never shrunk");
+    assert_eq!(t.version(), 4);
+    // A fixed storage large enough is fine.
+    let f = Storage::new(16, Device::CPU, false).unwrap();
+    let u = Tensor::from_storage(&f, 0, &[4], None, DType::Float).unwrap();
+    // SAFETY: u and f are this test's alone.
+    unsafe { u.resize_(&[2, 2], MemoryFormat::Contiguous).unwrap() };
+    assert_eq!(u.sizes(), &[2, 2]);
+}
+
+#[test]
+fn resize_refusals_change_nothing() {
+    let s = counting_storage(4);
+    let t = Tensor::from_storage(&s, 1, &[3], None, DType::Float).unwrap();
+    let refuse = |sizes: &[i64], format, kind: ErrorKind, says: &str| {
+        // SAFETY: t and s are this test's alone, on this thread.
+        let e = unsafe { t.resize_(sizes, format) }.unwrap_err();
+        assert_eq!(e.kind(), kind, "{sizes:?}: {e}");
+        assert!(e.message().contains(says), "{sizes:?}: {e}");
+        assert_untouched(&t, &[3], 1, 16, 0);
+    };
+    refuse(
+        &[2, 3, 4],
+        MemoryFormat::ChannelsLast,
+        ErrorKind::Shape,
+        "requires 4 dims",
+    );
+    refuse(
+        &[2, 3, 4, 5],
+        MemoryFormat::ChannelsLast3d,
+        ErrorKind::Shape,
+        "requires 5 dims",
+    );
+    refuse(
+        &[2, 3],
+        MemoryFormat::Preserve,
+        ErrorKind::InvalidArgument,
+        "preserve",
+    );
+    refuse(&[2, -3], MemoryFormat::Contiguous, ErrorKind::Shape, "-3");
+    let negative = [2, 1 << 40, -(1 << 40), 4];
+    refuse(
+        &negative,
+        MemoryFormat::ChannelsLast,
+        ErrorKind::Shape,
+        "negative",
+    );
+    refuse(
+        &[1 << 62, 8],
+        MemoryFormat::Contiguous,
+        ErrorKind::OutOfMemory,
+        "overflows",
+    );
+    // No element, but strides past int64 (c10: "Stride calculation
+    // overflowed").
+    let huge = [0, 1 << 40, 1 << 40];
+    refuse(
+        &huge,
+        MemoryFormat::Contiguous,
+        ErrorKind::OutOfMemory,
+        "overflow",
+    );
+    s.export_started();
+    refuse(
+        &[8],
+        MemoryFormat::Contiguous,
+        ErrorKind::InvalidArgument,
+        "live DLPack export",
+    );
+    s.export_ended();
+    // Fixed storages: from_blob-like, shared memory, a file mapping.
+    let path = std::env::temp_dir().join(format!("tessera-resize-{}", std::process::id()));
+    std::fs::write(&path, [0u8; 16]).unwrap();
+    let mapped = Storage::from_file(&path, crate::storage::file::FileMode::Private, 0).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let shared = counting_storage(4);
+    // SAFETY: shared is this test's alone.
+    unsafe { shared.share_memory().unwrap() };
+    let fixed = Storage::new(16, Device::CPU, false).unwrap();
+    for storage in [fixed, shared, mapped] {
+        let u = Tensor::from_storage(&storage, 1, &[3], None, DType::Float).unwrap();
+        // SAFETY: u and its storage are this test's alone.
+        let e = unsafe { u.resize_(&[4], MemoryFormat::Contiguous) }.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotResizable, "{e}");
+        assert!(
+            e.message().contains("need 20 bytes, the storage holds 16"),
+            "{e}"
+        );
+        assert_untouched(&u, &[3], 1, 16, 0);
+    }
+    s.make_read_only();
+    refuse(
+        &[8],
+        MemoryFormat::Contiguous,
+        ErrorKind::ReadOnly,
+        "read-only",
+    );
+}
+
+#[test]
+fn views_of_huge_empty_strides_are_refused_not_overflowed() {
+    // No element, so no storage bounds the strides: 6^24 fits in int64,
+    // 5 * 6^24 does not.
+    let s = Storage::new(0, Device::CPU, false).unwrap();
+    let big = 6i64.pow(24);
+    let t = Tensor::from_storage(&s, 0, &[0, 6], Some(&[1, big]), DType::Float).unwrap();
+    for e in [
+        t.select(1, 5).unwrap_err(),
+        t.narrow(1, 5, 1).unwrap_err(),
+        t.unsqueeze(1).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), ErrorKind::OutOfMemory, "{e}");
+        assert!(e.message().contains("overflows int64"), "{e}");
+    }
+    assert_eq!(t.select(1, 0).unwrap().storage_offset(), 0);
+    // A view of an empty tensor to a shape whose contiguous strides
+    // overflow: strides saturate (they address nothing), no panic.
+    let mut wide = vec![0i64];
+    wide.extend([6; 25]);
+    let v = t.view(&wide).unwrap();
+    assert_eq!(v.strides()[0], i64::MAX);
+    assert!(v.select(1, 5).is_err());
+}

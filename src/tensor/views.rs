@@ -96,7 +96,7 @@ impl Tensor {
         );
         let mut sizes: Dims = Dims::from_slice(self.sizes());
         sizes[d] = length;
-        let offset = self.storage_offset() + start * self.strides()[d];
+        let offset = self.offset_of(d, start)?;
         self.alias(offset, sizes, Dims::from_slice(self.strides()))
     }
 
@@ -118,12 +118,29 @@ impl Tensor {
             size - 1
         );
         let index = if index < 0 { index + size } else { index };
-        let offset = self.storage_offset() + index * self.strides()[d];
+        let offset = self.offset_of(d, index)?;
         let mut sizes: Dims = Dims::from_slice(self.sizes());
         let mut strides: Dims = Dims::from_slice(self.strides());
         sizes.remove(d);
         strides.remove(d);
         self.alias(offset, sizes, strides)
+    }
+
+    /// The storage offset of index `index` of dim `d`. Refused past int64,
+    /// which only a tensor with no element can reach (its strides are not
+    /// bounded by a storage).
+    fn offset_of(&self, d: usize, index: i64) -> Result<i64> {
+        let (stride, offset) = (self.strides()[d], self.storage_offset());
+        index
+            .checked_mul(stride)
+            .and_then(|o| o.checked_add(offset))
+            .ok_or_else(|| {
+                crate::err!(
+                    OutOfMemory,
+                    "index {index} of dim {d} (stride {stride}) from storage offset {offset} \
+                     overflows int64 (expected an offset that fits)"
+                )
+            })
     }
 
     /// Removes `dim` if its size is 1 (otherwise an unchanged view).
@@ -156,7 +173,19 @@ impl Tensor {
         let d = wrap_dim(dim, n + 1)?;
         let mut sizes: Dims = Dims::from_slice(self.sizes());
         let mut strides: Dims = Dims::from_slice(self.strides());
-        let stride = if d >= n { 1 } else { sizes[d] * strides[d] };
+        let stride = if d >= n {
+            1
+        } else {
+            sizes[d].checked_mul(strides[d]).ok_or_else(|| {
+                crate::err!(
+                    OutOfMemory,
+                    "unsqueeze at dim {d}: size {} times stride {} overflows int64 (expected a \
+                     stride that fits)",
+                    sizes[d],
+                    strides[d]
+                )
+            })?
+        };
         sizes.insert(d, 1);
         strides.insert(d, stride);
         self.alias(self.storage_offset(), sizes, strides)
