@@ -78,6 +78,11 @@ fn shape() -> impl Strategy<Value = Shape> {
     })
 }
 
+/// A memoized visible leaf or map: its memo id, the (name, leaf) pairs
+/// it gave relative to its own name, and the storages its skipped
+/// entries held.
+type Shared = (u32, Vec<(String, usize)>, usize);
+
 /// Pickles a layout and says what a load must give.
 struct Emit {
     legacy: bool,
@@ -90,9 +95,8 @@ struct Emit {
     held: usize,
     /// Leaves only held, never loaded.
     hidden: Vec<usize>,
-    /// Memoized visible leaves and maps: (memo id, the names and leaves
-    /// they gave, relative to their own name).
-    shared: Vec<(u32, Vec<(String, usize)>, usize)>,
+    /// Memoized visible leaves and maps.
+    shared: Vec<Shared>,
 }
 
 fn join(a: &str, b: &str) -> String {
