@@ -250,6 +250,7 @@ typedef struct {
     TsrDataPtr data_ptr;
     TsrAllocatorStats astats;
     TsrCachingStats cstats;
+    TsrScalar scalar; /* tsr_tensor_item */
     DLManagedTensorVersioned *dl;
     DLManagedTensor *dl_legacy;
     void *ptr;

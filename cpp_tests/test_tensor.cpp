@@ -466,6 +466,25 @@ TEST(tensor_in_place) {
     CHECK_FAILS(Tensor::from_storage(bytes, {7}, TSR_FLOAT), TSR_ERR_SHAPE, "out of bounds");
 }
 
+TEST(tensor_item) {
+    // c10's item(): the one element, whatever the number of dims of size 1.
+    Tensor h = OK(Tensor::empty({1, 1}, TSR_HALF));
+    OK(h.fill(1.5));
+    CHECK_EQ(OK(h.item<double>()), 1.5);
+    CHECK_EQ(OK(h.item<int>()), 1);
+    Tensor c = OK(Tensor::empty({}, TSR_COMPLEX_FLOAT));
+    OK(c.fill(std::complex<double>(2.0, -0.5)));
+    CHECK(OK(c.item<std::complex<double>>()) == std::complex<double>(2.0, -0.5));
+    Tensor b = OK(Tensor::empty({1}, TSR_BOOL));
+    OK(b.fill(true));
+    CHECK(OK(b.item<bool>()));
+    Tensor u = OK(Tensor::empty({1}, TSR_UINT64));
+    OK(u.fill(UINT64_MAX));
+    CHECK_EQ(OK(u.item<uint64_t>()), UINT64_MAX);
+    CHECK_FAILS(OK(Tensor::empty({2}, TSR_FLOAT)).item<float>(), TSR_ERR_SHAPE,
+                "exactly one element");
+}
+
 TEST(dlpack_round_trip) {
     Tensor t = arange({2, 3});
     DLManagedTensorVersioned* m = OK(t.to_dlpack());

@@ -2761,6 +2761,24 @@ TsrStatus tsr_amax(const struct TsrTensor *a,
                    struct TsrTensor **out);
 
 /**
+ * The one element of `t` (any number of dims of size 1, or 0-dim), as
+ * c10's item(): `*out` is tagged with `t`'s dtype, its value in the member
+ * that dtype selects (`b` for bool, `c` for complex, `f` for floating
+ * dtypes, half, bfloat16 and float8 included, `u` for uint16/32/64, `i`
+ * for the other integers).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_SHAPE (not
+ * exactly one element); TSR_ERR_DEVICE (not on the CPU); TSR_ERR_DTYPE
+ * (a storage-only dtype: quantized, bits, sub-byte integers);
+ * TSR_ERR_OUT_OF_STORAGE (the storage shrank below the tensor). `*out`
+ * is untouched on error.
+ *
+ * # Safety
+ * `t` NULL or a live handle; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_item(const struct TsrTensor *t, struct TsrScalar *out);
+
+/**
  * A 0-dim CPU tensor holding `value` that promotes as a wrapped number
  * (a Python number in PyTorch): an Int tensor plus a Double wrapped
  * number computes in Float, a Byte tensor plus an Int one stays Byte.

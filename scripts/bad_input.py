@@ -93,6 +93,7 @@ DEFAULTS = [
     (r"(const )?struct TsrDataPtr \*", r".*", "&F.dp"),
     (r"struct TsrAllocatorStats \*", r".*", "&S.astats"),
     (r"struct TsrCachingStats \*", r".*", "&S.cstats"),
+    (r"struct TsrScalar \*", r".*", "&S.scalar"),
     (r"const struct TsrAllocatorVTable \*", r".*", "&FX_VTABLE"),
     (r"const struct TsrObjectVTable \*", r".*", "&FX_OBJECT_VTABLE"),
     (r"const struct TsrCachingOptions \*", r".*", "&F.copts"),

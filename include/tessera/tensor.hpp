@@ -378,6 +378,17 @@ class Tensor : public Handle<Tensor, TsrTensor> {
         return detail::check(tsr_tensor_resize(get(), sizes.ssize(), sizes.data(), format));
     }
 
+    /** The one element (c10's item()): as `T`, a bool, arithmetic type or
+        std::complex, converted from the TsrScalar tsr_tensor_item gives (tagged
+        with this tensor's dtype). Refused unless the tensor holds exactly one
+        element (TSR_ERR_SHAPE), or for a storage-only dtype (TSR_ERR_DTYPE). */
+    template <class T>
+    [[nodiscard]] Returns<T> item() const {
+        TsrScalar s{};
+        TsrStatus status = tsr_tensor_item(get(), &s);
+        return detail::finish(status, detail::scalar_as<T>(s));
+    }
+
   private:
     IntSpan span(const int64_t* values) const noexcept {
         int64_t n = ndim();

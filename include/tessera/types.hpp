@@ -249,6 +249,42 @@ class Scalar {
     TsrScalar scalar_;
 };
 
+/** @cond detail */
+namespace detail {
+
+/** `s` (a TsrScalar of any tag) as `T`: a bool, an arithmetic type or a
+    std::complex, converted as a static_cast from the member its tag selects. */
+template <class T>
+struct is_complex : std::false_type {};
+template <class R>
+struct is_complex<std::complex<R>> : std::true_type {};
+
+template <class T>
+T scalar_as(const TsrScalar& s) noexcept {
+    const bool boolean = s.dtype == TSR_BOOL;
+    const bool complex = tsr_dtype_is_complex(s.dtype);
+    const bool floating = tsr_dtype_is_floating(s.dtype);
+    const bool wide_unsigned =
+        s.dtype == TSR_UINT16 || s.dtype == TSR_UINT32 || s.dtype == TSR_UINT64;
+    if constexpr (is_complex<T>::value) {
+        using R = typename T::value_type;
+        if (complex) return T(static_cast<R>(s.v.c.re), static_cast<R>(s.v.c.im));
+        if (floating) return T(static_cast<R>(s.v.f), R(0));
+        if (boolean) return T(static_cast<R>(s.v.b), R(0));
+        if (wide_unsigned) return T(static_cast<R>(s.v.u), R(0));
+        return T(static_cast<R>(s.v.i), R(0));
+    } else {
+        if (complex) return static_cast<T>(s.v.c.re);
+        if (floating) return static_cast<T>(s.v.f);
+        if (boolean) return static_cast<T>(s.v.b);
+        if (wide_unsigned) return static_cast<T>(s.v.u);
+        return static_cast<T>(s.v.i);
+    }
+}
+
+}  // namespace detail
+/** @endcond */
+
 /** The library version, "MAJOR.MINOR.PATCH" (tsr_version). */
 inline const char* version() noexcept { return tsr_version(); }
 

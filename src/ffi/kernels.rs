@@ -2,6 +2,7 @@
 //! amax, and wrapped-number operands.
 
 use super::call::{check_not_null, elementwise, guard, reduction};
+use super::handle::tensor_view;
 use super::tensor::{put_tensor, TsrTensor};
 use super::types::*;
 use crate::kernels::{self, RoundingMode};
@@ -253,6 +254,35 @@ pub unsafe extern "C" fn tsr_amax(
     // SAFETY: this export's handle and pointer arguments, under the header's
     // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
     unsafe { reduction("tsr_amax", a, ndims, dims, keepdim, out, kernels::amax) }
+}
+
+/// The one element of `t` (any number of dims of size 1, or 0-dim), as
+/// c10's item(): `*out` is tagged with `t`'s dtype, its value in the member
+/// that dtype selects (`b` for bool, `c` for complex, `f` for floating
+/// dtypes, half, bfloat16 and float8 included, `u` for uint16/32/64, `i`
+/// for the other integers).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_SHAPE (not
+/// exactly one element); TSR_ERR_DEVICE (not on the CPU); TSR_ERR_DTYPE
+/// (a storage-only dtype: quantized, bits, sub-byte integers);
+/// TSR_ERR_OUT_OF_STORAGE (the storage shrank below the tensor). `*out`
+/// is untouched on error.
+///
+/// # Safety
+/// `t` NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_item(t: *const TsrTensor, out: *mut TsrScalar) -> TsrStatus {
+    guard("tsr_tensor_item", || {
+        check_not_null(out, "out")?;
+        // SAFETY: `t` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_view checks NULL and liveness.
+        let t = unsafe { tensor_view(t, "t")? };
+        let mut s = TsrScalar::from_core(t.item()?);
+        s.dtype = t.dtype().raw();
+        // SAFETY: out checked non-NULL; the caller made it writable.
+        unsafe { out.write(s) };
+        Ok(())
+    })
 }
 
 /// A 0-dim CPU tensor holding `value` that promotes as a wrapped number

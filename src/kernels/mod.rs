@@ -26,6 +26,7 @@ pub(crate) mod dispatch;
 pub mod elem;
 pub mod fill;
 mod flat;
+mod item;
 mod iter_build;
 pub(crate) mod loops;
 pub mod ops;
