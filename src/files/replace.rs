@@ -65,12 +65,23 @@ pub(crate) fn replace_file(
         Err(e) => crate::bail!(Io, "cannot write {what} to '{shown}': {}", reason(&e)),
     };
     let (mut file, temp) = create_temp(&dest).map_err(|e| {
-        crate::err!(
-            Io,
-            "cannot create a new file beside '{}' for {what}: {}",
-            dest.display(),
-            reason(&e)
-        )
+        let dir = dest.parent().filter(|d| !d.as_os_str().is_empty());
+        match dir {
+            Some(dir) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => {
+                crate::err!(
+                    Io,
+                    "cannot write {what} to '{}': the directory '{}' does not exist",
+                    dest.display(),
+                    dir.display()
+                )
+            }
+            _ => crate::err!(
+                Io,
+                "cannot write {what} to '{}': cannot create a file in its directory: {}",
+                dest.display(),
+                reason(&e)
+            ),
+        }
     })?;
     let mut guard = RemoveOnDrop(Some(temp));
     let temp = guard.0.as_deref().expect("set above");

@@ -109,10 +109,12 @@ impl<'a> Reader<'a, '_> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(self.fail(format_args!(
-                "truncated: {n} bytes needed, {} left",
-                data.len() - self.pos
-            ))),
+            None => Err(crate::err!(
+                Format,
+                "pickle: cut short: its {} bytes end inside a value that needs {} more",
+                data.len(),
+                self.pos + n - data.len()
+            )),
         }
     }
 
@@ -404,9 +406,13 @@ impl<'a> Reader<'a, '_> {
     fn run(&mut self) -> Result<u32> {
         loop {
             self.op_pos = self.pos;
-            let op = self
-                .u8()
-                .map_err(|_| self.fail("truncated: no STOP opcode"))?;
+            let op = self.u8().map_err(|_| {
+                crate::err!(
+                    Format,
+                    "pickle: cut short: its {} bytes end before the pickle does",
+                    self.p.data.len()
+                )
+            })?;
             match op {
                 PROTO => {
                     let p = self.u8()?;

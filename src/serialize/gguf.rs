@@ -65,9 +65,10 @@ impl<'a> Reader<'a> {
         crate::ensure!(
             n <= self.left(),
             Format,
-            "gguf: {what} needs {n} bytes at offset {}, past the end of the {}-byte file",
-            self.pos,
-            self.bytes.len()
+            "gguf: the file is truncated: it is {} bytes, and {what} needs {n} bytes at byte {}, \
+             past its end",
+            self.bytes.len(),
+            self.pos
         );
         let s = &self.bytes[self.pos..self.pos + n as usize];
         self.pos += n as usize;
@@ -102,9 +103,10 @@ impl<'a> Reader<'a> {
         crate::ensure!(
             n <= self.left() / min_size.max(1),
             Format,
-            "gguf: {what} is {n}: at {min_size} bytes or more each, more than the {} bytes left \
-             in the file hold",
-            self.left()
+            "gguf: the file is truncated or corrupt: {what} is {n}, which need {min_size} bytes \
+             or more each, and only {} bytes follow (the file is {} bytes)",
+            self.left(),
+            self.bytes.len()
         );
         Ok(n)
     }
@@ -399,8 +401,8 @@ fn place(info: &Info, data_start: u64, alignment: u64, len: u64) -> Result<Place
     let (Some(start), Some(_)) = (start, end.filter(|&e| e <= len)) else {
         crate::bail!(
             Format,
-            "gguf: tensor '{name}': {nbytes} bytes at data offset {} (file offset \
-             {data_start} + {}) run past the end of the {len}-byte file",
+            "gguf: the file is truncated: tensor '{name}' ({nbytes} bytes at data offset {}, \
+             byte {data_start} + {} of the file) runs past the end of the {len}-byte file",
             info.offset,
             info.offset
         )

@@ -256,7 +256,7 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
         read_file::read_file(path)?
     };
     // Only this function holds `bytes`: records get storages of their own.
-    load_backed(&bytes, format, false, flags)
+    load_backed(&bytes, format, false, flags).map_err(|e| e.context(path.display()))
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.

@@ -190,7 +190,8 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
     crate::ensure!(
         data_start <= bytes.len(),
         Format,
-        "npy: the header of {len} bytes runs past the end of the {}-byte file",
+        "npy: the file is truncated: it is {} bytes, and its header alone says it is {len} \
+         bytes long (to byte {data_start})",
         bytes.len()
     );
     let text = std::str::from_utf8(&bytes[start..data_start])
@@ -276,6 +277,23 @@ pub(crate) fn read_array_at(
     };
     let len = len - h.data_start;
     let data_start = start + h.data_start;
+    let numel = h
+        .shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d as u64));
+    let needed = numel.and_then(|n| n.checked_mul(h.dtype.itemsize() as u64));
+    if let Some(needed) = needed.filter(|&n| n > len as u64) {
+        crate::bail!(
+            Format,
+            "npy: the array's data are cut short: its header describes {} {:?}, {needed} bytes \
+             of data from byte {}, so it should be {} bytes long; it is {}",
+            h.dtype.name(),
+            h.shape,
+            h.data_start,
+            h.data_start as u64 + needed,
+            h.data_start + len
+        );
+    }
     let mut rec = source.record(data_start, len, h.dtype.itemsize())?;
     let offset = rec.place(name, 0, &h.shape, &strides, h.dtype)?;
     if h.big_endian {
@@ -366,7 +384,14 @@ impl FileFormat for Npy {
 
     fn read(&self, source: &Source<'_>, _: LoadFlags) -> Result<TensorDict> {
         let mut dict = TensorDict::new();
-        dict.set(ARRAY_NAME, read_array(source, ARRAY_NAME)?)?;
+        // A lone file whose data are cut short is a truncated file.
+        let t = read_array(source, ARRAY_NAME).map_err(|e| match e.message() {
+            m if m.contains("cut short") => {
+                crate::err!(Format, "npy: the file is truncated: {}", &m[5..])
+            }
+            _ => e,
+        })?;
+        dict.set(ARRAY_NAME, t)?;
         Ok(dict)
     }
 
@@ -471,7 +496,7 @@ mod tests {
         let mut long = header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}");
         long[8] = 0xff;
         let e = parse_header(&long).unwrap_err();
-        assert!(e.message().contains("past the end"), "{e}");
+        assert!(e.message().contains("truncated"), "{e}");
         long[6] = 9;
         assert!(parse_header(&long)
             .unwrap_err()

@@ -320,9 +320,63 @@ fn check_unique_names(header: &[u8]) -> Result<()> {
 }
 
 /// Reads a safetensors file from `source`.
+/// A header or length error of the crate in the file's terms: how long
+/// the file is and how long its first bytes and header say it should be.
+fn length_err(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
+    use safetensors::SafeTensorError as E;
+    let len = bytes.len() as u64;
+    let n = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    match (e, n) {
+        (E::HeaderTooSmall, _) => crate::err!(
+            Format,
+            "safetensors: the file is truncated: it is {len} bytes, less than the 8 bytes that \
+             give its header's length"
+        ),
+        (E::InvalidHeaderLength, Some(n)) if n.saturating_add(8) > len => crate::err!(
+            Format,
+            "safetensors: the file is truncated: its first 8 bytes say a header of {n} bytes \
+             follows, and the file has {} bytes after them",
+            len - 8
+        ),
+        (E::MetadataIncompleteBuffer, Some(n)) => {
+            let header = &bytes[8..8 + n as usize];
+            let data = serde_json::from_slice::<serde_json::Value>(header)
+                .ok()
+                .and_then(|v| {
+                    v.as_object()?
+                        .values()
+                        .filter_map(|t| t.get("data_offsets")?.get(1)?.as_u64())
+                        .max()
+                })
+                .unwrap_or(0);
+            let want = 8 + n + data;
+            if len < want {
+                crate::err!(
+                    Format,
+                    "safetensors: the file is truncated: its header places {data} bytes of \
+                     tensor data after the {}-byte header, so it should be {want} bytes; it is \
+                     {len}",
+                    8 + n
+                )
+            } else {
+                crate::err!(
+                    Format,
+                    "safetensors: {} bytes follow the tensor data the header describes (the \
+                     file should be {want} bytes; it is {len}): expected nothing after them",
+                    len - want
+                )
+            }
+        }
+        (e, _) => st_err(e),
+    }
+}
+
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
     let bytes = source.bytes;
-    let (n, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(st_err)?;
+    let (n, meta) =
+        safetensors::SafeTensors::read_metadata(bytes).map_err(|e| length_err(bytes, e))?;
     check_unique_names(&bytes[8..8 + n])?;
     let data_start = 8 + n;
     let data_len = bytes.len() - data_start;

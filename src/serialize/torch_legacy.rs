@@ -58,9 +58,23 @@ fn magic_end(bytes: &[u8]) -> Option<usize> {
 /// Reads the small pickle at `*pos` (no globals allowed) and moves past it.
 fn small_pickle<'a>(bytes: &'a [u8], pos: &mut usize, what: &str) -> Result<Pickle<'a>> {
     let (v, used) = pickle::parse_prefix(&bytes[*pos..], &|_, _| false, Limits::default())
-        .map_err(|e| crate::err!(Format, "torch legacy: the {what} pickle: {}", e.message()))?;
+        .map_err(|e| pickle_error(bytes.len(), &format!("the {what} pickle"), e))?;
     *pos += used;
     Ok(v)
+}
+
+/// A pickle's error in the file's terms: a pickle cut short means the
+/// file is (the pickles run to the end of what is there).
+fn pickle_error(file: usize, what: &str, e: crate::error::Error) -> crate::error::Error {
+    if e.message().contains("cut short") {
+        crate::err!(
+            Format,
+            "torch legacy: the file is truncated: it is {file} bytes and ends inside {what} ({})",
+            e.message()
+        )
+    } else {
+        crate::err!(Format, "torch legacy: {what}: {}", e.message())
+    }
 }
 
 /// The element size of each storage key, from the main pickle's
@@ -108,7 +122,8 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     // sys_info's byte order does not matter: torch writes the storages
     // of this format little-endian on any machine, and reads them so.
     small_pickle(bytes, &mut pos, "sys_info")?;
-    let (root, used) = torch_pickle::read_pickle(&bytes[pos..], "the main pickle", flags)?;
+    let (root, used) = torch_pickle::read_pickle(&bytes[pos..], "the main pickle", flags)
+        .map_err(|e| pickle_error(bytes.len(), "the main pickle", e))?;
     pos += used;
     let keys = small_pickle(bytes, &mut pos, "storage keys")?;
     let keys = keys.root().as_seq().ok_or_else(|| {
@@ -140,12 +155,25 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         let len = count.and_then(|n| n.checked_mul(elem));
         let fits = len.filter(|&l| l <= (bytes.len() - pos - 8) as u64);
         let Some(len) = fits else {
+            let file = bytes.len();
             crate::bail!(
                 Format,
-                "torch legacy: storage '{key}' at byte {pos}: its element count {} x {elem} \
-                 bytes runs past the end of the {}-byte file",
-                count.map_or("(truncated)".to_owned(), |n| n.to_string()),
-                bytes.len()
+                "torch legacy: {}",
+                match (count, len) {
+                    (None, _) => format!(
+                        "the file is truncated: it is {file} bytes and ends inside storage \
+                         '{key}''s 8-byte element count at byte {pos}"
+                    ),
+                    (Some(n), Some(l)) => format!(
+                        "the file is truncated: storage '{key}' ({n} elements of {elem} bytes \
+                         from byte {}) should end at byte {}; the file is {file} bytes",
+                        pos + 8,
+                        pos as u64 + 8 + l
+                    ),
+                    (Some(n), None) => format!(
+                        "storage '{key}' at byte {pos}: {n} elements of {elem} bytes overflow"
+                    ),
+                }
             );
         };
         let first = map.insert(format!("data/{key}"), (pos + 8, len as usize));

@@ -63,16 +63,6 @@ fn entries(bytes: &[u8]) -> Result<HashMap<String, (usize, usize)>> {
                 String::from_utf8_lossy(&h[124..136])
             );
         };
-        let start = pos + 512;
-        let end = start.checked_add(size).filter(|&e| e <= bytes.len());
-        let Some(end) = end else {
-            crate::bail!(
-                Format,
-                "torch tar: the entry at byte {pos} ({size} bytes) runs past the end of the \
-                 {}-byte file",
-                bytes.len()
-            );
-        };
         let name = match pax.remove("path") {
             Some(p) => p,
             None => {
@@ -83,6 +73,17 @@ fn entries(bytes: &[u8]) -> Result<HashMap<String, (usize, usize)>> {
                     format!("{prefix}/{name}")
                 }
             }
+        };
+        let start = pos + 512;
+        let end = start.checked_add(size).filter(|&e| e <= bytes.len());
+        let Some(end) = end else {
+            crate::bail!(
+                Format,
+                "torch tar: the file is truncated: its entry '{name}' ({size} bytes from byte \
+                 {start}) should end at byte {}; the file is {} bytes",
+                start as u64 + size as u64,
+                bytes.len()
+            );
         };
         match h[156] {
             b'x' => pax = pax_records(&bytes[start..end]),
@@ -99,7 +100,9 @@ fn entries(bytes: &[u8]) -> Result<HashMap<String, (usize, usize)>> {
     }
     crate::bail!(
         Format,
-        "torch tar: the archive ends without its end-of-archive block: truncated"
+        "torch tar: the file is truncated: it is {} bytes and ends before the tar archive's \
+         end (two blocks of zeros)",
+        bytes.len()
     )
 }
 

@@ -117,24 +117,67 @@ struct Directory {
 /// comment ends the bytes exactly.
 fn find_end(bytes: &[u8]) -> Result<usize> {
     let len = bytes.len();
-    crate::ensure!(
-        len >= END_LEN,
-        Format,
-        "a zip archive of {len} bytes: too short for its {END_LEN}-byte end record"
-    );
-    let lowest = (len - END_LEN).saturating_sub(u16::MAX as usize);
-    (lowest..=len - END_LEN)
+    let lowest = len.saturating_sub(END_LEN + u16::MAX as usize);
+    let mut ends = (lowest..=len.saturating_sub(END_LEN))
         .rev()
-        .find(|&p| {
-            bytes[p..p + 4] == END_SIG && p + END_LEN + u16_at(bytes, p + 20) as usize == len
-        })
-        .ok_or_else(|| {
-            crate::err!(
-                Format,
-                "no zip end-of-central-directory record ends the {len} bytes: not a zip \
-                 archive, or one truncated or with bytes appended"
-            )
-        })
+        .filter(|&p| p + END_LEN <= len && bytes[p..p + 4] == END_SIG)
+        .peekable();
+    let last = ends.peek().copied();
+    if let Some(end) = ends.find(|&p| p + END_LEN + u16_at(bytes, p + 20) as usize == len) {
+        return Ok(end);
+    }
+    if let Some(p) = last {
+        let ends_at = p + END_LEN + u16_at(bytes, p + 20) as usize;
+        crate::bail!(
+            Format,
+            "the zip archive's end record at byte {p} (with its comment) ends at byte \
+             {ends_at}, but the file is {len} bytes: bytes appended after its end, or its \
+             comment cut short"
+        );
+    }
+    if bytes.starts_with(&LOCAL_SIG) {
+        crate::bail!(Format, "{}", truncation(bytes));
+    }
+    crate::bail!(
+        Format,
+        "no zip end record ends the {len} bytes: not a zip archive, or one with bytes \
+         appended after its end"
+    )
+}
+
+/// What is missing from a file that starts as a zip archive but has no
+/// end record: the record it ends inside, or the index after the last.
+fn truncation(bytes: &[u8]) -> String {
+    let len = bytes.len();
+    let head = format!(
+        "the file is truncated: it is {len} bytes, and a zip archive (a torch, TorchScript or \
+         npz file) ends with its index (central directory and end record), which is missing"
+    );
+    let mut at = 0usize;
+    while at + 4 <= len && bytes[at..at + 4] == LOCAL_SIG {
+        if at + LOCAL_LEN > len {
+            return format!("{head}: the file ends inside a record's header at byte {at}");
+        }
+        let flags = u16_at(bytes, at + 6);
+        let size = u32_at(bytes, at + 18) as usize;
+        let name_len = u16_at(bytes, at + 26) as usize;
+        let extra_len = u16_at(bytes, at + 28) as usize;
+        let name_end = at + LOCAL_LEN + name_len;
+        let name = String::from_utf8_lossy(&bytes[at + LOCAL_LEN..name_end.min(len)]);
+        // Sizes after the data (flag 3) or in a ZIP64 field: stop guessing.
+        if flags & 8 != 0 || size == u32::MAX as usize {
+            return head;
+        }
+        let end = name_end + extra_len + size;
+        if end > len {
+            return format!(
+                "{head}: the file ends inside the record '{name}' (its {size} bytes of data \
+                 should run to byte {end})"
+            );
+        }
+        at = end;
+    }
+    format!("{head}: the file ends after its last complete record, at byte {at}")
 }
 
 /// The central directory's place and record count, from the end record
