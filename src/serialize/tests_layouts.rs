@@ -90,10 +90,13 @@ struct Emit {
     held: usize,
     /// Leaves only held, never loaded.
     hidden: Vec<usize>,
-    /// Memoized visible leaves and maps: (memo id, the names and leaves
-    /// they gave, relative to their own name).
-    shared: Vec<(u32, Vec<(String, usize)>, usize)>,
+    /// Memoized visible leaves and maps.
+    shared: Vec<Shared>,
 }
+
+/// A memoized visible leaf or map: (memo id, the names and leaves it gave,
+/// relative to its own name, and the skipped storages it counted).
+type Shared = (u32, Vec<(String, usize)>, usize);
 
 fn join(a: &str, b: &str) -> String {
     if a.is_empty() {
