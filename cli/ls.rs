@@ -192,7 +192,8 @@ fn write_file(
     if !skipped.is_empty() {
         writeln!(
             out,
-            "  left out (not tensors, or objects tessera does not load):"
+            "  left out ({}: values that are not tensors, objects tessera does not load):",
+            tessera::serialize::SKIPPED_KEY
         )?;
         for s in skipped {
             writeln!(out, "    {s}")?;

@@ -26,14 +26,19 @@ fuzz_target!(|data: &[u8]| {
                 assert!(allocators
                     .iter()
                     .any(|a| a["name"] == e["allocator"] && a["device"] == e["device"]));
-                for &i in e["stack"].as_array().map_or(&[][..], |s| s.as_slice()) {
-                    assert!(i.as_u64().expect("index") < v["frames"].as_array().unwrap().len() as u64);
+                for i in e["stack"].as_array().map_or(&[][..], |s| s.as_slice()) {
+                    assert!(
+                        i.as_u64().expect("index") < v["frames"].as_array().unwrap().len() as u64
+                    );
                 }
             }
         }
         Err(e) => {
             assert_eq!(e.kind(), tessera::ErrorKind::Format, "{e}");
-            assert!(e.message().starts_with("memory snapshot: ") || e.message().starts_with("pickle: "), "{e}");
+            assert!(
+                e.message().starts_with("memory snapshot: ") || e.message().starts_with("pickle: "),
+                "{e}"
+            );
         }
     }
 });

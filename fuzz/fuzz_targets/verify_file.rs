@@ -15,10 +15,16 @@ fuzz_target!(|data: &[u8]| {
     f.write_all(data).expect("written");
     drop(f);
     let mut last = (0u64, 0u64);
-    let flags = LoadFlags { mmap: true, skip_unknown: true };
+    let flags = LoadFlags {
+        mmap: true,
+        skip_unknown: true,
+    };
     let result = verify(&path, flags, &mut |done, total| {
         // Progress only grows, within its total.
-        assert!(done >= last.0 && done <= total, "{done} of {total} after {last:?}");
+        assert!(
+            done >= last.0 && done <= total,
+            "{done} of {total} after {last:?}"
+        );
         last = (done, total);
     });
     match result {
