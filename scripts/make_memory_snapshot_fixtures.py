@@ -20,7 +20,9 @@ are committed):
   the layout of PyTorch before 2.1, its frames under "history"); traces
   with Unix times in microseconds, segment_alloc, free_requested before
   free_completed, a block still pending free, an oom and a "snapshot"
-  entry. tests/cli.rs checks what `tessera memory-view` makes of both
+  entry. As PyTorch's allocator, trace entries carry the size the caller
+  asked for (a block's requested_size), blocks the rounded size.
+  tests/cli.rs checks what `tessera memory-view` makes of both
   (`memory_view_reads_pytorch_snapshots`).
 """
 
@@ -88,7 +90,7 @@ def cuda_layout_snapshot():
          "frames": load},
         {"action": "alloc", "addr": base0, "size": mib, "stream": 0, "time_us": t0 + 10,
          "frames": load},
-        {"action": "alloc", "addr": base0 + mib, "size": 512, "stream": 0, "time_us": t0 + 20,
+        {"action": "alloc", "addr": base0 + mib, "size": 500, "stream": 0, "time_us": t0 + 20,
          "frames": train},
         {"action": "alloc", "addr": base0 + mib + 512, "size": 1024, "stream": 0,
          "time_us": t0 + 30, "frames": train},
@@ -97,7 +99,7 @@ def cuda_layout_snapshot():
         {"action": "free_completed", "addr": base0 + mib + 512, "size": 1024, "stream": 0,
          "time_us": t0 + 41, "frames": train},
         # Still pending at snapshot time: its block is active_pending_free.
-        {"action": "free_requested", "addr": base0 + mib, "size": 512, "stream": 0,
+        {"action": "free_requested", "addr": base0 + mib, "size": 500, "stream": 0,
          "time_us": t0 + 50, "frames": train},
         {"action": "oom", "addr": 0, "size": 80 * mib, "stream": 0, "time_us": t0 + 60,
          "device_free": 1024, "frames": train},
@@ -105,7 +107,7 @@ def cuda_layout_snapshot():
          "frames": []},
     ]
     trace1 = [
-        {"action": "alloc", "addr": base1, "size": 4096, "stream": 7, "time_us": t0 + 25,
+        {"action": "alloc", "addr": base1, "size": 4000, "stream": 7, "time_us": t0 + 25,
          "frames": train},
     ]
     return {

@@ -603,15 +603,23 @@ fn memory_view_reads_pytorch_snapshots() {
         allocs[1]["device"],
         serde_json::json!({"type": 1, "index": 1})
     );
-    // Device 0: 1 MiB allocated and 512 B pending free (still live); the
-    // peak is before the 1024-byte block was freed.
-    assert_eq!(allocs[0]["stats"]["allocated_bytes"], (1 << 20) + 512);
-    assert_eq!(allocs[0]["stats"]["peak_bytes"], (1 << 20) + 512 + 1024);
+    // Device 0: 1 MiB allocated and 500 B (a 512-byte block) pending free,
+    // still live; the peak is before the 1024-byte block was freed. Live
+    // blocks count the bytes asked for, as the trace does; segment blocks
+    // the rounded size.
+    assert_eq!(allocs[0]["stats"]["allocated_bytes"], (1 << 20) + 500);
+    assert_eq!(allocs[0]["stats"]["peak_bytes"], (1 << 20) + 500 + 1024);
+    assert_eq!(allocs[0]["blocks"][1]["size"], 500);
+    let seg0 = &allocs[0]["segments"][0]["blocks"][1];
+    assert_eq!(
+        (&seg0["size"], &seg0["requested"]),
+        (&512.into(), &500.into())
+    );
     assert_eq!(allocs[0]["stats"]["num_failed"], 1);
     assert_eq!(allocs[0]["segments"][0]["blocks"][2]["state"], "free");
     // Before PyTorch 2.1 a block's requested size and frames were under
     // "history".
-    assert_eq!(allocs[1]["blocks"][0]["requested"], 4000);
+    assert_eq!(allocs[1]["blocks"][0]["size"], 4000);
     assert!(allocs[1]["blocks"][0]["stack"].is_array());
     let events = s["events"].as_array().unwrap();
     let actions: Vec<&str> = events

@@ -12,8 +12,11 @@
 //! - A segment is a segment; its blocks tile it from its address (a block
 //!   without an address, as `_profile_to_snapshot` writes them, starts where
 //!   the one before ended). `active_allocated` and `active_pending_free`
-//!   blocks are allocated (and live blocks of the allocator, with their
-//!   frames as the stack), `inactive` ones free.
+//!   (`active_awaiting_free` in PyTorch's documentation) blocks are
+//!   allocated, `inactive` ones free. An allocated block is also a live
+//!   block of the allocator, of the size the caller asked for
+//!   (`requested_size`, as the trace's `alloc` and `free` entries count it;
+//!   the segment block keeps the rounded size), its frames as its stack.
 //! - Trace entries: `alloc` is `alloc`, `free_completed` is `free`
 //!   (`free_requested` is left out: the block stays live until the free
 //!   completes), `segment_alloc` / `segment_map` are `segment_alloc`,
@@ -209,13 +212,14 @@ impl Doc {
             at = baddr.saturating_add(size);
             let state = bd.get("state").and_then(|v| v.as_str()).unwrap_or("");
             let allocated = match state {
-                "active_allocated" | "active_pending_free" => true,
+                "active_allocated" | "active_pending_free" | "active_awaiting_free" => true,
                 "inactive" => false,
                 _ => {
                     return Err(bad(
                         &format!("{bwhat}'s 'state'"),
                         bd.get("state").unwrap_or(b),
-                        "active_allocated, active_pending_free or inactive",
+                        "active_allocated, active_pending_free (active_awaiting_free) or \
+                         inactive",
                     ))
                 }
             };
@@ -241,17 +245,15 @@ impl Doc {
             seg_blocks.push(Value::Object(sb));
             if allocated {
                 let stack = self.stack_of(&bd, &bwhat)?;
+                let live = requested.unwrap_or(size);
                 let mut lb = Map::new();
                 lb.insert("addr".into(), hex(baddr));
-                lb.insert("size".into(), json!(size));
-                if let Some(r) = requested {
-                    lb.insert("requested".into(), json!(r));
-                }
+                lb.insert("size".into(), json!(live));
                 if !stack.is_empty() {
                     lb.insert("stack".into(), json!(stack));
                 }
                 let al = &mut self.allocators[a];
-                al.allocated = al.allocated.saturating_add(size);
+                al.allocated = al.allocated.saturating_add(live);
                 al.blocks.push(Value::Object(lb));
             }
         }
