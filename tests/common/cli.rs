@@ -3,6 +3,7 @@
 //! status, stdout and stderr.
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -72,4 +73,55 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A safetensors file, written byte by byte: (name, dtype, shape, data)
+/// and metadata.
+pub fn safetensors(path: &Path, tensors: &[(&str, &str, &[u64], Vec<u8>)], meta: &[(&str, &str)]) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (name, dtype, shape, bytes) in tensors {
+        let start = data.len();
+        data.extend_from_slice(bytes);
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [start, data.len()]}),
+        );
+    }
+    if !meta.is_empty() {
+        let m: serde_json::Map<String, Value> = meta
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+            .collect();
+        header.insert("__metadata__".into(), Value::Object(m));
+    }
+    let mut h = serde_json::to_vec(&Value::Object(header)).unwrap();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut file = (h.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&h);
+    file.extend_from_slice(&data);
+    std::fs::write(path, file).unwrap();
+}
+
+pub fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// weights.safetensors: w [2, 3] float, b [3] float, steps [] int64,
+/// mask [4] bool; metadata {"step": "7"}.
+pub fn weights(dir: &Scratch) -> std::path::PathBuf {
+    let p = dir.path("weights.safetensors");
+    safetensors(
+        &p,
+        &[
+            ("w", "F32", &[2, 3], f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])),
+            ("b", "F32", &[3], f32s(&[0.5, -0.5, 0.0])),
+            ("steps", "I64", &[], 7i64.to_le_bytes().to_vec()),
+            ("mask", "BOOL", &[4], vec![1, 0, 0, 1]),
+        ],
+        &[("step", "7")],
+    );
+    p
 }
