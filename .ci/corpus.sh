@@ -9,7 +9,10 @@
 # (scripts/make_corpus_manifest.py). tests/corpus.rs prints one line per
 # file: match, differs (known: a layout tessera cannot read yet, the
 # reason given) or, failing the stage, DIFFERS / MATCHES, expected to
-# differ.
+# differ. Then tests/cli_corpus.rs converts every file tessera reads to
+# safetensors, torch and GGUF with the tessera command and compares each
+# conversion with the file (`tessera diff`: equal), skipping a target that
+# lacks one of the file's dtypes or a 0-dim tensor, and saying so.
 #
 # A download that fails for a reason outside this repository (no network,
 # the index unreachable, no pip) prints SKIPPED with the reason; anything
@@ -37,3 +40,4 @@ elif ((rc != 0)); then
 fi
 du -sh "$cache/dists" "$cache/files"
 TESSERA_CORPUS_DIR=$cache cargo test --quiet --test corpus -- --ignored --nocapture
+TESSERA_CORPUS_DIR=$cache cargo test --quiet --test cli_corpus -- --ignored --nocapture

@@ -12,9 +12,10 @@
 #   VERSION        MAJOR.MINOR.PATCH
 #   SONAME         the library's SONAME (libtessera.so.0.MINOR for 0.x)
 #   EXPECTED_NATIVE_LIBS  the native libraries CMake was configured with
+#   CLI_PATH       where to stage the tessera command (empty: not built)
 #
 # Staged: libtessera.so.VERSION, the symlinks SONAME and libtessera.so,
-# and libtessera.a.
+# libtessera.a, and the tessera command when CLI_PATH is set.
 
 foreach(var CARGO SOURCE_DIR TARGET_DIR PROFILE STAGE_DIR VERSION SONAME)
     if(NOT DEFINED ${var})
@@ -32,6 +33,11 @@ set(cargo_args build --lib --profile "${PROFILE}" --target-dir "${TARGET_DIR}"
     --message-format=json-render-diagnostics)
 if(FEATURES)
     list(APPEND cargo_args --features "${FEATURES}")
+endif()
+# The command (cli/, the crate's default feature cli) in the same cargo
+# run: one lock of the target directory, the library built once.
+if(CLI_PATH)
+    list(APPEND cargo_args --bin tessera)
 endif()
 # A cross build (TESSERA_CARGO_TARGET): cargo puts it under the triple.
 set(target_subdir "")
@@ -93,3 +99,6 @@ configure_file("${built}/libtessera.so" "${STAGE_DIR}/libtessera.so.${VERSION}" 
 configure_file("${built}/libtessera.a" "${STAGE_DIR}/libtessera.a" COPYONLY)
 file(CREATE_LINK "libtessera.so.${VERSION}" "${STAGE_DIR}/${SONAME}" SYMBOLIC)
 file(CREATE_LINK "${SONAME}" "${STAGE_DIR}/libtessera.so" SYMBOLIC)
+if(CLI_PATH)
+    configure_file("${built}/tessera" "${CLI_PATH}" COPYONLY)
+endif()

@@ -8,6 +8,8 @@
  * 3. Sums the result, in total and per row.
  * 4. Prints the results and the allocator statistics: every tensor above
  *    got its memory from the plugin.
+ * 5. Given a file name (`quickstart sums.safetensors`), also saves a, b and
+ *    a + b there, in the format its extension names, for `tessera ls`.
  *
  * Build and run (from the repository root): examples/run.sh quickstart
  */
@@ -92,7 +94,20 @@ static void print_stats(const char *when) {
     TRY(tsr_allocator_decref(cpu));
 }
 
-int main(void) {
+/* Saves the tensors under their names in `path` (tsr_save: the format from
+   the extension; written beside it, then renamed). */
+static void save(const char *path, TsrTensor *a, TsrTensor *b, TsrTensor *c) {
+    TsrTensorDict *d = NULL;
+    TRY(tsr_dict_new(&d));
+    TRY(tsr_dict_set(d, "a", a)); /* the dict keeps its own references */
+    TRY(tsr_dict_set(d, "b", b));
+    TRY(tsr_dict_set(d, "a_plus_b", c));
+    TRY(tsr_save(d, path, TSR_FORMAT_AUTO));
+    tsr_dict_free(d);
+    printf("saved a, b and a_plus_b to %s\n", path);
+}
+
+int main(int argc, char **argv) {
     const int64_t matrix_sizes[] = {2, 3}, row_sizes[] = {3}, row_dim[] = {1};
     const float matrix[] = {1, 2, 3, 4, 5, 6}, row[] = {10, 20, 30};
     TsrTensor *a, *b, *c = NULL, *total = NULL, *row_sums = NULL;
@@ -110,6 +125,7 @@ int main(void) {
     TRY(tsr_sum(c, 1, row_dim, false, &row_sums));
     print_tensor("row sums", row_sums);
     print_stats("in use:");
+    if (argc > 1) save(argv[1], a, b, c);
 
     TRY(tsr_tensor_decref(a));
     TRY(tsr_tensor_decref(b));

@@ -259,6 +259,56 @@ print("ok")
         torch = torch.display().to_string()
     );
     assert!(python(&["-c", &check_torch]).starts_with("ok"));
+    // The TORCH form read back into the JSON form (what `tessera
+    // memory-view` does with a pickle): the same live blocks and the same
+    // alloc / free events, allocator by allocator.
+    let direct: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let back: serde_json::Value =
+        serde_json::from_str(&snapshot::json_from_torch(&std::fs::read(&torch).unwrap()).unwrap())
+            .unwrap();
+    let blocks = |doc: &serde_json::Value, name: &str| {
+        let a = doc["allocators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("allocator {name}"))
+            .clone();
+        let mut b: Vec<(String, u64)> = a["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                (
+                    b["addr"].as_str().unwrap().to_owned(),
+                    b["size"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        b.sort();
+        b
+    };
+    let events = |doc: &serde_json::Value, name: &str| -> Vec<(String, String, u64)> {
+        doc["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["allocator"] == name && e["action"] != "oom")
+            .map(|e| {
+                let f = |k: &str| e[k].as_str().unwrap().to_owned();
+                (f("action"), f("addr"), e["size"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    for name in ["snap-caching", "snap-plain"] {
+        assert_eq!(
+            blocks(&back, name),
+            blocks(&direct, name),
+            "{name}: live blocks"
+        );
+        assert_eq!(events(&back, name), events(&direct, name), "{name}: events");
+    }
     std::fs::remove_file(&json).unwrap();
     std::fs::remove_file(&torch).unwrap();
     drop((keep, raw, cache));

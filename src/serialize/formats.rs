@@ -78,6 +78,28 @@ impl Format {
         self.handler().map_or("auto", |h| h.name())
     }
 
+    /// The file name extensions that name the format (without the dot;
+    /// none for Auto and the read-only formats).
+    pub fn extensions(self) -> &'static [&'static str] {
+        self.handler().map_or(&[], |h| h.extensions())
+    }
+
+    /// Whether tessera writes the format (saving a read-only one is
+    /// refused by name).
+    pub fn writes(self) -> bool {
+        self.handler().is_some_and(|h| h.writes())
+    }
+
+    /// The format `path`'s extension names (ASCII case ignored), if one
+    /// does: what saving with Auto writes.
+    pub fn of_path(path: &Path) -> Option<Format> {
+        let ext = path.extension().and_then(|e| e.to_str())?;
+        Format::ALL
+            .iter()
+            .copied()
+            .find(|f| f.extensions().iter().any(|e| e.eq_ignore_ascii_case(ext)))
+    }
+
     /// The formats and their numbers, for "expected ..." messages.
     pub(crate) fn expected() -> String {
         let names: Vec<String> = std::iter::once(Format::Auto)
@@ -94,11 +116,8 @@ pub(crate) fn for_saving(path: &Path, format: Format) -> &'static dyn FileFormat
     if let Some(h) = format.handler() {
         return h;
     }
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    Format::ALL
-        .iter()
-        .filter_map(|f| f.handler())
-        .find(|h| h.extensions().iter().any(|e| e.eq_ignore_ascii_case(ext)))
+    Format::of_path(path)
+        .and_then(Format::handler)
         .unwrap_or(&super::torch_zip::TORCH_ZIP)
 }
 

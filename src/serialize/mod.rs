@@ -33,12 +33,14 @@ mod torch_values;
 mod torch_write;
 mod torch_zip;
 mod torchscript;
+mod verify;
 mod zip_index;
 
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
+pub use verify::{verify, Verified};
 
 use crate::device::Device;
 use crate::error::Result;
@@ -188,14 +190,19 @@ pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFla
 }
 
 /// Loads a dict from `bytes`, its records viewing `backing` (the storage
-/// holding `bytes`) where alignment allows.
-fn load_source(source: &Source<'_>, format: Format, flags: LoadFlags) -> Result<TensorDict> {
+/// holding `bytes`) where alignment allows; with the format read (for
+/// Auto, the one the bytes tell).
+fn load_source(
+    source: &Source<'_>,
+    format: Format,
+    flags: LoadFlags,
+) -> Result<(Format, TensorDict)> {
     let format = match format {
         Format::Auto => detect(source.bytes)?,
         f => f,
     };
     let handler = format.handler().expect("a detected format is concrete");
-    handler.read(source, flags)
+    Ok((format, handler.read(source, flags)?))
 }
 
 /// The bytes of a CPU storage.
@@ -246,17 +253,34 @@ fn load_backed(
         format,
         flags,
     )
+    .map(|(_, dict)| dict)
 }
 
 /// Loads the dict in the file at `path`.
 pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict> {
+    load_as(path, format, flags).map(|(_, dict)| dict)
+}
+
+/// [`load`], also giving the format the file was read as: `format`, or
+/// for Auto the one its bytes tell (what `tessera ls` shows).
+pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
     let bytes = if flags.mmap {
         map_file(path)?
     } else {
         read_file::read_file(path)?
     };
     // Only this function holds `bytes`: records get storages of their own.
-    load_backed(&bytes, format, false, flags).map_err(|e| e.context(path.display()))
+    let slice = storage_bytes(&bytes)?;
+    load_source(
+        &Source {
+            bytes: slice,
+            backing: Some(&bytes),
+            direct: false,
+        },
+        format,
+        flags,
+    )
+    .map_err(|e| e.context(path.display()))
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.

@@ -1,15 +1,20 @@
 //! Memory snapshots: what every allocator holds, the segments of caching
 //! allocators and the recorded history, written as tessera's JSON
 //! (docs/MEMORY_SNAPSHOT.md, json.rs) or as the pickle PyTorch's
-//! memory_viz reads (torch.rs, written by crate::pickle).
+//! memory_viz reads (torch.rs, written by crate::pickle); that pickle
+//! (PyTorch's or tessera's) is read back into the JSON form by
+//! from_torch.rs, for the viewer.
 //!
 //! Everything is gathered under the history ring's lock, after draining
 //! every thread's event buffer into the ring (so no event falls between
 //! the events and the live blocks), then symbolized and written outside
 //! it.
 
+mod from_torch;
 mod json;
 mod torch;
+
+pub use from_torch::json_from_torch;
 
 use super::caching::{self, SegmentView};
 use super::history::{self, Event, LiveBlock, Stack, Tag};

@@ -1,0 +1,231 @@
+//! `tessera convert`: a tensor file in another format.
+
+use crate::fail::{Fail, Outcome, DIFFERENT, USAGE};
+use crate::input::{self, LoadArgs};
+use crate::progress::Progress;
+use crate::text;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tessera::serialize::{self, Format, TensorDict};
+
+/// What `--help` says after the options: what the command does, in
+/// full, and examples (an `after_help`: a `long_about` would make clap
+/// print every option on two lines, past a screen).
+const DETAILS: &str = "\
+Any format tessera reads to any it writes. The output's format is the one\n\
+its extension names (.pt .pth .bin .ckpt: torch; .safetensors; .npy; .npz;\n\
+.gguf), or --format.\n\
+\n\
+The input is mapped and each tensor written from it as the output is made,\n\
+so memory stays small whatever the file's size. The output appears only when\n\
+complete (written beside it, then renamed): a conversion that fails leaves\n\
+nothing behind and an older file as it was. What the output format cannot\n\
+hold (a dtype, metadata in npz, several tensors in npy, tensors sharing\n\
+memory in safetensors) is refused, naming it.\n\
+\n\
+Examples:\n\
+\x20 tessera convert pytorch_model.bin model.safetensors\n\
+\x20 tessera convert weights.npz weights.pt\n\
+\x20 tessera convert --drop-metadata model.safetensors arrays.npz";
+
+/// Convert a file to another format (by the output's extension)
+#[derive(clap::Args, Debug)]
+#[command(after_help = DETAILS)]
+pub struct Args {
+    /// The file to convert (its format is told by its content)
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// The file to write
+    #[arg(value_name = "OUT")]
+    output: PathBuf,
+    /// The output's format, whatever its extension: torch, safetensors,
+    /// npy, npz, gguf
+    #[arg(long, value_parser = parse_format)]
+    format: Option<Format>,
+    /// Leave the input's metadata out (npz and npy hold none)
+    #[arg(long)]
+    drop_metadata: bool,
+    /// Write a tensor that shares memory with an earlier one (a view, a
+    /// tied weight) as a copy of its own: safetensors, npz, npy and GGUF
+    /// keep no sharing, and safetensors refuses overlapping tensors
+    #[arg(long)]
+    copy_shared: bool,
+    /// Print nothing but errors (no summary, no progress)
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// Left-out values named in the note convert prints (`tessera ls` shows
+/// them all).
+const SHOWN_SKIPPED: usize = 4;
+
+/// The formats tessera writes, as `--format` names them.
+fn writable() -> Vec<&'static str> {
+    Format::ALL
+        .iter()
+        .filter(|f| f.writes())
+        .map(|f| f.name())
+        .collect()
+}
+
+fn parse_format(name: &str) -> Result<Format, String> {
+    Format::ALL
+        .iter()
+        .copied()
+        .find(|f| f.writes() && f.name().eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            format!(
+                "'{name}' is not a format tessera writes: expected one of {}",
+                writable().join(", ")
+            )
+        })
+}
+
+/// The output format: `--format`, else the one the extension names.
+fn output_format(args: &Args) -> Result<Format, Fail> {
+    if let Some(f) = args.format {
+        return Ok(f);
+    }
+    Format::of_path(&args.output).ok_or_else(|| {
+        let exts: Vec<String> = Format::ALL
+            .iter()
+            .flat_map(|f| f.extensions())
+            .map(|e| format!(".{e}"))
+            .collect();
+        Fail::new(
+            USAGE,
+            format!(
+                "{}: no format has this extension: name the file {} or give --format ({})",
+                args.output.display(),
+                exts.join(", "),
+                writable().join(", ")
+            ),
+        )
+    })
+}
+
+/// The directory the output goes into must exist: checked before the
+/// input is read (a large input is not loaded for nothing).
+fn check_output_dir(out: &Path) -> Result<(), Fail> {
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Fail::new(
+        DIFFERENT,
+        format!(
+            "{}: cannot write there: the directory {} does not exist",
+            out.display(),
+            dir.display()
+        ),
+    ))
+}
+
+/// The dict to write: `dict`, without its metadata (`--drop-metadata`),
+/// with each tensor whose storage an earlier tensor uses copied into a
+/// storage of its own (`--copy-shared`).
+fn to_write(dict: TensorDict, args: &Args) -> Result<TensorDict, tessera::Error> {
+    if !args.drop_metadata && !args.copy_shared {
+        return Ok(dict);
+    }
+    let mut out = TensorDict::new();
+    let mut seen = std::collections::HashSet::new();
+    for (name, t) in dict.iter() {
+        let first = seen.insert(tessera::Ref::as_ptr(t.storage().as_rc()) as usize);
+        let t = if args.copy_shared && !first {
+            t.clone_tensor(tessera::MemoryFormat::Contiguous)?
+        } else {
+            t.clone()
+        };
+        out.set(name, t)?;
+    }
+    if !args.drop_metadata {
+        for (k, v) in dict.metadata_iter() {
+            out.set_metadata(k, v)?;
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(args: Args) -> Outcome {
+    let format = output_format(&args)?;
+    check_output_dir(&args.output)?;
+    let (in_format, loaded) = input::load(&args.input, args.load)?;
+    let dict = to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
+    let total: u64 = dict.iter().map(|(_, t)| text::tensor_bytes(t)).sum();
+    let progress = Progress::spinner(
+        args.quiet,
+        format!(
+            "writing {} ({}, {})",
+            args.output.display(),
+            format.name(),
+            text::bytes(total)
+        ),
+    );
+    let saved = serialize::save(&dict, &args.output, format);
+    drop(progress);
+    if let Err(e) = saved {
+        let hint = if !args.drop_metadata
+            && dict.metadata_iter().next().is_some()
+            && e.message().contains("metadata")
+        {
+            " (--drop-metadata converts without it)"
+        } else if !args.copy_shared && e.message().contains("share memory") {
+            " (--copy-shared writes each as a copy of its own)"
+        } else {
+            ""
+        };
+        return Err(Fail::new(
+            DIFFERENT,
+            format!(
+                "cannot write {} as {}: {}{hint}",
+                args.output.display(),
+                format.name(),
+                e.message()
+            ),
+        ));
+    }
+    if !args.quiet {
+        let skipped = input::skipped(&dict);
+        if !skipped.is_empty() {
+            let listed = if args.drop_metadata {
+                String::new()
+            } else {
+                format!(
+                    " (listed in the output's metadata key {})",
+                    serialize::SKIPPED_KEY
+                )
+            };
+            let shown = SHOWN_SKIPPED.min(skipped.len());
+            let more = if skipped.len() > shown {
+                format!("; and {} more", skipped.len() - shown)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "tessera convert: {}: left out {}{listed}: {}{more}",
+                args.input.display(),
+                text::count(skipped.len(), "value"),
+                skipped[..shown].join("; ")
+            );
+        }
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{} ({}) -> {} ({}): {}, {}",
+            args.input.display(),
+            in_format.name(),
+            args.output.display(),
+            format.name(),
+            text::count(dict.len(), "tensor"),
+            text::bytes(total)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
