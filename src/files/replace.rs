@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What every temporary file's name holds: `.NAME.tsr-tmp-PID-N` beside
 /// the destination NAME. A process killed while saving leaves one behind.
-const TEMP_MARK: &str = ".tsr-tmp-";
+pub(super) const TEMP_MARK: &str = ".tsr-tmp-";
 
 /// Symbolic links followed at most (Linux's MAXSYMLINKS).
 const MAX_LINKS: usize = 40;

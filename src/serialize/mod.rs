@@ -2,25 +2,34 @@
 //! in the formats of the table in [`formats`]: TORCH (torch.save's zip
 //! archive, [`torch_write`] / [`torch_read`]), torch.save's legacy format
 //! ([`torch_legacy`], read only), SAFETENSORS ([`safetensors_format`]) and
-//! NumPy's NPY ([`npy`]) and NPZ ([`npz`]), and llama.cpp's GGUF
-//! ([`gguf`], [`gguf_write`]).
+//! NumPy's NPY ([`npy`]) and NPZ ([`npz`]), llama.cpp's GGUF
+//! ([`gguf`], [`gguf_write`]), and torch.distributed.checkpoint
+//! directories ([`dcp`], a format stored as a directory). Besides the
+//! table, a Hugging Face shard index is followed to its shards
+//! ([`hf_shards`]; written by [`save_sharded`]).
 //!
 //! Loading never copies a record twice: a file is read once into a
 //! storage from the CPU allocator (or mapped, [`LoadFlags::mmap`]), and
 //! each record becomes a storage viewing those bytes (keeping them alive)
 //! when its address suits its dtype's alignment, a copy otherwise.
 
+mod dcp;
+mod dcp_chunks;
+mod dcp_metadata;
 pub mod dict;
 mod dtypes;
 mod formats;
 mod gguf;
 mod gguf_types;
 mod gguf_write;
+mod hf_save;
+mod hf_shards;
 mod name_index;
 mod npy;
 mod npz;
 mod read_file;
 mod safetensors_format;
+mod shard_files;
 mod source;
 mod torch_legacy;
 mod torch_pickle;
@@ -33,6 +42,7 @@ mod torchscript;
 
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
+pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_read::SKIPPED_KEY;
 
@@ -80,6 +90,22 @@ pub(crate) trait FileFormat: Sync {
     ) -> Result<()> {
         Err(read_only(self.name()))
     }
+    /// For a format stored as a directory of files (DCP): how it loads
+    /// and saves by path (the one-file methods above refuse). None for a
+    /// one-file format.
+    fn directory(&self) -> Option<&dyn DirectoryFormat> {
+        None
+    }
+}
+
+/// A format stored as a directory of files ([`FileFormat::directory`]).
+pub(crate) trait DirectoryFormat: Sync {
+    /// Whether the directory `dir` holds a checkpoint of this format.
+    fn holds(&self, dir: &Path) -> bool;
+    /// Loads the checkpoint in `dir`.
+    fn load_dir(&self, dir: &Path, flags: LoadFlags) -> Result<TensorDict>;
+    /// Saves `dict` as a checkpoint in `dir`, atomically.
+    fn save_dir(&self, dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()>;
 }
 
 /// How to load.
@@ -168,6 +194,9 @@ pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
 pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFlags) -> Result<()> {
     let handler = formats::for_saving(path, format);
     writable(handler)?;
+    if let Some(dir_format) = handler.directory() {
+        return dir_format.save_dir(dict, path, flags);
+    }
     let floor = handler.size_floor(dict);
     crate::files::replace_file(path, flags.sync, "the tensors", |file, temp| {
         crate::files::reserve(file, floor).map_err(|e| {
@@ -243,15 +272,66 @@ fn load_backed(
     )
 }
 
-/// Loads the dict in the file at `path`.
+/// Loads the dict in the file at `path`; a checkpoint directory (DCP)
+/// in a format stored as one; and for a shard index (with `format` Auto,
+/// or the format of its shards), every shard it names.
 pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict> {
+    if let Some(d) = load_directory(path, format, flags)? {
+        return Ok(d);
+    }
     let bytes = if flags.mmap {
         map_file(path)?
     } else {
         read_file::read_file(path)?
     };
+    let slice = storage_bytes(&bytes)?;
+    if matches!(format, Format::Auto | Format::Safetensors | Format::Torch)
+        && hf_shards::is_index(slice)
+    {
+        return hf_shards::load(path, slice, format, flags);
+    }
+    if format == Format::Auto {
+        if let Ok(f) = detect(slice) {
+            if let Some(dir_format) = f.handler().and_then(|h| h.directory()) {
+                // A DCP checkpoint's .metadata: its directory.
+                return dir_format.load_dir(parent_dir(path), flags);
+            }
+        }
+    }
     // Only this function holds `bytes`: records get storages of their own.
     load_backed(&bytes, format, false, flags)
+}
+
+/// The directory holding `path` ("." for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Loads `path` as a checkpoint directory when it is one of a format
+/// stored as a directory (`format`, or with Auto the first that holds
+/// it); a directory that none holds goes on to the one-file path, which
+/// refuses it. `format` a directory format and `path` its metadata file:
+/// the directory holding it.
+fn load_directory(path: &Path, format: Format, flags: LoadFlags) -> Result<Option<TensorDict>> {
+    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    if let Some(dir_format) = format.handler().and_then(|h| h.directory()) {
+        let dir = if is_dir { path } else { parent_dir(path) };
+        return dir_format.load_dir(dir, flags).map(Some);
+    }
+    if format != Format::Auto || !is_dir {
+        return Ok(None);
+    }
+    for f in Format::ALL {
+        if let Some(dir_format) = f.handler().and_then(|h| h.directory()) {
+            if dir_format.holds(path) {
+                return dir_format.load_dir(path, flags).map(Some);
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.
