@@ -969,57 +969,90 @@ static void c818(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_E
 static void c819(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
 static void c820(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
 static void c821(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c822(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c823(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c824(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c825(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c826(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c827(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c828(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c829(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c830(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c831(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c832(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c833(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c834(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c835(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c836(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c837(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c838(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c839(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c840(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c841(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c842(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
-static void c843(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c844(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c845(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c846(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c847(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c848(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c849(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c850(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c851(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c852(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c853(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c854(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c855(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c856(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c822(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
+static void c823(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c824(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c825(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c826(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c827(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c828(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c829(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c830(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c831(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c832(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c833(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c834(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c835(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
+static void c836(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c837(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
+static void c838(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
+static void c839(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c840(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
+static void c841(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
+static void c842(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
+static void c843(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c844(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c845(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
+static void c846(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c847(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c848(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c849(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c850(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c851(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c852(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c853(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c854(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c855(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
+static void c856(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c857(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c858(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
+static void c859(void) { fx_expect_status(tsr_load(fx_hostile("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c860(void) { fx_expect_status(tsr_load(fx_hostile("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c861(void) { fx_expect_status(tsr_load(fx_hostile("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c862(void) { fx_expect_status(tsr_load(fx_hostile("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c863(void) { fx_expect_status(tsr_load(fx_hostile("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c864(void) { fx_expect_status(tsr_load(fx_hostile("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c865(void) { fx_expect_status(tsr_load(fx_hostile("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c866(void) { fx_expect_status(tsr_load(fx_hostile("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c867(void) { fx_expect_status(tsr_load(fx_hostile("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c868(void) { fx_expect_status(tsr_load(fx_hostile("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c869(void) { fx_expect_status(tsr_load(fx_hostile("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c870(void) { fx_expect_status(tsr_load(fx_hostile("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c871(void) { fx_expect_status(tsr_load(fx_hostile("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c872(void) { fx_expect_status(tsr_load(fx_hostile("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c873(void) { fx_expect_status(tsr_load(fx_hostile("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c874(void) { fx_expect_status(tsr_load(fx_hostile("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c875(void) { fx_expect_status(tsr_load(fx_hostile("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c876(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c877(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c878(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c879(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c880(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c881(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c882(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c883(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c884(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c885(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c886(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c887(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c888(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c889(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c857(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c858(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c859(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c860(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c861(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c862(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c863(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c864(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c865(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c866(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c867(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c868(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c869(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c870(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c890(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c891(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c892(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c893(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c894(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c895(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c896(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c897(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c898(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c899(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c900(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c901(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c902(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c903(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1848,55 +1881,88 @@ static const Case CASES[] = {
     {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c819},
     {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c820},
     {"tsr_save", "path = \"/dev/null\"", c821},
-    {"tsr_save", "call", c822},
-    {"tsr_save_flags", "dict = NULL", c823},
-    {"tsr_save_flags", "path = NULL", c824},
-    {"tsr_save_flags", "path = \"\"", c825},
-    {"tsr_save_flags", "path = \"/\"", c826},
-    {"tsr_save_flags", "path = \"/dev/null\"", c827},
-    {"tsr_save_flags", "format = 99", c828},
-    {"tsr_save_flags", "flags = 2", c829},
-    {"tsr_save_flags", "flags = 0xffffffffu", c830},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c831},
-    {"tsr_save_flags", "call", c832},
-    {"tsr_load", "path = NULL", c833},
-    {"tsr_load", "out = NULL", c834},
-    {"tsr_load", "path = \"/\"", c835},
-    {"tsr_load", "path = \"/dev/null\"", c836},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c837},
-    {"tsr_load", "format = 99", c838},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c839},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c840},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c841},
-    {"tsr_load", "flags = 4", c842},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c843},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c844},
-    {"tsr_load", "call", c845},
-    {"tsr_save_to_storage", "dict = NULL", c846},
-    {"tsr_save_to_storage", "out = NULL", c847},
-    {"tsr_save_to_storage", "format = 99", c848},
-    {"tsr_save_to_storage", "call", c849},
-    {"tsr_load_from_storage", "bytes = NULL", c850},
-    {"tsr_load_from_storage", "out = NULL", c851},
-    {"tsr_load_from_storage", "bytes = F.saved", c852},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c853},
-    {"tsr_load_from_storage", "format = 99", c854},
-    {"tsr_load_from_storage", "flags = 4", c855},
-    {"tsr_load_from_storage", "call", c856},
-    {"tsr_memory_record_history", "options = NULL", c857},
-    {"tsr_memory_record_history", "call", c858},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c859},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c860},
-    {"tsr_memory_snapshot", "path = NULL", c861},
-    {"tsr_memory_snapshot", "call", c862},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c863},
-    {"tsr_memory_snapshot", "format = 7", c864},
-    {"tsr_memory_snapshot", "format = -1", c865},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c866},
-    {"tsr_add_oom_observer", "fn_ = NULL", c867},
-    {"tsr_add_oom_observer", "user = NULL", c868},
-    {"tsr_cpu_allocator_release_all_caches", "call", c869},
-    {"tsr_memory_history_is_recording", "call", c870},
+    {"tsr_save", "format = TSR_FORMAT_DCP", c822},
+    {"tsr_save", "call", c823},
+    {"tsr_save_flags", "dict = NULL", c824},
+    {"tsr_save_flags", "path = NULL", c825},
+    {"tsr_save_flags", "path = \"\"", c826},
+    {"tsr_save_flags", "path = \"/\"", c827},
+    {"tsr_save_flags", "path = \"/dev/null\"", c828},
+    {"tsr_save_flags", "format = 99", c829},
+    {"tsr_save_flags", "flags = 2", c830},
+    {"tsr_save_flags", "flags = 0xffffffffu", c831},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c832},
+    {"tsr_save_flags", "call", c833},
+    {"tsr_save_sharded", "dict = NULL", c834},
+    {"tsr_save_sharded", "directory = NULL", c835},
+    {"tsr_save_sharded", "directory = \"\"", c836},
+    {"tsr_save_sharded", "directory = \"/dev/null\"", c837},
+    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c838},
+    {"tsr_save_sharded", "format = 99", c839},
+    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c840},
+    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c841},
+    {"tsr_save_sharded", "max_shard_bytes = 0", c842},
+    {"tsr_save_sharded", "flags = 2", c843},
+    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c844},
+    {"tsr_save_sharded", "call", c845},
+    {"tsr_load", "path = NULL", c846},
+    {"tsr_load", "out = NULL", c847},
+    {"tsr_load", "path = \"/\"", c848},
+    {"tsr_load", "path = \"/dev/null\"", c849},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c850},
+    {"tsr_load", "format = 99", c851},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c852},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c853},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c854},
+    {"tsr_load", "flags = 4", c855},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c856},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c857},
+    {"tsr_load", "format = TSR_FORMAT_DCP", c858},
+    {"tsr_load", "path = fx_hostile(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c859},
+    {"tsr_load", "path = fx_hostile(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c860},
+    {"tsr_load", "path = fx_hostile(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c861},
+    {"tsr_load", "path = fx_hostile(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c862},
+    {"tsr_load", "path = fx_hostile(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c863},
+    {"tsr_load", "path = fx_hostile(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c864},
+    {"tsr_load", "path = fx_hostile(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c865},
+    {"tsr_load", "path = fx_hostile(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c866},
+    {"tsr_load", "path = fx_hostile(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c867},
+    {"tsr_load", "path = fx_hostile(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c868},
+    {"tsr_load", "path = fx_hostile(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c869},
+    {"tsr_load", "path = fx_hostile(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c870},
+    {"tsr_load", "path = fx_hostile(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c871},
+    {"tsr_load", "path = fx_hostile(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c872},
+    {"tsr_load", "path = fx_hostile(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c873},
+    {"tsr_load", "path = fx_hostile(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c874},
+    {"tsr_load", "path = fx_hostile(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c875},
+    {"tsr_load", "call", c876},
+    {"tsr_save_to_storage", "dict = NULL", c877},
+    {"tsr_save_to_storage", "out = NULL", c878},
+    {"tsr_save_to_storage", "format = 99", c879},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c880},
+    {"tsr_save_to_storage", "call", c881},
+    {"tsr_load_from_storage", "bytes = NULL", c882},
+    {"tsr_load_from_storage", "out = NULL", c883},
+    {"tsr_load_from_storage", "bytes = F.saved", c884},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c885},
+    {"tsr_load_from_storage", "format = 99", c886},
+    {"tsr_load_from_storage", "flags = 4", c887},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c888},
+    {"tsr_load_from_storage", "call", c889},
+    {"tsr_memory_record_history", "options = NULL", c890},
+    {"tsr_memory_record_history", "call", c891},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c892},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c893},
+    {"tsr_memory_snapshot", "path = NULL", c894},
+    {"tsr_memory_snapshot", "call", c895},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c896},
+    {"tsr_memory_snapshot", "format = 7", c897},
+    {"tsr_memory_snapshot", "format = -1", c898},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c899},
+    {"tsr_add_oom_observer", "fn_ = NULL", c900},
+    {"tsr_add_oom_observer", "user = NULL", c901},
+    {"tsr_cpu_allocator_release_all_caches", "call", c902},
+    {"tsr_memory_history_is_recording", "call", c903},
 };
 
 static const char *const COVERED[] = {
@@ -2041,6 +2107,7 @@ static const char *const COVERED[] = {
     "tsr_register_allocator",
     "tsr_save",
     "tsr_save_flags",
+    "tsr_save_sharded",
     "tsr_save_to_storage",
     "tsr_scalar_bool",
     "tsr_scalar_complex",

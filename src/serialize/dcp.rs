@@ -89,8 +89,26 @@ impl DirectoryFormat for Dcp {
         dir.join(METADATA).is_file()
     }
 
-    fn load_dir(&self, dir: &Path, flags: LoadFlags) -> Result<TensorDict> {
-        load(dir, flags)
+    fn load_dir(&self, path: &Path, flags: LoadFlags) -> Result<TensorDict> {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return load(path, flags);
+        }
+        match (path.file_name(), path.parent()) {
+            (Some(n), Some(dir)) if n == METADATA => load(
+                if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                },
+                flags,
+            ),
+            _ => crate::bail!(
+                Io,
+                "'{}' is not a directory: a DCP checkpoint is a directory holding {METADATA}: \
+                 expected its directory or its {METADATA} file",
+                path.display()
+            ),
+        }
     }
 
     fn save_dir(&self, dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()> {

@@ -102,8 +102,9 @@ pub(crate) trait FileFormat: Sync {
 pub(crate) trait DirectoryFormat: Sync {
     /// Whether the directory `dir` holds a checkpoint of this format.
     fn holds(&self, dir: &Path) -> bool;
-    /// Loads the checkpoint in `dir`.
-    fn load_dir(&self, dir: &Path, flags: LoadFlags) -> Result<TensorDict>;
+    /// Loads the checkpoint in the directory `path` (or named by its
+    /// metadata file).
+    fn load_dir(&self, path: &Path, flags: LoadFlags) -> Result<TensorDict>;
     /// Saves `dict` as a checkpoint in `dir`, atomically.
     fn save_dir(&self, dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()>;
 }
@@ -294,7 +295,7 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
         if let Ok(f) = detect(slice) {
             if let Some(dir_format) = f.handler().and_then(|h| h.directory()) {
                 // A DCP checkpoint's .metadata: its directory.
-                return dir_format.load_dir(parent_dir(path), flags);
+                return dir_format.load_dir(path, flags);
             }
         }
     }
@@ -302,24 +303,15 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
     load_backed(&bytes, format, false, flags)
 }
 
-/// The directory holding `path` ("." for a bare name).
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
-
 /// Loads `path` as a checkpoint directory when it is one of a format
 /// stored as a directory (`format`, or with Auto the first that holds
 /// it); a directory that none holds goes on to the one-file path, which
-/// refuses it. `format` a directory format and `path` its metadata file:
-/// the directory holding it.
+/// refuses it. With `format` a directory format, `path` is loaded by it
+/// (a directory, or its metadata file).
 fn load_directory(path: &Path, format: Format, flags: LoadFlags) -> Result<Option<TensorDict>> {
     let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
     if let Some(dir_format) = format.handler().and_then(|h| h.directory()) {
-        let dir = if is_dir { path } else { parent_dir(path) };
-        return dir_format.load_dir(dir, flags).map(Some);
+        return dir_format.load_dir(path, flags).map(Some);
     }
     if format != Format::Auto || !is_dir {
         return Ok(None);
