@@ -525,3 +525,106 @@ pub(crate) fn write(meta: &Metadata) -> Result<Vec<u8>> {
     );
     pickle::write(&root)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(offset: u64) -> Location {
+        Location {
+            file: "__0_0.distcp".into(),
+            offset,
+            length: 10,
+        }
+    }
+
+    fn two_chunks() -> Metadata {
+        Metadata {
+            entries: vec![
+                (
+                    "model.w".into(),
+                    Item::Tensor {
+                        dtype: DType::BFloat16,
+                        size: vec![5, 3],
+                        chunks: vec![
+                            Chunk {
+                                offsets: vec![0, 0],
+                                sizes: vec![3, 3],
+                                at: at(0),
+                            },
+                            Chunk {
+                                offsets: vec![3, 0],
+                                sizes: vec![2, 3],
+                                at: at(10),
+                            },
+                        ],
+                    },
+                ),
+                ("step".into(), Item::Bytes(at(20))),
+                (
+                    "s".into(),
+                    Item::Tensor {
+                        dtype: DType::Long,
+                        size: vec![],
+                        chunks: vec![Chunk {
+                            offsets: vec![],
+                            sizes: vec![],
+                            at: at(30),
+                        }],
+                    },
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let m = two_chunks();
+        assert_eq!(parse(&write(&m).unwrap()).unwrap(), m);
+    }
+
+    /// Metadata with one thing changed, written and read back.
+    fn refused(change: impl FnOnce(&mut Metadata)) -> String {
+        let mut m = two_chunks();
+        change(&mut m);
+        parse(&write(&m).unwrap()).unwrap_err().to_string()
+    }
+
+    fn chunks(m: &mut Metadata) -> &mut Vec<Chunk> {
+        match &mut m.entries[0].1 {
+            Item::Tensor { chunks, .. } => chunks,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn bad_geometry_and_paths_are_named() {
+        let e = refused(|m| chunks(m)[1].offsets = vec![2, 0]);
+        assert!(e.contains("'model.w'") && e.contains("overlap"), "{e}");
+        let e = refused(|m| chunks(m)[1].sizes = vec![1, 3]);
+        assert!(
+            e.contains("not fully covered") && e.contains("[4, 0]"),
+            "{e}"
+        );
+        let e = refused(|m| chunks(m)[1].at.file = "../x.distcp".into());
+        assert!(e.contains("'..'"), "{e}");
+        let e = refused(|m| chunks(m)[1].at.file = "/abs.distcp".into());
+        assert!(e.contains("absolute"), "{e}");
+        let e = refused(|m| chunks(m).pop().map(|_| ()).unwrap_or(()));
+        assert!(e.contains("not fully covered"), "{e}");
+    }
+
+    #[test]
+    fn other_globals_are_refused_never_called() {
+        // The writer's own pickle with a global swapped for os.system.
+        let mut bytes = write(&two_chunks()).unwrap();
+        let from = b"copyreg\n__newobj__\n";
+        let i = bytes.windows(from.len()).position(|w| w == from).unwrap();
+        bytes.splice(
+            i..i + from.len(),
+            b"os\nsystem\n\n\n\n\n\n\n\n\n\n".iter().copied(),
+        );
+        let e = parse(&bytes).unwrap_err().to_string();
+        assert!(e.contains("os.system"), "{e}");
+    }
+}

@@ -216,6 +216,45 @@ mod tests {
     }
 
     #[test]
+    fn read_all_fills_several_files_in_one_range() {
+        // Files of 3 units and a tail, none, less than a unit and 6
+        // units: the threads' parts cross from one file into the next.
+        crate::parallel::set_num_threads(2);
+        let sizes = [3 * 4096 + 17, 0, 100, 6 * 4096];
+        let contents: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(f, &n)| (0..n).map(|i| (i * 13 + f * 101) as u8).collect())
+            .collect();
+        let paths: Vec<_> = contents
+            .iter()
+            .enumerate()
+            .map(|(f, c)| temp_file(&format!("multi{f}"), c))
+            .collect();
+        let files: Vec<File> = paths.iter().map(|p| File::open(p).unwrap()).collect();
+        for min_part in [1, 4096, 3 * 4096, 1 << 20] {
+            let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+            let mut parts: Vec<(&File, &mut [u8])> = files
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(f, b)| (f, b.as_mut_slice()))
+                .collect();
+            read_all(&mut parts, 4096, min_part).unwrap();
+            assert!(bufs == contents, "min_part {min_part}: the bytes differ");
+        }
+        // A file shorter than its buffer: the error names its index.
+        let mut short = vec![0u8; 200];
+        let mut ok = vec![0u8; sizes[0]];
+        let mut parts: Vec<(&File, &mut [u8])> =
+            vec![(&files[0], &mut ok), (&files[2], &mut short)];
+        let (i, e) = read_all(&mut parts, 4096, 1).unwrap_err();
+        assert_eq!((i, e.kind()), (1, std::io::ErrorKind::UnexpectedEof));
+        for p in paths {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+
+    #[test]
     fn read_file_loads_the_whole_file() {
         let bytes: Vec<u8> = (0..70_001u32).map(|i| (i % 251) as u8).collect();
         let path = temp_file("whole", &bytes);
