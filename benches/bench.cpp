@@ -1619,7 +1619,8 @@ void bench_serialize() {
 // A 2 GiB checkpoint in 8 safetensors shards of 256 MiB (issue 53): a copy
 // load of its index on 2 threads against reading every shard with read()
 // into new memory (2 MiB aligned, MADV_HUGEPAGE, as the loader's
-// buffers), one thread per shard, in the same round: what any loader
+// buffers) on as many threads, every buffer kept until all are read and
+// then freed, as the loaded dict is, in the same round: what any loader
 // that copies pays at least.
 void bench_shards() {
     const std::string name = "load 2 GiB in 8 safetensors shards (copy) 2 threads";
@@ -1647,8 +1648,10 @@ void bench_shards() {
         shards.push_back(dir + f);
     }
     const std::string index = dir + "/model.safetensors.index.json";
-    auto read_new = [](const std::string& path) {
-        const size_t huge = size_t(2) << 20;
+    // One shard read into new memory, kept (as a loader keeps it) in
+    // `kept` until the round ends.
+    const size_t huge = size_t(2) << 20;
+    auto read_new = [huge](const std::string& path, std::pair<void*, size_t>& kept) {
         int fd = ::open(path.c_str(), O_RDONLY);
         if (fd < 0) std::exit(1);
         size_t len = size_t(::lseek(fd, 0, SEEK_END));
@@ -1666,7 +1669,7 @@ void bench_shards() {
         }
         ::close(fd);
         keep(p[len - 1]);
-        munmap(m, len + huge);
+        kept = {m, len + huge};
     };
     set_threads(2);
     std::vector<Side> s;
@@ -1677,17 +1680,29 @@ void bench_shards() {
                          tsr_dict_free(out);
                      }
                  }});
-    s.push_back({"read() of the 8 shards into new memory, a thread each", [&](long n) {
+    // As many reading threads as tessera's loops have (2): with more, a
+    // busy machine's scheduler would give the anchor a larger share.
+    const char* anchor = "read() of the 8 shards into new memory on 2 threads";
+    s.push_back({anchor, [&](long n) {
                      for (long i = 0; i < n; i++) {
+                         std::vector<std::pair<void*, size_t>> kept(shards.size());
                          std::vector<std::thread> threads;
-                         for (const std::string& f : shards) threads.emplace_back(read_new, f);
+                         for (int t = 0; t < 2; t++) {
+                             threads.emplace_back([&, t] {
+                                 for (size_t f = size_t(t); f < shards.size(); f += 2)
+                                     read_new(shards[f], kept[f]);
+                             });
+                         }
                          for (std::thread& t : threads) t.join();
+                         // All 2 GiB held at once, then freed, as the load's
+                         // dict is.
+                         for (auto& [m, len] : kept) munmap(m, len);
                      }
                  }});
     measure(s, 400, 5);
     report(name, s, bytes,
-           {{"read() of the 8 shards into new memory, a thread each", 1.1,
-             "<= 1.1x read() of the shards into new memory in parallel (medians)", true}});
+           {{anchor, 1.1, "<= 1.1x read() of the shards into new memory in parallel (medians)",
+             true}});
     set_threads(1);
     for (const std::string& f : shards) std::remove(f.c_str());
     std::remove(index.c_str());

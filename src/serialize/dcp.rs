@@ -262,12 +262,12 @@ fn chunk_tensor(
 /// a zip archive written in the middle of a file holds offsets from its
 /// own first byte (as torch.save's do: DCP reads each as a file of its
 /// own).
-struct From<W> {
+struct OffsetWriter<W> {
     inner: W,
     base: u64,
 }
 
-impl<W: Write> Write for From<W> {
+impl<W: Write> Write for OffsetWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.inner.write(buf)
     }
@@ -276,7 +276,7 @@ impl<W: Write> Write for From<W> {
     }
 }
 
-impl<W: Seek> Seek for From<W> {
+impl<W: Seek> Seek for OffsetWriter<W> {
     fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
         let to = match pos {
             SeekFrom::Start(n) => SeekFrom::Start(self.base + n),
@@ -338,7 +338,7 @@ fn save(dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()> {
             let w = torch_write::write_lone(
                 &one,
                 "archive",
-                From {
+                OffsetWriter {
                     inner: &mut out,
                     base: pos,
                 },
