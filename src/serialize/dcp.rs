@@ -335,7 +335,7 @@ fn save(dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()> {
             let t = compact(t)?;
             let mut one = TensorDict::new();
             one.set("tensor", t.clone())?;
-            let w = torch_write::write_lone(
+            torch_write::write_lone(
                 &one,
                 "archive",
                 OffsetWriter {
@@ -344,7 +344,6 @@ fn save(dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()> {
                 },
             )
             .map_err(|e| e.context(format!("tensor '{name}'")))?;
-            drop(w);
             let end = out
                 .stream_position()
                 .map_err(|e| super::io_err(&dir.join(DATA_FILE), "cannot write", e))?;

@@ -264,6 +264,10 @@ fn location(v: Val<'_>, what: &str) -> Result<Location> {
     })
 }
 
+/// A `MetadataIndex`: the item's name and, for a tensor chunk, its
+/// offsets.
+type StorageKey = (String, Option<Vec<i64>>);
+
 /// Parses a `.metadata` pickle.
 ///
 /// Errors: `Format`, naming the entry and what is wrong (a global outside
@@ -286,7 +290,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Metadata> {
         )));
     };
     // (fqn, offsets or None) -> location, each used once.
-    let mut storage: HashMap<(String, Option<Vec<i64>>), (Location, bool)> = HashMap::new();
+    let mut storage: HashMap<StorageKey, (Location, bool)> = HashMap::new();
     for (k, v) in sd.iter() {
         let what = format!("storage_data key {}", k.describe());
         let kf = fields(k, META, "MetadataIndex", &what)?;

@@ -92,8 +92,12 @@ struct Emit {
     hidden: Vec<usize>,
     /// Memoized visible leaves and maps: (memo id, the names and leaves
     /// they gave, relative to their own name).
-    shared: Vec<(u32, Vec<(String, usize)>, usize)>,
+    shared: Vec<Shared>,
 }
+
+/// A memoized value of [`Emit::shared`]: (memo id, the (name, leaf)
+/// pairs it gave, the storages its skipped entries held).
+type Shared = (u32, Vec<(String, usize)>, usize);
 
 fn join(a: &str, b: &str) -> String {
     if a.is_empty() {
