@@ -366,7 +366,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Metadata> {
                     let at = take(Some(offsets.clone()))?;
                     chunks.push(Chunk { offsets, sizes, at });
                 }
-                dcp_chunks::check_tiling(&name, &size, &chunks)?;
+                let extents: Vec<dcp_chunks::Extent<'_>> = chunks
+                    .iter()
+                    .map(|c| dcp_chunks::Extent {
+                        offsets: &c.offsets,
+                        sizes: &c.sizes,
+                    })
+                    .collect();
+                dcp_chunks::check_tiling(&name, &size, &extents)?;
                 Item::Tensor {
                     dtype,
                     size,
