@@ -291,3 +291,112 @@ pub(crate) fn write_beside(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("tsr-replace-dir-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        p
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn fill<'a>(files: &'a [(&'a str, &'a str)]) -> impl FnOnce(&Path) -> Result<()> + 'a {
+        move |d: &Path| {
+            for (n, text) in files {
+                std::fs::write(d.join(n), text).unwrap();
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_directory_is_made_then_swapped_whole() {
+        let root = scratch("swap");
+        let dest = root.join("ckpt");
+        let ok = |n: &str| n.ends_with(".part");
+        replace_dir(
+            &dest,
+            false,
+            "the test",
+            ok,
+            fill(&[("a.part", "1"), ("b.part", "1")]),
+        )
+        .unwrap();
+        assert_eq!(listing(&dest), ["a.part", "b.part"]);
+        replace_dir(&dest, true, "the test", ok, fill(&[("c.part", "2")])).unwrap();
+        assert_eq!(listing(&dest), ["c.part"]);
+        // Nothing left beside it.
+        assert_eq!(listing(&root), ["ckpt"]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_directory() {
+        let root = scratch("fail");
+        let dest = root.join("ckpt");
+        let ok = |n: &str| n.ends_with(".part");
+        replace_dir(&dest, false, "the test", ok, fill(&[("a.part", "old")])).unwrap();
+        let err = replace_dir(&dest, false, "the test", ok, |d: &Path| {
+            std::fs::write(d.join("b.part"), "half").unwrap();
+            crate::bail!(Io, "the disk filled up")
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("filled up"), "{err}");
+        assert_eq!(listing(&dest), ["a.part"]);
+        assert_eq!(std::fs::read_to_string(dest.join("a.part")).unwrap(), "old");
+        assert_eq!(listing(&root), ["ckpt"]);
+        // A directory holding anything else is not replaced.
+        std::fs::write(dest.join("notes.txt"), "mine").unwrap();
+        let err = replace_dir(&dest, false, "the test", ok, fill(&[])).unwrap_err();
+        assert!(err.to_string().contains("'notes.txt'"), "{err}");
+        assert_eq!(listing(&dest), ["a.part", "notes.txt"]);
+        // Nor a file.
+        let file = root.join("file");
+        std::fs::write(&file, "x").unwrap();
+        let err = replace_dir(&file, false, "the test", ok, fill(&[])).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn files_written_beside_appear_together_or_not_at_all() {
+        let dir = scratch("beside");
+        std::fs::write(dir.join("keep"), "k").unwrap();
+        let names = vec!["s1".to_owned(), "index".to_owned()];
+        let err = write_beside(&dir, &names, false, "the test", |t: &Path| {
+            std::fs::write(t.join("s1"), "1").unwrap();
+            crate::bail!(Io, "the second shard failed")
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("second shard"), "{err}");
+        assert_eq!(listing(&dir), ["keep"]);
+        write_beside(
+            &dir,
+            &names,
+            true,
+            "the test",
+            fill(&[("s1", "1"), ("index", "i")]),
+        )
+        .unwrap();
+        assert_eq!(listing(&dir), ["index", "keep", "s1"]);
+        // A name that is a directory in `dir` is refused before writing.
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        let err =
+            write_beside(&dir, &["sub".to_owned()], false, "the test", fill(&[])).unwrap_err();
+        assert!(err.to_string().contains("a directory"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
