@@ -418,7 +418,7 @@ pub fn fuzz_load_files(data: &[u8]) {
     use tessera::ffi::*;
     use std::os::unix::ffi::OsStrExt;
     let mut input = Input::new(data);
-    let dcp = input.u8() % 2 == 0;
+    let dcp = !input.bool();
     let len = input.u16() as usize;
     let rest = input.data;
     let (first, second) = rest.split_at(len.min(rest.len()));
