@@ -10,7 +10,8 @@
 #     sharing compared both ways.
 #   - the safetensors PyPI package (numpy backend, pip-installed into the
 #     cache): it reads a file tessera wrote, and tessera reads one it
-#     wrote (tests/interop/safetensors_driver.c, safetensors_interop.py).
+#     wrote (tests/interop/safetensors_driver.c, safetensors_interop.py);
+#     it reads tessera's sharded save (tests/interop/shards_safetensors_check.py).
 #
 # A part whose tool cannot be installed (no network, no wheel for this
 # platform) prints SKIPPED with the reason; anything else failing fails
@@ -75,6 +76,32 @@ safetensors_py() {
     PYTHONPATH=$py python3 tests/interop/safetensors_interop.py check "$work/from_tessera.safetensors"
     PYTHONPATH=$py python3 tests/interop/safetensors_interop.py write "$work/from_python.safetensors"
     "$work/safetensors_driver" check "$work/from_python.safetensors"
+    # Sharded saves (issue 53): tsr_save_sharded's shards and index read
+    # by the safetensors package. The direction torch reads (DCP with
+    # torch.distributed.checkpoint.load on 1 and 2 ranks) needs Python
+    # torch and its CUDA wheels: see shards_torch.
+    TESSERA_SHARDS_OUT=$work/shards cargo test --quiet --test format_shards \
+        dcp_saves_round_trip
+    PYTHONPATH=$py python3 tests/interop/shards_safetensors_check.py "$work/shards"
+}
+
+# ---- Sharded and DCP checkpoints read by Python torch ------------------------
+# Only where Python torch imports already (CI does not install it: the
+# CUDA wheels libtorch_cuda.so links are ~1.8 GB more to download and
+# ~2.7 GB to unpack, minutes the CI budget lacks; docs/FORMATS.md,
+# "Interop in CI"): torch.distributed.checkpoint.load of tessera's DCP
+# directory on one process and on two gloo ranks into DTensors, the
+# shards with the safetensors package and torch.load. The committed
+# fixtures (tests/data/shards/, made by real torch) cover the other
+# direction in `cargo test`.
+shards_torch() {
+    if ! python3 -c "import torch, safetensors" 2>/dev/null; then
+        echo "SKIPPED sharded checkpoints read by torch: Python torch is not installed (by design: docs/FORMATS.md, Interop in CI)"
+        return 0
+    fi
+    TESSERA_SHARDS_OUT=$work/shards_torch cargo test --quiet --test format_shards \
+        dcp_saves_round_trip
+    python3 scripts/make_shard_fixtures.py --check "$work/shards_torch"
 }
 
 # ---- NumPy .npy (Python) -----------------------------------------------------
@@ -128,4 +155,6 @@ echo "--- NumPy .npy and .npz"
 npy_py
 echo "--- GGUF"
 gguf_py
+echo "--- sharded and DCP checkpoints read by Python torch"
+shards_torch
 echo "serialization interop: done"

@@ -307,6 +307,49 @@ static const char *fx_path(void) {
     return fx_path_buf;
 }
 
+/* tests/data/shards/hostile/NAME (checkpoints with one thing wrong each,
+ * made by scripts/make_shard_fixtures.py), found from this header's path. */
+static const char *fx_hostile(const char *name) {
+    static char buf[4][4096];
+    static int next;
+    char *out = buf[next++ % 4];
+    const char *file = __FILE__;
+    const char *slash = strrchr(file, '/');
+    if (slash == NULL) {
+        snprintf(out, sizeof buf[0], "../tests/data/shards/hostile/%s", name);
+    } else {
+        snprintf(out, sizeof buf[0], "%.*s/../tests/data/shards/hostile/%s", (int)(slash - file),
+                 file, name);
+    }
+    return out;
+}
+
+/* A scratch directory for tsr_save_sharded, removed with what it holds
+ * (the names a sharded save of F.dict writes) at exit. */
+static char fx_shard_dir_buf[64];
+static void fx_shard_dir_remove(void) {
+    static const char *names[] = {"model.safetensors", "model.safetensors.index.json",
+                                  "pytorch_model.bin", "pytorch_model.bin.index.json",
+                                  "model-00001-of-00002.safetensors",
+                                  "model-00002-of-00002.safetensors",
+                                  "pytorch_model-00001-of-00002.bin",
+                                  "pytorch_model-00002-of-00002.bin"};
+    char path[128];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", fx_shard_dir_buf, names[i]);
+        remove(path);
+    }
+    remove(fx_shard_dir_buf);
+}
+static const char *fx_shard_dir(void) {
+    if (!fx_shard_dir_buf[0]) {
+        snprintf(fx_shard_dir_buf, sizeof fx_shard_dir_buf, "/tmp/tsr-bad-input-shards-%ld",
+                 (long)getpid());
+        atexit(fx_shard_dir_remove);
+    }
+    return fx_shard_dir_buf;
+}
+
 /* A scratch path for tsr_memory_snapshot, removed at exit. */
 static char fx_snapshot_buf[64];
 static void fx_snapshot_unlink(void) { remove(fx_snapshot_buf); }

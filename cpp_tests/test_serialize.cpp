@@ -89,3 +89,28 @@ TEST(safetensors_round_trip_and_errors) {
     std::remove(path.c_str());
     CHECK_FAILS(TensorDict::load("/nonexistent/x.pt"), TSR_ERR_IO, "/nonexistent/x.pt");
 }
+
+TEST(sharded_and_dcp_checkpoints) {
+    TensorDict d = OK(TensorDict::create());
+    OK(d.set("a", iota(64)));
+    OK(d.set("b", iota(64)));
+    std::string dir = temp_path(".shards");
+    OK(d.save_sharded(dir.c_str(), 256)); /* 256 bytes per shard: two shards */
+    std::string index = dir + "/model.safetensors.index.json";
+    TensorDict back = OK(TensorDict::load(index.c_str()));
+    CHECK_EQ(back.size(), size_t(2));
+    CHECK_EQ(static_cast<const float*>(back["b"].data())[63], 63.0f);
+    std::remove((dir + "/model-00001-of-00002.safetensors").c_str());
+    std::remove((dir + "/model-00002-of-00002.safetensors").c_str());
+    std::remove(index.c_str());
+    std::remove(dir.c_str());
+    CHECK_FAILS(d.save_sharded(dir.c_str(), 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes");
+
+    std::string dcp = temp_path(".dcp");
+    OK(d.save(dcp.c_str(), Format::Dcp));
+    TensorDict from_dcp = OK(TensorDict::load(dcp.c_str(), Format::Auto, TSR_LOAD_MMAP));
+    CHECK_EQ(static_cast<const float*>(from_dcp["a"].data())[5], 5.0f);
+    std::remove((dcp + "/.metadata").c_str());
+    std::remove((dcp + "/__0_0.distcp").c_str());
+    std::remove(dcp.c_str());
+}

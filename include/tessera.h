@@ -1318,6 +1318,16 @@ typedef struct TsrTensorDesc {
  */
 #define TSR_FORMAT_GGUF 7
 
+/**
+ * torch.distributed.checkpoint: a directory of `.metadata` and
+ * `__R_N.distcp` files. tsr_load of the directory (TSR_FORMAT_AUTO finds
+ * it) gives full tensors whatever number of ranks wrote it, names joined
+ * by '.', non-tensor items listed in "tessera.skipped"; tsr_save(dict,
+ * directory, TSR_FORMAT_DCP) writes one torch.distributed.checkpoint.load
+ * reads, replacing the directory atomically.
+ */
+#define TSR_FORMAT_DCP 8
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -3435,9 +3445,44 @@ TsrStatus tsr_save_flags(const struct TsrTensorDict *dict,
                          uint32_t flags);
 
 /**
+ * Saves `dict` into the directory `directory` (made when missing) as a
+ * Hugging Face sharded checkpoint: shards of at most `max_shard_bytes`
+ * bytes of tensors (a larger tensor alone in its shard), named as
+ * transformers' save_pretrained names them, plus the index.
+ * TSR_FORMAT_SAFETENSORS or TSR_FORMAT_AUTO: model-00001-of-00003.safetensors
+ * ... and model.safetensors.index.json; TSR_FORMAT_TORCH: torch.save
+ * shards pytorch_model-00001-of-00003.bin ... and
+ * pytorch_model.bin.index.json. A dict that fits in one shard is written
+ * as the one file model.safetensors / pytorch_model.bin, without an
+ * index, as transformers does. tsr_load of the index (or of the one
+ * file) loads it back. `flags`: 0 or TSR_SAVE_SYNC.
+ *
+ * Nothing in the directory changes until every file is written (in a
+ * temporary directory inside it); then each is renamed into place, the
+ * index last, and shards of an earlier save under those names that the
+ * new one does not use are removed (other files are left alone).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (another
+ * format, max_shard_bytes 0, unknown flags, an empty path; safetensors
+ * tensors sharing memory); TSR_ERR_DEVICE; TSR_ERR_DTYPE; TSR_ERR_IO.
+ *
+ * # Safety
+ * `dict` NULL or live; `directory` NULL or NUL-terminated.
+ */
+TsrStatus tsr_save_sharded(const struct TsrTensorDict *dict,
+                           const char *directory,
+                           TsrFormat format,
+                           uint64_t max_shard_bytes,
+                           uint32_t flags);
+
+/**
  * Loads the file at `path` into a new dictionary. flags 0: tensors own
  * memory from the CPU allocator (the file is read once); TSR_LOAD_MMAP:
- * they view a private mapping of the file.
+ * they view a private mapping of the file. Also loads a Hugging Face
+ * shard index (model.safetensors.index.json, pytorch_model.bin.index.json:
+ * every shard, read in parallel, checked against the index; shard paths
+ * must stay inside the index's directory) and a torch.distributed.checkpoint
+ * directory (TSR_FORMAT_DCP: full tensors, names joined by '.').
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (format,
  * flags); TSR_ERR_IO (the path and the OS reason; a path that is not a

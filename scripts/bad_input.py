@@ -108,6 +108,7 @@ DEFAULTS = [
     (r"const char \*", r"key", '"k"'),
     (r"const char \*", r"value", '"v"'),
     (r"const char \*", r"path", "fx_path()"),
+    (r"const char \*", r"directory", "fx_shard_dir()"),
     (r"TsrFormat", r".*", "TSR_FORMAT_TORCH"),
     (r"uint32_t", r"flags", "0"),
     (r"TsrDType \*", r".*", "&S.dtype"),

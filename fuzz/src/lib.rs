@@ -376,6 +376,13 @@ fn load(
         assert!(dict.is_null(), "a refused load wrote its out-pointer");
         return;
     }
+    check_dict(dict);
+}
+
+/// Checks every tensor of a loaded `dict` (as `load` does) and frees it.
+fn check_dict(dict: *mut tessera::ffi::serialize::TsrTensorDict) {
+    use tessera::ffi::serialize::*;
+    use tessera::ffi::*;
     // SAFETY: dict is the live dictionary just loaded.
     let n = unsafe { tsr_dict_size(dict) };
     for i in 0..n {
@@ -396,4 +403,52 @@ fn load(
     }
     // SAFETY: dict is live and not used afterwards.
     unsafe { tsr_dict_free(dict) };
+}
+
+/// Fuzzes loading a checkpoint of several files through `tsr_load` of a
+/// path: the first byte picks a DCP directory (even: `.metadata` and
+/// `__0_0.distcp`) or a Hugging Face shard index (odd:
+/// `model.safetensors.index.json` and `model-00001-of-00001.safetensors`);
+/// the next two bytes give the first file's length, the rest is the
+/// second file. Both are written into a scratch directory of this
+/// process and loaded by copy and mapped: a refusal is a clean error
+/// (`check_refusal`), a loaded tensor passes `load`'s checks.
+pub fn fuzz_load_files(data: &[u8]) {
+    use tessera::ffi::serialize::*;
+    use tessera::ffi::*;
+    use std::os::unix::ffi::OsStrExt;
+    let mut input = Input::new(data);
+    let dcp = !input.bool();
+    let len = input.u16() as usize;
+    let rest = input.data;
+    let (first, second) = rest.split_at(len.min(rest.len()));
+    let base = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = base.join(format!("tsr-fuzz-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).expect("a scratch directory");
+    let (names, load_path) = if dcp {
+        ([".metadata", "__0_0.distcp"], dir.clone())
+    } else {
+        let index = "model.safetensors.index.json";
+        ([index, "model-00001-of-00001.safetensors"], dir.join(index))
+    };
+    std::fs::write(dir.join(names[0]), first).expect("writing the scratch file");
+    std::fs::write(dir.join(names[1]), second).expect("writing the scratch file");
+    let path = std::ffi::CString::new(load_path.as_os_str().as_bytes()).expect("no NUL");
+    for flags in [0, TSR_LOAD_MMAP] {
+        let mut dict = std::ptr::null_mut();
+        // SAFETY: path is NUL-terminated; dict is writable.
+        let status = unsafe { tsr_load(path.as_ptr(), TSR_FORMAT_AUTO, flags, &mut dict) };
+        if status != TSR_OK {
+            check_refusal("tsr_load", status);
+            assert!(dict.is_null(), "a refused load wrote its out-pointer");
+            continue;
+        }
+        check_dict(dict);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,8 @@
 /**
  * @file tessera/serialize.hpp
  * @brief TensorDict: an ordered name -> tensor map with string metadata,
- * saved and loaded in the torch (torch.save) and safetensors formats.
+ * saved and loaded in the formats of TSR_FORMAT_* (torch.save, safetensors,
+ * DCP directories, ...) and as Hugging Face sharded checkpoints.
  *
  * Part of tessera's C++ API; include tessera.hpp for all of it.
  */
@@ -30,6 +31,8 @@ enum class Format : TsrFormat {
     Torch = TSR_FORMAT_TORCH,
     /** The safetensors layout. */
     Safetensors = TSR_FORMAT_SAFETENSORS,
+    /** torch.distributed.checkpoint: a directory (.metadata + .distcp files). */
+    Dcp = TSR_FORMAT_DCP,
 };
 
 /**
@@ -90,6 +93,17 @@ class TensorDict {
                        uint32_t flags = 0) const {
         return detail::check(
             tsr_save_flags(handle_, path, static_cast<TsrFormat>(format), flags));
+    }
+
+    /** Saves into the directory `directory` as a Hugging Face sharded
+        checkpoint: shards of at most `max_shard_bytes` bytes of tensors
+        plus the index, named as transformers' save_pretrained names them
+        (tsr_save_sharded; `format`: Safetensors / Auto or Torch;
+        `flags`: 0 or TSR_SAVE_SYNC). */
+    Returns<void> save_sharded(const char* directory, uint64_t max_shard_bytes,
+                               Format format = Format::Safetensors, uint32_t flags = 0) const {
+        return detail::check(tsr_save_sharded(handle_, directory, static_cast<TsrFormat>(format),
+                                              max_shard_bytes, flags));
     }
 
     /** The file bytes in a new CPU storage. */

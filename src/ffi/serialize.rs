@@ -7,9 +7,9 @@ use super::storage::{storage_handle, storage_ref};
 use super::tensor::{tensor_handle, tensor_ref};
 use super::types::*;
 pub use super::types::{
-    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_GGUF, TSR_FORMAT_NPY, TSR_FORMAT_NPZ,
-    TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT, TSR_FORMAT_TORCH_LEGACY,
-    TSR_LOAD_MMAP, TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
+    TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_DCP, TSR_FORMAT_GGUF, TSR_FORMAT_NPY,
+    TSR_FORMAT_NPZ, TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT,
+    TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP, TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
@@ -68,6 +68,7 @@ const _: () = assert!(TSR_FORMAT_AUTO == 0 && TSR_FORMAT_TORCH == 1);
 const _: () = assert!(TSR_FORMAT_SAFETENSORS == 2 && TSR_FORMAT_NPY == 3);
 const _: () = assert!(TSR_FORMAT_TORCH_LEGACY == 4 && TSR_FORMAT_TORCHSCRIPT == 5);
 const _: () = assert!(TSR_FORMAT_NPZ == 6 && TSR_FORMAT_GGUF == 7);
+const _: () = assert!(TSR_FORMAT_DCP == 8);
 
 fn flags_arg(flags: u32) -> Result<LoadFlags> {
     crate::ensure!(
@@ -320,9 +321,56 @@ unsafe fn save_body(
     serialize::save_flags(d, path, format, save_flags_arg(flags)?)
 }
 
+/// Saves `dict` into the directory `directory` (made when missing) as a
+/// Hugging Face sharded checkpoint: shards of at most `max_shard_bytes`
+/// bytes of tensors (a larger tensor alone in its shard), named as
+/// transformers' save_pretrained names them, plus the index.
+/// TSR_FORMAT_SAFETENSORS or TSR_FORMAT_AUTO: model-00001-of-00003.safetensors
+/// ... and model.safetensors.index.json; TSR_FORMAT_TORCH: torch.save
+/// shards pytorch_model-00001-of-00003.bin ... and
+/// pytorch_model.bin.index.json. A dict that fits in one shard is written
+/// as the one file model.safetensors / pytorch_model.bin, without an
+/// index, as transformers does. tsr_load of the index (or of the one
+/// file) loads it back. `flags`: 0 or TSR_SAVE_SYNC.
+///
+/// Nothing in the directory changes until every file is written (in a
+/// temporary directory inside it); then each is renamed into place, the
+/// index last, and shards of an earlier save under those names that the
+/// new one does not use are removed (other files are left alone).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (another
+/// format, max_shard_bytes 0, unknown flags, an empty path; safetensors
+/// tensors sharing memory); TSR_ERR_DEVICE; TSR_ERR_DTYPE; TSR_ERR_IO.
+///
+/// # Safety
+/// `dict` NULL or live; `directory` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_save_sharded(
+    dict: *const TsrTensorDict,
+    directory: *const c_char,
+    format: TsrFormat,
+    max_shard_bytes: u64,
+    flags: u32,
+) -> TsrStatus {
+    guard("tsr_save_sharded", || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        check_not_null(directory, "directory")?;
+        // SAFETY: directory is non-NULL and NUL-terminated.
+        let dir = unsafe { path_arg(directory)? };
+        let format = format_arg(format)?;
+        let flags = save_flags_arg(flags)?;
+        serialize::save_sharded(d, dir, format, max_shard_bytes, flags).map(|_| ())
+    })
+}
+
 /// Loads the file at `path` into a new dictionary. flags 0: tensors own
 /// memory from the CPU allocator (the file is read once); TSR_LOAD_MMAP:
-/// they view a private mapping of the file.
+/// they view a private mapping of the file. Also loads a Hugging Face
+/// shard index (model.safetensors.index.json, pytorch_model.bin.index.json:
+/// every shard, read in parallel, checked against the index; shard paths
+/// must stay inside the index's directory) and a torch.distributed.checkpoint
+/// directory (TSR_FORMAT_DCP: full tensors, names joined by '.').
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (format,
 /// flags); TSR_ERR_IO (the path and the OS reason; a path that is not a

@@ -444,6 +444,13 @@ pub const TSR_FORMAT_NPZ: TsrFormat = 6;
 /// uint8 raw blocks with "NAME.ggml_type" and "NAME.ggml_shape" metadata
 /// (written back as that type). TSR_LOAD_MMAP views the file.
 pub const TSR_FORMAT_GGUF: TsrFormat = 7;
+/// torch.distributed.checkpoint: a directory of `.metadata` and
+/// `__R_N.distcp` files. tsr_load of the directory (TSR_FORMAT_AUTO finds
+/// it) gives full tensors whatever number of ranks wrote it, names joined
+/// by '.', non-tensor items listed in "tessera.skipped"; tsr_save(dict,
+/// directory, TSR_FORMAT_DCP) writes one torch.distributed.checkpoint.load
+/// reads, replacing the directory atomically.
+pub const TSR_FORMAT_DCP: TsrFormat = 8;
 /// tsr_load flag: tensors view a private (copy-on-write) mapping of the
 /// file, nothing copied (torch.load(mmap=True)).
 pub const TSR_LOAD_MMAP: u32 = 1;

@@ -9,14 +9,25 @@
 //!   renames it over the destination once complete, so a failed save
 //!   leaves the destination as it was, byte for byte; [`reserve`]
 //!   allocates the new file's disk space before it is written.
+//! - [`replace_dir`] does the same for a directory (a checkpoint of
+//!   several files): filled beside the destination, then swapped with it
+//!   in one rename; [`write_beside`] puts several files into a directory
+//!   together (shards and their index), renamed only once all are written.
+//! - [`open_inside`] opens a file that another file names (a shard index,
+//!   a DCP checkpoint's metadata), refusing a path that leaves its
+//!   directory (`..`, an absolute path, a symbolic link out of it).
 //!
 //! Uses only `error`.
 
+mod inside;
 mod open;
 mod replace;
+mod replace_dir;
 
+pub(crate) use inside::{canonical_dir, check_relative, open_inside};
 pub(crate) use open::open_regular;
 pub(crate) use replace::{replace_file, reserve};
+pub(crate) use replace_dir::{replace_dir, write_beside};
 
 use std::fs::FileType;
 use std::os::unix::fs::FileTypeExt;

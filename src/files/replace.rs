@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// the destination NAME, or `.tsr-tmp-PID-N` where the file system
 /// refuses that name as too long. A process killed while saving leaves
 /// one behind.
-const TEMP_MARK: &str = ".tsr-tmp-";
+pub(super) const TEMP_MARK: &str = ".tsr-tmp-";
 
 /// Symbolic links followed at most (Linux's MAXSYMLINKS).
 const MAX_LINKS: usize = 40;

@@ -70,6 +70,9 @@ format_table! {
     TorchLegacy = 4 => super::torch_legacy::TORCH_LEGACY,
     /// llama.cpp's GGUF (versions 3 and 2, little-endian).
     Gguf = 7 => super::gguf::GGUF,
+    /// torch.distributed.checkpoint: a directory (`.metadata` and
+    /// `.distcp` files), loaded and saved by its path only.
+    Dcp = 8 => super::dcp::DCP,
 }
 
 impl Format {

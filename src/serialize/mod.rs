@@ -2,26 +2,35 @@
 //! in the formats of the table in [`formats`]: TORCH (torch.save's zip
 //! archive, [`torch_write`] / [`torch_read`]), torch.save's legacy format
 //! ([`torch_legacy`], read only), SAFETENSORS ([`safetensors_format`]) and
-//! NumPy's NPY ([`npy`]) and NPZ ([`npz`]), and llama.cpp's GGUF
-//! ([`gguf`], [`gguf_write`]).
+//! NumPy's NPY ([`npy`]) and NPZ ([`npz`]), llama.cpp's GGUF
+//! ([`gguf`], [`gguf_write`]), and torch.distributed.checkpoint
+//! directories ([`dcp`], a format stored as a directory). Besides the
+//! table, a Hugging Face shard index is followed to its shards
+//! ([`hf_shards`]; written by [`save_sharded`]).
 //!
 //! Loading never copies a record twice: a file is read once into a
 //! storage from the CPU allocator (or mapped, [`LoadFlags::mmap`]), and
 //! each record becomes a storage viewing those bytes (keeping them alive)
 //! when its address suits its dtype's alignment, a copy otherwise.
 
+mod dcp;
+mod dcp_chunks;
+mod dcp_metadata;
 pub mod dict;
 mod dtypes;
 mod formats;
 mod gguf;
 mod gguf_types;
 mod gguf_write;
+mod hf_save;
+mod hf_shards;
 mod name_index;
 mod npy;
 mod npz;
 mod ranges;
 mod read_file;
 mod safetensors_format;
+mod shard_files;
 mod source;
 mod torch_legacy;
 mod torch_loader;
@@ -38,6 +47,7 @@ mod zip_index;
 
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
+pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
 pub use verify::{verify, Verified};
@@ -86,6 +96,23 @@ pub(crate) trait FileFormat: Sync {
     ) -> Result<()> {
         Err(read_only(self.name()))
     }
+    /// For a format stored as a directory of files (DCP): how it loads
+    /// and saves by path (the one-file methods above refuse). None for a
+    /// one-file format.
+    fn directory(&self) -> Option<&dyn DirectoryFormat> {
+        None
+    }
+}
+
+/// A format stored as a directory of files ([`FileFormat::directory`]).
+pub(crate) trait DirectoryFormat: Sync {
+    /// Whether the directory `dir` holds a checkpoint of this format.
+    fn holds(&self, dir: &Path) -> bool;
+    /// Loads the checkpoint in the directory `path` (or named by its
+    /// metadata file).
+    fn load_dir(&self, path: &Path, flags: LoadFlags) -> Result<TensorDict>;
+    /// Saves `dict` as a checkpoint in `dir`, atomically.
+    fn save_dir(&self, dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()>;
 }
 
 /// How to load.
@@ -175,6 +202,9 @@ pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
 pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFlags) -> Result<()> {
     let handler = formats::for_saving(path, format);
     writable(handler)?;
+    if let Some(dir_format) = handler.directory() {
+        return dir_format.save_dir(dict, path, flags);
+    }
     let floor = handler.size_floor(dict);
     crate::files::replace_file(path, flags.sync, "the tensors", |file, temp| {
         crate::files::reserve(file, floor).map_err(|e| {
@@ -256,21 +286,57 @@ fn load_backed(
     .map(|(_, dict)| dict)
 }
 
-/// Loads the dict in the file at `path`.
+/// Loads the dict in the file at `path`; a checkpoint directory (DCP)
+/// in a format stored as one; and for a shard index (with `format` Auto,
+/// or the format of its shards), every shard it names.
 pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict> {
     load_as(path, format, flags).map(|(_, dict)| dict)
 }
 
 /// [`load`], also giving the format the file was read as: `format`, or
-/// for Auto the one its bytes tell (what `tessera ls` shows).
+/// for Auto the one its bytes tell (what `tessera ls` shows): DCP for a
+/// checkpoint directory, the shards' format for a shard index. Errors
+/// name the path.
 pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
+    load_path(path, format, flags).map_err(|e| {
+        let shown = path.display().to_string();
+        if e.message().contains(&shown) {
+            e
+        } else {
+            e.context(shown)
+        }
+    })
+}
+
+fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
+    if let Some(d) = load_directory(path, format, flags)? {
+        return Ok((Format::Dcp, d));
+    }
     let bytes = if flags.mmap {
         map_file(path)?
     } else {
         read_file::read_file(path)?
     };
-    // Only this function holds `bytes`: records get storages of their own.
     let slice = storage_bytes(&bytes)?;
+    if matches!(format, Format::Auto | Format::Safetensors | Format::Torch)
+        && hf_shards::is_index(slice)
+    {
+        let shards = match format {
+            Format::Auto if path.to_string_lossy().contains(".safetensors") => Format::Safetensors,
+            Format::Auto => Format::Torch,
+            f => f,
+        };
+        return hf_shards::load(path, slice, format, flags).map(|d| (shards, d));
+    }
+    if format == Format::Auto {
+        if let Ok(f) = detect(slice) {
+            if let Some(dir_format) = f.handler().and_then(|h| h.directory()) {
+                // A DCP checkpoint's .metadata: its directory.
+                return dir_format.load_dir(path, flags).map(|d| (f, d));
+            }
+        }
+    }
+    // Only this function holds `bytes`: records get storages of their own.
     load_source(
         &Source {
             bytes: slice,
@@ -280,7 +346,29 @@ pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format,
         format,
         flags,
     )
-    .map_err(|e| e.context(path.display()))
+}
+
+/// Loads `path` as a checkpoint directory when it is one of a format
+/// stored as a directory (`format`, or with Auto the first that holds
+/// it); a directory that none holds goes on to the one-file path, which
+/// refuses it. With `format` a directory format, `path` is loaded by it
+/// (a directory, or its metadata file).
+fn load_directory(path: &Path, format: Format, flags: LoadFlags) -> Result<Option<TensorDict>> {
+    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    if let Some(dir_format) = format.handler().and_then(|h| h.directory()) {
+        return dir_format.load_dir(path, flags).map(Some);
+    }
+    if format != Format::Auto || !is_dir {
+        return Ok(None);
+    }
+    for f in Format::ALL {
+        if let Some(dir_format) = f.handler().and_then(|h| h.directory()) {
+            if dir_format.holds(path) {
+                return dir_format.load_dir(path, flags).map(Some);
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// A private (copy-on-write) mapping of the file at `path`.

@@ -14,7 +14,7 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::storage::Storage;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The unit the buffer is split in: a transparent huge page, so that no
 /// two threads fault the same huge page.
@@ -28,46 +28,102 @@ const MIN_PART: usize = 64 << 20;
 pub(super) fn read_file(path: &Path) -> Result<Storage> {
     // A FIFO, device or directory is refused without blocking.
     let file = crate::files::open_regular(path, File::options().read(true), "cannot open")?;
-    let meta = file
-        .metadata()
-        .map_err(|e| io_err(path, "cannot stat", e))?;
-    let len = usize::try_from(meta.len())
-        .map_err(|_| crate::err!(OutOfMemory, "{} is too large to load", path.display()))?;
-    let s = Storage::new(len, Device::CPU, false)?;
-    if len > 0 {
-        advise_huge_pages(s.data() as *mut u8, len);
-        // SAFETY: s is a fresh CPU storage of len bytes that nothing else
-        // holds yet.
-        let buf = unsafe { std::slice::from_raw_parts_mut(s.data() as *mut u8, len) };
-        read_parts(&file, buf, UNIT, MIN_PART).map_err(|e| io_err(path, "cannot read", e))?;
-    }
-    Ok(s)
+    let mut all = read_opened(&[(file, path.to_path_buf())])?;
+    Ok(all.pop().expect("one file read"))
 }
 
-/// Fills `buf` with the file's bytes from offset 0, split in parts of
-/// whole `unit`s read in parallel: one per parallel-loop thread, and at
-/// most one per `min_part` bytes begun (`buf` up to `min_part` bytes, or
-/// loops with one thread: one part, on the calling thread). The first
-/// error wins; a file shorter than `buf` is an UnexpectedEof error.
+/// Reads each opened file (`path` for messages) into a fresh storage
+/// from the CPU allocator, all of them at once: their parts are read in
+/// parallel across the files (a checkpoint's shards), so that a few big
+/// files and many small ones keep every thread busy alike.
+pub(super) fn read_opened(files: &[(File, PathBuf)]) -> Result<Vec<Storage>> {
+    let mut storages = Vec::with_capacity(files.len());
+    for (file, path) in files {
+        let meta = file
+            .metadata()
+            .map_err(|e| io_err(path, "cannot stat", e))?;
+        let len = usize::try_from(meta.len())
+            .map_err(|_| crate::err!(OutOfMemory, "{} is too large to load", path.display()))?;
+        let s = Storage::new(len, Device::CPU, false)?;
+        if len > 0 {
+            advise_huge_pages(s.data() as *mut u8, len);
+        }
+        storages.push(s);
+    }
+    let mut bufs: Vec<(&File, &mut [u8])> = files
+        .iter()
+        .zip(&storages)
+        .map(|((file, _), s)| {
+            let buf: &mut [u8] = if s.nbytes() == 0 {
+                &mut []
+            } else {
+                // SAFETY: s is a fresh CPU storage of nbytes bytes that
+                // nothing else holds yet; each gets one slice.
+                unsafe { std::slice::from_raw_parts_mut(s.data() as *mut u8, s.nbytes()) }
+            };
+            (file, buf)
+        })
+        .collect();
+    read_all(&mut bufs, UNIT, MIN_PART).map_err(|(i, e)| io_err(&files[i].1, "cannot read", e))?;
+    Ok(storages)
+}
+
+/// Fills `buf` with the file's bytes from offset 0 ([`read_all`] of one
+/// file).
+#[cfg(test)]
 fn read_parts(file: &File, buf: &mut [u8], unit: usize, min_part: usize) -> std::io::Result<()> {
-    let len = buf.len();
-    let units = len.div_ceil(unit) as i64;
+    read_all(&mut [(file, buf)], unit, min_part).map_err(|(_, e)| e)
+}
+
+/// Fills each buffer with its file's bytes from offset 0, split in parts
+/// of whole `unit`s read in parallel: the units of all files in one
+/// range, cut in one part per parallel-loop thread and at most one per
+/// `min_part` bytes begun (up to `min_part` bytes in all, or loops with
+/// one thread: one part, on the calling thread). The first error wins,
+/// with its file's index; a file shorter than its buffer is an
+/// UnexpectedEof error.
+fn read_all(
+    bufs: &mut [(&File, &mut [u8])],
+    unit: usize,
+    min_part: usize,
+) -> std::result::Result<(), (usize, std::io::Error)> {
+    // The first unit of each file in the one range, and the range's end.
+    let mut first = Vec::with_capacity(bufs.len() + 1);
+    let mut units = 0i64;
+    for (_, buf) in bufs.iter() {
+        first.push(units);
+        units += buf.len().div_ceil(unit) as i64;
+    }
+    first.push(units);
     let grain = (min_part / unit).max(1) as i64;
-    let base = buf.as_mut_ptr() as usize;
+    let parts: Vec<(&File, usize, usize)> = bufs
+        .iter_mut()
+        .map(|(f, b)| (*f, b.as_mut_ptr() as usize, b.len()))
+        .collect();
     let first_error = std::sync::Mutex::new(None);
     crate::parallel::parallel_for(0, units, grain, |b, e| {
-        let start = b as usize * unit;
-        let end = (e as usize * unit).min(len);
-        // SAFETY: parallel_for hands out disjoint unit ranges of
-        // [0, units), so the byte ranges [start, end) are disjoint parts
-        // of `buf`, which is borrowed mutably for the whole call.
-        let part =
-            unsafe { std::slice::from_raw_parts_mut((base + start) as *mut u8, end - start) };
-        if let Err(err) = read_at(file, part, start) {
-            first_error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(err);
+        // The files this range of units touches.
+        let mut i = first.partition_point(|&u| u <= b) - 1;
+        while i < parts.len() && first[i] < e {
+            let (file, base, len) = parts[i];
+            let lo = (b.max(first[i]) - first[i]) as usize * unit;
+            let hi = ((e.min(first[i + 1]) - first[i]) as usize * unit).min(len);
+            if lo < hi {
+                // SAFETY: parallel_for hands out disjoint unit ranges of
+                // [0, units), and unit u of file i is bytes [u*unit,
+                // (u+1)*unit) of its buffer only, so the byte ranges are
+                // disjoint parts of the buffers, borrowed mutably for the
+                // whole call.
+                let part =
+                    unsafe { std::slice::from_raw_parts_mut((base + lo) as *mut u8, hi - lo) };
+                if let Err(err) = read_at(file, part, lo) {
+                    first_error
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert((i, err));
+                }
+            }
+            i += 1;
         }
     });
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -157,6 +213,45 @@ mod tests {
         let err = read_parts(&file, &mut buf, 4096, 1).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn read_all_fills_several_files_in_one_range() {
+        // Files of 3 units and a tail, none, less than a unit and 6
+        // units: the threads' parts cross from one file into the next.
+        crate::parallel::set_num_threads(2);
+        let sizes = [3 * 4096 + 17, 0, 100, 6 * 4096];
+        let contents: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(f, &n)| (0..n).map(|i| (i * 13 + f * 101) as u8).collect())
+            .collect();
+        let paths: Vec<_> = contents
+            .iter()
+            .enumerate()
+            .map(|(f, c)| temp_file(&format!("multi{f}"), c))
+            .collect();
+        let files: Vec<File> = paths.iter().map(|p| File::open(p).unwrap()).collect();
+        for min_part in [1, 4096, 3 * 4096, 1 << 20] {
+            let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+            let mut parts: Vec<(&File, &mut [u8])> = files
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(f, b)| (f, b.as_mut_slice()))
+                .collect();
+            read_all(&mut parts, 4096, min_part).unwrap();
+            assert!(bufs == contents, "min_part {min_part}: the bytes differ");
+        }
+        // A file shorter than its buffer: the error names its index.
+        let mut short = vec![0u8; 200];
+        let mut ok = vec![0u8; sizes[0]];
+        let mut parts: Vec<(&File, &mut [u8])> =
+            vec![(&files[0], &mut ok), (&files[2], &mut short)];
+        let (i, e) = read_all(&mut parts, 4096, 1).unwrap_err();
+        assert_eq!((i, e.kind()), (1, std::io::ErrorKind::UnexpectedEof));
+        for p in paths {
+            std::fs::remove_file(p).unwrap();
+        }
     }
 
     #[test]

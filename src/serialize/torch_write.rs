@@ -99,9 +99,21 @@ pub(crate) struct Prepared {
     meta_pkl: Option<Vec<u8>>,
 }
 
+/// Writes the one tensor of `dict` as torch.save writes a lone tensor
+/// (the pickle's root is the tensor, not a dict; DCP's chunks), the
+/// records under `archive/`.
+pub(crate) fn write_lone<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -> Result<W> {
+    write_prepared(&prepare_root(dict, true)?, archive, out)
+}
+
 /// Checks `dict` (CPU tensors, dtypes the format holds, one dtype per
 /// storage) and pickles it.
 pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared> {
+    prepare_root(dict, false)
+}
+
+/// [`prepare`]; with `lone`, the pickle's root is the dict's one tensor.
+fn prepare_root(dict: &TensorDict, lone: bool) -> Result<Prepared> {
     let mut records: Vec<Record> = Vec::new();
     // The first tensor of each storage, to name both when dtypes differ.
     let mut first: Vec<(&str, &Tensor)> = Vec::new();
@@ -172,7 +184,13 @@ pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared> {
     // backward-hooks dict), so torch::pickle_load cannot read an
     // OrderedDict with items; torch.load reads a dict the same way and
     // Python dicts keep insertion order.
-    let root = Value::Dict(items);
+    let root = match items.pop() {
+        Some((_, tensor)) if lone && items.is_empty() => tensor,
+        last => {
+            items.extend(last);
+            Value::Dict(items)
+        }
+    };
     let pkl = pickle::write(&root)?;
     let meta_pkl = if dict.metadata_iter().next().is_some() {
         let meta = Value::Dict(

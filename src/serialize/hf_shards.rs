@@ -1,0 +1,226 @@
+//! Hugging Face sharded checkpoints, read: a JSON index
+//! (`model.safetensors.index.json`, `pytorch_model.bin.index.json`) whose
+//! `weight_map` names each tensor's shard file, and `metadata.total_size`
+//! the bytes of all tensors. `tsr_load` of an index loads every shard
+//! (read in parallel, or mapped) into one dict, checked against the
+//! index: every tensor it names is in its shard, no shard holds a tensor
+//! the index puts elsewhere or does not name (so none is in two), the
+//! sizes add up to `total_size`, and every shard path stays inside the
+//! index's directory. Writing is `hf_save.rs`.
+
+use super::dict::TensorDict;
+use super::formats::Format;
+use super::shard_files;
+use super::{LoadFlags, SKIPPED_KEY};
+use crate::error::Result;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The largest file taken for an index (real ones are a few hundred KiB).
+const MAX_INDEX_BYTES: usize = 64 << 20;
+
+/// A parsed index.
+#[derive(Debug)]
+pub(crate) struct Index {
+    /// `metadata.total_size`, when the index gives it.
+    pub total_size: Option<u64>,
+    /// (tensor name, shard file) in the index's order.
+    pub weight_map: Vec<(String, String)>,
+    /// The shard files, each once, in the order first named.
+    pub files: Vec<String>,
+}
+
+/// Whether `bytes` are a shard index: a JSON object (of at most 64 MiB)
+/// with a `weight_map` key. Only a file whose first non-blank byte is
+/// `{` is parsed: no tensor format starts so.
+pub(crate) fn is_index(bytes: &[u8]) -> bool {
+    let start = bytes.iter().position(|b| !b" \t\r\n".contains(b));
+    if bytes.len() > MAX_INDEX_BYTES || start.is_none_or(|i| bytes[i] != b'{') {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .is_some_and(|v| v.get("weight_map").is_some())
+}
+
+/// Parses a shard index (`what` names it in messages).
+///
+/// Errors: `Format`, naming what is wrong: not JSON, no `weight_map`
+/// object, a shard that is not a string, a `total_size` that is not a
+/// non-negative integer.
+pub(crate) fn parse_index(bytes: &[u8], what: &str) -> Result<Index> {
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| crate::err!(Format, "{what} is not valid JSON: {e}"))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| {
+            crate::err!(
+                Format,
+                "{what} has no \"weight_map\" object: expected a shard index mapping tensor \
+                 names to shard files"
+            )
+        })?;
+    let total_size = match v.get("metadata").and_then(|m| m.get("total_size")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(t) => Some(
+            t.as_u64()
+                .or_else(|| {
+                    t.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 2f64.powi(63))
+                        .map(|f| f as u64)
+                })
+                .ok_or_else(|| {
+                    crate::err!(
+                        Format,
+                        "{what}: metadata.total_size is {t}: expected a number of bytes"
+                    )
+                })?,
+        ),
+    };
+    let mut weight_map = Vec::with_capacity(map.len());
+    let mut files: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (name, file) in map {
+        let file = file.as_str().ok_or_else(|| {
+            crate::err!(
+                Format,
+                "{what}: the shard of tensor '{name}' is {file}: expected a file name"
+            )
+        })?;
+        crate::files::check_relative(file, what)?;
+        if seen.insert(file.to_owned()) {
+            files.push(file.to_owned());
+        }
+        weight_map.push((name.clone(), file.to_owned()));
+    }
+    Ok(Index {
+        total_size,
+        weight_map,
+        files,
+    })
+}
+
+/// Loads every shard the index at `path` (its bytes `bytes`) names, each
+/// in `format` (Auto: told by its bytes), into one dict in the index's
+/// order. Shards are read in parallel (or mapped with `flags.mmap`).
+pub(crate) fn load(
+    path: &Path,
+    bytes: &[u8],
+    format: Format,
+    flags: LoadFlags,
+) -> Result<TensorDict> {
+    let what = format!("the shard index '{}'", path.display());
+    let index = parse_index(bytes, &what)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let roots = shard_files::roots(dir, path)?;
+    let storages = shard_files::load_files(dir, &roots, &index.files, &what, flags.mmap)?;
+    let shard_of: HashMap<&str, &str> = index
+        .weight_map
+        .iter()
+        .map(|(n, f)| (n.as_str(), f.as_str()))
+        .collect();
+    let mut found: HashMap<String, (crate::tensor::Tensor, usize)> = HashMap::new();
+    let mut out = TensorDict::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for (i, (file, storage)) in index.files.iter().zip(&storages).enumerate() {
+        let shard = super::load_backed(storage, format, false, flags)
+            .map_err(|e| e.context(format!("shard '{file}' of {what}")))?;
+        for (name, t) in shard.iter() {
+            match shard_of.get(name) {
+                None => crate::bail!(
+                    Format,
+                    "shard '{file}' holds tensor '{name}', which {what} does not list: expected \
+                     every tensor of a shard in the weight_map"
+                ),
+                Some(&listed) if listed != file => crate::bail!(
+                    Format,
+                    "shard '{file}' holds tensor '{name}', which {what} puts in '{listed}': a \
+                     tensor must be in one shard, the one the weight_map names"
+                ),
+                Some(_) => {}
+            }
+            found.insert(name.to_owned(), (t.clone(), i));
+        }
+        for (k, v) in shard.metadata_iter() {
+            if k == SKIPPED_KEY {
+                skipped.extend(v.lines().map(|l| format!("{l} (in shard '{file}')")));
+            } else if out.metadata(k).is_none() {
+                out.set_metadata(k, v)?;
+            }
+        }
+    }
+    let mut total: u64 = 0;
+    for (name, file) in &index.weight_map {
+        let Some((t, _)) = found.get(name) else {
+            crate::bail!(
+                Format,
+                "{what} puts tensor '{name}' in shard '{file}', which does not hold it"
+            );
+        };
+        total = total.saturating_add((t.numel().max(0) as u64).saturating_mul(t.itemsize() as u64));
+        out.set(name, t.clone())?;
+    }
+    if let Some(expected) = index.total_size {
+        crate::ensure!(
+            expected == total,
+            Format,
+            "{what} gives metadata.total_size {expected}, but its {} tensors hold {total} bytes",
+            index.weight_map.len()
+        );
+    }
+    if !skipped.is_empty() {
+        out.set_metadata(SKIPPED_KEY, &skipped.join("\n"))?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_is_told_by_its_content() {
+        assert!(is_index(
+            br#" {"metadata": {}, "weight_map": {"a": "x.safetensors"}}"#
+        ));
+        assert!(!is_index(br#"{"weights": {}}"#));
+        assert!(!is_index(b"PK\x03\x04"));
+        assert!(!is_index(b"{ not json"));
+    }
+
+    #[test]
+    fn paths_out_of_the_directory_are_refused() {
+        for (file, says) in [
+            ("../x.safetensors", "'..'"),
+            ("/etc/passwd", "absolute path"),
+            ("", "empty path"),
+        ] {
+            let json = format!(r#"{{"weight_map": {{"a": "{file}"}}}}"#);
+            let err = parse_index(json.as_bytes(), "the index").unwrap_err();
+            assert!(err.to_string().contains(says), "{file}: {err}");
+        }
+        let err = parse_index(br#"{"weight_map": {"a": 3}}"#, "the index").unwrap_err();
+        assert!(err.to_string().contains("tensor 'a'"), "{err}");
+        let err = parse_index(
+            br#"{"metadata": {"total_size": -1}, "weight_map": {}}"#,
+            "the index",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("total_size is -1"), "{err}");
+    }
+
+    #[test]
+    fn a_float_total_size_of_whole_bytes_is_read() {
+        let i = parse_index(
+            br#"{"metadata": {"total_size": 1024.0}, "weight_map": {"b": "s2", "a": "s1", "c": "s1"}}"#,
+            "the index",
+        )
+        .unwrap();
+        assert_eq!(i.total_size, Some(1024));
+        assert_eq!(i.files, vec!["s1".to_owned(), "s2".to_owned()]);
+    }
+}

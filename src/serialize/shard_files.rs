@@ -1,0 +1,64 @@
+//! The files of a checkpoint in several files (a shard index's shards, a
+//! DCP checkpoint's `.distcp` files): opened inside the checkpoint's
+//! directory only (`files::open_inside`) and loaded together, read into
+//! fresh memory in parallel or mapped.
+
+use super::read_file;
+use crate::device::Device;
+use crate::error::Result;
+use crate::storage::file::FileMode;
+use crate::storage::Storage;
+use std::path::{Path, PathBuf};
+
+/// The canonical directories a checkpoint's files may lie in: `dir`
+/// itself, and the directory `named_by` (the index or metadata file)
+/// resolves into when it is a symbolic link (a Hugging Face cache
+/// snapshot links each file to its blob).
+pub(crate) fn roots(dir: &Path, named_by: &Path) -> Result<Vec<PathBuf>> {
+    let mut roots = vec![crate::files::canonical_dir(dir)?];
+    if let Some(parent) = std::fs::canonicalize(named_by)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        if !roots.contains(&parent) {
+            roots.push(parent);
+        }
+    }
+    Ok(roots)
+}
+
+/// Each file of `names` (paths relative to `dir`, named by `source`),
+/// opened inside `roots` and loaded into a storage: mapped privately
+/// with `mmap`, else read into fresh memory, the parts of all files read
+/// in parallel on the parallel-loop threads.
+pub(crate) fn load_files(
+    dir: &Path,
+    roots: &[PathBuf],
+    names: &[String],
+    source: &str,
+    mmap: bool,
+) -> Result<Vec<Storage>> {
+    let mut opened = Vec::with_capacity(names.len());
+    for name in names {
+        let (file, real) = crate::files::open_inside(dir, name, roots, source)?;
+        opened.push((file, real));
+    }
+    if !mmap {
+        return read_file::read_opened(&opened);
+    }
+    opened
+        .into_iter()
+        .map(|(file, real)| {
+            let len = file
+                .metadata()
+                .map_err(|e| super::io_err(&real, "cannot stat", e))?
+                .len();
+            drop(file);
+            if len == 0 {
+                Storage::new(0, Device::CPU, true)
+            } else {
+                Storage::from_file(&real, FileMode::Private, 0)
+            }
+        })
+        .collect()
+}
