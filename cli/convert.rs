@@ -24,8 +24,15 @@ nothing behind and an older file as it was. What the output format cannot\n\
 hold (a dtype, metadata in npz, several tensors in npy, tensors sharing\n\
 memory in safetensors) is refused, naming it.\n\
 \n\
+With --shard-size, OUT is a directory that gets Hugging Face shards of at\n\
+most that many bytes and their index, named as transformers names them\n\
+(model-00001-of-00002.safetensors + model.safetensors.index.json; with\n\
+--format torch, pytorch_model-00001-of-00002.bin + its index). An index\n\
+given as IN loads all its shards.\n\
+\n\
 Examples:\n\
 \x20 tessera convert pytorch_model.bin model.safetensors\n\
+\x20 tessera convert --shard-size 5GB model.safetensors out_dir\n\
 \x20 tessera convert weights.npz weights.pt\n\
 \x20 tessera convert --drop-metadata model.safetensors arrays.npz";
 
@@ -51,6 +58,11 @@ pub struct Args {
     /// keep no sharing, and safetensors refuses overlapping tensors
     #[arg(long)]
     copy_shared: bool,
+    /// Write OUT as a directory of shards of at most SIZE bytes each and
+    /// their index (safetensors, or torch with --format torch); SIZE as
+    /// transformers takes it: 5GB, 500MB (powers of 10), 2GiB, or bytes
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    shard_size: Option<u64>,
     /// Print nothing but errors (no summary, no progress)
     #[arg(short, long)]
     quiet: bool,
@@ -85,9 +97,38 @@ fn parse_format(name: &str) -> Result<Format, String> {
 }
 
 /// The output format: `--format`, else the one the extension names.
+/// A size as transformers' `max_shard_size` takes it: bytes, or a number
+/// with KB / MB / GB (powers of 10) or KiB / MiB / GiB (powers of 2).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let unit_bytes: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KIB" => 1 << 10,
+        "MIB" => 1 << 20,
+        "GIB" => 1 << 30,
+        _ => 0,
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| n > 0 && unit_bytes > 0)
+        .and_then(|n| n.checked_mul(unit_bytes))
+        .ok_or_else(|| {
+            format!("'{text}': expected a size above 0: bytes, or with KB, MB, GB, KiB, MiB, GiB")
+        })
+}
+
 fn output_format(args: &Args) -> Result<Format, Fail> {
     if let Some(f) = args.format {
         return Ok(f);
+    }
+    if args.shard_size.is_some() {
+        return Ok(Format::Safetensors);
     }
     Format::of_path(&args.output).ok_or_else(|| {
         let exts: Vec<String> = Format::ALL
@@ -168,7 +209,17 @@ pub fn run(args: Args) -> Outcome {
             text::bytes(total)
         ),
     );
-    let saved = serialize::save(&dict, &args.output, format);
+    let saved = match args.shard_size {
+        Some(max) => serialize::save_sharded(
+            &dict,
+            &args.output,
+            format,
+            max,
+            serialize::SaveFlags::default(),
+        )
+        .map(|_| ()),
+        None => serialize::save(&dict, &args.output, format),
+    };
     drop(progress);
     if let Err(e) = saved {
         let hint = if !args.drop_metadata

@@ -477,3 +477,55 @@ fn verify_reads_every_record_and_checks_crcs_and_bools() {
         r.stderr
     );
 }
+
+/// `convert --shard-size`: Hugging Face shards and their index, in
+/// safetensors and torch; the index loads back equal (also as a convert
+/// input); a size of 0 or no number is a usage error.
+#[test]
+fn convert_writes_shards_and_reads_them_back() {
+    let dir = Scratch::new("shards");
+    let src = weights(&dir);
+    let total: u64 = serialize::load(&src, Format::Auto, LoadFlags::default())
+        .unwrap()
+        .iter()
+        .map(|(_, t)| (t.numel() as usize * t.dtype().itemsize()) as u64)
+        .sum();
+    for (format, index) in [
+        ("safetensors", "model.safetensors.index.json"),
+        ("torch", "pytorch_model.bin.index.json"),
+    ] {
+        let out = dir.path(&format!("sharded-{format}"));
+        let limit = (total / 2).max(1).to_string();
+        tessera(&[
+            "convert",
+            "--shard-size",
+            &limit,
+            "--format",
+            format,
+            src.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .expect(0);
+        let index = out.join(index);
+        assert!(index.exists(), "{format}: no index");
+        let shards = std::fs::read_dir(&out).unwrap().count() - 1;
+        assert!(
+            shards >= 2,
+            "{format}: {shards} shard(s) for half the bytes each"
+        );
+        tessera(&["diff", src.to_str().unwrap(), index.to_str().unwrap()]).expect(0);
+        let back = dir.path(&format!("back-{format}.safetensors"));
+        tessera(&["convert", index.to_str().unwrap(), back.to_str().unwrap()]).expect(0);
+        tessera(&["diff", src.to_str().unwrap(), back.to_str().unwrap()]).expect(0);
+    }
+    for bad in ["0", "lots", "5XB"] {
+        let r = tessera(&[
+            "convert",
+            "--shard-size",
+            bad,
+            src.to_str().unwrap(),
+            dir.path("x").to_str().unwrap(),
+        ]);
+        r.expect(2);
+    }
+}
