@@ -309,7 +309,7 @@ static const char *fx_path(void) {
 
 /* tests/data/shards/hostile/NAME (checkpoints with one thing wrong each,
  * made by scripts/make_shard_fixtures.py), found from this header's path. */
-static const char *fx_hostile(const char *name) {
+static const char *fx_hostile_path(const char *name) {
     static char buf[4][4096];
     static int next;
     char *out = buf[next++ % 4];

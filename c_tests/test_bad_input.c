@@ -982,7 +982,7 @@ static void c831(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_T
 static void c832(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
 static void c833(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
 static void c834(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c835(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "No such file"); }
+static void c835(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
 static void c836(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
 static void c837(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
 static void c838(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
@@ -1025,23 +1025,23 @@ static void c874(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 
 static void c875(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
 static void c876(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
 static void c877(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
-static void c878(void) { fx_expect_status(tsr_load(fx_hostile("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c879(void) { fx_expect_status(tsr_load(fx_hostile("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
-static void c880(void) { fx_expect_status(tsr_load(fx_hostile("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
-static void c881(void) { fx_expect_status(tsr_load(fx_hostile("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
-static void c882(void) { fx_expect_status(tsr_load(fx_hostile("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
-static void c883(void) { fx_expect_status(tsr_load(fx_hostile("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c884(void) { fx_expect_status(tsr_load(fx_hostile("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c885(void) { fx_expect_status(tsr_load(fx_hostile("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
-static void c886(void) { fx_expect_status(tsr_load(fx_hostile("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
-static void c887(void) { fx_expect_status(tsr_load(fx_hostile("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c888(void) { fx_expect_status(tsr_load(fx_hostile("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c889(void) { fx_expect_status(tsr_load(fx_hostile("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c890(void) { fx_expect_status(tsr_load(fx_hostile("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c891(void) { fx_expect_status(tsr_load(fx_hostile("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c892(void) { fx_expect_status(tsr_load(fx_hostile("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c893(void) { fx_expect_status(tsr_load(fx_hostile("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c894(void) { fx_expect_status(tsr_load(fx_hostile("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c878(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c879(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c880(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c881(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c882(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c883(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c884(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c885(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c886(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c887(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c888(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c889(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c890(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c891(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c892(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c893(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c894(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
 static void c895(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
 static void c896(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
 static void c897(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
@@ -1966,23 +1966,23 @@ static const Case CASES[] = {
     {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c875},
     {"tsr_load", "flags = TSR_LOAD_MMAP", c876},
     {"tsr_load", "format = TSR_FORMAT_DCP", c877},
-    {"tsr_load", "path = fx_hostile(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c878},
-    {"tsr_load", "path = fx_hostile(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c879},
-    {"tsr_load", "path = fx_hostile(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c880},
-    {"tsr_load", "path = fx_hostile(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c881},
-    {"tsr_load", "path = fx_hostile(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c882},
-    {"tsr_load", "path = fx_hostile(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c883},
-    {"tsr_load", "path = fx_hostile(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c884},
-    {"tsr_load", "path = fx_hostile(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c885},
-    {"tsr_load", "path = fx_hostile(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c886},
-    {"tsr_load", "path = fx_hostile(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c887},
-    {"tsr_load", "path = fx_hostile(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c888},
-    {"tsr_load", "path = fx_hostile(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c889},
-    {"tsr_load", "path = fx_hostile(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c890},
-    {"tsr_load", "path = fx_hostile(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c891},
-    {"tsr_load", "path = fx_hostile(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c892},
-    {"tsr_load", "path = fx_hostile(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c893},
-    {"tsr_load", "path = fx_hostile(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c894},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c878},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c879},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c880},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c881},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c882},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c883},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c884},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c885},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c886},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c887},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c888},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c889},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c890},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c891},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c892},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c893},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c894},
     {"tsr_load", "call", c895},
     {"tsr_save_to_storage", "dict = NULL", c896},
     {"tsr_save_to_storage", "out = NULL", c897},

@@ -46,21 +46,18 @@ pub struct Args {
     /// The file to write
     #[arg(value_name = "OUT")]
     output: PathBuf,
-    /// The output's format, whatever its extension: torch, safetensors,
-    /// npy, npz, gguf
+    /// The output's format: torch, safetensors, npy, npz, gguf
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
     /// Leave the input's metadata out (npz and npy hold none)
     #[arg(long)]
     drop_metadata: bool,
-    /// Write a tensor that shares memory with an earlier one (a view, a
-    /// tied weight) as a copy of its own: safetensors, npz, npy and GGUF
-    /// keep no sharing, and safetensors refuses overlapping tensors
+    /// Copy a tensor sharing memory with an earlier one (a view, a tied
+    /// weight) into its own: only torch keeps sharing
     #[arg(long)]
     copy_shared: bool,
-    /// Write OUT as a directory of shards of at most SIZE bytes each and
-    /// their index (safetensors, or torch with --format torch); SIZE as
-    /// transformers takes it: 5GB, 500MB (powers of 10), 2GiB, or bytes
+    /// Write OUT as a directory of Hugging Face shards of at most SIZE
+    /// each (5GB, 500MB, 2GiB, or bytes) and their index
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     shard_size: Option<u64>,
     /// Print nothing but errors (no summary, no progress)
