@@ -173,6 +173,7 @@ unsafe fn options_arg(p: *const TsrCachingOptions) -> Result<CachingOptions> {
         max_split_size,
         name,
         default_device,
+        ..CachingOptions::default()
     })
 }
 

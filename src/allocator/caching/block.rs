@@ -48,6 +48,15 @@ pub(super) struct BlockState {
     /// Part of a segment made for an oversize request (never split).
     pub(super) oversize: bool,
     pub(super) allocated: bool,
+    /// Memory is mapped at the block's addresses (always, but for the
+    /// unmapped parts of expandable segments).
+    pub(super) mapped: bool,
+    /// The expandable segment the block belongs to (an index into the
+    /// state's expandable segments), if any.
+    pub(super) expandable: Option<u32>,
+    /// The pool's free-block lookup count when the block was freed
+    /// (garbage collection ages blocks by it).
+    pub(super) gc_base: u64,
     /// Streams other than its pools' that used the block while it was
     /// handed out (`record_stream`); empty while it is free.
     pub(super) stream_uses: Vec<usize>,
@@ -69,6 +78,9 @@ impl BlockState {
             kind: PoolKind::Small,
             oversize: false,
             allocated: false,
+            mapped: true,
+            expandable: None,
+            gc_base: 0,
             stream_uses: Vec::new(),
         }
     }

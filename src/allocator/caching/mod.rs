@@ -62,6 +62,8 @@
 
 mod alloc_free;
 mod block;
+mod config;
+mod expandable;
 mod front_cache;
 #[cfg(test)]
 mod front_cache_tests;
@@ -75,13 +77,14 @@ mod streams_tests;
 #[cfg(test)]
 mod tests;
 
+pub use super::roundup::RoundupDivisions;
 pub use super::StreamOps;
 pub(crate) use alloc_free::record_stream;
 pub use stats::{CachingStats, PoolStats, Stat};
 
+use self::config::Policy;
 use self::lock::SpinLock;
 use self::pool::State;
-use self::sizes::SMALL_MAX;
 use super::{history, Allocator, AllocatorImpl, Description, OomReport, OwnStats, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
@@ -93,8 +96,9 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard};
 
-/// Options of a caching allocator.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Options of a caching allocator. Zero (or None, or false) is "the
+/// default": TESSERA_ALLOC_CONF's value for the keys it has, else c10's.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CachingOptions {
     /// Large requests of this many bytes or more (after rounding) are
     /// oversize: never split, handed out whole. 0: no limit. Otherwise it
@@ -104,6 +108,27 @@ pub struct CachingOptions {
     pub name: Option<String>,
     /// The device `Allocator::allocate` uses; None: the inner allocator's.
     pub default_device: Option<Device>,
+    /// c10's expandable_segments: one segment per device, stream and pool
+    /// that grows by mapping pages (the inner allocator must offer
+    /// `DeviceHooks::virtual_memory`).
+    pub expandable_segments: bool,
+    /// c10's roundup_power2_divisions (None: TESSERA_ALLOC_CONF's, else
+    /// rounding to 512 bytes).
+    pub roundup_power2_divisions: Option<RoundupDivisions>,
+    /// c10's garbage_collection_threshold: a fraction in (0, 1) of a
+    /// device's limit past which cached whole segments not used recently
+    /// are freed (only with a limit; 0: off).
+    pub garbage_collection_threshold: f64,
+    /// c10's max_non_split_rounding_mb, in bytes: an oversize request
+    /// takes a cached oversize block less than this much larger than
+    /// itself (0: 20 MiB; else more than 20 MiB).
+    pub max_non_split_rounding: usize,
+    /// Bytes each device may reserve (0: no byte limit).
+    pub memory_limit: u64,
+    /// c10's per_process_memory_fraction: the fraction of each device's
+    /// memory (as the inner allocator reports it) it may reserve, in
+    /// (0, 1] (0: none).
+    pub memory_fraction: f64,
 }
 
 /// Resolves a device index of -1 ("current") to the real device, for
@@ -122,10 +147,21 @@ pub(crate) struct Shared {
     resolve: Option<DeviceResolver>,
     /// The inner allocator's streams, if it has any (streams.rs).
     streams: Option<&'static dyn StreamOps>,
-    max_split_size: usize,
+    /// The settings (also in the state, which reads them under the lock).
+    policy: Policy,
 }
 
 impl Shared {
+    /// A request rounded as the settings say (c10's round_size), or None
+    /// when that passes the largest allocation.
+    #[inline(always)]
+    fn round(&self, nbytes: usize) -> Option<usize> {
+        match &self.policy.roundup {
+            None => sizes::round_size(nbytes),
+            Some(d) => d.round(nbytes),
+        }
+    }
+
     /// Frees the shared state: returns every segment to the inner allocator
     /// and releases it.
     ///
@@ -214,7 +250,8 @@ unsafe impl Send for CachingAllocator {}
 // SAFETY: every &self method reaches the mutable state only through
 // `shared.lock` (SpinLock<State>, Sync because State: Send), and otherwise
 // reads fields fixed in build before the state was shared (`inner`, an
-// Allocator, `resolve`, a fn pointer, `max_split_size`), all Sync.
+// Allocator, `resolve`, a fn pointer, `policy`: plain values, fn pointers
+// and a `&'static dyn VirtualMemory`, which is Sync), all Sync.
 unsafe impl Sync for CachingAllocator {}
 
 /// Wraps `inner` in a caching layer; the result is an ordinary allocator
@@ -223,44 +260,28 @@ pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
     // Over the CUDA device allocator, index -1 ("current") must be
     // resolved before a pool is picked: the backend says how.
     let hooks = inner.backend().device_hooks();
-    build(inner, options, hooks.resolve_current, hooks.streams)
+    let policy = config::resolve(&options, &hooks, inner.name())?;
+    build(inner, options, policy, hooks.resolve_current, hooks.streams)
 }
 
 fn build(
     inner: Allocator,
     options: CachingOptions,
+    policy: Policy,
     resolve: Option<DeviceResolver>,
     streams: Option<&'static dyn StreamOps>,
 ) -> Result<Allocator> {
-    let max_split = match options.max_split_size {
-        // TESSERA_ALLOC_CONF's max_split_size_mb is the default.
-        0 => crate::allocator::alloc_conf::get()
-            .max_split_size
-            .unwrap_or(0),
-        n => n,
-    };
-    crate::ensure!(
-        max_split == 0 || max_split > SMALL_MAX,
-        InvalidArgument,
-        "max_split_size {max_split} is invalid: expected 0 (no limit) or more than \
-         {SMALL_MAX} bytes (requests up to 1 MiB always use the small pool)"
-    );
-    let oversize_from = if max_split == 0 {
-        usize::MAX
-    } else {
-        max_split
-    };
     let name = options
         .name
         .unwrap_or_else(|| format!("caching({})", inner.name()));
     let default_device = options.default_device.unwrap_or(inner.default_device());
     fork::ensure_handlers(&FORK_STEP);
     let shared = Box::into_raw(Box::new(Shared {
-        lock: SpinLock::new(State::new(oversize_from)),
+        lock: SpinLock::new(State::new(policy)),
         inner,
         resolve,
         streams,
-        max_split_size: max_split,
+        policy,
     }));
     // SAFETY: just made and not shared yet, so this access is exclusive.
     unsafe { (*shared).lock.get_mut().set_shared(shared) };
@@ -309,6 +330,9 @@ pub struct SegmentView {
     /// The stream its blocks serve (0: the default stream, or an
     /// allocator without streams).
     pub stream: usize,
+    /// A run of mapped pages of an expandable segment (each such run is
+    /// shown as a segment of its own, as in c10's snapshots).
+    pub expandable: bool,
     /// Its blocks in address order.
     pub blocks: Vec<SegmentBlock>,
 }
@@ -356,7 +380,7 @@ impl State {
     /// Whether the last block of an orphaned state just came back.
     #[inline]
     fn should_destroy(&self) -> bool {
-        self.orphaned && self.stats.active_blocks() == 0
+        self.orphaned && self.stats.all().active_blocks() == 0
     }
 }
 
@@ -374,12 +398,83 @@ impl CachingAllocator {
 
     /// The oversize threshold (0: none).
     pub fn max_split_size(&self) -> usize {
-        self.shared().max_split_size
+        self.shared().policy.max_split_size
     }
 
-    /// The statistics now.
+    /// Whether segments are expandable.
+    pub fn expandable_segments(&self) -> bool {
+        self.shared().policy.expandable.is_some()
+    }
+
+    /// The statistics now, all devices summed.
     pub fn stats(&self) -> Result<CachingStats> {
         Ok(self.shared().lock.lock()?.stats_now())
+    }
+
+    /// The statistics of one device now (c10's memory_stats(device); all
+    /// zero for a device this allocator never served). Index -1 is
+    /// resolved as allocations resolve it.
+    pub fn device_stats(&self, device: Device) -> Result<CachingStats> {
+        let device = self.pool_device(device)?;
+        Ok(self.shared().lock.lock()?.device_stats_now(device))
+    }
+
+    /// The devices this allocator has served, in order of first use.
+    pub fn devices(&self) -> Result<Vec<Device>> {
+        Ok(self.shared().lock.lock()?.stats.devices())
+    }
+
+    /// Zeroes every cumulative amount (each statistic's `allocated` and
+    /// `freed`) and every count (allocations, frees, hits, segment
+    /// allocations and frees, retries, out-of-memory failures), on every
+    /// device (c10's reset_accumulated_memory_stats).
+    pub fn reset_accumulated(&self) -> Result<()> {
+        let mut st = self.shared().lock.lock()?;
+        st.flush_front(None);
+        st.stats.reset_accumulated();
+        Ok(())
+    }
+
+    /// Limits the bytes `device` may reserve to `fraction` of its memory
+    /// (c10's set_per_process_memory_fraction; a byte limit of the options
+    /// still applies if lower). 0 removes the fraction. Memory already
+    /// reserved stays; later requests that would pass the limit first
+    /// return the device's unused segments, then fail.
+    pub fn set_memory_fraction(&self, device: Device, fraction: f64) -> Result<()> {
+        crate::ensure!(
+            (0.0..=1.0).contains(&fraction),
+            InvalidArgument,
+            "fraction {fraction} is invalid: expected a fraction of the device's memory in [0, 1]"
+        );
+        let policy = &self.shared().policy;
+        crate::ensure!(
+            fraction == 0.0 || policy.memory_info.is_some(),
+            Unsupported,
+            "allocator '{}' cannot tell its device's total memory, so a memory fraction \
+             cannot apply; use a memory limit in bytes (TsrCachingOptions.memory_limit)",
+            self.inner().name()
+        );
+        let device = self.pool_device(device)?;
+        let limit = policy.limit_for(device, fraction);
+        crate::ensure!(
+            fraction == 0.0 || limit.is_some(),
+            Device,
+            "the total memory of {device} could not be read, so a fraction of it cannot apply"
+        );
+        let mut st = self.shared().lock.lock()?;
+        let slot = st.device_slot(device, 0);
+        let dev = st.dev(slot);
+        st.limits[dev] = limit;
+        Ok(())
+    }
+
+    /// The limit on the bytes `device` may reserve, if any.
+    pub fn memory_limit(&self, device: Device) -> Result<Option<u64>> {
+        let device = self.pool_device(device)?;
+        let mut st = self.shared().lock.lock()?;
+        let slot = st.device_slot(device, 0);
+        let dev = st.dev(slot);
+        Ok(st.limits[dev])
     }
 
     /// Sets every peak, those of [`CachingAllocator::stats`] and the
@@ -400,9 +495,9 @@ impl CachingAllocator {
     /// waiting for the blocks freed while other streams used them).
     pub fn empty_cache(&self) -> Result<()> {
         self.shared().settle_pending()?;
-        let segments = self.shared().lock.lock()?.take_unused_segments(None);
+        let unused = self.shared().lock.lock()?.take_unused_segments(None);
         // Freed here, outside the lock.
-        drop(segments);
+        drop(unused);
         Ok(())
     }
 
@@ -412,7 +507,7 @@ impl CachingAllocator {
         let mut st = self.shared().lock.lock().unwrap();
         st.flush_front(None);
         let audit = st.audit();
-        let stats = st.stats.snapshot().all;
+        let stats = st.stats.all().snapshot().all;
         assert_eq!(audit.split_blocks, stats.inactive_split_blocks.current);
         assert_eq!(audit.split_bytes, stats.inactive_split_bytes.current);
         assert_eq!(
@@ -479,6 +574,15 @@ impl RawAllocator for CachingAllocator {
 
     fn empty_cache(&self) -> Result<()> {
         CachingAllocator::empty_cache(self)
+    }
+
+    fn device_hooks(&self) -> super::DeviceHooks {
+        // The device's memory, for out-of-memory observers and a caching
+        // layer over this one.
+        super::DeviceHooks {
+            memory_info: self.shared().policy.memory_info,
+            ..super::DeviceHooks::NONE
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -342,6 +342,8 @@ impl RawAllocator for CudaDevice {
         crate::allocator::DeviceHooks {
             resolve_current: Some(resolve_device),
             streams: Some(&streams::OPS),
+            memory_info: Some(memory_info),
+            virtual_memory: Some(&vmm::DEVICE_VM),
         }
     }
 
