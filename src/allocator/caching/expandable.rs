@@ -427,10 +427,11 @@ impl State {
 
     /// The expandable segments' unmapped blocks, checked against their
     /// chains (tests): every unmapped block is in its segment's map and no
-    /// two are neighbours. Returns the unmapped bytes.
+    /// two are neighbours. Returns the unmapped bytes and the reserved
+    /// address space.
     #[cfg(test)]
-    pub(super) fn audit_expandable(&mut self) -> u64 {
-        let mut bytes = 0;
+    pub(super) fn audit_expandable(&mut self) -> (u64, u64) {
+        let (mut bytes, mut space) = (0, 0);
         for i in 0..self.expandable.len() {
             let Some(seg) = &self.expandable[i] else {
                 continue;
@@ -458,7 +459,8 @@ impl State {
             }
             assert_eq!(end, base + total, "blocks cover the reservation");
             assert_eq!(seen, map, "the unmapped map matches the chain");
+            space += total as u64;
         }
-        bytes
+        (bytes, space)
     }
 }

@@ -64,11 +64,15 @@ mod alloc_free;
 mod block;
 mod config;
 mod expandable;
+#[cfg(test)]
+mod expandable_tests;
 mod front_cache;
 #[cfg(test)]
 mod front_cache_tests;
 mod lock;
 mod pool;
+#[cfg(test)]
+mod settings_tests;
 mod sizes;
 mod stats;
 mod streams;

@@ -22,8 +22,8 @@ pub(super) const LARGE_SPLIT_REMAINDER: usize = 1 << 20;
 /// Which pool a request or block belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PoolKind {
-    Small,
-    Large,
+    Small = 0,
+    Large = 1,
 }
 
 impl PoolKind {

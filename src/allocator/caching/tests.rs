@@ -15,9 +15,9 @@ pub(super) const MIB: usize = 1 << 20;
 #[derive(Default)]
 pub(super) struct Counts {
     /// Live segments: address -> size.
-    live: Mutex<HashMap<usize, usize>>,
+    pub(super) live: Mutex<HashMap<usize, usize>>,
     pub(super) allocs: AtomicUsize,
-    frees: AtomicUsize,
+    pub(super) frees: AtomicUsize,
     /// Fail this many of the next allocations with OutOfMemory.
     fail_next: AtomicUsize,
     /// Fail every allocation with a Device error.
@@ -29,7 +29,7 @@ impl Counts {
     pub(super) fn live_count(&self) -> usize {
         self.live.lock().unwrap().len()
     }
-    fn live_bytes(&self) -> usize {
+    pub(super) fn live_bytes(&self) -> usize {
         self.live.lock().unwrap().values().sum()
     }
 }
@@ -91,13 +91,25 @@ impl Drop for Counting {
     }
 }
 
+/// An inner allocator with no hooks, over the CPU allocator.
+pub(super) struct PlainCpu;
+
+impl RawAllocator for PlainCpu {
+    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        Allocator::cpu().allocate_on(nbytes, device)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 fn counting() -> (Allocator, Arc<Counts>) {
     let counts = Arc::new(Counts::default());
     let inner = Allocator::new("counting", Device::CPU, Box::new(Counting(counts.clone())));
     (inner, counts)
 }
 
-fn cached_with(options: CachingOptions) -> (Allocator, Arc<Counts>) {
+pub(super) fn cached_with(options: CachingOptions) -> (Allocator, Arc<Counts>) {
     let (inner, counts) = counting();
     (new(inner, options).unwrap(), counts)
 }
@@ -512,7 +524,7 @@ impl Rng {
         self.next() % n
     }
     /// Mostly small sizes, some large, a few oversize.
-    fn size(&mut self) -> usize {
+    pub(super) fn size(&mut self) -> usize {
         match self.below(100) {
             0..=69 => 1 + self.below(64 * KIB as u64) as usize,
             70..=89 => 1 + self.below(MIB as u64) as usize,

@@ -72,9 +72,10 @@ pub(super) struct DevicePools {
     large: LargeFree,
     /// Recently freed small blocks kept whole (front_cache.rs).
     front: Front,
-    /// Free-block lookups so far (counted while garbage collection is on:
-    /// a free block's age is the lookups since it was freed).
-    pub(super) lookups: u64,
+    /// Free-block lookups so far per pool kind (counted while garbage
+    /// collection is on: a free block's age is its pool's lookups since
+    /// it was freed, c10's gc_count).
+    pub(super) lookups: [u64; 2],
     /// The expandable segments of each pool kind (indices into
     /// `State::expandable`).
     pub(super) expandable: [Vec<u32>; 2],
@@ -212,7 +213,7 @@ impl State {
             small: SmallBins::new(),
             large: LargeFree::default(),
             front: Front::new(),
-            lookups: 0,
+            lookups: [0; 2],
             expandable: [Vec::new(), Vec::new()],
         });
         self.devices.len() - 1
@@ -267,8 +268,9 @@ impl State {
     #[inline(always)]
     fn gc_base_now(&mut self, b: BlockId) -> u64 {
         if self.gc_on() {
-            let slot = self.bs(b).slot;
-            self.devices[slot].lookups
+            let s = self.bs(b);
+            let (slot, kind) = (s.slot, s.kind);
+            self.devices[slot].lookups[kind as usize]
         } else {
             0
         }
@@ -337,7 +339,7 @@ impl State {
         size: usize,
     ) -> Option<BlockId> {
         if self.gc_on() {
-            self.devices[slot].lookups += 1;
+            self.devices[slot].lookups[kind as usize] += 1;
         }
         let block = match kind {
             PoolKind::Small => {

@@ -5,7 +5,7 @@
 //! frees them after unlocking (dropping [`Unused`]).
 
 use super::super::block::BlockId;
-use super::super::sizes::SMALL_SEGMENT;
+use super::super::sizes::{PoolKind, SMALL_SEGMENT};
 use super::small_bins::SmallBins;
 use super::State;
 use crate::allocator::Reservation;
@@ -121,7 +121,7 @@ impl State {
             if self.devices[slot].dev != dev {
                 continue;
             }
-            let lookups = self.devices[slot].lookups;
+            let lookups = self.devices[slot].lookups[PoolKind::Large as usize];
             let blocks: Vec<BlockId> = self.devices[slot]
                 .large
                 .normal

@@ -160,6 +160,8 @@ pub(in crate::allocator::caching) struct Audit {
     pub whole_segments: u64,
     /// Bytes of the expandable segments' unmapped blocks.
     pub unmapped_bytes: u64,
+    /// Address space the expandable segments reserve.
+    pub address_space: u64,
 }
 
 #[cfg(test)]
@@ -218,8 +220,10 @@ impl State {
                 free.push(b);
             }
         }
+        let (unmapped_bytes, address_space) = self.audit_expandable();
         let mut audit = Audit {
-            unmapped_bytes: self.audit_expandable(),
+            unmapped_bytes,
+            address_space,
             ..Audit::default()
         };
         for b in free {
