@@ -38,7 +38,10 @@ use std::ffi::{c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 mod streams;
+pub mod torch;
+mod vmm;
 pub use streams::{current_stream, set_current_stream, stream_wait};
+use vmm::memory_info;
 
 /// The driver entry points used here (checked when the driver loads, so
 /// no later call can hit cudarc's panic on a missing symbol).
