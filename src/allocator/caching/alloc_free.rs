@@ -7,7 +7,7 @@ use super::block::BlockId;
 use super::lock::SpinGuard;
 use super::pool::State;
 use super::sizes::{segment_size, PoolKind};
-use super::{lock, streams, CachingAllocator, Shared};
+use super::{lock, streams, thread_front, CachingAllocator, Shared};
 use crate::allocator::{oom, reporter, AllocatorImpl, OomReport};
 use crate::data_ptr::{same_deleter, DataPtr};
 use crate::device::Device;
@@ -46,14 +46,18 @@ impl CachingAllocator {
         if nbytes == 0 {
             return None;
         }
-        let size = self.shared().round(nbytes)?;
         let device = if device.is_cpu() {
             Device::CPU
         } else {
             self.pool_device(device).ok()?
         };
         let stream = self.shared().current_stream(device);
-        let mut st = self.shared().lock.lock().ok()?;
+        // The calling thread's own front first: no lock.
+        if let Some(p) = thread_front::take(self.shared.as_ptr(), nbytes, device, stream) {
+            return Some(p);
+        }
+        let size = self.shared().round(nbytes)?;
+        let mut st = self.lock_draining().ok()?;
         let slot = st.existing_slot(device, stream)?;
         let block = st.front_take(slot, size)?;
         let (data, data_device) = st.hand_out_parked(block, nbytes);
@@ -65,6 +69,35 @@ impl CachingAllocator {
             data_device,
             nbytes,
         ))
+    }
+
+    /// Takes the lock for an allocation, with the calling thread's front
+    /// given back to the pools first, in the same critical section (see
+    /// thread_front.rs). With a reporter or history active, the front's
+    /// frees must be reported outside the lock: the front is flushed
+    /// before locking.
+    #[inline(always)]
+    fn lock_draining(&self) -> Result<SpinGuard<'_, State>> {
+        let shared = self.shared();
+        if !thread_front::holds(self.shared.as_ptr()) {
+            return shared.lock.lock();
+        }
+        self.lock_draining_cold()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_draining_cold(&self) -> Result<SpinGuard<'_, State>> {
+        let shared = self.shared();
+        if reporter::is_active() {
+            thread_front::flush_own(self.shared.as_ptr());
+            return shared.lock.lock();
+        }
+        let mut st = shared.lock.lock()?;
+        if let Some(d) = thread_front::drain(self.shared.as_ptr()) {
+            st.apply_drained(d);
+        }
+        Ok(st)
     }
 
     /// Every allocation the fast path does not serve.
@@ -93,7 +126,7 @@ impl CachingAllocator {
         let kind = PoolKind::for_size(size);
         let shared = self.shared();
         let stream = shared.current_stream(device);
-        let mut st = shared.lock.lock()?;
+        let mut st = self.lock_draining()?;
         if !st.pending.is_empty() {
             if let Some(ops) = shared.streams {
                 st.process_events(ops);
@@ -382,11 +415,25 @@ fn finish_allocation(
     unsafe { DataPtr::from_raw_parts(data, block.as_ctx(), Some(caching_free), data_device) }
 }
 
-/// The deleter of every block: gives it back to its pool.
-unsafe extern "C" fn caching_free(ctx: *mut c_void) {
+/// The deleter of every block: parks it in the calling thread's front, or
+/// gives it back to its pool.
+pub(super) unsafe extern "C" fn caching_free(ctx: *mut c_void) {
     // SAFETY: this deleter is only attached to DataPtrs whose context is a
     // handed-out block record, and runs once per such DataPtr.
     let block = unsafe { BlockId::from_ctx(ctx) };
+    if thread_front::put(block) {
+        return;
+    }
+    // SAFETY: as above: the block's one free.
+    unsafe { caching_free_locked(block) }
+}
+
+/// Gives a handed-out block back to its pool, under the lock (and
+/// destroys the state when it was the last block of an orphaned one).
+///
+/// # Safety
+/// `block` is handed out and this is its one free.
+pub(super) unsafe fn caching_free_locked(block: BlockId) {
     let shared_ptr = block.shared();
     // SAFETY: the state lives while a block is out (see the module docs).
     let shared = unsafe { &*shared_ptr };

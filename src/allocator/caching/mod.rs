@@ -80,6 +80,9 @@ mod streams;
 mod streams_tests;
 #[cfg(test)]
 mod tests;
+mod thread_front;
+#[cfg(test)]
+mod thread_front_tests;
 
 pub use super::roundup::RoundupDivisions;
 pub use super::StreamOps;
@@ -163,6 +166,51 @@ impl Shared {
         match &self.policy.roundup {
             None => sizes::round_size(nbytes),
             Some(d) => d.round(nbytes),
+        }
+    }
+
+    /// Binds a thread front to this state (thread_front.rs): counted, so
+    /// the state outlives it. False when the owner is gone (nothing more
+    /// goes to fronts then) or the lock is poisoned.
+    fn bind_front(&self) -> bool {
+        let Ok(mut st) = self.lock.lock() else {
+            return false;
+        };
+        if st.orphaned {
+            return false;
+        }
+        st.fronts += 1;
+        true
+    }
+
+    /// Unbinds a thread front; destroys the state when it was the last
+    /// thing an orphaned state waited for.
+    ///
+    /// # Safety
+    /// `shared` has a front bound (from `bind_front`), unbound once here.
+    unsafe fn unbind_front(shared: *const Shared) {
+        // SAFETY: the bound front keeps the state alive until here.
+        let destroy = match unsafe { &*shared }.lock.lock() {
+            Ok(mut st) => {
+                st.fronts -= 1;
+                st.should_destroy()
+            }
+            Err(_) => false,
+        };
+        if destroy {
+            // SAFETY: orphaned, no block out, no front bound: nothing else
+            // can reach the state; the guard was dropped.
+            unsafe { Shared::destroy(shared) };
+        }
+    }
+
+    /// Adds a thread front's round trips to the statistics.
+    fn add_round_trips(&self, p: thread_front::Pending) {
+        if let Ok(mut st) = self.lock.lock() {
+            st.apply_drained(thread_front::Drained {
+                blocks: [None; thread_front::ENTRIES],
+                pending: p,
+            });
         }
     }
 
@@ -344,6 +392,8 @@ pub struct SegmentView {
 /// The segments of every live caching allocator, keyed by the owner's
 /// history identity ([`history::Tag::key`]).
 pub(crate) fn all_segments() -> Vec<(usize, Vec<SegmentView>)> {
+    // The calling thread's parked blocks show as free.
+    thread_front::flush_current();
     let list = live();
     let mut out = Vec::new();
     for &p in list.iter() {
@@ -381,10 +431,36 @@ impl State {
         }
     }
 
+    /// Applies what a thread front gave back (under the lock): each block
+    /// freed as `free_quiet` frees it (the owner's statistics, the locked
+    /// front cache or the pool), and the round trips counted.
+    fn apply_drained(&mut self, d: thread_front::Drained) {
+        for b in d.blocks.into_iter().flatten() {
+            let (_, nbytes, _) = self.info(b);
+            self.record_free(nbytes);
+            if !self.park(b) {
+                self.release(b);
+            }
+        }
+        let p = d.pending;
+        if p.trips != 0 {
+            let dev = self.stats.device_number(p.device);
+            self.stats.on(dev, |t| {
+                t.round_trips(sizes::PoolKind::Small, p.trips, p.bytes, p.requested)
+            });
+            if !self.owner.is_null() {
+                // SAFETY: non-NULL under the lock means the owner is alive.
+                unsafe { &*self.owner }
+                    .stats()
+                    .record_round_trips_serialized(p.trips);
+            }
+        }
+    }
+
     /// Whether the last block of an orphaned state just came back.
     #[inline]
     fn should_destroy(&self) -> bool {
-        self.orphaned && self.stats.all().active_blocks() == 0
+        self.orphaned && self.stats.all().active_blocks() == 0 && self.fronts == 0
     }
 }
 
@@ -410,8 +486,15 @@ impl CachingAllocator {
         self.shared().policy.expandable.is_some()
     }
 
+    /// The calling thread's front flushed, if it holds blocks of this
+    /// allocator (statistics read, cache emptied, allocator dropped).
+    fn flush_own_front(&self) {
+        thread_front::flush_own(self.shared.as_ptr());
+    }
+
     /// The statistics now, all devices summed.
     pub fn stats(&self) -> Result<CachingStats> {
+        self.flush_own_front();
         Ok(self.shared().lock.lock()?.stats_now())
     }
 
@@ -419,6 +502,7 @@ impl CachingAllocator {
     /// zero for a device this allocator never served). Index -1 is
     /// resolved as allocations resolve it.
     pub fn device_stats(&self, device: Device) -> Result<CachingStats> {
+        self.flush_own_front();
         let device = self.pool_device(device)?;
         Ok(self.shared().lock.lock()?.device_stats_now(device))
     }
@@ -433,6 +517,7 @@ impl CachingAllocator {
     /// allocations and frees, retries, out-of-memory failures), on every
     /// device (c10's reset_accumulated_memory_stats).
     pub fn reset_accumulated(&self) -> Result<()> {
+        self.flush_own_front();
         let mut st = self.shared().lock.lock()?;
         st.flush_front(None);
         st.stats.reset_accumulated();
@@ -484,6 +569,7 @@ impl CachingAllocator {
     /// Sets every peak, those of [`CachingAllocator::stats`] and the
     /// owner's `peak_bytes`, to its current value.
     pub fn reset_peak(&self) -> Result<()> {
+        self.flush_own_front();
         let mut st = self.shared().lock.lock()?;
         st.flush_front(None);
         st.stats.reset_peak();
@@ -498,6 +584,7 @@ impl CachingAllocator {
     /// Returns every fully free segment to the inner allocator (after
     /// waiting for the blocks freed while other streams used them).
     pub fn empty_cache(&self) -> Result<()> {
+        self.flush_own_front();
         self.shared().settle_pending()?;
         let unused = self.shared().lock.lock()?.take_unused_segments(None);
         // Freed here, outside the lock.
@@ -508,6 +595,7 @@ impl CachingAllocator {
     /// Checks the pools' invariants against the statistics (tests).
     #[cfg(test)]
     fn audit(&self) -> pool::Audit {
+        self.flush_own_front();
         let mut st = self.shared().lock.lock().unwrap();
         st.flush_front(None);
         let audit = st.audit();
@@ -537,6 +625,9 @@ impl CachingAllocator {
 
 impl Drop for CachingAllocator {
     fn drop(&mut self) {
+        // This thread's parked blocks go back first (other threads' fronts
+        // keep the state alive until they are flushed).
+        self.flush_own_front();
         // Blocks waiting for other streams must be back in the pools before
         // the state can be destroyed (no allocation will poll them now).
         let _ = self.shared().settle_pending();

@@ -422,6 +422,25 @@ impl Tally {
         }
     }
 
+    /// `trips` round trips through a thread front (thread_front.rs) of
+    /// blocks of `bytes` bytes in all, requested for `requested`: each an
+    /// allocation served from the cache and a free, with no current value
+    /// changed.
+    pub(super) fn round_trips(&mut self, kind: PoolKind, trips: u64, bytes: u64, requested: u64) {
+        let i = idx(kind);
+        self.num_allocs[i] += trips;
+        self.num_frees[i] += trips;
+        self.cache_hits[i] += trips;
+        for (g, n) in [
+            (&mut self.active_blocks, trips),
+            (&mut self.active_bytes, bytes),
+            (&mut self.requested_bytes, requested),
+        ] {
+            g.allocated[i] += n;
+            g.freed[i] += n;
+        }
+    }
+
     #[inline]
     pub(super) fn split_free_added(&mut self, kind: PoolKind, size: usize) {
         let i = idx(kind);

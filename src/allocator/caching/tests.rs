@@ -671,11 +671,14 @@ fn two_threads_hammering_leave_exact_statistics() {
     let (a, counts) = cached();
     const OPS: usize = 20_000;
     let (tx, rx) = std::sync::mpsc::channel::<DataPtr>();
-    std::thread::scope(|s| {
-        for seed in [1u64, 2] {
-            let a = &a;
+    // Threads of their own, joined: a thread's front is flushed when it
+    // exits, after a scoped thread's join would return.
+    let threads: Vec<_> = [1u64, 2]
+        .into_iter()
+        .map(|seed| {
+            let a = a.clone();
             let tx = tx.clone();
-            s.spawn(move || {
+            std::thread::spawn(move || {
                 let mut rng = Rng(seed * 0x1234_5678_9abc_def1);
                 let mut live = Vec::new();
                 for i in 0..OPS {
@@ -697,14 +700,17 @@ fn two_threads_hammering_leave_exact_statistics() {
                         }
                     }
                 }
-            });
-        }
-        drop(tx);
-        // This thread frees what the others sent while they run.
-        for p in rx {
-            drop(p);
-        }
-    });
+            })
+        })
+        .collect();
+    drop(tx);
+    // This thread frees what the others sent while they run.
+    for p in rx {
+        drop(p);
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
     // Everything still out was dropped with the threads' vectors.
     let s = stats(&a);
     let o = a.stats();

@@ -27,7 +27,7 @@
 //! audit) in views.rs. Everything here runs under the allocator's lock
 //! (the `&mut State` receiver is the proof).
 
-use super::block::{BlockId, BlockState, Pending, Records};
+use super::block::{BlockId, BlockState, FrontInfo, Pending, Records};
 use super::config::Policy;
 use super::expandable::Expandable;
 use super::front_cache::Front;
@@ -106,6 +106,9 @@ pub(super) struct State {
     pub(super) reserving: Vec<u64>,
     /// The expandable segments (None: released; its index is reused).
     pub(super) expandable: Vec<Option<Expandable>>,
+    /// Thread fronts bound to this allocator (thread_front.rs): the state
+    /// outlives them.
+    pub(super) fronts: u32,
     /// Freed blocks waiting for the work of other streams (streams.rs).
     pub(super) pending: Vec<Pending>,
 }
@@ -129,6 +132,7 @@ impl State {
             limits: Vec::new(),
             reserving: Vec::new(),
             expandable: Vec::new(),
+            fronts: 0,
             pending: Vec::new(),
         }
     }
@@ -452,11 +456,41 @@ impl State {
         s.requested = requested;
         let (kind, bsize, addr, device, slot, oversize) =
             (s.kind, s.size, s.addr, s.device, s.slot, s.oversize);
+        self.file_front(b, kind, requested, slot, device, addr, bsize);
         let dev = self.dev(slot);
         self.stats.on(dev, |t| {
             t.block_allocated(kind, bsize, requested, hit, oversize)
         });
         (addr as *mut c_void, device)
+    }
+
+    /// Files a block being handed out for thread fronts: small-pool blocks
+    /// only (a thread front holds at most a few, so they stay small).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn file_front(
+        &self,
+        b: BlockId,
+        kind: PoolKind,
+        requested: usize,
+        slot: usize,
+        device: Device,
+        addr: usize,
+        size: usize,
+    ) {
+        let pools = &self.devices[slot];
+        b.set_front(FrontInfo {
+            nbytes: if kind == PoolKind::Small {
+                requested
+            } else {
+                0
+            },
+            addr,
+            size,
+            stream: pools.stream,
+            pool_device: pools.device,
+            data_device: device,
+        });
     }
 
     /// The data address, requested size and device of a handed-out block.
@@ -523,6 +557,7 @@ impl State {
         let old = std::mem::replace(&mut s.requested, requested);
         let (addr, device, kind, size, slot, oversize) =
             (s.addr, s.device, s.kind, s.size, s.slot, s.oversize);
+        self.file_front(b, kind, requested, slot, device, addr, size);
         let dev = self.dev(slot);
         self.stats.on(dev, |t| {
             t.parked_taken(kind, size, old, requested, oversize)
