@@ -488,3 +488,5 @@ pub fn pinned_allocator() -> Allocator {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vmm_tests;
