@@ -16,7 +16,9 @@ use std::ffi::c_void;
 /// The mapping granularity.
 pub(crate) const PAGE: usize = 2 << 20;
 
-/// The host's free and physical memory.
+/// The host's free and physical memory (Linux: glibc reads both from
+/// /proc/meminfo).
+#[cfg(target_os = "linux")]
 pub(crate) fn memory_info(_device: Device) -> Result<MemoryInfo> {
     // SAFETY: sysconf only reads system information.
     let (pages, free, page) = unsafe {
@@ -36,6 +38,15 @@ pub(crate) fn memory_info(_device: Device) -> Result<MemoryInfo> {
         free: free as u64 * page as u64,
         total: pages as u64 * page as u64,
     })
+}
+
+/// Elsewhere the host's free memory has no portable query.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn memory_info(_device: Device) -> Result<MemoryInfo> {
+    crate::bail!(
+        Unsupported,
+        "the host's free memory can only be read on Linux"
+    )
 }
 
 /// The CPU's [`VirtualMemory`].

@@ -171,6 +171,13 @@ impl BlockId {
         unsafe { (*(*self.0.as_ptr()).front.0.get()).nbytes = 0 };
     }
 
+    /// The request the block was filed for (0: not for a thread front).
+    #[inline(always)]
+    pub(super) fn front_nbytes(self) -> usize {
+        // SAFETY: as in `front`.
+        unsafe { (*(*self.0.as_ptr()).front.0.get()).nbytes }
+    }
+
     /// The block's key as filed at its handing out (by its deleter).
     #[inline(always)]
     pub(super) fn front(self) -> FrontInfo {

@@ -9,7 +9,12 @@
 //! blocks merge with free neighbours at once. With `max_split_size` set,
 //! large requests of that size or more are "oversize": they get a segment
 //! of their own that is never split and is handed out whole, and reuse a
-//! cached oversize block only if it is less than 20 MiB larger. Segments
+//! cached oversize block only if it is less than max_non_split_rounding
+//! (20 MiB) larger. c10's other settings (roundup_power2_divisions,
+//! garbage_collection_threshold, a memory limit or fraction per device)
+//! are resolved in config.rs; with expandable segments (expandable.rs)
+//! each device, stream and pool grows one segment by mapping pages
+//! instead. Segments
 //! go back to the inner allocator only through `empty_cache`, or when the
 //! inner allocator runs out of memory: then every unused segment of the
 //! device is returned and the allocation retried once before it fails.

@@ -33,7 +33,7 @@
 //! takes and parks nothing (both must see every allocation and free).
 
 use super::alloc_free::caching_free_locked;
-use super::block::BlockId;
+use super::block::{BlockId, FrontInfo};
 use super::Shared;
 use crate::allocator::{active, thread_slot};
 use crate::data_ptr::DataPtr;
@@ -47,28 +47,6 @@ pub(super) const ENTRIES: usize = 4;
 /// statistics.
 const COUNT_FLUSH: u64 = 1024;
 
-/// One parked block.
-#[derive(Clone, Copy)]
-struct Entry {
-    nbytes: usize,
-    stream: usize,
-    pool_device: Device,
-    data_device: Device,
-    block: Option<BlockId>,
-    addr: usize,
-    size: usize,
-}
-
-const EMPTY: Entry = Entry {
-    nbytes: 0,
-    stream: 0,
-    pool_device: Device::CPU,
-    data_device: Device::CPU,
-    block: None,
-    addr: 0,
-    size: 0,
-};
-
 /// Round trips not yet in the statistics: count, bytes of their blocks,
 /// bytes requested, on one device.
 #[derive(Clone, Copy)]
@@ -80,27 +58,46 @@ pub(super) struct Pending {
 }
 
 /// A thread's front. Only its thread touches it (Cells: a flush may free
-/// blocks whose deleters come back here).
+/// blocks whose deleters come back here). Every field is a word of its
+/// own, read and written whole: a parked block's key is its request
+/// alone, the rest is read from the block's own key (written when it was
+/// handed out, long before), so no load waits on a store of other width
+/// (a copied struct's wide loads after narrow stores cost a stall each).
 struct Front {
     /// The allocator the parked blocks and pending counts belong to.
     shared: Cell<*const Shared>,
-    entries: [Cell<Entry>; ENTRIES],
     len: Cell<usize>,
-    pending: Cell<Pending>,
+    /// The parked blocks' requests.
+    nbytes: [Cell<usize>; ENTRIES],
+    blocks: [Cell<Option<BlockId>>; ENTRIES],
+    /// The pending counts (see [`Pending`]).
+    device: Cell<Device>,
+    trips: Cell<u64>,
+    bytes: Cell<u64>,
+    requested: Cell<u64>,
 }
 
 impl Front {
     fn new() -> Front {
         Front {
             shared: Cell::new(std::ptr::null()),
-            entries: [const { Cell::new(EMPTY) }; ENTRIES],
             len: Cell::new(0),
-            pending: Cell::new(Pending {
-                device: Device::CPU,
-                trips: 0,
-                bytes: 0,
-                requested: 0,
-            }),
+            nbytes: [const { Cell::new(0) }; ENTRIES],
+            blocks: [const { Cell::new(None) }; ENTRIES],
+            device: Cell::new(Device::CPU),
+            trips: Cell::new(0),
+            bytes: Cell::new(0),
+            requested: Cell::new(0),
+        }
+    }
+
+    /// The pending counts, taken out.
+    fn take_pending(&self) -> Pending {
+        Pending {
+            device: self.device.get(),
+            trips: self.trips.replace(0),
+            bytes: self.bytes.replace(0),
+            requested: self.requested.replace(0),
         }
     }
 }
@@ -155,42 +152,49 @@ pub(super) fn take(
     let mut i = len;
     while i > 0 {
         i -= 1;
-        let e = front.entries[i].get();
-        if e.nbytes == nbytes && e.pool_device == pool_device && e.stream == stream {
-            // The last entry fills the hole.
-            front.entries[i].set(front.entries[len - 1].get());
-            front.len.set(len - 1);
-            let block = e.block?;
-            count(front, e);
-            // SAFETY: the block was handed out and parked here, so it is
-            // ours to hand out again; caching_free takes it back once.
-            return Some(unsafe {
-                DataPtr::from_raw_parts(
-                    e.addr as *mut c_void,
-                    block.as_ctx(),
-                    Some(super::alloc_free::caching_free),
-                    e.data_device,
-                )
-            });
+        if front.nbytes[i].get() != nbytes {
+            continue;
         }
+        let Some(block) = front.blocks[i].get() else {
+            continue;
+        };
+        let info = block.front();
+        if info.pool_device != pool_device || info.stream != stream {
+            continue;
+        }
+        // The last entry fills the hole.
+        front.nbytes[i].set(front.nbytes[len - 1].get());
+        front.blocks[i].set(front.blocks[len - 1].get());
+        front.len.set(len - 1);
+        count(front, &info);
+        // SAFETY: the block was handed out and parked here, so it is ours
+        // to hand out again; caching_free takes it back once.
+        return Some(unsafe {
+            DataPtr::from_raw_parts(
+                info.addr as *mut c_void,
+                block.as_ctx(),
+                Some(super::alloc_free::caching_free),
+                info.data_device,
+            )
+        });
     }
     None
 }
 
-/// Counts a round trip of `e`'s block in the front.
+/// Counts a round trip of a block in the front.
 #[inline(always)]
-fn count(front: &Front, e: Entry) {
-    let mut p = front.pending.get();
-    if p.trips != 0 && p.device != e.pool_device {
-        flush_counts(front);
-        p = front.pending.get();
+fn count(front: &Front, info: &FrontInfo) {
+    if front.device.get() != info.pool_device {
+        if front.trips.get() != 0 {
+            flush_counts(front);
+        }
+        front.device.set(info.pool_device);
     }
-    p.device = e.pool_device;
-    p.trips += 1;
-    p.bytes += e.size as u64;
-    p.requested += e.nbytes as u64;
-    front.pending.set(p);
-    if p.trips >= COUNT_FLUSH {
+    let trips = front.trips.get() + 1;
+    front.trips.set(trips);
+    front.bytes.set(front.bytes.get() + info.size as u64);
+    front.requested.set(front.requested.get() + info.nbytes as u64);
+    if trips >= COUNT_FLUSH {
         flush_counts(front);
     }
 }
@@ -209,8 +213,8 @@ pub(super) fn put(block: BlockId) -> bool {
     let Some(front) = published() else {
         return put_first(block);
     };
-    let info = block.front();
-    if info.nbytes == 0 {
+    let nbytes = block.front_nbytes();
+    if nbytes == 0 {
         return false;
     }
     let shared = block.shared();
@@ -221,15 +225,8 @@ pub(super) fn put(block: BlockId) -> bool {
     if len == ENTRIES {
         return false;
     }
-    front.entries[len].set(Entry {
-        nbytes: info.nbytes,
-        stream: info.stream,
-        pool_device: info.pool_device,
-        data_device: info.data_device,
-        block: Some(block),
-        addr: info.addr,
-        size: info.size,
-    });
+    front.nbytes[len].set(nbytes);
+    front.blocks[len].set(Some(block));
     front.len.set(len + 1);
     true
 }
@@ -270,17 +267,11 @@ fn rebind(front: &Front, block: BlockId) -> bool {
 #[cold]
 #[inline(never)]
 fn flush_counts(front: &Front) {
-    let p = front.pending.get();
     let shared = front.shared.get();
-    if p.trips == 0 || shared.is_null() {
+    if front.trips.get() == 0 || shared.is_null() {
         return;
     }
-    front.pending.set(Pending {
-        trips: 0,
-        bytes: 0,
-        requested: 0,
-        ..p
-    });
+    let p = front.take_pending();
     // SAFETY: a bound front counts in its allocator's state (State::fronts),
     // which lives until every front bound to it is unbound.
     unsafe { &*shared }.add_round_trips(p);
@@ -298,7 +289,7 @@ fn flush_front(front: &Front) {
     let len = front.len.replace(0);
     let mut blocks = [None; ENTRIES];
     for (i, b) in blocks.iter_mut().enumerate().take(len) {
-        *b = front.entries[i].get().block;
+        *b = front.blocks[i].get();
     }
     front.shared.set(std::ptr::null());
     for b in blocks.into_iter().flatten() {
@@ -322,7 +313,7 @@ pub(super) struct Drained {
 #[inline(always)]
 pub(super) fn holds(shared: *const Shared) -> bool {
     published().is_some_and(|f| {
-        f.shared.get() == shared && (f.len.get() != 0 || f.pending.get().trips != 0)
+        f.shared.get() == shared && (f.len.get() != 0 || f.trips.get() != 0)
     })
 }
 
@@ -336,21 +327,15 @@ pub(super) fn drain(shared: *const Shared) -> Option<Drained> {
         return None;
     }
     let len = front.len.replace(0);
-    let p = front.pending.get();
-    if len == 0 && p.trips == 0 {
+    if len == 0 && front.trips.get() == 0 {
         return None;
     }
-    front.pending.set(Pending {
-        trips: 0,
-        bytes: 0,
-        requested: 0,
-        ..p
-    });
+    let pending = front.take_pending();
     let mut blocks = [None; ENTRIES];
     for (i, b) in blocks.iter_mut().enumerate().take(len) {
-        *b = front.entries[i].get().block;
+        *b = front.blocks[i].get();
     }
-    Some(Drained { blocks, pending: p })
+    Some(Drained { blocks, pending })
 }
 
 /// Turns the calling thread's front off (tests of what lies behind it).
