@@ -145,7 +145,11 @@ fn snapshots_show_each_mapped_run_as_a_segment() {
 #[test]
 fn options_need_a_backend_with_address_space() {
     let (inner, _) = (
-        Allocator::new("plain", Device::CPU, Box::new(super::tests::PlainCpu)),
+        Allocator::new(
+            "plain",
+            Device::CPU,
+            Box::new(super::settings_tests::PlainCpu),
+        ),
         (),
     );
     let e = new(

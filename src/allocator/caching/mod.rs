@@ -68,12 +68,14 @@
 mod alloc_free;
 mod block;
 mod config;
+mod control;
 mod expandable;
 #[cfg(test)]
 mod expandable_tests;
 mod front_cache;
 #[cfg(test)]
 mod front_cache_tests;
+mod live;
 mod lock;
 mod pool;
 #[cfg(test)]
@@ -92,21 +94,23 @@ mod thread_front_tests;
 pub use super::roundup::RoundupDivisions;
 pub use super::StreamOps;
 pub(crate) use alloc_free::record_stream;
+pub(crate) use live::all_segments;
+pub use live::{SegmentBlock, SegmentView};
 pub use stats::{CachingStats, PoolStats, Stat};
 
 use self::config::Policy;
+use self::live::{live, FORK_STEP};
 use self::lock::SpinLock;
 use self::pool::State;
 use super::{history, Allocator, AllocatorImpl, Description, OomReport, OwnStats, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::Result;
-use crate::fork::{self, Held, Step};
+use crate::fork;
 use crate::refcount::Ref;
 use std::any::Any;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
 
 /// Options of a caching allocator. Zero (or None, or false) is "the
 /// default": TESSERA_ALLOC_CONF's value for the keys it has, else c10's.
@@ -174,51 +178,6 @@ impl Shared {
         }
     }
 
-    /// Binds a thread front to this state (thread_front.rs): counted, so
-    /// the state outlives it. False when the owner is gone (nothing more
-    /// goes to fronts then) or the lock is poisoned.
-    fn bind_front(&self) -> bool {
-        let Ok(mut st) = self.lock.lock() else {
-            return false;
-        };
-        if st.orphaned {
-            return false;
-        }
-        st.fronts += 1;
-        true
-    }
-
-    /// Unbinds a thread front; destroys the state when it was the last
-    /// thing an orphaned state waited for.
-    ///
-    /// # Safety
-    /// `shared` has a front bound (from `bind_front`), unbound once here.
-    unsafe fn unbind_front(shared: *const Shared) {
-        // SAFETY: the bound front keeps the state alive until here.
-        let destroy = match unsafe { &*shared }.lock.lock() {
-            Ok(mut st) => {
-                st.fronts -= 1;
-                st.should_destroy()
-            }
-            Err(_) => false,
-        };
-        if destroy {
-            // SAFETY: orphaned, no block out, no front bound: nothing else
-            // can reach the state; the guard was dropped.
-            unsafe { Shared::destroy(shared) };
-        }
-    }
-
-    /// Adds a thread front's round trips to the statistics.
-    fn add_round_trips(&self, p: thread_front::Pending) {
-        if let Ok(mut st) = self.lock.lock() {
-            st.apply_drained(thread_front::Drained {
-                blocks: [None; thread_front::ENTRIES],
-                pending: p,
-            });
-        }
-    }
-
     /// Frees the shared state: returns every segment to the inner allocator
     /// and releases it.
     ///
@@ -239,60 +198,6 @@ impl Shared {
         // this is the last use.
         drop(unsafe { Box::from_raw(shared as *mut Shared) });
     }
-}
-
-/// Every live shared state (addresses), so the atfork handlers can hold
-/// every pool lock across a fork.
-static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
-fn live() -> MutexGuard<'static, Vec<usize>> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The list's guard, held from the atfork `prepare` handler to `parent`
-/// or `child` (the pool locks are held without guards).
-static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
-
-/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
-static FORK_STEP: Step = Step::new(crate::fork::order::CACHING, fork_prepare, fork_release);
-
-/// Atfork `prepare`: holds the list of live caching allocators, then each
-/// one's pool lock, in list order, so no thread is inside a critical
-/// section at the fork. A poisoned lock is taken too (and stays
-/// poisoned).
-///
-/// # Safety
-/// Only from the atfork handlers (crate::fork).
-pub(crate) unsafe fn fork_prepare() {
-    let list = live();
-    for &p in list.iter() {
-        // SAFETY: a state in the list is alive: it leaves the list
-        // (Shared::destroy, under the list's lock, which we hold until
-        // fork_release) before it is freed.
-        unsafe { &*(p as *const Shared) }.lock.force_lock();
-    }
-    // SAFETY: called from the prepare handler, as the contract asks.
-    unsafe { HELD.put(list) };
-}
-
-/// Atfork `parent` or `child`: releases every pool lock, then the list.
-/// In the child, the blocks other threads of the parent held stay
-/// counted as in use (the child's statistics go on from the parent's).
-///
-/// # Safety
-/// Only from the atfork handlers, after [`fork_prepare`].
-pub(crate) unsafe fn fork_release(_in_child: bool) {
-    // SAFETY: called from the parent or child handler, as the contract
-    // asks.
-    let Some(list) = (unsafe { HELD.take() }) else {
-        return;
-    };
-    for &p in list.iter() {
-        // SAFETY: alive, as in fork_prepare (the list is still held);
-        // fork_prepare took this lock and nothing released it since.
-        unsafe { (*(p as *const Shared)).lock.force_unlock() };
-    }
-    drop(list);
 }
 
 /// The caching backend. Reach it from an [`Allocator`] with [`of`].
@@ -360,61 +265,6 @@ fn build(
     Ok(alloc)
 }
 
-/// A block of a segment, for memory snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentBlock {
-    /// Address.
-    pub addr: usize,
-    /// Size (rounded).
-    pub size: usize,
-    /// Handed out (else cached free).
-    pub allocated: bool,
-    /// What the caller asked for, while allocated.
-    pub requested: Option<usize>,
-}
-
-/// A segment of a caching allocator, for memory snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentView {
-    /// Address of its first block.
-    pub addr: usize,
-    /// Total size.
-    pub size: usize,
-    /// "small", "large" or "oversize".
-    pub pool: &'static str,
-    /// Where the memory is.
-    pub device: Device,
-    /// The stream its blocks serve (0: the default stream, or an
-    /// allocator without streams).
-    pub stream: usize,
-    /// A run of mapped pages of an expandable segment (each such run is
-    /// shown as a segment of its own, as in c10's snapshots).
-    pub expandable: bool,
-    /// Its blocks in address order.
-    pub blocks: Vec<SegmentBlock>,
-}
-
-/// The segments of every live caching allocator, keyed by the owner's
-/// history identity ([`history::Tag::key`]).
-pub(crate) fn all_segments() -> Vec<(usize, Vec<SegmentView>)> {
-    // The calling thread's parked blocks show as free.
-    thread_front::flush_current();
-    let list = live();
-    let mut out = Vec::new();
-    for &p in list.iter() {
-        // SAFETY: an address in the list is a live Shared (it leaves the
-        // list under this lock before it is destroyed).
-        let shared = unsafe { &*(p as *const Shared) };
-        let Ok(mut st) = shared.lock.lock() else {
-            continue;
-        };
-        if let Some(tag) = st.tag {
-            out.push((history::Tag::key(tag), st.segments()));
-        }
-    }
-    out
-}
-
 /// The caching backend of `a`, or None if `a` is not a caching allocator.
 pub fn of(a: &Allocator) -> Option<&CachingAllocator> {
     a.backend().as_any().downcast_ref::<CachingAllocator>()
@@ -433,32 +283,6 @@ impl State {
             unsafe { &*self.owner }
                 .stats()
                 .record_free_serialized(nbytes);
-        }
-    }
-
-    /// Applies what a thread front gave back (under the lock): each block
-    /// freed as `free_quiet` frees it (the owner's statistics, the locked
-    /// front cache or the pool), and the round trips counted.
-    fn apply_drained(&mut self, d: thread_front::Drained) {
-        for b in d.blocks.into_iter().flatten() {
-            let (_, nbytes, _) = self.info(b);
-            self.record_free(nbytes);
-            if !self.park(b) {
-                self.release(b);
-            }
-        }
-        let p = d.pending;
-        if p.trips != 0 {
-            let dev = self.stats.device_number(p.device);
-            self.stats.on(dev, |t| {
-                t.round_trips(sizes::PoolKind::Small, p.trips, p.bytes, p.requested)
-            });
-            if !self.owner.is_null() {
-                // SAFETY: non-NULL under the lock means the owner is alive.
-                unsafe { &*self.owner }
-                    .stats()
-                    .record_round_trips_serialized(p.trips);
-            }
         }
     }
 
@@ -489,112 +313,6 @@ impl CachingAllocator {
     /// Whether segments are expandable.
     pub fn expandable_segments(&self) -> bool {
         self.shared().policy.expandable.is_some()
-    }
-
-    /// The calling thread's front flushed, if it holds blocks of this
-    /// allocator (statistics read, cache emptied, allocator dropped).
-    fn flush_own_front(&self) {
-        thread_front::flush_own(self.shared.as_ptr());
-    }
-
-    /// The statistics now, all devices summed.
-    pub fn stats(&self) -> Result<CachingStats> {
-        self.flush_own_front();
-        Ok(self.shared().lock.lock()?.stats_now())
-    }
-
-    /// The statistics of one device now (c10's memory_stats(device); all
-    /// zero for a device this allocator never served). Index -1 is
-    /// resolved as allocations resolve it.
-    pub fn device_stats(&self, device: Device) -> Result<CachingStats> {
-        self.flush_own_front();
-        let device = self.pool_device(device)?;
-        Ok(self.shared().lock.lock()?.device_stats_now(device))
-    }
-
-    /// The devices this allocator has served, in order of first use.
-    pub fn devices(&self) -> Result<Vec<Device>> {
-        Ok(self.shared().lock.lock()?.stats.devices())
-    }
-
-    /// Zeroes every cumulative amount (each statistic's `allocated` and
-    /// `freed`) and every count (allocations, frees, hits, segment
-    /// allocations and frees, retries, out-of-memory failures), on every
-    /// device (c10's reset_accumulated_memory_stats).
-    pub fn reset_accumulated(&self) -> Result<()> {
-        self.flush_own_front();
-        let mut st = self.shared().lock.lock()?;
-        st.flush_front(None);
-        st.stats.reset_accumulated();
-        Ok(())
-    }
-
-    /// Limits the bytes `device` may reserve to `fraction` of its memory
-    /// (c10's set_per_process_memory_fraction; a byte limit of the options
-    /// still applies if lower). 0 removes the fraction. Memory already
-    /// reserved stays; later requests that would pass the limit first
-    /// return the device's unused segments, then fail.
-    pub fn set_memory_fraction(&self, device: Device, fraction: f64) -> Result<()> {
-        crate::ensure!(
-            (0.0..=1.0).contains(&fraction),
-            InvalidArgument,
-            "fraction {fraction} is invalid: expected a fraction of the device's memory in [0, 1]"
-        );
-        let policy = &self.shared().policy;
-        crate::ensure!(
-            fraction == 0.0 || policy.memory_info.is_some(),
-            Unsupported,
-            "allocator '{}' cannot tell its device's total memory, so a memory fraction \
-             cannot apply; use a memory limit in bytes (TsrCachingOptions.memory_limit)",
-            self.inner().name()
-        );
-        let device = self.pool_device(device)?;
-        let limit = policy.limit_for(device, fraction);
-        crate::ensure!(
-            fraction == 0.0 || limit.is_some(),
-            Device,
-            "the total memory of {device} could not be read, so a fraction of it cannot apply"
-        );
-        let mut st = self.shared().lock.lock()?;
-        let slot = st.device_slot(device, 0);
-        let dev = st.dev(slot);
-        st.limits[dev] = limit;
-        Ok(())
-    }
-
-    /// The limit on the bytes `device` may reserve, if any.
-    pub fn memory_limit(&self, device: Device) -> Result<Option<u64>> {
-        let device = self.pool_device(device)?;
-        let mut st = self.shared().lock.lock()?;
-        let slot = st.device_slot(device, 0);
-        let dev = st.dev(slot);
-        Ok(st.limits[dev])
-    }
-
-    /// Sets every peak, those of [`CachingAllocator::stats`] and the
-    /// owner's `peak_bytes`, to its current value.
-    pub fn reset_peak(&self) -> Result<()> {
-        self.flush_own_front();
-        let mut st = self.shared().lock.lock()?;
-        st.flush_front(None);
-        st.stats.reset_peak();
-        if !st.owner.is_null() {
-            // SAFETY: non-NULL under the lock means the owner is alive (see
-            // State::record_free).
-            unsafe { &*st.owner }.stats().reset_peak();
-        }
-        Ok(())
-    }
-
-    /// Returns every fully free segment to the inner allocator (after
-    /// waiting for the blocks freed while other streams used them).
-    pub fn empty_cache(&self) -> Result<()> {
-        self.flush_own_front();
-        self.shared().settle_pending()?;
-        let unused = self.shared().lock.lock()?.take_unused_segments(None);
-        // Freed here, outside the lock.
-        drop(unused);
-        Ok(())
     }
 
     /// Checks the pools' invariants against the statistics (tests).

@@ -8,6 +8,18 @@ use crate::device::DeviceType;
 use crate::error::ErrorKind;
 use std::sync::atomic::Ordering::SeqCst;
 
+/// An inner allocator with no hooks, over the CPU allocator.
+pub(super) struct PlainCpu;
+
+impl RawAllocator for PlainCpu {
+    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
+        Allocator::cpu().allocate_on(nbytes, device)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 #[test]
 fn roundup_power2_divisions_rounds_requests() {
     let (a, _counts) = cached_with(CachingOptions {
@@ -130,7 +142,7 @@ fn a_memory_fraction_takes_the_devices_total() {
         .set_memory_fraction(Device::CPU, 0.5)
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
-    let inner = Allocator::new("plain", Device::CPU, Box::new(super::tests::PlainCpu));
+    let inner = Allocator::new("plain", Device::CPU, Box::new(PlainCpu));
     let e = new(
         inner,
         CachingOptions {

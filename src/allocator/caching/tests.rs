@@ -91,18 +91,6 @@ impl Drop for Counting {
     }
 }
 
-/// An inner allocator with no hooks, over the CPU allocator.
-pub(super) struct PlainCpu;
-
-impl RawAllocator for PlainCpu {
-    fn allocate(&self, nbytes: usize, device: Device) -> Result<DataPtr> {
-        Allocator::cpu().allocate_on(nbytes, device)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 fn counting() -> (Allocator, Arc<Counts>) {
     let counts = Arc::new(Counts::default());
     let inner = Allocator::new("counting", Device::CPU, Box::new(Counting(counts.clone())));

@@ -34,6 +34,8 @@
 
 use super::alloc_free::caching_free_locked;
 use super::block::{BlockId, FrontInfo};
+use super::pool::State;
+use super::sizes::PoolKind;
 use super::Shared;
 use crate::allocator::{active, thread_slot};
 use crate::data_ptr::DataPtr;
@@ -193,7 +195,9 @@ fn count(front: &Front, info: &FrontInfo) {
     let trips = front.trips.get() + 1;
     front.trips.set(trips);
     front.bytes.set(front.bytes.get() + info.size as u64);
-    front.requested.set(front.requested.get() + info.nbytes as u64);
+    front
+        .requested
+        .set(front.requested.get() + info.nbytes as u64);
     if trips >= COUNT_FLUSH {
         flush_counts(front);
     }
@@ -312,9 +316,8 @@ pub(super) struct Drained {
 /// Whether the calling thread's front holds blocks or counts of `shared`.
 #[inline(always)]
 pub(super) fn holds(shared: *const Shared) -> bool {
-    published().is_some_and(|f| {
-        f.shared.get() == shared && (f.len.get() != 0 || f.trips.get() != 0)
-    })
+    published()
+        .is_some_and(|f| f.shared.get() == shared && (f.len.get() != 0 || f.trips.get() != 0))
 }
 
 /// Takes the blocks and pending counts of `shared` out of the calling
@@ -365,5 +368,80 @@ pub(super) fn flush_own(shared: *const Shared) {
 pub(super) fn flush_current() {
     if let Some(front) = published() {
         flush_front(front);
+    }
+}
+
+impl Shared {
+    /// Binds a thread front to this state (thread_front.rs): counted, so
+    /// the state outlives it. False when the owner is gone (nothing more
+    /// goes to fronts then) or the lock is poisoned.
+    fn bind_front(&self) -> bool {
+        let Ok(mut st) = self.lock.lock() else {
+            return false;
+        };
+        if st.orphaned {
+            return false;
+        }
+        st.fronts += 1;
+        true
+    }
+
+    /// Unbinds a thread front; destroys the state when it was the last
+    /// thing an orphaned state waited for.
+    ///
+    /// # Safety
+    /// `shared` has a front bound (from `bind_front`), unbound once here.
+    unsafe fn unbind_front(shared: *const Shared) {
+        // SAFETY: the bound front keeps the state alive until here.
+        let destroy = match unsafe { &*shared }.lock.lock() {
+            Ok(mut st) => {
+                st.fronts -= 1;
+                st.should_destroy()
+            }
+            Err(_) => false,
+        };
+        if destroy {
+            // SAFETY: orphaned, no block out, no front bound: nothing else
+            // can reach the state; the guard was dropped.
+            unsafe { Shared::destroy(shared) };
+        }
+    }
+
+    /// Adds a thread front's round trips to the statistics.
+    fn add_round_trips(&self, p: Pending) {
+        if let Ok(mut st) = self.lock.lock() {
+            st.apply_drained(Drained {
+                blocks: [None; ENTRIES],
+                pending: p,
+            });
+        }
+    }
+}
+
+impl State {
+    /// Applies what a thread front gave back (under the lock): each block
+    /// freed as `free_quiet` frees it (the owner's statistics, the locked
+    /// front cache or the pool), and the round trips counted.
+    pub(super) fn apply_drained(&mut self, d: Drained) {
+        for b in d.blocks.into_iter().flatten() {
+            let (_, nbytes, _) = self.info(b);
+            self.record_free(nbytes);
+            if !self.park(b) {
+                self.release(b);
+            }
+        }
+        let p = d.pending;
+        if p.trips != 0 {
+            let dev = self.stats.device_number(p.device);
+            self.stats.on(dev, |t| {
+                t.round_trips(PoolKind::Small, p.trips, p.bytes, p.requested)
+            });
+            if !self.owner.is_null() {
+                // SAFETY: non-NULL under the lock means the owner is alive.
+                unsafe { &*self.owner }
+                    .stats()
+                    .record_round_trips_serialized(p.trips);
+            }
+        }
     }
 }
