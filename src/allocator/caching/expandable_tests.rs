@@ -103,7 +103,7 @@ fn the_limit_counts_mapped_pages() {
         ..Default::default()
     });
     let p = a.allocate(10 * MIB).unwrap();
-    let e = a.allocate(10 * MIB).err().expect("20 MiB pass 16 MiB");
+    let e = a.allocate(10 * MIB).expect_err("20 MiB pass 16 MiB");
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     assert!(e.message().contains("limit of 16777216 bytes"), "{e}");
     assert!(e.message().contains("expandable segment"), "{e}");
@@ -159,8 +159,7 @@ fn options_need_a_backend_with_address_space() {
             ..Default::default()
         },
     )
-    .err()
-    .expect("no address space to reserve");
+    .expect_err("no address space to reserve");
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(
         e.message()

@@ -66,8 +66,7 @@ fn max_non_split_rounding_bounds_oversize_reuse() {
             ..Default::default()
         },
     )
-    .err()
-    .expect("8 MiB is below c10's smallest");
+    .expect_err("8 MiB is below c10's smallest");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(
         err.message().contains("max_non_split_rounding 8388608"),
@@ -86,7 +85,7 @@ fn a_memory_limit_fails_requests_past_it_after_returning_unused_segments() {
         Some(30 * MIB as u64)
     );
     let p = a.allocate(3 * MIB).unwrap(); // a 20 MiB segment
-    let e = a.allocate(18 * MIB).err().expect("20 + 18 MiB pass 30 MiB");
+    let e = a.allocate(18 * MIB).expect_err("20 + 18 MiB pass 30 MiB");
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     assert!(
         e.message()
@@ -126,7 +125,7 @@ fn a_memory_fraction_takes_the_devices_total() {
     let c = of(&a).unwrap();
     let limit = c.memory_limit(Device::CPU).unwrap().unwrap();
     assert!(limit.abs_diff(64 * MIB as u64) <= 1, "{limit}");
-    let e = a.allocate(80 * MIB).err().expect("past the fraction");
+    let e = a.allocate(80 * MIB).expect_err("past the fraction");
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     c.set_memory_fraction(Device::CPU, 0.0).unwrap();
     assert_eq!(c.memory_limit(Device::CPU).unwrap(), None);
@@ -150,8 +149,7 @@ fn a_memory_fraction_takes_the_devices_total() {
             ..Default::default()
         },
     )
-    .err()
-    .expect("no total to take a fraction of");
+    .expect_err("no total to take a fraction of");
     assert!(e.message().contains("memory_limit"), "{e}");
 }
 
@@ -196,8 +194,7 @@ fn garbage_collection_returns_the_oldest_cached_segments_past_the_threshold() {
             ..Default::default()
         },
     )
-    .err()
-    .expect("1.0 is not in (0, 1)");
+    .expect_err("1.0 is not in (0, 1)");
     assert!(
         e.message().contains("garbage_collection_threshold 1"),
         "{e}"

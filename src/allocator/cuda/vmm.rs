@@ -72,10 +72,8 @@ pub(super) fn memory_info(device: Device) -> Result<MemoryInfo> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: the entry point exists (checked above); the device's
         // context is current; both out-pointers are valid.
-        check(
-            unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
-            || format!("cuMemGetInfo(cuda:{index})"),
-        )?;
+        let r = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+        check(r, || format!("cuMemGetInfo(cuda:{index})"))?;
         Ok(MemoryInfo {
             free: free as u64,
             total: total as u64,
@@ -146,10 +144,10 @@ impl VirtualMemory for DeviceVm {
             let mut p: sys::CUdeviceptr = 0;
             // SAFETY: entry point checked; the context is current; `p` is a
             // valid out-pointer; no fixed address is asked for.
-            check(
-                unsafe { sys::cuMemAddressReserve(&mut p, size, page, 0, 0) },
-                || format!("cuMemAddressReserve of {size} bytes on cuda:{index}"),
-            )?;
+            let r = unsafe { sys::cuMemAddressReserve(&mut p, size, page, 0, 0) };
+            check(r, || {
+                format!("cuMemAddressReserve of {size} bytes on cuda:{index}")
+            })?;
             Ok(p)
         })?;
         Ok(Box::new(DeviceReservation {
@@ -220,10 +218,10 @@ impl Reservation for DeviceReservation {
                 let mut h: sys::CUmemGenericAllocationHandle = 0;
                 // SAFETY: entry points checked when the reservation was
                 // made; the context is current; `prop` and `h` are valid.
-                check(
-                    unsafe { sys::cuMemCreate(&mut h, self.page, &prop, 0) },
-                    || format!("cuMemCreate of {} bytes on cuda:{index}", self.page),
-                )?;
+                let r = unsafe { sys::cuMemCreate(&mut h, self.page, &prop, 0) };
+                check(r, || {
+                    format!("cuMemCreate of {} bytes on cuda:{index}", self.page)
+                })?;
                 let addr = self.base + (i * self.page) as u64;
                 // SAFETY: addr..addr+page lies in this reservation and is
                 // not mapped (the caller's contract); h was just created
