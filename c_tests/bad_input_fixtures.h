@@ -114,6 +114,10 @@ static void fx_oom_observer(void *user, const char *allocator, TsrDevice d, size
     (void)user, (void)allocator, (void)d, (void)requested, (void)allocated;
 }
 
+static void fx_oom_info_observer(void *user, const TsrOomInfo *info) {
+    (void)user, (void)info;
+}
+
 /* ---- DLPack producers ----------------------------------------------------- */
 
 static long fx_dl_made = 0, fx_dl_deleted = 0;
@@ -218,6 +222,7 @@ typedef struct {
     TsrDataPtr dp;      /* 64 bytes of malloc with fx_deleter */
     TsrCachingOptions copts;
     TsrCachingStats cstats_zero; /* struct_size 0 */
+    TsrCachingMemoryStats mstats_zero; /* struct_size 0 */
     int32_t threads;             /* tsr_get_num_threads() at setup */
     size_t cache_limit;          /* tsr_cpu_allocator_cache_limit() at setup */
     /* Handles whose strong count is 0, kept allocated by a weak reference. */
@@ -251,6 +256,7 @@ typedef struct {
     TsrAllocatorStats astats;
     TsrCachingStats cstats;
     TsrScalar scalar; /* tsr_tensor_item */
+    TsrCachingMemoryStats mstats;
     DLManagedTensorVersioned *dl;
     DLManagedTensor *dl_legacy;
     void *ptr;
@@ -624,6 +630,7 @@ static void fx_setup(void) {
 
     memset(&S, 0xa5, sizeof S);
     S.cstats.struct_size = sizeof S.cstats;
+    S.mstats.struct_size = sizeof S.mstats;
     memcpy(&S0, &S, sizeof S);
     fx_deleted_at_setup = fx_deleted;
     fx_dl_made_at_setup = fx_dl_made;

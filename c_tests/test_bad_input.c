@@ -210,878 +210,920 @@ static void c99(void) { fx_expect_status(tsr_caching_allocator_reset_peak(F.a), 
 static void c100(void) { fx_expect_status(tsr_caching_allocator_inner(NULL, &S.allocator), TSR_ERR_NULL_POINTER, NULL); }
 static void c101(void) { fx_expect_status(tsr_caching_allocator_inner(F.a, NULL), TSR_ERR_NULL_POINTER, NULL); }
 static void c102(void) { fx_expect_status(tsr_caching_allocator_inner(F.a, &S.allocator), TSR_ERR_INVALID_ARGUMENT, "not a caching allocator"); }
-static void c103(void) { bool r = tsr_allocator_is_caching(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c104(void) { bool r = tsr_allocator_is_caching(F.a); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c105(void) { bool r = tsr_allocator_is_caching(F.dead_a); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c103(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.ca, &FX_CPU, &S.mstats), TSR_OK, NULL); }
+static void c104(void) { fx_expect_status(tsr_caching_allocator_memory_stats(NULL, &FX_CPU, &S.mstats), TSR_ERR_NULL_POINTER, NULL); }
+static void c105(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.ca, NULL, &S.mstats), TSR_OK, NULL); }
+static void c106(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.ca, &FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c107(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.a, &FX_CPU, &S.mstats), TSR_ERR_INVALID_ARGUMENT, "not a caching allocator"); }
+static void c108(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.dead_a, &FX_CPU, &S.mstats), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c109(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.ca, &FX_CPU, &F.mstats_zero), TSR_ERR_INVALID_ARGUMENT, "struct_size is 0"); }
+static void c110(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.ca, &(TsrDevice){99, 0}, &S.mstats), TSR_ERR_INVALID_ARGUMENT, "device"); }
+static void c111(void) { fx_expect_status(tsr_caching_allocator_memory_stats(F.ca, &(TsrDevice){TSR_CUDA, -2}, &S.mstats), TSR_ERR_INVALID_ARGUMENT, "index -2"); }
+static void c112(void) { fx_expect_status(tsr_caching_allocator_reset_accumulated(F.ca), TSR_OK, NULL); }
+static void c113(void) { fx_expect_status(tsr_caching_allocator_reset_accumulated(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c114(void) { fx_expect_status(tsr_caching_allocator_reset_accumulated(F.a), TSR_ERR_INVALID_ARGUMENT, "not a caching allocator"); }
+static void c115(void) { fx_expect_status(tsr_caching_allocator_reset_accumulated(F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c116(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.ca, FX_CPU, 0.0), TSR_OK, NULL); }
+static void c117(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(NULL, FX_CPU, 0.0), TSR_ERR_NULL_POINTER, NULL); }
+static void c118(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.a, FX_CPU, 0.0), TSR_ERR_INVALID_ARGUMENT, "not a caching allocator"); }
+static void c119(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.dead_a, FX_CPU, 0.0), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c120(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.ca, FX_CPU, 1.5), TSR_ERR_INVALID_ARGUMENT, "fraction 1.5"); }
+static void c121(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.ca, FX_CPU, -0.25), TSR_ERR_INVALID_ARGUMENT, "fraction -0.25"); }
+static void c122(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.ca, fx_device(99, 0), 0.0), TSR_ERR_INVALID_ARGUMENT, "device"); }
+static void c123(void) { fx_expect_status(tsr_caching_allocator_set_memory_fraction(F.pa, FX_CPU, 0.0), TSR_ERR_INVALID_ARGUMENT, "not a caching allocator"); }
+static void c124(void) { bool r = tsr_allocator_is_caching(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c125(void) { bool r = tsr_allocator_is_caching(F.a); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c126(void) { bool r = tsr_allocator_is_caching(F.dead_a); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* CUDA (a build without the cuda feature) */
-static void c106(void) { bool r = tsr_cuda_is_available(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c107(void) { int32_t r = tsr_cuda_device_count(); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c108(void) { fx_expect_status(tsr_cuda_init(), TSR_ERR_UNSUPPORTED, "cuda feature"); }
-static void c109(void) { fx_expect_status(tsr_cuda_allocator(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c110(void) { fx_expect_status(tsr_cuda_allocator(&S.allocator), TSR_ERR_UNSUPPORTED, NULL); }
-static void c111(void) { fx_expect_status(tsr_cuda_raw_allocator(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c112(void) { fx_expect_status(tsr_cuda_raw_allocator(&S.allocator), TSR_ERR_UNSUPPORTED, NULL); }
-static void c113(void) { fx_expect_status(tsr_cuda_pinned_allocator(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c114(void) { fx_expect_status(tsr_cuda_pinned_allocator(&S.allocator), TSR_ERR_UNSUPPORTED, NULL); }
-static void c115(void) { fx_expect_status(tsr_cuda_set_current_stream(0, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
-static void c116(void) { fx_expect_status(tsr_cuda_set_current_stream(0, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
-static void c117(void) { fx_expect_status(tsr_cuda_set_current_stream(99, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
-static void c118(void) { fx_expect_status(tsr_cuda_set_current_stream(-7, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
-static void c119(void) { void * r = tsr_cuda_current_stream(0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c120(void) { void * r = tsr_cuda_current_stream(99); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c127(void) { bool r = tsr_cuda_is_available(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c128(void) { int32_t r = tsr_cuda_device_count(); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c129(void) { fx_expect_status(tsr_cuda_init(), TSR_ERR_UNSUPPORTED, "cuda feature"); }
+static void c130(void) { fx_expect_status(tsr_cuda_allocator(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c131(void) { fx_expect_status(tsr_cuda_allocator(&S.allocator), TSR_ERR_UNSUPPORTED, NULL); }
+static void c132(void) { fx_expect_status(tsr_cuda_raw_allocator(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c133(void) { fx_expect_status(tsr_cuda_raw_allocator(&S.allocator), TSR_ERR_UNSUPPORTED, NULL); }
+static void c134(void) { fx_expect_status(tsr_cuda_pinned_allocator(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c135(void) { fx_expect_status(tsr_cuda_pinned_allocator(&S.allocator), TSR_ERR_UNSUPPORTED, NULL); }
+static void c136(void) { fx_expect_status(tsr_cuda_set_current_stream(0, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
+static void c137(void) { fx_expect_status(tsr_cuda_set_current_stream(0, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
+static void c138(void) { fx_expect_status(tsr_cuda_set_current_stream(99, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
+static void c139(void) { fx_expect_status(tsr_cuda_set_current_stream(-7, NULL), TSR_ERR_UNSUPPORTED, "cuda feature"); }
+static void c140(void) { void * r = tsr_cuda_current_stream(0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c141(void) { void * r = tsr_cuda_current_stream(99); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c142(void) { void * r = tsr_torch_cuda_malloc(16, 0, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c143(void) { void * r = tsr_torch_cuda_malloc(16, 0, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c144(void) { void * r = tsr_torch_cuda_malloc(-1, 0, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c145(void) { void * r = tsr_torch_cuda_malloc(16, -1, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c146(void) { void * r = tsr_torch_cuda_malloc(0, 0, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c147(void) { tsr_torch_cuda_free(NULL, 16, 0, NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c148(void) { tsr_torch_cuda_free(NULL, 16, 0, NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c149(void) { tsr_torch_cuda_free(NULL, 16, 0, NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c150(void) { tsr_torch_cuda_free(F.buf, 16, 0, NULL); fx_expect_message(FX_MSG_NAMED, "not memory tsr_torch_cuda_malloc handed out"); }
+static void c151(void) { tsr_torch_cuda_free(NULL, -1, -1, NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c152(void) { tsr_torch_cuda_empty_cache(); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c153(void) { tsr_torch_cuda_set_memory_fraction(0.0, 0); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c154(void) { tsr_torch_cuda_set_memory_fraction(1.5, 0); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c155(void) { tsr_torch_cuda_set_memory_fraction(0.0, -1); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c156(void) { tsr_torch_cuda_record_stream(NULL, NULL); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c157(void) { tsr_torch_cuda_record_stream(NULL, NULL); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c158(void) { tsr_torch_cuda_record_stream(NULL, NULL); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c159(void) { tsr_torch_cuda_init(0); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
+static void c160(void) { tsr_torch_cuda_init(99); fx_expect_message(FX_MSG_NAMED, "cuda feature"); }
 
 /* Data pointers */
-static void c121(void) { tsr_data_ptr_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c122(void) { void * r = tsr_data_ptr_release_context(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c123(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(NULL, fx_deleter, fx_deleter, &S.flag), TSR_ERR_NULL_POINTER, NULL); }
-static void c124(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(&F.dp, NULL, fx_deleter, &S.flag), TSR_OK, NULL); FX_CHECK(!S.flag, "not swapped"); }
-static void c125(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(&F.dp, fx_deleter, NULL, &S.flag), TSR_OK, NULL); FX_CHECK(S.flag, "swapped"); F.dp.deleter = fx_deleter; }
-static void c126(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(&F.dp, fx_deleter, fx_deleter, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c127(void) { void * r = tsr_data_ptr_cast_context(NULL, fx_deleter); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c128(void) { void * r = tsr_data_ptr_cast_context(&F.dp, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c161(void) { tsr_data_ptr_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c162(void) { void * r = tsr_data_ptr_release_context(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c163(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(NULL, fx_deleter, fx_deleter, &S.flag), TSR_ERR_NULL_POINTER, NULL); }
+static void c164(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(&F.dp, NULL, fx_deleter, &S.flag), TSR_OK, NULL); FX_CHECK(!S.flag, "not swapped"); }
+static void c165(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(&F.dp, fx_deleter, NULL, &S.flag), TSR_OK, NULL); FX_CHECK(S.flag, "swapped"); F.dp.deleter = fx_deleter; }
+static void c166(void) { fx_expect_status(tsr_data_ptr_compare_exchange_deleter(&F.dp, fx_deleter, fx_deleter, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c167(void) { void * r = tsr_data_ptr_cast_context(NULL, fx_deleter); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c168(void) { void * r = tsr_data_ptr_cast_context(&F.dp, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* DLPack */
-static void c129(void) { fx_expect_status(tsr_tensor_to_dlpack(NULL, &S.dl), TSR_ERR_NULL_POINTER, NULL); }
-static void c130(void) { fx_expect_status(tsr_tensor_to_dlpack(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c131(void) { fx_expect_status(tsr_tensor_to_dlpack(F.dead_t, &S.dl), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c132(void) { fx_expect_status(tsr_tensor_to_dlpack(fx_shrunk_t(), &S.dl), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c133(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(NULL, -1, &S.dl), TSR_ERR_NULL_POINTER, NULL); }
-static void c134(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, -1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c135(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.dead_t, -1, &S.dl), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c136(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, 0, &S.dl), TSR_ERR_INVALID_ARGUMENT, "expected -1"); }
-static void c137(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, -2, &S.dl), TSR_ERR_INVALID_ARGUMENT, "expected -1"); }
-static void c138(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(fx_shrunk_t(), -1, &S.dl), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c139(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, -1, &S.dl), TSR_OK, NULL); S.dl->deleter(S.dl); }
-static void c140(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(NULL, &S.dl_legacy), TSR_ERR_NULL_POINTER, NULL); }
-static void c141(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c142(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(F.dead_t, &S.dl_legacy), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c143(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(fx_shrunk_t(), &S.dl_legacy), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c144(void) { fx_expect_status(tsr_tensor_from_dlpack(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c145(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl(), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c146(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(2, 0, 2, kDLFloat, 1), &S.tensor), TSR_ERR_UNSUPPORTED, "version 2.1"); }
-static void c147(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c148(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, -1, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim -1"); }
-static void c149(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 65, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim 65"); }
-static void c150(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 2, 99, 1), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c151(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 2, kDLFloat, 4), &S.tensor), TSR_ERR_DTYPE, "lanes"); }
-static void c152(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_no_shape(), &S.tensor), TSR_ERR_NULL_POINTER, "shape"); }
-static void c153(void) { fx_expect_status(tsr_tensor_from_dlpack_legacy(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c154(void) { fx_expect_status(tsr_tensor_from_dlpack_legacy(fx_dl_legacy(), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c169(void) { fx_expect_status(tsr_tensor_to_dlpack(NULL, &S.dl), TSR_ERR_NULL_POINTER, NULL); }
+static void c170(void) { fx_expect_status(tsr_tensor_to_dlpack(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c171(void) { fx_expect_status(tsr_tensor_to_dlpack(F.dead_t, &S.dl), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c172(void) { fx_expect_status(tsr_tensor_to_dlpack(fx_shrunk_t(), &S.dl), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c173(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(NULL, -1, &S.dl), TSR_ERR_NULL_POINTER, NULL); }
+static void c174(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, -1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c175(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.dead_t, -1, &S.dl), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c176(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, 0, &S.dl), TSR_ERR_INVALID_ARGUMENT, "expected -1"); }
+static void c177(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, -2, &S.dl), TSR_ERR_INVALID_ARGUMENT, "expected -1"); }
+static void c178(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(fx_shrunk_t(), -1, &S.dl), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c179(void) { fx_expect_status(tsr_tensor_to_dlpack_on_stream(F.t, -1, &S.dl), TSR_OK, NULL); S.dl->deleter(S.dl); }
+static void c180(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(NULL, &S.dl_legacy), TSR_ERR_NULL_POINTER, NULL); }
+static void c181(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c182(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(F.dead_t, &S.dl_legacy), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c183(void) { fx_expect_status(tsr_tensor_to_dlpack_legacy(fx_shrunk_t(), &S.dl_legacy), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c184(void) { fx_expect_status(tsr_tensor_from_dlpack(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c185(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl(), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c186(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(2, 0, 2, kDLFloat, 1), &S.tensor), TSR_ERR_UNSUPPORTED, "version 2.1"); }
+static void c187(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c188(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, -1, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim -1"); }
+static void c189(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 65, kDLFloat, 1), &S.tensor), TSR_ERR_SHAPE, "ndim 65"); }
+static void c190(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 2, 99, 1), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c191(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_with(1, 0, 2, kDLFloat, 4), &S.tensor), TSR_ERR_DTYPE, "lanes"); }
+static void c192(void) { fx_expect_status(tsr_tensor_from_dlpack(fx_dl_no_shape(), &S.tensor), TSR_ERR_NULL_POINTER, "shape"); }
+static void c193(void) { fx_expect_status(tsr_tensor_from_dlpack_legacy(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c194(void) { fx_expect_status(tsr_tensor_from_dlpack_legacy(fx_dl_legacy(), NULL), TSR_ERR_NULL_POINTER, NULL); }
 
 /* Devices */
-static void c155(void) { const char * r = tsr_device_type_name(99); FX_CHECK(strcmp(r, "unknown") == 0, "strcmp(r, \"unknown\") == 0"); fx_expect_message(FX_MSG_NAMED, "99"); }
-static void c156(void) { const char * r = tsr_device_type_name(-128); FX_CHECK(strcmp(r, "unknown") == 0, "strcmp(r, \"unknown\") == 0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c157(void) { const char * r = tsr_device_type_name(TSR_PRIVATE_USE1); FX_CHECK(strcmp(r, "privateuseone") == 0, "strcmp(r, \"privateuseone\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c158(void) { struct TsrDevice r = tsr_device(99, -7); FX_CHECK(r.type == 99 && r.index == -7, "r.type == 99 && r.index == -7"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c195(void) { const char * r = tsr_device_type_name(99); FX_CHECK(strcmp(r, "unknown") == 0, "strcmp(r, \"unknown\") == 0"); fx_expect_message(FX_MSG_NAMED, "99"); }
+static void c196(void) { const char * r = tsr_device_type_name(-128); FX_CHECK(strcmp(r, "unknown") == 0, "strcmp(r, \"unknown\") == 0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c197(void) { const char * r = tsr_device_type_name(TSR_PRIVATE_USE1); FX_CHECK(strcmp(r, "privateuseone") == 0, "strcmp(r, \"privateuseone\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c198(void) { struct TsrDevice r = tsr_device(99, -7); FX_CHECK(r.type == 99 && r.index == -7, "r.type == 99 && r.index == -7"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Dtypes and scalars */
-static void c159(void) { size_t r = tsr_dtype_itemsize(99); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c160(void) { size_t r = tsr_dtype_itemsize(-1); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c161(void) { size_t r = tsr_dtype_itemsize(47); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c162(void) { size_t r = tsr_dtype_itemsize(127); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c163(void) { const char * r = tsr_dtype_name(99); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c164(void) { const char * r = tsr_dtype_name(-128); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c165(void) { const char * r = tsr_dtype_name(47); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c166(void) { const char * r = tsr_dtype_name(127); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c167(void) { const char * r = tsr_dtype_name(-1); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c168(void) { bool r = tsr_dtype_is_valid(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c169(void) { bool r = tsr_dtype_is_valid(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c170(void) { bool r = tsr_dtype_is_valid(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c171(void) { bool r = tsr_dtype_is_valid(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c172(void) { bool r = tsr_dtype_is_floating(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c173(void) { bool r = tsr_dtype_is_floating(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c174(void) { bool r = tsr_dtype_is_floating(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c175(void) { bool r = tsr_dtype_is_floating(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c176(void) { bool r = tsr_dtype_is_complex(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c177(void) { bool r = tsr_dtype_is_complex(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c178(void) { bool r = tsr_dtype_is_complex(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c179(void) { bool r = tsr_dtype_is_complex(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c180(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c181(void) { fx_expect_status(tsr_promote_types(99, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'a'"); }
-static void c182(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, -1, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'b'"); }
-static void c183(void) { fx_expect_status(tsr_promote_types(TSR_QINT8, TSR_FLOAT, &S.dtype), TSR_ERR_DTYPE, NULL); }
-static void c184(void) { fx_expect_status(tsr_promote_types(TSR_UINT16, TSR_INT, &S.dtype), TSR_ERR_DTYPE, NULL); }
-static void c185(void) { fx_expect_status(tsr_promote_types(47, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c186(void) { fx_expect_status(tsr_promote_types(127, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c187(void) { fx_expect_status(tsr_promote_types(-1, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c188(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 47, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c189(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 127, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c190(void) { bool r = tsr_can_cast(99, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c191(void) { bool r = tsr_can_cast(TSR_FLOAT, 99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c192(void) { bool r = tsr_can_cast(47, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c193(void) { bool r = tsr_can_cast(127, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c194(void) { bool r = tsr_can_cast(-1, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c195(void) { bool r = tsr_can_cast(TSR_FLOAT, 47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c196(void) { bool r = tsr_can_cast(TSR_FLOAT, 127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c197(void) { bool r = tsr_can_cast(TSR_FLOAT, -1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c198(void) { struct TsrScalar r = tsr_scalar_int(7); FX_CHECK(r.dtype == TSR_LONG && r.v.i == 7, "r.dtype == TSR_LONG && r.v.i == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c199(void) { struct TsrScalar r = tsr_scalar_uint(7); FX_CHECK(r.dtype == TSR_UINT64 && r.v.u == 7, "r.dtype == TSR_UINT64 && r.v.u == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c200(void) { struct TsrScalar r = tsr_scalar_float(1.5); FX_CHECK(r.dtype == TSR_DOUBLE && r.v.f == 1.5, "r.dtype == TSR_DOUBLE && r.v.f == 1.5"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c201(void) { struct TsrScalar r = tsr_scalar_bool(true); FX_CHECK(r.dtype == TSR_BOOL && r.v.b, "r.dtype == TSR_BOOL && r.v.b"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c202(void) { struct TsrScalar r = tsr_scalar_complex(1.5, 2.0); FX_CHECK(r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0, "r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c199(void) { size_t r = tsr_dtype_itemsize(99); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c200(void) { size_t r = tsr_dtype_itemsize(-1); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c201(void) { size_t r = tsr_dtype_itemsize(47); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c202(void) { size_t r = tsr_dtype_itemsize(127); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c203(void) { const char * r = tsr_dtype_name(99); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c204(void) { const char * r = tsr_dtype_name(-128); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c205(void) { const char * r = tsr_dtype_name(47); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c206(void) { const char * r = tsr_dtype_name(127); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c207(void) { const char * r = tsr_dtype_name(-1); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c208(void) { bool r = tsr_dtype_is_valid(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c209(void) { bool r = tsr_dtype_is_valid(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c210(void) { bool r = tsr_dtype_is_valid(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c211(void) { bool r = tsr_dtype_is_valid(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c212(void) { bool r = tsr_dtype_is_floating(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c213(void) { bool r = tsr_dtype_is_floating(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c214(void) { bool r = tsr_dtype_is_floating(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c215(void) { bool r = tsr_dtype_is_floating(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c216(void) { bool r = tsr_dtype_is_complex(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c217(void) { bool r = tsr_dtype_is_complex(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c218(void) { bool r = tsr_dtype_is_complex(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c219(void) { bool r = tsr_dtype_is_complex(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c220(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c221(void) { fx_expect_status(tsr_promote_types(99, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'a'"); }
+static void c222(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, -1, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'b'"); }
+static void c223(void) { fx_expect_status(tsr_promote_types(TSR_QINT8, TSR_FLOAT, &S.dtype), TSR_ERR_DTYPE, NULL); }
+static void c224(void) { fx_expect_status(tsr_promote_types(TSR_UINT16, TSR_INT, &S.dtype), TSR_ERR_DTYPE, NULL); }
+static void c225(void) { fx_expect_status(tsr_promote_types(47, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c226(void) { fx_expect_status(tsr_promote_types(127, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c227(void) { fx_expect_status(tsr_promote_types(-1, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c228(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 47, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c229(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 127, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c230(void) { bool r = tsr_can_cast(99, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c231(void) { bool r = tsr_can_cast(TSR_FLOAT, 99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c232(void) { bool r = tsr_can_cast(47, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c233(void) { bool r = tsr_can_cast(127, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c234(void) { bool r = tsr_can_cast(-1, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c235(void) { bool r = tsr_can_cast(TSR_FLOAT, 47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c236(void) { bool r = tsr_can_cast(TSR_FLOAT, 127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c237(void) { bool r = tsr_can_cast(TSR_FLOAT, -1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c238(void) { struct TsrScalar r = tsr_scalar_int(7); FX_CHECK(r.dtype == TSR_LONG && r.v.i == 7, "r.dtype == TSR_LONG && r.v.i == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c239(void) { struct TsrScalar r = tsr_scalar_uint(7); FX_CHECK(r.dtype == TSR_UINT64 && r.v.u == 7, "r.dtype == TSR_UINT64 && r.v.u == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c240(void) { struct TsrScalar r = tsr_scalar_float(1.5); FX_CHECK(r.dtype == TSR_DOUBLE && r.v.f == 1.5, "r.dtype == TSR_DOUBLE && r.v.f == 1.5"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c241(void) { struct TsrScalar r = tsr_scalar_bool(true); FX_CHECK(r.dtype == TSR_BOOL && r.v.b, "r.dtype == TSR_BOOL && r.v.b"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c242(void) { struct TsrScalar r = tsr_scalar_complex(1.5, 2.0); FX_CHECK(r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0, "r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Errors */
-static void c203(void) { const char * r = tsr_last_error_message(); FX_CHECK(r != NULL && r[0] == '\0', "r != NULL && r[0] == '\\0'"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c204(void) { tsr_clear_last_error(); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c205(void) { TsrStatus r = tsr_set_last_error(TSR_ERR_SHAPE, NULL); FX_CHECK(r == (TSR_ERR_SHAPE), "TSR_ERR_SHAPE"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(tsr_last_error_message()[0] == '\0', "empty message"); }
-static void c206(void) { TsrStatus r = tsr_set_last_error(99, "a plugin message"); FX_CHECK(r == (99), "99"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(strcmp(tsr_last_error_message(), "a plugin message") == 0, "message"); }
-static void c207(void) { const char * r = tsr_status_name(99); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c208(void) { const char * r = tsr_status_name(-1); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c243(void) { const char * r = tsr_last_error_message(); FX_CHECK(r != NULL && r[0] == '\0', "r != NULL && r[0] == '\\0'"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c244(void) { tsr_clear_last_error(); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c245(void) { TsrStatus r = tsr_set_last_error(TSR_ERR_SHAPE, NULL); FX_CHECK(r == (TSR_ERR_SHAPE), "TSR_ERR_SHAPE"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(tsr_last_error_message()[0] == '\0', "empty message"); }
+static void c246(void) { TsrStatus r = tsr_set_last_error(99, "a plugin message"); FX_CHECK(r == (99), "99"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(strcmp(tsr_last_error_message(), "a plugin message") == 0, "message"); }
+static void c247(void) { const char * r = tsr_status_name(99); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c248(void) { const char * r = tsr_status_name(-1); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Iterator configuration */
-static void c209(void) { fx_expect_status(tsr_iter_config_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c210(void) { tsr_iter_config_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c211(void) { fx_expect_status(tsr_iter_config_add_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c212(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
-static void c213(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, NULL), TSR_OK, NULL); }
-static void c214(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c215(void) { fx_expect_status(tsr_iter_config_add_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c216(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c217(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c218(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c219(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
-static void c220(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, NULL), TSR_OK, NULL); }
-static void c221(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c222(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c223(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c224(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c225(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c226(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c227(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c228(void) { fx_expect_status(tsr_iter_config_add_input_scalar(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c229(void) { fx_expect_status(tsr_iter_config_add_input_scalar(F.cfg, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c230(void) { fx_expect_status(tsr_iter_config_check_mem_overlap(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c231(void) { fx_expect_status(tsr_iter_config_allow_cpu_scalars(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c232(void) { fx_expect_status(tsr_iter_config_is_reduction(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c233(void) { fx_expect_status(tsr_iter_config_resize_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c234(void) { fx_expect_status(tsr_iter_config_check_all_same_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c235(void) { fx_expect_status(tsr_iter_config_check_all_same_device(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c236(void) { fx_expect_status(tsr_iter_config_enforce_safe_casting_to_output(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c237(void) { fx_expect_status(tsr_iter_config_enforce_linear_iteration(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c238(void) { fx_expect_status(tsr_iter_config_promote_inputs_to_common_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c239(void) { fx_expect_status(tsr_iter_config_promote_integer_inputs_to_float(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c240(void) { fx_expect_status(tsr_iter_config_cast_common_dtype_to_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c241(void) { fx_expect_status(tsr_iter_config_resolve_overlap_by_copy(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c242(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(NULL, TSR_FLOAT), TSR_ERR_NULL_POINTER, NULL); }
-static void c243(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 99), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c244(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 47), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c245(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 127), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c246(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c247(void) { fx_expect_status(tsr_iter_config_declare_static_device(NULL, FX_CPU), TSR_ERR_NULL_POINTER, NULL); }
-static void c248(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(99, 0)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c249(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CPU, 3)), TSR_ERR_INVALID_ARGUMENT, "index 3"); }
-static void c250(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CUDA, -2)), TSR_ERR_INVALID_ARGUMENT, "index -2"); }
-static void c251(void) { fx_expect_status(tsr_iter_config_declare_static_shape(NULL, 2, FX_SIZES), TSR_ERR_NULL_POINTER, NULL); }
-static void c252(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 2, NULL), TSR_ERR_NULL_POINTER, "shape"); }
-static void c253(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, -1, FX_SIZES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c254(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 65, FX_SIZES_64), TSR_ERR_SHAPE, "65"); }
-static void c255(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 0, NULL), TSR_OK, NULL); }
-static void c256(void) { fx_expect_status(tsr_iter_build(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c257(void) { fx_expect_status(tsr_iter_build(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c258(void) { fx_expect_status(tsr_iter_build(F.cfg_empty, &S.iter), TSR_ERR_INVALID_ARGUMENT, "no operands"); }
-static void c259(void) { fx_expect_status(tsr_iter_build(F.cfg_bad, &S.iter), TSR_ERR_INVALID_ARGUMENT, "promote_inputs_to_common_dtype"); }
-static void c260(void) { fx_expect_status(tsr_iter_build((tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg), &S.iter), TSR_ERR_SHAPE, "static shape [3] does not fit input 0"); }
+static void c249(void) { fx_expect_status(tsr_iter_config_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c250(void) { tsr_iter_config_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c251(void) { fx_expect_status(tsr_iter_config_add_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c252(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
+static void c253(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, NULL), TSR_OK, NULL); }
+static void c254(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c255(void) { fx_expect_status(tsr_iter_config_add_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c256(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c257(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c258(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c259(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
+static void c260(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, NULL), TSR_OK, NULL); }
+static void c261(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c262(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c263(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c264(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c265(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c266(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c267(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c268(void) { fx_expect_status(tsr_iter_config_add_input_scalar(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c269(void) { fx_expect_status(tsr_iter_config_add_input_scalar(F.cfg, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c270(void) { fx_expect_status(tsr_iter_config_check_mem_overlap(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c271(void) { fx_expect_status(tsr_iter_config_allow_cpu_scalars(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c272(void) { fx_expect_status(tsr_iter_config_is_reduction(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c273(void) { fx_expect_status(tsr_iter_config_resize_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c274(void) { fx_expect_status(tsr_iter_config_check_all_same_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c275(void) { fx_expect_status(tsr_iter_config_check_all_same_device(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c276(void) { fx_expect_status(tsr_iter_config_enforce_safe_casting_to_output(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c277(void) { fx_expect_status(tsr_iter_config_enforce_linear_iteration(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c278(void) { fx_expect_status(tsr_iter_config_promote_inputs_to_common_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c279(void) { fx_expect_status(tsr_iter_config_promote_integer_inputs_to_float(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c280(void) { fx_expect_status(tsr_iter_config_cast_common_dtype_to_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c281(void) { fx_expect_status(tsr_iter_config_resolve_overlap_by_copy(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c282(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(NULL, TSR_FLOAT), TSR_ERR_NULL_POINTER, NULL); }
+static void c283(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 99), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c284(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 47), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c285(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 127), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c286(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c287(void) { fx_expect_status(tsr_iter_config_declare_static_device(NULL, FX_CPU), TSR_ERR_NULL_POINTER, NULL); }
+static void c288(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(99, 0)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c289(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CPU, 3)), TSR_ERR_INVALID_ARGUMENT, "index 3"); }
+static void c290(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CUDA, -2)), TSR_ERR_INVALID_ARGUMENT, "index -2"); }
+static void c291(void) { fx_expect_status(tsr_iter_config_declare_static_shape(NULL, 2, FX_SIZES), TSR_ERR_NULL_POINTER, NULL); }
+static void c292(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 2, NULL), TSR_ERR_NULL_POINTER, "shape"); }
+static void c293(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, -1, FX_SIZES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c294(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 65, FX_SIZES_64), TSR_ERR_SHAPE, "65"); }
+static void c295(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 0, NULL), TSR_OK, NULL); }
+static void c296(void) { fx_expect_status(tsr_iter_build(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c297(void) { fx_expect_status(tsr_iter_build(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c298(void) { fx_expect_status(tsr_iter_build(F.cfg_empty, &S.iter), TSR_ERR_INVALID_ARGUMENT, "no operands"); }
+static void c299(void) { fx_expect_status(tsr_iter_build(F.cfg_bad, &S.iter), TSR_ERR_INVALID_ARGUMENT, "promote_inputs_to_common_dtype"); }
+static void c300(void) { fx_expect_status(tsr_iter_build((tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg), &S.iter), TSR_ERR_SHAPE, "static shape [3] does not fit input 0"); }
 
 /* Iterator presets */
-static void c261(void) { fx_expect_status(tsr_iter_binary_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c262(void) { fx_expect_status(tsr_iter_binary_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c263(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c264(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c265(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, "broadcast"); }
-static void c266(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c267(void) { fx_expect_status(tsr_iter_binary_float_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c268(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c269(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c270(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c271(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
-static void c272(void) { fx_expect_status(tsr_iter_comparison_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c273(void) { fx_expect_status(tsr_iter_comparison_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c274(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c275(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c276(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
-static void c277(void) { fx_expect_status(tsr_iter_unary_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c278(void) { fx_expect_status(tsr_iter_unary_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c279(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c280(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c281(void) { fx_expect_status(tsr_iter_unary_float_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c282(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c283(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c284(void) { fx_expect_status(tsr_iter_nullary_op(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c285(void) { fx_expect_status(tsr_iter_nullary_op(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c286(void) { fx_expect_status(tsr_iter_nullary_op(F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c287(void) { fx_expect_status(tsr_iter_reduce_op(NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c288(void) { fx_expect_status(tsr_iter_reduce_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c289(void) { fx_expect_status(tsr_iter_reduce_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c290(void) { fx_expect_status(tsr_iter_reduce_op(F.t4, F.t, &S.iter), TSR_ERR_SHAPE, NULL); }
+static void c301(void) { fx_expect_status(tsr_iter_binary_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c302(void) { fx_expect_status(tsr_iter_binary_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c303(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c304(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c305(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, "broadcast"); }
+static void c306(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c307(void) { fx_expect_status(tsr_iter_binary_float_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c308(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c309(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c310(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c311(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
+static void c312(void) { fx_expect_status(tsr_iter_comparison_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c313(void) { fx_expect_status(tsr_iter_comparison_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c314(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c315(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c316(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
+static void c317(void) { fx_expect_status(tsr_iter_unary_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c318(void) { fx_expect_status(tsr_iter_unary_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c319(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c320(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c321(void) { fx_expect_status(tsr_iter_unary_float_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c322(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c323(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c324(void) { fx_expect_status(tsr_iter_nullary_op(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c325(void) { fx_expect_status(tsr_iter_nullary_op(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c326(void) { fx_expect_status(tsr_iter_nullary_op(F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c327(void) { fx_expect_status(tsr_iter_reduce_op(NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c328(void) { fx_expect_status(tsr_iter_reduce_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c329(void) { fx_expect_status(tsr_iter_reduce_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c330(void) { fx_expect_status(tsr_iter_reduce_op(F.t4, F.t, &S.iter), TSR_ERR_SHAPE, NULL); }
 
 /* Iterator queries */
-static void c291(void) { tsr_iter_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c292(void) { int64_t r = tsr_iter_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c293(void) { const int64_t * r = tsr_iter_shape(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c294(void) { int64_t r = tsr_iter_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c295(void) { int64_t r = tsr_iter_ntensors(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c296(void) { int64_t r = tsr_iter_noutputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c297(void) { int64_t r = tsr_iter_ninputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c298(void) { const int64_t * r = tsr_iter_strides(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c299(void) { const int64_t * r = tsr_iter_strides(F.it, 2); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
-static void c300(void) { const int64_t * r = tsr_iter_strides(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand -1"); }
-static void c301(void) { TsrDType r = tsr_iter_dtype(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c302(void) { TsrDType r = tsr_iter_dtype(F.it, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
-static void c303(void) { TsrDType r = tsr_iter_dtype(F.it, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "out of range"); }
-static void c304(void) { TsrDType r = tsr_iter_common_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c305(void) { void * r = tsr_iter_data_ptr(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c306(void) { void * r = tsr_iter_data_ptr(F.it, 5); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 5"); }
-static void c307(void) { struct TsrTensor * r = tsr_iter_output(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c308(void) { struct TsrTensor * r = tsr_iter_output(F.it, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output 1"); }
-static void c309(void) { struct TsrTensor * r = tsr_iter_output(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output -1"); }
-static void c310(void) { bool r = tsr_iter_is_contiguous(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c311(void) { bool r = tsr_iter_is_trivial_1d(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c312(void) { int64_t r = tsr_iter_num_output_elements(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c313(void) { int64_t r = tsr_iter_num_reduce_dims(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c314(void) { bool r = tsr_iter_can_use_32bit_indexing(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c331(void) { tsr_iter_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c332(void) { int64_t r = tsr_iter_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c333(void) { const int64_t * r = tsr_iter_shape(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c334(void) { int64_t r = tsr_iter_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c335(void) { int64_t r = tsr_iter_ntensors(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c336(void) { int64_t r = tsr_iter_noutputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c337(void) { int64_t r = tsr_iter_ninputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c338(void) { const int64_t * r = tsr_iter_strides(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c339(void) { const int64_t * r = tsr_iter_strides(F.it, 2); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
+static void c340(void) { const int64_t * r = tsr_iter_strides(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand -1"); }
+static void c341(void) { TsrDType r = tsr_iter_dtype(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c342(void) { TsrDType r = tsr_iter_dtype(F.it, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
+static void c343(void) { TsrDType r = tsr_iter_dtype(F.it, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "out of range"); }
+static void c344(void) { TsrDType r = tsr_iter_common_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c345(void) { void * r = tsr_iter_data_ptr(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c346(void) { void * r = tsr_iter_data_ptr(F.it, 5); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 5"); }
+static void c347(void) { struct TsrTensor * r = tsr_iter_output(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c348(void) { struct TsrTensor * r = tsr_iter_output(F.it, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output 1"); }
+static void c349(void) { struct TsrTensor * r = tsr_iter_output(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output -1"); }
+static void c350(void) { bool r = tsr_iter_is_contiguous(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c351(void) { bool r = tsr_iter_is_trivial_1d(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c352(void) { int64_t r = tsr_iter_num_output_elements(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c353(void) { int64_t r = tsr_iter_num_reduce_dims(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c354(void) { bool r = tsr_iter_can_use_32bit_indexing(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Iterator loops */
-static void c315(void) { fx_expect_status(tsr_iter_for_each(NULL, fx_loop, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c316(void) { fx_expect_status(tsr_iter_for_each(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
-static void c317(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, 0), TSR_OK, NULL); }
-static void c318(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, -5), TSR_OK, NULL); }
-static void c319(void) { fx_expect_status(tsr_iter_for_each(fx_stale_it(), fx_loop, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c320(void) { fx_expect_status(tsr_iter_serial_for_each(NULL, fx_loop, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
-static void c321(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
-static void c322(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, 6), TSR_OK, NULL); }
-static void c323(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
-static void c324(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 4, 2), TSR_OK, NULL); }
-static void c325(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, INT64_MAX), TSR_OK, NULL); }
-static void c326(void) { fx_expect_status(tsr_iter_serial_for_each(fx_stale_it(), fx_loop, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c327(void) { fx_expect_status(tsr_iter_cast_outputs(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c328(void) { fx_expect_status(tsr_iter_cast_outputs(fx_stale_it()), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c329(void) { fx_expect_status(tsr_iter_parallel_reduce(NULL, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c330(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, NULL, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "loop"); }
-static void c331(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, NULL, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "combine"); }
-static void c332(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_OK, NULL); }
-static void c333(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 8, 0), TSR_ERR_NULL_POINTER, "acc"); }
-static void c334(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 0, 0), TSR_OK, NULL); }
-static void c335(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 4097, 0), TSR_ERR_INVALID_ARGUMENT, "4097"); }
-static void c336(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, SIZE_MAX, 0), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c337(void) { fx_expect_status(tsr_iter_parallel_reduce(fx_stale_it(), fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c338(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(NULL, fx_sub, NULL, false), TSR_ERR_NULL_POINTER, NULL); }
-static void c339(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, NULL, NULL, false), TSR_ERR_NULL_POINTER, "fn"); }
-static void c340(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, fx_sub, NULL, false), TSR_OK, NULL); }
-static void c341(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(fx_stale_it(), fx_sub, NULL, false), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c342(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(NULL, fx_sub, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c343(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NULL, NULL), TSR_ERR_NULL_POINTER, "fn"); }
-static void c344(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
-static void c345(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(fx_stale_it(), fx_sub, NULL), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c355(void) { fx_expect_status(tsr_iter_for_each(NULL, fx_loop, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c356(void) { fx_expect_status(tsr_iter_for_each(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c357(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, 0), TSR_OK, NULL); }
+static void c358(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, -5), TSR_OK, NULL); }
+static void c359(void) { fx_expect_status(tsr_iter_for_each(fx_stale_it(), fx_loop, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c360(void) { fx_expect_status(tsr_iter_serial_for_each(NULL, fx_loop, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
+static void c361(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
+static void c362(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, 6), TSR_OK, NULL); }
+static void c363(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
+static void c364(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 4, 2), TSR_OK, NULL); }
+static void c365(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, INT64_MAX), TSR_OK, NULL); }
+static void c366(void) { fx_expect_status(tsr_iter_serial_for_each(fx_stale_it(), fx_loop, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c367(void) { fx_expect_status(tsr_iter_cast_outputs(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c368(void) { fx_expect_status(tsr_iter_cast_outputs(fx_stale_it()), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c369(void) { fx_expect_status(tsr_iter_parallel_reduce(NULL, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c370(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, NULL, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c371(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, NULL, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "combine"); }
+static void c372(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_OK, NULL); }
+static void c373(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 8, 0), TSR_ERR_NULL_POINTER, "acc"); }
+static void c374(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 0, 0), TSR_OK, NULL); }
+static void c375(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 4097, 0), TSR_ERR_INVALID_ARGUMENT, "4097"); }
+static void c376(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, SIZE_MAX, 0), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c377(void) { fx_expect_status(tsr_iter_parallel_reduce(fx_stale_it(), fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c378(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(NULL, fx_sub, NULL, false), TSR_ERR_NULL_POINTER, NULL); }
+static void c379(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, NULL, NULL, false), TSR_ERR_NULL_POINTER, "fn"); }
+static void c380(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, fx_sub, NULL, false), TSR_OK, NULL); }
+static void c381(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(fx_stale_it(), fx_sub, NULL, false), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c382(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(NULL, fx_sub, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c383(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NULL, NULL), TSR_ERR_NULL_POINTER, "fn"); }
+static void c384(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
+static void c385(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(fx_stale_it(), fx_sub, NULL), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
 
 /* Library */
-static void c346(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c347(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
-static void c348(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
-static void c349(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c386(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c387(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
+static void c388(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
+static void c389(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Host objects */
-static void c350(void) { fx_expect_status(tsr_object_new(8, NULL, &S.object), TSR_OK, NULL); CHECK_OK(tsr_object_decref(S.object)); }
-static void c351(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c352(void) { fx_expect_status(tsr_object_new(SIZE_MAX, &FX_OBJECT_VTABLE, &S.object), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c353(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE_TINY, &S.object), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c354(void) { void * r = tsr_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c355(void) { void * r = tsr_object_data(F.dead_o); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c356(void) { void * r = tsr_weak_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c357(void) { void * r = tsr_weak_object_data(F.dead_wo); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c358(void) { fx_expect_status(tsr_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c359(void) { fx_expect_status(tsr_object_incref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c360(void) { fx_expect_status(tsr_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c361(void) { fx_expect_status(tsr_object_decref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c362(void) { size_t r = tsr_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c363(void) { size_t r = tsr_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c364(void) { fx_expect_status(tsr_object_downgrade(NULL, &S.weak_object), TSR_ERR_NULL_POINTER, NULL); }
-static void c365(void) { fx_expect_status(tsr_object_downgrade(F.o, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c366(void) { fx_expect_status(tsr_object_downgrade(F.dead_o, &S.weak_object), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c367(void) { fx_expect_status(tsr_weak_object_lock(NULL, &S.object), TSR_ERR_NULL_POINTER, NULL); }
-static void c368(void) { fx_expect_status(tsr_weak_object_lock(F.wo, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c369(void) { fx_expect_status(tsr_weak_object_lock(F.dead_wo, &S.object), TSR_OK, NULL); FX_CHECK(S.object == NULL, "expired: NULL"); }
-static void c370(void) { fx_expect_status(tsr_weak_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c371(void) { fx_expect_status(tsr_weak_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c372(void) { bool r = tsr_weak_object_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c373(void) { bool r = tsr_weak_object_expired(F.dead_wo); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c374(void) { size_t r = tsr_weak_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c375(void) { size_t r = tsr_weak_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c390(void) { fx_expect_status(tsr_object_new(8, NULL, &S.object), TSR_OK, NULL); CHECK_OK(tsr_object_decref(S.object)); }
+static void c391(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c392(void) { fx_expect_status(tsr_object_new(SIZE_MAX, &FX_OBJECT_VTABLE, &S.object), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c393(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE_TINY, &S.object), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c394(void) { void * r = tsr_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c395(void) { void * r = tsr_object_data(F.dead_o); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c396(void) { void * r = tsr_weak_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c397(void) { void * r = tsr_weak_object_data(F.dead_wo); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c398(void) { fx_expect_status(tsr_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c399(void) { fx_expect_status(tsr_object_incref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c400(void) { fx_expect_status(tsr_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c401(void) { fx_expect_status(tsr_object_decref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c402(void) { size_t r = tsr_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c403(void) { size_t r = tsr_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c404(void) { fx_expect_status(tsr_object_downgrade(NULL, &S.weak_object), TSR_ERR_NULL_POINTER, NULL); }
+static void c405(void) { fx_expect_status(tsr_object_downgrade(F.o, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c406(void) { fx_expect_status(tsr_object_downgrade(F.dead_o, &S.weak_object), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c407(void) { fx_expect_status(tsr_weak_object_lock(NULL, &S.object), TSR_ERR_NULL_POINTER, NULL); }
+static void c408(void) { fx_expect_status(tsr_weak_object_lock(F.wo, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c409(void) { fx_expect_status(tsr_weak_object_lock(F.dead_wo, &S.object), TSR_OK, NULL); FX_CHECK(S.object == NULL, "expired: NULL"); }
+static void c410(void) { fx_expect_status(tsr_weak_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c411(void) { fx_expect_status(tsr_weak_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c412(void) { bool r = tsr_weak_object_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c413(void) { bool r = tsr_weak_object_expired(F.dead_wo); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c414(void) { size_t r = tsr_weak_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c415(void) { size_t r = tsr_weak_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Storages */
-static void c376(void) { fx_expect_status(tsr_storage_new(16, FX_CPU, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c377(void) { fx_expect_status(tsr_storage_new(16, fx_device(99, 0), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c378(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_CPU, 1), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "index 1"); }
-static void c379(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_HIP, 0), true, &S.storage), TSR_ERR_DEVICE, "no allocator"); }
-static void c380(void) { fx_expect_status(tsr_storage_new(SIZE_MAX, FX_CPU, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, "18446744073709551615"); }
-static void c381(void) { fx_expect_status(tsr_storage_new_with_allocator(16, NULL, true, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c382(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.a, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c383(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.dead_a, true, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c384(void) { fx_expect_status(tsr_storage_new_with_allocator(SIZE_MAX, F.a, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c385(void) { fx_expect_status(tsr_storage_from_data_ptr(NULL, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c386(void) { fx_expect_status(tsr_storage_from_data_ptr(&F.dp, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c387(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.device = fx_device(99, 0), &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c388(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.data = NULL, &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c389(void) { size_t r = tsr_storage_nbytes(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c390(void) { size_t r = tsr_storage_nbytes(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c391(void) { void * r = tsr_storage_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c392(void) { void * r = tsr_storage_data(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c393(void) { struct TsrDevice r = tsr_storage_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c394(void) { struct TsrDevice r = tsr_storage_device(F.dead_s); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c395(void) { bool r = tsr_storage_resizable(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c396(void) { struct TsrAllocator * r = tsr_storage_allocator(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c397(void) { struct TsrAllocator * r = tsr_storage_allocator(F.fixed); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c398(void) { fx_expect_status(tsr_storage_resize(NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c399(void) { fx_expect_status(tsr_storage_resize(F.fixed, 16), TSR_ERR_NOT_RESIZABLE, NULL); }
-static void c400(void) { fx_expect_status(tsr_storage_resize(F.s, SIZE_MAX), TSR_ERR_OUT_OF_MEMORY, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c401(void) { fx_expect_status(tsr_storage_resize(F.dead_s, 16), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c402(void) { fx_expect_status(tsr_storage_resize(fx_exported_s(), 16), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); }
-static void c403(void) { fx_expect_status(tsr_storage_fill(NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c404(void) { fx_expect_status(tsr_storage_fill(F.dead_s, 0), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c405(void) { fx_expect_status(tsr_storage_copy(NULL, F.s), TSR_ERR_NULL_POINTER, NULL); }
-static void c406(void) { fx_expect_status(tsr_storage_copy(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c407(void) { fx_expect_status(tsr_storage_copy(F.su, F.s), TSR_ERR_SHAPE, "16"); }
-static void c408(void) { fx_expect_status(tsr_storage_copy(F.s, F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c409(void) { fx_expect_status(tsr_storage_clone(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c410(void) { fx_expect_status(tsr_storage_clone(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c411(void) { fx_expect_status(tsr_storage_clone(F.dead_s, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c412(void) { fx_expect_status(tsr_storage_share_external(NULL, &F.dp, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c413(void) { fx_expect_status(tsr_storage_share_external(F.s, NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c414(void) { fx_expect_status(tsr_storage_share_external(F.s, &F.dp, 16), TSR_ERR_INVALID_ARGUMENT, "2 strong references"); }
-static void c415(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.device = fx_device(99, 0), &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c416(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.data = NULL, &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c417(void) { fx_expect_status(tsr_storage_share_external(F.dead_s, &F.dp, 16), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c418(void) { fx_expect_status(tsr_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c419(void) { fx_expect_status(tsr_storage_incref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c420(void) { fx_expect_status(tsr_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c421(void) { fx_expect_status(tsr_storage_decref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c422(void) { size_t r = tsr_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c423(void) { size_t r = tsr_storage_use_count(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c424(void) { size_t r = tsr_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c425(void) { fx_expect_status(tsr_storage_downgrade(NULL, &S.weak_storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c426(void) { fx_expect_status(tsr_storage_downgrade(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c427(void) { fx_expect_status(tsr_storage_downgrade(F.dead_s, &S.weak_storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c428(void) { fx_expect_status(tsr_weak_storage_lock(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c429(void) { fx_expect_status(tsr_weak_storage_lock(F.ws, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c430(void) { fx_expect_status(tsr_weak_storage_lock(F.dead_ws, &S.storage), TSR_OK, NULL); FX_CHECK(S.storage == NULL, "expired: NULL"); }
-static void c431(void) { fx_expect_status(tsr_weak_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c432(void) { fx_expect_status(tsr_weak_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c433(void) { bool r = tsr_weak_storage_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c434(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c435(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c436(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c416(void) { fx_expect_status(tsr_storage_new(16, FX_CPU, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c417(void) { fx_expect_status(tsr_storage_new(16, fx_device(99, 0), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c418(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_CPU, 1), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "index 1"); }
+static void c419(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_HIP, 0), true, &S.storage), TSR_ERR_DEVICE, "no allocator"); }
+static void c420(void) { fx_expect_status(tsr_storage_new(SIZE_MAX, FX_CPU, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, "18446744073709551615"); }
+static void c421(void) { fx_expect_status(tsr_storage_new_with_allocator(16, NULL, true, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c422(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.a, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c423(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.dead_a, true, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c424(void) { fx_expect_status(tsr_storage_new_with_allocator(SIZE_MAX, F.a, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c425(void) { fx_expect_status(tsr_storage_from_data_ptr(NULL, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c426(void) { fx_expect_status(tsr_storage_from_data_ptr(&F.dp, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c427(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.device = fx_device(99, 0), &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c428(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.data = NULL, &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c429(void) { size_t r = tsr_storage_nbytes(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c430(void) { size_t r = tsr_storage_nbytes(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c431(void) { void * r = tsr_storage_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c432(void) { void * r = tsr_storage_data(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c433(void) { struct TsrDevice r = tsr_storage_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c434(void) { struct TsrDevice r = tsr_storage_device(F.dead_s); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c435(void) { bool r = tsr_storage_resizable(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c436(void) { struct TsrAllocator * r = tsr_storage_allocator(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c437(void) { struct TsrAllocator * r = tsr_storage_allocator(F.fixed); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c438(void) { fx_expect_status(tsr_storage_resize(NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c439(void) { fx_expect_status(tsr_storage_resize(F.fixed, 16), TSR_ERR_NOT_RESIZABLE, NULL); }
+static void c440(void) { fx_expect_status(tsr_storage_resize(F.s, SIZE_MAX), TSR_ERR_OUT_OF_MEMORY, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c441(void) { fx_expect_status(tsr_storage_resize(F.dead_s, 16), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c442(void) { fx_expect_status(tsr_storage_resize(fx_exported_s(), 16), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); }
+static void c443(void) { fx_expect_status(tsr_storage_fill(NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c444(void) { fx_expect_status(tsr_storage_fill(F.dead_s, 0), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c445(void) { fx_expect_status(tsr_storage_copy(NULL, F.s), TSR_ERR_NULL_POINTER, NULL); }
+static void c446(void) { fx_expect_status(tsr_storage_copy(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c447(void) { fx_expect_status(tsr_storage_copy(F.su, F.s), TSR_ERR_SHAPE, "16"); }
+static void c448(void) { fx_expect_status(tsr_storage_copy(F.s, F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c449(void) { fx_expect_status(tsr_storage_clone(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c450(void) { fx_expect_status(tsr_storage_clone(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c451(void) { fx_expect_status(tsr_storage_clone(F.dead_s, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c452(void) { fx_expect_status(tsr_storage_share_external(NULL, &F.dp, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c453(void) { fx_expect_status(tsr_storage_share_external(F.s, NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c454(void) { fx_expect_status(tsr_storage_share_external(F.s, &F.dp, 16), TSR_ERR_INVALID_ARGUMENT, "2 strong references"); }
+static void c455(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.device = fx_device(99, 0), &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c456(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.data = NULL, &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c457(void) { fx_expect_status(tsr_storage_share_external(F.dead_s, &F.dp, 16), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c458(void) { fx_expect_status(tsr_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c459(void) { fx_expect_status(tsr_storage_incref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c460(void) { fx_expect_status(tsr_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c461(void) { fx_expect_status(tsr_storage_decref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c462(void) { size_t r = tsr_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c463(void) { size_t r = tsr_storage_use_count(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c464(void) { size_t r = tsr_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c465(void) { fx_expect_status(tsr_storage_downgrade(NULL, &S.weak_storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c466(void) { fx_expect_status(tsr_storage_downgrade(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c467(void) { fx_expect_status(tsr_storage_downgrade(F.dead_s, &S.weak_storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c468(void) { fx_expect_status(tsr_weak_storage_lock(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c469(void) { fx_expect_status(tsr_weak_storage_lock(F.ws, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c470(void) { fx_expect_status(tsr_weak_storage_lock(F.dead_ws, &S.storage), TSR_OK, NULL); FX_CHECK(S.storage == NULL, "expired: NULL"); }
+static void c471(void) { fx_expect_status(tsr_weak_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c472(void) { fx_expect_status(tsr_weak_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c473(void) { bool r = tsr_weak_storage_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c474(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c475(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c476(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Storages beyond process memory: files, read-only memory, a storage's DataPtr */
-static void c437(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c438(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c439(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
-static void c440(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
-static void c441(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
-static void c442(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
-static void c443(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
-static void c444(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c445(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c446(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c447(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c448(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
-static void c449(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c450(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c451(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c452(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
-static void c453(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c454(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c455(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c456(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c457(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c458(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c459(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c460(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c461(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c462(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
-static void c463(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c464(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c465(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
-static void c466(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
-static void c467(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c468(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c469(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c470(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
+static void c477(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c478(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c479(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
+static void c480(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
+static void c481(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
+static void c482(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
+static void c483(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
+static void c484(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c485(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c486(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c487(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c488(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
+static void c489(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c490(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c491(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c492(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
+static void c493(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c494(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c495(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c496(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c497(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c498(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c499(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c500(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c501(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c502(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
+static void c503(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c504(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c505(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
+static void c506(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
+static void c507(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c508(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c509(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c510(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
 
 /* Shared-memory storages (issue 17) */
-static void c471(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c472(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
-static void c473(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c474(void) { fx_expect_status(tsr_storage_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c475(void) { fx_expect_status(tsr_storage_record_stream(F.dead_s, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c476(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c477(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c478(void) { fx_expect_status(tsr_tensor_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c479(void) { fx_expect_status(tsr_tensor_record_stream(F.dead_t, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c480(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c481(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c482(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c483(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c484(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c485(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
-static void c486(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c487(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
-static void c488(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
-static void c489(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
-static void c490(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c491(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c492(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
-static void c493(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
-static void c494(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
-static void c495(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c496(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c497(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
-static void c498(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
-static void c499(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
-static void c500(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
-static void c501(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c502(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c503(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c504(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
-static void c505(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
-static void c506(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
-static void c507(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c511(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c512(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
+static void c513(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c514(void) { fx_expect_status(tsr_storage_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c515(void) { fx_expect_status(tsr_storage_record_stream(F.dead_s, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c516(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c517(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c518(void) { fx_expect_status(tsr_tensor_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c519(void) { fx_expect_status(tsr_tensor_record_stream(F.dead_t, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c520(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c521(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c522(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c523(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c524(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c525(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
+static void c526(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c527(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
+static void c528(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
+static void c529(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
+static void c530(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c531(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c532(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
+static void c533(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
+static void c534(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
+static void c535(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c536(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c537(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
+static void c538(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
+static void c539(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
+static void c540(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
+static void c541(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c542(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c543(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c544(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
+static void c545(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
+static void c546(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
+static void c547(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
 
 /* Tensors */
-static void c508(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
-static void c509(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c510(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c511(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c512(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c513(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c514(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c515(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c516(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c517(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c518(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
-static void c519(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c520(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c521(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c522(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c523(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c524(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c525(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c526(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c527(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c528(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c529(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c530(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c531(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c532(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c533(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c534(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c535(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c536(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c537(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c538(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c539(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c540(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c541(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c542(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c543(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c544(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c545(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c546(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c547(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c548(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c549(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c550(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c551(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c552(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c553(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c554(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c555(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c556(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c557(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c558(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c559(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c560(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
-static void c561(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c562(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c563(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
-static void c564(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c565(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
-static void c566(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c567(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c568(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c569(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c570(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c571(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c572(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c573(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c574(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c575(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c576(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c577(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c578(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c579(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c580(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c581(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c582(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c583(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c584(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c585(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c586(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c587(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c588(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c589(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c590(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c591(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c592(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c593(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c594(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c595(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c596(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c597(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c598(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c599(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c600(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c601(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c602(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c603(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c604(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
-static void c605(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c606(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c607(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c608(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
-static void c609(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c610(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
-static void c611(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
-static void c612(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
-static void c613(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c614(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c615(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c616(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c617(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c618(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c619(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c620(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c621(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c622(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c623(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c624(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c625(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c626(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c627(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c628(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c629(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c630(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c631(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c632(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c633(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c634(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c635(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c636(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c637(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c638(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c639(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c640(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c641(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c642(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c548(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c549(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c550(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c551(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c552(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c553(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c554(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c555(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c556(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c557(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c558(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c559(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c560(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c561(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c562(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c563(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c564(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c565(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c566(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c567(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c568(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c569(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c570(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c571(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c572(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c573(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c574(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c575(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c576(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c577(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c578(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c579(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c580(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c581(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c582(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c583(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c584(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c585(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c586(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c587(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c588(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c589(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c590(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c591(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c592(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c593(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c594(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c595(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c596(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c597(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c598(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c599(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c600(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
+static void c601(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c602(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c603(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
+static void c604(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c605(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
+static void c606(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c607(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c608(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c609(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c610(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c611(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c612(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c613(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c614(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c615(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c616(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c617(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c618(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c619(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c620(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c621(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c622(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c623(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c624(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c625(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c626(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c627(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c628(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c629(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c630(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c631(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c632(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c633(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c634(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c635(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c636(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c637(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c638(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c639(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c640(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c641(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c642(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c643(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c644(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
+static void c645(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c646(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c647(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c648(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
+static void c649(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c650(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
+static void c651(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
+static void c652(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
+static void c653(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c654(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c655(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c656(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c657(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c658(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c659(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c660(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c661(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c662(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c663(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c664(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c665(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c666(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c667(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c668(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c669(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c670(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c671(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c672(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c673(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c674(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c675(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c676(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c677(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c678(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c679(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c680(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c681(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c682(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c643(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c644(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c645(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c646(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c647(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c648(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c649(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c650(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c651(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c652(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c653(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c654(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c655(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c656(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c657(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c658(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c659(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c660(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c661(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c662(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c663(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c664(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c665(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c666(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c667(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c668(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c669(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c670(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c671(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c672(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c673(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c674(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c675(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c676(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c677(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c678(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c679(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c680(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c681(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c682(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c683(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c684(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c685(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c686(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c687(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c688(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c689(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c690(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c691(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c692(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c693(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c694(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c695(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c696(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c697(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c698(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c699(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c700(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c701(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c702(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c703(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c704(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c705(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c706(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c707(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c708(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c709(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c710(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c711(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c712(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c713(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c714(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c715(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c716(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c717(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c718(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c719(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c720(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c721(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c683(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c684(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c685(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c686(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c687(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c688(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c689(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c690(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c691(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c692(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c693(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c694(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c695(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c696(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c697(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c698(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c699(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c700(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c701(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c702(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c703(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c704(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c705(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c706(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c707(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c708(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c709(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c710(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c711(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c712(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c713(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c714(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c715(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c716(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c717(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c718(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c719(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c720(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c721(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c722(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c723(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c724(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c725(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c726(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c727(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c728(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c729(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c730(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c731(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c732(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c733(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c734(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c735(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c736(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c737(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c738(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c739(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c740(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c741(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c742(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c743(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c744(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c745(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c746(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c747(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c748(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c749(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c750(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c751(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c752(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c753(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c754(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c755(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c756(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c757(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c758(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c759(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c760(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c761(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
 
 /* Kernels */
-static void c722(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c723(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c724(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c725(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c726(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c727(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c728(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c729(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c730(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c731(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c732(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c733(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c734(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c735(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c736(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c737(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c738(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c739(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c740(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c741(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c742(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c743(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c744(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c745(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c746(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c747(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c748(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c749(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c750(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c751(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c752(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c753(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c754(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c755(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c756(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c757(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c758(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c759(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c760(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c761(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c762(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c763(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c764(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c765(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c766(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c767(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c768(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c769(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c770(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c771(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c772(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c773(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c774(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c775(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c776(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c777(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c778(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c779(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c780(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c781(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c782(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c783(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c784(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c785(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
-static void c786(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c787(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
-static void c788(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c762(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c763(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c764(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c765(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c766(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c767(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c768(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c769(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c770(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c771(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c772(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c773(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c774(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c775(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c776(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c777(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c778(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c779(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c780(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c781(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c782(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c783(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c784(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c785(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c786(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c787(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c788(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c789(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c790(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c791(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c792(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c793(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c794(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c795(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c796(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c797(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c798(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c799(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c800(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c801(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c802(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c803(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c804(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c805(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c806(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c807(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c808(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c809(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c810(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c811(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c812(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c813(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c814(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c815(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c816(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c817(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c818(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c819(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c820(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c821(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c822(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c823(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c824(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c825(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
+static void c826(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c827(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
+static void c828(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c789(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c790(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c791(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c792(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c793(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c794(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c795(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c796(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c797(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c798(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c799(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c800(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c829(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c830(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c831(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c832(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c833(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c834(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c835(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c836(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c837(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c838(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c839(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c840(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Tensor dictionaries, saving and loading */
-static void c801(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c802(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c803(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c804(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
-static void c805(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c806(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
-static void c807(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c808(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c809(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c810(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
-static void c811(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c812(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c813(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c814(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c815(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c816(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c817(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c818(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c819(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c820(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c821(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
-static void c822(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
-static void c823(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
-static void c824(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
-static void c825(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c826(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
-static void c827(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c828(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c829(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c830(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c831(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c832(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c833(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c834(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c835(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
-static void c836(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c837(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c838(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c839(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c840(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c841(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
-static void c842(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c843(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c844(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c845(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c846(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c847(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c848(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c849(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c850(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c851(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c852(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c853(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c854(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
-static void c855(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c856(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
-static void c857(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
-static void c858(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c859(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
-static void c860(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
-static void c861(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
-static void c862(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c863(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c864(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
-static void c865(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c866(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c867(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c868(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c869(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c870(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c871(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c872(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c873(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c874(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
-static void c875(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c876(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c877(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
-static void c878(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c879(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
-static void c880(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
-static void c881(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
-static void c882(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
-static void c883(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c884(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c885(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
-static void c886(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
-static void c887(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c888(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c889(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c890(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c891(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c892(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c893(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c894(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
-static void c895(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c896(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c897(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c898(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c899(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c900(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c901(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c902(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c903(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c904(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c905(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c906(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c907(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c908(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c909(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c910(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c911(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c912(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c913(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c914(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c915(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c916(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c917(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c918(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c841(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c842(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c843(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c844(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c845(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c846(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c847(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c848(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c849(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c850(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c851(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c852(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c853(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c854(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c855(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c856(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c857(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c858(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c859(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c860(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c861(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c862(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c863(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c864(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c865(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c866(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c867(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c868(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c869(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c870(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c871(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c872(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c873(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c874(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c875(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
+static void c876(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c877(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c878(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c879(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c880(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c881(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
+static void c882(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c883(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c884(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c885(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c886(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c887(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c888(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c889(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c890(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c891(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c892(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c893(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c894(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
+static void c895(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c896(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
+static void c897(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
+static void c898(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c899(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
+static void c900(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
+static void c901(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
+static void c902(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c903(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c904(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
+static void c905(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c906(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c907(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c908(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c909(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c910(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c911(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c912(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c913(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c914(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
+static void c915(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c916(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c917(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
+static void c918(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c919(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c920(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c921(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c922(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c923(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c924(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c925(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c926(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c927(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c928(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c929(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c930(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c931(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c932(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c933(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c934(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c935(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c936(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c937(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c938(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c939(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c940(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c941(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c942(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c943(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c944(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c945(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c946(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c947(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c948(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c949(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c950(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c951(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c952(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c953(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c954(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c955(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c956(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c957(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c958(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c919(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c920(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c921(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c922(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c923(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c924(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c925(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c926(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c927(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c928(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c929(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c930(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c931(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c932(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c959(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c960(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c961(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c962(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c963(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c964(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c965(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c966(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c967(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c968(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c969(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c970(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c971(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c972(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
+static void c973(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c974(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1191,840 +1233,883 @@ static const Case CASES[] = {
     {"tsr_caching_allocator_inner", "allocator = NULL", c100},
     {"tsr_caching_allocator_inner", "out = NULL", c101},
     {"tsr_caching_allocator_inner", "allocator = F.a", c102},
-    {"tsr_allocator_is_caching", "allocator = NULL", c103},
-    {"tsr_allocator_is_caching", "allocator = F.a", c104},
-    {"tsr_allocator_is_caching", "allocator = F.dead_a", c105},
-    {"tsr_cuda_is_available", "call", c106},
-    {"tsr_cuda_device_count", "call", c107},
-    {"tsr_cuda_init", "call", c108},
-    {"tsr_cuda_allocator", "out = NULL", c109},
-    {"tsr_cuda_allocator", "call", c110},
-    {"tsr_cuda_raw_allocator", "out = NULL", c111},
-    {"tsr_cuda_raw_allocator", "call", c112},
-    {"tsr_cuda_pinned_allocator", "out = NULL", c113},
-    {"tsr_cuda_pinned_allocator", "call", c114},
-    {"tsr_cuda_set_current_stream", "call", c115},
-    {"tsr_cuda_set_current_stream", "stream = NULL", c116},
-    {"tsr_cuda_set_current_stream", "device = 99", c117},
-    {"tsr_cuda_set_current_stream", "device = -7", c118},
-    {"tsr_cuda_current_stream", "call", c119},
-    {"tsr_cuda_current_stream", "device = 99", c120},
-    {"tsr_data_ptr_free", "p = NULL", c121},
-    {"tsr_data_ptr_release_context", "p = NULL", c122},
-    {"tsr_data_ptr_compare_exchange_deleter", "p = NULL", c123},
-    {"tsr_data_ptr_compare_exchange_deleter", "expected = NULL", c124},
-    {"tsr_data_ptr_compare_exchange_deleter", "new_deleter = NULL", c125},
-    {"tsr_data_ptr_compare_exchange_deleter", "swapped = NULL", c126},
-    {"tsr_data_ptr_cast_context", "p = NULL", c127},
-    {"tsr_data_ptr_cast_context", "expected = NULL", c128},
-    {"tsr_tensor_to_dlpack", "t = NULL", c129},
-    {"tsr_tensor_to_dlpack", "out = NULL", c130},
-    {"tsr_tensor_to_dlpack", "t = F.dead_t", c131},
-    {"tsr_tensor_to_dlpack", "t = fx_shrunk_t()", c132},
-    {"tsr_tensor_to_dlpack_on_stream", "t = NULL", c133},
-    {"tsr_tensor_to_dlpack_on_stream", "out = NULL", c134},
-    {"tsr_tensor_to_dlpack_on_stream", "t = F.dead_t", c135},
-    {"tsr_tensor_to_dlpack_on_stream", "stream = 0", c136},
-    {"tsr_tensor_to_dlpack_on_stream", "stream = -2", c137},
-    {"tsr_tensor_to_dlpack_on_stream", "t = fx_shrunk_t()", c138},
-    {"tsr_tensor_to_dlpack_on_stream", "call", c139},
-    {"tsr_tensor_to_dlpack_legacy", "t = NULL", c140},
-    {"tsr_tensor_to_dlpack_legacy", "out = NULL", c141},
-    {"tsr_tensor_to_dlpack_legacy", "t = F.dead_t", c142},
-    {"tsr_tensor_to_dlpack_legacy", "t = fx_shrunk_t()", c143},
-    {"tsr_tensor_from_dlpack", "consumed = NULL", c144},
-    {"tsr_tensor_from_dlpack", "out = NULL", c145},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(2, 0, 2, kDLFloat, 1)", c146},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1)", c147},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, -1, kDLFloat, 1)", c148},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, 65, kDLFloat, 1)", c149},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, 2, 99, 1)", c150},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, 2, kDLFloat, 4)", c151},
-    {"tsr_tensor_from_dlpack", "consumed = fx_dl_no_shape()", c152},
-    {"tsr_tensor_from_dlpack_legacy", "consumed = NULL", c153},
-    {"tsr_tensor_from_dlpack_legacy", "out = NULL", c154},
-    {"tsr_device_type_name", "device_type = 99", c155},
-    {"tsr_device_type_name", "device_type = -128", c156},
-    {"tsr_device_type_name", "device_type = TSR_PRIVATE_USE1", c157},
-    {"tsr_device", "device_type = 99, index = -7", c158},
-    {"tsr_dtype_itemsize", "dtype = 99", c159},
-    {"tsr_dtype_itemsize", "dtype = -1", c160},
-    {"tsr_dtype_itemsize", "dtype = 47", c161},
-    {"tsr_dtype_itemsize", "dtype = 127", c162},
-    {"tsr_dtype_name", "dtype = 99", c163},
-    {"tsr_dtype_name", "dtype = -128", c164},
-    {"tsr_dtype_name", "dtype = 47", c165},
-    {"tsr_dtype_name", "dtype = 127", c166},
-    {"tsr_dtype_name", "dtype = -1", c167},
-    {"tsr_dtype_is_valid", "dtype = 99", c168},
-    {"tsr_dtype_is_valid", "dtype = 47", c169},
-    {"tsr_dtype_is_valid", "dtype = 127", c170},
-    {"tsr_dtype_is_valid", "dtype = -1", c171},
-    {"tsr_dtype_is_floating", "dtype = 99", c172},
-    {"tsr_dtype_is_floating", "dtype = 47", c173},
-    {"tsr_dtype_is_floating", "dtype = 127", c174},
-    {"tsr_dtype_is_floating", "dtype = -1", c175},
-    {"tsr_dtype_is_complex", "dtype = 99", c176},
-    {"tsr_dtype_is_complex", "dtype = 47", c177},
-    {"tsr_dtype_is_complex", "dtype = 127", c178},
-    {"tsr_dtype_is_complex", "dtype = -1", c179},
-    {"tsr_promote_types", "out = NULL", c180},
-    {"tsr_promote_types", "a = 99", c181},
-    {"tsr_promote_types", "b = -1", c182},
-    {"tsr_promote_types", "a = TSR_QINT8", c183},
-    {"tsr_promote_types", "a = TSR_UINT16, b = TSR_INT", c184},
-    {"tsr_promote_types", "a = 47", c185},
-    {"tsr_promote_types", "a = 127", c186},
-    {"tsr_promote_types", "a = -1", c187},
-    {"tsr_promote_types", "b = 47", c188},
-    {"tsr_promote_types", "b = 127", c189},
-    {"tsr_can_cast", "from = 99", c190},
-    {"tsr_can_cast", "to = 99", c191},
-    {"tsr_can_cast", "from = 47", c192},
-    {"tsr_can_cast", "from = 127", c193},
-    {"tsr_can_cast", "from = -1", c194},
-    {"tsr_can_cast", "to = 47", c195},
-    {"tsr_can_cast", "to = 127", c196},
-    {"tsr_can_cast", "to = -1", c197},
-    {"tsr_scalar_int", "call", c198},
-    {"tsr_scalar_uint", "call", c199},
-    {"tsr_scalar_float", "call", c200},
-    {"tsr_scalar_bool", "call", c201},
-    {"tsr_scalar_complex", "call", c202},
-    {"tsr_last_error_message", "call", c203},
-    {"tsr_clear_last_error", "call", c204},
-    {"tsr_set_last_error", "message = NULL", c205},
-    {"tsr_set_last_error", "status = 99", c206},
-    {"tsr_status_name", "status = 99", c207},
-    {"tsr_status_name", "status = -1", c208},
-    {"tsr_iter_config_new", "out = NULL", c209},
-    {"tsr_iter_config_free", "config = NULL", c210},
-    {"tsr_iter_config_add_output", "config = NULL", c211},
-    {"tsr_iter_config_add_output", "tensor = NULL", c212},
-    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = NULL", c213},
-    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = F.dead_t", c214},
-    {"tsr_iter_config_add_input", "config = NULL", c215},
-    {"tsr_iter_config_add_input", "tensor = NULL", c216},
-    {"tsr_iter_config_add_input", "tensor = F.dead_t", c217},
-    {"tsr_iter_config_add_borrowed_output", "config = NULL", c218},
-    {"tsr_iter_config_add_borrowed_output", "tensor = NULL", c219},
-    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = NULL", c220},
-    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = F.dead_t", c221},
-    {"tsr_iter_config_add_borrowed_input", "config = NULL", c222},
-    {"tsr_iter_config_add_borrowed_input", "tensor = NULL", c223},
-    {"tsr_iter_config_add_borrowed_input", "tensor = F.dead_t", c224},
-    {"tsr_iter_config_add_borrowed_const_input", "config = NULL", c225},
-    {"tsr_iter_config_add_borrowed_const_input", "tensor = NULL", c226},
-    {"tsr_iter_config_add_borrowed_const_input", "tensor = F.dead_t", c227},
-    {"tsr_iter_config_add_input_scalar", "config = NULL", c228},
-    {"tsr_iter_config_add_input_scalar", "value = fx_scalar(99)", c229},
-    {"tsr_iter_config_check_mem_overlap", "config = NULL", c230},
-    {"tsr_iter_config_allow_cpu_scalars", "config = NULL", c231},
-    {"tsr_iter_config_is_reduction", "config = NULL", c232},
-    {"tsr_iter_config_resize_outputs", "config = NULL", c233},
-    {"tsr_iter_config_check_all_same_dtype", "config = NULL", c234},
-    {"tsr_iter_config_check_all_same_device", "config = NULL", c235},
-    {"tsr_iter_config_enforce_safe_casting_to_output", "config = NULL", c236},
-    {"tsr_iter_config_enforce_linear_iteration", "config = NULL", c237},
-    {"tsr_iter_config_promote_inputs_to_common_dtype", "config = NULL", c238},
-    {"tsr_iter_config_promote_integer_inputs_to_float", "config = NULL", c239},
-    {"tsr_iter_config_cast_common_dtype_to_outputs", "config = NULL", c240},
-    {"tsr_iter_config_resolve_overlap_by_copy", "config = NULL", c241},
-    {"tsr_iter_config_declare_static_dtype", "config = NULL", c242},
-    {"tsr_iter_config_declare_static_dtype", "dtype = 99", c243},
-    {"tsr_iter_config_declare_static_dtype", "dtype = 47", c244},
-    {"tsr_iter_config_declare_static_dtype", "dtype = 127", c245},
-    {"tsr_iter_config_declare_static_dtype", "dtype = -1", c246},
-    {"tsr_iter_config_declare_static_device", "config = NULL", c247},
-    {"tsr_iter_config_declare_static_device", "device = fx_device(99, 0)", c248},
-    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CPU, 3)", c249},
-    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CUDA, -2)", c250},
-    {"tsr_iter_config_declare_static_shape", "config = NULL", c251},
-    {"tsr_iter_config_declare_static_shape", "shape = NULL", c252},
-    {"tsr_iter_config_declare_static_shape", "ndim = -1", c253},
-    {"tsr_iter_config_declare_static_shape", "ndim = 65, shape = FX_SIZES_64", c254},
-    {"tsr_iter_config_declare_static_shape", "ndim = 0, shape = NULL", c255},
-    {"tsr_iter_build", "config = NULL", c256},
-    {"tsr_iter_build", "out = NULL", c257},
-    {"tsr_iter_build", "config = F.cfg_empty", c258},
-    {"tsr_iter_build", "config = F.cfg_bad", c259},
-    {"tsr_iter_build", "config = (tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg)", c260},
-    {"tsr_iter_binary_op", "out_or_null = NULL", c261},
-    {"tsr_iter_binary_op", "a = NULL", c262},
-    {"tsr_iter_binary_op", "b = NULL", c263},
-    {"tsr_iter_binary_op", "it = NULL", c264},
-    {"tsr_iter_binary_op", "b = F.t4", c265},
-    {"tsr_iter_binary_op", "b = F.dead_t", c266},
-    {"tsr_iter_binary_float_op", "out_or_null = NULL", c267},
-    {"tsr_iter_binary_float_op", "a = NULL", c268},
-    {"tsr_iter_binary_float_op", "b = NULL", c269},
-    {"tsr_iter_binary_float_op", "it = NULL", c270},
-    {"tsr_iter_binary_float_op", "b = F.t4", c271},
-    {"tsr_iter_comparison_op", "out_or_null = NULL", c272},
-    {"tsr_iter_comparison_op", "a = NULL", c273},
-    {"tsr_iter_comparison_op", "b = NULL", c274},
-    {"tsr_iter_comparison_op", "it = NULL", c275},
-    {"tsr_iter_comparison_op", "b = F.t4", c276},
-    {"tsr_iter_unary_op", "out_or_null = NULL", c277},
-    {"tsr_iter_unary_op", "a = NULL", c278},
-    {"tsr_iter_unary_op", "it = NULL", c279},
-    {"tsr_iter_unary_op", "a = F.dead_t", c280},
-    {"tsr_iter_unary_float_op", "out_or_null = NULL", c281},
-    {"tsr_iter_unary_float_op", "a = NULL", c282},
-    {"tsr_iter_unary_float_op", "it = NULL", c283},
-    {"tsr_iter_nullary_op", "out = NULL", c284},
-    {"tsr_iter_nullary_op", "it = NULL", c285},
-    {"tsr_iter_nullary_op", "out = F.dead_t", c286},
-    {"tsr_iter_reduce_op", "out = NULL", c287},
-    {"tsr_iter_reduce_op", "a = NULL", c288},
-    {"tsr_iter_reduce_op", "it = NULL", c289},
-    {"tsr_iter_reduce_op", "out = F.t4", c290},
-    {"tsr_iter_free", "it = NULL", c291},
-    {"tsr_iter_ndim", "it = NULL", c292},
-    {"tsr_iter_shape", "it = NULL", c293},
-    {"tsr_iter_numel", "it = NULL", c294},
-    {"tsr_iter_ntensors", "it = NULL", c295},
-    {"tsr_iter_noutputs", "it = NULL", c296},
-    {"tsr_iter_ninputs", "it = NULL", c297},
-    {"tsr_iter_strides", "it = NULL", c298},
-    {"tsr_iter_strides", "arg = 2", c299},
-    {"tsr_iter_strides", "arg = -1", c300},
-    {"tsr_iter_dtype", "it = NULL", c301},
-    {"tsr_iter_dtype", "arg = 2", c302},
-    {"tsr_iter_dtype", "arg = INT64_MIN", c303},
-    {"tsr_iter_common_dtype", "it = NULL", c304},
-    {"tsr_iter_data_ptr", "it = NULL", c305},
-    {"tsr_iter_data_ptr", "arg = 5", c306},
-    {"tsr_iter_output", "it = NULL", c307},
-    {"tsr_iter_output", "i = 1", c308},
-    {"tsr_iter_output", "i = -1", c309},
-    {"tsr_iter_is_contiguous", "it = NULL", c310},
-    {"tsr_iter_is_trivial_1d", "it = NULL", c311},
-    {"tsr_iter_num_output_elements", "it = NULL", c312},
-    {"tsr_iter_num_reduce_dims", "it = NULL", c313},
-    {"tsr_iter_can_use_32bit_indexing", "it = NULL", c314},
-    {"tsr_iter_for_each", "it = NULL", c315},
-    {"tsr_iter_for_each", "loop_ = NULL", c316},
-    {"tsr_iter_for_each", "user = NULL", c317},
-    {"tsr_iter_for_each", "grain_size = -5", c318},
-    {"tsr_iter_for_each", "it = fx_stale_it()", c319},
-    {"tsr_iter_serial_for_each", "it = NULL", c320},
-    {"tsr_iter_serial_for_each", "loop_ = NULL", c321},
-    {"tsr_iter_serial_for_each", "user = NULL", c322},
-    {"tsr_iter_serial_for_each", "begin = -1", c323},
-    {"tsr_iter_serial_for_each", "begin = 4, end = 2", c324},
-    {"tsr_iter_serial_for_each", "end = INT64_MAX", c325},
-    {"tsr_iter_serial_for_each", "it = fx_stale_it()", c326},
-    {"tsr_iter_cast_outputs", "it = NULL", c327},
-    {"tsr_iter_cast_outputs", "it = fx_stale_it()", c328},
-    {"tsr_iter_parallel_reduce", "it = NULL", c329},
-    {"tsr_iter_parallel_reduce", "loop_ = NULL", c330},
-    {"tsr_iter_parallel_reduce", "combine = NULL", c331},
-    {"tsr_iter_parallel_reduce", "user = NULL", c332},
-    {"tsr_iter_parallel_reduce", "acc = NULL", c333},
-    {"tsr_iter_parallel_reduce", "acc = NULL, acc_size = 0", c334},
-    {"tsr_iter_parallel_reduce", "acc_size = 4097", c335},
-    {"tsr_iter_parallel_reduce", "acc_size = SIZE_MAX", c336},
-    {"tsr_iter_parallel_reduce", "it = fx_stale_it()", c337},
-    {"tsr_iter_foreach_reduced_elt", "it = NULL", c338},
-    {"tsr_iter_foreach_reduced_elt", "fn_ = NULL", c339},
-    {"tsr_iter_foreach_reduced_elt", "user = NULL", c340},
-    {"tsr_iter_foreach_reduced_elt", "it = fx_stale_it()", c341},
-    {"tsr_iter_for_each_32bit_piece", "it = NULL", c342},
-    {"tsr_iter_for_each_32bit_piece", "fn_ = NULL", c343},
-    {"tsr_iter_for_each_32bit_piece", "user = NULL", c344},
-    {"tsr_iter_for_each_32bit_piece", "it = fx_stale_it()", c345},
-    {"tsr_version", "call", c346},
-    {"tsr_set_num_threads", "n = 0", c347},
-    {"tsr_set_num_threads", "n = INT32_MIN", c348},
-    {"tsr_get_num_threads", "call", c349},
-    {"tsr_object_new", "vtable = NULL", c350},
-    {"tsr_object_new", "out = NULL", c351},
-    {"tsr_object_new", "size = SIZE_MAX", c352},
-    {"tsr_object_new", "vtable = &FX_OBJECT_VTABLE_TINY", c353},
-    {"tsr_object_data", "obj = NULL", c354},
-    {"tsr_object_data", "obj = F.dead_o", c355},
-    {"tsr_weak_object_data", "weak = NULL", c356},
-    {"tsr_weak_object_data", "weak = F.dead_wo", c357},
-    {"tsr_object_incref", "obj = NULL", c358},
-    {"tsr_object_incref", "obj = F.dead_o", c359},
-    {"tsr_object_decref", "obj = NULL", c360},
-    {"tsr_object_decref", "obj = F.dead_o", c361},
-    {"tsr_object_use_count", "obj = NULL", c362},
-    {"tsr_object_weak_use_count", "obj = NULL", c363},
-    {"tsr_object_downgrade", "obj = NULL", c364},
-    {"tsr_object_downgrade", "out = NULL", c365},
-    {"tsr_object_downgrade", "obj = F.dead_o", c366},
-    {"tsr_weak_object_lock", "weak = NULL", c367},
-    {"tsr_weak_object_lock", "out = NULL", c368},
-    {"tsr_weak_object_lock", "weak = F.dead_wo", c369},
-    {"tsr_weak_object_incref", "weak = NULL", c370},
-    {"tsr_weak_object_decref", "weak = NULL", c371},
-    {"tsr_weak_object_expired", "weak = NULL", c372},
-    {"tsr_weak_object_expired", "weak = F.dead_wo", c373},
-    {"tsr_weak_object_use_count", "weak = NULL", c374},
-    {"tsr_weak_object_weak_use_count", "weak = NULL", c375},
-    {"tsr_storage_new", "out = NULL", c376},
-    {"tsr_storage_new", "device = fx_device(99, 0)", c377},
-    {"tsr_storage_new", "device = fx_device(TSR_CPU, 1)", c378},
-    {"tsr_storage_new", "device = fx_device(TSR_HIP, 0)", c379},
-    {"tsr_storage_new", "nbytes = SIZE_MAX", c380},
-    {"tsr_storage_new_with_allocator", "allocator = NULL", c381},
-    {"tsr_storage_new_with_allocator", "out = NULL", c382},
-    {"tsr_storage_new_with_allocator", "allocator = F.dead_a", c383},
-    {"tsr_storage_new_with_allocator", "nbytes = SIZE_MAX", c384},
-    {"tsr_storage_from_data_ptr", "data_ptr = NULL", c385},
-    {"tsr_storage_from_data_ptr", "out = NULL", c386},
-    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c387},
-    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.data = NULL, &F.dp)", c388},
-    {"tsr_storage_nbytes", "s = NULL", c389},
-    {"tsr_storage_nbytes", "s = F.dead_s", c390},
-    {"tsr_storage_data", "s = NULL", c391},
-    {"tsr_storage_data", "s = F.dead_s", c392},
-    {"tsr_storage_device", "s = NULL", c393},
-    {"tsr_storage_device", "s = F.dead_s", c394},
-    {"tsr_storage_resizable", "s = NULL", c395},
-    {"tsr_storage_allocator", "s = NULL", c396},
-    {"tsr_storage_allocator", "s = F.fixed", c397},
-    {"tsr_storage_resize", "s = NULL", c398},
-    {"tsr_storage_resize", "s = F.fixed", c399},
-    {"tsr_storage_resize", "nbytes = SIZE_MAX", c400},
-    {"tsr_storage_resize", "s = F.dead_s", c401},
-    {"tsr_storage_resize", "s = fx_exported_s()", c402},
-    {"tsr_storage_fill", "s = NULL", c403},
-    {"tsr_storage_fill", "s = F.dead_s", c404},
-    {"tsr_storage_copy", "dst = NULL", c405},
-    {"tsr_storage_copy", "src = NULL", c406},
-    {"tsr_storage_copy", "dst = F.su", c407},
-    {"tsr_storage_copy", "src = F.dead_s", c408},
-    {"tsr_storage_clone", "s = NULL", c409},
-    {"tsr_storage_clone", "out = NULL", c410},
-    {"tsr_storage_clone", "s = F.dead_s", c411},
-    {"tsr_storage_share_external", "s = NULL", c412},
-    {"tsr_storage_share_external", "data_ptr = NULL", c413},
-    {"tsr_storage_share_external", "s = F.s", c414},
-    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c415},
-    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.data = NULL, &F.dp)", c416},
-    {"tsr_storage_share_external", "s = F.dead_s", c417},
-    {"tsr_storage_incref", "s = NULL", c418},
-    {"tsr_storage_incref", "s = F.dead_s", c419},
-    {"tsr_storage_decref", "s = NULL", c420},
-    {"tsr_storage_decref", "s = F.dead_s", c421},
-    {"tsr_storage_use_count", "s = NULL", c422},
-    {"tsr_storage_use_count", "s = F.dead_s", c423},
-    {"tsr_storage_weak_use_count", "s = NULL", c424},
-    {"tsr_storage_downgrade", "s = NULL", c425},
-    {"tsr_storage_downgrade", "out = NULL", c426},
-    {"tsr_storage_downgrade", "s = F.dead_s", c427},
-    {"tsr_weak_storage_lock", "w = NULL", c428},
-    {"tsr_weak_storage_lock", "out = NULL", c429},
-    {"tsr_weak_storage_lock", "w = F.dead_ws", c430},
-    {"tsr_weak_storage_incref", "w = NULL", c431},
-    {"tsr_weak_storage_decref", "w = NULL", c432},
-    {"tsr_weak_storage_expired", "w = NULL", c433},
-    {"tsr_weak_storage_expired", "w = F.dead_ws", c434},
-    {"tsr_weak_storage_use_count", "w = NULL", c435},
-    {"tsr_weak_storage_weak_use_count", "w = NULL", c436},
-    {"tsr_storage_from_file", "path = NULL", c437},
-    {"tsr_storage_from_file", "out = NULL", c438},
-    {"tsr_storage_from_file", "call", c439},
-    {"tsr_storage_from_file", "path = \"/\"", c440},
-    {"tsr_storage_from_file", "path = \"/dev/null\"", c441},
-    {"tsr_storage_from_file", "mode = 7", c442},
-    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c443},
-    {"tsr_storage_filename", "s = NULL", c444},
-    {"tsr_storage_filename", "call", c445},
-    {"tsr_storage_filename", "s = F.dead_s", c446},
-    {"tsr_storage_flush", "s = NULL", c447},
-    {"tsr_storage_flush", "call", c448},
-    {"tsr_storage_flush", "s = F.dead_s", c449},
-    {"tsr_storage_make_read_only", "s = NULL", c450},
-    {"tsr_storage_make_read_only", "s = F.dead_s", c451},
-    {"tsr_storage_make_read_only", "call", c452},
-    {"tsr_storage_is_read_only", "s = NULL", c453},
-    {"tsr_storage_is_read_only", "call", c454},
-    {"tsr_storage_is_read_only", "s = F.dead_s", c455},
-    {"tsr_tensor_is_read_only", "t = NULL", c456},
-    {"tsr_tensor_is_read_only", "call", c457},
-    {"tsr_tensor_is_read_only", "t = F.dead_t", c458},
-    {"tsr_storage_data_ptr", "s = NULL", c459},
-    {"tsr_storage_data_ptr", "out = NULL", c460},
-    {"tsr_storage_data_ptr", "s = F.dead_s", c461},
-    {"tsr_storage_data_ptr", "call", c462},
-    {"tsr_storage_set_data_ptr", "s = NULL", c463},
-    {"tsr_storage_set_data_ptr", "consumed = NULL", c464},
-    {"tsr_storage_set_data_ptr", "old_out = NULL", c465},
-    {"tsr_storage_set_data_ptr", "call", c466},
-    {"tsr_storage_set_data_ptr", "s = F.dead_s", c467},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c468},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c469},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c470},
-    {"tsr_storage_share_memory", "s = NULL", c471},
-    {"tsr_storage_share_memory", "call", c472},
-    {"tsr_storage_share_memory", "s = F.dead_s", c473},
-    {"tsr_storage_record_stream", "s = NULL", c474},
-    {"tsr_storage_record_stream", "s = F.dead_s", c475},
-    {"tsr_storage_record_stream", "call", c476},
-    {"tsr_storage_record_stream", "stream = NULL", c477},
-    {"tsr_tensor_record_stream", "t = NULL", c478},
-    {"tsr_tensor_record_stream", "t = F.dead_t", c479},
-    {"tsr_tensor_record_stream", "call", c480},
-    {"tsr_tensor_record_stream", "stream = NULL", c481},
-    {"tsr_storage_is_shared", "s = NULL", c482},
-    {"tsr_storage_is_shared", "call", c483},
-    {"tsr_storage_is_shared", "s = F.dead_s", c484},
-    {"tsr_storage_share_fd", "s = NULL", c485},
-    {"tsr_storage_share_fd", "fd_out = NULL", c486},
-    {"tsr_storage_share_fd", "call", c487},
-    {"tsr_storage_share_fd", "s = fx_shared_su()", c488},
-    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c489},
-    {"tsr_storage_share_fd", "s = F.dead_s", c490},
-    {"tsr_storage_from_fd", "out = NULL", c491},
-    {"tsr_storage_from_fd", "fd = -1", c492},
-    {"tsr_storage_from_fd", "fd = 4000", c493},
-    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c494},
-    {"tsr_storage_share_name", "s = NULL", c495},
-    {"tsr_storage_share_name", "buf = NULL", c496},
-    {"tsr_storage_share_name", "buflen = 64", c497},
-    {"tsr_storage_share_name", "call", c498},
-    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c499},
-    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c500},
-    {"tsr_storage_share_name", "s = F.dead_s", c501},
-    {"tsr_storage_open_shared", "name = NULL", c502},
-    {"tsr_storage_open_shared", "out = NULL", c503},
-    {"tsr_storage_open_shared", "call", c504},
-    {"tsr_storage_open_shared", "name = fx_long_name()", c505},
-    {"tsr_storage_open_shared", "name = \"/a/b\"", c506},
-    {"tsr_storage_open_shared", "name = \"\"", c507},
-    {"tsr_tensor_empty", "sizes = NULL", c508},
-    {"tsr_tensor_empty", "out = NULL", c509},
-    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c510},
-    {"tsr_tensor_empty", "ndim = -1", c511},
-    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c512},
-    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c513},
-    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c514},
-    {"tsr_tensor_empty", "dtype = 99", c515},
-    {"tsr_tensor_empty", "dtype = -1", c516},
-    {"tsr_tensor_empty", "device = fx_device(99, 0)", c517},
-    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c518},
-    {"tsr_tensor_empty", "dtype = 47", c519},
-    {"tsr_tensor_empty", "dtype = 127", c520},
-    {"tsr_tensor_empty_format", "sizes = NULL", c521},
-    {"tsr_tensor_empty_format", "out = NULL", c522},
-    {"tsr_tensor_empty_format", "ndim = -1", c523},
-    {"tsr_tensor_empty_format", "dtype = 99", c524},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c525},
-    {"tsr_tensor_empty_format", "format = 42", c526},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c527},
-    {"tsr_tensor_empty_format", "dtype = 47", c528},
-    {"tsr_tensor_empty_format", "dtype = 127", c529},
-    {"tsr_tensor_empty_format", "dtype = -1", c530},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c531},
-    {"tsr_tensor_empty_strided", "strides = NULL", c532},
-    {"tsr_tensor_empty_strided", "out = NULL", c533},
-    {"tsr_tensor_empty_strided", "ndim = -1", c534},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c535},
-    {"tsr_tensor_empty_strided", "dtype = 99", c536},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c537},
-    {"tsr_tensor_empty_strided", "dtype = 47", c538},
-    {"tsr_tensor_empty_strided", "dtype = 127", c539},
-    {"tsr_tensor_empty_strided", "dtype = -1", c540},
-    {"tsr_tensor_empty_like", "t = NULL", c541},
-    {"tsr_tensor_empty_like", "out = NULL", c542},
-    {"tsr_tensor_empty_like", "format = 42", c543},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c544},
-    {"tsr_tensor_from_storage", "storage = NULL", c545},
-    {"tsr_tensor_from_storage", "sizes = NULL", c546},
-    {"tsr_tensor_from_storage", "strides = NULL", c547},
-    {"tsr_tensor_from_storage", "out = NULL", c548},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c549},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c550},
-    {"tsr_tensor_from_storage", "ndim = -1", c551},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c552},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c553},
-    {"tsr_tensor_from_storage", "dtype = 99", c554},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c555},
-    {"tsr_tensor_from_storage", "dtype = 47", c556},
-    {"tsr_tensor_from_storage", "dtype = 127", c557},
-    {"tsr_tensor_from_storage", "dtype = -1", c558},
-    {"tsr_tensor_from_storage_desc", "storage = NULL", c559},
-    {"tsr_tensor_from_storage_desc", "desc = NULL", c560},
-    {"tsr_tensor_from_storage_desc", "out = NULL", c561},
-    {"tsr_tensor_from_storage_desc", "call", c562},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c563},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c564},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c565},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c566},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c567},
-    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c568},
-    {"tsr_tensor_ndim", "t = NULL", c569},
-    {"tsr_tensor_ndim", "t = F.dead_t", c570},
-    {"tsr_tensor_sizes", "t = NULL", c571},
-    {"tsr_tensor_strides", "t = NULL", c572},
-    {"tsr_tensor_size", "t = NULL", c573},
-    {"tsr_tensor_size", "dim = 2", c574},
-    {"tsr_tensor_size", "dim = -3", c575},
-    {"tsr_tensor_size", "dim = INT64_MIN", c576},
-    {"tsr_tensor_stride", "t = NULL", c577},
-    {"tsr_tensor_stride", "dim = 2", c578},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c579},
-    {"tsr_tensor_storage_offset", "t = NULL", c580},
-    {"tsr_tensor_numel", "t = NULL", c581},
-    {"tsr_tensor_dtype", "t = NULL", c582},
-    {"tsr_tensor_itemsize", "t = NULL", c583},
-    {"tsr_tensor_device", "t = NULL", c584},
-    {"tsr_tensor_data", "t = NULL", c585},
-    {"tsr_tensor_storage", "t = NULL", c586},
-    {"tsr_tensor_storage", "t = F.dead_t", c587},
-    {"tsr_tensor_is_contiguous", "t = NULL", c588},
-    {"tsr_tensor_is_contiguous", "format = 42", c589},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c590},
-    {"tsr_tensor_version", "t = NULL", c591},
-    {"tsr_tensor_set", "t = NULL", c592},
-    {"tsr_tensor_set", "storage = NULL", c593},
-    {"tsr_tensor_set", "sizes = NULL", c594},
-    {"tsr_tensor_set", "strides = NULL", c595},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c596},
-    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c597},
-    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c598},
-    {"tsr_tensor_set", "storage_offset = -1", c599},
-    {"tsr_tensor_set", "ndim = -1", c600},
-    {"tsr_tensor_set", "storage = F.dead_s", c601},
-    {"tsr_tensor_resize", "t = NULL", c602},
-    {"tsr_tensor_resize", "sizes = NULL", c603},
-    {"tsr_tensor_resize", "call", c604},
-    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c605},
-    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c606},
-    {"tsr_tensor_resize", "ndim = -1", c607},
-    {"tsr_tensor_resize", "ndim = 65", c608},
-    {"tsr_tensor_resize", "format = 42", c609},
-    {"tsr_tensor_resize", "format = TSR_PRESERVE", c610},
-    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c611},
-    {"tsr_tensor_resize", "t = fx_fixed_t()", c612},
-    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c613},
-    {"tsr_tensor_resize", "t = F.dead_t", c614},
-    {"tsr_tensor_fill", "t = NULL", c615},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c616},
-    {"tsr_tensor_fill", "t = F.dead_t", c617},
-    {"tsr_tensor_fill", "t = fx_shrunk_t()", c618},
-    {"tsr_tensor_copy", "dst = NULL", c619},
-    {"tsr_tensor_copy", "src = NULL", c620},
-    {"tsr_tensor_copy", "src = F.t4", c621},
-    {"tsr_tensor_copy", "dst = F.dead_t", c622},
-    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c623},
-    {"tsr_tensor_incref", "t = NULL", c624},
-    {"tsr_tensor_incref", "t = F.dead_t", c625},
-    {"tsr_tensor_decref", "t = NULL", c626},
-    {"tsr_tensor_decref", "t = F.dead_t", c627},
-    {"tsr_tensor_use_count", "t = NULL", c628},
-    {"tsr_tensor_use_count", "t = F.dead_t", c629},
-    {"tsr_tensor_weak_use_count", "t = NULL", c630},
-    {"tsr_tensor_downgrade", "t = NULL", c631},
-    {"tsr_tensor_downgrade", "out = NULL", c632},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c633},
-    {"tsr_weak_tensor_lock", "w = NULL", c634},
-    {"tsr_weak_tensor_lock", "out = NULL", c635},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c636},
-    {"tsr_weak_tensor_incref", "w = NULL", c637},
-    {"tsr_weak_tensor_decref", "w = NULL", c638},
-    {"tsr_weak_tensor_expired", "w = NULL", c639},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c640},
-    {"tsr_weak_tensor_use_count", "w = NULL", c641},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c642},
-    {"tsr_tensor_as_strided", "t = NULL", c643},
-    {"tsr_tensor_as_strided", "sizes = NULL", c644},
-    {"tsr_tensor_as_strided", "strides = NULL", c645},
-    {"tsr_tensor_as_strided", "out = NULL", c646},
-    {"tsr_tensor_as_strided", "ndim = -1", c647},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c648},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c649},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c650},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c651},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c652},
-    {"tsr_tensor_view", "t = NULL", c653},
-    {"tsr_tensor_view", "sizes = NULL", c654},
-    {"tsr_tensor_view", "out = NULL", c655},
-    {"tsr_tensor_view", "ndim = -1", c656},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c657},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c658},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c659},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c660},
-    {"tsr_tensor_reshape", "t = NULL", c661},
-    {"tsr_tensor_reshape", "sizes = NULL", c662},
-    {"tsr_tensor_reshape", "out = NULL", c663},
-    {"tsr_tensor_reshape", "ndim = -1", c664},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c665},
-    {"tsr_tensor_permute", "t = NULL", c666},
-    {"tsr_tensor_permute", "dims = NULL", c667},
-    {"tsr_tensor_permute", "out = NULL", c668},
-    {"tsr_tensor_permute", "ndim = 1", c669},
-    {"tsr_tensor_permute", "ndim = -1", c670},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c671},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c672},
-    {"tsr_tensor_transpose", "t = NULL", c673},
-    {"tsr_tensor_transpose", "out = NULL", c674},
-    {"tsr_tensor_transpose", "dim0 = 2", c675},
-    {"tsr_tensor_transpose", "dim1 = -3", c676},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c677},
-    {"tsr_tensor_expand", "t = NULL", c678},
-    {"tsr_tensor_expand", "sizes = NULL", c679},
-    {"tsr_tensor_expand", "out = NULL", c680},
-    {"tsr_tensor_expand", "ndim = -1", c681},
-    {"tsr_tensor_expand", "ndim = 1", c682},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c683},
-    {"tsr_tensor_narrow", "t = NULL", c684},
-    {"tsr_tensor_narrow", "out = NULL", c685},
-    {"tsr_tensor_narrow", "dim = 2", c686},
-    {"tsr_tensor_narrow", "start = 3", c687},
-    {"tsr_tensor_narrow", "length = -1", c688},
-    {"tsr_tensor_narrow", "length = 4", c689},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c690},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c691},
-    {"tsr_tensor_select", "t = NULL", c692},
-    {"tsr_tensor_select", "out = NULL", c693},
-    {"tsr_tensor_select", "dim = 2", c694},
-    {"tsr_tensor_select", "index = 2", c695},
-    {"tsr_tensor_select", "index = -3", c696},
-    {"tsr_tensor_select", "index = INT64_MIN", c697},
-    {"tsr_tensor_squeeze", "t = NULL", c698},
-    {"tsr_tensor_squeeze", "out = NULL", c699},
-    {"tsr_tensor_squeeze", "dim = 2", c700},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c701},
-    {"tsr_tensor_squeeze_all", "t = NULL", c702},
-    {"tsr_tensor_squeeze_all", "out = NULL", c703},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c704},
-    {"tsr_tensor_unsqueeze", "t = NULL", c705},
-    {"tsr_tensor_unsqueeze", "out = NULL", c706},
-    {"tsr_tensor_unsqueeze", "dim = 3", c707},
-    {"tsr_tensor_unsqueeze", "dim = -4", c708},
-    {"tsr_tensor_flatten", "t = NULL", c709},
-    {"tsr_tensor_flatten", "out = NULL", c710},
-    {"tsr_tensor_flatten", "start_dim = 2", c711},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c712},
-    {"tsr_tensor_flatten", "end_dim = -3", c713},
-    {"tsr_tensor_contiguous", "t = NULL", c714},
-    {"tsr_tensor_contiguous", "out = NULL", c715},
-    {"tsr_tensor_contiguous", "format = 42", c716},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c717},
-    {"tsr_tensor_clone", "t = NULL", c718},
-    {"tsr_tensor_clone", "out = NULL", c719},
-    {"tsr_tensor_clone", "t = F.dead_t", c720},
-    {"tsr_tensor_clone", "t = fx_shrunk_t()", c721},
-    {"tsr_add", "out_or_null = NULL", c722},
-    {"tsr_add", "a = NULL", c723},
-    {"tsr_add", "b = NULL", c724},
-    {"tsr_add", "result = NULL", c725},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c726},
-    {"tsr_add", "b = F.t4", c727},
-    {"tsr_add", "alpha = fx_scalar(99)", c728},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c729},
-    {"tsr_add", "a = F.dead_t", c730},
-    {"tsr_add", "a = fx_shrunk_t()", c731},
-    {"tsr_sub", "out_or_null = NULL", c732},
-    {"tsr_sub", "a = NULL", c733},
-    {"tsr_sub", "b = NULL", c734},
-    {"tsr_sub", "result = NULL", c735},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c736},
-    {"tsr_sub", "b = F.t4", c737},
-    {"tsr_sub", "alpha = fx_scalar(99)", c738},
-    {"tsr_mul", "out_or_null = NULL", c739},
-    {"tsr_mul", "a = NULL", c740},
-    {"tsr_mul", "b = NULL", c741},
-    {"tsr_mul", "result = NULL", c742},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c743},
-    {"tsr_mul", "b = F.t4", c744},
-    {"tsr_mul", "b = F.dead_t", c745},
-    {"tsr_div", "out_or_null = NULL", c746},
-    {"tsr_div", "a = NULL", c747},
-    {"tsr_div", "b = NULL", c748},
-    {"tsr_div", "result = NULL", c749},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c750},
-    {"tsr_div", "b = F.t4", c751},
-    {"tsr_div_rounding", "out_or_null = NULL", c752},
-    {"tsr_div_rounding", "a = NULL", c753},
-    {"tsr_div_rounding", "b = NULL", c754},
-    {"tsr_div_rounding", "result = NULL", c755},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c756},
-    {"tsr_div_rounding", "mode = 42", c757},
-    {"tsr_div_rounding", "mode = -1", c758},
-    {"tsr_div_rounding", "b = F.t4", c759},
-    {"tsr_neg", "out_or_null = NULL", c760},
-    {"tsr_neg", "a = NULL", c761},
-    {"tsr_neg", "result = NULL", c762},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c763},
-    {"tsr_neg", "out_or_null = F.t4", c764},
-    {"tsr_neg", "a = F.dead_t", c765},
-    {"tsr_sum", "a = NULL", c766},
-    {"tsr_sum", "dims = NULL", c767},
-    {"tsr_sum", "out = NULL", c768},
-    {"tsr_sum", "ndims = 0, dims = NULL", c769},
-    {"tsr_sum", "ndims = -1", c770},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c771},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c772},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c773},
-    {"tsr_sum", "a = F.dead_t", c774},
-    {"tsr_sum", "a = fx_shrunk_t()", c775},
-    {"tsr_amax", "a = NULL", c776},
-    {"tsr_amax", "dims = NULL", c777},
-    {"tsr_amax", "out = NULL", c778},
-    {"tsr_amax", "ndims = 0, dims = NULL", c779},
-    {"tsr_amax", "ndims = -1", c780},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c781},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c782},
-    {"tsr_scalar_tensor", "out = NULL", c783},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c784},
-    {"tsr_tensor_item", "t = NULL", c785},
-    {"tsr_tensor_item", "out = NULL", c786},
-    {"tsr_tensor_item", "t = F.t", c787},
-    {"tsr_tensor_item", "t = F.dead_t", c788},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c789},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c790},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c791},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c792},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c793},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c794},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c795},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c796},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c797},
-    {"tsr_iter_config_output_allocator", "config = NULL", c798},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c799},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c800},
-    {"tsr_dict_new", "out = NULL", c801},
-    {"tsr_dict_new", "call", c802},
-    {"tsr_dict_free", "dict = NULL", c803},
-    {"tsr_dict_free", "call", c804},
-    {"tsr_dict_set", "dict = NULL", c805},
-    {"tsr_dict_set", "name = NULL", c806},
-    {"tsr_dict_set", "t = NULL", c807},
-    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c808},
-    {"tsr_dict_set", "t = F.dead_t", c809},
-    {"tsr_dict_set", "call", c810},
-    {"tsr_dict_size", "dict = NULL", c811},
-    {"tsr_dict_size", "call", c812},
-    {"tsr_dict_name", "dict = NULL", c813},
-    {"tsr_dict_name", "i = 1", c814},
-    {"tsr_dict_name", "i = SIZE_MAX", c815},
-    {"tsr_dict_name", "call", c816},
-    {"tsr_dict_get", "dict = NULL", c817},
-    {"tsr_dict_get", "name = NULL", c818},
-    {"tsr_dict_get", "name = \"absent\"", c819},
-    {"tsr_dict_get", "name = \"\\xff\"", c820},
-    {"tsr_dict_get", "call", c821},
-    {"tsr_dict_set_metadata", "dict = NULL", c822},
-    {"tsr_dict_set_metadata", "key = NULL", c823},
-    {"tsr_dict_set_metadata", "value = NULL", c824},
-    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c825},
-    {"tsr_dict_set_metadata", "call", c826},
-    {"tsr_dict_metadata", "dict = NULL", c827},
-    {"tsr_dict_metadata", "key = NULL", c828},
-    {"tsr_dict_metadata", "key = \"absent\"", c829},
-    {"tsr_dict_metadata", "call", c830},
-    {"tsr_save", "dict = NULL", c831},
-    {"tsr_save", "path = NULL", c832},
-    {"tsr_save", "path = \"\"", c833},
-    {"tsr_save", "path = \"/\"", c834},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c835},
-    {"tsr_save", "format = 99", c836},
-    {"tsr_save", "format = -1", c837},
-    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c838},
-    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c839},
-    {"tsr_save", "path = \"/dev/null\"", c840},
-    {"tsr_save", "format = TSR_FORMAT_DCP", c841},
-    {"tsr_save", "call", c842},
-    {"tsr_save_flags", "dict = NULL", c843},
-    {"tsr_save_flags", "path = NULL", c844},
-    {"tsr_save_flags", "path = \"\"", c845},
-    {"tsr_save_flags", "path = \"/\"", c846},
-    {"tsr_save_flags", "path = \"/dev/null\"", c847},
-    {"tsr_save_flags", "format = 99", c848},
-    {"tsr_save_flags", "flags = 2", c849},
-    {"tsr_save_flags", "flags = 0xffffffffu", c850},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c851},
-    {"tsr_save_flags", "call", c852},
-    {"tsr_save_sharded", "dict = NULL", c853},
-    {"tsr_save_sharded", "directory = NULL", c854},
-    {"tsr_save_sharded", "directory = \"\"", c855},
-    {"tsr_save_sharded", "directory = \"/dev/null\"", c856},
-    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c857},
-    {"tsr_save_sharded", "format = 99", c858},
-    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c859},
-    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c860},
-    {"tsr_save_sharded", "max_shard_bytes = 0", c861},
-    {"tsr_save_sharded", "flags = 2", c862},
-    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c863},
-    {"tsr_save_sharded", "call", c864},
-    {"tsr_load", "path = NULL", c865},
-    {"tsr_load", "out = NULL", c866},
-    {"tsr_load", "path = \"/\"", c867},
-    {"tsr_load", "path = \"/dev/null\"", c868},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c869},
-    {"tsr_load", "format = 99", c870},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c871},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c872},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c873},
-    {"tsr_load", "flags = 4", c874},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c875},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c876},
-    {"tsr_load", "format = TSR_FORMAT_DCP", c877},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c878},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c879},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c880},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c881},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c882},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c883},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c884},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c885},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c886},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c887},
-    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c888},
-    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c889},
-    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c890},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c891},
-    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c892},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c893},
-    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c894},
-    {"tsr_load", "call", c895},
-    {"tsr_save_to_storage", "dict = NULL", c896},
-    {"tsr_save_to_storage", "out = NULL", c897},
-    {"tsr_save_to_storage", "format = 99", c898},
-    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c899},
-    {"tsr_save_to_storage", "call", c900},
-    {"tsr_load_from_storage", "bytes = NULL", c901},
-    {"tsr_load_from_storage", "out = NULL", c902},
-    {"tsr_load_from_storage", "bytes = F.saved", c903},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c904},
-    {"tsr_load_from_storage", "format = 99", c905},
-    {"tsr_load_from_storage", "flags = 4", c906},
-    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c907},
-    {"tsr_load_from_storage", "call", c908},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c909},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c910},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c911},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c912},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c913},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c914},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c915},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c916},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c917},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c918},
-    {"tsr_memory_record_history", "options = NULL", c919},
-    {"tsr_memory_record_history", "call", c920},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c921},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c922},
-    {"tsr_memory_snapshot", "path = NULL", c923},
-    {"tsr_memory_snapshot", "call", c924},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c925},
-    {"tsr_memory_snapshot", "format = 7", c926},
-    {"tsr_memory_snapshot", "format = -1", c927},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c928},
-    {"tsr_add_oom_observer", "fn_ = NULL", c929},
-    {"tsr_add_oom_observer", "user = NULL", c930},
-    {"tsr_cpu_allocator_release_all_caches", "call", c931},
-    {"tsr_memory_history_is_recording", "call", c932},
+    {"tsr_caching_allocator_memory_stats", "call", c103},
+    {"tsr_caching_allocator_memory_stats", "allocator = NULL", c104},
+    {"tsr_caching_allocator_memory_stats", "device = NULL", c105},
+    {"tsr_caching_allocator_memory_stats", "out = NULL", c106},
+    {"tsr_caching_allocator_memory_stats", "allocator = F.a", c107},
+    {"tsr_caching_allocator_memory_stats", "allocator = F.dead_a", c108},
+    {"tsr_caching_allocator_memory_stats", "out = &F.mstats_zero", c109},
+    {"tsr_caching_allocator_memory_stats", "device = &(TsrDevice){99, 0}", c110},
+    {"tsr_caching_allocator_memory_stats", "device = &(TsrDevice){TSR_CUDA, -2}", c111},
+    {"tsr_caching_allocator_reset_accumulated", "call", c112},
+    {"tsr_caching_allocator_reset_accumulated", "allocator = NULL", c113},
+    {"tsr_caching_allocator_reset_accumulated", "allocator = F.a", c114},
+    {"tsr_caching_allocator_reset_accumulated", "allocator = F.dead_a", c115},
+    {"tsr_caching_allocator_set_memory_fraction", "call", c116},
+    {"tsr_caching_allocator_set_memory_fraction", "allocator = NULL", c117},
+    {"tsr_caching_allocator_set_memory_fraction", "allocator = F.a", c118},
+    {"tsr_caching_allocator_set_memory_fraction", "allocator = F.dead_a", c119},
+    {"tsr_caching_allocator_set_memory_fraction", "fraction = 1.5", c120},
+    {"tsr_caching_allocator_set_memory_fraction", "fraction = -0.25", c121},
+    {"tsr_caching_allocator_set_memory_fraction", "device = fx_device(99, 0)", c122},
+    {"tsr_caching_allocator_set_memory_fraction", "allocator = F.pa", c123},
+    {"tsr_allocator_is_caching", "allocator = NULL", c124},
+    {"tsr_allocator_is_caching", "allocator = F.a", c125},
+    {"tsr_allocator_is_caching", "allocator = F.dead_a", c126},
+    {"tsr_cuda_is_available", "call", c127},
+    {"tsr_cuda_device_count", "call", c128},
+    {"tsr_cuda_init", "call", c129},
+    {"tsr_cuda_allocator", "out = NULL", c130},
+    {"tsr_cuda_allocator", "call", c131},
+    {"tsr_cuda_raw_allocator", "out = NULL", c132},
+    {"tsr_cuda_raw_allocator", "call", c133},
+    {"tsr_cuda_pinned_allocator", "out = NULL", c134},
+    {"tsr_cuda_pinned_allocator", "call", c135},
+    {"tsr_cuda_set_current_stream", "call", c136},
+    {"tsr_cuda_set_current_stream", "stream = NULL", c137},
+    {"tsr_cuda_set_current_stream", "device = 99", c138},
+    {"tsr_cuda_set_current_stream", "device = -7", c139},
+    {"tsr_cuda_current_stream", "call", c140},
+    {"tsr_cuda_current_stream", "device = 99", c141},
+    {"tsr_torch_cuda_malloc", "call", c142},
+    {"tsr_torch_cuda_malloc", "stream = NULL", c143},
+    {"tsr_torch_cuda_malloc", "size = -1", c144},
+    {"tsr_torch_cuda_malloc", "device = -1", c145},
+    {"tsr_torch_cuda_malloc", "size = 0", c146},
+    {"tsr_torch_cuda_free", "call", c147},
+    {"tsr_torch_cuda_free", "ptr = NULL", c148},
+    {"tsr_torch_cuda_free", "stream = NULL", c149},
+    {"tsr_torch_cuda_free", "ptr = F.buf", c150},
+    {"tsr_torch_cuda_free", "size = -1, device = -1", c151},
+    {"tsr_torch_cuda_empty_cache", "call", c152},
+    {"tsr_torch_cuda_set_memory_fraction", "call", c153},
+    {"tsr_torch_cuda_set_memory_fraction", "fraction = 1.5", c154},
+    {"tsr_torch_cuda_set_memory_fraction", "device = -1", c155},
+    {"tsr_torch_cuda_record_stream", "call", c156},
+    {"tsr_torch_cuda_record_stream", "ptr = NULL", c157},
+    {"tsr_torch_cuda_record_stream", "stream = NULL", c158},
+    {"tsr_torch_cuda_init", "call", c159},
+    {"tsr_torch_cuda_init", "device = 99", c160},
+    {"tsr_data_ptr_free", "p = NULL", c161},
+    {"tsr_data_ptr_release_context", "p = NULL", c162},
+    {"tsr_data_ptr_compare_exchange_deleter", "p = NULL", c163},
+    {"tsr_data_ptr_compare_exchange_deleter", "expected = NULL", c164},
+    {"tsr_data_ptr_compare_exchange_deleter", "new_deleter = NULL", c165},
+    {"tsr_data_ptr_compare_exchange_deleter", "swapped = NULL", c166},
+    {"tsr_data_ptr_cast_context", "p = NULL", c167},
+    {"tsr_data_ptr_cast_context", "expected = NULL", c168},
+    {"tsr_tensor_to_dlpack", "t = NULL", c169},
+    {"tsr_tensor_to_dlpack", "out = NULL", c170},
+    {"tsr_tensor_to_dlpack", "t = F.dead_t", c171},
+    {"tsr_tensor_to_dlpack", "t = fx_shrunk_t()", c172},
+    {"tsr_tensor_to_dlpack_on_stream", "t = NULL", c173},
+    {"tsr_tensor_to_dlpack_on_stream", "out = NULL", c174},
+    {"tsr_tensor_to_dlpack_on_stream", "t = F.dead_t", c175},
+    {"tsr_tensor_to_dlpack_on_stream", "stream = 0", c176},
+    {"tsr_tensor_to_dlpack_on_stream", "stream = -2", c177},
+    {"tsr_tensor_to_dlpack_on_stream", "t = fx_shrunk_t()", c178},
+    {"tsr_tensor_to_dlpack_on_stream", "call", c179},
+    {"tsr_tensor_to_dlpack_legacy", "t = NULL", c180},
+    {"tsr_tensor_to_dlpack_legacy", "out = NULL", c181},
+    {"tsr_tensor_to_dlpack_legacy", "t = F.dead_t", c182},
+    {"tsr_tensor_to_dlpack_legacy", "t = fx_shrunk_t()", c183},
+    {"tsr_tensor_from_dlpack", "consumed = NULL", c184},
+    {"tsr_tensor_from_dlpack", "out = NULL", c185},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(2, 0, 2, kDLFloat, 1)", c186},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, DLPACK_FLAG_BITMASK_READ_ONLY, 2, kDLFloat, 1)", c187},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, -1, kDLFloat, 1)", c188},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, 65, kDLFloat, 1)", c189},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, 2, 99, 1)", c190},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_with(1, 0, 2, kDLFloat, 4)", c191},
+    {"tsr_tensor_from_dlpack", "consumed = fx_dl_no_shape()", c192},
+    {"tsr_tensor_from_dlpack_legacy", "consumed = NULL", c193},
+    {"tsr_tensor_from_dlpack_legacy", "out = NULL", c194},
+    {"tsr_device_type_name", "device_type = 99", c195},
+    {"tsr_device_type_name", "device_type = -128", c196},
+    {"tsr_device_type_name", "device_type = TSR_PRIVATE_USE1", c197},
+    {"tsr_device", "device_type = 99, index = -7", c198},
+    {"tsr_dtype_itemsize", "dtype = 99", c199},
+    {"tsr_dtype_itemsize", "dtype = -1", c200},
+    {"tsr_dtype_itemsize", "dtype = 47", c201},
+    {"tsr_dtype_itemsize", "dtype = 127", c202},
+    {"tsr_dtype_name", "dtype = 99", c203},
+    {"tsr_dtype_name", "dtype = -128", c204},
+    {"tsr_dtype_name", "dtype = 47", c205},
+    {"tsr_dtype_name", "dtype = 127", c206},
+    {"tsr_dtype_name", "dtype = -1", c207},
+    {"tsr_dtype_is_valid", "dtype = 99", c208},
+    {"tsr_dtype_is_valid", "dtype = 47", c209},
+    {"tsr_dtype_is_valid", "dtype = 127", c210},
+    {"tsr_dtype_is_valid", "dtype = -1", c211},
+    {"tsr_dtype_is_floating", "dtype = 99", c212},
+    {"tsr_dtype_is_floating", "dtype = 47", c213},
+    {"tsr_dtype_is_floating", "dtype = 127", c214},
+    {"tsr_dtype_is_floating", "dtype = -1", c215},
+    {"tsr_dtype_is_complex", "dtype = 99", c216},
+    {"tsr_dtype_is_complex", "dtype = 47", c217},
+    {"tsr_dtype_is_complex", "dtype = 127", c218},
+    {"tsr_dtype_is_complex", "dtype = -1", c219},
+    {"tsr_promote_types", "out = NULL", c220},
+    {"tsr_promote_types", "a = 99", c221},
+    {"tsr_promote_types", "b = -1", c222},
+    {"tsr_promote_types", "a = TSR_QINT8", c223},
+    {"tsr_promote_types", "a = TSR_UINT16, b = TSR_INT", c224},
+    {"tsr_promote_types", "a = 47", c225},
+    {"tsr_promote_types", "a = 127", c226},
+    {"tsr_promote_types", "a = -1", c227},
+    {"tsr_promote_types", "b = 47", c228},
+    {"tsr_promote_types", "b = 127", c229},
+    {"tsr_can_cast", "from = 99", c230},
+    {"tsr_can_cast", "to = 99", c231},
+    {"tsr_can_cast", "from = 47", c232},
+    {"tsr_can_cast", "from = 127", c233},
+    {"tsr_can_cast", "from = -1", c234},
+    {"tsr_can_cast", "to = 47", c235},
+    {"tsr_can_cast", "to = 127", c236},
+    {"tsr_can_cast", "to = -1", c237},
+    {"tsr_scalar_int", "call", c238},
+    {"tsr_scalar_uint", "call", c239},
+    {"tsr_scalar_float", "call", c240},
+    {"tsr_scalar_bool", "call", c241},
+    {"tsr_scalar_complex", "call", c242},
+    {"tsr_last_error_message", "call", c243},
+    {"tsr_clear_last_error", "call", c244},
+    {"tsr_set_last_error", "message = NULL", c245},
+    {"tsr_set_last_error", "status = 99", c246},
+    {"tsr_status_name", "status = 99", c247},
+    {"tsr_status_name", "status = -1", c248},
+    {"tsr_iter_config_new", "out = NULL", c249},
+    {"tsr_iter_config_free", "config = NULL", c250},
+    {"tsr_iter_config_add_output", "config = NULL", c251},
+    {"tsr_iter_config_add_output", "tensor = NULL", c252},
+    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = NULL", c253},
+    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = F.dead_t", c254},
+    {"tsr_iter_config_add_input", "config = NULL", c255},
+    {"tsr_iter_config_add_input", "tensor = NULL", c256},
+    {"tsr_iter_config_add_input", "tensor = F.dead_t", c257},
+    {"tsr_iter_config_add_borrowed_output", "config = NULL", c258},
+    {"tsr_iter_config_add_borrowed_output", "tensor = NULL", c259},
+    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = NULL", c260},
+    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = F.dead_t", c261},
+    {"tsr_iter_config_add_borrowed_input", "config = NULL", c262},
+    {"tsr_iter_config_add_borrowed_input", "tensor = NULL", c263},
+    {"tsr_iter_config_add_borrowed_input", "tensor = F.dead_t", c264},
+    {"tsr_iter_config_add_borrowed_const_input", "config = NULL", c265},
+    {"tsr_iter_config_add_borrowed_const_input", "tensor = NULL", c266},
+    {"tsr_iter_config_add_borrowed_const_input", "tensor = F.dead_t", c267},
+    {"tsr_iter_config_add_input_scalar", "config = NULL", c268},
+    {"tsr_iter_config_add_input_scalar", "value = fx_scalar(99)", c269},
+    {"tsr_iter_config_check_mem_overlap", "config = NULL", c270},
+    {"tsr_iter_config_allow_cpu_scalars", "config = NULL", c271},
+    {"tsr_iter_config_is_reduction", "config = NULL", c272},
+    {"tsr_iter_config_resize_outputs", "config = NULL", c273},
+    {"tsr_iter_config_check_all_same_dtype", "config = NULL", c274},
+    {"tsr_iter_config_check_all_same_device", "config = NULL", c275},
+    {"tsr_iter_config_enforce_safe_casting_to_output", "config = NULL", c276},
+    {"tsr_iter_config_enforce_linear_iteration", "config = NULL", c277},
+    {"tsr_iter_config_promote_inputs_to_common_dtype", "config = NULL", c278},
+    {"tsr_iter_config_promote_integer_inputs_to_float", "config = NULL", c279},
+    {"tsr_iter_config_cast_common_dtype_to_outputs", "config = NULL", c280},
+    {"tsr_iter_config_resolve_overlap_by_copy", "config = NULL", c281},
+    {"tsr_iter_config_declare_static_dtype", "config = NULL", c282},
+    {"tsr_iter_config_declare_static_dtype", "dtype = 99", c283},
+    {"tsr_iter_config_declare_static_dtype", "dtype = 47", c284},
+    {"tsr_iter_config_declare_static_dtype", "dtype = 127", c285},
+    {"tsr_iter_config_declare_static_dtype", "dtype = -1", c286},
+    {"tsr_iter_config_declare_static_device", "config = NULL", c287},
+    {"tsr_iter_config_declare_static_device", "device = fx_device(99, 0)", c288},
+    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CPU, 3)", c289},
+    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CUDA, -2)", c290},
+    {"tsr_iter_config_declare_static_shape", "config = NULL", c291},
+    {"tsr_iter_config_declare_static_shape", "shape = NULL", c292},
+    {"tsr_iter_config_declare_static_shape", "ndim = -1", c293},
+    {"tsr_iter_config_declare_static_shape", "ndim = 65, shape = FX_SIZES_64", c294},
+    {"tsr_iter_config_declare_static_shape", "ndim = 0, shape = NULL", c295},
+    {"tsr_iter_build", "config = NULL", c296},
+    {"tsr_iter_build", "out = NULL", c297},
+    {"tsr_iter_build", "config = F.cfg_empty", c298},
+    {"tsr_iter_build", "config = F.cfg_bad", c299},
+    {"tsr_iter_build", "config = (tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg)", c300},
+    {"tsr_iter_binary_op", "out_or_null = NULL", c301},
+    {"tsr_iter_binary_op", "a = NULL", c302},
+    {"tsr_iter_binary_op", "b = NULL", c303},
+    {"tsr_iter_binary_op", "it = NULL", c304},
+    {"tsr_iter_binary_op", "b = F.t4", c305},
+    {"tsr_iter_binary_op", "b = F.dead_t", c306},
+    {"tsr_iter_binary_float_op", "out_or_null = NULL", c307},
+    {"tsr_iter_binary_float_op", "a = NULL", c308},
+    {"tsr_iter_binary_float_op", "b = NULL", c309},
+    {"tsr_iter_binary_float_op", "it = NULL", c310},
+    {"tsr_iter_binary_float_op", "b = F.t4", c311},
+    {"tsr_iter_comparison_op", "out_or_null = NULL", c312},
+    {"tsr_iter_comparison_op", "a = NULL", c313},
+    {"tsr_iter_comparison_op", "b = NULL", c314},
+    {"tsr_iter_comparison_op", "it = NULL", c315},
+    {"tsr_iter_comparison_op", "b = F.t4", c316},
+    {"tsr_iter_unary_op", "out_or_null = NULL", c317},
+    {"tsr_iter_unary_op", "a = NULL", c318},
+    {"tsr_iter_unary_op", "it = NULL", c319},
+    {"tsr_iter_unary_op", "a = F.dead_t", c320},
+    {"tsr_iter_unary_float_op", "out_or_null = NULL", c321},
+    {"tsr_iter_unary_float_op", "a = NULL", c322},
+    {"tsr_iter_unary_float_op", "it = NULL", c323},
+    {"tsr_iter_nullary_op", "out = NULL", c324},
+    {"tsr_iter_nullary_op", "it = NULL", c325},
+    {"tsr_iter_nullary_op", "out = F.dead_t", c326},
+    {"tsr_iter_reduce_op", "out = NULL", c327},
+    {"tsr_iter_reduce_op", "a = NULL", c328},
+    {"tsr_iter_reduce_op", "it = NULL", c329},
+    {"tsr_iter_reduce_op", "out = F.t4", c330},
+    {"tsr_iter_free", "it = NULL", c331},
+    {"tsr_iter_ndim", "it = NULL", c332},
+    {"tsr_iter_shape", "it = NULL", c333},
+    {"tsr_iter_numel", "it = NULL", c334},
+    {"tsr_iter_ntensors", "it = NULL", c335},
+    {"tsr_iter_noutputs", "it = NULL", c336},
+    {"tsr_iter_ninputs", "it = NULL", c337},
+    {"tsr_iter_strides", "it = NULL", c338},
+    {"tsr_iter_strides", "arg = 2", c339},
+    {"tsr_iter_strides", "arg = -1", c340},
+    {"tsr_iter_dtype", "it = NULL", c341},
+    {"tsr_iter_dtype", "arg = 2", c342},
+    {"tsr_iter_dtype", "arg = INT64_MIN", c343},
+    {"tsr_iter_common_dtype", "it = NULL", c344},
+    {"tsr_iter_data_ptr", "it = NULL", c345},
+    {"tsr_iter_data_ptr", "arg = 5", c346},
+    {"tsr_iter_output", "it = NULL", c347},
+    {"tsr_iter_output", "i = 1", c348},
+    {"tsr_iter_output", "i = -1", c349},
+    {"tsr_iter_is_contiguous", "it = NULL", c350},
+    {"tsr_iter_is_trivial_1d", "it = NULL", c351},
+    {"tsr_iter_num_output_elements", "it = NULL", c352},
+    {"tsr_iter_num_reduce_dims", "it = NULL", c353},
+    {"tsr_iter_can_use_32bit_indexing", "it = NULL", c354},
+    {"tsr_iter_for_each", "it = NULL", c355},
+    {"tsr_iter_for_each", "loop_ = NULL", c356},
+    {"tsr_iter_for_each", "user = NULL", c357},
+    {"tsr_iter_for_each", "grain_size = -5", c358},
+    {"tsr_iter_for_each", "it = fx_stale_it()", c359},
+    {"tsr_iter_serial_for_each", "it = NULL", c360},
+    {"tsr_iter_serial_for_each", "loop_ = NULL", c361},
+    {"tsr_iter_serial_for_each", "user = NULL", c362},
+    {"tsr_iter_serial_for_each", "begin = -1", c363},
+    {"tsr_iter_serial_for_each", "begin = 4, end = 2", c364},
+    {"tsr_iter_serial_for_each", "end = INT64_MAX", c365},
+    {"tsr_iter_serial_for_each", "it = fx_stale_it()", c366},
+    {"tsr_iter_cast_outputs", "it = NULL", c367},
+    {"tsr_iter_cast_outputs", "it = fx_stale_it()", c368},
+    {"tsr_iter_parallel_reduce", "it = NULL", c369},
+    {"tsr_iter_parallel_reduce", "loop_ = NULL", c370},
+    {"tsr_iter_parallel_reduce", "combine = NULL", c371},
+    {"tsr_iter_parallel_reduce", "user = NULL", c372},
+    {"tsr_iter_parallel_reduce", "acc = NULL", c373},
+    {"tsr_iter_parallel_reduce", "acc = NULL, acc_size = 0", c374},
+    {"tsr_iter_parallel_reduce", "acc_size = 4097", c375},
+    {"tsr_iter_parallel_reduce", "acc_size = SIZE_MAX", c376},
+    {"tsr_iter_parallel_reduce", "it = fx_stale_it()", c377},
+    {"tsr_iter_foreach_reduced_elt", "it = NULL", c378},
+    {"tsr_iter_foreach_reduced_elt", "fn_ = NULL", c379},
+    {"tsr_iter_foreach_reduced_elt", "user = NULL", c380},
+    {"tsr_iter_foreach_reduced_elt", "it = fx_stale_it()", c381},
+    {"tsr_iter_for_each_32bit_piece", "it = NULL", c382},
+    {"tsr_iter_for_each_32bit_piece", "fn_ = NULL", c383},
+    {"tsr_iter_for_each_32bit_piece", "user = NULL", c384},
+    {"tsr_iter_for_each_32bit_piece", "it = fx_stale_it()", c385},
+    {"tsr_version", "call", c386},
+    {"tsr_set_num_threads", "n = 0", c387},
+    {"tsr_set_num_threads", "n = INT32_MIN", c388},
+    {"tsr_get_num_threads", "call", c389},
+    {"tsr_object_new", "vtable = NULL", c390},
+    {"tsr_object_new", "out = NULL", c391},
+    {"tsr_object_new", "size = SIZE_MAX", c392},
+    {"tsr_object_new", "vtable = &FX_OBJECT_VTABLE_TINY", c393},
+    {"tsr_object_data", "obj = NULL", c394},
+    {"tsr_object_data", "obj = F.dead_o", c395},
+    {"tsr_weak_object_data", "weak = NULL", c396},
+    {"tsr_weak_object_data", "weak = F.dead_wo", c397},
+    {"tsr_object_incref", "obj = NULL", c398},
+    {"tsr_object_incref", "obj = F.dead_o", c399},
+    {"tsr_object_decref", "obj = NULL", c400},
+    {"tsr_object_decref", "obj = F.dead_o", c401},
+    {"tsr_object_use_count", "obj = NULL", c402},
+    {"tsr_object_weak_use_count", "obj = NULL", c403},
+    {"tsr_object_downgrade", "obj = NULL", c404},
+    {"tsr_object_downgrade", "out = NULL", c405},
+    {"tsr_object_downgrade", "obj = F.dead_o", c406},
+    {"tsr_weak_object_lock", "weak = NULL", c407},
+    {"tsr_weak_object_lock", "out = NULL", c408},
+    {"tsr_weak_object_lock", "weak = F.dead_wo", c409},
+    {"tsr_weak_object_incref", "weak = NULL", c410},
+    {"tsr_weak_object_decref", "weak = NULL", c411},
+    {"tsr_weak_object_expired", "weak = NULL", c412},
+    {"tsr_weak_object_expired", "weak = F.dead_wo", c413},
+    {"tsr_weak_object_use_count", "weak = NULL", c414},
+    {"tsr_weak_object_weak_use_count", "weak = NULL", c415},
+    {"tsr_storage_new", "out = NULL", c416},
+    {"tsr_storage_new", "device = fx_device(99, 0)", c417},
+    {"tsr_storage_new", "device = fx_device(TSR_CPU, 1)", c418},
+    {"tsr_storage_new", "device = fx_device(TSR_HIP, 0)", c419},
+    {"tsr_storage_new", "nbytes = SIZE_MAX", c420},
+    {"tsr_storage_new_with_allocator", "allocator = NULL", c421},
+    {"tsr_storage_new_with_allocator", "out = NULL", c422},
+    {"tsr_storage_new_with_allocator", "allocator = F.dead_a", c423},
+    {"tsr_storage_new_with_allocator", "nbytes = SIZE_MAX", c424},
+    {"tsr_storage_from_data_ptr", "data_ptr = NULL", c425},
+    {"tsr_storage_from_data_ptr", "out = NULL", c426},
+    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c427},
+    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.data = NULL, &F.dp)", c428},
+    {"tsr_storage_nbytes", "s = NULL", c429},
+    {"tsr_storage_nbytes", "s = F.dead_s", c430},
+    {"tsr_storage_data", "s = NULL", c431},
+    {"tsr_storage_data", "s = F.dead_s", c432},
+    {"tsr_storage_device", "s = NULL", c433},
+    {"tsr_storage_device", "s = F.dead_s", c434},
+    {"tsr_storage_resizable", "s = NULL", c435},
+    {"tsr_storage_allocator", "s = NULL", c436},
+    {"tsr_storage_allocator", "s = F.fixed", c437},
+    {"tsr_storage_resize", "s = NULL", c438},
+    {"tsr_storage_resize", "s = F.fixed", c439},
+    {"tsr_storage_resize", "nbytes = SIZE_MAX", c440},
+    {"tsr_storage_resize", "s = F.dead_s", c441},
+    {"tsr_storage_resize", "s = fx_exported_s()", c442},
+    {"tsr_storage_fill", "s = NULL", c443},
+    {"tsr_storage_fill", "s = F.dead_s", c444},
+    {"tsr_storage_copy", "dst = NULL", c445},
+    {"tsr_storage_copy", "src = NULL", c446},
+    {"tsr_storage_copy", "dst = F.su", c447},
+    {"tsr_storage_copy", "src = F.dead_s", c448},
+    {"tsr_storage_clone", "s = NULL", c449},
+    {"tsr_storage_clone", "out = NULL", c450},
+    {"tsr_storage_clone", "s = F.dead_s", c451},
+    {"tsr_storage_share_external", "s = NULL", c452},
+    {"tsr_storage_share_external", "data_ptr = NULL", c453},
+    {"tsr_storage_share_external", "s = F.s", c454},
+    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c455},
+    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.data = NULL, &F.dp)", c456},
+    {"tsr_storage_share_external", "s = F.dead_s", c457},
+    {"tsr_storage_incref", "s = NULL", c458},
+    {"tsr_storage_incref", "s = F.dead_s", c459},
+    {"tsr_storage_decref", "s = NULL", c460},
+    {"tsr_storage_decref", "s = F.dead_s", c461},
+    {"tsr_storage_use_count", "s = NULL", c462},
+    {"tsr_storage_use_count", "s = F.dead_s", c463},
+    {"tsr_storage_weak_use_count", "s = NULL", c464},
+    {"tsr_storage_downgrade", "s = NULL", c465},
+    {"tsr_storage_downgrade", "out = NULL", c466},
+    {"tsr_storage_downgrade", "s = F.dead_s", c467},
+    {"tsr_weak_storage_lock", "w = NULL", c468},
+    {"tsr_weak_storage_lock", "out = NULL", c469},
+    {"tsr_weak_storage_lock", "w = F.dead_ws", c470},
+    {"tsr_weak_storage_incref", "w = NULL", c471},
+    {"tsr_weak_storage_decref", "w = NULL", c472},
+    {"tsr_weak_storage_expired", "w = NULL", c473},
+    {"tsr_weak_storage_expired", "w = F.dead_ws", c474},
+    {"tsr_weak_storage_use_count", "w = NULL", c475},
+    {"tsr_weak_storage_weak_use_count", "w = NULL", c476},
+    {"tsr_storage_from_file", "path = NULL", c477},
+    {"tsr_storage_from_file", "out = NULL", c478},
+    {"tsr_storage_from_file", "call", c479},
+    {"tsr_storage_from_file", "path = \"/\"", c480},
+    {"tsr_storage_from_file", "path = \"/dev/null\"", c481},
+    {"tsr_storage_from_file", "mode = 7", c482},
+    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c483},
+    {"tsr_storage_filename", "s = NULL", c484},
+    {"tsr_storage_filename", "call", c485},
+    {"tsr_storage_filename", "s = F.dead_s", c486},
+    {"tsr_storage_flush", "s = NULL", c487},
+    {"tsr_storage_flush", "call", c488},
+    {"tsr_storage_flush", "s = F.dead_s", c489},
+    {"tsr_storage_make_read_only", "s = NULL", c490},
+    {"tsr_storage_make_read_only", "s = F.dead_s", c491},
+    {"tsr_storage_make_read_only", "call", c492},
+    {"tsr_storage_is_read_only", "s = NULL", c493},
+    {"tsr_storage_is_read_only", "call", c494},
+    {"tsr_storage_is_read_only", "s = F.dead_s", c495},
+    {"tsr_tensor_is_read_only", "t = NULL", c496},
+    {"tsr_tensor_is_read_only", "call", c497},
+    {"tsr_tensor_is_read_only", "t = F.dead_t", c498},
+    {"tsr_storage_data_ptr", "s = NULL", c499},
+    {"tsr_storage_data_ptr", "out = NULL", c500},
+    {"tsr_storage_data_ptr", "s = F.dead_s", c501},
+    {"tsr_storage_data_ptr", "call", c502},
+    {"tsr_storage_set_data_ptr", "s = NULL", c503},
+    {"tsr_storage_set_data_ptr", "consumed = NULL", c504},
+    {"tsr_storage_set_data_ptr", "old_out = NULL", c505},
+    {"tsr_storage_set_data_ptr", "call", c506},
+    {"tsr_storage_set_data_ptr", "s = F.dead_s", c507},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c508},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c509},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c510},
+    {"tsr_storage_share_memory", "s = NULL", c511},
+    {"tsr_storage_share_memory", "call", c512},
+    {"tsr_storage_share_memory", "s = F.dead_s", c513},
+    {"tsr_storage_record_stream", "s = NULL", c514},
+    {"tsr_storage_record_stream", "s = F.dead_s", c515},
+    {"tsr_storage_record_stream", "call", c516},
+    {"tsr_storage_record_stream", "stream = NULL", c517},
+    {"tsr_tensor_record_stream", "t = NULL", c518},
+    {"tsr_tensor_record_stream", "t = F.dead_t", c519},
+    {"tsr_tensor_record_stream", "call", c520},
+    {"tsr_tensor_record_stream", "stream = NULL", c521},
+    {"tsr_storage_is_shared", "s = NULL", c522},
+    {"tsr_storage_is_shared", "call", c523},
+    {"tsr_storage_is_shared", "s = F.dead_s", c524},
+    {"tsr_storage_share_fd", "s = NULL", c525},
+    {"tsr_storage_share_fd", "fd_out = NULL", c526},
+    {"tsr_storage_share_fd", "call", c527},
+    {"tsr_storage_share_fd", "s = fx_shared_su()", c528},
+    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c529},
+    {"tsr_storage_share_fd", "s = F.dead_s", c530},
+    {"tsr_storage_from_fd", "out = NULL", c531},
+    {"tsr_storage_from_fd", "fd = -1", c532},
+    {"tsr_storage_from_fd", "fd = 4000", c533},
+    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c534},
+    {"tsr_storage_share_name", "s = NULL", c535},
+    {"tsr_storage_share_name", "buf = NULL", c536},
+    {"tsr_storage_share_name", "buflen = 64", c537},
+    {"tsr_storage_share_name", "call", c538},
+    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c539},
+    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c540},
+    {"tsr_storage_share_name", "s = F.dead_s", c541},
+    {"tsr_storage_open_shared", "name = NULL", c542},
+    {"tsr_storage_open_shared", "out = NULL", c543},
+    {"tsr_storage_open_shared", "call", c544},
+    {"tsr_storage_open_shared", "name = fx_long_name()", c545},
+    {"tsr_storage_open_shared", "name = \"/a/b\"", c546},
+    {"tsr_storage_open_shared", "name = \"\"", c547},
+    {"tsr_tensor_empty", "sizes = NULL", c548},
+    {"tsr_tensor_empty", "out = NULL", c549},
+    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c550},
+    {"tsr_tensor_empty", "ndim = -1", c551},
+    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c552},
+    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c553},
+    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c554},
+    {"tsr_tensor_empty", "dtype = 99", c555},
+    {"tsr_tensor_empty", "dtype = -1", c556},
+    {"tsr_tensor_empty", "device = fx_device(99, 0)", c557},
+    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c558},
+    {"tsr_tensor_empty", "dtype = 47", c559},
+    {"tsr_tensor_empty", "dtype = 127", c560},
+    {"tsr_tensor_empty_format", "sizes = NULL", c561},
+    {"tsr_tensor_empty_format", "out = NULL", c562},
+    {"tsr_tensor_empty_format", "ndim = -1", c563},
+    {"tsr_tensor_empty_format", "dtype = 99", c564},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c565},
+    {"tsr_tensor_empty_format", "format = 42", c566},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c567},
+    {"tsr_tensor_empty_format", "dtype = 47", c568},
+    {"tsr_tensor_empty_format", "dtype = 127", c569},
+    {"tsr_tensor_empty_format", "dtype = -1", c570},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c571},
+    {"tsr_tensor_empty_strided", "strides = NULL", c572},
+    {"tsr_tensor_empty_strided", "out = NULL", c573},
+    {"tsr_tensor_empty_strided", "ndim = -1", c574},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c575},
+    {"tsr_tensor_empty_strided", "dtype = 99", c576},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c577},
+    {"tsr_tensor_empty_strided", "dtype = 47", c578},
+    {"tsr_tensor_empty_strided", "dtype = 127", c579},
+    {"tsr_tensor_empty_strided", "dtype = -1", c580},
+    {"tsr_tensor_empty_like", "t = NULL", c581},
+    {"tsr_tensor_empty_like", "out = NULL", c582},
+    {"tsr_tensor_empty_like", "format = 42", c583},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c584},
+    {"tsr_tensor_from_storage", "storage = NULL", c585},
+    {"tsr_tensor_from_storage", "sizes = NULL", c586},
+    {"tsr_tensor_from_storage", "strides = NULL", c587},
+    {"tsr_tensor_from_storage", "out = NULL", c588},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c589},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c590},
+    {"tsr_tensor_from_storage", "ndim = -1", c591},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c592},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c593},
+    {"tsr_tensor_from_storage", "dtype = 99", c594},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c595},
+    {"tsr_tensor_from_storage", "dtype = 47", c596},
+    {"tsr_tensor_from_storage", "dtype = 127", c597},
+    {"tsr_tensor_from_storage", "dtype = -1", c598},
+    {"tsr_tensor_from_storage_desc", "storage = NULL", c599},
+    {"tsr_tensor_from_storage_desc", "desc = NULL", c600},
+    {"tsr_tensor_from_storage_desc", "out = NULL", c601},
+    {"tsr_tensor_from_storage_desc", "call", c602},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c603},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c604},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c605},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c606},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c607},
+    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c608},
+    {"tsr_tensor_ndim", "t = NULL", c609},
+    {"tsr_tensor_ndim", "t = F.dead_t", c610},
+    {"tsr_tensor_sizes", "t = NULL", c611},
+    {"tsr_tensor_strides", "t = NULL", c612},
+    {"tsr_tensor_size", "t = NULL", c613},
+    {"tsr_tensor_size", "dim = 2", c614},
+    {"tsr_tensor_size", "dim = -3", c615},
+    {"tsr_tensor_size", "dim = INT64_MIN", c616},
+    {"tsr_tensor_stride", "t = NULL", c617},
+    {"tsr_tensor_stride", "dim = 2", c618},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c619},
+    {"tsr_tensor_storage_offset", "t = NULL", c620},
+    {"tsr_tensor_numel", "t = NULL", c621},
+    {"tsr_tensor_dtype", "t = NULL", c622},
+    {"tsr_tensor_itemsize", "t = NULL", c623},
+    {"tsr_tensor_device", "t = NULL", c624},
+    {"tsr_tensor_data", "t = NULL", c625},
+    {"tsr_tensor_storage", "t = NULL", c626},
+    {"tsr_tensor_storage", "t = F.dead_t", c627},
+    {"tsr_tensor_is_contiguous", "t = NULL", c628},
+    {"tsr_tensor_is_contiguous", "format = 42", c629},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c630},
+    {"tsr_tensor_version", "t = NULL", c631},
+    {"tsr_tensor_set", "t = NULL", c632},
+    {"tsr_tensor_set", "storage = NULL", c633},
+    {"tsr_tensor_set", "sizes = NULL", c634},
+    {"tsr_tensor_set", "strides = NULL", c635},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c636},
+    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c637},
+    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c638},
+    {"tsr_tensor_set", "storage_offset = -1", c639},
+    {"tsr_tensor_set", "ndim = -1", c640},
+    {"tsr_tensor_set", "storage = F.dead_s", c641},
+    {"tsr_tensor_resize", "t = NULL", c642},
+    {"tsr_tensor_resize", "sizes = NULL", c643},
+    {"tsr_tensor_resize", "call", c644},
+    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c645},
+    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c646},
+    {"tsr_tensor_resize", "ndim = -1", c647},
+    {"tsr_tensor_resize", "ndim = 65", c648},
+    {"tsr_tensor_resize", "format = 42", c649},
+    {"tsr_tensor_resize", "format = TSR_PRESERVE", c650},
+    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c651},
+    {"tsr_tensor_resize", "t = fx_fixed_t()", c652},
+    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c653},
+    {"tsr_tensor_resize", "t = F.dead_t", c654},
+    {"tsr_tensor_fill", "t = NULL", c655},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c656},
+    {"tsr_tensor_fill", "t = F.dead_t", c657},
+    {"tsr_tensor_fill", "t = fx_shrunk_t()", c658},
+    {"tsr_tensor_copy", "dst = NULL", c659},
+    {"tsr_tensor_copy", "src = NULL", c660},
+    {"tsr_tensor_copy", "src = F.t4", c661},
+    {"tsr_tensor_copy", "dst = F.dead_t", c662},
+    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c663},
+    {"tsr_tensor_incref", "t = NULL", c664},
+    {"tsr_tensor_incref", "t = F.dead_t", c665},
+    {"tsr_tensor_decref", "t = NULL", c666},
+    {"tsr_tensor_decref", "t = F.dead_t", c667},
+    {"tsr_tensor_use_count", "t = NULL", c668},
+    {"tsr_tensor_use_count", "t = F.dead_t", c669},
+    {"tsr_tensor_weak_use_count", "t = NULL", c670},
+    {"tsr_tensor_downgrade", "t = NULL", c671},
+    {"tsr_tensor_downgrade", "out = NULL", c672},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c673},
+    {"tsr_weak_tensor_lock", "w = NULL", c674},
+    {"tsr_weak_tensor_lock", "out = NULL", c675},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c676},
+    {"tsr_weak_tensor_incref", "w = NULL", c677},
+    {"tsr_weak_tensor_decref", "w = NULL", c678},
+    {"tsr_weak_tensor_expired", "w = NULL", c679},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c680},
+    {"tsr_weak_tensor_use_count", "w = NULL", c681},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c682},
+    {"tsr_tensor_as_strided", "t = NULL", c683},
+    {"tsr_tensor_as_strided", "sizes = NULL", c684},
+    {"tsr_tensor_as_strided", "strides = NULL", c685},
+    {"tsr_tensor_as_strided", "out = NULL", c686},
+    {"tsr_tensor_as_strided", "ndim = -1", c687},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c688},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c689},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c690},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c691},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c692},
+    {"tsr_tensor_view", "t = NULL", c693},
+    {"tsr_tensor_view", "sizes = NULL", c694},
+    {"tsr_tensor_view", "out = NULL", c695},
+    {"tsr_tensor_view", "ndim = -1", c696},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c697},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c698},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c699},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c700},
+    {"tsr_tensor_reshape", "t = NULL", c701},
+    {"tsr_tensor_reshape", "sizes = NULL", c702},
+    {"tsr_tensor_reshape", "out = NULL", c703},
+    {"tsr_tensor_reshape", "ndim = -1", c704},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c705},
+    {"tsr_tensor_permute", "t = NULL", c706},
+    {"tsr_tensor_permute", "dims = NULL", c707},
+    {"tsr_tensor_permute", "out = NULL", c708},
+    {"tsr_tensor_permute", "ndim = 1", c709},
+    {"tsr_tensor_permute", "ndim = -1", c710},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c711},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c712},
+    {"tsr_tensor_transpose", "t = NULL", c713},
+    {"tsr_tensor_transpose", "out = NULL", c714},
+    {"tsr_tensor_transpose", "dim0 = 2", c715},
+    {"tsr_tensor_transpose", "dim1 = -3", c716},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c717},
+    {"tsr_tensor_expand", "t = NULL", c718},
+    {"tsr_tensor_expand", "sizes = NULL", c719},
+    {"tsr_tensor_expand", "out = NULL", c720},
+    {"tsr_tensor_expand", "ndim = -1", c721},
+    {"tsr_tensor_expand", "ndim = 1", c722},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c723},
+    {"tsr_tensor_narrow", "t = NULL", c724},
+    {"tsr_tensor_narrow", "out = NULL", c725},
+    {"tsr_tensor_narrow", "dim = 2", c726},
+    {"tsr_tensor_narrow", "start = 3", c727},
+    {"tsr_tensor_narrow", "length = -1", c728},
+    {"tsr_tensor_narrow", "length = 4", c729},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c730},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c731},
+    {"tsr_tensor_select", "t = NULL", c732},
+    {"tsr_tensor_select", "out = NULL", c733},
+    {"tsr_tensor_select", "dim = 2", c734},
+    {"tsr_tensor_select", "index = 2", c735},
+    {"tsr_tensor_select", "index = -3", c736},
+    {"tsr_tensor_select", "index = INT64_MIN", c737},
+    {"tsr_tensor_squeeze", "t = NULL", c738},
+    {"tsr_tensor_squeeze", "out = NULL", c739},
+    {"tsr_tensor_squeeze", "dim = 2", c740},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c741},
+    {"tsr_tensor_squeeze_all", "t = NULL", c742},
+    {"tsr_tensor_squeeze_all", "out = NULL", c743},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c744},
+    {"tsr_tensor_unsqueeze", "t = NULL", c745},
+    {"tsr_tensor_unsqueeze", "out = NULL", c746},
+    {"tsr_tensor_unsqueeze", "dim = 3", c747},
+    {"tsr_tensor_unsqueeze", "dim = -4", c748},
+    {"tsr_tensor_flatten", "t = NULL", c749},
+    {"tsr_tensor_flatten", "out = NULL", c750},
+    {"tsr_tensor_flatten", "start_dim = 2", c751},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c752},
+    {"tsr_tensor_flatten", "end_dim = -3", c753},
+    {"tsr_tensor_contiguous", "t = NULL", c754},
+    {"tsr_tensor_contiguous", "out = NULL", c755},
+    {"tsr_tensor_contiguous", "format = 42", c756},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c757},
+    {"tsr_tensor_clone", "t = NULL", c758},
+    {"tsr_tensor_clone", "out = NULL", c759},
+    {"tsr_tensor_clone", "t = F.dead_t", c760},
+    {"tsr_tensor_clone", "t = fx_shrunk_t()", c761},
+    {"tsr_add", "out_or_null = NULL", c762},
+    {"tsr_add", "a = NULL", c763},
+    {"tsr_add", "b = NULL", c764},
+    {"tsr_add", "result = NULL", c765},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c766},
+    {"tsr_add", "b = F.t4", c767},
+    {"tsr_add", "alpha = fx_scalar(99)", c768},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c769},
+    {"tsr_add", "a = F.dead_t", c770},
+    {"tsr_add", "a = fx_shrunk_t()", c771},
+    {"tsr_sub", "out_or_null = NULL", c772},
+    {"tsr_sub", "a = NULL", c773},
+    {"tsr_sub", "b = NULL", c774},
+    {"tsr_sub", "result = NULL", c775},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c776},
+    {"tsr_sub", "b = F.t4", c777},
+    {"tsr_sub", "alpha = fx_scalar(99)", c778},
+    {"tsr_mul", "out_or_null = NULL", c779},
+    {"tsr_mul", "a = NULL", c780},
+    {"tsr_mul", "b = NULL", c781},
+    {"tsr_mul", "result = NULL", c782},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c783},
+    {"tsr_mul", "b = F.t4", c784},
+    {"tsr_mul", "b = F.dead_t", c785},
+    {"tsr_div", "out_or_null = NULL", c786},
+    {"tsr_div", "a = NULL", c787},
+    {"tsr_div", "b = NULL", c788},
+    {"tsr_div", "result = NULL", c789},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c790},
+    {"tsr_div", "b = F.t4", c791},
+    {"tsr_div_rounding", "out_or_null = NULL", c792},
+    {"tsr_div_rounding", "a = NULL", c793},
+    {"tsr_div_rounding", "b = NULL", c794},
+    {"tsr_div_rounding", "result = NULL", c795},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c796},
+    {"tsr_div_rounding", "mode = 42", c797},
+    {"tsr_div_rounding", "mode = -1", c798},
+    {"tsr_div_rounding", "b = F.t4", c799},
+    {"tsr_neg", "out_or_null = NULL", c800},
+    {"tsr_neg", "a = NULL", c801},
+    {"tsr_neg", "result = NULL", c802},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c803},
+    {"tsr_neg", "out_or_null = F.t4", c804},
+    {"tsr_neg", "a = F.dead_t", c805},
+    {"tsr_sum", "a = NULL", c806},
+    {"tsr_sum", "dims = NULL", c807},
+    {"tsr_sum", "out = NULL", c808},
+    {"tsr_sum", "ndims = 0, dims = NULL", c809},
+    {"tsr_sum", "ndims = -1", c810},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c811},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c812},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c813},
+    {"tsr_sum", "a = F.dead_t", c814},
+    {"tsr_sum", "a = fx_shrunk_t()", c815},
+    {"tsr_amax", "a = NULL", c816},
+    {"tsr_amax", "dims = NULL", c817},
+    {"tsr_amax", "out = NULL", c818},
+    {"tsr_amax", "ndims = 0, dims = NULL", c819},
+    {"tsr_amax", "ndims = -1", c820},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c821},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c822},
+    {"tsr_scalar_tensor", "out = NULL", c823},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c824},
+    {"tsr_tensor_item", "t = NULL", c825},
+    {"tsr_tensor_item", "out = NULL", c826},
+    {"tsr_tensor_item", "t = F.t", c827},
+    {"tsr_tensor_item", "t = F.dead_t", c828},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c829},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c830},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c831},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c832},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c833},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c834},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c835},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c836},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c837},
+    {"tsr_iter_config_output_allocator", "config = NULL", c838},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c839},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c840},
+    {"tsr_dict_new", "out = NULL", c841},
+    {"tsr_dict_new", "call", c842},
+    {"tsr_dict_free", "dict = NULL", c843},
+    {"tsr_dict_free", "call", c844},
+    {"tsr_dict_set", "dict = NULL", c845},
+    {"tsr_dict_set", "name = NULL", c846},
+    {"tsr_dict_set", "t = NULL", c847},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c848},
+    {"tsr_dict_set", "t = F.dead_t", c849},
+    {"tsr_dict_set", "call", c850},
+    {"tsr_dict_size", "dict = NULL", c851},
+    {"tsr_dict_size", "call", c852},
+    {"tsr_dict_name", "dict = NULL", c853},
+    {"tsr_dict_name", "i = 1", c854},
+    {"tsr_dict_name", "i = SIZE_MAX", c855},
+    {"tsr_dict_name", "call", c856},
+    {"tsr_dict_get", "dict = NULL", c857},
+    {"tsr_dict_get", "name = NULL", c858},
+    {"tsr_dict_get", "name = \"absent\"", c859},
+    {"tsr_dict_get", "name = \"\\xff\"", c860},
+    {"tsr_dict_get", "call", c861},
+    {"tsr_dict_set_metadata", "dict = NULL", c862},
+    {"tsr_dict_set_metadata", "key = NULL", c863},
+    {"tsr_dict_set_metadata", "value = NULL", c864},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c865},
+    {"tsr_dict_set_metadata", "call", c866},
+    {"tsr_dict_metadata", "dict = NULL", c867},
+    {"tsr_dict_metadata", "key = NULL", c868},
+    {"tsr_dict_metadata", "key = \"absent\"", c869},
+    {"tsr_dict_metadata", "call", c870},
+    {"tsr_save", "dict = NULL", c871},
+    {"tsr_save", "path = NULL", c872},
+    {"tsr_save", "path = \"\"", c873},
+    {"tsr_save", "path = \"/\"", c874},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c875},
+    {"tsr_save", "format = 99", c876},
+    {"tsr_save", "format = -1", c877},
+    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c878},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c879},
+    {"tsr_save", "path = \"/dev/null\"", c880},
+    {"tsr_save", "format = TSR_FORMAT_DCP", c881},
+    {"tsr_save", "call", c882},
+    {"tsr_save_flags", "dict = NULL", c883},
+    {"tsr_save_flags", "path = NULL", c884},
+    {"tsr_save_flags", "path = \"\"", c885},
+    {"tsr_save_flags", "path = \"/\"", c886},
+    {"tsr_save_flags", "path = \"/dev/null\"", c887},
+    {"tsr_save_flags", "format = 99", c888},
+    {"tsr_save_flags", "flags = 2", c889},
+    {"tsr_save_flags", "flags = 0xffffffffu", c890},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c891},
+    {"tsr_save_flags", "call", c892},
+    {"tsr_save_sharded", "dict = NULL", c893},
+    {"tsr_save_sharded", "directory = NULL", c894},
+    {"tsr_save_sharded", "directory = \"\"", c895},
+    {"tsr_save_sharded", "directory = \"/dev/null\"", c896},
+    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c897},
+    {"tsr_save_sharded", "format = 99", c898},
+    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c899},
+    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c900},
+    {"tsr_save_sharded", "max_shard_bytes = 0", c901},
+    {"tsr_save_sharded", "flags = 2", c902},
+    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c903},
+    {"tsr_save_sharded", "call", c904},
+    {"tsr_load", "path = NULL", c905},
+    {"tsr_load", "out = NULL", c906},
+    {"tsr_load", "path = \"/\"", c907},
+    {"tsr_load", "path = \"/dev/null\"", c908},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c909},
+    {"tsr_load", "format = 99", c910},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c911},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c912},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c913},
+    {"tsr_load", "flags = 4", c914},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c915},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c916},
+    {"tsr_load", "format = TSR_FORMAT_DCP", c917},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c918},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c919},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c920},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c921},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c922},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c923},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c924},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c925},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c926},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c927},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c928},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c929},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c930},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c931},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c932},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c933},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c934},
+    {"tsr_load", "call", c935},
+    {"tsr_save_to_storage", "dict = NULL", c936},
+    {"tsr_save_to_storage", "out = NULL", c937},
+    {"tsr_save_to_storage", "format = 99", c938},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c939},
+    {"tsr_save_to_storage", "call", c940},
+    {"tsr_load_from_storage", "bytes = NULL", c941},
+    {"tsr_load_from_storage", "out = NULL", c942},
+    {"tsr_load_from_storage", "bytes = F.saved", c943},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c944},
+    {"tsr_load_from_storage", "format = 99", c945},
+    {"tsr_load_from_storage", "flags = 4", c946},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c947},
+    {"tsr_load_from_storage", "call", c948},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c949},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c950},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c951},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c952},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c953},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c954},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c955},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c956},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c957},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c958},
+    {"tsr_memory_record_history", "options = NULL", c959},
+    {"tsr_memory_record_history", "call", c960},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c961},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c962},
+    {"tsr_memory_snapshot", "path = NULL", c963},
+    {"tsr_memory_snapshot", "call", c964},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c965},
+    {"tsr_memory_snapshot", "format = 7", c966},
+    {"tsr_memory_snapshot", "format = -1", c967},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c968},
+    {"tsr_add_oom_observer", "fn_ = NULL", c969},
+    {"tsr_add_oom_observer", "user = NULL", c970},
+    {"tsr_add_oom_info_observer", "fn_ = NULL", c971},
+    {"tsr_add_oom_info_observer", "user = NULL", c972},
+    {"tsr_cpu_allocator_release_all_caches", "call", c973},
+    {"tsr_memory_history_is_recording", "call", c974},
 };
 
 static const char *const COVERED[] = {
     "tsr_add",
+    "tsr_add_oom_info_observer",
     "tsr_add_oom_observer",
     "tsr_allocator_allocate",
     "tsr_allocator_copy_data",
@@ -2044,8 +2129,11 @@ static const char *const COVERED[] = {
     "tsr_amax",
     "tsr_caching_allocator_empty_cache",
     "tsr_caching_allocator_inner",
+    "tsr_caching_allocator_memory_stats",
     "tsr_caching_allocator_new",
+    "tsr_caching_allocator_reset_accumulated",
     "tsr_caching_allocator_reset_peak",
+    "tsr_caching_allocator_set_memory_fraction",
     "tsr_caching_allocator_stats",
     "tsr_can_cast",
     "tsr_clear_last_error",
@@ -2264,6 +2352,12 @@ static const char *const COVERED[] = {
     "tsr_tensor_version",
     "tsr_tensor_view",
     "tsr_tensor_weak_use_count",
+    "tsr_torch_cuda_empty_cache",
+    "tsr_torch_cuda_free",
+    "tsr_torch_cuda_init",
+    "tsr_torch_cuda_malloc",
+    "tsr_torch_cuda_record_stream",
+    "tsr_torch_cuda_set_memory_fraction",
     "tsr_version",
     "tsr_weak_allocator_decref",
     "tsr_weak_allocator_expired",

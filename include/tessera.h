@@ -464,6 +464,56 @@ typedef struct TsrCachingOptions {
      * See `use_default_device`.
      */
     struct TsrDevice default_device;
+    /**
+     * Non-zero: c10's expandable_segments. Each device, stream and pool
+     * (small, large) gets one segment over reserved address space that
+     * grows by mapping pages (2 MiB) instead of a new segment per miss;
+     * tsr_caching_allocator_empty_cache unmaps the free pages. `inner`
+     * must be able to reserve address space (the built-in CPU
+     * allocator, the CUDA device allocator). Zero:
+     * TESSERA_ALLOC_CONF's expandable_segments, which applies only where
+     * `inner` can.
+     */
+    uint8_t expandable_segments;
+    /**
+     * c10's roundup_power2_divisions: a request is rounded up to the next
+     * of this many equal steps between two powers of two (a power of
+     * two; 1 or 0: to 512 bytes only, or TESSERA_ALLOC_CONF's).
+     */
+    uint32_t roundup_power2_divisions;
+    /**
+     * c10's garbage_collection_threshold, a fraction in (0, 1): with a
+     * memory limit or fraction, a request that needs a new segment while
+     * the device's reserved bytes pass this fraction of the limit first
+     * returns the cached whole segments not used for longest. 0: off
+     * (or TESSERA_ALLOC_CONF's).
+     */
+    double garbage_collection_threshold;
+    /**
+     * c10's max_non_split_rounding_mb, in bytes: an oversize request
+     * reuses a cached oversize block less than this much larger. 0: 20 MiB
+     * (or TESSERA_ALLOC_CONF's); else more than 20 MiB.
+     */
+    uint64_t max_non_split_rounding;
+    /**
+     * The most bytes each device may reserve (0: no byte limit). Past it,
+     * a request first returns the device's unused segments, then fails
+     * with TSR_ERR_OUT_OF_MEMORY.
+     */
+    uint64_t memory_limit;
+    /**
+     * c10's per_process_memory_fraction: each device may reserve at most
+     * this fraction of its memory, in (0, 1] (0: none; the lower of it and
+     * `memory_limit` applies). `inner` must report its device's memory
+     * (the built-in CPU allocator, the CUDA device allocator).
+     */
+    double memory_fraction;
+    /**
+     * c10's list form of roundup_power2_divisions, e.g.
+     * "[256:1,512:2,>:8]" (sizes in MiB; copied); NULL: none. When set,
+     * it replaces `roundup_power2_divisions`.
+     */
+    const char *roundup_power2_divisions_list;
 } TsrCachingOptions;
 
 /**
@@ -574,6 +624,140 @@ typedef struct TsrCachingStats {
      */
     struct TsrCachingPoolStats large;
 } TsrCachingStats;
+
+/**
+ * One quantity as c10 counts it.
+ */
+typedef struct TsrMemoryStat {
+    /**
+     * The value now.
+     */
+    uint64_t current;
+    /**
+     * The highest value since the allocator was made or its peaks were
+     * last reset (tsr_caching_allocator_reset_peak).
+     */
+    uint64_t peak;
+    /**
+     * The sum of every increase since the allocator was made or its
+     * accumulated statistics were last reset
+     * (tsr_caching_allocator_reset_accumulated).
+     */
+    uint64_t allocated;
+    /**
+     * The sum of every decrease, over the same time.
+     */
+    uint64_t freed;
+} TsrMemoryStat;
+
+/**
+ * The statistics of one pool (small, large) or of both, as c10's
+ * memory_stats: `allocated` / `freed` of each quantity and the counts
+ * are the accumulated part.
+ */
+typedef struct TsrCachingMemoryPool {
+    /**
+     * Segments obtained from the inner allocator and not returned (an
+     * expandable segment counts once while it exists).
+     */
+    struct TsrMemoryStat segments;
+    /**
+     * Bytes of those segments (of expandable segments: bytes mapped).
+     */
+    struct TsrMemoryStat reserved_bytes;
+    /**
+     * Blocks handed out and not yet freed.
+     */
+    struct TsrMemoryStat active_blocks;
+    /**
+     * Bytes of those blocks (rounded sizes).
+     */
+    struct TsrMemoryStat active_bytes;
+    /**
+     * Free blocks in segments partly in use.
+     */
+    struct TsrMemoryStat inactive_split_blocks;
+    /**
+     * Bytes of those blocks.
+     */
+    struct TsrMemoryStat inactive_split_bytes;
+    /**
+     * Bytes the callers asked for, for the active blocks.
+     */
+    struct TsrMemoryStat requested_bytes;
+    /**
+     * Active blocks of oversize segments (max_split_size or more).
+     */
+    struct TsrMemoryStat oversize_allocations;
+    /**
+     * Oversize segments.
+     */
+    struct TsrMemoryStat oversize_segments;
+    /**
+     * Successful allocations.
+     */
+    uint64_t num_allocs;
+    /**
+     * Frees.
+     */
+    uint64_t num_frees;
+    /**
+     * Allocations served from cached memory.
+     */
+    uint64_t cache_hits;
+    /**
+     * Segments obtained from the inner allocator, and page ranges mapped
+     * into expandable segments (c10's num_device_alloc).
+     */
+    uint64_t segment_allocs;
+    /**
+     * Segments returned, and page ranges unmapped (c10's
+     * num_device_free).
+     */
+    uint64_t segment_frees;
+    /**
+     * Retries after returning unused memory (c10's num_alloc_retries).
+     */
+    uint64_t retries;
+    /**
+     * Allocations that failed for lack of memory (c10's num_ooms).
+     */
+    uint64_t ooms;
+} TsrCachingMemoryPool;
+
+/**
+ * A caching allocator's statistics on one device, or on all. The caller
+ * sets `struct_size` to sizeof(TsrCachingMemoryStats) as it was compiled;
+ * tessera writes at most that many bytes and sets `struct_size` to the
+ * number written. Fields are only ever added at the end.
+ */
+typedef struct TsrCachingMemoryStats {
+    /**
+     * In: sizeof(TsrCachingMemoryStats) as compiled by the host. Out: the
+     * bytes written.
+     */
+    uint32_t struct_size;
+    /**
+     * Both pools together.
+     */
+    struct TsrCachingMemoryPool all;
+    /**
+     * The small pool (requests up to 1 MiB).
+     */
+    struct TsrCachingMemoryPool small;
+    /**
+     * The large pool.
+     */
+    struct TsrCachingMemoryPool large;
+    /**
+     * The oversize threshold (c10's max_split_size; 0: none).
+     */
+    uint64_t max_split_size;
+    /**
+     * The device's limit on reserved bytes (0: none, and for all devices).
+     */
+    uint64_t memory_limit;
+} TsrCachingMemoryStats;
 
 /**
  * An element type: c10's ScalarType number, 8 bits wide; every number
@@ -720,6 +904,55 @@ typedef void (*TsrOomObserverFn)(void *user,
                                  struct TsrDevice device,
                                  size_t requested,
                                  uint64_t allocated_bytes);
+
+/**
+ * What an out-of-memory observer added with tsr_add_oom_info_observer is
+ * told. Valid during the call only. tessera sets `struct_size` to the
+ * bytes it filled in; fields are only ever added at the end, so a host
+ * reads those its header has that lie below `struct_size`.
+ */
+typedef struct TsrOomInfo {
+    /**
+     * sizeof(TsrOomInfo) as this library fills it.
+     */
+    uint32_t struct_size;
+    /**
+     * The failing allocator's name (NUL-terminated).
+     */
+    const char *allocator;
+    /**
+     * The device asked for.
+     */
+    struct TsrDevice device;
+    /**
+     * The bytes requested.
+     */
+    size_t requested;
+    /**
+     * The allocator's allocated bytes at the failure.
+     */
+    uint64_t allocated_bytes;
+    /**
+     * Non-zero when `device_free` and `device_total` hold the device's
+     * memory (cuMemGetInfo on CUDA; the host's free and physical memory
+     * for the CPU allocator and caching allocators over it); zero when the
+     * allocator cannot tell (a plugin).
+     */
+    uint8_t has_device_memory;
+    /**
+     * The device's free memory at the failure, in bytes.
+     */
+    uint64_t device_free;
+    /**
+     * The device's total memory, in bytes.
+     */
+    uint64_t device_total;
+} TsrOomInfo;
+
+/**
+ * An out-of-memory observer taking a TsrOomInfo.
+ */
+typedef void (*TsrOomInfoObserverFn)(void *user, const struct TsrOomInfo *info);
 
 /**
  * Callbacks of a host object; both optional.
@@ -1569,14 +1802,24 @@ void *tsr_allocator_plugin_self(const struct TsrAllocator *allocator);
  * of its blocks is in use. Raw allocation (tsr_allocator_raw_allocate) is
  * not supported.
  *
+ * The settings of c10's CUDA caching allocator are options too
+ * (TsrCachingOptions; their semantics in docs/SEMANTICS.md): expandable
+ * segments, roundup_power2_divisions, garbage_collection_threshold,
+ * max_non_split_rounding, and a memory limit or fraction per device.
+ *
  * Errors: TSR_ERR_NULL_POINTER (inner or out NULL); TSR_ERR_DEAD_OBJECT;
  * TSR_ERR_INVALID_ARGUMENT (options->struct_size too small or too large,
- * max_split_size neither 0 nor above 1 MiB, an invalid default device).
+ * max_split_size neither 0 nor above 1 MiB, an invalid default device,
+ * roundup_power2_divisions not a power of two or a bad list,
+ * garbage_collection_threshold outside (0, 1), max_non_split_rounding
+ * neither 0 nor above 20 MiB, memory_fraction outside [0, 1],
+ * expandable_segments or memory_fraction over an allocator that cannot
+ * offer them).
  *
  * # Safety
  * `inner` NULL or a live handle; `options` NULL or readable for its
- * struct_size, with `name` NULL or a NUL-terminated string; `out` NULL or
- * writable.
+ * struct_size, with `name` and `roundup_power2_divisions_list` NULL or
+ * NUL-terminated strings; `out` NULL or writable.
  */
 TsrStatus tsr_caching_allocator_new(struct TsrAllocator *inner,
                                     const struct TsrCachingOptions *options,
@@ -1626,6 +1869,27 @@ TsrStatus tsr_caching_allocator_stats(const struct TsrAllocator *allocator,
 TsrStatus tsr_caching_allocator_reset_peak(struct TsrAllocator *allocator);
 
 /**
+ * Limits the bytes `device` may reserve in a caching allocator to
+ * `fraction` of the device's memory, as c10's
+ * set_per_process_memory_fraction (a byte limit of its options still
+ * applies where lower); 0 removes the fraction. Device index -1 is the
+ * current device (CUDA). Memory already reserved stays; a later request
+ * that would pass the limit first returns the device's unused segments,
+ * then fails with TSR_ERR_OUT_OF_MEMORY.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator; `fraction` outside
+ * [0, 1] or not a number; an invalid device); TSR_ERR_UNSUPPORTED (its
+ * inner allocator cannot tell its device's memory); TSR_ERR_DEVICE.
+ *
+ * # Safety
+ * `allocator` NULL or a live handle.
+ */
+TsrStatus tsr_caching_allocator_set_memory_fraction(struct TsrAllocator *allocator,
+                                                    struct TsrDevice device,
+                                                    double fraction);
+
+/**
  * Writes a new reference to the allocator a caching allocator caches for
  * to `*out`.
  *
@@ -1646,6 +1910,42 @@ TsrStatus tsr_caching_allocator_inner(const struct TsrAllocator *allocator,
  * `allocator` NULL or a handle whose memory is alive.
  */
 bool tsr_allocator_is_caching(const struct TsrAllocator *allocator);
+
+/**
+ * Writes a caching allocator's statistics on `*device` (NULL: all devices
+ * summed, whose peaks are the peaks of the sums) to `*out`, whose
+ * `struct_size` the caller sets first; on return `struct_size` holds the
+ * number of bytes written. As c10's memory_stats(device): a device the
+ * allocator never served reads all zero. Device index -1 is the current
+ * device (CUDA).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (allocator or out); TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator; an invalid device;
+ * out->struct_size below 4 or above 65536); TSR_ERR_DEVICE. `*out` is
+ * untouched on failure.
+ *
+ * # Safety
+ * `allocator` NULL or a live handle; `device` NULL or readable; `out`
+ * NULL or writable for out->struct_size bytes.
+ */
+TsrStatus tsr_caching_allocator_memory_stats(const struct TsrAllocator *allocator,
+                                             const struct TsrDevice *device,
+                                             struct TsrCachingMemoryStats *out);
+
+/**
+ * Zeroes a caching allocator's accumulated statistics on every device:
+ * each quantity's `allocated` and `freed`, and the counts (allocations,
+ * frees, hits, segment allocations and frees, retries, out-of-memory
+ * failures), as c10's reset_accumulated_memory_stats. Current values and
+ * peaks stay.
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+ * TSR_ERR_INVALID_ARGUMENT (not a caching allocator).
+ *
+ * # Safety
+ * `allocator` NULL or a live handle.
+ */
+TsrStatus tsr_caching_allocator_reset_accumulated(struct TsrAllocator *allocator);
 
 /**
  * Whether CUDA can be used: the driver loads and reports at least one
@@ -2896,6 +3196,18 @@ TsrStatus tsr_memory_snapshot(const char *path, TsrSnapshotFormat format);
  * `fn_` must stay callable with `user` from any thread.
  */
 TsrStatus tsr_add_oom_observer(TsrOomObserverFn fn_, void *user);
+
+/**
+ * As tsr_add_oom_observer, with everything known about the failure in
+ * one struct: also the device's free and total memory where the
+ * allocator can tell (TsrOomInfo).
+ *
+ * Errors: TSR_ERR_NULL_POINTER (`fn_` NULL).
+ *
+ * # Safety
+ * `fn_` must stay callable with `user` from any thread.
+ */
+TsrStatus tsr_add_oom_info_observer(TsrOomInfoObserverFn fn_, void *user);
 
 /**
  * Frees the blocks every thread keeps in the built-in CPU allocator's
@@ -4328,6 +4640,54 @@ TsrStatus tsr_tensor_resize(struct TsrTensor *t,
                             int64_t ndim,
                             const int64_t *sizes,
                             TsrMemoryFormat format);
+
+/**
+ * Allocates `size` bytes on CUDA device `device` for work on `stream`
+ * (PyTorch's alloc_fn), from tessera's CUDA device allocator (the one
+ * tsr_cuda_allocator returns; its settings come from TESSERA_ALLOC_CONF,
+ * e.g. `expandable_segments:true`), from the pools of that stream. NULL
+ * for 0 bytes, and on failure (the message in tsr_last_error_message:
+ * out of memory, no driver, a negative size or device, or a build
+ * without the cuda feature).
+ */
+void *tsr_torch_cuda_malloc(ptrdiff_t size, int device, void *stream);
+
+/**
+ * Frees memory tsr_torch_cuda_malloc returned (PyTorch's free_fn): the
+ * block goes back to the pools of the stream it was allocated for, to be
+ * reused there (after the streams recorded with
+ * tsr_torch_cuda_record_stream finish their work). `size`, `device` and
+ * `stream` are PyTorch's and not needed. NULL, or an address
+ * tsr_torch_cuda_malloc did not return, does nothing (the latter records
+ * TSR_ERR_INVALID_ARGUMENT in the last-error slot).
+ */
+void tsr_torch_cuda_free(void *ptr, ptrdiff_t size, int device, void *stream);
+
+/**
+ * PyTorch's reset_fn (torch.cuda.empty_cache): returns the unused cached
+ * memory of every device.
+ */
+void tsr_torch_cuda_empty_cache(void);
+
+/**
+ * PyTorch's memory_fraction_fn (torch.cuda.set_per_process_memory_fraction):
+ * device `device` may reserve at most `fraction` of its memory, in [0, 1]
+ * (0: no limit), as tsr_caching_allocator_set_memory_fraction.
+ */
+void tsr_torch_cuda_set_memory_fraction(double fraction, int device);
+
+/**
+ * PyTorch's record_stream_fn (Tensor.record_stream): memory
+ * tsr_torch_cuda_malloc returned is used by `stream` too, so its reuse
+ * after the free waits for the work queued there by then.
+ */
+void tsr_torch_cuda_record_stream(void *ptr, void *stream);
+
+/**
+ * PyTorch's init_fn: loads the CUDA driver and checks that `device` is a
+ * CUDA device.
+ */
+void tsr_torch_cuda_init(int device);
 
 /**
  * A view with explicit sizes, strides (elements) and storage offset;

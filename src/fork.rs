@@ -128,7 +128,7 @@ pub(crate) mod order {
     pub(crate) const HISTORY: usize = 4;
     /// `allocator/mod.rs`: the list of live allocators.
     pub(crate) const ALLOCATORS: usize = 5;
-    /// `allocator/caching/mod.rs`: the caching allocators and their pools.
+    /// `allocator/caching/live.rs`: the caching allocators and their pools.
     pub(crate) const CACHING: usize = 6;
     /// `allocator/thread_counts.rs`: the CPU allocator's counter shards.
     pub(crate) const THREAD_COUNTS: usize = 7;
@@ -144,7 +144,7 @@ const ORDER: [(usize, &str); STEPS] = [
     (order::REPORTER, "src/allocator/reporter.rs"),
     (order::HISTORY, "src/allocator/history/mod.rs"),
     (order::ALLOCATORS, "src/allocator/mod.rs"),
-    (order::CACHING, "src/allocator/caching/mod.rs"),
+    (order::CACHING, "src/allocator/caching/live.rs"),
     (order::THREAD_COUNTS, "src/allocator/thread_counts.rs"),
     (order::CPU_THREAD_CACHE, "src/allocator/cpu_thread_cache.rs"),
 ];

@@ -8,7 +8,8 @@
 #
 # Writes under OUTDIR: summary.txt (one line per check, also printed),
 # device.txt, tests.log, ctest.log, sanitizer.log, dlpack.log, bench.log,
-# build.log (and
+# build.log, torch_tessera.log with torch_tessera/ (the figures as JSON and
+# the memory snapshots of the PyTorch run) (and
 # bench-gdb.log when the bench fails).
 # Exit status: 0 when every check passed, 1 when one failed, 77 when this
 # machine has no usable GPU (nothing run).
@@ -84,6 +85,19 @@ rc=$?
 n_ok=$(grep -c '^ok ' "$out/dlpack.log")
 n_fail=$(grep -c '^FAIL ' "$out/dlpack.log")
 if [ $rc -eq 0 ]; then say PASS dlpack "$n_ok checks"; else say FAIL dlpack "rc $rc; $n_ok ok, $n_fail failed"; fi
+
+# 2b. PyTorch (and CuPy) on tessera's CUDA allocator (issue 55): training
+#     with CUDAPluggableAllocator (losses bit-identical to PyTorch's own
+#     allocator), the hooks, MemPool, CuPy in the same pool, and the
+#     varying-batch fragmentation against PyTorch's expandable segments.
+PYTHONUNBUFFERED=1 timeout 210 "$PY" scripts/gpu/torch_tessera.py gpu-carry/libtessera.so \
+    "$out/torch_tessera" >"$out/torch_tessera.log" 2>&1
+rc=$?
+grep -E '^(ok|FAIL|SKIP) ' "$out/torch_tessera.log" | while read -r status rest; do
+    case $status in ok) s=PASS ;; *) s=$status ;; esac
+    echo "$s torch-${rest}" | tee -a "$out/summary.txt"
+done
+if [ $rc -ne 0 ]; then say FAIL torch-tessera "rc $rc (torch_tessera.log)"; fi
 
 # 3. The bench against torch's CUDA caching allocator, cudaMalloc,
 #    cudaMallocAsync and torch's pinned memory (built here, outside OUTDIR).

@@ -26,3 +26,11 @@ pub(crate) fn set(bit: u8, on: bool) {
         ACTIVE.fetch_and(!bit, Ordering::Release);
     }
 }
+
+/// Held by the tests that set a bit and by those that need both off (a
+/// caching allocator's thread front takes and parks nothing otherwise).
+#[cfg(test)]
+pub(crate) fn test_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

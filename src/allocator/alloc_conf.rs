@@ -11,6 +11,13 @@
 //! | `cpu_cache_limit_mb` | integer >= 0 | per-thread CPU cache budget, MiB (0: off) |
 //! | `zero_fill` / `junk_fill` / `huge_pages` | `true` / `false` | the CPU allocator's options |
 //! | `max_split_size_mb` | integer > 1 | caching allocators' default max_split_size, MiB |
+//! | `expandable_segments` | `true` / `false` | caching allocators' default (c10's key) |
+//! | `roundup_power2_divisions` | `N` or `[MiB:N,...,>:N]` | their default rounding (c10's) |
+//! | `garbage_collection_threshold` | a fraction in (0, 1) | their default (c10's) |
+//! | `max_non_split_rounding_mb` | integer > 20 | their default (c10's) |
+//!
+//! Entries are separated by commas outside brackets (the list form of
+//! `roundup_power2_divisions` has commas of its own).
 //!
 //! An unknown key or a bad value is not fatal: a warning naming the key,
 //! the value and what is accepted goes to stderr (the variable is read
@@ -18,10 +25,11 @@
 //! value that is not UTF-8 is warned about the same way (shown lossily)
 //! and ignored as a whole.
 
+use super::roundup::RoundupDivisions;
 use std::sync::OnceLock;
 
 /// The settings read from TESSERA_ALLOC_CONF.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AllocConf {
     /// Start memory history at start-up.
     pub record_history: Option<bool>,
@@ -39,11 +47,25 @@ pub struct AllocConf {
     pub huge_pages: Option<bool>,
     /// Caching allocators' default max_split_size, bytes.
     pub max_split_size: Option<usize>,
+    /// Caching allocators' default for expandable segments.
+    pub expandable_segments: Option<bool>,
+    /// Caching allocators' default rounding.
+    pub roundup_power2_divisions: Option<RoundupDivisions>,
+    /// Caching allocators' default garbage-collection threshold.
+    pub garbage_collection_threshold: Option<f64>,
+    /// Caching allocators' default max_non_split_rounding, bytes.
+    pub max_non_split_rounding: Option<usize>,
 }
 
 /// The accepted keys, for messages.
 pub const KEYS: &str = "record_history, max_entries, backtraces, cpu_cache_limit_mb, zero_fill, \
-                        junk_fill, huge_pages, max_split_size_mb";
+                        junk_fill, huge_pages, max_split_size_mb, expandable_segments, \
+                        roundup_power2_divisions, garbage_collection_threshold, \
+                        max_non_split_rounding_mb";
+
+/// c10's smallest max_non_split_rounding_mb is more than this (its
+/// kLargeBuffer, 20 MiB).
+pub const MIN_NON_SPLIT_ROUNDING_MB: usize = 20;
 
 /// The default ring capacity when record_history is on.
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
@@ -72,12 +94,46 @@ fn mib(key: &str, n: usize) -> Result<usize, String> {
         .ok_or_else(|| format!("TESSERA_ALLOC_CONF: bad value '{n}' for key '{key}': too large"))
 }
 
+/// A fraction strictly between 0 and 1.
+fn fraction(key: &str, v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if x > 0.0 && x < 1.0 => Ok(x),
+        _ => Err(format!(
+            "TESSERA_ALLOC_CONF: bad value '{v}' for key '{key}': expected a fraction between 0 \
+             and 1 (both excluded)"
+        )),
+    }
+}
+
+/// The entries of a value: split at commas outside brackets.
+fn entries(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (i, ch) in text.char_indices() {
+        match ch {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
 /// Parses a TESSERA_ALLOC_CONF value: the settings, and a message for each
 /// entry that could not be applied.
 pub fn parse(text: &str) -> (AllocConf, Vec<String>) {
     let mut c = AllocConf::default();
     let mut errors = Vec::new();
-    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+    for entry in entries(text)
+        .into_iter()
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
         let Some((key, value)) = entry.split_once(':') else {
             errors.push(format!(
                 "TESSERA_ALLOC_CONF: entry '{entry}' has no ':': expected key:value"
@@ -100,6 +156,21 @@ pub fn parse(text: &str) -> (AllocConf, Vec<String>) {
             "max_split_size_mb" => integer(key, value, 2, "a number of MiB > 1")
                 .and_then(|n| mib(key, n))
                 .map(|n| c.max_split_size = Some(n)),
+            "expandable_segments" => boolean(key, value).map(|b| c.expandable_segments = Some(b)),
+            "roundup_power2_divisions" => RoundupDivisions::parse(value)
+                .map(|d| c.roundup_power2_divisions = Some(d))
+                .map_err(|e| format!("TESSERA_ALLOC_CONF: {e}")),
+            "garbage_collection_threshold" => {
+                fraction(key, value).map(|x| c.garbage_collection_threshold = Some(x))
+            }
+            "max_non_split_rounding_mb" => integer(
+                key,
+                value,
+                MIN_NON_SPLIT_ROUNDING_MB + 1,
+                "a number of MiB > 20 (c10's smallest)",
+            )
+            .and_then(|n| mib(key, n))
+            .map(|n| c.max_non_split_rounding = Some(n)),
             _ => Err(format!(
                 "TESSERA_ALLOC_CONF: unknown key '{key}'; accepted keys: {KEYS}"
             )),
@@ -172,8 +243,41 @@ mod tests {
                 junk_fill: Some(false),
                 huge_pages: Some(true),
                 max_split_size: Some(64 << 20),
+                ..AllocConf::default()
             }
         );
+    }
+
+    #[test]
+    fn c10_keys_parse_without_warnings() {
+        let (c, errors) = parse(
+            "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:8],\
+             garbage_collection_threshold:0.6,max_non_split_rounding_mb:64",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(c.expandable_segments, Some(true));
+        assert_eq!(
+            c.roundup_power2_divisions,
+            Some(RoundupDivisions::parse("[256:1,512:2,>:8]").unwrap())
+        );
+        assert_eq!(c.garbage_collection_threshold, Some(0.6));
+        assert_eq!(c.max_non_split_rounding, Some(64 << 20));
+        let (c, errors) = parse("roundup_power2_divisions:4");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            c.roundup_power2_divisions,
+            Some(RoundupDivisions::uniform(4).unwrap())
+        );
+        let (c, errors) = parse(
+            "garbage_collection_threshold:1.0,max_non_split_rounding_mb:20,\
+             roundup_power2_divisions:[256:3],expandable_segments:maybe",
+        );
+        assert_eq!(c, AllocConf::default());
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(errors[0].contains("'1.0' for key 'garbage_collection_threshold'"));
+        assert!(errors[1].contains("'20' for key 'max_non_split_rounding_mb'"));
+        assert!(errors[2].contains("divisions '3'"));
+        assert!(errors[3].contains("'maybe' for key 'expandable_segments'"));
     }
 
     #[test]

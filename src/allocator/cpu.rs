@@ -431,6 +431,14 @@ impl RawAllocator for CpuBackend {
     fn describe(&self) -> Description {
         Description::of(AllocatorKind::Cpu)
     }
+
+    fn device_hooks(&self) -> super::DeviceHooks {
+        super::DeviceHooks {
+            memory_info: Some(super::cpu_vmm::memory_info),
+            virtual_memory: Some(&super::cpu_vmm::HOST_VM),
+            ..super::DeviceHooks::NONE
+        }
+    }
 }
 
 impl OwnStats for CpuBackend {

@@ -8,6 +8,7 @@ mod backend;
 pub mod caching;
 pub mod cpu;
 mod cpu_thread_cache;
+pub(crate) mod cpu_vmm;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod device_hooks;
@@ -15,6 +16,7 @@ pub mod history;
 pub mod oom;
 pub mod registry;
 pub mod reporter;
+pub mod roundup;
 mod size_class;
 pub mod snapshot;
 pub mod stats;
@@ -24,7 +26,7 @@ pub(crate) mod tracked;
 
 pub use backend::{AllocatorKind, Description, RawAllocator};
 pub(crate) use backend::{Backend, OomReport, OwnStats};
-pub use device_hooks::{DeviceHooks, StreamOps};
+pub use device_hooks::{DeviceHooks, MemoryInfo, Reservation, StreamOps, VirtualMemory};
 pub use registry::{get_allocator, set_allocator};
 pub use reporter::{set_memory_reporter, MemoryEvent, MemoryReporter};
 pub use stats::{Stats, StatsSnapshot};

@@ -5,7 +5,7 @@
 //! segments and retry; the CPU allocator frees its thread caches and
 //! retries) failed too.
 
-use super::{history, AllocatorImpl, OomReport};
+use super::{history, AllocatorImpl, MemoryInfo, OomReport};
 use crate::device::Device;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -22,6 +22,10 @@ pub struct OomEvent<'a> {
     pub requested: usize,
     /// The allocator's allocated bytes at the failure.
     pub allocated_bytes: u64,
+    /// The device's free and total memory at the failure, where the
+    /// allocator can tell (cuMemGetInfo on CUDA; the host's free and
+    /// physical memory for the CPU allocator and caching layers over it).
+    pub device_memory: Option<MemoryInfo>,
 }
 
 /// An observer.
@@ -65,11 +69,17 @@ pub(crate) fn notify(owner: &AllocatorImpl, requested: usize, device: Device) {
         return;
     }
     let observers = OBSERVERS.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let device_memory = owner
+        .backend()
+        .device_hooks()
+        .memory_info
+        .and_then(|f| f(device).ok());
     let event = OomEvent {
         allocator: owner.c_name(),
         device,
         requested,
         allocated_bytes: owner.stats().snapshot().allocated_bytes,
+        device_memory,
     };
     for f in &observers {
         f(&event);

@@ -230,6 +230,17 @@ impl Stats {
             .store(self.num_frees.load(Relaxed) + 1, Relaxed);
     }
 
+    /// Counts `n` allocations and `n` frees of blocks whose bytes never
+    /// left the current value (a caching allocator's thread-front round
+    /// trips: a block freed and handed out again for the same request),
+    /// under the lock of [`Stats::record_alloc_serialized`].
+    pub(crate) fn record_round_trips_serialized(&self, n: u64) {
+        self.num_allocs
+            .store(self.num_allocs.load(Relaxed) + n, Relaxed);
+        self.num_frees
+            .store(self.num_frees.load(Relaxed) + n, Relaxed);
+    }
+
     /// Records a failed allocation.
     pub fn record_failure(&self) {
         self.num_failed.fetch_add(1, Relaxed);

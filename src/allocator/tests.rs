@@ -201,6 +201,7 @@ fn cpu_slot_defaults_to_builtin() {
 
 #[test]
 fn reporter_sees_matching_pairs() {
+    let _bits = active::test_lock();
     let (a, _) = counting(false);
     let events: Arc<std::sync::Mutex<Vec<(usize, i64)>>> = Default::default();
     let sink = events.clone();

@@ -1,7 +1,8 @@
 //! A few words of plain thread-local memory for the allocation hot paths:
 //! the CPU allocator's statistics shard and block cache
-//! (cpu_thread_cache.rs) and the memory history's event buffer
-//! (history/buffer.rs). Zero when a thread starts; no initializer, no
+//! (cpu_thread_cache.rs), the memory history's event buffer
+//! (history/buffer.rs) and the caching allocators' thread front
+//! (caching/thread_front.rs). Zero when a thread starts; no initializer, no
 //! destructor, so a read is only the address computation and a load.
 //!
 //! Why not `thread_local!`: in the shared library, rustc reaches every
@@ -23,7 +24,7 @@
 use std::cell::Cell;
 
 /// The slot's words.
-pub(crate) type Words = [Cell<usize>; 3];
+pub(crate) type Words = [Cell<usize>; 4];
 
 /// The word of the CPU allocator's statistics shard.
 pub(crate) const CPU_SHARD: usize = 0;
@@ -31,6 +32,8 @@ pub(crate) const CPU_SHARD: usize = 0;
 pub(crate) const CPU_CACHE: usize = 1;
 /// The word of the memory history's event buffer.
 pub(crate) const HISTORY_BUFFER: usize = 2;
+/// The word of the caching allocators' thread front.
+pub(crate) const CACHING_FRONT: usize = 3;
 
 /// Runs `f` on the calling thread's slot.
 #[inline(always)]
@@ -56,7 +59,7 @@ mod imp {
     use super::Words;
     use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
-    // The slot: 24 bytes of .tbss (zero in every new thread), hidden so
+    // The slot: 32 bytes of .tbss (zero in every new thread), hidden so
     // that it stays inside the library.
     std::arch::global_asm!(
         ".pushsection .tbss.tessera_thread_slot,\"awT\",@nobits",
@@ -64,9 +67,9 @@ mod imp {
         ".globl tessera_thread_slot",
         ".hidden tessera_thread_slot",
         ".type tessera_thread_slot,@object",
-        ".size tessera_thread_slot,24",
+        ".size tessera_thread_slot,32",
         "tessera_thread_slot:",
-        ".zero 24",
+        ".zero 32",
         ".popsection",
         options(att_syntax)
     );
@@ -155,7 +158,7 @@ mod imp {
 
     #[inline(always)]
     pub(super) fn with<R>(f: impl FnOnce(&Words) -> R) -> R {
-        // SAFETY: the calling thread's slot: 24 bytes, 8-aligned, zeroed
+        // SAFETY: the calling thread's slot: 32 bytes, 8-aligned, zeroed
         // at thread start, alive until the thread ends (longer than this
         // call), and reached only through shared Cells on this thread.
         f(unsafe { &*address() })
@@ -185,7 +188,7 @@ mod imp {
     use std::cell::Cell;
 
     thread_local! {
-        static SLOT: Words = const { [Cell::new(0), Cell::new(0), Cell::new(0)] };
+        static SLOT: Words = const { [Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0)] };
     }
 
     #[inline(always)]

@@ -4,7 +4,9 @@
 use super::allocator::{allocator_handle, allocator_ref, TsrAllocator};
 use super::call::{check_not_null, guard, guard_value, read_sized, write_out};
 use super::types::*;
-use crate::allocator::caching::{self, CachingAllocator, CachingOptions, PoolStats, Stat};
+use crate::allocator::caching::{
+    self, CachingAllocator, CachingOptions, PoolStats, RoundupDivisions, Stat,
+};
 use crate::allocator::Allocator;
 use crate::error::Result;
 use std::ffi::{c_char, CStr};
@@ -31,6 +33,42 @@ pub struct TsrCachingOptions {
     pub use_default_device: u8,
     /// See `use_default_device`.
     pub default_device: TsrDevice,
+    /// Non-zero: c10's expandable_segments. Each device, stream and pool
+    /// (small, large) gets one segment over reserved address space that
+    /// grows by mapping pages (2 MiB) instead of a new segment per miss;
+    /// tsr_caching_allocator_empty_cache unmaps the free pages. `inner`
+    /// must be able to reserve address space (the built-in CPU
+    /// allocator, the CUDA device allocator). Zero:
+    /// TESSERA_ALLOC_CONF's expandable_segments, which applies only where
+    /// `inner` can.
+    pub expandable_segments: u8,
+    /// c10's roundup_power2_divisions: a request is rounded up to the next
+    /// of this many equal steps between two powers of two (a power of
+    /// two; 1 or 0: to 512 bytes only, or TESSERA_ALLOC_CONF's).
+    pub roundup_power2_divisions: u32,
+    /// c10's garbage_collection_threshold, a fraction in (0, 1): with a
+    /// memory limit or fraction, a request that needs a new segment while
+    /// the device's reserved bytes pass this fraction of the limit first
+    /// returns the cached whole segments not used for longest. 0: off
+    /// (or TESSERA_ALLOC_CONF's).
+    pub garbage_collection_threshold: f64,
+    /// c10's max_non_split_rounding_mb, in bytes: an oversize request
+    /// reuses a cached oversize block less than this much larger. 0: 20 MiB
+    /// (or TESSERA_ALLOC_CONF's); else more than 20 MiB.
+    pub max_non_split_rounding: u64,
+    /// The most bytes each device may reserve (0: no byte limit). Past it,
+    /// a request first returns the device's unused segments, then fails
+    /// with TSR_ERR_OUT_OF_MEMORY.
+    pub memory_limit: u64,
+    /// c10's per_process_memory_fraction: each device may reserve at most
+    /// this fraction of its memory, in (0, 1] (0: none; the lower of it and
+    /// `memory_limit` applies). `inner` must report its device's memory
+    /// (the built-in CPU allocator, the CUDA device allocator).
+    pub memory_fraction: f64,
+    /// c10's list form of roundup_power2_divisions, e.g.
+    /// "[256:1,512:2,>:8]" (sizes in MiB; copied); NULL: none. When set,
+    /// it replaces `roundup_power2_divisions`.
+    pub roundup_power2_divisions_list: *const c_char,
 }
 
 /// One statistic: its value now and the highest value since the allocator
@@ -131,6 +169,14 @@ fn pool_stats(p: &PoolStats) -> TsrCachingPoolStats {
 const OPTIONS_MIN_SIZE: usize =
     std::mem::offset_of!(TsrCachingOptions, max_split_size) + std::mem::size_of::<u64>();
 
+/// The end of c10's three settings: a host's struct_size below it is
+/// an older header's (whose struct ended at `default_device`, its padding
+/// included), and those fields are not read.
+const OPTIONS_C10_END: usize =
+    std::mem::offset_of!(TsrCachingOptions, garbage_collection_threshold) + 8;
+/// The end of the limits and the rounding list.
+const OPTIONS_LIMITS_END: usize = std::mem::size_of::<TsrCachingOptions>();
+
 /// Reads the options (NULL: defaults).
 ///
 /// # Safety
@@ -142,7 +188,21 @@ unsafe fn options_arg(p: *const TsrCachingOptions) -> Result<CachingOptions> {
     }
     // SAFETY: p is non-NULL (checked above) and, by this function's contract,
     // readable for its struct_size.
-    let o = unsafe { read_sized(p, OPTIONS_MIN_SIZE, "TsrCachingOptions")? };
+    let mut o = unsafe { read_sized(p, OPTIONS_MIN_SIZE, "TsrCachingOptions")? };
+    // Fields an older host's struct does not reach are read as zero, also
+    // when its size covers them only partly (its trailing padding).
+    let size = o.struct_size as usize;
+    if size < OPTIONS_C10_END {
+        o.expandable_segments = 0;
+        o.roundup_power2_divisions = 0;
+        o.garbage_collection_threshold = 0.0;
+    }
+    if size < OPTIONS_LIMITS_END {
+        o.max_non_split_rounding = 0;
+        o.memory_limit = 0;
+        o.memory_fraction = 0.0;
+        o.roundup_power2_divisions_list = std::ptr::null();
+    }
     let max_split_size = usize::try_from(o.max_split_size).map_err(|_| {
         crate::err!(
             InvalidArgument,
@@ -169,10 +229,40 @@ unsafe fn options_arg(p: *const TsrCachingOptions) -> Result<CachingOptions> {
     } else {
         None
     };
+    let roundup_power2_divisions = if !o.roundup_power2_divisions_list.is_null() {
+        // SAFETY: the caller passes a NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(o.roundup_power2_divisions_list) }.to_string_lossy();
+        Some(RoundupDivisions::parse(&text).map_err(|e| {
+            crate::err!(
+                InvalidArgument,
+                "options->roundup_power2_divisions_list: {e}"
+            )
+        })?)
+    } else if o.roundup_power2_divisions != 0 {
+        Some(
+            RoundupDivisions::uniform(o.roundup_power2_divisions)
+                .map_err(|e| crate::err!(InvalidArgument, "options->{e}"))?,
+        )
+    } else {
+        None
+    };
+    let max_non_split_rounding = usize::try_from(o.max_non_split_rounding).map_err(|_| {
+        crate::err!(
+            InvalidArgument,
+            "options->max_non_split_rounding {} does not fit this platform's size_t",
+            o.max_non_split_rounding
+        )
+    })?;
     Ok(CachingOptions {
         max_split_size,
         name,
         default_device,
+        expandable_segments: o.expandable_segments != 0,
+        roundup_power2_divisions,
+        garbage_collection_threshold: o.garbage_collection_threshold,
+        max_non_split_rounding,
+        memory_limit: o.memory_limit,
+        memory_fraction: o.memory_fraction,
     })
 }
 
@@ -180,7 +270,7 @@ unsafe fn options_arg(p: *const TsrCachingOptions) -> Result<CachingOptions> {
 ///
 /// # Safety
 /// `a` NULL or a live allocator handle.
-unsafe fn with_caching<T>(
+pub(super) unsafe fn with_caching<T>(
     a: *const TsrAllocator,
     f: impl FnOnce(&CachingAllocator) -> Result<T>,
 ) -> Result<T> {
@@ -214,14 +304,24 @@ unsafe fn with_caching<T>(
 /// of its blocks is in use. Raw allocation (tsr_allocator_raw_allocate) is
 /// not supported.
 ///
+/// The settings of c10's CUDA caching allocator are options too
+/// (TsrCachingOptions; their semantics in docs/SEMANTICS.md): expandable
+/// segments, roundup_power2_divisions, garbage_collection_threshold,
+/// max_non_split_rounding, and a memory limit or fraction per device.
+///
 /// Errors: TSR_ERR_NULL_POINTER (inner or out NULL); TSR_ERR_DEAD_OBJECT;
 /// TSR_ERR_INVALID_ARGUMENT (options->struct_size too small or too large,
-/// max_split_size neither 0 nor above 1 MiB, an invalid default device).
+/// max_split_size neither 0 nor above 1 MiB, an invalid default device,
+/// roundup_power2_divisions not a power of two or a bad list,
+/// garbage_collection_threshold outside (0, 1), max_non_split_rounding
+/// neither 0 nor above 20 MiB, memory_fraction outside [0, 1],
+/// expandable_segments or memory_fraction over an allocator that cannot
+/// offer them).
 ///
 /// # Safety
 /// `inner` NULL or a live handle; `options` NULL or readable for its
-/// struct_size, with `name` NULL or a NUL-terminated string; `out` NULL or
-/// writable.
+/// struct_size, with `name` and `roundup_power2_divisions_list` NULL or
+/// NUL-terminated strings; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_caching_allocator_new(
     inner: *mut TsrAllocator,
@@ -336,6 +436,36 @@ pub unsafe extern "C" fn tsr_caching_allocator_reset_peak(
         // header's contract, ffi/handle.rs); with_caching checks NULL and
         // liveness.
         unsafe { with_caching(allocator, |c| c.reset_peak()) }
+    })
+}
+
+/// Limits the bytes `device` may reserve in a caching allocator to
+/// `fraction` of the device's memory, as c10's
+/// set_per_process_memory_fraction (a byte limit of its options still
+/// applies where lower); 0 removes the fraction. Device index -1 is the
+/// current device (CUDA). Memory already reserved stays; a later request
+/// that would pass the limit first returns the device's unused segments,
+/// then fails with TSR_ERR_OUT_OF_MEMORY.
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT;
+/// TSR_ERR_INVALID_ARGUMENT (not a caching allocator; `fraction` outside
+/// [0, 1] or not a number; an invalid device); TSR_ERR_UNSUPPORTED (its
+/// inner allocator cannot tell its device's memory); TSR_ERR_DEVICE.
+///
+/// # Safety
+/// `allocator` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_caching_allocator_set_memory_fraction(
+    allocator: *mut TsrAllocator,
+    device: TsrDevice,
+    fraction: f64,
+) -> TsrStatus {
+    guard("tsr_caching_allocator_set_memory_fraction", || {
+        let device = device.to_core().map_err(|e| e.context("device"))?;
+        // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
+        // header's contract, ffi/handle.rs); with_caching checks NULL and
+        // liveness.
+        unsafe { with_caching(allocator, |c| c.set_memory_fraction(device, fraction)) }
     })
 }
 

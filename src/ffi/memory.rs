@@ -53,6 +53,38 @@ pub type TsrOomObserverFn = Option<
     ),
 >;
 
+/// What an out-of-memory observer added with tsr_add_oom_info_observer is
+/// told. Valid during the call only. tessera sets `struct_size` to the
+/// bytes it filled in; fields are only ever added at the end, so a host
+/// reads those its header has that lie below `struct_size`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TsrOomInfo {
+    /// sizeof(TsrOomInfo) as this library fills it.
+    pub struct_size: u32,
+    /// The failing allocator's name (NUL-terminated).
+    pub allocator: *const c_char,
+    /// The device asked for.
+    pub device: TsrDevice,
+    /// The bytes requested.
+    pub requested: usize,
+    /// The allocator's allocated bytes at the failure.
+    pub allocated_bytes: u64,
+    /// Non-zero when `device_free` and `device_total` hold the device's
+    /// memory (cuMemGetInfo on CUDA; the host's free and physical memory
+    /// for the CPU allocator and caching allocators over it); zero when the
+    /// allocator cannot tell (a plugin).
+    pub has_device_memory: u8,
+    /// The device's free memory at the failure, in bytes.
+    pub device_free: u64,
+    /// The device's total memory, in bytes.
+    pub device_total: u64,
+}
+
+/// An out-of-memory observer taking a TsrOomInfo.
+pub type TsrOomInfoObserverFn =
+    Option<unsafe extern "C" fn(user: *mut c_void, info: *const TsrOomInfo)>;
+
 /// Starts recording the allocations and frees of every allocator (plugins
 /// and caching allocators included) into a ring of the newest
 /// `options->max_entries` events; NULL stops recording and forgets the
@@ -161,6 +193,44 @@ pub unsafe extern "C" fn tsr_add_oom_observer(
                     e.allocated_bytes,
                 )
             }
+        }));
+        Ok(())
+    })
+}
+
+/// As tsr_add_oom_observer, with everything known about the failure in
+/// one struct: also the device's free and total memory where the
+/// allocator can tell (TsrOomInfo).
+///
+/// Errors: TSR_ERR_NULL_POINTER (`fn_` NULL).
+///
+/// # Safety
+/// `fn_` must stay callable with `user` from any thread.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_add_oom_info_observer(
+    fn_: TsrOomInfoObserverFn,
+    user: *mut c_void,
+) -> TsrStatus {
+    guard("tsr_add_oom_info_observer", || {
+        let Some(f) = fn_ else {
+            crate::bail!(NullPointer, "fn is NULL: expected an observer function");
+        };
+        let user = user as usize;
+        oom::add_oom_observer(Arc::new(move |e: &oom::OomEvent<'_>| {
+            let memory = e.device_memory;
+            let info = TsrOomInfo {
+                struct_size: std::mem::size_of::<TsrOomInfo>() as u32,
+                allocator: e.allocator.as_ptr(),
+                device: TsrDevice::from_core(e.device),
+                requested: e.requested,
+                allocated_bytes: e.allocated_bytes,
+                has_device_memory: u8::from(memory.is_some()),
+                device_free: memory.map_or(0, |m| m.free),
+                device_total: memory.map_or(0, |m| m.total),
+            };
+            // SAFETY: the host registered f with this user pointer; info
+            // and the name it points to outlive the call.
+            unsafe { f(user as *mut c_void, &info) }
         }));
         Ok(())
     })

@@ -68,6 +68,7 @@ pub mod allocator;
 pub mod allocator_cpu;
 pub mod allocator_plugin;
 pub mod caching;
+pub mod caching_stats;
 pub(crate) mod call;
 pub mod cuda;
 pub mod data_ptr;
@@ -92,6 +93,7 @@ pub mod storage_file;
 pub mod storage_shm;
 pub mod tensor;
 pub mod tensor_resize;
+pub mod torch_cuda;
 pub mod types;
 pub mod views;
 

@@ -20,8 +20,36 @@ pub(super) struct Block {
     /// The allocator the record belongs to. Written when the record is
     /// made and never after, so the deleter may read it before locking.
     shared: *const Shared,
+    /// What a thread front needs to take the block back (thread_front.rs),
+    /// read without the lock by the thread that frees it.
+    front: FrontKey,
     /// Everything else; only touched under the allocator's lock.
     state: UnsafeCell<BlockState>,
+}
+
+/// A handed-out block as a thread front files it (thread_front.rs):
+/// written under the lock when the block is handed out (and cleared by
+/// `record_stream`, also under the lock), read without it by the deleter.
+/// No two of these accesses race: the handing out happens before the
+/// deleter runs (the DataPtr goes from the allocating code to the freeing
+/// code), so does every `record_stream` of the block (it takes the
+/// DataPtr), and the block is handed out again only after the deleter
+/// is done with it.
+pub(super) struct FrontKey(UnsafeCell<FrontInfo>);
+
+/// A block's [`FrontKey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FrontInfo {
+    /// The request (0: the block never goes to a thread front).
+    pub(super) nbytes: usize,
+    /// Its data address and size.
+    pub(super) addr: usize,
+    pub(super) size: usize,
+    /// The stream and device of its pools.
+    pub(super) stream: usize,
+    pub(super) pool_device: Device,
+    /// The device its memory is on.
+    pub(super) data_device: Device,
 }
 
 /// The mutable part of a block record.
@@ -48,6 +76,15 @@ pub(super) struct BlockState {
     /// Part of a segment made for an oversize request (never split).
     pub(super) oversize: bool,
     pub(super) allocated: bool,
+    /// Memory is mapped at the block's addresses (always, but for the
+    /// unmapped parts of expandable segments).
+    pub(super) mapped: bool,
+    /// The expandable segment the block belongs to (an index into the
+    /// state's expandable segments), if any.
+    pub(super) expandable: Option<u32>,
+    /// The pool's free-block lookup count when the block was freed
+    /// (garbage collection ages blocks by it).
+    pub(super) gc_base: u64,
     /// Streams other than its pools' that used the block while it was
     /// handed out (`record_stream`); empty while it is free.
     pub(super) stream_uses: Vec<usize>,
@@ -69,6 +106,9 @@ impl BlockState {
             kind: PoolKind::Small,
             oversize: false,
             allocated: false,
+            mapped: true,
+            expandable: None,
+            gc_base: 0,
             stream_uses: Vec::new(),
         }
     }
@@ -110,6 +150,40 @@ impl BlockId {
         // written after the record is made, so this read races with nothing
         // (other threads only write inside `state`, an UnsafeCell).
         unsafe { (*self.0.as_ptr()).shared }
+    }
+
+    /// Files the block for thread fronts as handed out for `info.nbytes`
+    /// (0: never parked in a thread front). Under the allocator's lock.
+    #[inline(always)]
+    pub(super) fn set_front(self, info: FrontInfo) {
+        // SAFETY: the record is alive (type invariant); the block is being
+        // handed out under the lock, so no deleter reads the key now (see
+        // FrontKey).
+        unsafe { *(*self.0.as_ptr()).front.0.get() = info };
+    }
+
+    /// Takes the block out of thread fronts' reach (record_stream, under
+    /// the lock, by a holder of the block's DataPtr).
+    #[inline]
+    pub(super) fn clear_front(self) {
+        // SAFETY: as in set_front: the deleter has not run (the caller
+        // holds the DataPtr) and runs after this.
+        unsafe { (*(*self.0.as_ptr()).front.0.get()).nbytes = 0 };
+    }
+
+    /// The request the block was filed for (0: not for a thread front).
+    #[inline(always)]
+    pub(super) fn front_nbytes(self) -> usize {
+        // SAFETY: as in `front`.
+        unsafe { (*(*self.0.as_ptr()).front.0.get()).nbytes }
+    }
+
+    /// The block's key as filed at its handing out (by its deleter).
+    #[inline(always)]
+    pub(super) fn front(self) -> FrontInfo {
+        // SAFETY: the record is alive; the writes happened before this
+        // read and none runs concurrently (see FrontKey).
+        unsafe { *(*self.0.as_ptr()).front.0.get() }
     }
 
     /// The record's mutable state.
@@ -197,6 +271,14 @@ impl Records {
         let chunk: Box<[Block]> = (0..RECORDS_PER_CHUNK)
             .map(|_| Block {
                 shared: self.shared,
+                front: FrontKey(UnsafeCell::new(FrontInfo {
+                    nbytes: 0,
+                    addr: 0,
+                    size: 0,
+                    stream: 0,
+                    pool_device: Device::CPU,
+                    data_device: Device::CPU,
+                })),
                 state: UnsafeCell::new(BlockState::vacant()),
             })
             .collect();

@@ -23,7 +23,10 @@
 //! mod.rs, "Front cache", for why it is not per thread).
 
 use super::block::BlockId;
+use super::pool::State;
 use super::sizes::{MIN_BLOCK, SMALL_MAX};
+use crate::device::Device;
+use std::ffi::c_void;
 
 /// Blocks kept per size.
 pub(super) const SLOTS: usize = 4;
@@ -193,4 +196,85 @@ fn new_stacks() -> Box<[Stack; CLASSES]> {
         .into_boxed_slice()
         .try_into()
         .unwrap_or_else(|_| unreachable!("the vector has CLASSES stacks"))
+}
+
+/// The front caches as the pools use them (under the allocator's lock).
+impl State {
+    /// Takes back a handed-out block into its device's front cache, kept
+    /// whole with its free only partly counted (see `Tally::block_parked`);
+    /// false when the front cache does not take it (the caller releases
+    /// it). An orphaned state parks nothing: its last free must see every
+    /// block back in the pools.
+    #[inline]
+    pub(super) fn park(&mut self, b: BlockId) -> bool {
+        let s = self.bs(b);
+        debug_assert!(s.allocated);
+        let (kind, size, requested, slot, oversize) =
+            (s.kind, s.size, s.requested, s.slot, s.oversize);
+        if self.orphaned || !self.devices[slot].front.put(size, b) {
+            return false;
+        }
+        // The record keeps `requested` (the request it was freed with)
+        // until it is taken back or flushed.
+        let dev = self.dev(slot);
+        self.stats
+            .on(dev, |t| t.block_parked(kind, size, requested, oversize));
+        true
+    }
+
+    /// Takes a parked block of exactly `size` bytes from the front cache
+    /// of `slot`.
+    #[inline]
+    pub(super) fn front_take(&mut self, slot: usize, size: usize) -> Option<BlockId> {
+        self.devices[slot].front.take(size)
+    }
+
+    /// Hands out a block taken from the front cache for a request of
+    /// `requested` bytes. Returns the data address and device.
+    #[inline]
+    pub(super) fn hand_out_parked(
+        &mut self,
+        b: BlockId,
+        requested: usize,
+    ) -> (*mut c_void, Device) {
+        let s = self.bs(b);
+        let old = std::mem::replace(&mut s.requested, requested);
+        let (addr, device, kind, size, slot, oversize) =
+            (s.addr, s.device, s.kind, s.size, s.slot, s.oversize);
+        self.file_front(b, kind, requested, slot, device, addr, size);
+        let dev = self.dev(slot);
+        self.stats.on(dev, |t| {
+            t.parked_taken(kind, size, old, requested, oversize)
+        });
+        (addr as *mut c_void, device)
+    }
+
+    /// Empties the front cache of one device (or of all) into the pools:
+    /// each block is merged and filed as if freed now.
+    pub(super) fn flush_front(&mut self, slot: Option<usize>) {
+        let slots = match slot {
+            Some(s) => s..s + 1,
+            None => 0..self.devices.len(),
+        };
+        for slot in slots {
+            if self.devices[slot].front.is_empty() {
+                continue;
+            }
+            let dev = self.dev(slot);
+            for b in self.devices[slot].front.drain() {
+                let s = self.bs(b);
+                let (kind, size, oversize) = (s.kind, s.size, s.oversize);
+                let requested = std::mem::take(&mut s.requested);
+                self.stats
+                    .on(dev, |t| t.parked_flushed(kind, size, requested, oversize));
+                self.merge_and_file(b);
+            }
+        }
+    }
+
+    /// Bytes parked in the front caches (tests).
+    #[cfg(test)]
+    pub(super) fn front_bytes(&self) -> usize {
+        self.devices.iter().map(|d| d.front.bytes()).sum()
+    }
 }

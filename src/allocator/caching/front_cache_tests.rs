@@ -12,6 +12,8 @@ fn parked_bytes(a: &Allocator) -> usize {
 
 #[test]
 fn a_freed_block_is_parked_whole_and_reused_for_its_size() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, counts) = cached();
     let keep = a.allocate(4 * KIB).unwrap();
     let p = a.allocate(4 * KIB).unwrap();
@@ -33,6 +35,8 @@ fn a_freed_block_is_parked_whole_and_reused_for_its_size() {
 
 #[test]
 fn statistics_count_parked_blocks_as_freed_and_read_as_merged() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, _) = cached();
     let x = a.allocate(64 * KIB).unwrap();
     let y = a.allocate(64 * KIB).unwrap();
@@ -56,6 +60,8 @@ fn statistics_count_parked_blocks_as_freed_and_read_as_merged() {
 
 #[test]
 fn a_request_that_misses_the_front_cache_sees_the_merged_pool() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, counts) = cached();
     let x = a.allocate(512 * KIB).unwrap();
     let y = a.allocate(512 * KIB).unwrap();
@@ -72,6 +78,8 @@ fn a_request_that_misses_the_front_cache_sees_the_merged_pool() {
 
 #[test]
 fn empty_cache_returns_parked_blocks() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, counts) = cached();
     drop(a.allocate(4 * KIB).unwrap());
     drop(a.allocate(MIB).unwrap());
@@ -84,6 +92,8 @@ fn empty_cache_returns_parked_blocks() {
 
 #[test]
 fn the_front_cache_is_bounded_per_size() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, _) = cached();
     let blocks: Vec<_> = (0..front_cache::SLOTS + 2)
         .map(|_| a.allocate(8 * KIB).unwrap())
@@ -97,6 +107,8 @@ fn the_front_cache_is_bounded_per_size() {
 
 #[test]
 fn parked_blocks_go_back_when_the_allocator_is_destroyed() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, counts) = cached();
     let p = a.allocate(4 * KIB).unwrap();
     drop(a.allocate(8 * KIB).unwrap());
@@ -115,6 +127,8 @@ fn parked_blocks_go_back_when_the_allocator_is_destroyed() {
 
 #[test]
 fn blocks_freed_by_another_thread_are_reused() {
+    // The locked front cache, behind the thread front.
+    super::thread_front::disable_for_this_thread();
     let (a, counts) = cached();
     let p = a.allocate(16 * KIB).unwrap();
     let addr = p.get() as usize;
@@ -131,6 +145,18 @@ fn blocks_freed_by_another_thread_are_reused() {
 
 #[test]
 fn peaks_stay_exact_while_parked_blocks_are_reused_for_other_requests() {
+    // With the thread front (parked blocks taken back without the lock)...
+    peaks_stay_exact();
+    // ... and with the locked front cache alone.
+    std::thread::spawn(|| {
+        super::thread_front::disable_for_this_thread();
+        peaks_stay_exact();
+    })
+    .join()
+    .unwrap();
+}
+
+fn peaks_stay_exact() {
     // Parked blocks keep counting as active until flushed or reused; a
     // reuse for a larger or smaller request must still leave the requested
     // bytes' peak at the real maximum, checked against a model after every

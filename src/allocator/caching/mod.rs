@@ -9,7 +9,12 @@
 //! blocks merge with free neighbours at once. With `max_split_size` set,
 //! large requests of that size or more are "oversize": they get a segment
 //! of their own that is never split and is handed out whole, and reuse a
-//! cached oversize block only if it is less than 20 MiB larger. Segments
+//! cached oversize block only if it is less than max_non_split_rounding
+//! (20 MiB) larger. c10's other settings (roundup_power2_divisions,
+//! garbage_collection_threshold, a memory limit or fraction per device)
+//! are resolved in config.rs; with expandable segments (expandable.rs)
+//! each device, stream and pool grows one segment by mapping pages
+//! instead. Segments
 //! go back to the inner allocator only through `empty_cache`, or when the
 //! inner allocator runs out of memory: then every unused segment of the
 //! device is returned and the allocation retried once before it fails.
@@ -62,11 +67,19 @@
 
 mod alloc_free;
 mod block;
+mod config;
+mod control;
+mod expandable;
+#[cfg(test)]
+mod expandable_tests;
 mod front_cache;
 #[cfg(test)]
 mod front_cache_tests;
+mod live;
 mod lock;
 mod pool;
+#[cfg(test)]
+mod settings_tests;
 mod sizes;
 mod stats;
 mod streams;
@@ -74,27 +87,34 @@ mod streams;
 mod streams_tests;
 #[cfg(test)]
 mod tests;
+mod thread_front;
+#[cfg(test)]
+mod thread_front_tests;
 
+pub use super::roundup::RoundupDivisions;
 pub use super::StreamOps;
 pub(crate) use alloc_free::record_stream;
+pub(crate) use live::all_segments;
+pub use live::{SegmentBlock, SegmentView};
 pub use stats::{CachingStats, PoolStats, Stat};
 
+use self::config::Policy;
+use self::live::{live, FORK_STEP};
 use self::lock::SpinLock;
 use self::pool::State;
-use self::sizes::SMALL_MAX;
 use super::{history, Allocator, AllocatorImpl, Description, OomReport, OwnStats, RawAllocator};
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use crate::error::Result;
-use crate::fork::{self, Held, Step};
+use crate::fork;
 use crate::refcount::Ref;
 use std::any::Any;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
 
-/// Options of a caching allocator.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Options of a caching allocator. Zero (or None, or false) is "the
+/// default": TESSERA_ALLOC_CONF's value for the keys it has, else c10's.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CachingOptions {
     /// Large requests of this many bytes or more (after rounding) are
     /// oversize: never split, handed out whole. 0: no limit. Otherwise it
@@ -104,6 +124,27 @@ pub struct CachingOptions {
     pub name: Option<String>,
     /// The device `Allocator::allocate` uses; None: the inner allocator's.
     pub default_device: Option<Device>,
+    /// c10's expandable_segments: one segment per device, stream and pool
+    /// that grows by mapping pages (the inner allocator must offer
+    /// `DeviceHooks::virtual_memory`).
+    pub expandable_segments: bool,
+    /// c10's roundup_power2_divisions (None: TESSERA_ALLOC_CONF's, else
+    /// rounding to 512 bytes).
+    pub roundup_power2_divisions: Option<RoundupDivisions>,
+    /// c10's garbage_collection_threshold: a fraction in (0, 1) of a
+    /// device's limit past which cached whole segments not used recently
+    /// are freed (only with a limit; 0: off).
+    pub garbage_collection_threshold: f64,
+    /// c10's max_non_split_rounding_mb, in bytes: an oversize request
+    /// takes a cached oversize block less than this much larger than
+    /// itself (0: 20 MiB; else more than 20 MiB).
+    pub max_non_split_rounding: usize,
+    /// Bytes each device may reserve (0: no byte limit).
+    pub memory_limit: u64,
+    /// c10's per_process_memory_fraction: the fraction of each device's
+    /// memory (as the inner allocator reports it) it may reserve, in
+    /// (0, 1] (0: none).
+    pub memory_fraction: f64,
 }
 
 /// Resolves a device index of -1 ("current") to the real device, for
@@ -122,10 +163,21 @@ pub(crate) struct Shared {
     resolve: Option<DeviceResolver>,
     /// The inner allocator's streams, if it has any (streams.rs).
     streams: Option<&'static dyn StreamOps>,
-    max_split_size: usize,
+    /// The settings (also in the state, which reads them under the lock).
+    policy: Policy,
 }
 
 impl Shared {
+    /// A request rounded as the settings say (c10's round_size), or None
+    /// when that passes the largest allocation.
+    #[inline(always)]
+    fn round(&self, nbytes: usize) -> Option<usize> {
+        match &self.policy.roundup {
+            None => sizes::round_size(nbytes),
+            Some(d) => d.round(nbytes),
+        }
+    }
+
     /// Frees the shared state: returns every segment to the inner allocator
     /// and releases it.
     ///
@@ -148,60 +200,6 @@ impl Shared {
     }
 }
 
-/// Every live shared state (addresses), so the atfork handlers can hold
-/// every pool lock across a fork.
-static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
-fn live() -> MutexGuard<'static, Vec<usize>> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The list's guard, held from the atfork `prepare` handler to `parent`
-/// or `child` (the pool locks are held without guards).
-static HELD: Held<MutexGuard<'static, Vec<usize>>> = Held::new();
-
-/// This module's step of the atfork handlers' lock order (`crate::fork::order`).
-static FORK_STEP: Step = Step::new(crate::fork::order::CACHING, fork_prepare, fork_release);
-
-/// Atfork `prepare`: holds the list of live caching allocators, then each
-/// one's pool lock, in list order, so no thread is inside a critical
-/// section at the fork. A poisoned lock is taken too (and stays
-/// poisoned).
-///
-/// # Safety
-/// Only from the atfork handlers (crate::fork).
-pub(crate) unsafe fn fork_prepare() {
-    let list = live();
-    for &p in list.iter() {
-        // SAFETY: a state in the list is alive: it leaves the list
-        // (Shared::destroy, under the list's lock, which we hold until
-        // fork_release) before it is freed.
-        unsafe { &*(p as *const Shared) }.lock.force_lock();
-    }
-    // SAFETY: called from the prepare handler, as the contract asks.
-    unsafe { HELD.put(list) };
-}
-
-/// Atfork `parent` or `child`: releases every pool lock, then the list.
-/// In the child, the blocks other threads of the parent held stay
-/// counted as in use (the child's statistics go on from the parent's).
-///
-/// # Safety
-/// Only from the atfork handlers, after [`fork_prepare`].
-pub(crate) unsafe fn fork_release(_in_child: bool) {
-    // SAFETY: called from the parent or child handler, as the contract
-    // asks.
-    let Some(list) = (unsafe { HELD.take() }) else {
-        return;
-    };
-    for &p in list.iter() {
-        // SAFETY: alive, as in fork_prepare (the list is still held);
-        // fork_prepare took this lock and nothing released it since.
-        unsafe { (*(p as *const Shared)).lock.force_unlock() };
-    }
-    drop(list);
-}
-
 /// The caching backend. Reach it from an [`Allocator`] with [`of`].
 pub struct CachingAllocator {
     shared: NonNull<Shared>,
@@ -214,7 +212,8 @@ unsafe impl Send for CachingAllocator {}
 // SAFETY: every &self method reaches the mutable state only through
 // `shared.lock` (SpinLock<State>, Sync because State: Send), and otherwise
 // reads fields fixed in build before the state was shared (`inner`, an
-// Allocator, `resolve`, a fn pointer, `max_split_size`), all Sync.
+// Allocator, `resolve`, a fn pointer, `policy`: plain values, fn pointers
+// and a `&'static dyn VirtualMemory`, which is Sync), all Sync.
 unsafe impl Sync for CachingAllocator {}
 
 /// Wraps `inner` in a caching layer; the result is an ordinary allocator
@@ -223,44 +222,28 @@ pub fn new(inner: Allocator, options: CachingOptions) -> Result<Allocator> {
     // Over the CUDA device allocator, index -1 ("current") must be
     // resolved before a pool is picked: the backend says how.
     let hooks = inner.backend().device_hooks();
-    build(inner, options, hooks.resolve_current, hooks.streams)
+    let policy = config::resolve(&options, &hooks, inner.name())?;
+    build(inner, options, policy, hooks.resolve_current, hooks.streams)
 }
 
 fn build(
     inner: Allocator,
     options: CachingOptions,
+    policy: Policy,
     resolve: Option<DeviceResolver>,
     streams: Option<&'static dyn StreamOps>,
 ) -> Result<Allocator> {
-    let max_split = match options.max_split_size {
-        // TESSERA_ALLOC_CONF's max_split_size_mb is the default.
-        0 => crate::allocator::alloc_conf::get()
-            .max_split_size
-            .unwrap_or(0),
-        n => n,
-    };
-    crate::ensure!(
-        max_split == 0 || max_split > SMALL_MAX,
-        InvalidArgument,
-        "max_split_size {max_split} is invalid: expected 0 (no limit) or more than \
-         {SMALL_MAX} bytes (requests up to 1 MiB always use the small pool)"
-    );
-    let oversize_from = if max_split == 0 {
-        usize::MAX
-    } else {
-        max_split
-    };
     let name = options
         .name
         .unwrap_or_else(|| format!("caching({})", inner.name()));
     let default_device = options.default_device.unwrap_or(inner.default_device());
     fork::ensure_handlers(&FORK_STEP);
     let shared = Box::into_raw(Box::new(Shared {
-        lock: SpinLock::new(State::new(oversize_from)),
+        lock: SpinLock::new(State::new(policy)),
         inner,
         resolve,
         streams,
-        max_split_size: max_split,
+        policy,
     }));
     // SAFETY: just made and not shared yet, so this access is exclusive.
     unsafe { (*shared).lock.get_mut().set_shared(shared) };
@@ -280,56 +263,6 @@ fn build(
     st.tag = alloc.0.stats().tag();
     drop(st);
     Ok(alloc)
-}
-
-/// A block of a segment, for memory snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentBlock {
-    /// Address.
-    pub addr: usize,
-    /// Size (rounded).
-    pub size: usize,
-    /// Handed out (else cached free).
-    pub allocated: bool,
-    /// What the caller asked for, while allocated.
-    pub requested: Option<usize>,
-}
-
-/// A segment of a caching allocator, for memory snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentView {
-    /// Address of its first block.
-    pub addr: usize,
-    /// Total size.
-    pub size: usize,
-    /// "small", "large" or "oversize".
-    pub pool: &'static str,
-    /// Where the memory is.
-    pub device: Device,
-    /// The stream its blocks serve (0: the default stream, or an
-    /// allocator without streams).
-    pub stream: usize,
-    /// Its blocks in address order.
-    pub blocks: Vec<SegmentBlock>,
-}
-
-/// The segments of every live caching allocator, keyed by the owner's
-/// history identity ([`history::Tag::key`]).
-pub(crate) fn all_segments() -> Vec<(usize, Vec<SegmentView>)> {
-    let list = live();
-    let mut out = Vec::new();
-    for &p in list.iter() {
-        // SAFETY: an address in the list is a live Shared (it leaves the
-        // list under this lock before it is destroyed).
-        let shared = unsafe { &*(p as *const Shared) };
-        let Ok(mut st) = shared.lock.lock() else {
-            continue;
-        };
-        if let Some(tag) = st.tag {
-            out.push((history::Tag::key(tag), st.segments()));
-        }
-    }
-    out
 }
 
 /// The caching backend of `a`, or None if `a` is not a caching allocator.
@@ -356,7 +289,7 @@ impl State {
     /// Whether the last block of an orphaned state just came back.
     #[inline]
     fn should_destroy(&self) -> bool {
-        self.orphaned && self.stats.active_blocks() == 0
+        self.orphaned && self.stats.all().active_blocks() == 0 && self.fronts == 0
     }
 }
 
@@ -374,45 +307,22 @@ impl CachingAllocator {
 
     /// The oversize threshold (0: none).
     pub fn max_split_size(&self) -> usize {
-        self.shared().max_split_size
+        self.shared().policy.max_split_size
     }
 
-    /// The statistics now.
-    pub fn stats(&self) -> Result<CachingStats> {
-        Ok(self.shared().lock.lock()?.stats_now())
-    }
-
-    /// Sets every peak, those of [`CachingAllocator::stats`] and the
-    /// owner's `peak_bytes`, to its current value.
-    pub fn reset_peak(&self) -> Result<()> {
-        let mut st = self.shared().lock.lock()?;
-        st.flush_front(None);
-        st.stats.reset_peak();
-        if !st.owner.is_null() {
-            // SAFETY: non-NULL under the lock means the owner is alive (see
-            // State::record_free).
-            unsafe { &*st.owner }.stats().reset_peak();
-        }
-        Ok(())
-    }
-
-    /// Returns every fully free segment to the inner allocator (after
-    /// waiting for the blocks freed while other streams used them).
-    pub fn empty_cache(&self) -> Result<()> {
-        self.shared().settle_pending()?;
-        let segments = self.shared().lock.lock()?.take_unused_segments(None);
-        // Freed here, outside the lock.
-        drop(segments);
-        Ok(())
+    /// Whether segments are expandable.
+    pub fn expandable_segments(&self) -> bool {
+        self.shared().policy.expandable.is_some()
     }
 
     /// Checks the pools' invariants against the statistics (tests).
     #[cfg(test)]
     fn audit(&self) -> pool::Audit {
+        self.flush_own_front();
         let mut st = self.shared().lock.lock().unwrap();
         st.flush_front(None);
         let audit = st.audit();
-        let stats = st.stats.snapshot().all;
+        let stats = st.stats.all().snapshot().all;
         assert_eq!(audit.split_blocks, stats.inactive_split_blocks.current);
         assert_eq!(audit.split_bytes, stats.inactive_split_bytes.current);
         assert_eq!(
@@ -438,6 +348,9 @@ impl CachingAllocator {
 
 impl Drop for CachingAllocator {
     fn drop(&mut self) {
+        // This thread's parked blocks go back first (other threads' fronts
+        // keep the state alive until they are flushed).
+        self.flush_own_front();
         // Blocks waiting for other streams must be back in the pools before
         // the state can be destroyed (no allocation will poll them now).
         let _ = self.shared().settle_pending();
@@ -479,6 +392,15 @@ impl RawAllocator for CachingAllocator {
 
     fn empty_cache(&self) -> Result<()> {
         CachingAllocator::empty_cache(self)
+    }
+
+    fn device_hooks(&self) -> super::DeviceHooks {
+        // The device's memory, for out-of-memory observers and a caching
+        // layer over this one.
+        super::DeviceHooks {
+            memory_info: self.shared().policy.memory_info,
+            ..super::DeviceHooks::NONE
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

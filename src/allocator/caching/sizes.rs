@@ -18,15 +18,12 @@ pub(super) const LARGE_DIRECT: usize = 10 << 20;
 pub(super) const SEGMENT_ROUNDING: usize = 2 << 20;
 /// A large-pool block is split only when more than this would remain.
 pub(super) const LARGE_SPLIT_REMAINDER: usize = 1 << 20;
-/// An oversize request accepts a cached oversize block at most this much
-/// larger than itself.
-pub(super) const OVERSIZE_SLACK: usize = 20 << 20;
 
 /// Which pool a request or block belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PoolKind {
-    Small,
-    Large,
+    Small = 0,
+    Large = 1,
 }
 
 impl PoolKind {

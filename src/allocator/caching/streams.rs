@@ -39,6 +39,8 @@ impl State {
         if self.slot_stream(slot) == stream {
             return;
         }
+        // Its free must record events: never parked in a thread front.
+        b.clear_front();
         let uses = &mut self.bs(b).stream_uses;
         if !uses.contains(&stream) {
             uses.push(stream);

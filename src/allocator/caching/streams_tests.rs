@@ -73,8 +73,8 @@ impl RawAllocator for Streamed {
     }
     fn device_hooks(&self) -> crate::allocator::DeviceHooks {
         crate::allocator::DeviceHooks {
-            resolve_current: None,
             streams: Some(&FAKE),
+            ..crate::allocator::DeviceHooks::NONE
         }
     }
     fn as_any(&self) -> &dyn Any {

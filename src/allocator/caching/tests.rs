@@ -15,9 +15,9 @@ pub(super) const MIB: usize = 1 << 20;
 #[derive(Default)]
 pub(super) struct Counts {
     /// Live segments: address -> size.
-    live: Mutex<HashMap<usize, usize>>,
+    pub(super) live: Mutex<HashMap<usize, usize>>,
     pub(super) allocs: AtomicUsize,
-    frees: AtomicUsize,
+    pub(super) frees: AtomicUsize,
     /// Fail this many of the next allocations with OutOfMemory.
     fail_next: AtomicUsize,
     /// Fail every allocation with a Device error.
@@ -29,7 +29,7 @@ impl Counts {
     pub(super) fn live_count(&self) -> usize {
         self.live.lock().unwrap().len()
     }
-    fn live_bytes(&self) -> usize {
+    pub(super) fn live_bytes(&self) -> usize {
         self.live.lock().unwrap().values().sum()
     }
 }
@@ -97,7 +97,7 @@ fn counting() -> (Allocator, Arc<Counts>) {
     (inner, counts)
 }
 
-fn cached_with(options: CachingOptions) -> (Allocator, Arc<Counts>) {
+pub(super) fn cached_with(options: CachingOptions) -> (Allocator, Arc<Counts>) {
     let (inner, counts) = counting();
     (new(inner, options).unwrap(), counts)
 }
@@ -512,7 +512,7 @@ impl Rng {
         self.next() % n
     }
     /// Mostly small sizes, some large, a few oversize.
-    fn size(&mut self) -> usize {
+    pub(super) fn size(&mut self) -> usize {
         match self.below(100) {
             0..=69 => 1 + self.below(64 * KIB as u64) as usize,
             70..=89 => 1 + self.below(MIB as u64) as usize,
@@ -659,11 +659,14 @@ fn two_threads_hammering_leave_exact_statistics() {
     let (a, counts) = cached();
     const OPS: usize = 20_000;
     let (tx, rx) = std::sync::mpsc::channel::<DataPtr>();
-    std::thread::scope(|s| {
-        for seed in [1u64, 2] {
-            let a = &a;
+    // Threads of their own, joined: a thread's front is flushed when it
+    // exits, after a scoped thread's join would return.
+    let threads: Vec<_> = [1u64, 2]
+        .into_iter()
+        .map(|seed| {
+            let a = a.clone();
             let tx = tx.clone();
-            s.spawn(move || {
+            std::thread::spawn(move || {
                 let mut rng = Rng(seed * 0x1234_5678_9abc_def1);
                 let mut live = Vec::new();
                 for i in 0..OPS {
@@ -685,14 +688,17 @@ fn two_threads_hammering_leave_exact_statistics() {
                         }
                     }
                 }
-            });
-        }
-        drop(tx);
-        // This thread frees what the others sent while they run.
-        for p in rx {
-            drop(p);
-        }
-    });
+            })
+        })
+        .collect();
+    drop(tx);
+    // This thread frees what the others sent while they run.
+    for p in rx {
+        drop(p);
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
     // Everything still out was dropped with the threads' vectors.
     let s = stats(&a);
     let o = a.stats();

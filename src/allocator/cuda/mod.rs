@@ -38,7 +38,10 @@ use std::ffi::{c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 mod streams;
+pub mod torch;
+mod vmm;
 pub use streams::{current_stream, set_current_stream, stream_wait};
+use vmm::memory_info;
 
 /// The driver entry points used here (checked when the driver loads, so
 /// no later call can hit cudarc's panic on a missing symbol).
@@ -342,6 +345,8 @@ impl RawAllocator for CudaDevice {
         crate::allocator::DeviceHooks {
             resolve_current: Some(resolve_device),
             streams: Some(&streams::OPS),
+            memory_info: Some(memory_info),
+            virtual_memory: Some(&vmm::DEVICE_VM),
         }
     }
 
@@ -483,3 +488,5 @@ pub fn pinned_allocator() -> Allocator {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vmm_tests;

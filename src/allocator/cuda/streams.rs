@@ -43,6 +43,26 @@ pub fn set_current_stream(index: i32, stream: usize) -> Result<()> {
     Ok(())
 }
 
+/// Runs `f` with `stream` as the calling thread's current stream on device
+/// `index` (a real index, not -1), then puts the previous one back: for a
+/// host that names the stream with each request (PyTorch's pluggable
+/// allocator), without the checks of [`set_current_stream`].
+pub(super) fn with_stream<R>(index: usize, stream: usize, f: impl FnOnce() -> R) -> R {
+    let swap = |s: usize| {
+        CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() <= index {
+                c.resize(index + 1, 0);
+            }
+            std::mem::replace(&mut c[index], s)
+        })
+    };
+    let previous = swap(stream);
+    let r = f();
+    swap(previous);
+    r
+}
+
 /// The calling thread's current stream on device `index` (0 until set).
 pub fn current_stream(index: i32) -> usize {
     if index < 0 {

@@ -75,8 +75,12 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
                                 Value::Object(o)
                             })
                             .collect();
-                        json!({"addr": hex(seg.addr), "size": seg.size, "pool": seg.pool,
-                               "blocks": blocks})
+                        let mut v = json!({"addr": hex(seg.addr), "size": seg.size,
+                                           "pool": seg.pool, "blocks": blocks});
+                        if seg.expandable {
+                            v["expandable"] = json!(true);
+                        }
+                        v
                     })
                     .collect();
                 o.insert("segments".into(), Value::Array(segs));

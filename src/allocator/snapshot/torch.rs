@@ -86,7 +86,7 @@ pub(super) fn render(g: &Gathered) -> Result<Vec<u8>> {
                         "stream": seg.stream,
                         "segment_type": if seg.pool == "small" { "small" } else { "large" },
                         "segment_pool_id": [0, 0],
-                        "is_expandable": false,
+                        "is_expandable": seg.expandable,
                         "frames": [],
                         "blocks": blocks,
                         "allocator": a.tag.name,

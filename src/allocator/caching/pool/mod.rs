@@ -17,24 +17,33 @@
 //!   address; blocks of oversize segments live in a second map of their
 //!   own so ordinary requests never walk over them.
 //!
+//! Blocks of expandable segments (caching/expandable.rs) are filed the
+//! same way; their unmapped parts are blocks too, free but `mapped` false,
+//! kept out of these structures and never merged with mapped ones.
+//!
 //! The block records themselves are in block.rs, the small pool's
-//! size-class lists in small_bins.rs, the views of the pools (segment
-//! lists, statistics, the test audit) in views.rs. Everything here runs
-//! under the allocator's lock (the `&mut State` receiver is the proof).
+//! size-class lists in small_bins.rs, the return of unused segments in
+//! release.rs, the views of the pools (segment lists, statistics, the test
+//! audit) in views.rs. Everything here runs under the allocator's lock
+//! (the `&mut State` receiver is the proof).
 
-use super::block::{BlockId, BlockState, Pending, Records};
+use super::block::{BlockId, BlockState, FrontInfo, Pending, Records};
+use super::config::Policy;
+use super::expandable::Expandable;
 use super::front_cache::Front;
-use super::sizes::{PoolKind, LARGE_SPLIT_REMAINDER, MIN_BLOCK, OVERSIZE_SLACK, SMALL_SEGMENT};
-use super::stats::Tally;
+use super::sizes::{PoolKind, LARGE_SPLIT_REMAINDER, MIN_BLOCK};
+use super::stats::Tallies;
 use super::Shared;
 use crate::allocator::AllocatorImpl;
 use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use std::collections::BTreeMap;
 
-mod small_bins;
+mod release;
+pub(super) mod small_bins;
 mod views;
 
+pub(super) use release::Unused;
 use small_bins::SmallBins;
 use std::ffi::c_void;
 #[cfg(test)]
@@ -53,20 +62,30 @@ struct LargeFree {
 /// The pools of one device and stream (the stream is 0 for allocators
 /// without streams): a block only ever serves requests made on the stream
 /// its segment was allocated for.
-struct DevicePools {
-    device: Device,
+pub(super) struct DevicePools {
+    pub(super) device: Device,
     stream: usize,
+    /// The number of the device's statistics and limit (`State::stats`,
+    /// `State::limits`).
+    pub(super) dev: usize,
     small: SmallBins,
     large: LargeFree,
     /// Recently freed small blocks kept whole (front_cache.rs).
-    front: Front,
+    pub(super) front: Front,
+    /// Free-block lookups so far per pool kind (counted while garbage
+    /// collection is on: a free block's age is its pool's lookups since
+    /// it was freed, c10's gc_count).
+    pub(super) lookups: [u64; 2],
+    /// The expandable segments of each pool kind (indices into
+    /// `State::expandable`).
+    pub(super) expandable: [Vec<u32>; 2],
 }
 
 /// Everything behind the caching allocator's lock.
 pub(super) struct State {
-    devices: Vec<DevicePools>,
+    pub(super) devices: Vec<DevicePools>,
     records: Records,
-    pub(super) stats: Tally,
+    pub(super) stats: Tallies,
     /// Bytes handed out as the owner's statistics count them (requested
     /// sizes); the running total given to the memory reporter.
     pub(super) allocated: u64,
@@ -78,8 +97,18 @@ pub(super) struct State {
     /// The owner's identity in memory history (kept after the owner is
     /// gone, for the frees of the blocks still out).
     pub(super) tag: Option<&'static crate::allocator::history::Tag>,
-    /// Requests of this size or more are oversize (usize::MAX: none).
-    oversize_from: usize,
+    /// The settings (config.rs).
+    pub(super) policy: Policy,
+    /// Each device's limit on reserved bytes (by device number), if any.
+    pub(super) limits: Vec<Option<u64>>,
+    /// Each device's bytes being obtained from the inner allocator now,
+    /// outside the lock (by device number): counted against its limit.
+    pub(super) reserving: Vec<u64>,
+    /// The expandable segments (None: released; its index is reused).
+    pub(super) expandable: Vec<Option<Expandable>>,
+    /// Thread fronts bound to this allocator (thread_front.rs): the state
+    /// outlives them.
+    pub(super) fronts: u32,
     /// Freed blocks waiting for the work of other streams (streams.rs).
     pub(super) pending: Vec<Pending>,
 }
@@ -90,16 +119,20 @@ pub(super) struct State {
 unsafe impl Send for State {}
 
 impl State {
-    pub(super) fn new(oversize_from: usize) -> State {
+    pub(super) fn new(policy: Policy) -> State {
         State {
             devices: Vec::new(),
             records: Records::new(),
-            stats: Tally::default(),
+            stats: Tallies::default(),
             allocated: 0,
             owner: std::ptr::null(),
             orphaned: false,
             tag: None,
-            oversize_from,
+            policy,
+            limits: Vec::new(),
+            reserving: Vec::new(),
+            expandable: Vec::new(),
+            fronts: 0,
             pending: Vec::new(),
         }
     }
@@ -124,13 +157,19 @@ impl State {
     /// A record from the spare list. Its fields hold stale values (except
     /// `segment`, always None on spare records): the caller sets them.
     #[inline]
-    fn new_record(&mut self) -> BlockId {
+    pub(super) fn new_record(&mut self) -> BlockId {
         self.records.take()
     }
 
     #[inline]
-    fn recycle(&mut self, b: BlockId) {
+    pub(super) fn recycle(&mut self, b: BlockId) {
         self.records.give_back(b);
+    }
+
+    /// The statistics number of the device whose pools are at `slot`.
+    #[inline(always)]
+    pub(super) fn dev(&self, slot: usize) -> usize {
+        self.devices[slot].dev
     }
 
     /// The index of the pools of `device` and `stream`, made on first use.
@@ -165,12 +204,21 @@ impl State {
 
     #[cold]
     fn add_device(&mut self, device: Device, stream: usize) -> usize {
+        let dev = self.stats.device_number(device);
+        if dev == self.limits.len() {
+            let limit = self.policy.limit_for(device, self.policy.memory_fraction);
+            self.limits.push(limit);
+            self.reserving.push(0);
+        }
         self.devices.push(DevicePools {
             device,
             stream,
+            dev,
             small: SmallBins::new(),
             large: LargeFree::default(),
             front: Front::new(),
+            lookups: [0; 2],
+            expandable: [Vec::new(), Vec::new()],
         });
         self.devices.len() - 1
     }
@@ -178,14 +226,23 @@ impl State {
     /// Whether a rounded request of the large pool is oversize.
     #[inline]
     pub(super) fn is_oversize(&self, kind: PoolKind, size: usize) -> bool {
-        kind == PoolKind::Large && size >= self.oversize_from
+        kind == PoolKind::Large && size >= self.policy.oversize_from
+    }
+
+    /// Whether garbage collection is on (a threshold, and a limit to take
+    /// it of: c10 collects only with a memory fraction set).
+    #[inline]
+    pub(super) fn gc_on(&self) -> bool {
+        self.policy.gc_threshold > 0.0
     }
 
     /// Files a free block in its pool's free structure.
     #[inline(always)]
-    fn insert_free(&mut self, b: BlockId) {
+    pub(super) fn insert_free(&mut self, b: BlockId) {
+        let gc_base = self.gc_base_now(b);
         let s = self.bs(b);
-        debug_assert!(!s.allocated);
+        debug_assert!(!s.allocated && s.mapped);
+        s.gc_base = gc_base;
         let (kind, size, slot, whole) = (s.kind, s.size, s.slot, s.is_whole());
         match kind {
             PoolKind::Small => {
@@ -205,13 +262,27 @@ impl State {
             PoolKind::Large => self.large_insert(b),
         }
         if !whole {
-            self.stats.split_free_added(kind, size);
+            let dev = self.dev(slot);
+            self.stats.on(dev, |t| t.split_free_added(kind, size));
+        }
+    }
+
+    /// The lookup count of the pools of `b`'s slot (0 while garbage
+    /// collection is off).
+    #[inline(always)]
+    fn gc_base_now(&mut self, b: BlockId) -> u64 {
+        if self.gc_on() {
+            let s = self.bs(b);
+            let (slot, kind) = (s.slot, s.kind);
+            self.devices[slot].lookups[kind as usize]
+        } else {
+            0
         }
     }
 
     /// Takes a free block out of its pool's free structure.
     #[inline(always)]
-    fn remove_free(&mut self, b: BlockId) {
+    pub(super) fn remove_free(&mut self, b: BlockId) {
         let s = self.bs(b);
         let (kind, size, slot, whole) = (s.kind, s.size, s.slot, s.is_whole());
         let (link_prev, link_next) = (s.link_prev, s.link_next);
@@ -231,7 +302,8 @@ impl State {
             PoolKind::Large => self.large_remove(b),
         }
         if !whole {
-            self.stats.split_free_removed(kind, size);
+            let dev = self.dev(slot);
+            self.stats.on(dev, |t| t.split_free_removed(kind, size));
         }
     }
 
@@ -270,6 +342,9 @@ impl State {
         kind: PoolKind,
         size: usize,
     ) -> Option<BlockId> {
+        if self.gc_on() {
+            self.devices[slot].lookups[kind as usize] += 1;
+        }
         let block = match kind {
             PoolKind::Small => {
                 let small = &self.devices[slot].small;
@@ -279,7 +354,7 @@ impl State {
             PoolKind::Large if self.is_oversize(kind, size) => {
                 let map = &self.devices[slot].large.oversize;
                 let (&(bsize, _), &b) = map.range((size, 0)..).next()?;
-                if bsize - size >= OVERSIZE_SLACK {
+                if bsize - size >= self.policy.max_non_split_rounding {
                     return None;
                 }
                 b
@@ -303,7 +378,9 @@ impl State {
         mem: DataPtr,
         size: usize,
     ) -> BlockId {
-        self.stats.segment_added(kind, size);
+        let dev = self.dev(slot);
+        self.stats
+            .on(dev, |t| t.segment_added(kind, size, oversize));
         let id = self.new_record();
         let s = self.bs(id);
         s.addr = mem.get() as usize;
@@ -317,6 +394,8 @@ impl State {
         s.kind = kind;
         s.oversize = oversize;
         s.allocated = false;
+        s.mapped = true;
+        s.expandable = None;
         id
     }
 
@@ -334,14 +413,24 @@ impl State {
         let s = self.bs(b);
         debug_assert!(!s.allocated && s.size >= size);
         let remainder = s.size - size;
+        // c10's should_split: blocks of expandable segments split as small
+        // ones do.
         let split = match s.kind {
-            PoolKind::Small => remainder >= MIN_BLOCK,
-            PoolKind::Large => !s.oversize && remainder > LARGE_SPLIT_REMAINDER,
+            PoolKind::Large if s.expandable.is_none() => {
+                !s.oversize && remainder > LARGE_SPLIT_REMAINDER
+            }
+            _ => remainder >= MIN_BLOCK,
         };
         if split {
             s.size = size;
-            let (addr, next, device, slot, kind) =
-                (s.addr + size, s.next, s.device, s.slot, s.kind);
+            let (addr, next, device, slot, kind, expandable) = (
+                s.addr + size,
+                s.next,
+                s.device,
+                s.slot,
+                s.kind,
+                s.expandable,
+            );
             let r = self.new_record();
             let rs = self.bs(r);
             rs.addr = addr;
@@ -354,6 +443,8 @@ impl State {
             rs.kind = kind;
             rs.oversize = false;
             rs.allocated = false;
+            rs.mapped = true;
+            rs.expandable = expandable;
             if let Some(n) = next {
                 self.bs(n).prev = Some(r);
             }
@@ -363,9 +454,43 @@ impl State {
         let s = self.bs(b);
         s.allocated = true;
         s.requested = requested;
-        let (kind, bsize, addr, device) = (s.kind, s.size, s.addr, s.device);
-        self.stats.block_allocated(kind, bsize, requested, hit);
+        let (kind, bsize, addr, device, slot, oversize) =
+            (s.kind, s.size, s.addr, s.device, s.slot, s.oversize);
+        self.file_front(b, kind, requested, slot, device, addr, bsize);
+        let dev = self.dev(slot);
+        self.stats.on(dev, |t| {
+            t.block_allocated(kind, bsize, requested, hit, oversize)
+        });
         (addr as *mut c_void, device)
+    }
+
+    /// Files a block being handed out for thread fronts: small-pool blocks
+    /// only (a thread front holds at most a few, so they stay small).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn file_front(
+        &self,
+        b: BlockId,
+        kind: PoolKind,
+        requested: usize,
+        slot: usize,
+        device: Device,
+        addr: usize,
+        size: usize,
+    ) {
+        let pools = &self.devices[slot];
+        b.set_front(FrontInfo {
+            nbytes: if kind == PoolKind::Small {
+                requested
+            } else {
+                0
+            },
+            addr,
+            size,
+            stream: pools.stream,
+            pool_device: pools.device,
+            data_device: device,
+        });
     }
 
     /// The data address, requested size and device of a handed-out block.
@@ -382,87 +507,31 @@ impl State {
     pub(super) fn release(&mut self, b: BlockId) {
         let s = self.bs(b);
         debug_assert!(s.allocated);
-        let (kind, size, requested) = (s.kind, s.size, s.requested);
+        let (kind, size, requested, slot, oversize) =
+            (s.kind, s.size, s.requested, s.slot, s.oversize);
         s.requested = 0;
-        self.stats.block_freed(kind, size, requested);
+        let dev = self.dev(slot);
+        self.stats
+            .on(dev, |t| t.block_freed(kind, size, requested, oversize));
         self.merge_and_file(b);
     }
 
-    /// Takes back a handed-out block into its device's front cache, kept
-    /// whole with its free only partly counted (see `Tally::block_parked`);
-    /// false when the front cache does not take it (the caller releases
-    /// it). An orphaned state parks nothing: its last free must see every
-    /// block back in the pools.
-    #[inline]
-    pub(super) fn park(&mut self, b: BlockId) -> bool {
+    /// Whether `b` is a free block with memory mapped (one a freed
+    /// neighbour merges with).
+    #[inline(always)]
+    fn is_free_mapped(&mut self, b: BlockId) -> bool {
         let s = self.bs(b);
-        debug_assert!(s.allocated);
-        let (kind, size, requested, slot) = (s.kind, s.size, s.requested, s.slot);
-        if self.orphaned || !self.devices[slot].front.put(size, b) {
-            return false;
-        }
-        // The record keeps `requested` (the request it was freed with)
-        // until it is taken back or flushed.
-        self.stats.block_parked(kind, requested);
-        true
-    }
-
-    /// Takes a parked block of exactly `size` bytes from the front cache
-    /// of `slot`.
-    #[inline]
-    pub(super) fn front_take(&mut self, slot: usize, size: usize) -> Option<BlockId> {
-        self.devices[slot].front.take(size)
-    }
-
-    /// Hands out a block taken from the front cache for a request of
-    /// `requested` bytes. Returns the data address and device.
-    #[inline]
-    pub(super) fn hand_out_parked(
-        &mut self,
-        b: BlockId,
-        requested: usize,
-    ) -> (*mut c_void, Device) {
-        let s = self.bs(b);
-        let old = std::mem::replace(&mut s.requested, requested);
-        let (addr, device, kind) = (s.addr, s.device, s.kind);
-        self.stats.parked_taken(kind, old, requested);
-        (addr as *mut c_void, device)
-    }
-
-    /// Empties the front cache of one device (or of all) into the pools:
-    /// each block is merged and filed as if freed now.
-    pub(super) fn flush_front(&mut self, slot: Option<usize>) {
-        let slots = match slot {
-            Some(s) => s..s + 1,
-            None => 0..self.devices.len(),
-        };
-        for slot in slots {
-            if self.devices[slot].front.is_empty() {
-                continue;
-            }
-            for b in self.devices[slot].front.drain() {
-                let s = self.bs(b);
-                let (kind, size, requested) = (s.kind, s.size, std::mem::take(&mut s.requested));
-                self.stats.parked_flushed(kind, size, requested);
-                self.merge_and_file(b);
-            }
-        }
-    }
-
-    /// Bytes parked in the front caches (tests).
-    #[cfg(test)]
-    pub(super) fn front_bytes(&self) -> usize {
-        self.devices.iter().map(|d| d.front.bytes()).sum()
+        !s.allocated && s.mapped
     }
 
     /// Marks a block free (its statistics already counted), merges it
     /// with free neighbours and files the result.
     #[inline(always)]
-    fn merge_and_file(&mut self, b: BlockId) {
+    pub(super) fn merge_and_file(&mut self, b: BlockId) {
         self.bs(b).allocated = false;
         let mut block = b;
         if let Some(p) = self.bs(block).prev {
-            if !self.bs(p).allocated {
+            if self.is_free_mapped(p) {
                 self.remove_free(p);
                 let s = self.bs(block);
                 let (size, next) = (s.size, s.next);
@@ -477,7 +546,7 @@ impl State {
             }
         }
         if let Some(n) = self.bs(block).next {
-            if !self.bs(n).allocated {
+            if self.is_free_mapped(n) {
                 self.remove_free(n);
                 let ns = self.bs(n);
                 let (size, next) = (ns.size, ns.next);
@@ -491,60 +560,5 @@ impl State {
             }
         }
         self.insert_free(block);
-    }
-
-    /// Takes every fully free segment (of one device's pools, every
-    /// stream's, or of all) out of the pools and returns the inner
-    /// allocations, to be freed by the caller after unlocking.
-    pub(super) fn take_unused_segments(&mut self, device: Option<Device>) -> Vec<DataPtr> {
-        self.flush_front(None);
-        let mut whole = Vec::new();
-        for slot in 0..self.devices.len() {
-            if device.is_some_and(|d| d != self.devices[slot].device) {
-                continue;
-            }
-            // A free small-pool block of a whole segment's size is a whole
-            // segment; large-pool ones are checked one by one.
-            let top = SmallBins::class(SMALL_SEGMENT);
-            let mut cur = self.devices[slot].small.heads[top];
-            while let Some(b) = cur {
-                cur = self.bs(b).link_next;
-                whole.push(b);
-            }
-            let large = &self.devices[slot].large;
-            whole.extend(
-                large
-                    .normal
-                    .values()
-                    .chain(large.oversize.values())
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .filter(|&b| self.bs(b).is_whole()),
-            );
-        }
-        let mut segments = Vec::with_capacity(whole.len());
-        for b in whole {
-            self.remove_free(b);
-            let s = self.bs(b);
-            debug_assert!(s.is_whole() && !s.allocated);
-            let (kind, size) = (s.kind, s.size);
-            let mem = s.segment.take().expect("a whole segment's block owns it");
-            self.stats.segment_removed(kind, size);
-            self.recycle(b);
-            segments.push(mem);
-        }
-        segments
-    }
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.flush_front(None);
-        debug_assert_eq!(self.stats.active_blocks(), 0);
-        // Every block is free now, so the segments are whole; their inner
-        // allocations are freed as the vector drops (the lock is gone with
-        // the state, so this is outside it).
-        drop(self.take_unused_segments(None));
     }
 }

@@ -4,7 +4,7 @@
 use super::super::block::BlockId;
 use super::super::sizes::{MIN_BLOCK, SMALL_SEGMENT};
 
-pub(super) const SMALL_CLASSES: usize = SMALL_SEGMENT / MIN_BLOCK;
+pub(in crate::allocator::caching) const SMALL_CLASSES: usize = SMALL_SEGMENT / MIN_BLOCK;
 pub(super) const BITMAP_WORDS: usize = SMALL_CLASSES / 64;
 
 /// The size-class lists of one device's small pool.
@@ -25,12 +25,14 @@ impl SmallBins {
         }
     }
 
-    /// The class of a small-pool block size (the mask only lets the
-    /// compiler see the bound; sizes are 512..=2 MiB, multiples of 512).
+    /// The class of a small-pool block size (a multiple of 512 from 512
+    /// on). Blocks of ordinary segments are at most 2 MiB; free blocks of
+    /// an expandable segment may be larger and share the last class
+    /// (every block there fits any small request).
     #[inline]
-    pub(super) fn class(size: usize) -> usize {
-        debug_assert!((MIN_BLOCK..=SMALL_SEGMENT).contains(&size) && size % MIN_BLOCK == 0);
-        (size / MIN_BLOCK - 1) & (SMALL_CLASSES - 1)
+    pub(in crate::allocator::caching) fn class(size: usize) -> usize {
+        debug_assert!(size >= MIN_BLOCK && size % MIN_BLOCK == 0);
+        (size / MIN_BLOCK - 1).min(SMALL_CLASSES - 1)
     }
 
     /// Sets the head of a class that was empty.

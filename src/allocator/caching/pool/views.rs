@@ -47,18 +47,82 @@ impl State {
                 pool,
                 device,
                 stream,
+                expandable: false,
                 blocks,
             });
         }
+        self.expandable_views(&mut out);
         out.sort_by_key(|s| s.addr);
         out
+    }
+
+    /// The mapped parts of the expandable segments, each run of mapped
+    /// blocks a segment of its own (as c10's snapshots show them).
+    fn expandable_views(&mut self, out: &mut Vec<super::super::SegmentView>) {
+        let heads: Vec<BlockId> = self.expandable.iter().flatten().map(|e| e.head()).collect();
+        for head in heads {
+            let mut run: Vec<super::super::SegmentBlock> = Vec::new();
+            let mut cur = Some(head);
+            let (kind, device, slot) = {
+                let s = self.bs(head);
+                (s.kind, s.device, s.slot)
+            };
+            let stream = self.devices[slot].stream;
+            loop {
+                let next = cur.map(|b| {
+                    let s = self.bs(b);
+                    (s.mapped, s.addr, s.size, s.allocated, s.requested, s.next)
+                });
+                match next {
+                    Some((true, addr, size, allocated, requested, next)) => {
+                        run.push(super::super::SegmentBlock {
+                            addr,
+                            size,
+                            allocated,
+                            requested: allocated.then_some(requested),
+                        });
+                        cur = next;
+                        continue;
+                    }
+                    Some((false, .., next)) => cur = next,
+                    None => cur = None,
+                }
+                if !run.is_empty() {
+                    let blocks = std::mem::take(&mut run);
+                    out.push(super::super::SegmentView {
+                        addr: blocks[0].addr,
+                        size: blocks.iter().map(|b| b.size).sum(),
+                        pool: match kind {
+                            PoolKind::Small => "small",
+                            PoolKind::Large => "large",
+                        },
+                        device,
+                        stream,
+                        expandable: true,
+                        blocks,
+                    });
+                }
+                if cur.is_none() {
+                    break;
+                }
+            }
+        }
     }
 
     /// The statistics now: the front caches are flushed first, so that
     /// parked blocks count as free.
     pub(in crate::allocator::caching) fn stats_now(&mut self) -> super::super::CachingStats {
         self.flush_front(None);
-        self.stats.snapshot()
+        self.stats.all().snapshot()
+    }
+
+    /// The statistics of one device now (zero for a device never served).
+    pub(in crate::allocator::caching) fn device_stats_now(
+        &mut self,
+        device: crate::device::Device,
+    ) -> super::super::CachingStats {
+        self.flush_front(None);
+        self.stats.snapshot_of(device)
     }
 
     /// A one-line account of the pools, for out-of-memory messages.
@@ -94,6 +158,10 @@ pub(in crate::allocator::caching) struct Audit {
     pub split_bytes: u64,
     /// Free blocks that are whole segments.
     pub whole_segments: u64,
+    /// Bytes of the expandable segments' unmapped blocks.
+    pub unmapped_bytes: u64,
+    /// Address space the expandable segments reserve.
+    pub address_space: u64,
 }
 
 #[cfg(test)]
@@ -152,19 +220,24 @@ impl State {
                 free.push(b);
             }
         }
-        let mut audit = Audit::default();
+        let (unmapped_bytes, address_space) = self.audit_expandable();
+        let mut audit = Audit {
+            unmapped_bytes,
+            address_space,
+            ..Audit::default()
+        };
         for b in free {
             let s = self.bs(b);
-            assert!(!s.allocated, "a filed block is free");
+            assert!(!s.allocated && s.mapped, "a filed block is free and mapped");
             let (size, addr, prev, next, whole) = (s.size, s.addr, s.prev, s.next, s.is_whole());
             if let Some(p) = prev {
                 let ps = self.bs(p);
-                assert!(ps.allocated, "two free neighbours");
+                assert!(ps.allocated || !ps.mapped, "two free neighbours");
                 assert_eq!((ps.addr + ps.size, ps.next), (addr, Some(b)), "prev link");
             }
             if let Some(n) = next {
                 let ns = self.bs(n);
-                assert!(ns.allocated, "two free neighbours");
+                assert!(ns.allocated || !ns.mapped, "two free neighbours");
                 assert_eq!((addr + size, ns.prev), (ns.addr, Some(b)), "next link");
             }
             audit.free_blocks += 1;
