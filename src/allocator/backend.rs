@@ -97,6 +97,11 @@ pub trait RawAllocator: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Brings the statistics the calling thread reads up to date before
+    /// a read (default: nothing to do; a caching allocator gives back
+    /// the blocks its thread front parked, which count as allocated).
+    fn sync_stats(&self) {}
+
     /// The device hooks a caching layer built over this backend uses
     /// (default: none).
     fn device_hooks(&self) -> DeviceHooks {

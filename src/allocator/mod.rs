@@ -255,11 +255,13 @@ impl Allocator {
 
     /// The statistics.
     pub fn stats(&self) -> StatsSnapshot {
+        self.0.backend().sync_stats();
         self.0.stats.snapshot()
     }
 
     /// Sets the peak to the current allocated bytes.
     pub fn reset_peak(&self) {
+        self.0.backend().sync_stats();
         self.0.stats.reset_peak()
     }
 

@@ -407,6 +407,10 @@ impl RawAllocator for CachingAllocator {
         self
     }
 
+    fn sync_stats(&self) {
+        self.flush_own_front();
+    }
+
     fn describe(&self) -> Description {
         Description {
             kind: super::AllocatorKind::Caching,
