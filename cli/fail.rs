@@ -1,5 +1,5 @@
 //! How a command ends when it does not succeed: an exit status and one
-//! message naming the file and the reason (README, "The tessera command").
+//! message naming the file and the reason (docs/CLI.md).
 //!
 //! | status | meaning |
 //! |---|---|

@@ -1,6 +1,6 @@
 //! The `tessera` command: list, convert, compare and verify tensor files
 //! and make the memory viewer page of a snapshot, without Python; built
-//! on the library's public API (README, "The tessera command").
+//! on the library's public API (docs/CLI.md).
 //!
 //! One file per command (`ls.rs`, `convert.rs`, `diff.rs`, `verify.rs`,
 //! `memory_view.rs`); `input.rs` loads an input, `fail.rs` holds the exit

@@ -4257,7 +4257,7 @@ TsrStatus tsr_storage_from_fd(int fd, size_t nbytes, struct TsrStorage **out);
  * An unrelated process opens it with tsr_storage_open_shared. The name
  * is removed when the last storage using it, in any process, is
  * released; a process that dies holding one leaves the name in /dev/shm
- * (README "Shared memory" says how to clean it). The users are counted
+ * (docs/C_API.md, "Shared memory", says how to clean it). The users are counted
  * with a flock per storage, outside the segment's memory: a peer that
  * truncates the segment cannot make a release fault (reads and writes
  * of pages it took away do raise SIGBUS: see tsr_storage_from_fd).

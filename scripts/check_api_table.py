@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""README.md's "C API by area" table names every function of
+"""docs/C_API.md's "C API by area" table names every function of
 include/tessera.h: fails listing those it omits and those it names that
 the header does not declare.
 
@@ -21,10 +21,10 @@ def header_functions():
 
 
 def table_functions():
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "C_API.md").read_text()
     m = re.search(r"^## C API by area\n(.*?)^## ", text, flags=re.S | re.M)
     if not m:
-        sys.exit("check_readme_api.py: README.md has no '## C API by area' section")
+        sys.exit("check_api_table.py: docs/C_API.md has no '## C API by area' section")
     names = set()
     for row in m.group(1).splitlines():
         if not row.startswith("| ") or row.startswith("| Area") or row.startswith("|---"):
@@ -56,12 +56,12 @@ def main():
     unknown = sorted(n for n in table - header if not n.startswith("tsr_X"))
     if missing or unknown:
         if missing:
-            print("README.md's C API table omits: " + ", ".join(missing), file=sys.stderr)
+            print("docs/C_API.md's C API table omits: " + ", ".join(missing), file=sys.stderr)
         if unknown:
-            print("README.md's C API table names functions the header lacks: "
+            print("docs/C_API.md's C API table names functions the header lacks: "
                   + ", ".join(unknown), file=sys.stderr)
         return 1
-    print(f"check_readme_api.py: README.md's C API table names all {len(header)} functions")
+    print(f"check_api_table.py: docs/C_API.md's C API table names all {len(header)} functions")
     return 0
 
 

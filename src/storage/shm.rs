@@ -12,7 +12,7 @@
 //!   processes (`open_shared`). Every storage using the segment, in any
 //!   process, holds a shared flock on it; the one released last gets the
 //!   exclusive lock and removes the name (`shm_unlink`). A process that
-//!   dies without releasing leaves the name in /dev/shm (see README,
+//!   dies without releasing leaves the name in /dev/shm (see docs/C_API.md,
 //!   "Shared memory"). The object ends with a 64-byte trailer {magic,
 //!   nbytes} after the data, so that the data of every segment starts at
 //!   offset 0 of its descriptor: a descriptor of a named segment maps with
