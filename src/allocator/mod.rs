@@ -151,6 +151,21 @@ impl AllocatorImpl {
         &self.stats
     }
 
+    /// The statistics as the calling thread sees them now: what the
+    /// backend holds back for the thread (a caching allocator's parked
+    /// frees) given back first.
+    pub fn stats_now(&self) -> StatsSnapshot {
+        self.backend().sync_stats();
+        self.stats.snapshot()
+    }
+
+    /// Sets the peak to the bytes allocated now (as [`Self::stats_now`]
+    /// sees them).
+    pub fn reset_peak(&self) {
+        self.backend().sync_stats();
+        self.stats.reset_peak()
+    }
+
     /// The name given at creation.
     pub fn name(&self) -> &str {
         self.name.to_str().unwrap_or("?")
@@ -255,14 +270,12 @@ impl Allocator {
 
     /// The statistics.
     pub fn stats(&self) -> StatsSnapshot {
-        self.0.backend().sync_stats();
-        self.0.stats.snapshot()
+        self.0.stats_now()
     }
 
     /// Sets the peak to the current allocated bytes.
     pub fn reset_peak(&self) {
-        self.0.backend().sync_stats();
-        self.0.stats.reset_peak()
+        self.0.reset_peak()
     }
 
     /// The backend, for backend-specific queries.

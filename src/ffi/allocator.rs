@@ -400,7 +400,7 @@ pub unsafe extern "C" fn tsr_allocator_stats(
         // header's contract, ffi/handle.rs); allocator_impl checks NULL and
         // liveness.
         let a = unsafe { allocator_impl(allocator, "allocator")? };
-        let s = a.stats().snapshot();
+        let s = a.stats_now();
         // SAFETY: out checked non-NULL.
         unsafe {
             write_out(
@@ -430,7 +430,7 @@ pub unsafe extern "C" fn tsr_allocator_reset_peak(allocator: *mut TsrAllocator) 
         // header's contract, ffi/handle.rs); allocator_impl checks NULL and
         // liveness.
         match unsafe { allocator_impl(allocator, "allocator") } {
-            Ok(a) => a.stats().reset_peak(),
+            Ok(a) => a.reset_peak(),
             Err(e) => {
                 fail("tsr_allocator_reset_peak", &e);
             }
