@@ -99,10 +99,6 @@ struct Emit {
     shared: Vec<Shared>,
 }
 
-/// A memoized visible leaf or map: (memo id, the names and leaves it gave,
-/// relative to its own name, and the skipped storages it counted).
-type Shared = (u32, Vec<(String, usize)>, usize);
-
 fn join(a: &str, b: &str) -> String {
     if a.is_empty() {
         b.to_owned()
