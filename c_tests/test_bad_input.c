@@ -454,601 +454,613 @@ static void c323(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop
 static void c324(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 4, 2), TSR_OK, NULL); }
 static void c325(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, INT64_MAX), TSR_OK, NULL); }
 static void c326(void) { fx_expect_status(tsr_iter_serial_for_each(fx_stale_it(), fx_loop, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c327(void) { fx_expect_status(tsr_iter_cast_outputs(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c328(void) { fx_expect_status(tsr_iter_cast_outputs(fx_stale_it()), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c329(void) { fx_expect_status(tsr_iter_parallel_reduce(NULL, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c330(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, NULL, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "loop"); }
-static void c331(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, NULL, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "combine"); }
-static void c332(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_OK, NULL); }
-static void c333(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 8, 0), TSR_ERR_NULL_POINTER, "acc"); }
-static void c334(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 0, 0), TSR_OK, NULL); }
-static void c335(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 4097, 0), TSR_ERR_INVALID_ARGUMENT, "4097"); }
-static void c336(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, SIZE_MAX, 0), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c337(void) { fx_expect_status(tsr_iter_parallel_reduce(fx_stale_it(), fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c338(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(NULL, fx_sub, NULL, false), TSR_ERR_NULL_POINTER, NULL); }
-static void c339(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, NULL, NULL, false), TSR_ERR_NULL_POINTER, "fn"); }
-static void c340(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, fx_sub, NULL, false), TSR_OK, NULL); }
-static void c341(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(fx_stale_it(), fx_sub, NULL, false), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c342(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(NULL, fx_sub, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c343(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NULL, NULL), TSR_ERR_NULL_POINTER, "fn"); }
-static void c344(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
-static void c345(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(fx_stale_it(), fx_sub, NULL), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c327(void) { fx_expect_status(tsr_iter_for_each_n(NULL, fx_loop_n, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c328(void) { fx_expect_status(tsr_iter_for_each_n(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c329(void) { fx_expect_status(tsr_iter_for_each_n(F.it, fx_loop_n, NULL, 0), TSR_OK, NULL); }
+static void c330(void) { fx_expect_status(tsr_iter_for_each_n(F.it, fx_loop_n, NULL, -5), TSR_OK, NULL); }
+static void c331(void) { fx_expect_status(tsr_iter_for_each_n(fx_stale_it(), fx_loop_n, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c332(void) { fx_expect_status(tsr_iter_serial_for_each_n(NULL, fx_loop_n, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
+static void c333(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
+static void c334(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 0, 6), TSR_OK, NULL); }
+static void c335(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
+static void c336(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 4, 2), TSR_OK, NULL); }
+static void c337(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 0, INT64_MAX), TSR_OK, NULL); }
+static void c338(void) { fx_expect_status(tsr_iter_serial_for_each_n(fx_stale_it(), fx_loop_n, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c339(void) { fx_expect_status(tsr_iter_cast_outputs(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c340(void) { fx_expect_status(tsr_iter_cast_outputs(fx_stale_it()), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c341(void) { fx_expect_status(tsr_iter_parallel_reduce(NULL, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c342(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, NULL, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c343(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, NULL, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "combine"); }
+static void c344(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_OK, NULL); }
+static void c345(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 8, 0), TSR_ERR_NULL_POINTER, "acc"); }
+static void c346(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 0, 0), TSR_OK, NULL); }
+static void c347(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 4097, 0), TSR_ERR_INVALID_ARGUMENT, "4097"); }
+static void c348(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, SIZE_MAX, 0), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c349(void) { fx_expect_status(tsr_iter_parallel_reduce(fx_stale_it(), fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c350(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(NULL, fx_sub, NULL, false), TSR_ERR_NULL_POINTER, NULL); }
+static void c351(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, NULL, NULL, false), TSR_ERR_NULL_POINTER, "fn"); }
+static void c352(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, fx_sub, NULL, false), TSR_OK, NULL); }
+static void c353(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(fx_stale_it(), fx_sub, NULL, false), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c354(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(NULL, fx_sub, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c355(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NULL, NULL), TSR_ERR_NULL_POINTER, "fn"); }
+static void c356(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
+static void c357(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(fx_stale_it(), fx_sub, NULL), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
 
 /* Library */
-static void c346(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c347(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
-static void c348(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
-static void c349(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c358(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c359(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
+static void c360(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
+static void c361(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Host objects */
-static void c350(void) { fx_expect_status(tsr_object_new(8, NULL, &S.object), TSR_OK, NULL); CHECK_OK(tsr_object_decref(S.object)); }
-static void c351(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c352(void) { fx_expect_status(tsr_object_new(SIZE_MAX, &FX_OBJECT_VTABLE, &S.object), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c353(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE_TINY, &S.object), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c354(void) { void * r = tsr_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c355(void) { void * r = tsr_object_data(F.dead_o); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c356(void) { void * r = tsr_weak_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c357(void) { void * r = tsr_weak_object_data(F.dead_wo); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c358(void) { fx_expect_status(tsr_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c359(void) { fx_expect_status(tsr_object_incref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c360(void) { fx_expect_status(tsr_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c361(void) { fx_expect_status(tsr_object_decref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c362(void) { size_t r = tsr_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c363(void) { size_t r = tsr_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c364(void) { fx_expect_status(tsr_object_downgrade(NULL, &S.weak_object), TSR_ERR_NULL_POINTER, NULL); }
-static void c365(void) { fx_expect_status(tsr_object_downgrade(F.o, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c366(void) { fx_expect_status(tsr_object_downgrade(F.dead_o, &S.weak_object), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c367(void) { fx_expect_status(tsr_weak_object_lock(NULL, &S.object), TSR_ERR_NULL_POINTER, NULL); }
-static void c368(void) { fx_expect_status(tsr_weak_object_lock(F.wo, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c369(void) { fx_expect_status(tsr_weak_object_lock(F.dead_wo, &S.object), TSR_OK, NULL); FX_CHECK(S.object == NULL, "expired: NULL"); }
-static void c370(void) { fx_expect_status(tsr_weak_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c371(void) { fx_expect_status(tsr_weak_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c372(void) { bool r = tsr_weak_object_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c373(void) { bool r = tsr_weak_object_expired(F.dead_wo); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c374(void) { size_t r = tsr_weak_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c375(void) { size_t r = tsr_weak_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c362(void) { fx_expect_status(tsr_object_new(8, NULL, &S.object), TSR_OK, NULL); CHECK_OK(tsr_object_decref(S.object)); }
+static void c363(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c364(void) { fx_expect_status(tsr_object_new(SIZE_MAX, &FX_OBJECT_VTABLE, &S.object), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c365(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE_TINY, &S.object), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c366(void) { void * r = tsr_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c367(void) { void * r = tsr_object_data(F.dead_o); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c368(void) { void * r = tsr_weak_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c369(void) { void * r = tsr_weak_object_data(F.dead_wo); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c370(void) { fx_expect_status(tsr_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c371(void) { fx_expect_status(tsr_object_incref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c372(void) { fx_expect_status(tsr_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c373(void) { fx_expect_status(tsr_object_decref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c374(void) { size_t r = tsr_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c375(void) { size_t r = tsr_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c376(void) { fx_expect_status(tsr_object_downgrade(NULL, &S.weak_object), TSR_ERR_NULL_POINTER, NULL); }
+static void c377(void) { fx_expect_status(tsr_object_downgrade(F.o, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c378(void) { fx_expect_status(tsr_object_downgrade(F.dead_o, &S.weak_object), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c379(void) { fx_expect_status(tsr_weak_object_lock(NULL, &S.object), TSR_ERR_NULL_POINTER, NULL); }
+static void c380(void) { fx_expect_status(tsr_weak_object_lock(F.wo, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c381(void) { fx_expect_status(tsr_weak_object_lock(F.dead_wo, &S.object), TSR_OK, NULL); FX_CHECK(S.object == NULL, "expired: NULL"); }
+static void c382(void) { fx_expect_status(tsr_weak_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c383(void) { fx_expect_status(tsr_weak_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c384(void) { bool r = tsr_weak_object_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c385(void) { bool r = tsr_weak_object_expired(F.dead_wo); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c386(void) { size_t r = tsr_weak_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c387(void) { size_t r = tsr_weak_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Storages */
-static void c376(void) { fx_expect_status(tsr_storage_new(16, FX_CPU, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c377(void) { fx_expect_status(tsr_storage_new(16, fx_device(99, 0), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c378(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_CPU, 1), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "index 1"); }
-static void c379(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_HIP, 0), true, &S.storage), TSR_ERR_DEVICE, "no allocator"); }
-static void c380(void) { fx_expect_status(tsr_storage_new(SIZE_MAX, FX_CPU, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, "18446744073709551615"); }
-static void c381(void) { fx_expect_status(tsr_storage_new_with_allocator(16, NULL, true, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c382(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.a, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c383(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.dead_a, true, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c384(void) { fx_expect_status(tsr_storage_new_with_allocator(SIZE_MAX, F.a, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c385(void) { fx_expect_status(tsr_storage_from_data_ptr(NULL, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c386(void) { fx_expect_status(tsr_storage_from_data_ptr(&F.dp, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c387(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.device = fx_device(99, 0), &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c388(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.data = NULL, &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c389(void) { size_t r = tsr_storage_nbytes(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c390(void) { size_t r = tsr_storage_nbytes(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c391(void) { void * r = tsr_storage_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c392(void) { void * r = tsr_storage_data(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c393(void) { struct TsrDevice r = tsr_storage_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c394(void) { struct TsrDevice r = tsr_storage_device(F.dead_s); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c395(void) { bool r = tsr_storage_resizable(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c396(void) { struct TsrAllocator * r = tsr_storage_allocator(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c397(void) { struct TsrAllocator * r = tsr_storage_allocator(F.fixed); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c398(void) { fx_expect_status(tsr_storage_resize(NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c399(void) { fx_expect_status(tsr_storage_resize(F.fixed, 16), TSR_ERR_NOT_RESIZABLE, NULL); }
-static void c400(void) { fx_expect_status(tsr_storage_resize(F.s, SIZE_MAX), TSR_ERR_OUT_OF_MEMORY, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c401(void) { fx_expect_status(tsr_storage_resize(F.dead_s, 16), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c402(void) { fx_expect_status(tsr_storage_resize(fx_exported_s(), 16), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); }
-static void c403(void) { fx_expect_status(tsr_storage_fill(NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c404(void) { fx_expect_status(tsr_storage_fill(F.dead_s, 0), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c405(void) { fx_expect_status(tsr_storage_copy(NULL, F.s), TSR_ERR_NULL_POINTER, NULL); }
-static void c406(void) { fx_expect_status(tsr_storage_copy(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c407(void) { fx_expect_status(tsr_storage_copy(F.su, F.s), TSR_ERR_SHAPE, "16"); }
-static void c408(void) { fx_expect_status(tsr_storage_copy(F.s, F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c409(void) { fx_expect_status(tsr_storage_clone(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c410(void) { fx_expect_status(tsr_storage_clone(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c411(void) { fx_expect_status(tsr_storage_clone(F.dead_s, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c412(void) { fx_expect_status(tsr_storage_share_external(NULL, &F.dp, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c413(void) { fx_expect_status(tsr_storage_share_external(F.s, NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c414(void) { fx_expect_status(tsr_storage_share_external(F.s, &F.dp, 16), TSR_ERR_INVALID_ARGUMENT, "2 strong references"); }
-static void c415(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.device = fx_device(99, 0), &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c416(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.data = NULL, &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c417(void) { fx_expect_status(tsr_storage_share_external(F.dead_s, &F.dp, 16), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c418(void) { fx_expect_status(tsr_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c419(void) { fx_expect_status(tsr_storage_incref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c420(void) { fx_expect_status(tsr_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c421(void) { fx_expect_status(tsr_storage_decref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c422(void) { size_t r = tsr_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c423(void) { size_t r = tsr_storage_use_count(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c424(void) { size_t r = tsr_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c425(void) { fx_expect_status(tsr_storage_downgrade(NULL, &S.weak_storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c426(void) { fx_expect_status(tsr_storage_downgrade(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c427(void) { fx_expect_status(tsr_storage_downgrade(F.dead_s, &S.weak_storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c428(void) { fx_expect_status(tsr_weak_storage_lock(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c429(void) { fx_expect_status(tsr_weak_storage_lock(F.ws, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c430(void) { fx_expect_status(tsr_weak_storage_lock(F.dead_ws, &S.storage), TSR_OK, NULL); FX_CHECK(S.storage == NULL, "expired: NULL"); }
-static void c431(void) { fx_expect_status(tsr_weak_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c432(void) { fx_expect_status(tsr_weak_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c433(void) { bool r = tsr_weak_storage_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c434(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c435(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c436(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c388(void) { fx_expect_status(tsr_storage_new(16, FX_CPU, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c389(void) { fx_expect_status(tsr_storage_new(16, fx_device(99, 0), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c390(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_CPU, 1), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "index 1"); }
+static void c391(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_HIP, 0), true, &S.storage), TSR_ERR_DEVICE, "no allocator"); }
+static void c392(void) { fx_expect_status(tsr_storage_new(SIZE_MAX, FX_CPU, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, "18446744073709551615"); }
+static void c393(void) { fx_expect_status(tsr_storage_new_with_allocator(16, NULL, true, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c394(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.a, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c395(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.dead_a, true, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c396(void) { fx_expect_status(tsr_storage_new_with_allocator(SIZE_MAX, F.a, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c397(void) { fx_expect_status(tsr_storage_from_data_ptr(NULL, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c398(void) { fx_expect_status(tsr_storage_from_data_ptr(&F.dp, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c399(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.device = fx_device(99, 0), &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c400(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.data = NULL, &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c401(void) { size_t r = tsr_storage_nbytes(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c402(void) { size_t r = tsr_storage_nbytes(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c403(void) { void * r = tsr_storage_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c404(void) { void * r = tsr_storage_data(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c405(void) { struct TsrDevice r = tsr_storage_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c406(void) { struct TsrDevice r = tsr_storage_device(F.dead_s); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c407(void) { bool r = tsr_storage_resizable(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c408(void) { struct TsrAllocator * r = tsr_storage_allocator(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c409(void) { struct TsrAllocator * r = tsr_storage_allocator(F.fixed); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c410(void) { fx_expect_status(tsr_storage_resize(NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c411(void) { fx_expect_status(tsr_storage_resize(F.fixed, 16), TSR_ERR_NOT_RESIZABLE, NULL); }
+static void c412(void) { fx_expect_status(tsr_storage_resize(F.s, SIZE_MAX), TSR_ERR_OUT_OF_MEMORY, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c413(void) { fx_expect_status(tsr_storage_resize(F.dead_s, 16), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c414(void) { fx_expect_status(tsr_storage_resize(fx_exported_s(), 16), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); }
+static void c415(void) { fx_expect_status(tsr_storage_fill(NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c416(void) { fx_expect_status(tsr_storage_fill(F.dead_s, 0), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c417(void) { fx_expect_status(tsr_storage_copy(NULL, F.s), TSR_ERR_NULL_POINTER, NULL); }
+static void c418(void) { fx_expect_status(tsr_storage_copy(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c419(void) { fx_expect_status(tsr_storage_copy(F.su, F.s), TSR_ERR_SHAPE, "16"); }
+static void c420(void) { fx_expect_status(tsr_storage_copy(F.s, F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c421(void) { fx_expect_status(tsr_storage_clone(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c422(void) { fx_expect_status(tsr_storage_clone(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c423(void) { fx_expect_status(tsr_storage_clone(F.dead_s, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c424(void) { fx_expect_status(tsr_storage_share_external(NULL, &F.dp, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c425(void) { fx_expect_status(tsr_storage_share_external(F.s, NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c426(void) { fx_expect_status(tsr_storage_share_external(F.s, &F.dp, 16), TSR_ERR_INVALID_ARGUMENT, "2 strong references"); }
+static void c427(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.device = fx_device(99, 0), &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c428(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.data = NULL, &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c429(void) { fx_expect_status(tsr_storage_share_external(F.dead_s, &F.dp, 16), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c430(void) { fx_expect_status(tsr_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c431(void) { fx_expect_status(tsr_storage_incref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c432(void) { fx_expect_status(tsr_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c433(void) { fx_expect_status(tsr_storage_decref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c434(void) { size_t r = tsr_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c435(void) { size_t r = tsr_storage_use_count(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c436(void) { size_t r = tsr_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c437(void) { fx_expect_status(tsr_storage_downgrade(NULL, &S.weak_storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c438(void) { fx_expect_status(tsr_storage_downgrade(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c439(void) { fx_expect_status(tsr_storage_downgrade(F.dead_s, &S.weak_storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c440(void) { fx_expect_status(tsr_weak_storage_lock(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c441(void) { fx_expect_status(tsr_weak_storage_lock(F.ws, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c442(void) { fx_expect_status(tsr_weak_storage_lock(F.dead_ws, &S.storage), TSR_OK, NULL); FX_CHECK(S.storage == NULL, "expired: NULL"); }
+static void c443(void) { fx_expect_status(tsr_weak_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c444(void) { fx_expect_status(tsr_weak_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c445(void) { bool r = tsr_weak_storage_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c446(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c447(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c448(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Storages beyond process memory: files, read-only memory, a storage's DataPtr */
-static void c437(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c438(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c439(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
-static void c440(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
-static void c441(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
-static void c442(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
-static void c443(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
-static void c444(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c445(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c446(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c447(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c448(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
-static void c449(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c450(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c451(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c452(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
-static void c453(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c454(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c455(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c456(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c457(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c458(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c459(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c460(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c461(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c462(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
-static void c463(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c464(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c465(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
-static void c466(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
-static void c467(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c468(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c469(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c470(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
+static void c449(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c450(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c451(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
+static void c452(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
+static void c453(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
+static void c454(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
+static void c455(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
+static void c456(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c457(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c458(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c459(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c460(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
+static void c461(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c462(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c463(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c464(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
+static void c465(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c466(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c467(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c468(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c469(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c470(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c471(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c472(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c473(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c474(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
+static void c475(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c476(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c477(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
+static void c478(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
+static void c479(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c480(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c481(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c482(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
 
 /* Shared-memory storages (issue 17) */
-static void c471(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c472(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
-static void c473(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c474(void) { fx_expect_status(tsr_storage_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c475(void) { fx_expect_status(tsr_storage_record_stream(F.dead_s, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c476(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c477(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c478(void) { fx_expect_status(tsr_tensor_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c479(void) { fx_expect_status(tsr_tensor_record_stream(F.dead_t, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c480(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c481(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c482(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c483(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c484(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c485(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
-static void c486(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c487(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
-static void c488(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
-static void c489(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
-static void c490(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c491(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c492(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
-static void c493(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
-static void c494(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
-static void c495(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c496(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c497(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
-static void c498(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
-static void c499(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
-static void c500(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
-static void c501(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c502(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c503(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c504(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
-static void c505(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
-static void c506(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
-static void c507(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c483(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c484(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
+static void c485(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c486(void) { fx_expect_status(tsr_storage_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c487(void) { fx_expect_status(tsr_storage_record_stream(F.dead_s, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c488(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c489(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c490(void) { fx_expect_status(tsr_tensor_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c491(void) { fx_expect_status(tsr_tensor_record_stream(F.dead_t, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c492(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c493(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c494(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c495(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c496(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c497(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
+static void c498(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c499(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
+static void c500(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
+static void c501(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
+static void c502(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c503(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c504(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
+static void c505(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
+static void c506(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
+static void c507(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c508(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c509(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
+static void c510(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
+static void c511(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
+static void c512(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
+static void c513(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c514(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c515(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c516(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
+static void c517(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
+static void c518(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
+static void c519(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
 
 /* Tensors */
-static void c508(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
-static void c509(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c510(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c511(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c512(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c513(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c514(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c515(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c516(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c517(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c518(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
-static void c519(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c520(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c521(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c522(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c523(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c524(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c525(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c526(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c527(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c528(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c529(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c530(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c531(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c532(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c533(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c534(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c535(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c536(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c537(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c538(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c539(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c540(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c541(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c542(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c543(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c544(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c545(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c546(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c547(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c548(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c549(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c550(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c551(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c552(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c553(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c554(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c555(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c556(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c557(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c558(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c559(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c560(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
-static void c561(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c562(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c563(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
-static void c564(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c565(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
-static void c566(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c567(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c568(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c569(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c570(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c571(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c572(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c573(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c574(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c575(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c576(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c577(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c578(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c579(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c580(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c581(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c582(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c583(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c584(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c585(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c586(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c587(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c588(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c589(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c590(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c591(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c592(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c593(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c594(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c595(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c596(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c597(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c598(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c599(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c600(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c601(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c602(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c603(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c604(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
-static void c605(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c606(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c607(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c608(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
-static void c609(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c610(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
-static void c611(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
-static void c612(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
-static void c613(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c614(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c615(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c616(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c617(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c618(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c619(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c620(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c621(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c622(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c623(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c624(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c625(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c626(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c627(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c628(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c629(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c630(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c631(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c632(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c633(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c634(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c635(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c636(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c637(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c638(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c639(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c640(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c641(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c642(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c520(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c521(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c522(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c523(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c524(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c525(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c526(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c527(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c528(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c529(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c530(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c531(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c532(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c533(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c534(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c535(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c536(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c537(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c538(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c539(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c540(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c541(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c542(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c543(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c544(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c545(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c546(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c547(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c548(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c549(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c550(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c551(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c552(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c553(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c554(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c555(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c556(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c557(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c558(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c559(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c560(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c561(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c562(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c563(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c564(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c565(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c566(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c567(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c568(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c569(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c570(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c571(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c572(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
+static void c573(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c574(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c575(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
+static void c576(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c577(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
+static void c578(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c579(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c580(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c581(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c582(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c583(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c584(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c585(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c586(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c587(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c588(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c589(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c590(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c591(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c592(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c593(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c594(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c595(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c596(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c597(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c598(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c599(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c600(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c601(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c602(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c603(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c604(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c605(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c606(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c607(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c608(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c609(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c610(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c611(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c612(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c613(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c614(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c615(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c616(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
+static void c617(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c618(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c619(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c620(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
+static void c621(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c622(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
+static void c623(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
+static void c624(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
+static void c625(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c626(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c627(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c628(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c629(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c630(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c631(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c632(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c633(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c634(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c635(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c636(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c637(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c638(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c639(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c640(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c641(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c642(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c643(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c644(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c645(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c646(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c647(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c648(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c649(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c650(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c651(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c652(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c653(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c654(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c643(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c644(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c645(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c646(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c647(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c648(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c649(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c650(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c651(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c652(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c653(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c654(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c655(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c656(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c657(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c658(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c659(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c660(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c661(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c662(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c663(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c664(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c665(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c666(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c667(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c668(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c669(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c670(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c671(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c672(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c673(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c674(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c675(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c676(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c677(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c678(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c679(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c680(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c681(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c682(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c683(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c684(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c685(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c686(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c687(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c688(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c689(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c690(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c691(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c692(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c693(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c694(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c695(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c696(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c697(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c698(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c699(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c700(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c701(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c702(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c703(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c704(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c705(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c706(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c707(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c708(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c709(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c710(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c711(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c712(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c713(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c714(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c715(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c716(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c717(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c718(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c719(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c720(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c721(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c655(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c656(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c657(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c658(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c659(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c660(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c661(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c662(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c663(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c664(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c665(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c666(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c667(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c668(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c669(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c670(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c671(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c672(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c673(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c674(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c675(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c676(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c677(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c678(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c679(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c680(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c681(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c682(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c683(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c684(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c685(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c686(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c687(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c688(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c689(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c690(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c691(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c692(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c693(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c694(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c695(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c696(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c697(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c698(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c699(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c700(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c701(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c702(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c703(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c704(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c705(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c706(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c707(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c708(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c709(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c710(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c711(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c712(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c713(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c714(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c715(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c716(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c717(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c718(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c719(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c720(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c721(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c722(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c723(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c724(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c725(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c726(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c727(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c728(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c729(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c730(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c731(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c732(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c733(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
 
 /* Kernels */
-static void c722(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c723(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c724(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c725(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c726(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c727(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c728(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c729(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c730(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c731(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c732(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c733(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c734(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c735(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c736(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c737(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c738(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c739(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c740(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c741(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c742(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c743(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c744(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c745(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c746(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c747(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c748(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c749(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c750(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c751(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c752(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c753(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c754(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c755(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c756(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c757(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c758(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c759(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c760(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c761(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c762(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c763(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c764(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c765(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c766(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c767(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c768(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c769(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c770(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c771(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c772(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c773(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c774(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c775(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c776(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c777(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c778(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c779(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c780(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c781(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c782(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c783(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c784(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c785(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
-static void c786(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c787(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
-static void c788(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c734(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c735(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c736(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c737(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c738(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c739(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c740(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c741(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c742(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c743(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c744(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c745(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c746(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c747(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c748(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c749(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c750(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c751(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c752(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c753(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c754(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c755(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c756(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c757(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c758(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c759(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c760(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c761(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c762(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c763(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c764(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c765(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c766(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c767(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c768(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c769(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c770(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c771(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c772(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c773(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c774(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c775(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c776(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c777(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c778(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c779(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c780(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c781(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c782(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c783(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c784(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c785(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c786(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c787(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c788(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c789(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c790(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c791(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c792(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c793(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c794(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c795(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c796(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c797(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
+static void c798(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c799(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
+static void c800(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c789(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c790(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c791(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c792(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c793(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c794(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c795(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c796(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c797(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c798(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c799(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c800(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c801(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c802(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c803(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c804(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c805(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c806(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c807(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c808(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c809(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c810(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c811(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c812(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Tensor dictionaries, saving and loading */
-static void c801(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c802(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c803(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c804(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
-static void c805(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c806(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
-static void c807(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c808(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c809(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c810(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
-static void c811(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c812(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c813(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c814(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c815(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c816(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c817(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c818(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c819(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c820(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c821(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
-static void c822(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
-static void c823(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
-static void c824(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
-static void c825(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c826(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
-static void c827(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c828(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c829(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c830(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c831(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c832(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c833(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c834(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c835(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
-static void c836(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c837(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c838(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c839(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c840(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c841(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c842(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c843(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c844(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c845(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c846(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c847(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c848(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c849(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c850(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c851(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c852(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c853(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c854(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c855(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c856(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c857(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c858(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c859(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c860(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c861(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
-static void c862(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c863(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c864(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c865(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c866(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c867(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c868(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c869(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c870(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c871(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c872(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c873(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c874(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c875(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c876(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c877(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c878(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c879(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c880(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c881(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c882(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c883(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c884(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c885(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c813(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c814(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c815(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c816(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c817(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c818(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c819(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c820(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c821(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c822(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c823(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c824(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c825(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c826(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c827(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c828(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c829(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c830(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c831(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c832(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c833(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c834(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c835(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c836(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c837(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c838(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c839(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c840(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c841(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c842(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c843(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c844(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c845(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c846(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c847(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
+static void c848(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c849(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c850(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c851(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c852(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c853(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c854(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c855(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c856(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c857(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c858(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c859(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c860(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c861(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c862(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c863(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c864(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c865(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c866(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c867(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c868(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c869(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c870(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c871(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c872(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c873(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x4"); }
+static void c874(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c875(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c876(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c877(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c878(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c879(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c880(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c881(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c882(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c883(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c884(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c885(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c886(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 4, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c887(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c888(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c889(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c890(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c891(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c892(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c893(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c894(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c895(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c896(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c897(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c886(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c887(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c888(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c889(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c890(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c891(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c892(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c893(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c894(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c895(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c896(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c897(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c898(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c899(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c898(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c899(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c900(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c901(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c902(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c903(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c904(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c905(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c906(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c907(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c908(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c909(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c910(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c911(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1382,579 +1394,591 @@ static const Case CASES[] = {
     {"tsr_iter_serial_for_each", "begin = 4, end = 2", c324},
     {"tsr_iter_serial_for_each", "end = INT64_MAX", c325},
     {"tsr_iter_serial_for_each", "it = fx_stale_it()", c326},
-    {"tsr_iter_cast_outputs", "it = NULL", c327},
-    {"tsr_iter_cast_outputs", "it = fx_stale_it()", c328},
-    {"tsr_iter_parallel_reduce", "it = NULL", c329},
-    {"tsr_iter_parallel_reduce", "loop_ = NULL", c330},
-    {"tsr_iter_parallel_reduce", "combine = NULL", c331},
-    {"tsr_iter_parallel_reduce", "user = NULL", c332},
-    {"tsr_iter_parallel_reduce", "acc = NULL", c333},
-    {"tsr_iter_parallel_reduce", "acc = NULL, acc_size = 0", c334},
-    {"tsr_iter_parallel_reduce", "acc_size = 4097", c335},
-    {"tsr_iter_parallel_reduce", "acc_size = SIZE_MAX", c336},
-    {"tsr_iter_parallel_reduce", "it = fx_stale_it()", c337},
-    {"tsr_iter_foreach_reduced_elt", "it = NULL", c338},
-    {"tsr_iter_foreach_reduced_elt", "fn_ = NULL", c339},
-    {"tsr_iter_foreach_reduced_elt", "user = NULL", c340},
-    {"tsr_iter_foreach_reduced_elt", "it = fx_stale_it()", c341},
-    {"tsr_iter_for_each_32bit_piece", "it = NULL", c342},
-    {"tsr_iter_for_each_32bit_piece", "fn_ = NULL", c343},
-    {"tsr_iter_for_each_32bit_piece", "user = NULL", c344},
-    {"tsr_iter_for_each_32bit_piece", "it = fx_stale_it()", c345},
-    {"tsr_version", "call", c346},
-    {"tsr_set_num_threads", "n = 0", c347},
-    {"tsr_set_num_threads", "n = INT32_MIN", c348},
-    {"tsr_get_num_threads", "call", c349},
-    {"tsr_object_new", "vtable = NULL", c350},
-    {"tsr_object_new", "out = NULL", c351},
-    {"tsr_object_new", "size = SIZE_MAX", c352},
-    {"tsr_object_new", "vtable = &FX_OBJECT_VTABLE_TINY", c353},
-    {"tsr_object_data", "obj = NULL", c354},
-    {"tsr_object_data", "obj = F.dead_o", c355},
-    {"tsr_weak_object_data", "weak = NULL", c356},
-    {"tsr_weak_object_data", "weak = F.dead_wo", c357},
-    {"tsr_object_incref", "obj = NULL", c358},
-    {"tsr_object_incref", "obj = F.dead_o", c359},
-    {"tsr_object_decref", "obj = NULL", c360},
-    {"tsr_object_decref", "obj = F.dead_o", c361},
-    {"tsr_object_use_count", "obj = NULL", c362},
-    {"tsr_object_weak_use_count", "obj = NULL", c363},
-    {"tsr_object_downgrade", "obj = NULL", c364},
-    {"tsr_object_downgrade", "out = NULL", c365},
-    {"tsr_object_downgrade", "obj = F.dead_o", c366},
-    {"tsr_weak_object_lock", "weak = NULL", c367},
-    {"tsr_weak_object_lock", "out = NULL", c368},
-    {"tsr_weak_object_lock", "weak = F.dead_wo", c369},
-    {"tsr_weak_object_incref", "weak = NULL", c370},
-    {"tsr_weak_object_decref", "weak = NULL", c371},
-    {"tsr_weak_object_expired", "weak = NULL", c372},
-    {"tsr_weak_object_expired", "weak = F.dead_wo", c373},
-    {"tsr_weak_object_use_count", "weak = NULL", c374},
-    {"tsr_weak_object_weak_use_count", "weak = NULL", c375},
-    {"tsr_storage_new", "out = NULL", c376},
-    {"tsr_storage_new", "device = fx_device(99, 0)", c377},
-    {"tsr_storage_new", "device = fx_device(TSR_CPU, 1)", c378},
-    {"tsr_storage_new", "device = fx_device(TSR_HIP, 0)", c379},
-    {"tsr_storage_new", "nbytes = SIZE_MAX", c380},
-    {"tsr_storage_new_with_allocator", "allocator = NULL", c381},
-    {"tsr_storage_new_with_allocator", "out = NULL", c382},
-    {"tsr_storage_new_with_allocator", "allocator = F.dead_a", c383},
-    {"tsr_storage_new_with_allocator", "nbytes = SIZE_MAX", c384},
-    {"tsr_storage_from_data_ptr", "data_ptr = NULL", c385},
-    {"tsr_storage_from_data_ptr", "out = NULL", c386},
-    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c387},
-    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.data = NULL, &F.dp)", c388},
-    {"tsr_storage_nbytes", "s = NULL", c389},
-    {"tsr_storage_nbytes", "s = F.dead_s", c390},
-    {"tsr_storage_data", "s = NULL", c391},
-    {"tsr_storage_data", "s = F.dead_s", c392},
-    {"tsr_storage_device", "s = NULL", c393},
-    {"tsr_storage_device", "s = F.dead_s", c394},
-    {"tsr_storage_resizable", "s = NULL", c395},
-    {"tsr_storage_allocator", "s = NULL", c396},
-    {"tsr_storage_allocator", "s = F.fixed", c397},
-    {"tsr_storage_resize", "s = NULL", c398},
-    {"tsr_storage_resize", "s = F.fixed", c399},
-    {"tsr_storage_resize", "nbytes = SIZE_MAX", c400},
-    {"tsr_storage_resize", "s = F.dead_s", c401},
-    {"tsr_storage_resize", "s = fx_exported_s()", c402},
-    {"tsr_storage_fill", "s = NULL", c403},
-    {"tsr_storage_fill", "s = F.dead_s", c404},
-    {"tsr_storage_copy", "dst = NULL", c405},
-    {"tsr_storage_copy", "src = NULL", c406},
-    {"tsr_storage_copy", "dst = F.su", c407},
-    {"tsr_storage_copy", "src = F.dead_s", c408},
-    {"tsr_storage_clone", "s = NULL", c409},
-    {"tsr_storage_clone", "out = NULL", c410},
-    {"tsr_storage_clone", "s = F.dead_s", c411},
-    {"tsr_storage_share_external", "s = NULL", c412},
-    {"tsr_storage_share_external", "data_ptr = NULL", c413},
-    {"tsr_storage_share_external", "s = F.s", c414},
-    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c415},
-    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.data = NULL, &F.dp)", c416},
-    {"tsr_storage_share_external", "s = F.dead_s", c417},
-    {"tsr_storage_incref", "s = NULL", c418},
-    {"tsr_storage_incref", "s = F.dead_s", c419},
-    {"tsr_storage_decref", "s = NULL", c420},
-    {"tsr_storage_decref", "s = F.dead_s", c421},
-    {"tsr_storage_use_count", "s = NULL", c422},
-    {"tsr_storage_use_count", "s = F.dead_s", c423},
-    {"tsr_storage_weak_use_count", "s = NULL", c424},
-    {"tsr_storage_downgrade", "s = NULL", c425},
-    {"tsr_storage_downgrade", "out = NULL", c426},
-    {"tsr_storage_downgrade", "s = F.dead_s", c427},
-    {"tsr_weak_storage_lock", "w = NULL", c428},
-    {"tsr_weak_storage_lock", "out = NULL", c429},
-    {"tsr_weak_storage_lock", "w = F.dead_ws", c430},
-    {"tsr_weak_storage_incref", "w = NULL", c431},
-    {"tsr_weak_storage_decref", "w = NULL", c432},
-    {"tsr_weak_storage_expired", "w = NULL", c433},
-    {"tsr_weak_storage_expired", "w = F.dead_ws", c434},
-    {"tsr_weak_storage_use_count", "w = NULL", c435},
-    {"tsr_weak_storage_weak_use_count", "w = NULL", c436},
-    {"tsr_storage_from_file", "path = NULL", c437},
-    {"tsr_storage_from_file", "out = NULL", c438},
-    {"tsr_storage_from_file", "call", c439},
-    {"tsr_storage_from_file", "path = \"/\"", c440},
-    {"tsr_storage_from_file", "path = \"/dev/null\"", c441},
-    {"tsr_storage_from_file", "mode = 7", c442},
-    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c443},
-    {"tsr_storage_filename", "s = NULL", c444},
-    {"tsr_storage_filename", "call", c445},
-    {"tsr_storage_filename", "s = F.dead_s", c446},
-    {"tsr_storage_flush", "s = NULL", c447},
-    {"tsr_storage_flush", "call", c448},
-    {"tsr_storage_flush", "s = F.dead_s", c449},
-    {"tsr_storage_make_read_only", "s = NULL", c450},
-    {"tsr_storage_make_read_only", "s = F.dead_s", c451},
-    {"tsr_storage_make_read_only", "call", c452},
-    {"tsr_storage_is_read_only", "s = NULL", c453},
-    {"tsr_storage_is_read_only", "call", c454},
-    {"tsr_storage_is_read_only", "s = F.dead_s", c455},
-    {"tsr_tensor_is_read_only", "t = NULL", c456},
-    {"tsr_tensor_is_read_only", "call", c457},
-    {"tsr_tensor_is_read_only", "t = F.dead_t", c458},
-    {"tsr_storage_data_ptr", "s = NULL", c459},
-    {"tsr_storage_data_ptr", "out = NULL", c460},
-    {"tsr_storage_data_ptr", "s = F.dead_s", c461},
-    {"tsr_storage_data_ptr", "call", c462},
-    {"tsr_storage_set_data_ptr", "s = NULL", c463},
-    {"tsr_storage_set_data_ptr", "consumed = NULL", c464},
-    {"tsr_storage_set_data_ptr", "old_out = NULL", c465},
-    {"tsr_storage_set_data_ptr", "call", c466},
-    {"tsr_storage_set_data_ptr", "s = F.dead_s", c467},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c468},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c469},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c470},
-    {"tsr_storage_share_memory", "s = NULL", c471},
-    {"tsr_storage_share_memory", "call", c472},
-    {"tsr_storage_share_memory", "s = F.dead_s", c473},
-    {"tsr_storage_record_stream", "s = NULL", c474},
-    {"tsr_storage_record_stream", "s = F.dead_s", c475},
-    {"tsr_storage_record_stream", "call", c476},
-    {"tsr_storage_record_stream", "stream = NULL", c477},
-    {"tsr_tensor_record_stream", "t = NULL", c478},
-    {"tsr_tensor_record_stream", "t = F.dead_t", c479},
-    {"tsr_tensor_record_stream", "call", c480},
-    {"tsr_tensor_record_stream", "stream = NULL", c481},
-    {"tsr_storage_is_shared", "s = NULL", c482},
-    {"tsr_storage_is_shared", "call", c483},
-    {"tsr_storage_is_shared", "s = F.dead_s", c484},
-    {"tsr_storage_share_fd", "s = NULL", c485},
-    {"tsr_storage_share_fd", "fd_out = NULL", c486},
-    {"tsr_storage_share_fd", "call", c487},
-    {"tsr_storage_share_fd", "s = fx_shared_su()", c488},
-    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c489},
-    {"tsr_storage_share_fd", "s = F.dead_s", c490},
-    {"tsr_storage_from_fd", "out = NULL", c491},
-    {"tsr_storage_from_fd", "fd = -1", c492},
-    {"tsr_storage_from_fd", "fd = 4000", c493},
-    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c494},
-    {"tsr_storage_share_name", "s = NULL", c495},
-    {"tsr_storage_share_name", "buf = NULL", c496},
-    {"tsr_storage_share_name", "buflen = 64", c497},
-    {"tsr_storage_share_name", "call", c498},
-    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c499},
-    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c500},
-    {"tsr_storage_share_name", "s = F.dead_s", c501},
-    {"tsr_storage_open_shared", "name = NULL", c502},
-    {"tsr_storage_open_shared", "out = NULL", c503},
-    {"tsr_storage_open_shared", "call", c504},
-    {"tsr_storage_open_shared", "name = fx_long_name()", c505},
-    {"tsr_storage_open_shared", "name = \"/a/b\"", c506},
-    {"tsr_storage_open_shared", "name = \"\"", c507},
-    {"tsr_tensor_empty", "sizes = NULL", c508},
-    {"tsr_tensor_empty", "out = NULL", c509},
-    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c510},
-    {"tsr_tensor_empty", "ndim = -1", c511},
-    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c512},
-    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c513},
-    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c514},
-    {"tsr_tensor_empty", "dtype = 99", c515},
-    {"tsr_tensor_empty", "dtype = -1", c516},
-    {"tsr_tensor_empty", "device = fx_device(99, 0)", c517},
-    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c518},
-    {"tsr_tensor_empty", "dtype = 47", c519},
-    {"tsr_tensor_empty", "dtype = 127", c520},
-    {"tsr_tensor_empty_format", "sizes = NULL", c521},
-    {"tsr_tensor_empty_format", "out = NULL", c522},
-    {"tsr_tensor_empty_format", "ndim = -1", c523},
-    {"tsr_tensor_empty_format", "dtype = 99", c524},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c525},
-    {"tsr_tensor_empty_format", "format = 42", c526},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c527},
-    {"tsr_tensor_empty_format", "dtype = 47", c528},
-    {"tsr_tensor_empty_format", "dtype = 127", c529},
-    {"tsr_tensor_empty_format", "dtype = -1", c530},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c531},
-    {"tsr_tensor_empty_strided", "strides = NULL", c532},
-    {"tsr_tensor_empty_strided", "out = NULL", c533},
-    {"tsr_tensor_empty_strided", "ndim = -1", c534},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c535},
-    {"tsr_tensor_empty_strided", "dtype = 99", c536},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c537},
-    {"tsr_tensor_empty_strided", "dtype = 47", c538},
-    {"tsr_tensor_empty_strided", "dtype = 127", c539},
-    {"tsr_tensor_empty_strided", "dtype = -1", c540},
-    {"tsr_tensor_empty_like", "t = NULL", c541},
-    {"tsr_tensor_empty_like", "out = NULL", c542},
-    {"tsr_tensor_empty_like", "format = 42", c543},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c544},
-    {"tsr_tensor_from_storage", "storage = NULL", c545},
-    {"tsr_tensor_from_storage", "sizes = NULL", c546},
-    {"tsr_tensor_from_storage", "strides = NULL", c547},
-    {"tsr_tensor_from_storage", "out = NULL", c548},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c549},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c550},
-    {"tsr_tensor_from_storage", "ndim = -1", c551},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c552},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c553},
-    {"tsr_tensor_from_storage", "dtype = 99", c554},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c555},
-    {"tsr_tensor_from_storage", "dtype = 47", c556},
-    {"tsr_tensor_from_storage", "dtype = 127", c557},
-    {"tsr_tensor_from_storage", "dtype = -1", c558},
-    {"tsr_tensor_from_storage_desc", "storage = NULL", c559},
-    {"tsr_tensor_from_storage_desc", "desc = NULL", c560},
-    {"tsr_tensor_from_storage_desc", "out = NULL", c561},
-    {"tsr_tensor_from_storage_desc", "call", c562},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c563},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c564},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c565},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c566},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c567},
-    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c568},
-    {"tsr_tensor_ndim", "t = NULL", c569},
-    {"tsr_tensor_ndim", "t = F.dead_t", c570},
-    {"tsr_tensor_sizes", "t = NULL", c571},
-    {"tsr_tensor_strides", "t = NULL", c572},
-    {"tsr_tensor_size", "t = NULL", c573},
-    {"tsr_tensor_size", "dim = 2", c574},
-    {"tsr_tensor_size", "dim = -3", c575},
-    {"tsr_tensor_size", "dim = INT64_MIN", c576},
-    {"tsr_tensor_stride", "t = NULL", c577},
-    {"tsr_tensor_stride", "dim = 2", c578},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c579},
-    {"tsr_tensor_storage_offset", "t = NULL", c580},
-    {"tsr_tensor_numel", "t = NULL", c581},
-    {"tsr_tensor_dtype", "t = NULL", c582},
-    {"tsr_tensor_itemsize", "t = NULL", c583},
-    {"tsr_tensor_device", "t = NULL", c584},
-    {"tsr_tensor_data", "t = NULL", c585},
-    {"tsr_tensor_storage", "t = NULL", c586},
-    {"tsr_tensor_storage", "t = F.dead_t", c587},
-    {"tsr_tensor_is_contiguous", "t = NULL", c588},
-    {"tsr_tensor_is_contiguous", "format = 42", c589},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c590},
-    {"tsr_tensor_version", "t = NULL", c591},
-    {"tsr_tensor_set", "t = NULL", c592},
-    {"tsr_tensor_set", "storage = NULL", c593},
-    {"tsr_tensor_set", "sizes = NULL", c594},
-    {"tsr_tensor_set", "strides = NULL", c595},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c596},
-    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c597},
-    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c598},
-    {"tsr_tensor_set", "storage_offset = -1", c599},
-    {"tsr_tensor_set", "ndim = -1", c600},
-    {"tsr_tensor_set", "storage = F.dead_s", c601},
-    {"tsr_tensor_resize", "t = NULL", c602},
-    {"tsr_tensor_resize", "sizes = NULL", c603},
-    {"tsr_tensor_resize", "call", c604},
-    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c605},
-    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c606},
-    {"tsr_tensor_resize", "ndim = -1", c607},
-    {"tsr_tensor_resize", "ndim = 65", c608},
-    {"tsr_tensor_resize", "format = 42", c609},
-    {"tsr_tensor_resize", "format = TSR_PRESERVE", c610},
-    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c611},
-    {"tsr_tensor_resize", "t = fx_fixed_t()", c612},
-    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c613},
-    {"tsr_tensor_resize", "t = F.dead_t", c614},
-    {"tsr_tensor_fill", "t = NULL", c615},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c616},
-    {"tsr_tensor_fill", "t = F.dead_t", c617},
-    {"tsr_tensor_fill", "t = fx_shrunk_t()", c618},
-    {"tsr_tensor_copy", "dst = NULL", c619},
-    {"tsr_tensor_copy", "src = NULL", c620},
-    {"tsr_tensor_copy", "src = F.t4", c621},
-    {"tsr_tensor_copy", "dst = F.dead_t", c622},
-    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c623},
-    {"tsr_tensor_incref", "t = NULL", c624},
-    {"tsr_tensor_incref", "t = F.dead_t", c625},
-    {"tsr_tensor_decref", "t = NULL", c626},
-    {"tsr_tensor_decref", "t = F.dead_t", c627},
-    {"tsr_tensor_use_count", "t = NULL", c628},
-    {"tsr_tensor_use_count", "t = F.dead_t", c629},
-    {"tsr_tensor_weak_use_count", "t = NULL", c630},
-    {"tsr_tensor_downgrade", "t = NULL", c631},
-    {"tsr_tensor_downgrade", "out = NULL", c632},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c633},
-    {"tsr_weak_tensor_lock", "w = NULL", c634},
-    {"tsr_weak_tensor_lock", "out = NULL", c635},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c636},
-    {"tsr_weak_tensor_incref", "w = NULL", c637},
-    {"tsr_weak_tensor_decref", "w = NULL", c638},
-    {"tsr_weak_tensor_expired", "w = NULL", c639},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c640},
-    {"tsr_weak_tensor_use_count", "w = NULL", c641},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c642},
-    {"tsr_tensor_as_strided", "t = NULL", c643},
-    {"tsr_tensor_as_strided", "sizes = NULL", c644},
-    {"tsr_tensor_as_strided", "strides = NULL", c645},
-    {"tsr_tensor_as_strided", "out = NULL", c646},
-    {"tsr_tensor_as_strided", "ndim = -1", c647},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c648},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c649},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c650},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c651},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c652},
-    {"tsr_tensor_view", "t = NULL", c653},
-    {"tsr_tensor_view", "sizes = NULL", c654},
-    {"tsr_tensor_view", "out = NULL", c655},
-    {"tsr_tensor_view", "ndim = -1", c656},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c657},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c658},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c659},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c660},
-    {"tsr_tensor_reshape", "t = NULL", c661},
-    {"tsr_tensor_reshape", "sizes = NULL", c662},
-    {"tsr_tensor_reshape", "out = NULL", c663},
-    {"tsr_tensor_reshape", "ndim = -1", c664},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c665},
-    {"tsr_tensor_permute", "t = NULL", c666},
-    {"tsr_tensor_permute", "dims = NULL", c667},
-    {"tsr_tensor_permute", "out = NULL", c668},
-    {"tsr_tensor_permute", "ndim = 1", c669},
-    {"tsr_tensor_permute", "ndim = -1", c670},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c671},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c672},
-    {"tsr_tensor_transpose", "t = NULL", c673},
-    {"tsr_tensor_transpose", "out = NULL", c674},
-    {"tsr_tensor_transpose", "dim0 = 2", c675},
-    {"tsr_tensor_transpose", "dim1 = -3", c676},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c677},
-    {"tsr_tensor_expand", "t = NULL", c678},
-    {"tsr_tensor_expand", "sizes = NULL", c679},
-    {"tsr_tensor_expand", "out = NULL", c680},
-    {"tsr_tensor_expand", "ndim = -1", c681},
-    {"tsr_tensor_expand", "ndim = 1", c682},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c683},
-    {"tsr_tensor_narrow", "t = NULL", c684},
-    {"tsr_tensor_narrow", "out = NULL", c685},
-    {"tsr_tensor_narrow", "dim = 2", c686},
-    {"tsr_tensor_narrow", "start = 3", c687},
-    {"tsr_tensor_narrow", "length = -1", c688},
-    {"tsr_tensor_narrow", "length = 4", c689},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c690},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c691},
-    {"tsr_tensor_select", "t = NULL", c692},
-    {"tsr_tensor_select", "out = NULL", c693},
-    {"tsr_tensor_select", "dim = 2", c694},
-    {"tsr_tensor_select", "index = 2", c695},
-    {"tsr_tensor_select", "index = -3", c696},
-    {"tsr_tensor_select", "index = INT64_MIN", c697},
-    {"tsr_tensor_squeeze", "t = NULL", c698},
-    {"tsr_tensor_squeeze", "out = NULL", c699},
-    {"tsr_tensor_squeeze", "dim = 2", c700},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c701},
-    {"tsr_tensor_squeeze_all", "t = NULL", c702},
-    {"tsr_tensor_squeeze_all", "out = NULL", c703},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c704},
-    {"tsr_tensor_unsqueeze", "t = NULL", c705},
-    {"tsr_tensor_unsqueeze", "out = NULL", c706},
-    {"tsr_tensor_unsqueeze", "dim = 3", c707},
-    {"tsr_tensor_unsqueeze", "dim = -4", c708},
-    {"tsr_tensor_flatten", "t = NULL", c709},
-    {"tsr_tensor_flatten", "out = NULL", c710},
-    {"tsr_tensor_flatten", "start_dim = 2", c711},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c712},
-    {"tsr_tensor_flatten", "end_dim = -3", c713},
-    {"tsr_tensor_contiguous", "t = NULL", c714},
-    {"tsr_tensor_contiguous", "out = NULL", c715},
-    {"tsr_tensor_contiguous", "format = 42", c716},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c717},
-    {"tsr_tensor_clone", "t = NULL", c718},
-    {"tsr_tensor_clone", "out = NULL", c719},
-    {"tsr_tensor_clone", "t = F.dead_t", c720},
-    {"tsr_tensor_clone", "t = fx_shrunk_t()", c721},
-    {"tsr_add", "out_or_null = NULL", c722},
-    {"tsr_add", "a = NULL", c723},
-    {"tsr_add", "b = NULL", c724},
-    {"tsr_add", "result = NULL", c725},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c726},
-    {"tsr_add", "b = F.t4", c727},
-    {"tsr_add", "alpha = fx_scalar(99)", c728},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c729},
-    {"tsr_add", "a = F.dead_t", c730},
-    {"tsr_add", "a = fx_shrunk_t()", c731},
-    {"tsr_sub", "out_or_null = NULL", c732},
-    {"tsr_sub", "a = NULL", c733},
-    {"tsr_sub", "b = NULL", c734},
-    {"tsr_sub", "result = NULL", c735},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c736},
-    {"tsr_sub", "b = F.t4", c737},
-    {"tsr_sub", "alpha = fx_scalar(99)", c738},
-    {"tsr_mul", "out_or_null = NULL", c739},
-    {"tsr_mul", "a = NULL", c740},
-    {"tsr_mul", "b = NULL", c741},
-    {"tsr_mul", "result = NULL", c742},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c743},
-    {"tsr_mul", "b = F.t4", c744},
-    {"tsr_mul", "b = F.dead_t", c745},
-    {"tsr_div", "out_or_null = NULL", c746},
-    {"tsr_div", "a = NULL", c747},
-    {"tsr_div", "b = NULL", c748},
-    {"tsr_div", "result = NULL", c749},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c750},
-    {"tsr_div", "b = F.t4", c751},
-    {"tsr_div_rounding", "out_or_null = NULL", c752},
-    {"tsr_div_rounding", "a = NULL", c753},
-    {"tsr_div_rounding", "b = NULL", c754},
-    {"tsr_div_rounding", "result = NULL", c755},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c756},
-    {"tsr_div_rounding", "mode = 42", c757},
-    {"tsr_div_rounding", "mode = -1", c758},
-    {"tsr_div_rounding", "b = F.t4", c759},
-    {"tsr_neg", "out_or_null = NULL", c760},
-    {"tsr_neg", "a = NULL", c761},
-    {"tsr_neg", "result = NULL", c762},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c763},
-    {"tsr_neg", "out_or_null = F.t4", c764},
-    {"tsr_neg", "a = F.dead_t", c765},
-    {"tsr_sum", "a = NULL", c766},
-    {"tsr_sum", "dims = NULL", c767},
-    {"tsr_sum", "out = NULL", c768},
-    {"tsr_sum", "ndims = 0, dims = NULL", c769},
-    {"tsr_sum", "ndims = -1", c770},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c771},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c772},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c773},
-    {"tsr_sum", "a = F.dead_t", c774},
-    {"tsr_sum", "a = fx_shrunk_t()", c775},
-    {"tsr_amax", "a = NULL", c776},
-    {"tsr_amax", "dims = NULL", c777},
-    {"tsr_amax", "out = NULL", c778},
-    {"tsr_amax", "ndims = 0, dims = NULL", c779},
-    {"tsr_amax", "ndims = -1", c780},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c781},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c782},
-    {"tsr_scalar_tensor", "out = NULL", c783},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c784},
-    {"tsr_tensor_item", "t = NULL", c785},
-    {"tsr_tensor_item", "out = NULL", c786},
-    {"tsr_tensor_item", "t = F.t", c787},
-    {"tsr_tensor_item", "t = F.dead_t", c788},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c789},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c790},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c791},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c792},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c793},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c794},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c795},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c796},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c797},
-    {"tsr_iter_config_output_allocator", "config = NULL", c798},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c799},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c800},
-    {"tsr_dict_new", "out = NULL", c801},
-    {"tsr_dict_new", "call", c802},
-    {"tsr_dict_free", "dict = NULL", c803},
-    {"tsr_dict_free", "call", c804},
-    {"tsr_dict_set", "dict = NULL", c805},
-    {"tsr_dict_set", "name = NULL", c806},
-    {"tsr_dict_set", "t = NULL", c807},
-    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c808},
-    {"tsr_dict_set", "t = F.dead_t", c809},
-    {"tsr_dict_set", "call", c810},
-    {"tsr_dict_size", "dict = NULL", c811},
-    {"tsr_dict_size", "call", c812},
-    {"tsr_dict_name", "dict = NULL", c813},
-    {"tsr_dict_name", "i = 1", c814},
-    {"tsr_dict_name", "i = SIZE_MAX", c815},
-    {"tsr_dict_name", "call", c816},
-    {"tsr_dict_get", "dict = NULL", c817},
-    {"tsr_dict_get", "name = NULL", c818},
-    {"tsr_dict_get", "name = \"absent\"", c819},
-    {"tsr_dict_get", "name = \"\\xff\"", c820},
-    {"tsr_dict_get", "call", c821},
-    {"tsr_dict_set_metadata", "dict = NULL", c822},
-    {"tsr_dict_set_metadata", "key = NULL", c823},
-    {"tsr_dict_set_metadata", "value = NULL", c824},
-    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c825},
-    {"tsr_dict_set_metadata", "call", c826},
-    {"tsr_dict_metadata", "dict = NULL", c827},
-    {"tsr_dict_metadata", "key = NULL", c828},
-    {"tsr_dict_metadata", "key = \"absent\"", c829},
-    {"tsr_dict_metadata", "call", c830},
-    {"tsr_save", "dict = NULL", c831},
-    {"tsr_save", "path = NULL", c832},
-    {"tsr_save", "path = \"\"", c833},
-    {"tsr_save", "path = \"/\"", c834},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c835},
-    {"tsr_save", "format = 99", c836},
-    {"tsr_save", "format = -1", c837},
-    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c838},
-    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c839},
-    {"tsr_save", "path = \"/dev/null\"", c840},
-    {"tsr_save", "call", c841},
-    {"tsr_save_flags", "dict = NULL", c842},
-    {"tsr_save_flags", "path = NULL", c843},
-    {"tsr_save_flags", "path = \"\"", c844},
-    {"tsr_save_flags", "path = \"/\"", c845},
-    {"tsr_save_flags", "path = \"/dev/null\"", c846},
-    {"tsr_save_flags", "format = 99", c847},
-    {"tsr_save_flags", "flags = 2", c848},
-    {"tsr_save_flags", "flags = 0xffffffffu", c849},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c850},
-    {"tsr_save_flags", "call", c851},
-    {"tsr_load", "path = NULL", c852},
-    {"tsr_load", "out = NULL", c853},
-    {"tsr_load", "path = \"/\"", c854},
-    {"tsr_load", "path = \"/dev/null\"", c855},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c856},
-    {"tsr_load", "format = 99", c857},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c858},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c859},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c860},
-    {"tsr_load", "flags = 4", c861},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c862},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c863},
-    {"tsr_load", "call", c864},
-    {"tsr_save_to_storage", "dict = NULL", c865},
-    {"tsr_save_to_storage", "out = NULL", c866},
-    {"tsr_save_to_storage", "format = 99", c867},
-    {"tsr_save_to_storage", "call", c868},
-    {"tsr_load_from_storage", "bytes = NULL", c869},
-    {"tsr_load_from_storage", "out = NULL", c870},
-    {"tsr_load_from_storage", "bytes = F.saved", c871},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c872},
-    {"tsr_load_from_storage", "format = 99", c873},
-    {"tsr_load_from_storage", "flags = 4", c874},
-    {"tsr_load_from_storage", "call", c875},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c876},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c877},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c878},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c879},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c880},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c881},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c882},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c883},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c884},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c885},
-    {"tsr_memory_record_history", "options = NULL", c886},
-    {"tsr_memory_record_history", "call", c887},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c888},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c889},
-    {"tsr_memory_snapshot", "path = NULL", c890},
-    {"tsr_memory_snapshot", "call", c891},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c892},
-    {"tsr_memory_snapshot", "format = 7", c893},
-    {"tsr_memory_snapshot", "format = -1", c894},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c895},
-    {"tsr_add_oom_observer", "fn_ = NULL", c896},
-    {"tsr_add_oom_observer", "user = NULL", c897},
-    {"tsr_cpu_allocator_release_all_caches", "call", c898},
-    {"tsr_memory_history_is_recording", "call", c899},
+    {"tsr_iter_for_each_n", "it = NULL", c327},
+    {"tsr_iter_for_each_n", "loop_ = NULL", c328},
+    {"tsr_iter_for_each_n", "user = NULL", c329},
+    {"tsr_iter_for_each_n", "grain_size = -5", c330},
+    {"tsr_iter_for_each_n", "it = fx_stale_it()", c331},
+    {"tsr_iter_serial_for_each_n", "it = NULL", c332},
+    {"tsr_iter_serial_for_each_n", "loop_ = NULL", c333},
+    {"tsr_iter_serial_for_each_n", "user = NULL", c334},
+    {"tsr_iter_serial_for_each_n", "begin = -1", c335},
+    {"tsr_iter_serial_for_each_n", "begin = 4, end = 2", c336},
+    {"tsr_iter_serial_for_each_n", "end = INT64_MAX", c337},
+    {"tsr_iter_serial_for_each_n", "it = fx_stale_it()", c338},
+    {"tsr_iter_cast_outputs", "it = NULL", c339},
+    {"tsr_iter_cast_outputs", "it = fx_stale_it()", c340},
+    {"tsr_iter_parallel_reduce", "it = NULL", c341},
+    {"tsr_iter_parallel_reduce", "loop_ = NULL", c342},
+    {"tsr_iter_parallel_reduce", "combine = NULL", c343},
+    {"tsr_iter_parallel_reduce", "user = NULL", c344},
+    {"tsr_iter_parallel_reduce", "acc = NULL", c345},
+    {"tsr_iter_parallel_reduce", "acc = NULL, acc_size = 0", c346},
+    {"tsr_iter_parallel_reduce", "acc_size = 4097", c347},
+    {"tsr_iter_parallel_reduce", "acc_size = SIZE_MAX", c348},
+    {"tsr_iter_parallel_reduce", "it = fx_stale_it()", c349},
+    {"tsr_iter_foreach_reduced_elt", "it = NULL", c350},
+    {"tsr_iter_foreach_reduced_elt", "fn_ = NULL", c351},
+    {"tsr_iter_foreach_reduced_elt", "user = NULL", c352},
+    {"tsr_iter_foreach_reduced_elt", "it = fx_stale_it()", c353},
+    {"tsr_iter_for_each_32bit_piece", "it = NULL", c354},
+    {"tsr_iter_for_each_32bit_piece", "fn_ = NULL", c355},
+    {"tsr_iter_for_each_32bit_piece", "user = NULL", c356},
+    {"tsr_iter_for_each_32bit_piece", "it = fx_stale_it()", c357},
+    {"tsr_version", "call", c358},
+    {"tsr_set_num_threads", "n = 0", c359},
+    {"tsr_set_num_threads", "n = INT32_MIN", c360},
+    {"tsr_get_num_threads", "call", c361},
+    {"tsr_object_new", "vtable = NULL", c362},
+    {"tsr_object_new", "out = NULL", c363},
+    {"tsr_object_new", "size = SIZE_MAX", c364},
+    {"tsr_object_new", "vtable = &FX_OBJECT_VTABLE_TINY", c365},
+    {"tsr_object_data", "obj = NULL", c366},
+    {"tsr_object_data", "obj = F.dead_o", c367},
+    {"tsr_weak_object_data", "weak = NULL", c368},
+    {"tsr_weak_object_data", "weak = F.dead_wo", c369},
+    {"tsr_object_incref", "obj = NULL", c370},
+    {"tsr_object_incref", "obj = F.dead_o", c371},
+    {"tsr_object_decref", "obj = NULL", c372},
+    {"tsr_object_decref", "obj = F.dead_o", c373},
+    {"tsr_object_use_count", "obj = NULL", c374},
+    {"tsr_object_weak_use_count", "obj = NULL", c375},
+    {"tsr_object_downgrade", "obj = NULL", c376},
+    {"tsr_object_downgrade", "out = NULL", c377},
+    {"tsr_object_downgrade", "obj = F.dead_o", c378},
+    {"tsr_weak_object_lock", "weak = NULL", c379},
+    {"tsr_weak_object_lock", "out = NULL", c380},
+    {"tsr_weak_object_lock", "weak = F.dead_wo", c381},
+    {"tsr_weak_object_incref", "weak = NULL", c382},
+    {"tsr_weak_object_decref", "weak = NULL", c383},
+    {"tsr_weak_object_expired", "weak = NULL", c384},
+    {"tsr_weak_object_expired", "weak = F.dead_wo", c385},
+    {"tsr_weak_object_use_count", "weak = NULL", c386},
+    {"tsr_weak_object_weak_use_count", "weak = NULL", c387},
+    {"tsr_storage_new", "out = NULL", c388},
+    {"tsr_storage_new", "device = fx_device(99, 0)", c389},
+    {"tsr_storage_new", "device = fx_device(TSR_CPU, 1)", c390},
+    {"tsr_storage_new", "device = fx_device(TSR_HIP, 0)", c391},
+    {"tsr_storage_new", "nbytes = SIZE_MAX", c392},
+    {"tsr_storage_new_with_allocator", "allocator = NULL", c393},
+    {"tsr_storage_new_with_allocator", "out = NULL", c394},
+    {"tsr_storage_new_with_allocator", "allocator = F.dead_a", c395},
+    {"tsr_storage_new_with_allocator", "nbytes = SIZE_MAX", c396},
+    {"tsr_storage_from_data_ptr", "data_ptr = NULL", c397},
+    {"tsr_storage_from_data_ptr", "out = NULL", c398},
+    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c399},
+    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.data = NULL, &F.dp)", c400},
+    {"tsr_storage_nbytes", "s = NULL", c401},
+    {"tsr_storage_nbytes", "s = F.dead_s", c402},
+    {"tsr_storage_data", "s = NULL", c403},
+    {"tsr_storage_data", "s = F.dead_s", c404},
+    {"tsr_storage_device", "s = NULL", c405},
+    {"tsr_storage_device", "s = F.dead_s", c406},
+    {"tsr_storage_resizable", "s = NULL", c407},
+    {"tsr_storage_allocator", "s = NULL", c408},
+    {"tsr_storage_allocator", "s = F.fixed", c409},
+    {"tsr_storage_resize", "s = NULL", c410},
+    {"tsr_storage_resize", "s = F.fixed", c411},
+    {"tsr_storage_resize", "nbytes = SIZE_MAX", c412},
+    {"tsr_storage_resize", "s = F.dead_s", c413},
+    {"tsr_storage_resize", "s = fx_exported_s()", c414},
+    {"tsr_storage_fill", "s = NULL", c415},
+    {"tsr_storage_fill", "s = F.dead_s", c416},
+    {"tsr_storage_copy", "dst = NULL", c417},
+    {"tsr_storage_copy", "src = NULL", c418},
+    {"tsr_storage_copy", "dst = F.su", c419},
+    {"tsr_storage_copy", "src = F.dead_s", c420},
+    {"tsr_storage_clone", "s = NULL", c421},
+    {"tsr_storage_clone", "out = NULL", c422},
+    {"tsr_storage_clone", "s = F.dead_s", c423},
+    {"tsr_storage_share_external", "s = NULL", c424},
+    {"tsr_storage_share_external", "data_ptr = NULL", c425},
+    {"tsr_storage_share_external", "s = F.s", c426},
+    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c427},
+    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.data = NULL, &F.dp)", c428},
+    {"tsr_storage_share_external", "s = F.dead_s", c429},
+    {"tsr_storage_incref", "s = NULL", c430},
+    {"tsr_storage_incref", "s = F.dead_s", c431},
+    {"tsr_storage_decref", "s = NULL", c432},
+    {"tsr_storage_decref", "s = F.dead_s", c433},
+    {"tsr_storage_use_count", "s = NULL", c434},
+    {"tsr_storage_use_count", "s = F.dead_s", c435},
+    {"tsr_storage_weak_use_count", "s = NULL", c436},
+    {"tsr_storage_downgrade", "s = NULL", c437},
+    {"tsr_storage_downgrade", "out = NULL", c438},
+    {"tsr_storage_downgrade", "s = F.dead_s", c439},
+    {"tsr_weak_storage_lock", "w = NULL", c440},
+    {"tsr_weak_storage_lock", "out = NULL", c441},
+    {"tsr_weak_storage_lock", "w = F.dead_ws", c442},
+    {"tsr_weak_storage_incref", "w = NULL", c443},
+    {"tsr_weak_storage_decref", "w = NULL", c444},
+    {"tsr_weak_storage_expired", "w = NULL", c445},
+    {"tsr_weak_storage_expired", "w = F.dead_ws", c446},
+    {"tsr_weak_storage_use_count", "w = NULL", c447},
+    {"tsr_weak_storage_weak_use_count", "w = NULL", c448},
+    {"tsr_storage_from_file", "path = NULL", c449},
+    {"tsr_storage_from_file", "out = NULL", c450},
+    {"tsr_storage_from_file", "call", c451},
+    {"tsr_storage_from_file", "path = \"/\"", c452},
+    {"tsr_storage_from_file", "path = \"/dev/null\"", c453},
+    {"tsr_storage_from_file", "mode = 7", c454},
+    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c455},
+    {"tsr_storage_filename", "s = NULL", c456},
+    {"tsr_storage_filename", "call", c457},
+    {"tsr_storage_filename", "s = F.dead_s", c458},
+    {"tsr_storage_flush", "s = NULL", c459},
+    {"tsr_storage_flush", "call", c460},
+    {"tsr_storage_flush", "s = F.dead_s", c461},
+    {"tsr_storage_make_read_only", "s = NULL", c462},
+    {"tsr_storage_make_read_only", "s = F.dead_s", c463},
+    {"tsr_storage_make_read_only", "call", c464},
+    {"tsr_storage_is_read_only", "s = NULL", c465},
+    {"tsr_storage_is_read_only", "call", c466},
+    {"tsr_storage_is_read_only", "s = F.dead_s", c467},
+    {"tsr_tensor_is_read_only", "t = NULL", c468},
+    {"tsr_tensor_is_read_only", "call", c469},
+    {"tsr_tensor_is_read_only", "t = F.dead_t", c470},
+    {"tsr_storage_data_ptr", "s = NULL", c471},
+    {"tsr_storage_data_ptr", "out = NULL", c472},
+    {"tsr_storage_data_ptr", "s = F.dead_s", c473},
+    {"tsr_storage_data_ptr", "call", c474},
+    {"tsr_storage_set_data_ptr", "s = NULL", c475},
+    {"tsr_storage_set_data_ptr", "consumed = NULL", c476},
+    {"tsr_storage_set_data_ptr", "old_out = NULL", c477},
+    {"tsr_storage_set_data_ptr", "call", c478},
+    {"tsr_storage_set_data_ptr", "s = F.dead_s", c479},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c480},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c481},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c482},
+    {"tsr_storage_share_memory", "s = NULL", c483},
+    {"tsr_storage_share_memory", "call", c484},
+    {"tsr_storage_share_memory", "s = F.dead_s", c485},
+    {"tsr_storage_record_stream", "s = NULL", c486},
+    {"tsr_storage_record_stream", "s = F.dead_s", c487},
+    {"tsr_storage_record_stream", "call", c488},
+    {"tsr_storage_record_stream", "stream = NULL", c489},
+    {"tsr_tensor_record_stream", "t = NULL", c490},
+    {"tsr_tensor_record_stream", "t = F.dead_t", c491},
+    {"tsr_tensor_record_stream", "call", c492},
+    {"tsr_tensor_record_stream", "stream = NULL", c493},
+    {"tsr_storage_is_shared", "s = NULL", c494},
+    {"tsr_storage_is_shared", "call", c495},
+    {"tsr_storage_is_shared", "s = F.dead_s", c496},
+    {"tsr_storage_share_fd", "s = NULL", c497},
+    {"tsr_storage_share_fd", "fd_out = NULL", c498},
+    {"tsr_storage_share_fd", "call", c499},
+    {"tsr_storage_share_fd", "s = fx_shared_su()", c500},
+    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c501},
+    {"tsr_storage_share_fd", "s = F.dead_s", c502},
+    {"tsr_storage_from_fd", "out = NULL", c503},
+    {"tsr_storage_from_fd", "fd = -1", c504},
+    {"tsr_storage_from_fd", "fd = 4000", c505},
+    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c506},
+    {"tsr_storage_share_name", "s = NULL", c507},
+    {"tsr_storage_share_name", "buf = NULL", c508},
+    {"tsr_storage_share_name", "buflen = 64", c509},
+    {"tsr_storage_share_name", "call", c510},
+    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c511},
+    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c512},
+    {"tsr_storage_share_name", "s = F.dead_s", c513},
+    {"tsr_storage_open_shared", "name = NULL", c514},
+    {"tsr_storage_open_shared", "out = NULL", c515},
+    {"tsr_storage_open_shared", "call", c516},
+    {"tsr_storage_open_shared", "name = fx_long_name()", c517},
+    {"tsr_storage_open_shared", "name = \"/a/b\"", c518},
+    {"tsr_storage_open_shared", "name = \"\"", c519},
+    {"tsr_tensor_empty", "sizes = NULL", c520},
+    {"tsr_tensor_empty", "out = NULL", c521},
+    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c522},
+    {"tsr_tensor_empty", "ndim = -1", c523},
+    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c524},
+    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c525},
+    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c526},
+    {"tsr_tensor_empty", "dtype = 99", c527},
+    {"tsr_tensor_empty", "dtype = -1", c528},
+    {"tsr_tensor_empty", "device = fx_device(99, 0)", c529},
+    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c530},
+    {"tsr_tensor_empty", "dtype = 47", c531},
+    {"tsr_tensor_empty", "dtype = 127", c532},
+    {"tsr_tensor_empty_format", "sizes = NULL", c533},
+    {"tsr_tensor_empty_format", "out = NULL", c534},
+    {"tsr_tensor_empty_format", "ndim = -1", c535},
+    {"tsr_tensor_empty_format", "dtype = 99", c536},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c537},
+    {"tsr_tensor_empty_format", "format = 42", c538},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c539},
+    {"tsr_tensor_empty_format", "dtype = 47", c540},
+    {"tsr_tensor_empty_format", "dtype = 127", c541},
+    {"tsr_tensor_empty_format", "dtype = -1", c542},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c543},
+    {"tsr_tensor_empty_strided", "strides = NULL", c544},
+    {"tsr_tensor_empty_strided", "out = NULL", c545},
+    {"tsr_tensor_empty_strided", "ndim = -1", c546},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c547},
+    {"tsr_tensor_empty_strided", "dtype = 99", c548},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c549},
+    {"tsr_tensor_empty_strided", "dtype = 47", c550},
+    {"tsr_tensor_empty_strided", "dtype = 127", c551},
+    {"tsr_tensor_empty_strided", "dtype = -1", c552},
+    {"tsr_tensor_empty_like", "t = NULL", c553},
+    {"tsr_tensor_empty_like", "out = NULL", c554},
+    {"tsr_tensor_empty_like", "format = 42", c555},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c556},
+    {"tsr_tensor_from_storage", "storage = NULL", c557},
+    {"tsr_tensor_from_storage", "sizes = NULL", c558},
+    {"tsr_tensor_from_storage", "strides = NULL", c559},
+    {"tsr_tensor_from_storage", "out = NULL", c560},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c561},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c562},
+    {"tsr_tensor_from_storage", "ndim = -1", c563},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c564},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c565},
+    {"tsr_tensor_from_storage", "dtype = 99", c566},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c567},
+    {"tsr_tensor_from_storage", "dtype = 47", c568},
+    {"tsr_tensor_from_storage", "dtype = 127", c569},
+    {"tsr_tensor_from_storage", "dtype = -1", c570},
+    {"tsr_tensor_from_storage_desc", "storage = NULL", c571},
+    {"tsr_tensor_from_storage_desc", "desc = NULL", c572},
+    {"tsr_tensor_from_storage_desc", "out = NULL", c573},
+    {"tsr_tensor_from_storage_desc", "call", c574},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c575},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c576},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c577},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c578},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c579},
+    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c580},
+    {"tsr_tensor_ndim", "t = NULL", c581},
+    {"tsr_tensor_ndim", "t = F.dead_t", c582},
+    {"tsr_tensor_sizes", "t = NULL", c583},
+    {"tsr_tensor_strides", "t = NULL", c584},
+    {"tsr_tensor_size", "t = NULL", c585},
+    {"tsr_tensor_size", "dim = 2", c586},
+    {"tsr_tensor_size", "dim = -3", c587},
+    {"tsr_tensor_size", "dim = INT64_MIN", c588},
+    {"tsr_tensor_stride", "t = NULL", c589},
+    {"tsr_tensor_stride", "dim = 2", c590},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c591},
+    {"tsr_tensor_storage_offset", "t = NULL", c592},
+    {"tsr_tensor_numel", "t = NULL", c593},
+    {"tsr_tensor_dtype", "t = NULL", c594},
+    {"tsr_tensor_itemsize", "t = NULL", c595},
+    {"tsr_tensor_device", "t = NULL", c596},
+    {"tsr_tensor_data", "t = NULL", c597},
+    {"tsr_tensor_storage", "t = NULL", c598},
+    {"tsr_tensor_storage", "t = F.dead_t", c599},
+    {"tsr_tensor_is_contiguous", "t = NULL", c600},
+    {"tsr_tensor_is_contiguous", "format = 42", c601},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c602},
+    {"tsr_tensor_version", "t = NULL", c603},
+    {"tsr_tensor_set", "t = NULL", c604},
+    {"tsr_tensor_set", "storage = NULL", c605},
+    {"tsr_tensor_set", "sizes = NULL", c606},
+    {"tsr_tensor_set", "strides = NULL", c607},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c608},
+    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c609},
+    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c610},
+    {"tsr_tensor_set", "storage_offset = -1", c611},
+    {"tsr_tensor_set", "ndim = -1", c612},
+    {"tsr_tensor_set", "storage = F.dead_s", c613},
+    {"tsr_tensor_resize", "t = NULL", c614},
+    {"tsr_tensor_resize", "sizes = NULL", c615},
+    {"tsr_tensor_resize", "call", c616},
+    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c617},
+    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c618},
+    {"tsr_tensor_resize", "ndim = -1", c619},
+    {"tsr_tensor_resize", "ndim = 65", c620},
+    {"tsr_tensor_resize", "format = 42", c621},
+    {"tsr_tensor_resize", "format = TSR_PRESERVE", c622},
+    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c623},
+    {"tsr_tensor_resize", "t = fx_fixed_t()", c624},
+    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c625},
+    {"tsr_tensor_resize", "t = F.dead_t", c626},
+    {"tsr_tensor_fill", "t = NULL", c627},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c628},
+    {"tsr_tensor_fill", "t = F.dead_t", c629},
+    {"tsr_tensor_fill", "t = fx_shrunk_t()", c630},
+    {"tsr_tensor_copy", "dst = NULL", c631},
+    {"tsr_tensor_copy", "src = NULL", c632},
+    {"tsr_tensor_copy", "src = F.t4", c633},
+    {"tsr_tensor_copy", "dst = F.dead_t", c634},
+    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c635},
+    {"tsr_tensor_incref", "t = NULL", c636},
+    {"tsr_tensor_incref", "t = F.dead_t", c637},
+    {"tsr_tensor_decref", "t = NULL", c638},
+    {"tsr_tensor_decref", "t = F.dead_t", c639},
+    {"tsr_tensor_use_count", "t = NULL", c640},
+    {"tsr_tensor_use_count", "t = F.dead_t", c641},
+    {"tsr_tensor_weak_use_count", "t = NULL", c642},
+    {"tsr_tensor_downgrade", "t = NULL", c643},
+    {"tsr_tensor_downgrade", "out = NULL", c644},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c645},
+    {"tsr_weak_tensor_lock", "w = NULL", c646},
+    {"tsr_weak_tensor_lock", "out = NULL", c647},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c648},
+    {"tsr_weak_tensor_incref", "w = NULL", c649},
+    {"tsr_weak_tensor_decref", "w = NULL", c650},
+    {"tsr_weak_tensor_expired", "w = NULL", c651},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c652},
+    {"tsr_weak_tensor_use_count", "w = NULL", c653},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c654},
+    {"tsr_tensor_as_strided", "t = NULL", c655},
+    {"tsr_tensor_as_strided", "sizes = NULL", c656},
+    {"tsr_tensor_as_strided", "strides = NULL", c657},
+    {"tsr_tensor_as_strided", "out = NULL", c658},
+    {"tsr_tensor_as_strided", "ndim = -1", c659},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c660},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c661},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c662},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c663},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c664},
+    {"tsr_tensor_view", "t = NULL", c665},
+    {"tsr_tensor_view", "sizes = NULL", c666},
+    {"tsr_tensor_view", "out = NULL", c667},
+    {"tsr_tensor_view", "ndim = -1", c668},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c669},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c670},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c671},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c672},
+    {"tsr_tensor_reshape", "t = NULL", c673},
+    {"tsr_tensor_reshape", "sizes = NULL", c674},
+    {"tsr_tensor_reshape", "out = NULL", c675},
+    {"tsr_tensor_reshape", "ndim = -1", c676},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c677},
+    {"tsr_tensor_permute", "t = NULL", c678},
+    {"tsr_tensor_permute", "dims = NULL", c679},
+    {"tsr_tensor_permute", "out = NULL", c680},
+    {"tsr_tensor_permute", "ndim = 1", c681},
+    {"tsr_tensor_permute", "ndim = -1", c682},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c683},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c684},
+    {"tsr_tensor_transpose", "t = NULL", c685},
+    {"tsr_tensor_transpose", "out = NULL", c686},
+    {"tsr_tensor_transpose", "dim0 = 2", c687},
+    {"tsr_tensor_transpose", "dim1 = -3", c688},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c689},
+    {"tsr_tensor_expand", "t = NULL", c690},
+    {"tsr_tensor_expand", "sizes = NULL", c691},
+    {"tsr_tensor_expand", "out = NULL", c692},
+    {"tsr_tensor_expand", "ndim = -1", c693},
+    {"tsr_tensor_expand", "ndim = 1", c694},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c695},
+    {"tsr_tensor_narrow", "t = NULL", c696},
+    {"tsr_tensor_narrow", "out = NULL", c697},
+    {"tsr_tensor_narrow", "dim = 2", c698},
+    {"tsr_tensor_narrow", "start = 3", c699},
+    {"tsr_tensor_narrow", "length = -1", c700},
+    {"tsr_tensor_narrow", "length = 4", c701},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c702},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c703},
+    {"tsr_tensor_select", "t = NULL", c704},
+    {"tsr_tensor_select", "out = NULL", c705},
+    {"tsr_tensor_select", "dim = 2", c706},
+    {"tsr_tensor_select", "index = 2", c707},
+    {"tsr_tensor_select", "index = -3", c708},
+    {"tsr_tensor_select", "index = INT64_MIN", c709},
+    {"tsr_tensor_squeeze", "t = NULL", c710},
+    {"tsr_tensor_squeeze", "out = NULL", c711},
+    {"tsr_tensor_squeeze", "dim = 2", c712},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c713},
+    {"tsr_tensor_squeeze_all", "t = NULL", c714},
+    {"tsr_tensor_squeeze_all", "out = NULL", c715},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c716},
+    {"tsr_tensor_unsqueeze", "t = NULL", c717},
+    {"tsr_tensor_unsqueeze", "out = NULL", c718},
+    {"tsr_tensor_unsqueeze", "dim = 3", c719},
+    {"tsr_tensor_unsqueeze", "dim = -4", c720},
+    {"tsr_tensor_flatten", "t = NULL", c721},
+    {"tsr_tensor_flatten", "out = NULL", c722},
+    {"tsr_tensor_flatten", "start_dim = 2", c723},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c724},
+    {"tsr_tensor_flatten", "end_dim = -3", c725},
+    {"tsr_tensor_contiguous", "t = NULL", c726},
+    {"tsr_tensor_contiguous", "out = NULL", c727},
+    {"tsr_tensor_contiguous", "format = 42", c728},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c729},
+    {"tsr_tensor_clone", "t = NULL", c730},
+    {"tsr_tensor_clone", "out = NULL", c731},
+    {"tsr_tensor_clone", "t = F.dead_t", c732},
+    {"tsr_tensor_clone", "t = fx_shrunk_t()", c733},
+    {"tsr_add", "out_or_null = NULL", c734},
+    {"tsr_add", "a = NULL", c735},
+    {"tsr_add", "b = NULL", c736},
+    {"tsr_add", "result = NULL", c737},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c738},
+    {"tsr_add", "b = F.t4", c739},
+    {"tsr_add", "alpha = fx_scalar(99)", c740},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c741},
+    {"tsr_add", "a = F.dead_t", c742},
+    {"tsr_add", "a = fx_shrunk_t()", c743},
+    {"tsr_sub", "out_or_null = NULL", c744},
+    {"tsr_sub", "a = NULL", c745},
+    {"tsr_sub", "b = NULL", c746},
+    {"tsr_sub", "result = NULL", c747},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c748},
+    {"tsr_sub", "b = F.t4", c749},
+    {"tsr_sub", "alpha = fx_scalar(99)", c750},
+    {"tsr_mul", "out_or_null = NULL", c751},
+    {"tsr_mul", "a = NULL", c752},
+    {"tsr_mul", "b = NULL", c753},
+    {"tsr_mul", "result = NULL", c754},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c755},
+    {"tsr_mul", "b = F.t4", c756},
+    {"tsr_mul", "b = F.dead_t", c757},
+    {"tsr_div", "out_or_null = NULL", c758},
+    {"tsr_div", "a = NULL", c759},
+    {"tsr_div", "b = NULL", c760},
+    {"tsr_div", "result = NULL", c761},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c762},
+    {"tsr_div", "b = F.t4", c763},
+    {"tsr_div_rounding", "out_or_null = NULL", c764},
+    {"tsr_div_rounding", "a = NULL", c765},
+    {"tsr_div_rounding", "b = NULL", c766},
+    {"tsr_div_rounding", "result = NULL", c767},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c768},
+    {"tsr_div_rounding", "mode = 42", c769},
+    {"tsr_div_rounding", "mode = -1", c770},
+    {"tsr_div_rounding", "b = F.t4", c771},
+    {"tsr_neg", "out_or_null = NULL", c772},
+    {"tsr_neg", "a = NULL", c773},
+    {"tsr_neg", "result = NULL", c774},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c775},
+    {"tsr_neg", "out_or_null = F.t4", c776},
+    {"tsr_neg", "a = F.dead_t", c777},
+    {"tsr_sum", "a = NULL", c778},
+    {"tsr_sum", "dims = NULL", c779},
+    {"tsr_sum", "out = NULL", c780},
+    {"tsr_sum", "ndims = 0, dims = NULL", c781},
+    {"tsr_sum", "ndims = -1", c782},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c783},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c784},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c785},
+    {"tsr_sum", "a = F.dead_t", c786},
+    {"tsr_sum", "a = fx_shrunk_t()", c787},
+    {"tsr_amax", "a = NULL", c788},
+    {"tsr_amax", "dims = NULL", c789},
+    {"tsr_amax", "out = NULL", c790},
+    {"tsr_amax", "ndims = 0, dims = NULL", c791},
+    {"tsr_amax", "ndims = -1", c792},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c793},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c794},
+    {"tsr_scalar_tensor", "out = NULL", c795},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c796},
+    {"tsr_tensor_item", "t = NULL", c797},
+    {"tsr_tensor_item", "out = NULL", c798},
+    {"tsr_tensor_item", "t = F.t", c799},
+    {"tsr_tensor_item", "t = F.dead_t", c800},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c801},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c802},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c803},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c804},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c805},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c806},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c807},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c808},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c809},
+    {"tsr_iter_config_output_allocator", "config = NULL", c810},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c811},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c812},
+    {"tsr_dict_new", "out = NULL", c813},
+    {"tsr_dict_new", "call", c814},
+    {"tsr_dict_free", "dict = NULL", c815},
+    {"tsr_dict_free", "call", c816},
+    {"tsr_dict_set", "dict = NULL", c817},
+    {"tsr_dict_set", "name = NULL", c818},
+    {"tsr_dict_set", "t = NULL", c819},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c820},
+    {"tsr_dict_set", "t = F.dead_t", c821},
+    {"tsr_dict_set", "call", c822},
+    {"tsr_dict_size", "dict = NULL", c823},
+    {"tsr_dict_size", "call", c824},
+    {"tsr_dict_name", "dict = NULL", c825},
+    {"tsr_dict_name", "i = 1", c826},
+    {"tsr_dict_name", "i = SIZE_MAX", c827},
+    {"tsr_dict_name", "call", c828},
+    {"tsr_dict_get", "dict = NULL", c829},
+    {"tsr_dict_get", "name = NULL", c830},
+    {"tsr_dict_get", "name = \"absent\"", c831},
+    {"tsr_dict_get", "name = \"\\xff\"", c832},
+    {"tsr_dict_get", "call", c833},
+    {"tsr_dict_set_metadata", "dict = NULL", c834},
+    {"tsr_dict_set_metadata", "key = NULL", c835},
+    {"tsr_dict_set_metadata", "value = NULL", c836},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c837},
+    {"tsr_dict_set_metadata", "call", c838},
+    {"tsr_dict_metadata", "dict = NULL", c839},
+    {"tsr_dict_metadata", "key = NULL", c840},
+    {"tsr_dict_metadata", "key = \"absent\"", c841},
+    {"tsr_dict_metadata", "call", c842},
+    {"tsr_save", "dict = NULL", c843},
+    {"tsr_save", "path = NULL", c844},
+    {"tsr_save", "path = \"\"", c845},
+    {"tsr_save", "path = \"/\"", c846},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c847},
+    {"tsr_save", "format = 99", c848},
+    {"tsr_save", "format = -1", c849},
+    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c850},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c851},
+    {"tsr_save", "path = \"/dev/null\"", c852},
+    {"tsr_save", "call", c853},
+    {"tsr_save_flags", "dict = NULL", c854},
+    {"tsr_save_flags", "path = NULL", c855},
+    {"tsr_save_flags", "path = \"\"", c856},
+    {"tsr_save_flags", "path = \"/\"", c857},
+    {"tsr_save_flags", "path = \"/dev/null\"", c858},
+    {"tsr_save_flags", "format = 99", c859},
+    {"tsr_save_flags", "flags = 2", c860},
+    {"tsr_save_flags", "flags = 0xffffffffu", c861},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c862},
+    {"tsr_save_flags", "call", c863},
+    {"tsr_load", "path = NULL", c864},
+    {"tsr_load", "out = NULL", c865},
+    {"tsr_load", "path = \"/\"", c866},
+    {"tsr_load", "path = \"/dev/null\"", c867},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c868},
+    {"tsr_load", "format = 99", c869},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c870},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c871},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c872},
+    {"tsr_load", "flags = 4", c873},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c874},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c875},
+    {"tsr_load", "call", c876},
+    {"tsr_save_to_storage", "dict = NULL", c877},
+    {"tsr_save_to_storage", "out = NULL", c878},
+    {"tsr_save_to_storage", "format = 99", c879},
+    {"tsr_save_to_storage", "call", c880},
+    {"tsr_load_from_storage", "bytes = NULL", c881},
+    {"tsr_load_from_storage", "out = NULL", c882},
+    {"tsr_load_from_storage", "bytes = F.saved", c883},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c884},
+    {"tsr_load_from_storage", "format = 99", c885},
+    {"tsr_load_from_storage", "flags = 4", c886},
+    {"tsr_load_from_storage", "call", c887},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c888},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c889},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c890},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c891},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c892},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c893},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c894},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c895},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c896},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c897},
+    {"tsr_memory_record_history", "options = NULL", c898},
+    {"tsr_memory_record_history", "call", c899},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c900},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c901},
+    {"tsr_memory_snapshot", "path = NULL", c902},
+    {"tsr_memory_snapshot", "call", c903},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c904},
+    {"tsr_memory_snapshot", "format = 7", c905},
+    {"tsr_memory_snapshot", "format = -1", c906},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c907},
+    {"tsr_add_oom_observer", "fn_ = NULL", c908},
+    {"tsr_add_oom_observer", "user = NULL", c909},
+    {"tsr_cpu_allocator_release_all_caches", "call", c910},
+    {"tsr_memory_history_is_recording", "call", c911},
 };
 
 static const char *const COVERED[] = {
@@ -2060,6 +2084,7 @@ static const char *const COVERED[] = {
     "tsr_iter_dtype",
     "tsr_iter_for_each",
     "tsr_iter_for_each_32bit_piece",
+    "tsr_iter_for_each_n",
     "tsr_iter_foreach_reduced_elt",
     "tsr_iter_free",
     "tsr_iter_is_contiguous",
@@ -2076,6 +2101,7 @@ static const char *const COVERED[] = {
     "tsr_iter_parallel_reduce",
     "tsr_iter_reduce_op",
     "tsr_iter_serial_for_each",
+    "tsr_iter_serial_for_each_n",
     "tsr_iter_shape",
     "tsr_iter_strides",
     "tsr_iter_unary_float_op",

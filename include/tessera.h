@@ -660,6 +660,20 @@ typedef void (*TsrLoop2d)(void *user,
                           int64_t size1);
 
 /**
+ * A 2-D loop body that is given the operand count: as TsrLoop2d, with
+ * `ntensors` (outputs first, then inputs: tsr_iter_ntensors) before
+ * `data`, so that one body serves iterators of any operand count
+ * (`strides[ntensors + arg]` is operand arg's dim-1 stride).
+ * tsr_iter_for_each_n and tsr_iter_serial_for_each_n call it.
+ */
+typedef void (*TsrLoop2dN)(void *user,
+                           int64_t ntensors,
+                           char **data,
+                           const int64_t *strides,
+                           int64_t size0,
+                           int64_t size1);
+
+/**
  * A reduction loop body: as TsrLoop2d with the calling chunk's accumulator.
  */
 typedef void (*TsrReduceLoop)(void *user,
@@ -2558,6 +2572,30 @@ TsrStatus tsr_iter_serial_for_each(struct TsrIter *it,
                                    void *user,
                                    int64_t begin,
                                    int64_t end);
+
+/**
+ * tsr_iter_for_each with a loop that is given the operand count
+ * (TsrLoop2dN): the same chunks, threads, checks and write-back of cast
+ * outputs, and the same errors.
+ *
+ * # Safety
+ * `it` NULL or live; `loop` follows the TsrLoop2dN contract.
+ */
+TsrStatus tsr_iter_for_each_n(struct TsrIter *it, TsrLoop2dN loop_, void *user, int64_t grain_size);
+
+/**
+ * tsr_iter_serial_for_each with a loop that is given the operand count
+ * (TsrLoop2dN): the flattened elements [begin, end) on the calling
+ * thread, cast outputs not written back, the same errors.
+ *
+ * # Safety
+ * As tsr_iter_for_each_n.
+ */
+TsrStatus tsr_iter_serial_for_each_n(struct TsrIter *it,
+                                     TsrLoop2dN loop_,
+                                     void *user,
+                                     int64_t begin,
+                                     int64_t end);
 
 /**
  * Copies outputs that were computed in a temporary of the common dtype

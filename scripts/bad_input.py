@@ -130,6 +130,7 @@ DEFAULTS = [
     (r"int32_t", r"device", "0"),
     (r"ptrdiff_t", r"stream", "-1"),
     (r"TsrLoop2d", r".*", "fx_loop"),
+    (r"TsrLoop2dN", r".*", "fx_loop_n"),
     (r"TsrReduceLoop", r".*", "fx_reduce_loop"),
     (r"TsrReduceCombine", r".*", "fx_combine"),
     (r"TsrSubIterFn", r".*", "fx_sub"),
@@ -163,8 +164,8 @@ DEFAULTS = [
 ]
 
 POINTER_TYPEDEFS = {
-    "TsrLoop2d", "TsrReduceLoop", "TsrReduceCombine", "TsrSubIterFn", "TsrMemoryReportFn",
-    "TsrDeleterFn",
+    "TsrLoop2d", "TsrLoop2dN", "TsrReduceLoop", "TsrReduceCombine", "TsrSubIterFn",
+    "TsrMemoryReportFn", "TsrDeleterFn",
 }
 # Parameters that take a code or a dim: each needs a `bad` case or a `skip`.
 RANGE_TYPES = {
