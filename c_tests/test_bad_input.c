@@ -1051,16 +1051,24 @@ static void c898(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_O
 static void c899(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
 static void c900(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
 static void c901(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c902(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c903(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c904(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c905(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c906(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c907(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c908(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c909(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c910(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c911(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c902(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
+static void c903(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c904(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
+static void c905(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c906(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
+static void c907(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c908(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c909(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c910(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c911(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c912(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c913(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c914(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c915(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c916(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c917(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c918(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c919(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1969,16 +1977,24 @@ static const Case CASES[] = {
     {"tsr_memory_record_history", "call", c899},
     {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c900},
     {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c901},
-    {"tsr_memory_snapshot", "path = NULL", c902},
-    {"tsr_memory_snapshot", "call", c903},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c904},
-    {"tsr_memory_snapshot", "format = 7", c905},
-    {"tsr_memory_snapshot", "format = -1", c906},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c907},
-    {"tsr_add_oom_observer", "fn_ = NULL", c908},
-    {"tsr_add_oom_observer", "user = NULL", c909},
-    {"tsr_cpu_allocator_release_all_caches", "call", c910},
-    {"tsr_memory_history_is_recording", "call", c911},
+    {"tsr_memory_set_host_frames", "host = NULL", c902},
+    {"tsr_memory_set_host_frames", "enter = NULL", c903},
+    {"tsr_memory_set_host_frames", "fn_ = NULL", c904},
+    {"tsr_memory_set_host_frames", "user = NULL", c905},
+    {"tsr_memory_set_host_frames", "host = \"\"", c906},
+    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c907},
+    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c908},
+    {"tsr_memory_set_host_frames", "call", c909},
+    {"tsr_memory_snapshot", "path = NULL", c910},
+    {"tsr_memory_snapshot", "call", c911},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c912},
+    {"tsr_memory_snapshot", "format = 7", c913},
+    {"tsr_memory_snapshot", "format = -1", c914},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c915},
+    {"tsr_add_oom_observer", "fn_ = NULL", c916},
+    {"tsr_add_oom_observer", "user = NULL", c917},
+    {"tsr_cpu_allocator_release_all_caches", "call", c918},
+    {"tsr_memory_history_is_recording", "call", c919},
 };
 
 static const char *const COVERED[] = {
@@ -2111,6 +2127,7 @@ static const char *const COVERED[] = {
     "tsr_load_from_storage",
     "tsr_memory_history_is_recording",
     "tsr_memory_record_history",
+    "tsr_memory_set_host_frames",
     "tsr_memory_snapshot",
     "tsr_mul",
     "tsr_neg",

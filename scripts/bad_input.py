@@ -105,6 +105,8 @@ DEFAULTS = [
     (r"struct TsrTensorDict \*\*", r".*", "&S.dict"),
     (r"(const )?struct TsrTensorDict \*", r".*", "F.dict"),
     (r"const char \*", r"name", '"w"'),
+    (r"const char \*", r"host", '"fixture"'),
+    (r"const char \*", r"enter", '"main"'),
     (r"const char \*", r"key", '"k"'),
     (r"const char \*", r"value", '"v"'),
     (r"const char \*", r"path", "fx_path()"),
@@ -136,6 +138,7 @@ DEFAULTS = [
     (r"TsrSubIterFn", r".*", "fx_sub"),
     (r"TsrMemoryReportFn", r".*", "fx_reporter"),
     (r"TsrOomObserverFn", r".*", "fx_oom_observer"),
+    (r"TsrHostFramesFn", r".*", "fx_host_frames"),
     (r"const struct TsrHistoryOptions \*", r".*", "&FX_HISTORY"),
     (r"TsrSnapshotFormat", r".*", "TSR_SNAPSHOT_JSON"),
     (r"TsrDeleterFn", r".*", "fx_deleter"),
@@ -164,8 +167,9 @@ DEFAULTS = [
 ]
 
 POINTER_TYPEDEFS = {
-    "TsrLoop2d", "TsrLoop2dN", "TsrReduceLoop", "TsrReduceCombine", "TsrSubIterFn",
-    "TsrMemoryReportFn", "TsrDeleterFn",
+    "TsrLoop2d", "TsrLoop2dN", "TsrHostFramesFn", "TsrReduceLoop", "TsrReduceCombine",
+    "TsrSubIterFn", "TsrMemoryReportFn",
+    "TsrDeleterFn",
 }
 # Parameters that take a code or a dim: each needs a `bad` case or a `skip`.
 RANGE_TYPES = {
