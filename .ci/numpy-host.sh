@@ -9,7 +9,10 @@
 #     build, reused; TESSERA_PROFILE=debug for the debug one);
 #   - tests/python/test_numpy_host.py: the handler's behaviour and its bad
 #     input (installing twice, uninstalling with live blocks, a failing
-#     allocator plugin giving MemoryError with nothing lost);
+#     allocator plugin giving MemoryError with nothing lost), the Python
+#     lines of NumPy allocations in snapshots;
+#   - the viewer on a NumPy workload's snapshot in headless Chromium, when
+#     chromium is installed: a block's Python stack opened on a click;
 #   - NumPy's own tests from the wheel, NUMPY_SUITE (default: the subset
 #     below, which fits the stage's few minutes on 2 cores), run twice:
 #     with NumPy's default handler and with tessera's installed for the
@@ -63,6 +66,32 @@ rm -rf python/build python/*.egg-info
 
 echo "--- tests/python/test_numpy_host.py"
 python3 -m pytest -q -p no:cacheprovider tests/python/test_numpy_host.py
+
+# The viewer on a NumPy workload's snapshot (python/examples/numpy_snapshot.py),
+# in headless Chromium: the page's figures against .ci/viewer_check.py's, a
+# block named after its Python line whose row, clicked, opens its whole
+# stack (.ci/viewer_cdp.py --site); the picture is $NUMPY_VIEWER_OUT/stack.png
+# (default $CACHE_DIR/viewer), what docs/images/numpy_memory.png shows.
+echo "--- the viewer on a NumPy snapshot (headless Chromium)"
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z $browser ]]; then
+    echo "SKIPPED the viewer step: no chromium (apt-get install chromium)"
+else
+    shots=${NUMPY_VIEWER_OUT:-$cache/viewer}
+    mkdir -p "$shots"
+    python3 python/examples/numpy_snapshot.py "$work/numpy"
+    python3 scripts/snapshot_report.py "$work/numpy.json" "$work/numpy.html"
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$work/profile" --virtual-time-budget=10000 \
+        --dump-dom "file://$work/numpy.html" >"$work/numpy.dom.html" 2>/dev/null
+    python3 .ci/viewer_check.py compare "$work/numpy.json" "$work/numpy.dom.html"
+    # The line that keeps a float32 copy of each frame: the largest site.
+    line=$(grep -n "frames.append(f.astype" python/examples/numpy_snapshot.py | cut -d: -f1)
+    timeout 300 python3 .ci/viewer_cdp.py "$browser" "$work/numpy.json" "$work/numpy.html" \
+        docs/memory_viewer.html "$shots" --site "numpy_snapshot.py:$line"
+    echo "the viewer with a block's Python stack open: $shots/stack.png"
+fi
 
 # NumPy's suite: the test directories named here (relative to the numpy
 # package), tests marked slow left out: the array core (_core: creation,

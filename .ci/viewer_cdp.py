@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive the memory viewer like a user, in headless Chromium (stdlib only).
 
-    viewer_cdp.py BROWSER SNAPSHOT.json REPORT.html VIEWER.html OUT_DIR
+    viewer_cdp.py BROWSER SNAPSHOT.json REPORT.html VIEWER.html OUT_DIR [--site TEXT]
 
 Speaks the DevTools protocol over --remote-debugging-pipe (file
 descriptors 3 and 4, NUL-separated JSON) and sends real input events:
@@ -12,8 +12,15 @@ descriptors 3 and 4, NUL-separated JSON) and sends real input events:
      the page shows; hovering shows the readout;
   2. in the empty VIEWER.html: SNAPSHOT.json dropped on the page (drag and
      drop of a file) and, in a fresh page, chosen with the file picker,
-     must each load and show the snapshot's peak bytes.
-Saves cursor.png (after the drag, with the readout) in OUT_DIR.
+     must each load and show the snapshot's peak bytes;
+  3. back in REPORT.html, when the snapshot has stacks: a click on a live
+     block (the first whose site contains TEXT, with --site; else the
+     first with a stack) shows its whole stack: one line per frame of the
+     block's stack in the snapshot, the site's frame marked and equal to
+     the row's site, each host frame (Python's) tagged; a second click
+     hides it; the same for the first site of the small long-lived blocks.
+Saves cursor.png (after the drag, with the readout) and, for step 3,
+stack.png (the whole page, the stack open) in OUT_DIR.
 """
 
 import base64
@@ -153,8 +160,87 @@ def cursor_matches(page, snap, label):
     return k
 
 
+def block_stack(snap, k, allocator, addr):
+    """The stack of the block `allocator` (the page's label: its name) has
+    at `addr` when k events are applied: its last alloc event before k,
+    else the live block's own."""
+    found = None
+    for i, e in enumerate(snap["events"][:k]):
+        if e["action"] == "alloc" and e["allocator"] == allocator and int(e["addr"], 16) == int(addr, 16):
+            found = e.get("stack")
+    if found is None:
+        for a in snap["allocators"]:
+            for b in a["blocks"]:
+                if a["name"] == allocator and int(b["addr"], 16) == int(addr, 16):
+                    found = b.get("stack")
+    return found or []
+
+
+def stack_on_demand(p, snap, site_text, out):
+    """Step 3 (see the module's comment)."""
+    rows = p.js("""(() => [...document.querySelectorAll('#blocks tr[data-testid="block-row"]')].map((r, i) => {
+        const c = r.children; return [i, c[0].textContent, c[1].textContent, c[3].textContent]; }))()""")
+    if site_text:
+        rows = [r for r in rows if site_text in r[3]]
+    check(bool(rows), "a live block with a stack%s is listed" % (" at %r" % site_text if site_text else ""))
+    if not rows:
+        return
+    i, allocator, addr, site = rows[0]
+    allocator = allocator.split(" in ")[0]
+
+    def click(selector, index):
+        x, y = p.js("""(() => { const r = document.querySelectorAll('%s')[%d];
+            r.scrollIntoView({block: 'center'}); const b = r.getBoundingClientRect();
+            return [b.left + 40, b.top + b.height / 2]; })()""" % (selector, index))
+        p.mouse("mouseMoved", x, y)
+        p.mouse("mousePressed", x, y, 1)
+        p.mouse("mouseReleased", x, y)
+
+    click('#blocks tr[data-testid="block-row"]', i)
+    shown = p.js("""(() => { const s = document.querySelector('#blocks tr[data-testid="stack"]'); if (!s) return null;
+        return [s.querySelectorAll('li').length, s.querySelectorAll('li .host').length,
+                (s.querySelector('li.site .fn') || {}).textContent || '', s.querySelector('li.site') ? s.querySelector('li.site').textContent : '',
+                [...s.querySelectorAll('li')].map(l => l.textContent).join('\\n')]; })()""")
+    stack = block_stack(snap, int(p.test("cursor-event")), allocator, addr)
+    frames = [snap["frames"][j] for j in stack]
+    check(shown is not None and shown[0] == len(stack),
+          "a click on the block at %s shows its whole stack: %s lines, %d frames in the snapshot"
+          % (addr, shown and shown[0], len(stack)))
+    if shown is None:
+        return
+    hosts = sum(1 for f in frames if f.get("host"))
+    check(shown[1] == hosts, "its %d host frames are tagged (%d tags)" % (hosts, shown[1]))
+    check(bool(shown[2]) and site.startswith(shown[2]), "the marked frame %r is the row's site %r" % (shown[2], site))
+    if site_text:
+        check(site_text in shown[4], "the stack shows %r" % site_text)
+    # The photograph: the page from the top, the block's row at the top of
+    # its table's scroll box, its stack below it.
+    p.js("""(() => { window.scrollTo(0, 0); const box = document.getElementById('blocks');
+        const row = document.querySelector('#blocks tr[data-testid="stack"]').previousElementSibling;
+        box.scrollTop += row.getBoundingClientRect().top - box.getBoundingClientRect().top - 30; })()""")
+    height = p.js("Math.ceil(document.documentElement.scrollHeight)")
+    b = p.b
+    b.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": False}, p.s)
+    time.sleep(0.3)
+    p.screenshot(os.path.join(out, "stack.png"))
+    b.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, p.s)
+    click('#blocks tr[data-testid="block-row"]', i)
+    check(p.js("""document.querySelector('#blocks tr[data-testid="stack"]') === null"""), "a second click hides it")
+    small = p.js("""document.querySelectorAll('#small-live tr.has-stack').length""")
+    if small:
+        click('#small-live tr.has-stack', 0)
+        n = p.js("""(() => { const s = document.querySelector('#small-live tr[data-testid="stack"]'); return s ? s.querySelectorAll('li').length : 0; })()""")
+        check(n > 0, "a click on a small long-lived site shows its stack (%d frames)" % n)
+
+
 def main():
-    browser, snap_path, report, viewer, out = sys.argv[1:6]
+    args = sys.argv[1:]
+    site_text = None
+    if "--site" in args:
+        i = args.index("--site")
+        site_text = args[i + 1]
+        del args[i:i + 2]
+    browser, snap_path, report, viewer, out = args[:5]
     snap = json.load(open(snap_path))
     want_peak = str(viewer_check.expect(snap)["peak-bytes"])
     with tempfile.TemporaryDirectory() as profile:
@@ -203,6 +289,11 @@ def main():
             b.send("DOM.setFileInputFiles", {"nodeId": node, "files": [os.path.abspath(snap_path)]}, p.s)
             p.wait_status("ok")
             check(p.test("peak-bytes") == want_peak, "file picker: peak %s B on the page, %s in the file" % (p.test("peak-bytes"), want_peak))
+            # 4. the whole stack of a block, on demand.
+            if snap["frames"]:
+                p = b.page("file://" + os.path.abspath(report))
+                p.wait_status("ok")
+                stack_on_demand(p, snap, site_text, out)
         finally:
             b.close()
     return 1 if failures else 0

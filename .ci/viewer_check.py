@@ -13,9 +13,15 @@ walks forward): peak bytes over the history window (all allocators, each
 byte once: a nested allocator's blocks, such as a caching allocator's whose
 `inner` allocator is in the snapshot, lie inside that allocator's blocks
 and are not added again; the live blocks' total when there are no events),
-the number of live blocks (every allocator's), and the allocation site
+the number of live blocks (every allocator's), the allocation site
 holding the most bytes at the peak (the innermost frame outside tessera and
-the Rust runtime; ties by name; outermost allocators' blocks).
+the Rust runtime, or with a host's frames the innermost host frame outside
+NumPy's and tessera's sources; ties by name; outermost allocators' blocks),
+the bytes still live at the snapshot (outermost allocators), the small
+long-lived blocks (live at the snapshot, under 64 KiB, allocated at least
+10% of the window before the snapshot or before the window; outermost
+allocators), and that the
+chart runs to the snapshot and at least 4% past the last event.
 """
 
 import json
@@ -23,6 +29,8 @@ import re
 import sys
 
 INTERNAL = ("tessera::", "<tessera::", "tsr_", "std::", "<std::", "core::", "<core::", "alloc::", "<alloc::", "backtrace::", "__rust", "rust_")
+LIBRARY_FILES = re.compile(r"[\\/](numpy|tessera_numpy)[\\/]")
+SMALL_BYTES = 65536
 NO_STACK = "(no backtrace)"
 BEFORE = "(allocated before the history window)"
 
@@ -30,7 +38,11 @@ BEFORE = "(allocated before the history window)"
 def site(frames, stack):
     if not stack:
         return NO_STACK
-    f = next((frames[i] for i in stack if not frames[i]["function"].startswith(INTERNAL)), frames[stack[0]])
+    host = [frames[i] for i in stack if frames[i].get("host")]
+    if host:
+        f = next((h for h in host if not (h.get("file") and LIBRARY_FILES.search(h["file"]))), host[0])
+    else:
+        f = next((frames[i] for i in stack if not frames[i]["function"].startswith(INTERNAL)), frames[stack[0]])
     label = f["function"]
     if f.get("file"):
         label += " (%s%s)" % (f["file"], ":%d" % f["line"] if "line" in f else "")
@@ -125,13 +137,42 @@ def expect(snap):
     for size, s in at_peak.values():
         by_site[s] = by_site.get(s, 0) + size
     ranked = sorted(by_site.items(), key=lambda kv: (-kv[1], kv[0]))
+    # Small long-lived blocks: when each live block was allocated (its
+    # alloc event in the window, else the block's own time, else unknown).
+    times = [e["time_ns"] for e in events]
+    taken = snap.get("taken", {}).get("time_ns", 0)
+    old_before = max(taken, max(times)) - 0.1 * (max(times) - times[0]) if times else float("inf")
+    open_alloc = {}
+    for e in events:
+        k = key(e["allocator"], e["device"], e["addr"])
+        if e["action"] == "alloc":
+            open_alloc[k] = e["time_ns"]
+        elif e["action"] == "free":
+            open_alloc.pop(k, None)
+    small = [b for k, b in live.items() if k[:3] not in inside and b["size"] < SMALL_BYTES
+             and not (open_alloc.get(k, b.get("time_ns")) is not None
+                      and open_alloc.get(k, b.get("time_ns")) > old_before)]
     return {
         "peak-bytes": peak,
         "live-blocks": live_count,
         "top-site": ranked[0][0] if ranked else "",
         "event-count": len(events),
         "dropped-events": snap["history"]["dropped"],
+        "still-live-bytes": total_end,
+        "small-live-blocks": len(small),
+        "small-live-bytes": sum(b["size"] for b in small),
     }
+
+
+def chart_end_ok(snap, got):
+    """Whether the chart's end (the page's chart-end-ns) is at the snapshot
+    and at least 4% of the window past the last event."""
+    times = [e["time_ns"] for e in snap["events"]]
+    if not times:
+        return True
+    t0, t1 = times[0], max(times)
+    want = max(snap.get("taken", {}).get("time_ns", 0), t1 + max(1, (t1 - t0) * 0.04))
+    return abs(float(got) - want) <= 1
 
 
 def dom_values(path):
@@ -171,6 +212,10 @@ def main():
             if got.get(k) != str(v):
                 print("FAIL %s: %s is %r on the page, %r in the snapshot" % (sys.argv[3], k, got.get(k), str(v)))
                 bad += 1
+        if not chart_end_ok(json.load(open(sys.argv[2])), got.get("chart-end-ns") or "nan"):
+            print("FAIL %s: the chart ends at %s ns, not at the snapshot (or 4%% past the last event)"
+                  % (sys.argv[3], got.get("chart-end-ns")))
+            bad += 1
         ms = float(got.get("render-ms") or "nan")
         print("%s %s: peak %s B, %s live blocks, top site %r, %s events; load+render %.1f ms" % (
             "ok  " if not bad else "FAIL", sys.argv[3], got.get("peak-bytes"), got.get("live-blocks"),

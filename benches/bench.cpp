@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "tessera.h"
+#include "tessera.hpp"  // tessera::cpu_kernel
 
 #ifdef TSR_BENCH_TORCH
 #include <ATen/ATen.h>
@@ -966,6 +967,28 @@ void bench_big(int threads) {
         // GB/s: 3 x 4 bytes per element (memcpy: 2 x 4 bytes).
         report(name, s, 12.0 * N,
                {{"libtorch", 1.0, "tessera >= 1.0x libtorch"}, {"C loop", 1.0 / 0.95, ">= 0.95x C loop"}});
+    }
+    name = std::string("cpu_kernel a + b, 16M floats") + suffix;
+    if (wanted(name)) {
+        // A typed kernel (include/tessera/cpu_kernel.hpp) over the iterator
+        // tsr_add builds for the same operands, built in each call as
+        // tsr_add builds its own, against tsr_add itself.
+        std::vector<Side> s;
+        TsrScalar one = tsr_scalar_int(1);
+        using tessera::Ref;
+        tessera::Tensor ta(Ref<TsrTensor>::retain(a)), tb(Ref<TsrTensor>::retain(b)),
+            to(Ref<TsrTensor>::retain(out));
+        s.push_back({"cpu_kernel", [ta, tb, to](long n) {
+                         for (long i = 0; i < n; i++) {
+                             tessera::Iter it = tessera::Iter::binary_op(to, ta, tb);
+                             tessera::cpu_kernel(it, [](float x, float y) { return x + y; });
+                         }
+                     }});
+        s.push_back({"tsr_add", [a, b, out, one](long n) {
+                         for (long i = 0; i < n; i++) TRY(tsr_add(out, a, b, one, nullptr));
+                     }});
+        measure(s, 150, 7);
+        report(name, s, 12.0 * N, {{"tsr_add", 1.1, "<= 1.1x tsr_add"}});
     }
     name = std::string("copy with cast f32 -> f16, 16M") + suffix;
     if (wanted(name)) {

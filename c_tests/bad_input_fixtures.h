@@ -88,6 +88,16 @@ static void fx_loop(void *user, char **data, const int64_t *strides, int64_t n0,
     (void)user, (void)data, (void)strides, (void)n0, (void)n1;
 }
 
+static void fx_loop_n(void *user, int64_t ntensors, char **data, const int64_t *strides,
+                      int64_t n0, int64_t n1) {
+    (void)user, (void)ntensors, (void)data, (void)strides, (void)n0, (void)n1;
+}
+
+static size_t fx_host_frames(void *user, TsrHostFrame *frames, size_t capacity) {
+    (void)user, (void)frames, (void)capacity;
+    return 0;
+}
+
 static void fx_reduce_loop(void *user, void *acc, char **data, const int64_t *strides, int64_t n0,
                            int64_t n1) {
     (void)user, (void)acc, (void)data, (void)strides, (void)n0, (void)n1;

@@ -1,6 +1,7 @@
-/* The iterator through the C API: config, build, queries, loops,
- * reductions, 32-bit pieces, bad input, an output allocator, squashed
- * static shapes and borrowed operands. */
+/* The iterator through the C API: config, build, queries, loops (also
+ * the loop that is given the operand count), reductions, 32-bit pieces,
+ * bad input, an output allocator, squashed static shapes and borrowed
+ * operands. */
 #include "tsr_test.h"
 
 static TsrDevice cpu(void) {
@@ -61,6 +62,73 @@ static void test_build_queries_and_loop(void) {
     CHECK_OK(tsr_tensor_decref(a));
     CHECK_OK(tsr_tensor_decref(b));
     CHECK_OK(tsr_tensor_decref(c));
+}
+
+/* out = the sum of every input (float), for any operand count: the
+ * TsrLoop2dN body is given it. */
+static void sum_inputs_loop(void *user, int64_t ntensors, char **data, const int64_t *strides,
+                            int64_t n0, int64_t n1) {
+    int64_t *seen = (int64_t *)user;
+    *seen = ntensors; /* every call sees the same count: no race on its value */
+    for (int64_t j = 0; j < n1; j++) {
+        for (int64_t i = 0; i < n0; i++) {
+            float acc = 0.0f;
+            for (int64_t arg = 1; arg < ntensors; arg++) {
+                acc += *(const float *)(data[arg] + i * strides[arg] + j * strides[ntensors + arg]);
+            }
+            *(float *)(data[0] + i * strides[0] + j * strides[ntensors]) = acc;
+        }
+    }
+}
+
+/* tsr_iter_for_each_n / tsr_iter_serial_for_each_n: one body over
+ * iterators of 3 and 5 operands, with a broadcast and a transposed input. */
+static void test_loop_given_the_operand_count(void) {
+    int64_t sa[] = {3, 4}, sb[] = {4}, sc[] = {4, 3};
+    TsrTensor *a = arange_f(2, sa), *b = arange_f(1, sb), *c = arange_f(2, sc), *ct = NULL;
+    CHECK_OK(tsr_tensor_transpose(c, 0, 1, &ct));
+    for (int n = 2; n <= 4; n += 2) {
+        TsrIterConfig *cfg = NULL;
+        CHECK_OK(tsr_iter_config_new(&cfg));
+        CHECK_OK(tsr_iter_config_add_output(cfg, NULL));
+        CHECK_OK(tsr_iter_config_add_input(cfg, a));
+        CHECK_OK(tsr_iter_config_add_input(cfg, b));
+        if (n == 4) {
+            CHECK_OK(tsr_iter_config_add_input(cfg, ct));
+            CHECK_OK(tsr_iter_config_add_input(cfg, a));
+        }
+        TsrIter *it = NULL;
+        CHECK_OK(tsr_iter_build(cfg, &it));
+        tsr_iter_config_free(cfg);
+        int64_t seen = 0;
+        CHECK_OK(tsr_iter_for_each_n(it, sum_inputs_loop, &seen, 0));
+        CHECK_EQ(seen, n + 1);
+        TsrTensor *out = tsr_iter_output(it, 0);
+        const float *o = (const float *)tsr_tensor_data(out);
+        for (int i = 0; i < 3; i++) {
+            for (int j = 0; j < 4; j++) {
+                float want = (float)(i * 4 + j) + (float)j;
+                if (n == 4) want += (float)(j * 3 + i) + (float)(i * 4 + j);
+                CHECK(o[i * 4 + j] == want);
+            }
+        }
+        /* the serial form, over two ranges, gives the same */
+        float *w = (float *)tsr_tensor_data(out);
+        for (int k = 0; k < 12; k++) w[k] = -1.0f;
+        seen = 0;
+        CHECK_OK(tsr_iter_serial_for_each_n(it, sum_inputs_loop, &seen, 0, 5));
+        CHECK_OK(tsr_iter_serial_for_each_n(it, sum_inputs_loop, &seen, 5, 12));
+        CHECK_EQ(seen, n + 1);
+        CHECK(o[11] == (n == 4 ? 11.0f + 3.0f + 11.0f + 11.0f : 11.0f + 3.0f));
+        CHECK_STATUS(tsr_iter_for_each_n(it, NULL, NULL, 0), TSR_ERR_NULL_POINTER);
+        CHECK_MSG_CONTAINS("tsr_iter_for_each_n");
+        CHECK_OK(tsr_tensor_decref(out));
+        tsr_iter_free(it);
+    }
+    CHECK_OK(tsr_tensor_decref(ct));
+    CHECK_OK(tsr_tensor_decref(c));
+    CHECK_OK(tsr_tensor_decref(b));
+    CHECK_OK(tsr_tensor_decref(a));
 }
 
 static void count_loop(void *user, char **data, const int64_t *strides, int64_t n0, int64_t n1) {
@@ -333,6 +401,7 @@ static void test_borrowed_operands(void) {
 
 int main(void) {
     RUN(test_build_queries_and_loop);
+    RUN(test_loop_given_the_operand_count);
     RUN(test_serial_ranges_and_presets);
     RUN(test_parallel_reduce);
     RUN(test_32bit_pieces);

@@ -4,7 +4,9 @@
  * allocators', an observer sees a plugin's failure with the right figures
  * (and may call back into tessera), the snapshot file names the plugin and
  * its live block, a snapshot's stacks start at the C caller's function
- * with no frame of tessera's, tsr_cpu_allocator_release_all_caches
+ * with no frame of tessera's, a host's frames (tsr_memory_set_host_frames)
+ * join the stacks only while backtraces are recorded,
+ * tsr_cpu_allocator_release_all_caches
  * empties another thread's cache, and a snapshot replaces its file
  * atomically and refuses a FIFO without blocking. (Event sequences,
  * schema validation and the TORCH pickle: tests/memory_history.rs.)
@@ -188,6 +190,77 @@ static void test_snapshot_stacks_start_at_the_caller(void) {
     CHECK_OK(tsr_memory_record_history(NULL));
 }
 
+/* ---- a host's frames ------------------------------------------------------ */
+
+static int host_calls = 0;
+
+/* Reports a three-frame "Python" stack; allocates through tessera itself
+ * (recorded without host frames, and no recursion). */
+static size_t host_frames(void *user, TsrHostFrame *frames, size_t capacity) {
+    CHECK(user == &host_calls);
+    CHECK_EQ(capacity, (size_t)TSR_MAX_HOST_FRAMES);
+    host_calls++;
+    TsrStorage *inner = NULL;
+    CHECK_OK(tsr_storage_new(48, CPU, false, &inner));
+    CHECK_OK(tsr_storage_decref(inner));
+    TsrHostFrame f[3] = {
+        {"model.py", "forward", 12},
+        {NULL, "outer", 0},       /* no file, no line */
+        {"main.py", NULL, -4},    /* no function, a bad line */
+    };
+    memcpy(frames, f, sizeof f);
+    return 3;
+}
+
+static void test_host_frames_join_the_stack(void) {
+    CHECK_OK(tsr_memory_set_host_frames("fixture-python", "main", host_frames, &host_calls));
+    /* History off, or on without backtraces: never asked. */
+    TsrStorage *s = c_user_site_allocates(1000);
+    CHECK_OK(tsr_storage_decref(s));
+    TsrHistoryOptions o = {sizeof o, 1000, false};
+    CHECK_OK(tsr_memory_record_history(&o));
+    s = c_user_site_allocates(1000);
+    CHECK_OK(tsr_storage_decref(s));
+    CHECK_EQ(host_calls, 0);
+    /* With backtraces: asked once per allocation (not for its own). */
+    o.backtraces = true;
+    CHECK_OK(tsr_memory_record_history(&o));
+    s = c_user_site_allocates(13579);
+    CHECK_EQ(host_calls, 1);
+    char path[512];
+    size_t n = 0;
+    scratch_path(path, sizeof path, "host.json");
+    CHECK_OK(tsr_memory_snapshot(path, TSR_SNAPSHOT_JSON));
+    char *doc = read_all(path, &n);
+    if (doc != NULL) {
+        CHECK(holds(doc, n, "{\"file\":\"model.py\",\"function\":\"forward\",\"host\":\"fixture-python\",\"line\":12}"));
+        CHECK(holds(doc, n, "{\"function\":\"outer\",\"host\":\"fixture-python\"}"));
+        CHECK(holds(doc, n, "{\"file\":\"main.py\",\"function\":\"??\",\"host\":\"fixture-python\"}"));
+        free(doc);
+    }
+    unlink(path);
+    scratch_path(path, sizeof path, "host.pickle");
+    CHECK_OK(tsr_memory_snapshot(path, TSR_SNAPSHOT_TORCH));
+    doc = read_all(path, &n);
+    if (doc != NULL) {
+        CHECK(holds(doc, n, "fixture-python"));
+        CHECK(holds(doc, n, "forward"));
+        free(doc);
+    }
+    unlink(path);
+    CHECK_OK(tsr_storage_decref(s));
+    /* Removed: not asked any more. */
+    CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL));
+    s = c_user_site_allocates(1000);
+    CHECK_OK(tsr_storage_decref(s));
+    CHECK_EQ(host_calls, 1);
+    CHECK_OK(tsr_memory_record_history(NULL));
+    /* Bad input. */
+    CHECK_STATUS(tsr_memory_set_host_frames(NULL, NULL, host_frames, NULL), TSR_ERR_NULL_POINTER);
+    CHECK_STATUS(tsr_memory_set_host_frames("", NULL, host_frames, NULL), TSR_ERR_INVALID_ARGUMENT);
+    CHECK_MSG_CONTAINS("host is \"\"");
+}
+
 /* ---- out-of-memory observer ---------------------------------------------- */
 
 static int oom_calls = 0;
@@ -307,6 +380,7 @@ static void test_snapshot_refuses_a_fifo(void) {
 int main(void) {
     RUN(test_plugin_events_reach_the_snapshot);
     RUN(test_snapshot_stacks_start_at_the_caller);
+    RUN(test_host_frames_join_the_stack);
     RUN(test_snapshot_refuses_a_fifo);
     RUN(test_oom_observer_sees_a_plugin_failure);
     RUN(test_release_all_caches_empties_another_thread);

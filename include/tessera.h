@@ -194,6 +194,11 @@ typedef struct DLManagedTensorVersioned {
 #define TSR_VERSION_PATCH 0
 
 /**
+ * The most frames a TsrHostFramesFn is asked for (the innermost ones).
+ */
+#define TSR_MAX_HOST_FRAMES 128
+
+/**
  * The bytes a buffer needs for the name tsr_storage_share_name writes
  * ("/tessera-" + 8 hex digits of the pid + "-" + 16 hex digits, and the
  * NUL): `char name[TSR_SHM_NAME_SIZE];`.
@@ -844,6 +849,20 @@ typedef void (*TsrLoop2d)(void *user,
                           int64_t size1);
 
 /**
+ * A 2-D loop body that is given the operand count: as TsrLoop2d, with
+ * `ntensors` (outputs first, then inputs: tsr_iter_ntensors) before
+ * `data`, so that one body serves iterators of any operand count
+ * (`strides[ntensors + arg]` is operand arg's dim-1 stride).
+ * tsr_iter_for_each_n and tsr_iter_serial_for_each_n call it.
+ */
+typedef void (*TsrLoop2dN)(void *user,
+                           int64_t ntensors,
+                           char **data,
+                           const int64_t *strides,
+                           int64_t size0,
+                           int64_t size1);
+
+/**
  * A reduction loop body: as TsrLoop2d with the calling chunk's accumulator.
  */
 typedef void (*TsrReduceLoop)(void *user,
@@ -867,6 +886,36 @@ typedef void (*TsrSubIterFn)(void *user, struct TsrIter *sub);
  * How tsr_div_rounding rounds the quotient (PyTorch's rounding_mode).
  */
 typedef int32_t TsrRoundingMode;
+
+/**
+ * One frame of a host's own stack (a Python frame: its source file, line
+ * and function), innermost first, as a TsrHostFramesFn reports it. NULL
+ * `file` or `function`: unknown; `line` < 1: unknown. The strings need
+ * only stay valid until the allocation that called the function returns
+ * (tessera copies them before).
+ */
+typedef struct TsrHostFrame {
+    /**
+     * The source file (UTF-8; other bytes are replaced), or NULL.
+     */
+    const char *file;
+    /**
+     * The function (UTF-8), or NULL.
+     */
+    const char *function;
+    /**
+     * The line in `file`, from 1; < 1 when unknown.
+     */
+    int64_t line;
+} TsrHostFrame;
+
+/**
+ * Reports the calling thread's host frames, innermost first, into
+ * `frames` (room for `capacity`, TSR_MAX_HOST_FRAMES), and returns how
+ * many it wrote (at most `capacity`; 0: none). See
+ * tsr_memory_set_host_frames.
+ */
+typedef size_t (*TsrHostFramesFn)(void *user, struct TsrHostFrame *frames, size_t capacity);
 
 /**
  * Options of tsr_memory_record_history.
@@ -2870,6 +2919,30 @@ TsrStatus tsr_iter_serial_for_each(struct TsrIter *it,
                                    int64_t end);
 
 /**
+ * tsr_iter_for_each with a loop that is given the operand count
+ * (TsrLoop2dN): the same chunks, threads, checks and write-back of cast
+ * outputs, and the same errors.
+ *
+ * # Safety
+ * `it` NULL or live; `loop` follows the TsrLoop2dN contract.
+ */
+TsrStatus tsr_iter_for_each_n(struct TsrIter *it, TsrLoop2dN loop_, void *user, int64_t grain_size);
+
+/**
+ * tsr_iter_serial_for_each with a loop that is given the operand count
+ * (TsrLoop2dN): the flattened elements [begin, end) on the calling
+ * thread, cast outputs not written back, the same errors.
+ *
+ * # Safety
+ * As tsr_iter_for_each_n.
+ */
+TsrStatus tsr_iter_serial_for_each_n(struct TsrIter *it,
+                                     TsrLoop2dN loop_,
+                                     void *user,
+                                     int64_t begin,
+                                     int64_t end);
+
+/**
  * Copies outputs that were computed in a temporary of the common dtype
  * into the caller's tensors (with conversion). tsr_iter_for_each does this
  * itself.
@@ -3149,6 +3222,41 @@ void tsr_set_num_threads(int32_t n);
  * available parallelism).
  */
 int32_t tsr_get_num_threads(void);
+
+/**
+ * Registers `fn`, which reports a host's own stack (Python's), so that
+ * memory history adds those frames to the stack of every allocation it
+ * records while backtraces are on (TsrHistoryOptions.backtraces), as
+ * PyTorch's memory history records Python stacks. `fn` NULL removes the
+ * registration; another registration replaces it (one host at a time).
+ *
+ * `host` names the host; snapshots write it on each of its frames (JSON
+ * `"host"`, docs/MEMORY_SNAPSHOT.md). `enter` (NULL: none) is the native
+ * function through which the host runs its frames, e.g. CPython's
+ * `_PyEval_EvalFrameDefault`: a snapshot puts the host's frames before
+ * the innermost native frame of that name, else after the native frames.
+ *
+ * `fn` is called on the allocating thread, from inside the allocation
+ * (after its block is taken, outside tessera's locks), only when history
+ * records with backtraces: allocations pay nothing more otherwise. It may
+ * run on several threads at once and must not unwind; an allocation it
+ * makes is recorded without host frames. A registration is kept for the
+ * life of the process (a call on another thread may still be running the
+ * one a new registration replaces): `fn` and `user` must stay valid as
+ * long as the process runs.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (`host` NULL while `fn` is not);
+ * TSR_ERR_INVALID_ARGUMENT (`host` empty or not UTF-8, `enter` not
+ * UTF-8).
+ *
+ * # Safety
+ * `host` and `enter` NULL or NUL-terminated strings; `fn`, if not NULL,
+ * callable with `user` from any thread for the life of the process.
+ */
+TsrStatus tsr_memory_set_host_frames(const char *host,
+                                     const char *enter,
+                                     TsrHostFramesFn fn_,
+                                     void *user);
 
 /**
  * Starts recording the allocations and frees of every allocator (plugins

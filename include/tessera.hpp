@@ -58,6 +58,8 @@
  * - tessera/tensor.hpp: Tensor;
  * - tessera/object.hpp: Object;
  * - tessera/iter.hpp: IterConfig, Iter and IterView;
+ * - tessera/cpu_kernel.hpp: cpu_kernel and cpu_serial_kernel, typed
+ *   element-wise kernels over an iterator (c10's);
  * - tessera/kernels.hpp: the built-in kernels (tessera::add ... amax);
  * - tessera/serialize.hpp: TensorDict, saved and loaded in the torch and
  *   safetensors formats.
@@ -77,6 +79,7 @@
 #include "tessera/tensor.hpp"
 #include "tessera/object.hpp"
 #include "tessera/iter.hpp"
+#include "tessera/cpu_kernel.hpp"
 #include "tessera/kernels.hpp"
 #include "tessera/serialize.hpp"
 

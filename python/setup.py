@@ -71,6 +71,7 @@ setup(
             "tessera_numpy._handler",
             sources=[
                 "tessera_numpy/_handler.c",
+                "tessera_numpy/_frames.c",
                 "tessera_numpy/_limited.c",
                 "tessera_numpy/_exit_report.c",
             ],

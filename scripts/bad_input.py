@@ -109,6 +109,8 @@ DEFAULTS = [
     (r"struct TsrTensorDict \*\*", r".*", "&S.dict"),
     (r"(const )?struct TsrTensorDict \*", r".*", "F.dict"),
     (r"const char \*", r"name", '"w"'),
+    (r"const char \*", r"host", '"fixture"'),
+    (r"const char \*", r"enter", '"main"'),
     (r"const char \*", r"key", '"k"'),
     (r"const char \*", r"value", '"v"'),
     (r"const char \*", r"path", "fx_path()"),
@@ -137,12 +139,14 @@ DEFAULTS = [
     (r"int32_t", r"device", "0"),
     (r"ptrdiff_t", r"stream", "-1"),
     (r"TsrLoop2d", r".*", "fx_loop"),
+    (r"TsrLoop2dN", r".*", "fx_loop_n"),
     (r"TsrReduceLoop", r".*", "fx_reduce_loop"),
     (r"TsrReduceCombine", r".*", "fx_combine"),
     (r"TsrSubIterFn", r".*", "fx_sub"),
     (r"TsrMemoryReportFn", r".*", "fx_reporter"),
     (r"TsrOomObserverFn", r".*", "fx_oom_observer"),
     (r"TsrOomInfoObserverFn", r".*", "fx_oom_info_observer"),
+    (r"TsrHostFramesFn", r".*", "fx_host_frames"),
     (r"const struct TsrHistoryOptions \*", r".*", "&FX_HISTORY"),
     (r"TsrSnapshotFormat", r".*", "TSR_SNAPSHOT_JSON"),
     (r"TsrDeleterFn", r".*", "fx_deleter"),
@@ -172,7 +176,8 @@ DEFAULTS = [
 ]
 
 POINTER_TYPEDEFS = {
-    "TsrLoop2d", "TsrReduceLoop", "TsrReduceCombine", "TsrSubIterFn", "TsrMemoryReportFn",
+    "TsrLoop2d", "TsrLoop2dN", "TsrHostFramesFn", "TsrReduceLoop", "TsrReduceCombine",
+    "TsrSubIterFn", "TsrMemoryReportFn",
     "TsrDeleterFn",
 }
 # Parameters that take a code or a dim: each needs a `bad` case or a `skip`.

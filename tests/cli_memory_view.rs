@@ -128,10 +128,12 @@ fn memory_view_reads_pytorch_snapshots() {
         .collect();
     assert_eq!(times, [0, 10_000, 20_000, 25_000, 30_000, 41_000, 60_000]);
     assert_eq!(s["taken"]["unix_time_ms"], 1_790_000_000_000u64);
+    // A PyTorch frame in a .py file is a Python frame (the viewer names a
+    // site after it, as after tessera_numpy's).
     let f0 = &s["frames"][events[0]["stack"][0].as_u64().unwrap() as usize];
     assert_eq!(
         f0,
-        &serde_json::json!({"function": "load_weights", "file": "train.py", "line": 8})
+        &serde_json::json!({"function": "load_weights", "file": "train.py", "line": 8, "host": "python"})
     );
 
     // Written by PyTorch itself (torch.profiler, _profile_to_snapshot):

@@ -1,5 +1,6 @@
-//! Memory history, snapshots, out-of-memory recovery and the CPU thread
-//! caches, through the Rust API (the C API: c_tests/test_memory_history.c).
+//! Memory history, snapshots (a host's frames in them too), out-of-memory
+//! recovery and the CPU thread caches, through the Rust API (the C API:
+//! c_tests/test_memory_history.c).
 //!
 //! History is process-wide, so the tests of this binary take one lock and
 //! look only at the allocators they made (unique names) or at the CPU
@@ -313,6 +314,88 @@ print("ok")
     std::fs::remove_file(&torch).unwrap();
     drop((keep, raw, cache));
     history::stop();
+}
+
+/// A host's frames (history::set_host_frames) in both forms: the JSON
+/// form validates with them and names them, the TORCH form carries them
+/// with a `host` key, and the TORCH form read back into the JSON form
+/// keeps them, host included.
+#[test]
+fn host_frames_in_json_torch_and_back() {
+    let _s = serial();
+    history::set_host_frames(Some(history::HostFrames {
+        host: "fixture-py".into(),
+        enter: None,
+        gather: Box::new(|sink| {
+            sink.push(Some("train.py"), Some("step"), Some(41));
+            sink.push(Some("train.py"), Some("<module>"), Some(7));
+        }),
+    }));
+    history::start(1000, true).unwrap();
+    let plain = Allocator::new(
+        "host-plain",
+        Device::CPU,
+        Box::new(Limited { limit: 1 << 30 }),
+    );
+    let keep = plain.allocate(4321).unwrap();
+    let json = scratch("host.json");
+    let torch = scratch("host.pickle");
+    snapshot::write(&json, Format::Json).unwrap();
+    snapshot::write(&torch, Format::Torch).unwrap();
+    history::set_host_frames(None);
+    history::stop();
+    drop(keep);
+    let root = env!("CARGO_MANIFEST_DIR");
+    let check = format!(
+        r#"
+import json, pickle, jsonschema
+doc = json.load(open({json:?}))
+jsonschema.validate(doc, json.load(open({root:?} + "/docs/snapshot.schema.json")))
+b = [b for a in doc["allocators"] if a["name"] == "host-plain" for b in a["blocks"]][0]
+host = [doc["frames"][i] for i in b["stack"] if "host" in doc["frames"][i]]
+assert host == [
+    {{"function": "step", "file": "train.py", "line": 41, "host": "fixture-py"}},
+    {{"function": "<module>", "file": "train.py", "line": 7, "host": "fixture-py"}},
+], host
+# no `enter`: after the native frames
+assert "host" in doc["frames"][b["stack"][-1]]
+s = pickle.load(open({torch:?}, "rb"))
+frames = [f for seg in s["segments"] if seg.get("allocator") == "host-plain"
+          for bl in seg["blocks"] for f in bl["frames"]]
+assert {{"filename": "train.py", "line": 41, "name": "step", "host": "fixture-py"}} in frames, frames
+print("ok")
+"#,
+        json = json.display().to_string(),
+        torch = torch.display().to_string()
+    );
+    assert!(python(&["-c", &check]).starts_with("ok"));
+    let back: serde_json::Value =
+        serde_json::from_str(&snapshot::json_from_torch(&std::fs::read(&torch).unwrap()).unwrap())
+            .unwrap();
+    let hosted: Vec<(String, String, i64, String)> = back["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f.get("host").is_some())
+        .map(|f| {
+            let t = |k: &str| f[k].as_str().unwrap().to_owned();
+            (
+                t("function"),
+                t("file"),
+                f["line"].as_i64().unwrap(),
+                t("host"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        hosted,
+        [
+            ("step".into(), "train.py".into(), 41, "fixture-py".into()),
+            ("<module>".into(), "train.py".into(), 7, "fixture-py".into()),
+        ]
+    );
+    std::fs::remove_file(&json).unwrap();
+    std::fs::remove_file(&torch).unwrap();
 }
 
 /// The allocation site of `snapshot_stacks_start_at_the_users_frame`.

@@ -6,7 +6,10 @@
 With tessera_numpy's handler installed and tsr_memory_record_history on,
 runs a small numerical workload (a growing list of frames, reductions with
 temporaries, a matrix product, np.fromiter's realloc growth, a release of
-half the frames) and writes tessera's snapshot twice: tessera's JSON
+half the frames; a list keeping a small copy of every frame, the kind of
+slow leak the viewer's "small long-lived blocks" shows) and writes
+tessera's snapshot twice, each allocation with its Python stack
+(tessera_numpy records it while history takes backtraces): tessera's JSON
 (scripts/snapshot_report.py / docs/memory_viewer.html read it) and the
 pickle pytorch.org/memory_viz reads.
 """
@@ -17,22 +20,37 @@ import numpy as np
 import tessera_numpy
 
 
+def load_frame(rng):
+    f = rng.standard_normal((64, 256))              # 128 KiB
+    f -= f.mean(axis=0)                              # a temporary row of means
+    return f
+
+
+def remember(seen, f):
+    seen.append(f[0, :96].copy())                    # 768 bytes per frame, never freed
+
+
+def summarize(frames):
+    stack = np.stack(frames[-6:])                    # 6 x 64 KiB in one block
+    gram = stack.reshape(6, -1) @ stack.reshape(6, -1).T
+    return gram.astype(np.float32)
+
+
 def workload():
     rng = np.random.default_rng(40)
     frames = []
+    seen = []                                        # kept on purpose: a slow leak
     for i in range(24):
-        f = rng.standard_normal((64, 256))          # 128 KiB each
-        f -= f.mean(axis=0)                          # a temporary row of means
+        f = load_frame(rng)
         frames.append(f.astype(np.float32))          # a copy, half the size
+        remember(seen, f)
         if i % 6 == 5:
-            stack = np.stack(frames[-6:])            # 6 x 64 KiB in one block
-            gram = stack.reshape(6, -1) @ stack.reshape(6, -1).T
-            frames.append(gram.astype(np.float32))
+            frames.append(summarize(frames))
     big = np.concatenate([f.ravel() for f in frames])
     grown = np.fromiter((x * x for x in range(20000)), dtype=np.float64)  # realloc growth
     del frames[::2]                                  # free half of them
     small = [np.arange(n) for n in range(1, 200, 9)]
-    return big, grown, frames, small
+    return big, grown, frames, small, seen
 
 
 def main():

@@ -17,6 +17,12 @@
  *
  * The hot paths (malloc, free) touch no Python API: NumPy may call them
  * without the GIL.
+ *
+ * Python frames: the module registers _frames.c's walker with tessera
+ * (tsr_memory_set_host_frames), which calls it on the allocating thread
+ * for each allocation memory history records with backtraces, and only
+ * then: the Python stack (file, line, function) joins the allocation's
+ * stack in snapshots, as in PyTorch's memory history.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,6 +40,7 @@
 #include <unistd.h>
 
 #include "tessera.h"
+#include "_frames.h"
 #include "_limited.h"
 
 #define HEADER_BYTES 64
@@ -565,7 +572,16 @@ PyMODINIT_FUNC PyInit__handler(void) {
     if (m == NULL) {
         return NULL;
     }
+    /* CPython runs Python frames in _PyEval_EvalFrameDefault: a snapshot
+     * puts them before the innermost native frame of that name. */
+    TsrStatus st = tsr_memory_set_host_frames("python", "_PyEval_EvalFrameDefault",
+                                              tsr_numpy_python_frames, NULL);
+    if (st != TSR_OK) {
+        Py_DECREF(m);
+        return raise_tsr("tessera_numpy", st, "tsr_memory_set_host_frames");
+    }
     if (PyModule_AddIntConstant(m, "HEADER_BYTES", HEADER_BYTES) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_PYTHON_FRAMES", TSR_MAX_HOST_FRAMES) < 0 ||
         PyModule_AddIntConstant(m, "SNAPSHOT_JSON", TSR_SNAPSHOT_JSON) < 0 ||
         PyModule_AddIntConstant(m, "SNAPSHOT_TORCH", TSR_SNAPSHOT_TORCH) < 0 ||
         PyModule_AddStringConstant(m, "TESSERA_VERSION", tsr_version()) < 0) {

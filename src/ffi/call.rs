@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::iterator::{IterConfig, TensorIterator};
 use crate::tensor::{MemoryFormat, Tensor};
 use smallvec::SmallVec;
+use std::ffi::{c_char, CStr};
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -302,6 +303,24 @@ pub(crate) unsafe fn optional_tensor(
         // contract, ffi/handle.rs); tensor_view checks NULL and liveness.
         unsafe { tensor_view(t, name) }.map(Some)
     }
+}
+
+/// A NUL-terminated UTF-8 string argument.
+///
+/// # Safety
+/// `p` NULL or a NUL-terminated string.
+pub(crate) unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    check_not_null(p, name)?;
+    // SAFETY: p is non-NULL and NUL-terminated (the caller's contract).
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    std::str::from_utf8(bytes).map_err(|e| {
+        crate::err!(
+            InvalidArgument,
+            "argument '{name}' is not UTF-8 (byte {} of {:?}): expected a UTF-8 string",
+            e.valid_up_to(),
+            String::from_utf8_lossy(bytes)
+        )
+    })
 }
 
 /// Converts a C dtype number. The error names the bad number and the

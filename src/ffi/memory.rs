@@ -2,7 +2,7 @@
 //! (docs/MEMORY_SNAPSHOT.md; the semantics are in allocator::history,
 //! allocator::snapshot and allocator::oom).
 
-use super::call::{check_not_null, guard, guard_value, read_sized};
+use super::call::{check_not_null, guard, guard_value, read_sized, str_arg};
 use super::types::*;
 use crate::allocator::{cpu, history, oom, snapshot};
 use std::ffi::{c_char, c_void, CStr};
@@ -84,6 +84,122 @@ pub struct TsrOomInfo {
 /// An out-of-memory observer taking a TsrOomInfo.
 pub type TsrOomInfoObserverFn =
     Option<unsafe extern "C" fn(user: *mut c_void, info: *const TsrOomInfo)>;
+
+/// One frame of a host's own stack (a Python frame: its source file, line
+/// and function), innermost first, as a TsrHostFramesFn reports it. NULL
+/// `file` or `function`: unknown; `line` < 1: unknown. The strings need
+/// only stay valid until the allocation that called the function returns
+/// (tessera copies them before).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TsrHostFrame {
+    /// The source file (UTF-8; other bytes are replaced), or NULL.
+    pub file: *const c_char,
+    /// The function (UTF-8), or NULL.
+    pub function: *const c_char,
+    /// The line in `file`, from 1; < 1 when unknown.
+    pub line: i64,
+}
+
+/// Reports the calling thread's host frames, innermost first, into
+/// `frames` (room for `capacity`, TSR_MAX_HOST_FRAMES), and returns how
+/// many it wrote (at most `capacity`; 0: none). See
+/// tsr_memory_set_host_frames.
+pub type TsrHostFramesFn = Option<
+    unsafe extern "C" fn(user: *mut c_void, frames: *mut TsrHostFrame, capacity: usize) -> usize,
+>;
+
+/// The most frames a TsrHostFramesFn is asked for (the innermost ones).
+pub const TSR_MAX_HOST_FRAMES: usize = 128;
+// cbindgen writes literals only: the history's bound, written out.
+const _: () = assert!(TSR_MAX_HOST_FRAMES == history::MAX_HOST_FRAMES);
+
+/// Registers `fn`, which reports a host's own stack (Python's), so that
+/// memory history adds those frames to the stack of every allocation it
+/// records while backtraces are on (TsrHistoryOptions.backtraces), as
+/// PyTorch's memory history records Python stacks. `fn` NULL removes the
+/// registration; another registration replaces it (one host at a time).
+///
+/// `host` names the host; snapshots write it on each of its frames (JSON
+/// `"host"`, docs/MEMORY_SNAPSHOT.md). `enter` (NULL: none) is the native
+/// function through which the host runs its frames, e.g. CPython's
+/// `_PyEval_EvalFrameDefault`: a snapshot puts the host's frames before
+/// the innermost native frame of that name, else after the native frames.
+///
+/// `fn` is called on the allocating thread, from inside the allocation
+/// (after its block is taken, outside tessera's locks), only when history
+/// records with backtraces: allocations pay nothing more otherwise. It may
+/// run on several threads at once and must not unwind; an allocation it
+/// makes is recorded without host frames. A registration is kept for the
+/// life of the process (a call on another thread may still be running the
+/// one a new registration replaces): `fn` and `user` must stay valid as
+/// long as the process runs.
+///
+/// Errors: TSR_ERR_NULL_POINTER (`host` NULL while `fn` is not);
+/// TSR_ERR_INVALID_ARGUMENT (`host` empty or not UTF-8, `enter` not
+/// UTF-8).
+///
+/// # Safety
+/// `host` and `enter` NULL or NUL-terminated strings; `fn`, if not NULL,
+/// callable with `user` from any thread for the life of the process.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_memory_set_host_frames(
+    host: *const c_char,
+    enter: *const c_char,
+    fn_: TsrHostFramesFn,
+    user: *mut c_void,
+) -> TsrStatus {
+    guard("tsr_memory_set_host_frames", || {
+        let Some(f) = fn_ else {
+            history::set_host_frames(None);
+            return Ok(());
+        };
+        // SAFETY: NULL or NUL-terminated (the caller's contract).
+        let host = unsafe { str_arg(host, "host") }?;
+        crate::ensure!(
+            !host.is_empty(),
+            InvalidArgument,
+            "host is \"\": expected the host's name, such as \"python\""
+        );
+        let enter = if enter.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL and NUL-terminated (the caller's contract).
+            Some(unsafe { str_arg(enter, "enter") }?.to_owned())
+        };
+        let user = user as usize;
+        history::set_host_frames(Some(history::HostFrames {
+            host: host.to_owned(),
+            enter,
+            gather: Box::new(move |sink| {
+                let mut frames = [TsrHostFrame {
+                    file: std::ptr::null(),
+                    function: std::ptr::null(),
+                    line: 0,
+                }; TSR_MAX_HOST_FRAMES];
+                // SAFETY: the host registered f with this user pointer for
+                // the life of the process; `frames` has room for
+                // TSR_MAX_HOST_FRAMES entries.
+                let n = unsafe { f(user as *mut c_void, frames.as_mut_ptr(), frames.len()) };
+                for fr in &frames[..n.min(frames.len())] {
+                    let text = |p: *const c_char| {
+                        (!p.is_null()).then(|| {
+                            // SAFETY: non-NULL, NUL-terminated and valid
+                            // until the allocation returns (TsrHostFrame's
+                            // contract).
+                            unsafe { CStr::from_ptr(p) }.to_string_lossy()
+                        })
+                    };
+                    let line = u32::try_from(fr.line).ok().filter(|&l| l > 0);
+                    if !sink.push(text(fr.file).as_deref(), text(fr.function).as_deref(), line) {
+                        break;
+                    }
+                }
+            }),
+        }));
+        Ok(())
+    })
+}
 
 /// Starts recording the allocations and frees of every allocator (plugins
 /// and caching allocators included) into a ring of the newest

@@ -1,7 +1,7 @@
 //! Tensor dictionaries, saving and loading at the ABI (tsr_dict_*,
 //! tsr_save / tsr_load and their storage forms).
 
-use super::call::{check_not_null, getter, guard, guard_value, write_out};
+use super::call::{check_not_null, getter, guard, guard_value, str_arg, write_out};
 use super::handle::{box_from, box_into, box_mut, box_ref};
 use super::storage::{storage_handle, storage_ref};
 use super::tensor::{tensor_handle, tensor_ref};
@@ -17,24 +17,6 @@ use std::ffi::{c_char, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
-
-/// A NUL-terminated UTF-8 string argument.
-///
-/// # Safety
-/// `p` NULL or a NUL-terminated string.
-unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
-    check_not_null(p, name)?;
-    // SAFETY: p is non-NULL and NUL-terminated (the caller's contract).
-    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
-    std::str::from_utf8(bytes).map_err(|e| {
-        crate::err!(
-            InvalidArgument,
-            "argument '{name}' is not UTF-8 (byte {} of {:?}): expected a UTF-8 string",
-            e.valid_up_to(),
-            String::from_utf8_lossy(bytes)
-        )
-    })
-}
 
 /// A NUL-terminated path argument (any bytes, as the OS takes them).
 ///

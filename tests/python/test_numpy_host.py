@@ -236,6 +236,84 @@ def test_snapshot_json_and_pickle_show_numpy_blocks(tmp_path):
     del a
 
 
+def allocate_at_a_known_line():
+    return np.ones(1 << 16)  # the line the snapshot must name
+
+
+def snapshot_with_history(tmp_path, backtraces, work):
+    """Runs work() with tessera's handler and history on; returns the JSON
+    snapshot and the pickle's dict, both taken at the end of work()."""
+    tessera_numpy.record_history(True, max_entries=10000, backtraces=backtraces)
+    try:
+        tessera_numpy.install()
+        keep = work()
+        tessera_numpy.snapshot(str(tmp_path / "s.json"))
+        tessera_numpy.snapshot(str(tmp_path / "s.pickle"))
+    finally:
+        tessera_numpy.record_history(False)
+    del keep
+    with open(tmp_path / "s.pickle", "rb") as f:
+        viz = pickle.load(f)
+    return json.loads((tmp_path / "s.json").read_text()), viz
+
+
+def block_of_size(doc, size):
+    blocks = [b for a in doc["allocators"] for b in a["blocks"] if b["size"] == size]
+    assert len(blocks) == 1, blocks
+    return blocks[0]
+
+
+def test_snapshot_names_the_python_lines_of_numpy_allocations(tmp_path):
+    doc, viz = snapshot_with_history(tmp_path, True, allocate_at_a_known_line)
+    line = allocate_at_a_known_line.__code__.co_firstlineno + 1
+    size = (1 << 16) * 8 + tessera_numpy.HEADER_BYTES
+    block = block_of_size(doc, size)
+    stack = [doc["frames"][i] for i in block["stack"]]
+    python = [f for f in stack if f.get("host") == "python"]
+    here = {"function": "allocate_at_a_known_line", "file": __file__, "line": line,
+            "host": "python"}
+    assert here in python, python
+    # The whole Python stack, innermost first: its callers follow.
+    i = python.index(here)
+    assert [f["function"] for f in python[i + 1:i + 3]] == [
+        "snapshot_with_history", "test_snapshot_names_the_python_lines_of_numpy_allocations"]
+    assert python[i + 2]["file"] == __file__
+    # Frames inside NumPy (np.ones is Python code) come before it.
+    numpy_dir = os.path.dirname(np.__file__)
+    assert all(f["file"].startswith(numpy_dir) for f in python[:i]), python[:i]
+    # The native frames come first (NumPy's C allocation path), the
+    # Python frames where the interpreter runs them.
+    assert "host" not in stack[0], stack[:3]
+    # The same frames in memory_viz's pickle, with the host marked.
+    frames = [f for seg in viz["segments"] for b in seg["blocks"]
+              if b["size"] == size for f in b.get("frames", [])]
+    assert {"filename": __file__, "line": line, "name": "allocate_at_a_known_line",
+            "host": "python"} in frames
+
+
+def test_no_python_frames_without_backtraces(tmp_path):
+    doc, _ = snapshot_with_history(tmp_path, False, allocate_at_a_known_line)
+    block = block_of_size(doc, (1 << 16) * 8 + tessera_numpy.HEADER_BYTES)
+    assert "stack" not in block and doc["frames"] == []
+
+
+def test_python_frames_keep_the_exception_being_handled(tmp_path):
+    def work():
+        try:
+            raise KeyError("kept")
+        except KeyError:
+            a = np.ones(777)
+            # Walking the Python stack inside the allocation left the
+            # exception being handled as it was.
+            assert sys.exc_info()[0] is KeyError
+            assert str(sys.exc_info()[1]) == "'kept'"
+            return a
+    doc, _ = snapshot_with_history(tmp_path, True, work)
+    block = block_of_size(doc, 777 * 8 + tessera_numpy.HEADER_BYTES)
+    functions = [doc["frames"][i]["function"] for i in block["stack"]]
+    assert any(f.endswith("work") for f in functions), functions
+
+
 def test_other_threads_start_with_numpy_default():
     # NumPy keeps the handler in a context variable: threads start with
     # their own (empty) context, so NumPy's default handler.

@@ -11,6 +11,7 @@
 
 mod buffer;
 mod clock;
+mod host_frames;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -21,6 +22,10 @@ use crate::error::Result;
 use crate::fork::{self, Held, Step};
 pub use clock::now_ns;
 pub(crate) use clock::{ticks, TickScale};
+pub(crate) use host_frames::HostStack;
+pub use host_frames::{set_host_frames, HostFrameSink, HostFrames, MAX_HOST_FRAMES};
+#[cfg(test)]
+pub(crate) use host_frames::{test_source, HostFrame};
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -94,9 +99,18 @@ impl Action {
     }
 }
 
-/// Return addresses of a stack, innermost first, symbolized only when a
-/// snapshot is written.
-pub(crate) type Stack = Arc<[usize]>;
+/// Where an allocation was made: the return addresses of its native
+/// stack, innermost first, symbolized only when a snapshot is written,
+/// and the host's own frames when a host registered a source of them
+/// (host_frames.rs).
+#[derive(Debug)]
+pub(crate) struct Captured {
+    pub(crate) ips: Box<[usize]>,
+    pub(crate) host: Option<HostStack>,
+}
+
+/// A captured stack, shared by its event and its live block.
+pub(crate) type Stack = Arc<Captured>;
 
 /// One recorded event.
 #[derive(Debug, Clone)]
@@ -430,7 +444,10 @@ fn capture() -> Stack {
         ips.push(frame.ip() as usize);
         ips.len() < 64
     });
-    ips.into()
+    Arc::new(Captured {
+        ips: ips.into(),
+        host: host_frames::gather(),
+    })
 }
 
 /// Records an allocation (`delta` > 0) or free (`delta` < 0) of the

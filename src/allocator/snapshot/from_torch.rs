@@ -57,7 +57,7 @@ struct Doc {
     by_key: HashMap<(i64, String), usize>,
     devices: Vec<(i64, i64)>,
     frames: Vec<Value>,
-    frame_index: HashMap<(String, String, i64), usize>,
+    frame_index: HashMap<(String, String, i64, Option<String>), usize>,
     /// Frame lists already interned, by pickle node (PyTorch's pickles
     /// share them through the memo).
     stacks: HashMap<u32, Vec<usize>>,
@@ -156,7 +156,12 @@ impl Doc {
             let function = function.unwrap_or_else(|| "??".into());
             let file = text("filename");
             let line = fd.get("line").and_then(|v| v.as_int()).unwrap_or(0).max(0);
-            let key = (function, file, line);
+            // A host's frame: tessera writes whose it is; PyTorch's Python
+            // frames are the ones in a .py file.
+            let host = Some(text("host"))
+                .filter(|h| !h.is_empty())
+                .or_else(|| file.ends_with(".py").then(|| "python".to_owned()));
+            let key = (function, file, line, host);
             let next = self.frames.len();
             let i = *self.frame_index.entry(key.clone()).or_insert(next);
             if i == next {
@@ -166,6 +171,9 @@ impl Doc {
                     o.insert("file".into(), json!(key.1));
                 }
                 o.insert("line".into(), json!(key.2));
+                if let Some(host) = &key.3 {
+                    o.insert("host".into(), json!(host));
+                }
                 self.frames.push(Value::Object(o));
             }
             out.push(i);

@@ -117,6 +117,9 @@ pub(super) fn render(g: &Gathered) -> Vec<u8> {
             if let Some(line) = f.line {
                 o.insert("line".into(), json!(line));
             }
+            if let Some(host) = &f.host {
+                o.insert("host".into(), json!(&**host));
+            }
             Value::Object(o)
         })
         .collect();

@@ -127,12 +127,13 @@ pub(crate) fn gather() -> Gathered {
     g
 }
 
-/// A symbolized frame.
+/// A symbolized frame, or a host's frame (`host`: the host's name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Frame {
     pub(crate) function: String,
     pub(crate) file: Option<String>,
     pub(crate) line: Option<u32>,
+    pub(crate) host: Option<Arc<str>>,
 }
 
 /// Function-name prefixes of the frames a snapshot leaves out: tessera's
@@ -228,13 +229,19 @@ impl Frames {
     /// own and the runtime's ([`is_internal`]): the first is the innermost
     /// frame of the caller. A stack with no other frame (an allocation
     /// made by tessera on a pool thread) keeps its innermost frame outside
-    /// the allocator and the runtime, or else its innermost frame.
+    /// the allocator and the runtime, or else its innermost frame. A
+    /// host's frames, all of them, go before the innermost native frame
+    /// its registration names (`enter`), or after the native frames.
     pub(crate) fn stack(&mut self, stack: &Stack) -> Arc<[usize]> {
-        let key = Arc::as_ptr(stack) as *const usize as usize;
+        let key = Arc::as_ptr(stack) as usize;
         if let Some(s) = self.by_stack.get(&key) {
             return s.clone();
         }
-        let all: Vec<Frame> = stack.iter().flat_map(|&ip| self.ip(ip).to_vec()).collect();
+        let all: Vec<Frame> = stack
+            .ips
+            .iter()
+            .flat_map(|&ip| self.ip(ip).to_vec())
+            .collect();
         let mut kept: Vec<&Frame> = all.iter().filter(|f| !is_internal_frame(f)).collect();
         if kept.is_empty() {
             let fallback = all
@@ -245,6 +252,24 @@ impl Frames {
                 })
                 .or(all.first());
             kept.extend(fallback);
+        }
+        let host: Vec<Frame> = stack.host.as_ref().map_or_else(Vec::new, |h| {
+            h.frames
+                .iter()
+                .map(|f| Frame {
+                    function: f.function.to_string(),
+                    file: f.file.as_deref().map(str::to_owned),
+                    line: f.line,
+                    host: Some(h.source.host.clone()),
+                })
+                .collect()
+        });
+        if !host.is_empty() {
+            let enter = stack.host.as_ref().and_then(|h| h.source.enter.as_deref());
+            let at = enter
+                .and_then(|e| kept.iter().position(|f| f.function == e))
+                .unwrap_or(kept.len());
+            kept.splice(at..at, host.iter());
         }
         let out: Arc<[usize]> = kept.into_iter().map(|f| self.intern(f)).collect();
         self.by_stack.insert(key, out.clone());
@@ -273,6 +298,7 @@ impl Frames {
                     .map_or_else(|| "??".to_string(), |n| format!("{n:#}")),
                 file: sym.filename().map(|f| f.display().to_string()),
                 line: sym.lineno(),
+                host: None,
             });
         });
         if found.is_empty() {
@@ -280,6 +306,7 @@ impl Frames {
                 function: "??".to_string(),
                 file: None,
                 line: None,
+                host: None,
             });
         }
         let v: Arc<[Frame]> = found.into();
@@ -317,13 +344,79 @@ pub fn write(path: &std::path::Path, format: Format) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_internal, is_internal_frame, Frame, OWN_SOURCES};
+    use super::{is_internal, is_internal_frame, Frame, Frames, OWN_SOURCES};
+    use crate::allocator::history::{test_source, Captured, HostFrame, HostStack};
+    use std::sync::Arc;
+
+    /// This test's own native stack, as history captures one.
+    #[inline(never)]
+    fn native_ips() -> Box<[usize]> {
+        let mut ips = Vec::new();
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            ips.len() < 64
+        });
+        ips.into()
+    }
+
+    fn functions(frames: &Frames, idx: &[usize]) -> Vec<String> {
+        idx.iter()
+            .map(|&i| frames.table[i].function.clone())
+            .collect()
+    }
+
+    /// A host's frames go, all of them and in order, before the innermost
+    /// native frame its registration names, else after the native frames;
+    /// each carries the host's name.
+    #[test]
+    fn host_frames_are_spliced_where_the_host_enters() {
+        let ips = native_ips();
+        let mut frames = Frames::default();
+        let native = Arc::new(Captured {
+            ips: ips.clone(),
+            host: None,
+        });
+        let idx = frames.stack(&native);
+        let plain = functions(&frames, &idx);
+        assert!(plain.len() >= 2, "{plain:?}");
+        let host_frames: Box<[HostFrame]> = ["inner", "outer"]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| HostFrame {
+                file: Some("model.py".into()),
+                function: (*f).into(),
+                line: Some(10 + i as u32),
+            })
+            .collect();
+        for (enter, at) in [
+            (Some(plain[1].as_str()), 1),
+            (None, plain.len()),
+            (Some("no_such_function"), plain.len()),
+        ] {
+            let with_host = Arc::new(Captured {
+                ips: ips.clone(),
+                host: Some(HostStack {
+                    source: test_source("python", enter),
+                    frames: host_frames.clone(),
+                }),
+            });
+            let idx = frames.stack(&with_host);
+            let mut want = plain.clone();
+            want.splice(at..at, ["inner".to_owned(), "outer".to_owned()]);
+            assert_eq!(functions(&frames, &idx), want, "enter {enter:?}");
+            let f = &frames.table[idx[at]];
+            assert_eq!(f.host.as_deref(), Some("python"));
+            assert_eq!((f.file.as_deref(), f.line), (Some("model.py"), Some(10)));
+            assert!(frames.table[idx[0]].host.is_none() || at == 0);
+        }
+    }
 
     fn frame(function: &str, file: Option<&str>) -> Frame {
         Frame {
             function: function.into(),
             file: file.map(Into::into),
             line: Some(1),
+            host: None,
         }
     }
 

@@ -25,11 +25,17 @@ fn frames_of(frames: &mut Frames, stack: Option<&super::Stack>) -> Value {
         idx.iter()
             .map(|&i| {
                 let f = &frames.table[i];
-                json!({
+                let mut o = json!({
                     "filename": f.file.clone().unwrap_or_else(|| "??".into()),
                     "line": f.line.unwrap_or(0),
                     "name": f.function,
-                })
+                });
+                // A host's frame says whose (memory_viz reads the other
+                // three keys only).
+                if let Some(host) = &f.host {
+                    o["host"] = json!(&**host);
+                }
+                o
             })
             .collect(),
     )

@@ -1,5 +1,6 @@
 //! Running a built iterator with C callbacks: the 2-D loop adapters
-//! (parallel and serial), reductions with per-chunk accumulators, 32-bit
+//! (parallel and serial; TsrLoop2d and TsrLoop2dN, which is also given
+//! the operand count), reductions with per-chunk accumulators, 32-bit
 //! pieces, and the cast write-back.
 
 use super::*;
@@ -16,7 +17,49 @@ unsafe impl Sync for CLoop {}
 // SAFETY: as Sync.
 unsafe impl Send for CLoop {}
 
-impl CLoop {
+/// A C loop body of either signature, as the run calls need it.
+trait LoopBody: Sync {
+    fn call(&self, data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64);
+}
+
+/// The body of tsr_iter_for_each and tsr_iter_for_each_n: every element,
+/// on the pool, then the cast outputs written back.
+///
+/// # Safety
+/// `it` NULL or a live TsrIter handle (the header's contract,
+/// ffi/handle.rs).
+unsafe fn run_parallel(it: *mut TsrIter, body: &impl LoopBody, grain_size: i64) -> Result<()> {
+    // SAFETY: the contract above, passed on; iter_to_run checks NULL.
+    let it = unsafe { iter_to_run(it)? };
+    it.for_each(
+        &|d: &mut [*mut u8], s: &[i64], n0, n1| body.call(d, s, n0, n1),
+        grain_size,
+    );
+    it.cast_outputs()
+}
+
+/// The body of tsr_iter_serial_for_each and tsr_iter_serial_for_each_n:
+/// the elements [begin, end) on the calling thread.
+///
+/// # Safety
+/// As [`run_parallel`].
+unsafe fn run_serial(it: *mut TsrIter, body: &impl LoopBody, begin: i64, end: i64) -> Result<()> {
+    // SAFETY: the contract above, passed on; iter_to_run checks NULL.
+    let it = unsafe { iter_to_run(it)? };
+    crate::ensure!(
+        begin >= 0,
+        InvalidArgument,
+        "begin {begin} is negative: expected 0 <= begin <= end"
+    );
+    it.serial_for_each(
+        &|d: &mut [*mut u8], s: &[i64], n0, n1| body.call(d, s, n0, n1),
+        begin,
+        end,
+    );
+    Ok(())
+}
+
+impl LoopBody for CLoop {
     fn call(&self, data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64) {
         // SAFETY: the iterator hands the body pointers and strides that stay
         // inside every operand for i < n0, j < n1; the body follows the
@@ -24,6 +67,34 @@ impl CLoop {
         unsafe {
             (self.f)(
                 self.user,
+                data.as_mut_ptr() as *mut *mut c_char,
+                strides.as_ptr(),
+                n0,
+                n1,
+            )
+        }
+    }
+}
+
+/// Adapts a C loop that is given the operand count.
+#[derive(Clone, Copy)]
+struct CLoopN {
+    f: unsafe extern "C" fn(*mut c_void, i64, *mut *mut c_char, *const i64, i64, i64),
+    user: *mut c_void,
+}
+// SAFETY: as CLoop (the TsrLoop2dN contract is TsrLoop2d's).
+unsafe impl Sync for CLoopN {}
+// SAFETY: as Sync.
+unsafe impl Send for CLoopN {}
+
+impl LoopBody for CLoopN {
+    fn call(&self, data: &mut [*mut u8], strides: &[i64], n0: i64, n1: i64) {
+        // SAFETY: as CLoop::call; `data` holds one pointer per operand, so
+        // its length is the operand count the body is given.
+        unsafe {
+            (self.f)(
+                self.user,
+                data.len() as i64,
                 data.as_mut_ptr() as *mut *mut c_char,
                 strides.as_ptr(),
                 n0,
@@ -54,18 +125,11 @@ pub unsafe extern "C" fn tsr_iter_for_each(
     grain_size: i64,
 ) -> TsrStatus {
     guard("tsr_iter_for_each", || {
-        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_to_run checks NULL.
-        let it = unsafe { iter_to_run(it)? };
         let Some(f) = loop_ else {
             return Err(null_arg("loop"));
         };
-        let l = CLoop { f, user };
-        it.for_each(
-            &|d: &mut [*mut u8], s: &[i64], n0, n1| l.call(d, s, n0, n1),
-            grain_size,
-        );
-        it.cast_outputs()
+        // SAFETY: `it` is NULL or live (this function's contract).
+        unsafe { run_parallel(it, &CLoop { f, user }, grain_size) }
     })
 }
 
@@ -86,24 +150,56 @@ pub unsafe extern "C" fn tsr_iter_serial_for_each(
     end: i64,
 ) -> TsrStatus {
     guard("tsr_iter_serial_for_each", || {
-        // SAFETY: `it` is NULL or a live TsrIter handle (the header's
-        // contract, ffi/handle.rs); iter_to_run checks NULL.
-        let it = unsafe { iter_to_run(it)? };
         let Some(f) = loop_ else {
             return Err(null_arg("loop"));
         };
-        crate::ensure!(
-            begin >= 0,
-            InvalidArgument,
-            "begin {begin} is negative: expected 0 <= begin <= end"
-        );
-        let l = CLoop { f, user };
-        it.serial_for_each(
-            &|d: &mut [*mut u8], s: &[i64], n0, n1| l.call(d, s, n0, n1),
-            begin,
-            end,
-        );
-        Ok(())
+        // SAFETY: `it` is NULL or live (this function's contract).
+        unsafe { run_serial(it, &CLoop { f, user }, begin, end) }
+    })
+}
+
+/// tsr_iter_for_each with a loop that is given the operand count
+/// (TsrLoop2dN): the same chunks, threads, checks and write-back of cast
+/// outputs, and the same errors.
+///
+/// # Safety
+/// `it` NULL or live; `loop` follows the TsrLoop2dN contract.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_for_each_n(
+    it: *mut TsrIter,
+    loop_: TsrLoop2dN,
+    user: *mut c_void,
+    grain_size: i64,
+) -> TsrStatus {
+    guard("tsr_iter_for_each_n", || {
+        let Some(f) = loop_ else {
+            return Err(null_arg("loop"));
+        };
+        // SAFETY: `it` is NULL or live (this function's contract).
+        unsafe { run_parallel(it, &CLoopN { f, user }, grain_size) }
+    })
+}
+
+/// tsr_iter_serial_for_each with a loop that is given the operand count
+/// (TsrLoop2dN): the flattened elements [begin, end) on the calling
+/// thread, cast outputs not written back, the same errors.
+///
+/// # Safety
+/// As tsr_iter_for_each_n.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_iter_serial_for_each_n(
+    it: *mut TsrIter,
+    loop_: TsrLoop2dN,
+    user: *mut c_void,
+    begin: i64,
+    end: i64,
+) -> TsrStatus {
+    guard("tsr_iter_serial_for_each_n", || {
+        let Some(f) = loop_ else {
+            return Err(null_arg("loop"));
+        };
+        // SAFETY: `it` is NULL or live (this function's contract).
+        unsafe { run_serial(it, &CLoopN { f, user }, begin, end) }
     })
 }
 

@@ -48,6 +48,22 @@ pub type TsrLoop2d = Option<
     ),
 >;
 
+/// A 2-D loop body that is given the operand count: as TsrLoop2d, with
+/// `ntensors` (outputs first, then inputs: tsr_iter_ntensors) before
+/// `data`, so that one body serves iterators of any operand count
+/// (`strides[ntensors + arg]` is operand arg's dim-1 stride).
+/// tsr_iter_for_each_n and tsr_iter_serial_for_each_n call it.
+pub type TsrLoop2dN = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        ntensors: i64,
+        data: *mut *mut c_char,
+        strides: *const i64,
+        size0: i64,
+        size1: i64,
+    ),
+>;
+
 /// A reduction loop body: as TsrLoop2d with the calling chunk's accumulator.
 pub type TsrReduceLoop = Option<
     unsafe extern "C" fn(
