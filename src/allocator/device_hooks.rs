@@ -4,7 +4,7 @@
 //! the caching layer's stream-ordered reuse, `caching/streams.rs`,
 //! drives), the device's free and total memory, and address space it can
 //! reserve and map memory into ([`VirtualMemory`], for expandable
-//! segments, `caching/expandable.rs`).
+//! segments, `caching/pool/expandable.rs`).
 
 use crate::device::Device;
 use crate::error::Result;

@@ -95,11 +95,11 @@ fn the_front_cache_is_bounded_per_size() {
     // The locked front cache, behind the thread front.
     super::thread_front::disable_for_this_thread();
     let (a, _) = cached();
-    let blocks: Vec<_> = (0..front_cache::SLOTS + 2)
+    let blocks: Vec<_> = (0..pool::front_cache::SLOTS + 2)
         .map(|_| a.allocate(8 * KIB).unwrap())
         .collect();
     drop(blocks);
-    assert_eq!(parked_bytes(&a), front_cache::SLOTS * 8 * KIB);
+    assert_eq!(parked_bytes(&a), pool::front_cache::SLOTS * 8 * KIB);
     let s = stats(&a).small;
     assert_eq!((s.active_blocks.current, s.num_frees), (0, 6));
     assert_eq!(audit(&a).whole_segments, 1);

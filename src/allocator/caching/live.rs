@@ -3,7 +3,7 @@
 //! segments), the atfork handlers, and the segments of each for
 //! snapshots.
 
-use super::{history, thread_front, Device, Shared};
+use super::{history, thread_front, SegmentView, Shared};
 use crate::fork::{Held, Step};
 use std::sync::{Mutex, MutexGuard};
 
@@ -60,40 +60,6 @@ pub(crate) unsafe fn fork_release(_in_child: bool) {
         unsafe { (*(p as *const Shared)).lock.force_unlock() };
     }
     drop(list);
-}
-
-/// A block of a segment, for memory snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentBlock {
-    /// Address.
-    pub addr: usize,
-    /// Size (rounded).
-    pub size: usize,
-    /// Handed out (else cached free).
-    pub allocated: bool,
-    /// What the caller asked for, while allocated.
-    pub requested: Option<usize>,
-}
-
-/// A segment of a caching allocator, for memory snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentView {
-    /// Address of its first block.
-    pub addr: usize,
-    /// Total size.
-    pub size: usize,
-    /// "small", "large" or "oversize".
-    pub pool: &'static str,
-    /// Where the memory is.
-    pub device: Device,
-    /// The stream its blocks serve (0: the default stream, or an
-    /// allocator without streams).
-    pub stream: usize,
-    /// A run of mapped pages of an expandable segment (each such run is
-    /// shown as a segment of its own, as in c10's snapshots).
-    pub expandable: bool,
-    /// Its blocks in address order.
-    pub blocks: Vec<SegmentBlock>,
 }
 
 /// The segments of every live caching allocator, keyed by the owner's

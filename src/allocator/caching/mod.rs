@@ -69,10 +69,9 @@ mod alloc_free;
 mod block;
 mod config;
 mod control;
-mod expandable;
 #[cfg(test)]
 mod expandable_tests;
-mod front_cache;
+mod free;
 #[cfg(test)]
 mod front_cache_tests;
 mod live;
@@ -95,7 +94,7 @@ pub use super::roundup::RoundupDivisions;
 pub use super::StreamOps;
 pub(crate) use alloc_free::record_stream;
 pub(crate) use live::all_segments;
-pub use live::{SegmentBlock, SegmentView};
+pub use pool::{SegmentBlock, SegmentView};
 pub use stats::{CachingStats, PoolStats, Stat};
 
 use self::config::Policy;

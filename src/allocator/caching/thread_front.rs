@@ -32,8 +32,8 @@
 //! memory reporter is installed or memory history records, the front
 //! takes and parks nothing (both must see every allocation and free).
 
-use super::alloc_free::caching_free_locked;
 use super::block::{BlockId, FrontInfo};
+use super::free::caching_free_locked;
 use super::pool::State;
 use super::sizes::PoolKind;
 use super::Shared;
@@ -175,7 +175,7 @@ pub(super) fn take(
             DataPtr::from_raw_parts(
                 info.addr as *mut c_void,
                 block.as_ctx(),
-                Some(super::alloc_free::caching_free),
+                Some(caching_free),
                 info.data_device,
             )
         });
@@ -201,6 +201,19 @@ fn count(front: &Front, info: &FrontInfo) {
     if trips >= COUNT_FLUSH {
         flush_counts(front);
     }
+}
+
+/// The deleter of every block: parks it in the calling thread's front, or
+/// gives it back to its pool.
+pub(super) unsafe extern "C" fn caching_free(ctx: *mut c_void) {
+    // SAFETY: this deleter is only attached to DataPtrs whose context is a
+    // handed-out block record, and runs once per such DataPtr.
+    let block = unsafe { BlockId::from_ctx(ctx) };
+    if put(block) {
+        return;
+    }
+    // SAFETY: as above: the block's one free.
+    unsafe { caching_free_locked(block) }
 }
 
 /// Parks a block being freed in the calling thread's front; false (having

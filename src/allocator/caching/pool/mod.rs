@@ -29,8 +29,6 @@
 
 use super::block::{BlockId, BlockState, FrontInfo, Pending, Records};
 use super::config::Policy;
-use super::expandable::Expandable;
-use super::front_cache::Front;
 use super::sizes::{PoolKind, LARGE_SPLIT_REMAINDER, MIN_BLOCK};
 use super::stats::Tallies;
 use super::Shared;
@@ -39,15 +37,20 @@ use crate::data_ptr::DataPtr;
 use crate::device::Device;
 use std::collections::BTreeMap;
 
+mod expandable;
+pub(super) mod front_cache;
 mod release;
 pub(super) mod small_bins;
 mod views;
 
+use expandable::Expandable;
+use front_cache::Front;
 pub(super) use release::Unused;
 use small_bins::SmallBins;
 use std::ffi::c_void;
 #[cfg(test)]
 pub(super) use views::Audit;
+pub use views::{SegmentBlock, SegmentView};
 
 /// Free large-pool blocks keyed by (size, address).
 type FreeMap = BTreeMap<(usize, usize), BlockId>;

@@ -5,11 +5,12 @@ use super::super::block::BlockId;
 #[cfg(test)]
 use super::small_bins::{SmallBins, BITMAP_WORDS, SMALL_CLASSES};
 use super::{PoolKind, State};
+use crate::device::Device;
 
 impl State {
     /// Every segment with the blocks that tile it, in address order (memory
     /// snapshots). Parked blocks are flushed first, so they show as free.
-    pub(in crate::allocator::caching) fn segments(&mut self) -> Vec<super::super::SegmentView> {
+    pub(in crate::allocator::caching) fn segments(&mut self) -> Vec<SegmentView> {
         self.flush_front(None);
         let heads: Vec<BlockId> = self
             .records
@@ -28,7 +29,7 @@ impl State {
             let mut cur = Some(head);
             while let Some(b) = cur {
                 let s = self.bs(b);
-                blocks.push(super::super::SegmentBlock {
+                blocks.push(SegmentBlock {
                     addr: s.addr,
                     size: s.size,
                     allocated: s.allocated,
@@ -41,7 +42,7 @@ impl State {
                 (PoolKind::Large, false) => "large",
                 (PoolKind::Large, true) => "oversize",
             };
-            out.push(super::super::SegmentView {
+            out.push(SegmentView {
                 addr: blocks[0].addr,
                 size: blocks.iter().map(|b| b.size).sum(),
                 pool,
@@ -58,10 +59,10 @@ impl State {
 
     /// The mapped parts of the expandable segments, each run of mapped
     /// blocks a segment of its own (as c10's snapshots show them).
-    fn expandable_views(&mut self, out: &mut Vec<super::super::SegmentView>) {
+    fn expandable_views(&mut self, out: &mut Vec<SegmentView>) {
         let heads: Vec<BlockId> = self.expandable.iter().flatten().map(|e| e.head()).collect();
         for head in heads {
-            let mut run: Vec<super::super::SegmentBlock> = Vec::new();
+            let mut run: Vec<SegmentBlock> = Vec::new();
             let mut cur = Some(head);
             let (kind, device, slot) = {
                 let s = self.bs(head);
@@ -75,7 +76,7 @@ impl State {
                 });
                 match next {
                     Some((true, addr, size, allocated, requested, next)) => {
-                        run.push(super::super::SegmentBlock {
+                        run.push(SegmentBlock {
                             addr,
                             size,
                             allocated,
@@ -89,7 +90,7 @@ impl State {
                 }
                 if !run.is_empty() {
                     let blocks = std::mem::take(&mut run);
-                    out.push(super::super::SegmentView {
+                    out.push(SegmentView {
                         addr: blocks[0].addr,
                         size: blocks.iter().map(|b| b.size).sum(),
                         pool: match kind {
@@ -251,4 +252,38 @@ impl State {
         }
         audit
     }
+}
+
+/// A block of a segment, for memory snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentBlock {
+    /// Address.
+    pub addr: usize,
+    /// Size (rounded).
+    pub size: usize,
+    /// Handed out (else cached free).
+    pub allocated: bool,
+    /// What the caller asked for, while allocated.
+    pub requested: Option<usize>,
+}
+
+/// A segment of a caching allocator, for memory snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentView {
+    /// Address of its first block.
+    pub addr: usize,
+    /// Total size.
+    pub size: usize,
+    /// "small", "large" or "oversize".
+    pub pool: &'static str,
+    /// Where the memory is.
+    pub device: Device,
+    /// The stream its blocks serve (0: the default stream, or an
+    /// allocator without streams).
+    pub stream: usize,
+    /// A run of mapped pages of an expandable segment (each such run is
+    /// shown as a segment of its own, as in c10's snapshots).
+    pub expandable: bool,
+    /// Its blocks in address order.
+    pub blocks: Vec<SegmentBlock>,
 }

@@ -23,16 +23,16 @@
 //! they are driver calls (mmap on the CPU, cuMemMap and friends on CUDA)
 //! of a few microseconds, made only on a miss or a release.
 
-use super::block::BlockId;
-use super::pool::{State, Unused};
-use super::sizes::PoolKind;
+use super::{State, Unused};
+use crate::allocator::caching::block::BlockId;
+use crate::allocator::caching::sizes::PoolKind;
 use crate::allocator::{Reservation, VirtualMemory};
 use crate::device::Device;
 use crate::error::Result;
 use std::collections::BTreeMap;
 
 /// One expandable segment.
-pub(super) struct Expandable {
+pub(in crate::allocator::caching) struct Expandable {
     res: Box<dyn Reservation>,
     /// The mapping granularity.
     page: usize,
@@ -46,7 +46,7 @@ pub(super) struct Expandable {
 
 impl Expandable {
     /// The segment's first block.
-    pub(super) fn head(&self) -> BlockId {
+    pub(in crate::allocator::caching) fn head(&self) -> BlockId {
         self.head
     }
 }
@@ -71,7 +71,7 @@ impl State {
     /// segment when there is none, or none with room. Fails with
     /// OutOfMemory when pages cannot be mapped (the device is out of
     /// memory, or its limit would be passed); nothing stays taken then.
-    pub(super) fn expand(
+    pub(in crate::allocator::caching) fn expand(
         &mut self,
         vm: &dyn VirtualMemory,
         slot: usize,
@@ -301,7 +301,11 @@ impl State {
     /// Unmaps every whole page of the free blocks of the expandable
     /// segments (of `device`, or of all), and releases the segments left
     /// with nothing mapped (into `unused`, given back after unlocking).
-    pub(super) fn unmap_free_pages(&mut self, device: Option<Device>, unused: &mut Unused) {
+    pub(in crate::allocator::caching) fn unmap_free_pages(
+        &mut self,
+        device: Option<Device>,
+        unused: &mut Unused,
+    ) {
         for i in 0..self.expandable.len() {
             let idx = i as u32;
             let (slot, head) = match &self.expandable[i] {
@@ -430,7 +434,7 @@ impl State {
     /// two are neighbours. Returns the unmapped bytes and the reserved
     /// address space.
     #[cfg(test)]
-    pub(super) fn audit_expandable(&mut self) -> (u64, u64) {
+    pub(in crate::allocator::caching) fn audit_expandable(&mut self) -> (u64, u64) {
         let (mut bytes, mut space) = (0, 0);
         for i in 0..self.expandable.len() {
             let Some(seg) = &self.expandable[i] else {

@@ -22,18 +22,18 @@
 //! The front cache lives under the allocator's lock like the pools (see
 //! mod.rs, "Front cache", for why it is not per thread).
 
-use super::block::BlockId;
-use super::pool::State;
-use super::sizes::{MIN_BLOCK, SMALL_MAX};
+use super::State;
+use crate::allocator::caching::block::BlockId;
+use crate::allocator::caching::sizes::{MIN_BLOCK, SMALL_MAX};
 use crate::device::Device;
 use std::ffi::c_void;
 
 /// Blocks kept per size.
-pub(super) const SLOTS: usize = 4;
+pub(in crate::allocator::caching) const SLOTS: usize = 4;
 /// Bytes of small blocks kept per device.
-pub(super) const MAX_BYTES: usize = 8 << 20;
+pub(in crate::allocator::caching) const MAX_BYTES: usize = 8 << 20;
 /// Large blocks kept per device.
-pub(super) const LARGE_SLOTS: usize = 4;
+pub(in crate::allocator::caching) const LARGE_SLOTS: usize = 4;
 const CLASSES: usize = SMALL_MAX / MIN_BLOCK;
 const WORDS: usize = CLASSES / 64;
 
@@ -45,7 +45,7 @@ struct Stack {
 }
 
 /// The parked blocks of one device's pools.
-pub(super) struct Front {
+pub(in crate::allocator::caching) struct Front {
     /// Made on the first park.
     stacks: Option<Box<[Stack; CLASSES]>>,
     /// Bit c of word c / 64: size class c has parked blocks.
@@ -58,7 +58,7 @@ pub(super) struct Front {
 }
 
 impl Front {
-    pub(super) fn new() -> Front {
+    pub(in crate::allocator::caching) fn new() -> Front {
         Front {
             stacks: None,
             words: [0; WORDS],
@@ -77,7 +77,7 @@ impl Front {
 
     /// Bytes parked.
     #[cfg(test)]
-    pub(super) fn bytes(&self) -> usize {
+    pub(in crate::allocator::caching) fn bytes(&self) -> usize {
         self.bytes
             + self.large[..self.large_len]
                 .iter()
@@ -87,13 +87,13 @@ impl Front {
 
     /// Whether nothing is parked.
     #[inline]
-    pub(super) fn is_empty(&self) -> bool {
+    pub(in crate::allocator::caching) fn is_empty(&self) -> bool {
         self.bytes == 0 && self.large_len == 0
     }
 
     /// Takes a parked block of exactly `size` bytes.
     #[inline]
-    pub(super) fn take(&mut self, size: usize) -> Option<BlockId> {
+    pub(in crate::allocator::caching) fn take(&mut self, size: usize) -> Option<BlockId> {
         if size > SMALL_MAX {
             return self.take_large(size);
         }
@@ -113,7 +113,7 @@ impl Front {
     /// Parks block `b` of `size` bytes; false when it does not fit (too
     /// large, its size's stack full, or the byte budget spent).
     #[inline]
-    pub(super) fn put(&mut self, size: usize, b: BlockId) -> bool {
+    pub(in crate::allocator::caching) fn put(&mut self, size: usize, b: BlockId) -> bool {
         if size > SMALL_MAX {
             return self.put_large(size, b);
         }
@@ -163,7 +163,7 @@ impl Front {
     }
 
     /// Takes every parked block out.
-    pub(super) fn drain(&mut self) -> Vec<BlockId> {
+    pub(in crate::allocator::caching) fn drain(&mut self) -> Vec<BlockId> {
         let mut out: Vec<BlockId> = self.large[..self.large_len]
             .iter()
             .filter_map(|e| e.1)
@@ -206,7 +206,7 @@ impl State {
     /// it). An orphaned state parks nothing: its last free must see every
     /// block back in the pools.
     #[inline]
-    pub(super) fn park(&mut self, b: BlockId) -> bool {
+    pub(in crate::allocator::caching) fn park(&mut self, b: BlockId) -> bool {
         let s = self.bs(b);
         debug_assert!(s.allocated);
         let (kind, size, requested, slot, oversize) =
@@ -225,14 +225,18 @@ impl State {
     /// Takes a parked block of exactly `size` bytes from the front cache
     /// of `slot`.
     #[inline]
-    pub(super) fn front_take(&mut self, slot: usize, size: usize) -> Option<BlockId> {
+    pub(in crate::allocator::caching) fn front_take(
+        &mut self,
+        slot: usize,
+        size: usize,
+    ) -> Option<BlockId> {
         self.devices[slot].front.take(size)
     }
 
     /// Hands out a block taken from the front cache for a request of
     /// `requested` bytes. Returns the data address and device.
     #[inline]
-    pub(super) fn hand_out_parked(
+    pub(in crate::allocator::caching) fn hand_out_parked(
         &mut self,
         b: BlockId,
         requested: usize,
@@ -251,7 +255,7 @@ impl State {
 
     /// Empties the front cache of one device (or of all) into the pools:
     /// each block is merged and filed as if freed now.
-    pub(super) fn flush_front(&mut self, slot: Option<usize>) {
+    pub(in crate::allocator::caching) fn flush_front(&mut self, slot: Option<usize>) {
         let slots = match slot {
             Some(s) => s..s + 1,
             None => 0..self.devices.len(),
@@ -274,7 +278,7 @@ impl State {
 
     /// Bytes parked in the front caches (tests).
     #[cfg(test)]
-    pub(super) fn front_bytes(&self) -> usize {
+    pub(in crate::allocator::caching) fn front_bytes(&self) -> usize {
         self.devices.iter().map(|d| d.front.bytes()).sum()
     }
 }
