@@ -2,7 +2,9 @@
 //! statistics, empty_cache and reset_peak.
 
 use super::allocator::{allocator_handle, allocator_ref, TsrAllocator};
-use super::call::{check_not_null, guard, guard_value, read_sized, write_out};
+use super::call::{
+    check_not_null, guard, guard_value, out_struct_size, read_sized, write_out, write_sized,
+};
 use super::types::*;
 use crate::allocator::caching::{
     self, CachingAllocator, CachingOptions, PoolStats, RoundupDivisions, Stat,
@@ -384,36 +386,21 @@ pub unsafe extern "C" fn tsr_caching_allocator_stats(
 ) -> TsrStatus {
     guard("tsr_caching_allocator_stats", || {
         check_not_null(out, "out")?;
-        // SAFETY: out is non-NULL and, per the contract, starts with the
-        // u32 struct_size the caller set.
-        let size = unsafe { (out as *const u32).read_unaligned() } as usize;
-        crate::ensure!(
-            (4..=65536).contains(&size),
-            InvalidArgument,
-            "out->struct_size is {size}: set it to sizeof(TsrCachingStats) before the call \
-             ({} in this version)",
-            std::mem::size_of::<TsrCachingStats>()
-        );
+        // SAFETY: out is non-NULL; its first u32 is the struct_size the
+        // caller set (the contract).
+        let n = unsafe { out_struct_size(out, "TsrCachingStats")? };
         // SAFETY: `allocator` is NULL or a live TsrAllocator handle (the
         // header's contract, ffi/handle.rs); with_caching checks NULL and
         // liveness.
         let s = unsafe { with_caching(allocator, |c| c.stats())? };
-        let n = size.min(std::mem::size_of::<TsrCachingStats>());
         let value = TsrCachingStats {
             struct_size: n as u32,
             all: pool_stats(&s.all),
             small: pool_stats(&s.small),
             large: pool_stats(&s.large),
         };
-        // SAFETY: out is writable for struct_size >= n bytes; value is
-        // readable for size_of >= n bytes; they do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                &value as *const TsrCachingStats as *const u8,
-                out as *mut u8,
-                n,
-            )
-        };
+        // SAFETY: out is writable for its struct_size >= n bytes.
+        unsafe { write_sized(out, &value, n) };
         Ok(())
     })
 }

@@ -5,7 +5,7 @@
 
 use super::allocator::TsrAllocator;
 use super::caching::with_caching;
-use super::call::{check_not_null, guard};
+use super::call::{check_not_null, guard, out_struct_size, write_sized};
 use super::types::*;
 use crate::allocator::caching::{CachingStats, PoolStats, Stat};
 
@@ -144,16 +144,9 @@ pub unsafe extern "C" fn tsr_caching_allocator_memory_stats(
 ) -> TsrStatus {
     guard("tsr_caching_allocator_memory_stats", || {
         check_not_null(out, "out")?;
-        // SAFETY: out is non-NULL and, per the contract, starts with the
-        // u32 struct_size the caller set.
-        let size = unsafe { (out as *const u32).read_unaligned() } as usize;
-        crate::ensure!(
-            (4..=65536).contains(&size),
-            InvalidArgument,
-            "out->struct_size is {size}: set it to sizeof(TsrCachingMemoryStats) before the \
-             call ({} in this version)",
-            std::mem::size_of::<TsrCachingMemoryStats>()
-        );
+        // SAFETY: out is non-NULL; its first u32 is the struct_size the
+        // caller set (the contract).
+        let n = unsafe { out_struct_size(out, "TsrCachingMemoryStats")? };
         let device = if device.is_null() {
             None
         } else {
@@ -170,7 +163,6 @@ pub unsafe extern "C" fn tsr_caching_allocator_memory_stats(
                 Some(d) => Ok((c.device_stats(d)?, c.max_split_size(), c.memory_limit(d)?)),
             })?
         };
-        let n = size.min(std::mem::size_of::<TsrCachingMemoryStats>());
         let value = TsrCachingMemoryStats {
             struct_size: n as u32,
             all: pool(&s.all),
@@ -179,15 +171,8 @@ pub unsafe extern "C" fn tsr_caching_allocator_memory_stats(
             max_split_size: max_split as u64,
             memory_limit: limit.unwrap_or(0),
         };
-        // SAFETY: out is writable for struct_size >= n bytes; value is
-        // readable for size_of >= n bytes; they do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                &value as *const TsrCachingMemoryStats as *const u8,
-                out as *mut u8,
-                n,
-            )
-        };
+        // SAFETY: out is writable for its struct_size >= n bytes.
+        unsafe { write_sized(out, &value, n) };
         Ok(())
     })
 }

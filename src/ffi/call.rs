@@ -286,6 +286,39 @@ pub(crate) unsafe fn read_sized<T: Copy>(p: *const T, min_size: usize, what: &st
     Ok(unsafe { value.assume_init() })
 }
 
+/// The bytes of an out-struct that starts with `struct_size` (set by the
+/// host to its sizeof) that this call fills: the host's size, or ours
+/// when the host's struct is longer, so an older, shorter struct gets
+/// only the fields it has. `what` names the struct in the message.
+///
+/// # Safety
+/// `out` non-NULL and valid for reads of its first u32.
+pub(crate) unsafe fn out_struct_size<T>(out: *mut T, what: &str) -> Result<usize> {
+    // SAFETY: out is non-NULL and, per the contract, starts with the u32
+    // struct_size the caller set.
+    let size = unsafe { (out as *const u32).read_unaligned() } as usize;
+    crate::ensure!(
+        (4..=65536).contains(&size),
+        InvalidArgument,
+        "out->struct_size is {size}: set it to sizeof({what}) before the call ({} in this \
+         version)",
+        std::mem::size_of::<T>()
+    );
+    Ok(size.min(std::mem::size_of::<T>()))
+}
+
+/// Writes the first `n` bytes of `value` to `out` (n from
+/// [`out_struct_size`]).
+///
+/// # Safety
+/// `out` writable for `n` bytes, `n` <= size_of::<T>().
+pub(crate) unsafe fn write_sized<T>(out: *mut T, value: &T, n: usize) {
+    debug_assert!(n <= std::mem::size_of::<T>());
+    // SAFETY: out is writable for n bytes (the contract); value is
+    // readable for size_of::<T>() >= n bytes; they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(value as *const T as *const u8, out as *mut u8, n) };
+}
+
 /// The tensor behind a handle borrowed for the call (as tensor_view), or
 /// None for NULL: for operands documented "may be NULL".
 ///
