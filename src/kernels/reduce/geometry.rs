@@ -333,13 +333,19 @@ pub(super) fn reduce_part<R: Reducer>(
 }
 
 /// `acc[i] = acc[i] + ((r0[i] + r1[i]) + (r2[i] + r3[i]))` (with the
-/// reducer's combine) over `n` contiguous elements.
+/// reducer's combine) over `n` contiguous elements; floating sums with
+/// AVX2 registers.
 ///
 /// # Safety
 /// `acc` and each row address `n` contiguous elements; `acc` overlaps no
 /// row.
 #[inline(always)]
 pub(super) unsafe fn add_rows_x4<R: Reducer>(acc: *mut R::Acc, rows: [*const R::In; 4], n: usize) {
+    // SAFETY: the caller's runs, add_rows_x4's requirement there too.
+    #[cfg(target_arch = "x86_64")]
+    if unsafe { super::avx2_sum::add_rows_x4::<R>(acc, rows, n) } {
+        return;
+    }
     for i in 0..n {
         // SAFETY: i < n, inside every run (the caller's guarantee).
         unsafe {

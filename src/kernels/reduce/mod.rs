@@ -20,9 +20,13 @@
 //!
 //! Files: `reducers.rs` (the reductions' element types and folds: sum,
 //! amax), `pairwise.rs` (a run folded as a cascade in SIMD lanes),
+//! `avx2_sum.rs` (those lanes in AVX2 registers for f32, f16, bfloat16
+//! and f64 sums, with the same bits),
 //! `geometry.rs` (the loop nest over the input's memory order, split
 //! across threads); here, the entry points and their checks.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2_sum;
 mod geometry;
 mod pairwise;
 mod reducers;

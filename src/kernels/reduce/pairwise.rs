@@ -1,7 +1,6 @@
 //! A run folded as a cascade: blocks in independent SIMD lanes, block
 //! results combined as a balanced tree, long runs read as four streams.
 
-use crate::dtype::DType;
 use crate::kernels::elem::Elem;
 use crate::kernels::loops::{ld, load_op, widens, BUF};
 use crate::kernels::ops::Max;
@@ -15,7 +14,7 @@ pub(super) const BLOCK: usize = 4096;
 pub(super) trait Reducer {
     type In: Elem;
     type Acc: Elem;
-    /// Whether this is a sum (whose f32 lanes have an AVX2 kernel).
+    /// Whether this is a sum (whose floating lanes have AVX2 kernels).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const IS_SUM: bool;
     /// The accumulator of an empty set.
@@ -138,7 +137,7 @@ pub(super) unsafe fn block<R: Reducer>(
 }
 
 /// Four contiguous blocks of `m` elements, each folded exactly as
-/// [`block`] folds it; f32 sums read the four in one AVX2 pass.
+/// [`block`] folds it; floating sums read the four in one AVX2 pass.
 ///
 /// # Safety
 /// Each block must address `m` readable contiguous elements.
@@ -149,20 +148,10 @@ pub(super) unsafe fn blocks_x4<R: Reducer>(
     fold: impl Fn(R::Acc, R::Acc) -> R::Acc + Copy,
 ) -> [R::Acc; 4] {
     #[cfg(target_arch = "x86_64")]
-    if R::IS_SUM
-        && R::In::DTYPE == DType::Float
-        && R::Acc::DTYPE == DType::Float
-        && crate::kernels::simd::avx2_enabled()
-    {
-        // SAFETY: avx2_enabled() just said the CPU has AVX2; In is f32
-        // (its DTYPE is Float, and Elem's contract makes f32 the only Elem
-        // of Float), so each of the caller's four blocks of m readable
-        // contiguous elements holds m f32 values.
-        let s = unsafe { crate::kernels::simd::sum_f32_lanes32_x4(q.map(|p| p as *const f32), m) };
-        // SAFETY: Acc is f32 as well (its DTYPE is Float, Elem's contract),
-        // so each result is read back as Acc through a copy of the same
-        // type and size.
-        return s.map(|v| unsafe { std::mem::transmute_copy::<f32, R::Acc>(&v) });
+    // SAFETY: each of the four is a contiguous block of m readable
+    // elements (the caller's guarantee), runs_x4's requirement.
+    if let Some(s) = unsafe { super::avx2_sum::runs_x4::<R>(q, m) } {
+        return s;
     }
     let item = size_of::<R::In>() as isize;
     // SAFETY: each of the four is a contiguous block of m readable
@@ -227,8 +216,16 @@ pub(super) unsafe fn lanes<R: Reducer, const N: usize>(
     n: usize,
     fold: impl Fn(R::Acc, R::Acc) -> R::Acc,
 ) -> R::Acc {
-    let mut acc = [R::identity(); N];
     let item = size_of::<R::In>() as isize;
+    #[cfg(target_arch = "x86_64")]
+    if stride == item {
+        // SAFETY: a contiguous run of n readable elements (the caller's
+        // guarantee), run's requirement.
+        if let Some(s) = unsafe { super::avx2_sum::run::<R, N>(p, n) } {
+            return s;
+        }
+    }
+    let mut acc = [R::identity(); N];
     if widens::<R::In>() && stride == item {
         // Half types: widen BUF elements at a time with the slice
         // conversion, then fold the f32 values. For every widening input
@@ -254,21 +251,6 @@ pub(super) unsafe fn lanes<R: Reducer, const N: usize>(
             i += m;
         }
     } else if stride == item {
-        #[cfg(target_arch = "x86_64")]
-        if R::IS_SUM
-            && N == 32
-            && R::In::DTYPE == DType::Float
-            && R::Acc::DTYPE == DType::Float
-            && crate::kernels::simd::avx2_enabled()
-        {
-            // SAFETY: avx2_enabled() just said the CPU has AVX2; In is f32
-            // (its DTYPE is Float, Elem's contract) and the stride is its
-            // size, so the caller's run is n readable contiguous f32 values.
-            let s = unsafe { crate::kernels::simd::sum_f32_lanes32(p as *const f32, n) };
-            // SAFETY: Acc is f32 as well (its DTYPE is Float, Elem's
-            // contract): a copy of the same type and size.
-            return unsafe { std::mem::transmute_copy::<f32, R::Acc>(&s) };
-        }
         // Contiguous: whole arrays of N elements per step, so the lane
         // updates become packed SIMD adds.
         let mut k = 0;

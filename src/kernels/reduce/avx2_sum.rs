@@ -1,0 +1,304 @@
+//! AVX2 kernels of the floating sums: contiguous runs of f32, f16,
+//! bfloat16 (widened into f32 lanes) and f64 folded exactly as
+//! [`lanes`](super::pairwise::lanes) folds them, one run or four in one
+//! pass, and four rows added into a row of outputs.
+//!
+//! The lanes are four AVX registers (32 f32 or 16 f64 lanes): value i of a
+//! run goes to lane i % lanes while whole groups remain, the rest to lane
+//! 0 in order, then the lanes fold as a tree (l += l + half, halving), so
+//! the result has the bits of the portable loop's. Reading four runs in
+//! one pass keeps four memory streams in flight (sixteen accumulators,
+//! loads as memory operands). Half values widen in registers (F16C's
+//! vcvtph2ps; a bfloat16 is the top half of its f32), where the portable
+//! loop widens through a buffer.
+
+use super::pairwise::Reducer;
+use crate::dtype::DType;
+use crate::kernels::elem::Elem;
+use half::{bf16, f16};
+use std::arch::x86_64::*;
+use std::mem::{size_of, transmute_copy};
+
+/// An element type whose contiguous sums have an AVX2 kernel.
+pub(super) trait Avx2Sum: Copy {
+    /// The accumulator (f32, or f64 for f64).
+    type Acc: Copy + Default + std::ops::Add<Output = Self::Acc>;
+    /// One AVX register of accumulators.
+    type V: Copy;
+    /// Accumulators per register.
+    const W: usize;
+    /// # Safety
+    /// The CPU must have AVX2 and F16C (every method).
+    unsafe fn zero() -> Self::V;
+    /// W elements at `p` (any alignment), widened.
+    ///
+    /// # Safety
+    /// AVX2 and F16C; W readable elements at `p`.
+    unsafe fn load(p: *const Self) -> Self::V;
+    /// W accumulators at `p` (any alignment).
+    ///
+    /// # Safety
+    /// AVX2 and F16C; W readable accumulators at `p`.
+    unsafe fn load_acc(p: *const Self::Acc) -> Self::V;
+    /// # Safety
+    /// AVX2 and F16C.
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// Stores W accumulators at `p` (any alignment).
+    ///
+    /// # Safety
+    /// AVX2 and F16C; W writable accumulators at `p`.
+    unsafe fn store(p: *mut Self::Acc, v: Self::V);
+    /// One element widened, as the portable loop widens it.
+    fn widen(self) -> Self::Acc;
+}
+
+macro_rules! avx2_sum {
+    ($t:ty, $acc:ty, $v:ty, $w:expr, zero: $zero:expr, add: $add:ident,
+     load_acc: $lda:ident, store: $st:ident, |$p:ident| $load:expr, |$x:ident| $widen:expr) => {
+        impl Avx2Sum for $t {
+            type Acc = $acc;
+            type V = $v;
+            const W: usize = $w;
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn zero() -> $v {
+                $zero
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn load($p: *const $t) -> $v {
+                // SAFETY: W readable elements at p (the caller's).
+                unsafe { $load }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn load_acc(p: *const $acc) -> $v {
+                // SAFETY: W readable accumulators at p (the caller's).
+                unsafe { $lda(p) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn add(a: $v, b: $v) -> $v {
+                $add(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn store(p: *mut $acc, v: $v) {
+                // SAFETY: W writable accumulators at p (the caller's).
+                unsafe { $st(p, v) }
+            }
+            #[inline(always)]
+            fn widen(self) -> $acc {
+                let $x = self;
+                $widen
+            }
+        }
+    };
+}
+
+avx2_sum!(f32, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
+    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, |p| _mm256_loadu_ps(p), |x| x);
+avx2_sum!(f64, f64, __m256d, 4, zero: _mm256_setzero_pd(), add: _mm256_add_pd,
+    load_acc: _mm256_loadu_pd, store: _mm256_storeu_pd, |p| _mm256_loadu_pd(p), |x| x);
+avx2_sum!(f16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
+    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps,
+    |p| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)), |x| x.to_f32());
+avx2_sum!(bf16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
+    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps,
+    |p| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+        _mm_loadu_si128(p as *const __m128i)))), |x| x.to_f32());
+
+/// The lanes of one run: four registers stored, the tail added into lane 0
+/// in order, the lanes folded as a tree.
+///
+/// # Safety
+/// AVX2 and F16C; `n` readable elements at `q`, `i` <= n a multiple of
+/// 4 * W.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn finish<T: Avx2Sum>(acc: [T::V; 4], q: *const T, i: usize, n: usize) -> T::Acc {
+    let mut lanes = [T::Acc::default(); 32];
+    let out = lanes.as_mut_ptr();
+    // SAFETY: 4 * W <= 32 lanes written; elements i..n of the run are
+    // readable (the caller's).
+    unsafe {
+        for (u, v) in acc.into_iter().enumerate() {
+            T::store(out.add(u * T::W), v);
+        }
+        for k in i..n {
+            lanes[0] = lanes[0] + q.add(k).read_unaligned().widen();
+        }
+    }
+    let mut width = 4 * T::W;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            lanes[l] = lanes[l] + lanes[l + width];
+        }
+    }
+    lanes[0]
+}
+
+/// The lane sum of a run of `n` contiguous values (see the module).
+///
+/// # Safety
+/// AVX2 and F16C; `n` readable values at `p` (any alignment).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn sum_one<T: Avx2Sum>(p: *const T, n: usize) -> T::Acc {
+    let mut i = 0;
+    // SAFETY: AVX2 and F16C (this function's features); the loads read
+    // p[i..i + 4 * W] while that is inside the run; finish reads the rest.
+    unsafe {
+        let mut a = [T::zero(); 4];
+        while i + 4 * T::W <= n {
+            for (u, v) in a.iter_mut().enumerate() {
+                *v = T::add(*v, T::load(p.add(i + u * T::W)));
+            }
+            i += 4 * T::W;
+        }
+        finish::<T>(a, p, i, n)
+    }
+}
+
+/// [`sum_one`] of four runs of `n` values in one pass, each result
+/// bit-identical to that function's.
+///
+/// # Safety
+/// AVX2 and F16C; `n` readable values at each `p[k]` (any alignment).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn sum_x4<T: Avx2Sum>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
+    let mut i = 0;
+    // SAFETY: as in sum_one, for each run.
+    unsafe {
+        let mut a = [[T::zero(); 4]; 4];
+        while i + 4 * T::W <= n {
+            for (acc, q) in a.iter_mut().zip(p) {
+                for (u, v) in acc.iter_mut().enumerate() {
+                    *v = T::add(*v, T::load(q.add(i + u * T::W)));
+                }
+            }
+            i += 4 * T::W;
+        }
+        [0, 1, 2, 3].map(|k| finish::<T>(a[k], p[k], i, n))
+    }
+}
+
+/// `acc[i] += (r0[i] + r1[i]) + (r2[i] + r3[i])` over `n` values.
+///
+/// # Safety
+/// AVX2 and F16C; `n` accumulators at `acc` and `n` values at each row,
+/// readable (and `acc` writable), `acc` overlapping no row.
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn add_rows<T: Avx2Sum>(acc: *mut T::Acc, rows: [*const T; 4], n: usize) {
+    let mut i = 0;
+    // SAFETY: every access is below n (the caller's runs).
+    unsafe {
+        while i + T::W <= n {
+            let x = |k: usize| T::load(rows[k].add(i));
+            let v = T::add(T::add(x(0), x(1)), T::add(x(2), x(3)));
+            T::store(acc.add(i), T::add(T::load_acc(acc.add(i)), v));
+            i += T::W;
+        }
+        for i in i..n {
+            let x = |k: usize| rows[k].add(i).read_unaligned().widen();
+            *acc.add(i) = *acc.add(i) + ((x(0) + x(1)) + (x(2) + x(3)));
+        }
+    }
+}
+
+/// Calls `$f!(T)` with the AVX2 element type that is R's input, when R is
+/// a sum whose accumulator is that type's and the CPU has AVX2 and F16C;
+/// evaluates to None otherwise.
+macro_rules! for_avx2_sum {
+    ($r:ty, |$t:ident| $body:expr) => {{
+        let avx = <$r>::IS_SUM && crate::kernels::simd::avx2_enabled();
+        match (<$r as Reducer>::In::DTYPE, <$r as Reducer>::Acc::DTYPE) {
+            (DType::Float, DType::Float) if avx => {
+                type $t = f32;
+                Some($body)
+            }
+            (DType::Half, DType::Float) if avx => {
+                type $t = f16;
+                Some($body)
+            }
+            (DType::BFloat16, DType::Float) if avx => {
+                type $t = bf16;
+                Some($body)
+            }
+            (DType::Double, DType::Double) if avx => {
+                type $t = f64;
+                Some($body)
+            }
+            _ => None,
+        }
+    }};
+}
+
+/// R's result read back from the kernel's accumulator.
+///
+/// # Safety
+/// `A` must be R::Acc's type (same DType, so the same Elem type).
+#[inline(always)]
+unsafe fn as_acc<R: Reducer, A: Copy>(v: A) -> R::Acc {
+    debug_assert_eq!(size_of::<A>(), size_of::<R::Acc>());
+    // SAFETY: the caller's: the same type.
+    unsafe { transmute_copy::<A, R::Acc>(&v) }
+}
+
+/// The sum of a contiguous run of `n` R::In values through its AVX2
+/// kernel, with the bits of `lanes::<R, N>`; None where R has no kernel
+/// (not a floating sum, no AVX2) or N is not its lane count.
+///
+/// # Safety
+/// `n` readable contiguous R::In values at `p` (any alignment).
+#[inline(always)]
+pub(super) unsafe fn run<R: Reducer, const N: usize>(p: *const u8, n: usize) -> Option<R::Acc> {
+    for_avx2_sum!(R, |T| {
+        if N != 4 * T::W {
+            return None;
+        }
+        // SAFETY: for_avx2_sum checked AVX2 and F16C; In is T (its DType,
+        // and Elem's contract: one Elem type per DType), so the caller's
+        // run is n values of T; Acc is T::Acc (the accumulator's DType).
+        unsafe { as_acc::<R, _>(sum_one::<T>(p as *const T, n)) }
+    })
+}
+
+/// Four contiguous runs of `n` R::In values summed in one pass, each with
+/// the bits of [`run`]; None where R has no kernel.
+///
+/// # Safety
+/// `n` readable contiguous R::In values at each `q[k]` (any alignment).
+#[inline(always)]
+pub(super) unsafe fn runs_x4<R: Reducer>(q: [*const u8; 4], n: usize) -> Option<[R::Acc; 4]> {
+    for_avx2_sum!(R, |T| {
+        // SAFETY: as in run, for each of the four runs.
+        unsafe { sum_x4::<T>(q.map(|p| p as *const T), n).map(|v| as_acc::<R, _>(v)) }
+    })
+}
+
+/// `acc[i] += (r0[i] + r1[i]) + (r2[i] + r3[i])` over `n` contiguous
+/// values; false (nothing done) where R has no kernel.
+///
+/// # Safety
+/// `n` accumulators at `acc` (readable and writable) and `n` readable
+/// contiguous R::In values at each row, `acc` overlapping no row.
+#[inline(always)]
+pub(super) unsafe fn add_rows_x4<R: Reducer>(
+    acc: *mut R::Acc,
+    rows: [*const R::In; 4],
+    n: usize,
+) -> bool {
+    for_avx2_sum!(R, |T| {
+        // SAFETY: as in run: the rows are T values and acc holds T::Acc
+        // (the same type as R::Acc).
+        unsafe {
+            add_rows::<T>(
+                acc as *mut <T as Avx2Sum>::Acc,
+                rows.map(|p| p as *const T),
+                n,
+            )
+        }
+    })
+    .is_some()
+}
