@@ -12,7 +12,7 @@
 //! vcvtph2ps; a bfloat16 is the top half of its f32), where the portable
 //! loop widens through a buffer.
 
-use super::pairwise::Reducer;
+use super::reducer::Reducer;
 use crate::dtype::DType;
 use crate::kernels::elem::Elem;
 use half::{bf16, f16};

@@ -18,7 +18,8 @@
 //! reduction, into ordered chunks whose partial results are combined in
 //! order, so a given thread count always gives the same result.
 //!
-//! Files: `reducers.rs` (the reductions' element types and folds: sum,
+//! Files: `reducer.rs` (the `Reducer` trait every reduction implements),
+//! `reducers.rs` (the reductions' element types and folds: sum,
 //! amax), `pairwise.rs` (a run folded as a cascade in SIMD lanes),
 //! `avx2_sum.rs` (those lanes in AVX2 registers for f32, f16, bfloat16
 //! and f64 sums, with the same bits),
@@ -29,6 +30,7 @@
 mod avx2_sum;
 mod geometry;
 mod pairwise;
+mod reducer;
 mod reducers;
 
 pub use reducers::SumAcc;

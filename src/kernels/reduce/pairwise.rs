@@ -1,6 +1,7 @@
 //! A run folded as a cascade: blocks in independent SIMD lanes, block
 //! results combined as a balanced tree, long runs read as four streams.
 
+pub(super) use super::reducer::Reducer;
 use crate::kernels::elem::Elem;
 use crate::kernels::loops::{ld, load_op, widens, BUF};
 use crate::kernels::ops::Max;
@@ -9,26 +10,6 @@ use std::mem::size_of;
 /// Elements summed by one set of lanes before the pairwise tree combines
 /// blocks.
 pub(super) const BLOCK: usize = 4096;
-
-/// A reduction: how elements fold into accumulators stored in the output.
-pub(super) trait Reducer {
-    type In: Elem;
-    type Acc: Elem;
-    /// Whether this is a sum (whose floating lanes have AVX2 kernels).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    const IS_SUM: bool;
-    /// The accumulator of an empty set.
-    fn identity() -> Self::Acc;
-    /// Folds two accumulators (the left one covers earlier elements).
-    fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
-    /// One element as an accumulator.
-    fn lift(x: Self::In) -> Self::Acc;
-    /// Reduces `n` elements of a run to one accumulator.
-    ///
-    /// # Safety
-    /// The run must address `n` readable elements.
-    unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> Self::Acc;
-}
 
 /// A pairwise (cascade) reduction of a run: blocks of BLOCK elements are
 /// folded in independent lanes, and block results are combined as a
