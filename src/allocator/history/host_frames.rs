@@ -56,11 +56,13 @@ pub(crate) struct HostStack {
     pub(crate) frames: Box<[HostFrame]>,
 }
 
-/// A registration, as kept (leaked: see the module's comment).
+/// A registration, as kept (never freed, reachable from [`ALL`]).
 pub(crate) struct Registered {
     pub(crate) host: Arc<str>,
     pub(crate) enter: Option<String>,
     gather: Box<dyn Fn(&mut HostFrameSink) + Send + Sync>,
+    /// The registration made before this one ([`ALL`]'s list).
+    older: AtomicPtr<Registered>,
 }
 
 impl std::fmt::Debug for Registered {
@@ -96,6 +98,12 @@ impl HostFrameSink {
 
 static SOURCE: AtomicPtr<Registered> = AtomicPtr::new(std::ptr::null_mut());
 
+/// Every registration ever made, newest first, linked through `older`:
+/// none is freed (a thread may be in its `gather`, a recorded stack names
+/// it), and all stay reachable from here, so leak checkers (valgrind)
+/// see memory still in use, not lost.
+static ALL: AtomicPtr<Registered> = AtomicPtr::new(std::ptr::null_mut());
+
 thread_local! {
     /// Whether this thread is inside its source's `gather` (an allocation
     /// made there is recorded without host frames).
@@ -108,14 +116,24 @@ thread_local! {
 /// previous one. A registration is kept for the life of the process.
 pub fn set_host_frames(source: Option<HostFrames>) {
     let new = source.map_or(std::ptr::null_mut(), |s| {
-        Box::into_raw(Box::new(Registered {
+        let new = Box::into_raw(Box::new(Registered {
             host: s.host.into(),
             enter: s.enter.filter(|e| !e.is_empty()),
             gather: s.gather,
-        }))
+            older: AtomicPtr::new(std::ptr::null_mut()),
+        }));
+        let mut head = ALL.load(Ordering::Acquire);
+        loop {
+            // SAFETY: `new` is a live Box not yet shared with anyone.
+            unsafe { &*new }.older.store(head, Ordering::Relaxed);
+            match ALL.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break new,
+                Err(now) => head = now,
+            }
+        }
     });
-    // The previous registration is leaked on purpose: another thread may
-    // be running its `gather` now.
+    // The previous registration stays (in ALL): another thread may be
+    // running its `gather` now.
     SOURCE.store(new, Ordering::Release);
 }
 
@@ -172,6 +190,7 @@ pub(crate) fn test_source(host: &str, enter: Option<&str>) -> &'static Registere
         host: host.into(),
         enter: enter.map(str::to_owned),
         gather: Box::new(|_| {}),
+        older: AtomicPtr::new(std::ptr::null_mut()),
     }))
 }
 
