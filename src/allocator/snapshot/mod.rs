@@ -232,6 +232,8 @@ impl Frames {
     /// the allocator and the runtime, or else its innermost frame. A
     /// host's frames, all of them, go before the innermost native frame
     /// its registration names (`enter`), or after the native frames.
+    /// Stacks are known by address: every stack given must stay alive
+    /// while this `Frames` is used (the snapshot's events hold theirs).
     pub(crate) fn stack(&mut self, stack: &Stack) -> Arc<[usize]> {
         let key = Arc::as_ptr(stack) as usize;
         if let Some(s) = self.by_stack.get(&key) {
@@ -388,6 +390,10 @@ mod tests {
                 line: Some(10 + i as u32),
             })
             .collect();
+        // Every stack stays alive to the end, as the events keep theirs
+        // while a snapshot is made: `Frames` knows a stack by its address,
+        // which a dropped one could hand to the next.
+        let mut alive = Vec::new();
         for (enter, at) in [
             (Some(plain[1].as_str()), 1),
             (None, plain.len()),
@@ -401,6 +407,7 @@ mod tests {
                 }),
             });
             let idx = frames.stack(&with_host);
+            alive.push(with_host);
             let mut want = plain.clone();
             want.splice(at..at, ["inner".to_owned(), "outer".to_owned()]);
             assert_eq!(functions(&frames, &idx), want, "enter {enter:?}");
