@@ -431,9 +431,10 @@ static void fx_put(FxBytes *o, const void *p, size_t n) {
     memcpy(o->b + o->n, p, n);
     o->n += n;
 }
+/* `v` little-endian in `width` bytes (past the 8th: zeros). */
 static void fx_le(FxBytes *o, uint64_t v, int width) {
     for (int i = 0; i < width; i++) {
-        unsigned char c = (unsigned char)(v >> (8 * i));
+        unsigned char c = i < 8 ? (unsigned char)(v >> (8 * i)) : 0;
         fx_put(o, &c, 1);
     }
 }
