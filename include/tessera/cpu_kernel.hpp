@@ -22,14 +22,14 @@
 #include <type_traits>
 #include <utility>
 
+/** @cond TESSERA_INTERNAL */
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
-/** @cond TESSERA_INTERNAL */
 #define TESSERA_KERNEL_STREAM 1
-/** @endcond */
 #else
 #define TESSERA_KERNEL_STREAM 0
 #endif
+/** @endcond */
 
 namespace tessera {
 /** @cond TESSERA_INTERNAL */
