@@ -355,6 +355,13 @@ fn caching_allocator_under_contention() {
                     // SAFETY: ours.
                     unsafe { tsr_data_ptr_free(&mut p) };
                 }
+                // The thread's own statistics read gives back the blocks
+                // its front parked: a scoped thread's join returns before
+                // its thread-locals' destructors, which would (and did
+                // not yet under ASan's slower exits).
+                let mut mine = TsrAllocatorStats::default();
+                // SAFETY: live handle; out writable.
+                unsafe { ok(tsr_allocator_stats(a, &mut mine)) };
             });
         }
     });
