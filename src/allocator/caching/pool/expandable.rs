@@ -23,7 +23,7 @@
 //! they are driver calls (mmap on the CPU, cuMemMap and friends on CUDA)
 //! of a few microseconds, made only on a miss or a release.
 
-use super::{State, Unused};
+use super::{NewBlock, State, Unused};
 use crate::allocator::caching::block::BlockId;
 use crate::allocator::caching::sizes::PoolKind;
 use crate::allocator::{Reservation, VirtualMemory};
@@ -156,21 +156,18 @@ impl State {
                 self.expandable.len() - 1
             }
         } as u32;
-        let head = self.new_record();
-        let s = self.bs(head);
-        s.addr = base;
-        s.size = size;
-        s.requested = 0;
-        s.prev = None;
-        s.next = None;
-        s.device = data_device;
-        s.segment = None;
-        s.slot = slot;
-        s.kind = kind;
-        s.oversize = false;
-        s.allocated = false;
-        s.mapped = false;
-        s.expandable = Some(idx);
+        let head = self.new_block(NewBlock {
+            addr: base,
+            size,
+            prev: None,
+            next: None,
+            device: data_device,
+            slot,
+            kind,
+            oversize: false,
+            mapped: false,
+            expandable: Some(idx),
+        });
         self.expandable[idx as usize] = Some(Expandable {
             res,
             page,
@@ -270,21 +267,18 @@ impl State {
         seg.unmapped.remove(&addr);
         if len < size {
             let (next, device) = (self.bs(u).next, self.bs(u).device);
-            let r = self.new_record();
-            let rs = self.bs(r);
-            rs.addr = addr + len;
-            rs.size = size - len;
-            rs.requested = 0;
-            rs.prev = Some(u);
-            rs.next = next;
-            rs.device = device;
-            rs.segment = None;
-            rs.slot = slot;
-            rs.kind = kind;
-            rs.oversize = false;
-            rs.allocated = false;
-            rs.mapped = false;
-            rs.expandable = Some(idx);
+            let r = self.new_block(NewBlock {
+                addr: addr + len,
+                size: size - len,
+                prev: Some(u),
+                next,
+                device,
+                slot,
+                kind,
+                oversize: false,
+                mapped: false,
+                expandable: Some(idx),
+            });
             if let Some(n) = next {
                 self.bs(n).prev = Some(r);
             }
@@ -359,23 +353,19 @@ impl State {
             return;
         }
         self.remove_free(b);
-        let piece = |st: &mut State, a: usize, len: usize, prev, next| {
-            let r = st.new_record();
-            let rs = st.bs(r);
-            rs.addr = a;
-            rs.size = len;
-            rs.requested = 0;
-            rs.prev = prev;
-            rs.next = next;
-            rs.device = device;
-            rs.segment = None;
-            rs.slot = slot;
-            rs.kind = kind;
-            rs.oversize = false;
-            rs.allocated = false;
-            rs.mapped = true;
-            rs.expandable = Some(idx);
-            r
+        let piece = |st: &mut State, addr: usize, size: usize, prev, next| {
+            st.new_block(NewBlock {
+                addr,
+                size,
+                prev,
+                next,
+                device,
+                slot,
+                kind,
+                oversize: false,
+                mapped: true,
+                expandable: Some(idx),
+            })
         };
         let mut filed = Vec::new();
         if start > offset {

@@ -48,6 +48,23 @@ use front_cache::Front;
 pub(super) use release::Unused;
 use small_bins::SmallBins;
 use std::ffi::c_void;
+
+/// What a new block record holds (State::new_block): where its memory is,
+/// its neighbours and its pool.
+pub(super) struct NewBlock {
+    pub(super) addr: usize,
+    pub(super) size: usize,
+    pub(super) prev: Option<BlockId>,
+    pub(super) next: Option<BlockId>,
+    pub(super) device: Device,
+    pub(super) slot: usize,
+    pub(super) kind: PoolKind,
+    pub(super) oversize: bool,
+    /// Memory mapped at its addresses (false: an unmapped part of an
+    /// expandable segment).
+    pub(super) mapped: bool,
+    pub(super) expandable: Option<u32>,
+}
 #[cfg(test)]
 pub(super) use views::Audit;
 pub use views::{SegmentBlock, SegmentView};
@@ -157,11 +174,27 @@ impl State {
         unsafe { b.state() }
     }
 
-    /// A record from the spare list. Its fields hold stale values (except
-    /// `segment`, always None on spare records): the caller sets them.
-    #[inline]
-    pub(super) fn new_record(&mut self) -> BlockId {
-        self.records.take()
+    /// A free block record from the spare list holding `b`: no request,
+    /// not allocated, no segment (new_segment gives its first block one).
+    #[inline(always)]
+    fn new_block(&mut self, b: NewBlock) -> BlockId {
+        let id = self.records.take();
+        let s = self.bs(id);
+        s.addr = b.addr;
+        s.size = b.size;
+        s.requested = 0;
+        s.prev = b.prev;
+        s.next = b.next;
+        s.device = b.device;
+        // Always None on a spare record already.
+        debug_assert!(s.segment.is_none());
+        s.slot = b.slot;
+        s.kind = b.kind;
+        s.oversize = b.oversize;
+        s.allocated = false;
+        s.mapped = b.mapped;
+        s.expandable = b.expandable;
+        id
     }
 
     #[inline]
@@ -384,21 +417,19 @@ impl State {
         let dev = self.dev(slot);
         self.stats
             .on(dev, |t| t.segment_added(kind, size, oversize));
-        let id = self.new_record();
-        let s = self.bs(id);
-        s.addr = mem.get() as usize;
-        s.size = size;
-        s.requested = 0;
-        s.prev = None;
-        s.next = None;
-        s.device = mem.device();
-        s.segment = Some(mem);
-        s.slot = slot;
-        s.kind = kind;
-        s.oversize = oversize;
-        s.allocated = false;
-        s.mapped = true;
-        s.expandable = None;
+        let id = self.new_block(NewBlock {
+            addr: mem.get() as usize,
+            size,
+            prev: None,
+            next: None,
+            device: mem.device(),
+            slot,
+            kind,
+            oversize,
+            mapped: true,
+            expandable: None,
+        });
+        self.bs(id).segment = Some(mem);
         id
     }
 
@@ -434,20 +465,18 @@ impl State {
                 s.kind,
                 s.expandable,
             );
-            let r = self.new_record();
-            let rs = self.bs(r);
-            rs.addr = addr;
-            rs.size = remainder;
-            rs.requested = 0;
-            rs.prev = Some(b);
-            rs.next = next;
-            rs.device = device;
-            rs.slot = slot;
-            rs.kind = kind;
-            rs.oversize = false;
-            rs.allocated = false;
-            rs.mapped = true;
-            rs.expandable = expandable;
+            let r = self.new_block(NewBlock {
+                addr,
+                size: remainder,
+                prev: Some(b),
+                next,
+                device,
+                slot,
+                kind,
+                oversize: false,
+                mapped: true,
+                expandable,
+            });
             if let Some(n) = next {
                 self.bs(n).prev = Some(r);
             }
