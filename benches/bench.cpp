@@ -1335,6 +1335,21 @@ void bench_from_file() {
 
 // ----------------------------------------------------------- save / load
 
+// A dict of `count` float tensors of `per` elements, PREFIX<i>.weight,
+// tensor i filled with the byte i (the file benches' checkpoints).
+static TsrTensorDict* float_layers(int64_t count, int64_t per, const char* prefix) {
+    TsrTensorDict* d = nullptr;
+    TRY(tsr_dict_new(&d));
+    for (int64_t i = 0; i < count; i++) {
+        TsrTensor* t = nullptr;
+        TRY(tsr_tensor_empty(1, &per, TSR_FLOAT, TsrDevice{TSR_CPU, -1}, &t));
+        std::memset(tsr_tensor_data(t), int(i), size_t(per) * 4);
+        TRY(tsr_dict_set(d, (prefix + std::to_string(i) + ".weight").c_str(), t));
+        TRY(tsr_tensor_decref(t));
+    }
+    return d;
+}
+
 // A 1 GiB dict of 200 float tensors in the page cache (docs/PERFORMANCE.md,
 // issue 24) as torch, safetensors, npz (stored entries) and GGUF files, and
 // the same 1 GiB as one tensor in an npy file (issue 37): TSR_LOAD_MMAP,
@@ -1368,15 +1383,7 @@ void bench_serialize() {
     if (!any) return;
     const int64_t count = 200, per = (int64_t(1) << 30) / 4 / count;
     const double bytes = double(count) * per * 4;
-    TsrTensorDict* d = nullptr;
-    TRY(tsr_dict_new(&d));
-    for (int64_t i = 0; i < count; i++) {
-        TsrTensor* t = nullptr;
-        TRY(tsr_tensor_empty(1, &per, TSR_FLOAT, TsrDevice{TSR_CPU, -1}, &t));
-        std::memset(tsr_tensor_data(t), int(i), size_t(per) * 4);
-        TRY(tsr_dict_set(d, ("layer" + std::to_string(i) + ".weight").c_str(), t));
-        TRY(tsr_tensor_decref(t));
-    }
+    TsrTensorDict* d = float_layers(count, per, "layer");
     std::string dir = "/tmp/tsr-bench-" + std::to_string(getpid());
     std::string pt = dir + ".pt", st = dir + ".safetensors", raw = dir + ".raw";
     std::string npy = dir + ".npy", npz = dir + ".npz", gguf = dir + ".gguf";
@@ -1652,15 +1659,7 @@ void bench_shards() {
     const double bytes = double(count) * per * 4;
     std::string dir = "/tmp/tsr-bench-shards-" + std::to_string(getpid());
     {
-        TsrTensorDict* d = nullptr;
-        TRY(tsr_dict_new(&d));
-        for (int64_t i = 0; i < count; i++) {
-            TsrTensor* t = nullptr;
-            TRY(tsr_tensor_empty(1, &per, TSR_FLOAT, TsrDevice{TSR_CPU, -1}, &t));
-            std::memset(tsr_tensor_data(t), int(i), size_t(per) * 4);
-            TRY(tsr_dict_set(d, ("layers." + std::to_string(i) + ".weight").c_str(), t));
-            TRY(tsr_tensor_decref(t));
-        }
+        TsrTensorDict* d = float_layers(count, per, "layers.");
         TRY(tsr_save_sharded(d, dir.c_str(), TSR_FORMAT_SAFETENSORS, uint64_t(256) << 20, 0));
         tsr_dict_free(d);
     }
