@@ -414,9 +414,9 @@ fn check_dict(dict: *mut tessera::ffi::serialize::TsrTensorDict) {
 /// process and loaded by copy and mapped: a refusal is a clean error
 /// (`check_refusal`), a loaded tensor passes `load`'s checks.
 pub fn fuzz_load_files(data: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
     use tessera::ffi::serialize::*;
     use tessera::ffi::*;
-    use std::os::unix::ffi::OsStrExt;
     let mut input = Input::new(data);
     let dcp = !input.bool();
     let len = input.u16() as usize;
