@@ -108,6 +108,32 @@ static void test_files_and_storages(void) {
         CHECK(strcmp(tsr_dict_metadata(back, "epoch"), "3") == 0);
         tsr_dict_free(back);
     }
+    /* a read-only mapping: read-only tensors with the same values, saved
+     * again in both formats (large records are copied from the file by
+     * the kernel: src/serialize/tests_kernel_copy.rs) */
+    {
+        TsrTensorDict *ro = NULL;
+        CHECK_OK(tsr_load(pt, TSR_FORMAT_AUTO, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &ro));
+        check_sample(ro, false);
+        TsrTensor *t = tsr_dict_get(ro, "grid_t");
+        TsrStorage *s = tsr_tensor_storage(t);
+        CHECK(tsr_storage_is_read_only(s));
+        CHECK_OK(tsr_storage_decref(s));
+        CHECK_OK(tsr_tensor_decref(t));
+        char again[256];
+        snprintf(again, sizeof again, "%s/again.pt", dir);
+        CHECK_OK(tsr_save(ro, again, TSR_FORMAT_TORCH));
+        tsr_dict_free(ro);
+        TsrTensorDict *back = NULL;
+        CHECK_OK(tsr_load(again, TSR_FORMAT_AUTO, 0, &back));
+        check_sample(back, true);
+        tsr_dict_free(back);
+        CHECK(unlink(again) == 0);
+        /* without TSR_LOAD_MMAP there is no mapping to make read-only */
+        CHECK_STATUS(tsr_load(pt, TSR_FORMAT_AUTO, TSR_LOAD_READ_ONLY, &back),
+                     TSR_ERR_INVALID_ARGUMENT);
+        CHECK_MSG_CONTAINS("needs TSR_LOAD_MMAP");
+    }
     TsrStorage *bytes = NULL;
     CHECK_OK(tsr_save_to_storage(d, TSR_FORMAT_TORCH, &bytes));
     TsrTensorDict *back = NULL;

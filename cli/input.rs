@@ -22,6 +22,7 @@ impl LoadArgs {
         LoadFlags {
             mmap: true,
             skip_unknown: !self.strict,
+            read_only: true,
         }
     }
 }

@@ -226,6 +226,16 @@ typedef struct DLManagedTensorVersioned {
 #define TSR_LOAD_SKIP_UNKNOWN 2
 
 /**
+ * tsr_load flag, with TSR_LOAD_MMAP: a read-only mapping instead of a
+ * private one, and read-only tensors (a write to one is refused). A
+ * tsr_save of such tensors copies their bytes from the file inside the
+ * kernel (copy_file_range) instead of through memory: a file converted
+ * to another format this way costs about what `cp` of it costs. Without
+ * TSR_LOAD_MMAP: TSR_ERR_INVALID_ARGUMENT.
+ */
+#define TSR_LOAD_READ_ONLY 4
+
+/**
  * tsr_save_flags flag: fsync the new file before it replaces the
  * destination, and the destination's directory after, so the save
  * survives a power loss once the call returns.
@@ -3935,7 +3945,7 @@ TsrStatus tsr_save_to_storage(const struct TsrTensorDict *dict,
  * alive) at their record's position, so their storage offsets are
  * shifted by it (tensors that shared a storage keep their relative
  * offsets); a record misaligned for its dtype is copied. TSR_LOAD_MMAP
- * changes nothing here.
+ * (and TSR_LOAD_READ_ONLY with it) changes nothing here.
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (not
  * a CPU storage); TSR_ERR_INVALID_ARGUMENT (format, flags);

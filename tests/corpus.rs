@@ -282,6 +282,7 @@ fn check(path: &Path, case: &Case) -> (Vec<String>, String) {
         let flags = LoadFlags {
             mmap,
             skip_unknown: case.skip_unknown,
+            ..Default::default()
         };
         let found = match serialize::load(path, Format::Auto, flags) {
             Ok(dict) => {

@@ -32,10 +32,12 @@ fn scratch(tag: &str) -> PathBuf {
 const COPY: LoadFlags = LoadFlags {
     mmap: false,
     skip_unknown: false,
+    read_only: false,
 };
 const MMAP: LoadFlags = LoadFlags {
     mmap: true,
     skip_unknown: false,
+    read_only: false,
 };
 
 /// Loads `path` both ways and compares with NAME.expected.jsonl.

@@ -42,7 +42,11 @@ fn load_with(name: &str, skip_unknown: bool) {
     assert_eq!(serialize::detect(&head).unwrap(), named, "{name}");
     for (how, mmap) in [("copy", false), ("mmap", true)] {
         for format in [Format::Auto, named] {
-            let flags = LoadFlags { mmap, skip_unknown };
+            let flags = LoadFlags {
+                mmap,
+                skip_unknown,
+                ..Default::default()
+            };
             let dict = serialize::load(&path, format, flags).unwrap();
             check(name, &dict, how);
         }

@@ -52,13 +52,18 @@ fn load_and_check(name: &str) {
                 let flags = LoadFlags {
                     mmap,
                     skip_unknown: false,
+                    ..Default::default()
                 };
                 match serialize::load(&path, format, flags) {
                     Ok(_) => panic!("{what}: loaded without TSR_LOAD_SKIP_UNKNOWN"),
                     Err(e) => assert!(e.message().contains(needle), "{what}: {e}"),
                 }
             }
-            let flags = LoadFlags { mmap, skip_unknown };
+            let flags = LoadFlags {
+                mmap,
+                skip_unknown,
+                ..Default::default()
+            };
             let loaded = serialize::load(&path, format, flags);
             if let Some(needle) = last["refused"].as_str() {
                 match loaded {

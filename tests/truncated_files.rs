@@ -50,6 +50,7 @@ fn check_cuts(file: &Path) {
             let flags = LoadFlags {
                 mmap,
                 skip_unknown: false,
+                ..Default::default()
             };
             let what = format!(
                 "{} cut to {n} of {} bytes (mmap {mmap})",

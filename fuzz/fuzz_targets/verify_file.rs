@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let flags = LoadFlags {
         mmap: true,
         skip_unknown: true,
+        ..Default::default()
     };
     let result = verify(&path, flags, &mut |done, total| {
         // Progress only grows, within its total.

@@ -9,7 +9,8 @@ use super::types::*;
 pub use super::types::{
     TsrFormat, TsrTensorDict, TSR_FORMAT_AUTO, TSR_FORMAT_DCP, TSR_FORMAT_GGUF, TSR_FORMAT_NPY,
     TSR_FORMAT_NPZ, TSR_FORMAT_SAFETENSORS, TSR_FORMAT_TORCH, TSR_FORMAT_TORCHSCRIPT,
-    TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP, TSR_LOAD_SKIP_UNKNOWN, TSR_SAVE_SYNC,
+    TSR_FORMAT_TORCH_LEGACY, TSR_LOAD_MMAP, TSR_LOAD_READ_ONLY, TSR_LOAD_SKIP_UNKNOWN,
+    TSR_SAVE_SYNC,
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
@@ -54,14 +55,23 @@ const _: () = assert!(TSR_FORMAT_DCP == 8);
 
 fn flags_arg(flags: u32) -> Result<LoadFlags> {
     crate::ensure!(
-        flags & !(TSR_LOAD_MMAP | TSR_LOAD_SKIP_UNKNOWN) == 0,
+        flags & !(TSR_LOAD_MMAP | TSR_LOAD_SKIP_UNKNOWN | TSR_LOAD_READ_ONLY) == 0,
         InvalidArgument,
-        "unknown load flags 0x{flags:x}: expected TSR_LOAD_MMAP (0x1) and TSR_LOAD_SKIP_UNKNOWN \
-         (0x2), or 0"
+        "unknown load flags 0x{:x} in 0x{flags:x}: expected TSR_LOAD_MMAP (0x1), \
+         TSR_LOAD_SKIP_UNKNOWN (0x2) and TSR_LOAD_READ_ONLY (0x4), or 0",
+        flags & !(TSR_LOAD_MMAP | TSR_LOAD_SKIP_UNKNOWN | TSR_LOAD_READ_ONLY)
+    );
+    let read_only = flags & TSR_LOAD_READ_ONLY != 0;
+    crate::ensure!(
+        !read_only || flags & TSR_LOAD_MMAP != 0,
+        InvalidArgument,
+        "load flags 0x{flags:x}: TSR_LOAD_READ_ONLY (0x4) needs TSR_LOAD_MMAP (0x1): it makes \
+         the mapping read-only"
     );
     Ok(LoadFlags {
         mmap: flags & TSR_LOAD_MMAP != 0,
         skip_unknown: flags & TSR_LOAD_SKIP_UNKNOWN != 0,
+        read_only,
     })
 }
 
@@ -410,7 +420,7 @@ pub unsafe extern "C" fn tsr_save_to_storage(
 /// alive) at their record's position, so their storage offsets are
 /// shifted by it (tensors that shared a storage keep their relative
 /// offsets); a record misaligned for its dtype is copied. TSR_LOAD_MMAP
-/// changes nothing here.
+/// (and TSR_LOAD_READ_ONLY with it) changes nothing here.
 ///
 /// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_DEAD_OBJECT; TSR_ERR_DEVICE (not
 /// a CPU storage); TSR_ERR_INVALID_ARGUMENT (format, flags);

@@ -460,6 +460,13 @@ pub const TSR_LOAD_MMAP: u32 = 1;
 /// listed with its global under the metadata key "tessera.skipped".
 /// Without it such a file is TSR_ERR_FORMAT naming every unknown global.
 pub const TSR_LOAD_SKIP_UNKNOWN: u32 = 2;
+/// tsr_load flag, with TSR_LOAD_MMAP: a read-only mapping instead of a
+/// private one, and read-only tensors (a write to one is refused). A
+/// tsr_save of such tensors copies their bytes from the file inside the
+/// kernel (copy_file_range) instead of through memory: a file converted
+/// to another format this way costs about what `cp` of it costs. Without
+/// TSR_LOAD_MMAP: TSR_ERR_INVALID_ARGUMENT.
+pub const TSR_LOAD_READ_ONLY: u32 = 4;
 /// tsr_save_flags flag: fsync the new file before it replaces the
 /// destination, and the destination's directory after, so the save
 /// survives a power loss once the call returns.

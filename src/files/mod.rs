@@ -16,14 +16,20 @@
 //! - [`open_inside`] opens a file that another file names (a shard index,
 //!   a DCP checkpoint's metadata), refusing a path that leaves its
 //!   directory (`..`, an absolute path, a symbolic link out of it).
+//! - [`copy_range`] copies bytes from one file into another inside the
+//!   kernel (a save of tensors that are a read-only mapping of a file).
 //!
 //! Uses only `error`.
 
+mod copy_range;
 mod inside;
 mod open;
 mod replace;
 mod replace_dir;
 
+#[cfg(test)]
+pub(crate) use copy_range::COPIED;
+pub(crate) use copy_range::{copy_range, Copied};
 pub(crate) use inside::{canonical_dir, check_relative, open_inside};
 pub(crate) use open::open_regular;
 pub(crate) use replace::{replace_file, reserve};

@@ -138,7 +138,7 @@ fn load(dir: &Path, flags: LoadFlags) -> Result<TensorDict> {
         }
     }
     let what = format!("{source}'s metadata");
-    let storages = shard_files::load_files(dir, &roots, &files, &what, flags.mmap)?;
+    let storages = shard_files::load_files(dir, &roots, &files, &what, flags)?;
     let storage_of = |at: &Location| {
         let i = files
             .iter()

@@ -117,7 +117,7 @@ pub(crate) fn load(
         _ => Path::new("."),
     };
     let roots = shard_files::roots(dir, path)?;
-    let storages = shard_files::load_files(dir, &roots, &index.files, &what, flags.mmap)?;
+    let storages = shard_files::load_files(dir, &roots, &index.files, &what, flags)?;
     let shard_of: HashMap<&str, &str> = index
         .weight_map
         .iter()

@@ -24,6 +24,7 @@ mod gguf_types;
 mod gguf_write;
 mod hf_save;
 mod hf_shards;
+mod kernel_copy;
 mod name_index;
 mod npy;
 mod npz;
@@ -120,6 +121,12 @@ pub(crate) trait DirectoryFormat: Sync {
 pub struct LoadFlags {
     /// Tensors view a private (copy-on-write) mapping of the file.
     pub mmap: bool,
+    /// With `mmap`: a read-only mapping instead, and read-only tensors
+    /// (writing to one is refused). Saving such tensors copies their
+    /// bytes from the file inside the kernel (`copy_file_range`) instead
+    /// of through memory: what `tessera convert` does. Without `mmap`,
+    /// no effect.
+    pub read_only: bool,
     /// Load the tensors around pickled objects whose globals the
     /// allowlist does not know (placeholders: never imported or called),
     /// listing each in the metadata key [`SKIPPED_KEY`]; without it such a
@@ -313,7 +320,7 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
         return Ok((Format::Dcp, d));
     }
     let bytes = if flags.mmap {
-        map_file(path)?
+        map_file(path, flags.read_only)?
     } else {
         read_file::read_file(path)?
     };
@@ -371,8 +378,9 @@ fn load_directory(path: &Path, format: Format, flags: LoadFlags) -> Result<Optio
     Ok(None)
 }
 
-/// A private (copy-on-write) mapping of the file at `path`.
-fn map_file(path: &Path) -> Result<Storage> {
+/// A private (copy-on-write) mapping of the file at `path`, or with
+/// `read_only` a read-only one.
+fn map_file(path: &Path, read_only: bool) -> Result<Storage> {
     let file =
         crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), "cannot open")?;
     let len = file
@@ -386,13 +394,21 @@ fn map_file(path: &Path) -> Result<Storage> {
         path.display()
     );
     drop(file);
-    Storage::from_file(path, crate::storage::file::FileMode::Private, 0)
+    use crate::storage::file::FileMode;
+    let mode = if read_only {
+        FileMode::ReadOnly
+    } else {
+        FileMode::Private
+    };
+    Storage::from_file(path, mode, 0)
 }
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_archives;
+#[cfg(test)]
+mod tests_kernel_copy;
 #[cfg(test)]
 mod tests_layouts;
 #[cfg(test)]

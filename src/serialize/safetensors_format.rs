@@ -12,6 +12,7 @@
 
 use super::dict::TensorDict;
 use super::dtypes;
+use super::kernel_copy;
 use super::source::Source;
 use super::torch_write::check_saveable;
 use crate::error::{Error, Result};
@@ -25,6 +26,9 @@ pub(crate) struct TensorBytes<'a> {
     dtype: safetensors::Dtype,
     shape: Vec<usize>,
     data: Cow<'a, [u8]>,
+    /// The storage and byte offset `data` borrows from (a contiguous
+    /// tensor), for `kernel_copy`.
+    source: Option<(&'a crate::storage::Storage, usize)>,
 }
 
 impl safetensors::View for &TensorBytes<'_> {
@@ -143,6 +147,9 @@ pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
                 dtype,
                 shape: t.sizes().iter().map(|&s| s as usize).collect(),
                 data: row_major(t),
+                source: t
+                    .is_contiguous(crate::tensor::MemoryFormat::Contiguous)
+                    .then(|| (t.storage(), t.storage_offset() as usize * t.itemsize())),
             },
         ));
     }
@@ -248,10 +255,20 @@ pub(crate) fn write_file(
             crate::files::reason(&e)
         )
     };
+    let file: &std::fs::File = file;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     w.write_all(&head).map_err(io)?;
     for i in order {
-        w.write_all(&tensors[i].1.data).map_err(io)?;
+        let t = &tensors[i].1;
+        if let Some((storage, start)) = t.source {
+            let flush = || w.flush();
+            let copied = kernel_copy::copy_from_file(storage, start, &t.data, file, false, flush)
+                .map_err(io)?;
+            if copied != kernel_copy::Copy::NotCopied {
+                continue;
+            }
+        }
+        w.write_all(&t.data).map_err(io)?;
     }
     w.flush().map_err(io)
 }

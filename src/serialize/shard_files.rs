@@ -28,22 +28,23 @@ pub(crate) fn roots(dir: &Path, named_by: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Each file of `names` (paths relative to `dir`, named by `source`),
-/// opened inside `roots` and loaded into a storage: mapped privately
-/// with `mmap`, else read into fresh memory, the parts of all files read
-/// in parallel on the parallel-loop threads.
+/// opened inside `roots` and loaded into a storage: mapped with
+/// `flags.mmap` (privately, or read-only with `flags.read_only`), else
+/// read into fresh memory, the parts of all files read in parallel on the
+/// parallel-loop threads.
 pub(crate) fn load_files(
     dir: &Path,
     roots: &[PathBuf],
     names: &[String],
     source: &str,
-    mmap: bool,
+    flags: super::LoadFlags,
 ) -> Result<Vec<Storage>> {
     let mut opened = Vec::with_capacity(names.len());
     for name in names {
         let (file, real) = crate::files::open_inside(dir, name, roots, source)?;
         opened.push((file, real));
     }
-    if !mmap {
+    if !flags.mmap {
         return read_file::read_opened(&opened);
     }
     opened
@@ -57,7 +58,12 @@ pub(crate) fn load_files(
             if len == 0 {
                 Storage::new(0, Device::CPU, true)
             } else {
-                Storage::from_file(&real, FileMode::Private, 0)
+                let mode = if flags.read_only {
+                    FileMode::ReadOnly
+                } else {
+                    FileMode::Private
+                };
+                Storage::from_file(&real, mode, 0)
             }
         })
         .collect()

@@ -399,6 +399,7 @@ fn check(root: &Shape, extra: usize, legacy: bool) -> std::result::Result<(), Te
     let flags = LoadFlags {
         mmap: false,
         skip_unknown: true,
+        ..Default::default()
     };
     let d = load_from_storage_flags(&s, Format::Auto, flags)
         .map_err(|err| TestCaseError::fail(format!("{root:?}: {err}")))?;

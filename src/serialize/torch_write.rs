@@ -11,6 +11,7 @@
 
 use super::dict::TensorDict;
 use super::dtypes;
+use super::kernel_copy;
 use crate::error::{Error, Result};
 use crate::pickle::{self, Value};
 use crate::storage::Storage;
@@ -88,7 +89,7 @@ fn tensor_value(t: &Tensor, storage: Value, v3_dtype: Option<&str>) -> Value {
 
 /// Writes `dict` as torch.save does, the records under `archive/`.
 pub(crate) fn write<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -> Result<W> {
-    write_prepared(&prepare(dict)?, archive, out)
+    write_prepared(&prepare(dict)?, archive, out, None)
 }
 
 /// What a torch file of a dict holds, checked and pickled, before
@@ -103,7 +104,7 @@ pub(crate) struct Prepared {
 /// (the pickle's root is the tensor, not a dict; DCP's chunks), the
 /// records under `archive/`.
 pub(crate) fn write_lone<W: Write + Seek>(dict: &TensorDict, archive: &str, out: W) -> Result<W> {
-    write_prepared(&prepare_root(dict, true)?, archive, out)
+    write_prepared(&prepare_root(dict, true)?, archive, out, None)
 }
 
 /// Checks `dict` (CPU tensors, dtypes the format holds, one dtype per
@@ -209,38 +210,63 @@ fn prepare_root(dict: &TensorDict, lone: bool) -> Result<Prepared> {
     })
 }
 
-/// Writes a prepared dict, the records under `archive/`.
-pub(crate) fn write_prepared<W: Write + Seek>(p: &Prepared, archive: &str, out: W) -> Result<W> {
+/// Writes a prepared dict, the records under `archive/`. `direct` is the
+/// file `out` writes to, when it is one: a record that is a read-only
+/// mapping of a file is then copied from that file inside the kernel
+/// (`kernel_copy`).
+pub(crate) fn write_prepared<W: Write + Seek>(
+    p: &Prepared,
+    archive: &str,
+    out: W,
+    direct: Option<&std::fs::File>,
+) -> Result<W> {
     let mut zip = zip::ZipWriter::new(QuietAfterError::new(out));
-    let mut put = |name: &str, bytes: &[u8]| -> Result<()> {
+    let io = |name: &str, e: std::io::Error| {
+        crate::err!(
+            Io,
+            "writing record {name} failed: {}",
+            crate::files::reason(&e)
+        )
+    };
+    let mut put = |name: &str, bytes: &[u8], storage: Option<&Storage>| -> Result<()> {
         let options = SimpleFileOptions::default()
             .compression_method(CompressionMethod::Stored)
             .with_alignment(ALIGNMENT)
             .large_file(bytes.len() as u64 >= u32::MAX as u64);
         zip.start_file(format!("{archive}/{name}"), options)
             .map_err(zip_err)?;
-        zip.write_all(bytes).map_err(|e| {
-            crate::err!(
-                Io,
-                "writing record {name} failed: {}",
-                crate::files::reason(&e)
-            )
-        })
+        if let (Some(dst), Some(storage)) = (direct, storage) {
+            // The local header goes out first: the copy lands after it.
+            let flush = || zip.flush();
+            let copied = kernel_copy::copy_from_file(storage, 0, bytes, dst, true, flush)
+                .map_err(|e| io(name, e))?;
+            if let kernel_copy::Copy::Done { crc32 } = copied {
+                // SAFETY: the entry's bytes went into the file `zip`
+                // writes to, at its position, by the copy: bytes.len() of
+                // them, whose CRC-32 is crc32. The zip writer reads the
+                // position back from the file when it finishes the entry.
+                return unsafe { zip.set_file_metadata(bytes.len() as u64, crc32) }
+                    .map_err(zip_err);
+            }
+        }
+        zip.write_all(bytes).map_err(|e| io(name, e))
     };
-    put("data.pkl", &p.pkl)?;
-    put(".format_version", b"1")?;
-    put(".storage_alignment", b"64")?;
-    put("byteorder", b"little")?;
+    put("data.pkl", &p.pkl, None)?;
+    put(".format_version", b"1", None)?;
+    put(".storage_alignment", b"64", None)?;
+    put("byteorder", b"little", None)?;
     for r in &p.records {
-        put(&format!("data/{}", r.key), storage_bytes(&r.storage))?;
+        let name = format!("data/{}", r.key);
+        put(&name, storage_bytes(&r.storage), Some(&r.storage))?;
     }
     if let Some(meta) = &p.meta_pkl {
-        put("tessera_metadata.pkl", meta)?;
+        put("tessera_metadata.pkl", meta, None)?;
     }
-    put("version", b"3\n")?;
+    put("version", b"3\n", None)?;
     put(
         ".data/serialization_id",
         b"0000000000000000000000000000000000000000",
+        None,
     )?;
     zip.finish().map(|w| w.inner).map_err(zip_err)
 }

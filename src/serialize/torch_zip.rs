@@ -53,8 +53,9 @@ impl FileFormat for TorchZip {
 
     fn write_file(&self, dict: &TensorDict, file: &mut File, _: &Path, dest: &Path) -> Result<()> {
         let prepared = torch_write::prepare(dict)?;
+        let file: &File = file;
         let w = std::io::BufWriter::with_capacity(1 << 20, file);
-        torch_write::write_prepared(&prepared, ARCHIVE, w)
+        torch_write::write_prepared(&prepared, ARCHIVE, w, Some(file))
             .and_then(|mut w| {
                 w.flush()
                     .map_err(|e| crate::err!(Io, "flushing failed: {}", crate::files::reason(&e)))

@@ -51,7 +51,7 @@ pub fn verify(
     flags: LoadFlags,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified> {
-    let mapped = map_file(path)?;
+    let mapped = map_file(path, true)?;
     let bytes = storage_bytes(&mapped)?;
     let source = Source {
         bytes,
@@ -60,6 +60,7 @@ pub fn verify(
     };
     let flags = LoadFlags {
         mmap: true,
+        read_only: true,
         ..flags
     };
     let (format, dict) = load_source(&source, Format::Auto, flags)?;

@@ -61,7 +61,9 @@ enum Map {
 /// (closed with it) and its path.
 pub struct FileMapping {
     map: Map,
-    _file: File,
+    /// The mapped file (mapped from its first byte), closed with the
+    /// mapping.
+    file: File,
     path: CString,
     mode: FileMode,
 }
@@ -72,6 +74,20 @@ impl FileMapping {
             Map::ReadOnly(m) => m.as_ptr() as *mut c_void,
             Map::Writable(m) => m.as_ptr() as *mut c_void,
         }
+    }
+
+    /// The file behind a read-only mapping and the offset in it of the
+    /// `len` bytes at `ptr` (which must lie in the mapping): bytes that
+    /// are the file's own, page for page, so they can be copied from the
+    /// file instead of from memory. None for a private or writable
+    /// mapping (its pages may hold what the file does not) and for a
+    /// range outside the mapping.
+    pub(crate) fn read_only_extent(&self, ptr: *const u8, len: usize) -> Option<(&File, u64)> {
+        let Map::ReadOnly(m) = &self.map else {
+            return None;
+        };
+        let start = (ptr as usize).checked_sub(m.as_ptr() as usize)?;
+        (start.checked_add(len)? <= m.len()).then_some((&self.file, start as u64))
     }
 
     /// The mode it was mapped with.
@@ -242,7 +258,7 @@ impl Storage {
         drop(undo);
         let mapping = Box::new(FileMapping {
             map,
-            _file: file,
+            file,
             path: cpath,
             mode,
         });
