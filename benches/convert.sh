@@ -13,8 +13,12 @@
 # Every round, in this order: cp IN (safetensors) to a new file, dd IN to
 # a new file, tessera convert IN -> OUT.pt, then the same three from
 # OUT.pt (tessera convert OUT.pt -> BACK.safetensors); each output is
-# removed before it is written again and nothing is synced (cp and dd do
-# not sync either: all leave the writing-back to the kernel). The files live in BENCH_DIR (default: /tmp); the page
+# removed before it is written again. Each timed command starts after an
+# untimed `sync`, so none pays for writing back what the one before it
+# left dirty (without it the third command of a round, tessera's, ran with
+# cp's and dd's 2 GiB being written back); none syncs inside its time
+# (cp and dd do not: all leave the writing-back to the kernel). The files
+# live in BENCH_DIR (default: /tmp); the page
 # cache is warm (a first round is not counted). Then one more conversion
 # each way under /usr/bin/time -v (its "Maximum resident set size", which
 # counts the mapped input's pages too) while the anonymous memory
@@ -52,9 +56,10 @@ PY
 bytes=$(stat -c %s "$in")
 
 now() { date +%s%N; }
-# timed CMD...: runs it, prints its wall time in ns.
+# timed CMD...: syncs, then runs it and prints its wall time in ns.
 timed() {
     local t0
+    sync
     t0=$(now)
     "$@" >/dev/null
     echo $(($(now) - t0))
