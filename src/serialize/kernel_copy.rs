@@ -21,41 +21,40 @@ use std::fs::File;
 /// system call cost more than copying them.
 const MIN_BYTES: usize = 1 << 20;
 
-/// What [`copy_from_file`] did.
+/// What [`copy`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Copy {
     /// The bytes are in the destination, which is positioned after them;
     /// `crc32` is their CRC-32 when it was asked for (else 0).
     Done { crc32: u32 },
-    /// Nothing was written: the bytes are not a read-only mapping of a
-    /// file, are too few, or the kernel cannot copy between these files.
-    /// The caller writes them from memory.
+    /// Nothing was written: the kernel cannot copy between these files
+    /// (another file system). The caller writes the bytes from memory.
     NotCopied,
 }
 
-/// Copies `bytes`, which are the bytes at byte `start` of `storage`, into
-/// `dst` at its position when they are a read-only mapping of a file,
-/// calling `flush` first (the caller's buffered writes to `dst` must
-/// precede them; nothing is flushed when nothing is copied). With `crc`,
-/// also gives their CRC-32.
+/// The file and offset to copy the `len` bytes at byte `start` of
+/// `storage` from, when they are a read-only mapping of a file and worth
+/// a copy by the kernel (at least 1 MiB).
+pub(crate) fn source(storage: &Storage, start: usize, len: usize) -> Option<(&File, u64)> {
+    if len < MIN_BYTES {
+        return None;
+    }
+    file_extent(storage, start, len)
+}
+
+/// Copies `bytes`, which are the bytes at byte `offset` of `src` (from
+/// [`source`]), into `dst` at its position; the caller flushed whatever
+/// it buffered for `dst` first. With `crc`, also gives their CRC-32.
 ///
-/// Errors: `flush`'s, the OS error of a copy that started (ENOSPC, EIO),
-/// a source file truncated since it was mapped.
-pub(crate) fn copy_from_file(
-    storage: &Storage,
-    start: usize,
+/// Errors: the OS error of a copy that started (ENOSPC, EIO), a source
+/// file truncated since it was mapped.
+pub(crate) fn copy(
+    src: &File,
+    offset: u64,
     bytes: &[u8],
     dst: &File,
     crc: bool,
-    flush: impl FnOnce() -> std::io::Result<()>,
 ) -> std::io::Result<Copy> {
-    if bytes.len() < MIN_BYTES {
-        return Ok(Copy::NotCopied);
-    }
-    let Some((src, offset)) = file_extent(storage, start, bytes.len()) else {
-        return Ok(Copy::NotCopied);
-    };
-    flush()?;
     let len = bytes.len() as u64;
     if !crc {
         return Ok(match copy_range(src, offset, dst, len)? {

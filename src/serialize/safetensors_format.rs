@@ -247,6 +247,15 @@ pub(crate) fn write_file(
     let head = safetensors::serialize(tensors.iter().map(|(n, t)| (*n, HeaderOnly(t))), meta)
         .map_err(|e| crate::err!(InvalidArgument, "safetensors: {e}"))?;
     let order = data_order(&head[8..], &tensors)?;
+    let sources: Vec<_> = order
+        .iter()
+        .map(|&i| {
+            let t = &tensors[i].1;
+            t.source
+                .and_then(|(storage, start)| kernel_copy::source(storage, start, t.data.len()))
+        })
+        .collect();
+    let head = congruent_head(head, &order, &tensors, &sources);
     let io = |e: std::io::Error| {
         crate::err!(
             Io,
@@ -258,12 +267,11 @@ pub(crate) fn write_file(
     let file: &std::fs::File = file;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     w.write_all(&head).map_err(io)?;
-    for i in order {
+    for (&i, source) in order.iter().zip(&sources) {
         let t = &tensors[i].1;
-        if let Some((storage, start)) = t.source {
-            let flush = || w.flush();
-            let copied = kernel_copy::copy_from_file(storage, start, &t.data, file, false, flush)
-                .map_err(io)?;
+        if let Some((src, offset)) = *source {
+            w.flush().map_err(io)?;
+            let copied = kernel_copy::copy(src, offset, &t.data, file, false).map_err(io)?;
             if copied != kernel_copy::Copy::NotCopied {
                 continue;
             }
@@ -271,6 +279,37 @@ pub(crate) fn write_file(
         w.write_all(&t.data).map_err(io)?;
     }
     w.flush().map_err(io)
+}
+
+/// `head` (the 8-byte length and the JSON header) padded with spaces, in
+/// steps of 8, so that the first tensor copied from a file starts at the
+/// same offset within a page as in that file (the kernel copies whole
+/// pages fastest); as it was when no tensor is copied, or when its
+/// source offset is not a multiple of 8 (the data stays 8-aligned).
+fn congruent_head(
+    mut head: Vec<u8>,
+    order: &[usize],
+    tensors: &[(&str, TensorBytes<'_>)],
+    sources: &[Option<(&std::fs::File, u64)>],
+) -> Vec<u8> {
+    const PAGE: u64 = 4096;
+    let Some(first) = sources.iter().position(Option::is_some) else {
+        return head;
+    };
+    let (_, offset) = sources[first].expect("a source");
+    let before: u64 = order[..first]
+        .iter()
+        .map(|&i| tensors[i].1.data.len() as u64)
+        .sum();
+    let at = head.len() as u64 + before;
+    if offset % 8 != 0 || at % 8 != 0 {
+        return head;
+    }
+    let pad = (offset % PAGE + PAGE - at % PAGE) % PAGE;
+    head.resize(head.len() + pad as usize, b' ');
+    let json_len = head.len() as u64 - 8;
+    head[..8].copy_from_slice(&json_len.to_le_bytes());
+    head
 }
 
 /// A JSON object whose keys are checked to be unique, values skipped but
