@@ -3,7 +3,8 @@
 //! bytes) loaded by tessera's `serialize::load` and by the `safetensors`
 //! crate over a `memmap2` map, in one process, same file, same page-cache
 //! state (the file is in the page cache: every side loads it once before
-//! the timed rounds), sides interleaved round by round:
+//! the timed rounds), the sides of a case interleaved round by round (the
+//! cases one after the other):
 //!
 //! - copy: tessera's copy load (the file read into fresh memory, on the
 //!   parallel-loop threads; and on 1 thread) against the crate's
@@ -145,18 +146,20 @@ fn quartiles(s: &[f64]) -> (f64, f64, f64) {
     (s[s.len() / 2], s[s.len() / 4], s[3 * s.len() / 4])
 }
 
-/// Runs `cases` (each side once untimed, then `rounds` interleaved
-/// rounds) and prints their table rows.
+/// Runs `cases`, one after the other: each side once untimed, then
+/// `rounds` rounds of all its sides in turn; prints their table rows. A
+/// case's rounds run back to back, not interleaved with the other cases':
+/// a mapped load's 0.03 ms right after a copy case's 3 GiB of frees took
+/// 0.15 ms (docs/PERFORMANCE.md), and the side first in each round paid
+/// it alone.
 fn measure(mut cases: Vec<Case>, rounds: usize) {
-    // Once each, untimed: the files in the page cache, the allocators warm.
     for c in cases.iter_mut() {
+        // Untimed: the files in the page cache, the allocators warm.
         (c.tessera.run)();
         for p in c.peers.iter_mut() {
             (p.run)();
         }
-    }
-    for _ in 0..rounds {
-        for c in cases.iter_mut() {
+        for _ in 0..rounds {
             for s in std::iter::once(&mut c.tessera).chain(c.peers.iter_mut()) {
                 let t = Instant::now();
                 (s.run)();
