@@ -394,11 +394,15 @@ mod tests {
         // while a snapshot is made: `Frames` knows a stack by its address,
         // which a dropped one could hand to the next.
         let mut alive = Vec::new();
-        for (enter, at) in [
-            (Some(plain[1].as_str()), 1),
-            (None, plain.len()),
-            (Some("no_such_function"), plain.len()),
-        ] {
+        let mut cases = vec![(None, plain.len()), (Some("no_such_function"), plain.len())];
+        // The host enters at a native function named once below it (the
+        // innermost frame of that name is where its frames go). Where no
+        // frame has a name of its own (a build without symbols: all
+        // "??", as under qemu for aarch64), that case cannot be made.
+        if let Some(at) = (1..plain.len()).find(|&i| !plain[..i].contains(&plain[i])) {
+            cases.push((Some(plain[at].as_str()), at));
+        }
+        for (enter, at) in cases {
             let with_host = Arc::new(Captured {
                 ips: ips.clone(),
                 host: Some(HostStack {
