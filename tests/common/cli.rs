@@ -27,9 +27,26 @@ impl Run {
     }
 }
 
+/// The `tessera` command, run through the emulator named by
+/// `TESSERA_TEST_RUNNER` when that is set (split on whitespace): under
+/// qemu-user (.ci/arm.sh) the kernel cannot execute the aarch64 binary.
+pub fn command() -> Command {
+    let exe = env!("CARGO_BIN_EXE_tessera");
+    let runner = std::env::var("TESSERA_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    }
+}
+
 /// Runs `tessera ARGS...` (stderr is a pipe: no progress bar).
 pub fn tessera<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+    let out = command()
         .args(args)
         .output()
         .expect("the tessera command runs");
