@@ -7,6 +7,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "this_binary.rs"]
+mod this_binary;
+
 /// What one run of the command gave.
 pub struct Run {
     pub code: i32,
@@ -31,17 +34,7 @@ impl Run {
 /// `TESSERA_TEST_RUNNER` when that is set (split on whitespace): under
 /// qemu-user (.ci/arm.sh) the kernel cannot execute the aarch64 binary.
 pub fn command() -> Command {
-    let exe = env!("CARGO_BIN_EXE_tessera");
-    let runner = std::env::var("TESSERA_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    match words.next() {
-        Some(program) => {
-            let mut cmd = Command::new(program);
-            cmd.args(words).arg(exe);
-            cmd
-        }
-        None => Command::new(exe),
-    }
+    this_binary::through_runner(env!("CARGO_BIN_EXE_tessera"))
 }
 
 /// Runs `tessera ARGS...` (stderr is a pipe: no progress bar).

@@ -9,7 +9,12 @@ use std::process::Command;
 /// by the x86_64 kernel, so its child goes through the same
 /// `qemu-aarch64 -L SYSROOT` the parent runs under.
 pub fn command() -> Command {
-    let exe = std::env::current_exe().expect("the test binary's path");
+    through_runner(std::env::current_exe().expect("the test binary's path"))
+}
+
+/// The program `exe` as a [`Command`], through `TESSERA_TEST_RUNNER`
+/// when that is set (as [`command`]).
+pub fn through_runner(exe: impl AsRef<std::ffi::OsStr>) -> Command {
     let runner = std::env::var("TESSERA_TEST_RUNNER").unwrap_or_default();
     let mut words = runner.split_whitespace();
     match words.next() {
