@@ -31,7 +31,7 @@ mod replace_dir;
 pub(crate) use copy_range::COPIED;
 pub(crate) use copy_range::{copy_range, Copied};
 pub(crate) use inside::{canonical_dir, check_relative, open_inside};
-pub(crate) use open::open_regular;
+pub(crate) use open::{directory_refused, open_for_reading, open_regular, Opened};
 pub(crate) use replace::{replace_file, reserve};
 pub(crate) use replace_dir::{replace_dir, write_beside};
 

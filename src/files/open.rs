@@ -2,8 +2,8 @@
 //! refusing anything that is not a regular file.
 
 use super::{kind_name, reason};
-use crate::error::Result;
-use std::fs::{File, OpenOptions};
+use crate::error::{Error, Result};
+use std::fs::{File, Metadata, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -19,6 +19,60 @@ use std::path::Path;
 /// No such file or directory (os error 2, ENOENT)" and "cannot open
 /// '/tmp/f': it is a FIFO, not a regular file: expected a regular file".
 pub(crate) fn open_regular(path: &Path, options: &OpenOptions, what: &str) -> Result<File> {
+    let (file, meta) = open_nonblocking(path, options, what)?;
+    check_regular(&meta, path, what)?;
+    set_blocking(&file).map_err(|e| {
+        crate::err!(
+            Io,
+            "{what} '{}': fcntl failed: {}",
+            path.display(),
+            reason(&e)
+        )
+    })?;
+    Ok(file)
+}
+
+/// What [`open_for_reading`] found at a path.
+pub(crate) enum Opened {
+    /// A regular file, open for reading (blocking as usual), and its
+    /// metadata.
+    File(File, Metadata),
+    /// A directory (closed again).
+    Directory,
+}
+
+/// Opens `path` for reading as [`open_regular`] does, but tells a
+/// directory apart instead of refusing it (a loader then looks for a
+/// checkpoint directory), and returns the metadata it checked: one open,
+/// one fstat and one fcntl for a regular file (a load's whole cost when
+/// it maps the file). Anything else that is not a regular file is
+/// refused with [`open_regular`]'s messages.
+pub(crate) fn open_for_reading(path: &Path, what: &str) -> Result<Opened> {
+    let (file, meta) = open_nonblocking(path, OpenOptions::new().read(true), what)?;
+    if meta.is_dir() {
+        return Ok(Opened::Directory);
+    }
+    check_regular(&meta, path, what)?;
+    // SAFETY: fd is a descriptor `file` owns and keeps open for the call.
+    // The file was opened read-only with O_NONBLOCK as its only status
+    // flag (O_CLOEXEC is a descriptor flag), so setting the status flags
+    // to none clears O_NONBLOCK and changes nothing else (F_SETFL leaves
+    // the access mode alone).
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } < 0 {
+        let e = std::io::Error::last_os_error();
+        crate::bail!(
+            Io,
+            "{what} '{}': fcntl failed: {}",
+            path.display(),
+            reason(&e)
+        );
+    }
+    Ok(Opened::File(file, meta))
+}
+
+/// Opens `path` with `options` and O_NONBLOCK (so a FIFO does not block),
+/// and reads its metadata.
+fn open_nonblocking(path: &Path, options: &OpenOptions, what: &str) -> Result<(File, Metadata)> {
     let shown = path.display();
     let mut options = options.clone();
     options.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
@@ -37,15 +91,30 @@ pub(crate) fn open_regular(path: &Path, options: &OpenOptions, what: &str) -> Re
     let meta = file
         .metadata()
         .map_err(|e| crate::err!(Io, "{what} '{shown}': fstat failed: {}", reason(&e)))?;
-    crate::ensure!(
-        meta.is_file(),
+    Ok((file, meta))
+}
+
+/// Refuses what is not a regular file, naming what it is.
+fn check_regular(meta: &Metadata, path: &Path, what: &str) -> Result<()> {
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(not_regular(path, what, kind_name(meta.file_type())))
+    }
+}
+
+/// The refusal of a directory where a regular file is expected, worded
+/// as [`open_regular`]'s.
+pub(crate) fn directory_refused(path: &Path, what: &str) -> Error {
+    not_regular(path, what, "a directory")
+}
+
+fn not_regular(path: &Path, what: &str, kind: &str) -> Error {
+    crate::err!(
         Io,
-        "{what} '{shown}': it is {}, not a regular file: expected a regular file",
-        kind_name(meta.file_type())
-    );
-    set_blocking(&file)
-        .map_err(|e| crate::err!(Io, "{what} '{shown}': fcntl failed: {}", reason(&e)))?;
-    Ok(file)
+        "{what} '{}': it is {kind}, not a regular file: expected a regular file",
+        path.display()
+    )
 }
 
 /// Clears O_NONBLOCK on `file`.

@@ -44,16 +44,16 @@ impl TensorDict {
     /// Adds `tensor` under `name`, or replaces the tensor already there
     /// (its position is kept).
     pub fn set(&mut self, name: &str, tensor: Tensor) -> Result<()> {
-        if let Some(i) = self.index.get(name) {
+        // The name is checked before it is recorded.
+        let c_name = c_string("tensor name", name)?;
+        if let Some(i) = self.index.get_or_insert(name, self.entries.len()) {
             self.entries[i].tensor = tensor;
             return Ok(());
         }
-        let entry = Entry {
-            name: c_string("tensor name", name)?,
+        self.entries.push(Entry {
+            name: c_name,
             tensor,
-        };
-        self.index.insert(name, self.entries.len());
-        self.entries.push(entry);
+        });
         Ok(())
     }
 

@@ -31,6 +31,7 @@ mod npz;
 mod ranges;
 mod read_file;
 mod safetensors_format;
+mod safetensors_header;
 mod shard_files;
 mod source;
 mod torch_legacy;
@@ -55,8 +56,10 @@ pub use verify::{verify, Verified};
 
 use crate::device::Device;
 use crate::error::Result;
+use crate::files::Opened;
 use crate::storage::Storage;
 use source::Source;
+use std::fs::{File, Metadata};
 use std::path::Path;
 
 /// What a file format does.
@@ -316,13 +319,26 @@ pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format,
 }
 
 fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
-    if let Some(d) = load_directory(path, format, flags)? {
-        return Ok((Format::Dcp, d));
+    if let Some(dir_format) = format.handler().and_then(|h| h.directory()) {
+        return dir_format.load_dir(path, flags).map(|d| (Format::Dcp, d));
     }
+    // One open for the whole load: a mapped load is this open, an fstat,
+    // an fcntl and the mmap.
+    let (file, meta) = match crate::files::open_for_reading(path, "cannot open")? {
+        Opened::File(file, meta) => (file, meta),
+        Opened::Directory => {
+            if format == Format::Auto {
+                if let Some(d) = load_directory(path, flags)? {
+                    return Ok((Format::Dcp, d));
+                }
+            }
+            return Err(crate::files::directory_refused(path, "cannot open"));
+        }
+    };
     let bytes = if flags.mmap {
-        map_file(path, flags.read_only)?
+        map_file(file, &meta, path, flags.read_only)?
     } else {
-        read_file::read_file(path)?
+        read_file::read_file(file, path)?
     };
     let slice = storage_bytes(&bytes)?;
     if matches!(format, Format::Auto | Format::Safetensors | Format::Torch)
@@ -355,19 +371,9 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
     )
 }
 
-/// Loads `path` as a checkpoint directory when it is one of a format
-/// stored as a directory (`format`, or with Auto the first that holds
-/// it); a directory that none holds goes on to the one-file path, which
-/// refuses it. With `format` a directory format, `path` is loaded by it
-/// (a directory, or its metadata file).
-fn load_directory(path: &Path, format: Format, flags: LoadFlags) -> Result<Option<TensorDict>> {
-    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
-    if let Some(dir_format) = format.handler().and_then(|h| h.directory()) {
-        return dir_format.load_dir(path, flags).map(Some);
-    }
-    if format != Format::Auto || !is_dir {
-        return Ok(None);
-    }
+/// Loads the directory `path` as the first directory format that holds
+/// it; None when none does (the one-file path then refuses it).
+fn load_directory(path: &Path, flags: LoadFlags) -> Result<Option<TensorDict>> {
     for f in Format::ALL {
         if let Some(dir_format) = f.handler().and_then(|h| h.directory()) {
             if dir_format.holds(path) {
@@ -379,28 +385,30 @@ fn load_directory(path: &Path, format: Format, flags: LoadFlags) -> Result<Optio
 }
 
 /// A private (copy-on-write) mapping of the file at `path`, or with
-/// `read_only` a read-only one.
-fn map_file(path: &Path, read_only: bool) -> Result<Storage> {
-    let file =
-        crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), "cannot open")?;
-    let len = file
-        .metadata()
-        .map_err(|e| io_err(path, "cannot stat", e))?
-        .len();
+/// `read_only` a read-only one; a directory is refused.
+fn map_path(path: &Path, read_only: bool) -> Result<Storage> {
+    match crate::files::open_for_reading(path, "cannot open")? {
+        Opened::File(file, meta) => map_file(file, &meta, path, read_only),
+        Opened::Directory => Err(crate::files::directory_refused(path, "cannot open")),
+    }
+}
+
+/// A private (copy-on-write) mapping of the opened file at `path`, or
+/// with `read_only` a read-only one.
+fn map_file(file: File, meta: &Metadata, path: &Path, read_only: bool) -> Result<Storage> {
     crate::ensure!(
-        len > 0,
+        meta.len() > 0,
         Format,
         "{} is empty: expected a tensor file",
         path.display()
     );
-    drop(file);
-    use crate::storage::file::FileMode;
+    use crate::storage::file::{c_path, FileMode};
     let mode = if read_only {
         FileMode::ReadOnly
     } else {
         FileMode::Private
     };
-    Storage::from_file(path, mode, 0)
+    Storage::map_opened(file, meta.len(), false, path, c_path(path)?, mode, 0)
 }
 
 #[cfg(test)]

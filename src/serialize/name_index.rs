@@ -80,6 +80,19 @@ impl NameIndex {
     pub fn insert(&mut self, name: &str, i: usize) {
         self.map.insert(Key(name.into()), i);
     }
+
+    /// The position of `name`, or None after recording it at `i`: one
+    /// hash of the name either way.
+    pub fn get_or_insert(&mut self, name: &str, i: usize) -> Option<usize> {
+        use std::collections::hash_map::Entry;
+        match self.map.entry(Key(name.into())) {
+            Entry::Occupied(e) => Some(*e.get()),
+            Entry::Vacant(e) => {
+                e.insert(i);
+                None
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,10 +24,9 @@ const UNIT: usize = 2 << 20;
 /// thread's wake-up is not worth less).
 const MIN_PART: usize = 64 << 20;
 
-/// Reads the file at `path` into a fresh storage from the CPU allocator.
-pub(super) fn read_file(path: &Path) -> Result<Storage> {
-    // A FIFO, device or directory is refused without blocking.
-    let file = crate::files::open_regular(path, File::options().read(true), "cannot open")?;
+/// Reads the opened file (`path` for messages) into a fresh storage
+/// from the CPU allocator.
+pub(super) fn read_file(file: File, path: &Path) -> Result<Storage> {
     let mut all = read_opened(&[(file, path.to_path_buf())])?;
     Ok(all.pop().expect("one file read"))
 }
@@ -258,7 +257,8 @@ mod tests {
     fn read_file_loads_the_whole_file() {
         let bytes: Vec<u8> = (0..70_001u32).map(|i| (i % 251) as u8).collect();
         let path = temp_file("whole", &bytes);
-        let s = read_file(&path).unwrap();
+        let file = File::open(&path).unwrap();
+        let s = read_file(file, &path).unwrap();
         assert_eq!(s.nbytes(), bytes.len());
         // SAFETY: a CPU storage of nbytes bytes.
         let got = unsafe { std::slice::from_raw_parts(s.data() as *const u8, s.nbytes()) };

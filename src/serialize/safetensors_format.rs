@@ -8,11 +8,13 @@
 //! the tensors in the file (by dtype alignment, then name); loading gives
 //! them in file order. Loading checks the header with the crate (offsets
 //! in range, each tensor's bytes starting where the one before ends, so
-//! none overlap, sizes matching shapes) and names what is wrong.
+//! none overlap, sizes matching shapes: `safetensors_header`) and names
+//! what is wrong.
 
 use super::dict::TensorDict;
 use super::dtypes;
 use super::kernel_copy;
+use super::safetensors_header;
 use super::source::Source;
 use super::torch_write::check_saveable;
 use crate::error::{Error, Result};
@@ -312,70 +314,6 @@ fn congruent_head(
     head
 }
 
-/// A JSON object whose keys are checked to be unique, values skipped but
-/// for `__metadata__`'s, whose keys are checked too.
-struct UniqueKeys {
-    nested: bool,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for UniqueKeys {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> std::result::Result<(), A::Error> {
-        let mut seen = std::collections::HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
-                let what = if self.nested {
-                    "metadata key"
-                } else {
-                    "tensor"
-                };
-                return Err(serde::de::Error::custom(format!("{what} '{key}'")));
-            }
-            if !self.nested && key == "__metadata__" {
-                map.next_value_seed(UniqueKeys { nested: true })?;
-            } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Refuses a header (which the crate read) naming a tensor or metadata
-/// key twice: the crate keeps the last, other JSON readers the first.
-fn check_unique_names(header: &[u8]) -> Result<()> {
-    use serde::de::DeserializeSeed;
-    let mut de = serde_json::Deserializer::from_slice(header);
-    UniqueKeys { nested: false }
-        .deserialize(&mut de)
-        .map_err(|e| {
-            let what = e.to_string();
-            let what = what.split(" at line").next().unwrap_or(&what).to_owned();
-            crate::err!(
-                Format,
-                "safetensors: the header names {what} twice: expected each name once (JSON \
-                 readers differ on which one they keep)"
-            )
-        })
-}
-
-/// Reads a safetensors file from `source`.
 /// A header or length error of the crate in the file's terms: how long
 /// the file is and how long its first bytes and header say it should be.
 fn length_err(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
@@ -429,22 +367,13 @@ fn length_err(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
     }
 }
 
+/// Reads a safetensors file from `source`.
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
     let bytes = source.bytes;
-    let (n, meta) =
-        safetensors::SafeTensors::read_metadata(bytes).map_err(|e| length_err(bytes, e))?;
-    check_unique_names(&bytes[8..8 + n])?;
-    let data_start = 8 + n;
-    let data_len = bytes.len() - data_start;
-    crate::ensure!(
-        meta.data_len() <= data_len,
-        Format,
-        "safetensors: the header's offsets reach byte {} of the data, which holds {data_len}",
-        meta.data_len()
-    );
+    let header = safetensors_header::read(bytes, |e| length_err(bytes, e))?;
+    let data_start = 8 + header.len;
     let mut dict = TensorDict::new();
-    for name in meta.offset_keys() {
-        let info = meta.info(&name).expect("a name from the header");
+    for (name, info) in &header.tensors {
         let dtype = dtypes::dtype_of_safetensors(info.dtype).ok_or_else(|| {
             crate::err!(
                 Format,
@@ -464,16 +393,15 @@ pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
         let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
         let strides = layout::contiguous_strides(&sizes);
         let offset = rec
-            .place(&name, 0, &sizes, &strides, dtype)
+            .place(name, 0, &sizes, &strides, dtype)
             .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))?;
         let t = Tensor::from_storage(&rec.storage, offset, &sizes, Some(&strides), dtype)
             .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
-        dict.set(&name, t)?;
+        dict.set(name, t)?;
     }
-    if let Some(m) = meta.metadata() {
-        let mut pairs: Vec<_> = m.iter().collect();
+    if let Some(mut pairs) = header.metadata {
         pairs.sort();
-        for (k, v) in pairs {
+        for (k, v) in &pairs {
             dict.set_metadata(k, v)?;
         }
     }

@@ -181,5 +181,143 @@ fn a_safetensors_name_twice_is_refused() {
     let meta = r#"{"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
     format_error(&safetensors_file(meta, 8), "names metadata key 'k' twice");
     let both = r#"{"__metadata__":{"k":"1"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"j":"1"}}"#;
-    format_error(&safetensors_file(both, 8), "duplicate field `__metadata__`");
+    format_error(&safetensors_file(both, 8), "names '__metadata__' twice");
+}
+
+/// The one-pass header reader accepts exactly the headers the crate's
+/// `read_metadata` accepts (names given once), with the same tensors.
+#[test]
+fn the_safetensors_header_reader_agrees_with_the_crate() {
+    use super::safetensors_header;
+    use super::tests::safetensors_file;
+    let t = |name: &str, dtype: &str, shape: &str, s: usize, e: usize| {
+        format!(r#""{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[{s},{e}]}}"#)
+    };
+    let cases: Vec<(String, usize)> = vec![
+        (format!("{{{}}}", t("a", "F32", "[2]", 0, 8)), 8),
+        (
+            format!(
+                "{{{},{}}}",
+                t("b", "F32", "[2]", 8, 16),
+                t("a", "I8", "[8]", 0, 8)
+            ),
+            16,
+        ),
+        // Gaps, overlaps, a wrong size, a start past 0, data left over or missing.
+        (
+            format!(
+                "{{{},{}}}",
+                t("a", "F32", "[2]", 0, 8),
+                t("b", "F32", "[2]", 12, 20)
+            ),
+            20,
+        ),
+        (
+            format!(
+                "{{{},{}}}",
+                t("a", "F32", "[2]", 0, 8),
+                t("b", "F32", "[2]", 4, 12)
+            ),
+            12,
+        ),
+        (format!("{{{}}}", t("a", "F32", "[3]", 0, 8)), 8),
+        (format!("{{{}}}", t("a", "F32", "[2]", 4, 12)), 12),
+        (format!("{{{}}}", t("a", "F32", "[2]", 0, 8)), 9),
+        (format!("{{{}}}", t("a", "F32", "[2]", 0, 8)), 7),
+        (format!("{{{}}}", t("a", "F32", "[2]", 8, 0)), 8),
+        // Overflowing shapes, a sub-byte dtype off a byte boundary.
+        (
+            format!("{{{}}}", t("a", "F32", "[4294967296,4294967296]", 0, 8)),
+            8,
+        ),
+        (format!("{{{}}}", t("a", "F4", "[3]", 0, 2)), 2),
+        (format!("{{{}}}", t("a", "F4", "[3]", 0, 1)), 1),
+        (format!("{{{}}}", t("a", "F4", "[4]", 0, 2)), 2),
+        // Empty tensors, empty headers, metadata null, strings, not strings.
+        (
+            format!(
+                "{{{},{}}}",
+                t("z", "F32", "[0]", 0, 0),
+                t("y", "F32", "[0,3]", 0, 0)
+            ),
+            0,
+        ),
+        ("{}".into(), 0),
+        (r#"{"__metadata__":null}"#.into(), 0),
+        (r#"{"__metadata__":{"k":"v"}}"#.into(), 0),
+        (r#"{"__metadata__":{"k":1}}"#.into(), 0),
+        (r#"{"__metadata__":[]}"#.into(), 0),
+        // Unknown fields, missing fields, unknown dtypes, not JSON, spaces.
+        (
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}"#.into(),
+            8,
+        ),
+        (r#"{"a":{"dtype":"F32","shape":[2]}}"#.into(), 8),
+        (
+            r#"{"a":{"dtype":"F99","shape":[2],"data_offsets":[0,8]}}"#.into(),
+            8,
+        ),
+        (r#"{"a":1}"#.into(), 8),
+        (
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}"#.into(),
+            8,
+        ),
+        (format!("{{{}}}   ", t("a", "F32", "[2]", 0, 8)), 8),
+        (format!("  {{{}}}", t("a", "F32", "[2]", 0, 8)), 8),
+        (format!("{{{}}} x", t("a", "F32", "[2]", 0, 8)), 8),
+        ("[]".into(), 0),
+    ];
+    for (header, data) in &cases {
+        let bytes = safetensors_file(header, *data);
+        let theirs = safetensors::SafeTensors::read_metadata(&bytes);
+        let ours = safetensors_header::read(&bytes, |e| crate::err!(Format, "{e}"));
+        match (&theirs, &ours) {
+            (Ok((n, meta)), Ok(h)) => {
+                assert_eq!(*n, h.len, "{header}");
+                let names: Vec<&str> = h.tensors.iter().map(|(n, _)| n.as_str()).collect();
+                let mut theirs = meta.offset_keys();
+                let mut ours: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+                // The crate orders empty tensors of one offset at random.
+                theirs.sort();
+                ours.sort();
+                assert_eq!(theirs, ours, "{header}");
+                for (name, info) in &h.tensors {
+                    let c = meta.info(name).unwrap();
+                    assert_eq!(
+                        (c.dtype, &c.shape, c.data_offsets),
+                        (info.dtype, &info.shape, info.data_offsets)
+                    );
+                }
+                let pairs = |m: &Option<std::collections::HashMap<String, String>>| {
+                    let mut v: Vec<(String, String)> =
+                        m.clone().unwrap_or_default().into_iter().collect();
+                    v.sort();
+                    v
+                };
+                let mut mine = h.metadata.clone().unwrap_or_default();
+                mine.sort();
+                assert_eq!(pairs(meta.metadata()), mine, "{header}");
+            }
+            (Err(_), Err(_)) => {}
+            _ => panic!(
+                "{header} + {data} bytes: the crate says {:?}, the header reader {:?}",
+                theirs.as_ref().map(|_| ()),
+                ours.as_ref()
+                    .map(|_| ())
+                    .map_err(|e| e.message().to_owned())
+            ),
+        }
+    }
+    // Tensors of one offset keep the header's order.
+    let empties = format!(
+        "{{{},{}}}",
+        t("z", "F32", "[0]", 0, 0),
+        t("y", "F32", "[0]", 0, 0)
+    );
+    let h = safetensors_header::read(&safetensors_file(&empties, 0), |e| {
+        crate::err!(Format, "{e}")
+    })
+    .unwrap();
+    let names: Vec<&str> = h.tensors.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["z", "y"]);
 }

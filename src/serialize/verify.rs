@@ -13,7 +13,7 @@
 
 use super::dict::TensorDict;
 use super::source::Source;
-use super::{load_source, map_file, storage_bytes, Format, LoadFlags};
+use super::{load_source, map_path, storage_bytes, Format, LoadFlags};
 use crate::dtype::DType;
 use crate::error::Result;
 use std::path::Path;
@@ -51,7 +51,7 @@ pub fn verify(
     flags: LoadFlags,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified> {
-    let mapped = map_file(path, true)?;
+    let mapped = map_path(path, true)?;
     let bytes = storage_bytes(&mapped)?;
     let source = Source {
         bytes,

@@ -156,6 +156,18 @@ impl Drop for Undo<'_> {
     }
 }
 
+/// `path` as a C string (what a file storage keeps for its filename);
+/// InvalidArgument for a path with a NUL byte.
+pub(crate) fn c_path(path: &Path) -> Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        crate::err!(
+            InvalidArgument,
+            "the path '{}' holds a NUL byte: expected a C string",
+            path.display()
+        )
+    })
+}
+
 impl Storage {
     /// A CPU storage over a mapping of the file at `path` (see the module
     /// documentation for the modes); `nbytes` 0 maps the whole file.
@@ -174,12 +186,7 @@ impl Storage {
             "nbytes {nbytes} for '{shown}' is too large: a mapping holds at most {} bytes",
             isize::MAX
         );
-        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-            crate::err!(
-                InvalidArgument,
-                "the path '{shown}' holds a NUL byte: expected a C string"
-            )
-        })?;
+        let cpath = c_path(path)?;
         let what = format!("cannot open ({} mode)", mode.name());
         let open = |options: &OpenOptions| crate::files::open_regular(path, options, &what);
         // SHARED: create the file only if it does not exist (so a failure
@@ -197,15 +204,37 @@ impl Storage {
             }
             _ => (open(OpenOptions::new().read(true))?, false),
         };
+        let size = match file.metadata() {
+            Ok(meta) => meta.len(),
+            Err(e) => {
+                if created {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(io_err("read the metadata of", path, e));
+            }
+        };
+        Storage::map_opened(file, size, created, path, cpath, mode, nbytes)
+    }
+
+    /// [`Storage::from_file`] of a file already open (read-write for
+    /// SHARED, else read-only; blocking) whose size is `size`: `created`
+    /// says the open created it (removed again on failure). A loader
+    /// that opened the file itself maps it without opening it again.
+    pub(crate) fn map_opened(
+        file: File,
+        size: u64,
+        created: bool,
+        path: &Path,
+        cpath: CString,
+        mode: FileMode,
+        nbytes: usize,
+    ) -> Result<Storage> {
+        let shown = path.display();
         let mut undo = Undo {
             path,
             created,
             old_len: None,
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| io_err("read the metadata of", path, e))?;
-        let size = meta.len();
         let len = if nbytes == 0 {
             usize::try_from(size)
                 .ok()
