@@ -1074,62 +1074,94 @@ __attribute__((target("avx2"))) void read_floats(const float* p, int64_t n) {
     keep(sum);
 }
 
-// Sums of a [4096, 4096] float tensor (64 MiB) over every dim, dim 0 and
-// dim 1, against libtorch and against a plain read of the same bytes.
+// Sums of a 64 MiB matrix (float [4096, 4096], half and bfloat16 [4096,
+// 8192], double [4096, 2048]: larger than the last-level cache, so the
+// read bandwidth is the limit) over every dim, dim 0 and dim 1, against
+// libtorch and against a plain read of the same bytes.
 void bench_reduce(int threads) {
-    const int64_t R = 4096, C = 4096;
+    const int64_t R = 4096;
     set_threads(threads);
     Pool pool(threads);
-    TsrTensor* a = tsr_empty({R, C}, TSR_FLOAT);
-    fill_float(a);
-    const float* pa = (const float*)tsr_tensor_data(a);
-#ifdef TSR_BENCH_TORCH
-    at::Tensor ta = at::from_blob((void*)pa, {R, C}, at::kFloat);
-#endif
-    struct Red {
-        const char* what;
-        std::vector<int64_t> dims;
+    struct Type {
+        TsrDType dt;
+        const char* name;  // in the rows' names ("floats": the names from before)
+        int64_t itemsize;
     };
-    for (const Red& red : {Red{"sum of 16M floats ([4096, 4096], all dims)", {}},
-                           Red{"sum of [4096, 4096] floats along dim 0", {0}},
-                           Red{"sum of [4096, 4096] floats along dim 1", {1}}}) {
-        char name[120];
-        std::snprintf(name, sizeof name, "%s, %d thread%s", red.what, threads,
-                      threads > 1 ? "s" : "");
-        if (!wanted(name)) continue;
-        std::vector<int64_t> dims = red.dims;
-        std::vector<Side> s;
-        s.push_back({"tessera", [a, dims](long n) {
-                         for (long i = 0; i < n; i++) {
-                             TsrTensor* r = nullptr;
-                             TRY(tsr_sum(a, (int64_t)dims.size(), dims.data(), false, &r));
-                             keep(tsr_tensor_data(r));
-                             tsr_tensor_decref(r);
-                         }
-                     }});
+    for (const Type& ty : {Type{TSR_FLOAT, "floats", 4}, Type{TSR_HALF, "half", 2},
+                           Type{TSR_BFLOAT16, "bfloat16", 2}, Type{TSR_DOUBLE, "double", 8}}) {
+        const int64_t C = 4096 * 4 / ty.itemsize;
+        // The three rows' names.
+        std::vector<std::pair<std::string, std::vector<int64_t>>> reds;
+        const char* th = threads > 1 ? "s" : "";
+        char buf[120];
+        std::snprintf(buf, sizeof buf, "sum of %dM %s ([4096, %d], all dims), %d thread%s",
+                      (int)(R * C >> 20), ty.name, (int)C, threads, th);
+        reds.push_back({buf, {}});
+        for (int64_t d : {0, 1}) {
+            std::snprintf(buf, sizeof buf, "sum of [4096, %d] %s along dim %d, %d thread%s",
+                          (int)C, ty.name, (int)d, threads, th);
+            reds.push_back({buf, {d}});
+        }
+        bool any = false;
+        for (const auto& red : reds) any = any || wanted(red.first.c_str());
+        if (!any) continue;
+        // The values: float's pattern, cast (0 to 3 in steps of 0.25,
+        // exact in every type).
+        TsrTensor* f = tsr_empty({R, C}, TSR_FLOAT);
+        fill_float(f);
+        TsrTensor* a = f;
+        if (ty.dt != TSR_FLOAT) {
+            a = tsr_empty({R, C}, ty.dt);
+            TRY(tsr_tensor_copy(a, f));
+            TRY(tsr_tensor_decref(f));
+        }
+        const float* pa = (const float*)tsr_tensor_data(a);
+        // The read loop reads the tensor's bytes as floats.
+        const int64_t nf = R * C * ty.itemsize / 4;
 #ifdef TSR_BENCH_TORCH
-        s.push_back({"libtorch", [ta, dims](long n) {
-                         for (long i = 0; i < n; i++) {
-                             at::Tensor r = dims.empty() ? at::sum(ta) : at::sum(ta, dims);
-                             keep(r.data_ptr());
-                         }
-                     }});
+        at::ScalarType st = ty.dt == TSR_HALF       ? at::kHalf
+                            : ty.dt == TSR_BFLOAT16 ? at::kBFloat16
+                            : ty.dt == TSR_DOUBLE   ? at::kDouble
+                                                    : at::kFloat;
+        at::Tensor ta = at::from_blob(tsr_tensor_data(a), {R, C}, st);
 #endif
-        s.push_back({"read loop", [pa, &pool](long n) {
-                         for (long i = 0; i < n; i++)
-                             pool.run([=](int part, int parts) {
-                                 int64_t lo = R * C * part / parts / 32 * 32;
-                                 int64_t hi = part + 1 == parts ? R * C : R * C * (part + 1) / parts / 32 * 32;
-                                 read_floats(pa + lo, hi - lo);
-                             });
-                     }});
-        measure(s, 150, 7);
-        // PERF.md's decided anchors for reductions: by medians.
-        report(name, s, 4.0 * R * C,
-               {{"libtorch", 1.05, "<= 1.05x libtorch (medians)", true},
-                {"read loop", 1.2, "<= 1.2x read loop (medians)", true}});
+        for (const auto& red : reds) {
+            const char* name = red.first.c_str();
+            if (!wanted(name)) continue;
+            std::vector<int64_t> dims = red.second;
+            std::vector<Side> s;
+            s.push_back({"tessera", [a, dims](long n) {
+                             for (long i = 0; i < n; i++) {
+                                 TsrTensor* r = nullptr;
+                                 TRY(tsr_sum(a, (int64_t)dims.size(), dims.data(), false, &r));
+                                 keep(tsr_tensor_data(r));
+                                 tsr_tensor_decref(r);
+                             }
+                         }});
+#ifdef TSR_BENCH_TORCH
+            s.push_back({"libtorch", [ta, dims](long n) {
+                             for (long i = 0; i < n; i++) {
+                                 at::Tensor r = dims.empty() ? at::sum(ta) : at::sum(ta, dims);
+                                 keep(r.data_ptr());
+                             }
+                         }});
+#endif
+            s.push_back({"read loop", [pa, nf, &pool](long n) {
+                             for (long i = 0; i < n; i++)
+                                 pool.run([=](int part, int parts) {
+                                     int64_t lo = nf * part / parts / 32 * 32;
+                                     int64_t hi = part + 1 == parts ? nf : nf * (part + 1) / parts / 32 * 32;
+                                     read_floats(pa + lo, hi - lo);
+                                 });
+                         }});
+            measure(s, 150, 7);
+            // PERF.md's decided anchors for reductions: by medians.
+            report(name, s, (double)ty.itemsize * R * C,
+                   {{"libtorch", 1.05, "<= 1.05x libtorch (medians)", true},
+                    {"read loop", 1.2, "<= 1.2x read loop (medians)", true}});
+        }
+        TRY(tsr_tensor_decref(a));
     }
-    TRY(tsr_tensor_decref(a));
 }
 
 void bench_permuted(int threads) {

@@ -48,13 +48,20 @@ pub(super) trait Avx2Sum: Copy {
     /// # Safety
     /// AVX2 and F16C; W writable accumulators at `p`.
     unsafe fn store(p: *mut Self::Acc, v: Self::V);
+    /// The W lanes of `v` folded as a tree (lane l += lane l + W / 2,
+    /// halving), in registers: the bits of that loop over stored lanes.
+    ///
+    /// # Safety
+    /// AVX2 and F16C.
+    unsafe fn fold(v: Self::V) -> Self::Acc;
     /// One element widened, as the portable loop widens it.
     fn widen(self) -> Self::Acc;
 }
 
 macro_rules! avx2_sum {
     ($t:ty, $acc:ty, $v:ty, $w:expr, zero: $zero:expr, add: $add:ident,
-     load_acc: $lda:ident, store: $st:ident, |$p:ident| $load:expr, |$x:ident| $widen:expr) => {
+     load_acc: $lda:ident, store: $st:ident, fold: $fold:ident,
+     |$p:ident| $load:expr, |$x:ident| $widen:expr) => {
         impl Avx2Sum for $t {
             type Acc = $acc;
             type V = $v;
@@ -87,6 +94,11 @@ macro_rules! avx2_sum {
                 // SAFETY: W writable accumulators at p (the caller's).
                 unsafe { $st(p, v) }
             }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn fold(v: $v) -> $acc {
+                $fold(v)
+            }
             #[inline(always)]
             fn widen(self) -> $acc {
                 let $x = self;
@@ -96,15 +108,34 @@ macro_rules! avx2_sum {
     };
 }
 
+/// Eight f32 lanes folded: lanes l + l + 4, then l + l + 2, then 0 + 1.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fold_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
+}
+
+/// Four f64 lanes folded: lanes l + l + 2, then 0 + 1.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fold_pd(v: __m256d) -> f64 {
+    let s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
+    _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)))
+}
+
 avx2_sum!(f32, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
-    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, |p| _mm256_loadu_ps(p), |x| x);
+    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, fold: fold_ps,
+    |p| _mm256_loadu_ps(p), |x| x);
 avx2_sum!(f64, f64, __m256d, 4, zero: _mm256_setzero_pd(), add: _mm256_add_pd,
-    load_acc: _mm256_loadu_pd, store: _mm256_storeu_pd, |p| _mm256_loadu_pd(p), |x| x);
+    load_acc: _mm256_loadu_pd, store: _mm256_storeu_pd, fold: fold_pd,
+    |p| _mm256_loadu_pd(p), |x| x);
 avx2_sum!(f16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
-    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps,
+    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, fold: fold_ps,
     |p| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)), |x| x.to_f32());
 avx2_sum!(bf16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
-    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps,
+    load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, fold: fold_ps,
     |p| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
         _mm_loadu_si128(p as *const __m128i)))), |x| x.to_f32());
 
@@ -117,6 +148,17 @@ avx2_sum!(bf16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn finish<T: Avx2Sum>(acc: [T::V; 4], q: *const T, i: usize, n: usize) -> T::Acc {
+    if i == n {
+        // No tail: the tree in registers. Its first two levels add
+        // register 2 to 0 and 3 to 1 (lane l + l + 2W), then 1 to 0
+        // (l + l + W); T::fold does the rest within one register.
+        // SAFETY: AVX2 and F16C (this function's features).
+        unsafe {
+            let low = T::add(acc[0], acc[2]);
+            let high = T::add(acc[1], acc[3]);
+            return T::fold(T::add(low, high));
+        }
+    }
     let mut lanes = [T::Acc::default(); 32];
     let out = lanes.as_mut_ptr();
     // SAFETY: 4 * W <= 32 lanes written; elements i..n of the run are
