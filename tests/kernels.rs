@@ -1479,7 +1479,7 @@ fn small_op_shortcut_reads_nothing_of_empty_tensors() {
 }
 
 /// The AVX2 sums of f32, f16, bfloat16 and f64 (one run, four runs in one
-/// pass, four rows added into a row) have the bits of the portable lanes:
+/// pass, four or eight rows added into a row) have the bits of the portable lanes:
 /// the same lanes, tails and tree (src/kernels/reduce/pairwise.rs, `lanes`).
 /// Values with many fraction bits, so any other order rounds differently;
 /// runs past the four-stream length, rows with tails, a row count not a
@@ -1530,6 +1530,33 @@ fn check_sum_bits_with_and_without_avx2<T: Elem + std::fmt::Debug>() {
             &[0],
         ),
     ];
+    // Over dim 0, eight rows a pass (half, bfloat16) or four, from eight
+    // (four) parts of the rows: rows 0 and 12 of 24 hold +big and -big
+    // (2^14 and up), the others small values (2^-3 and up), so that the
+    // order of the pass's tree shows even after the result is rounded to
+    // 16 bits (big + small rounds the small part away in float; big -
+    // big first keeps it).
+    let spread: Vec<T> = bits
+        .iter()
+        .take(24 * 999)
+        .enumerate()
+        .map(|(i, &b)| {
+            let (row, col) = (i / 999, i % 999);
+            let big = 16384.0 * (1.0 + (col % 64) as f64 / 64.0);
+            let small = (1.0 + (b % 256) as f64 / 256.0) * 0.125;
+            let v = match row {
+                0 => big,
+                12 => -big,
+                _ if (b >> 9) & 1 == 1 => -small,
+                _ => small,
+            };
+            T::from_complex(v, 0.0)
+        })
+        .collect();
+    let spread = from_vec(&[24, 999], &spread);
+    let mut cases = cases;
+    cases.push((spread.clone(), &[0]));
+    cases.push((spread.narrow(0, 1, 17).unwrap(), &[0]));
     for threads in [1, 2] {
         tessera::parallel::set_num_threads(threads);
         for (t, dims) in &cases {

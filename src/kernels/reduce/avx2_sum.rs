@@ -1,7 +1,7 @@
 //! AVX2 kernels of the floating sums: contiguous runs of f32, f16,
 //! bfloat16 (widened into f32 lanes) and f64 folded exactly as
 //! [`lanes`](super::pairwise::lanes) folds them, one run or four in one
-//! pass, and four rows added into a row of outputs.
+//! pass, and four or eight rows added into a row of outputs.
 //!
 //! The lanes are four AVX registers (32 f32 or 16 f64 lanes): value i of a
 //! run goes to lane i % lanes while whole groups remain, the rest to lane
@@ -225,25 +225,40 @@ unsafe fn sum_x4<T: Avx2Sum>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
     }
 }
 
-/// `acc[i] += (r0[i] + r1[i]) + (r2[i] + r3[i])` over `n` values.
+/// `acc[i] += tree(r0[i], .., r(K-1)[i])` over `n` values, the tree
+/// pairwise as the portable `add_rows_xk`'s.
 ///
 /// # Safety
 /// AVX2 and F16C; `n` accumulators at `acc` and `n` values at each row,
-/// readable (and `acc` writable), `acc` overlapping no row.
+/// readable (and `acc` writable), `acc` overlapping no row; K a power of
+/// two.
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn add_rows<T: Avx2Sum>(acc: *mut T::Acc, rows: [*const T; 4], n: usize) {
+unsafe fn add_rows<T: Avx2Sum, const K: usize>(acc: *mut T::Acc, rows: [*const T; K], n: usize) {
     let mut i = 0;
     // SAFETY: every access is below n (the caller's runs).
     unsafe {
         while i + T::W <= n {
-            let x = |k: usize| T::load(rows[k].add(i));
-            let v = T::add(T::add(x(0), x(1)), T::add(x(2), x(3)));
-            T::store(acc.add(i), T::add(T::load_acc(acc.add(i)), v));
+            let mut v: [T::V; K] = rows.map(|p| T::load(p.add(i)));
+            let mut len = K;
+            while len > 1 {
+                len /= 2;
+                for j in 0..len {
+                    v[j] = T::add(v[2 * j], v[2 * j + 1]);
+                }
+            }
+            T::store(acc.add(i), T::add(T::load_acc(acc.add(i)), v[0]));
             i += T::W;
         }
         for i in i..n {
-            let x = |k: usize| rows[k].add(i).read_unaligned().widen();
-            *acc.add(i) = *acc.add(i) + ((x(0) + x(1)) + (x(2) + x(3)));
+            let mut v: [T::Acc; K] = rows.map(|p| p.add(i).read_unaligned().widen());
+            let mut len = K;
+            while len > 1 {
+                len /= 2;
+                for j in 0..len {
+                    v[j] = v[2 * j] + v[2 * j + 1];
+                }
+            }
+            *acc.add(i) = *acc.add(i) + v[0];
         }
     }
 }
@@ -319,23 +334,24 @@ pub(super) unsafe fn runs_x4<R: Reducer>(q: [*const u8; 4], n: usize) -> Option<
     })
 }
 
-/// `acc[i] += (r0[i] + r1[i]) + (r2[i] + r3[i])` over `n` contiguous
-/// values; false (nothing done) where R has no kernel.
+/// `acc[i] += tree(r0[i], .., r(K-1)[i])` over `n` contiguous values
+/// ([`add_rows`]); false (nothing done) where R has no kernel.
 ///
 /// # Safety
 /// `n` accumulators at `acc` (readable and writable) and `n` readable
-/// contiguous R::In values at each row, `acc` overlapping no row.
+/// contiguous R::In values at each row, `acc` overlapping no row; K a
+/// power of two.
 #[inline(always)]
-pub(super) unsafe fn add_rows_x4<R: Reducer>(
+pub(super) unsafe fn add_rows_xk<R: Reducer, const K: usize>(
     acc: *mut R::Acc,
-    rows: [*const R::In; 4],
+    rows: [*const R::In; K],
     n: usize,
 ) -> bool {
     for_avx2_sum!(R, |T| {
         // SAFETY: as in run: the rows are T values and acc holds T::Acc
         // (the same type as R::Acc).
         unsafe {
-            add_rows::<T>(
+            add_rows::<T, K>(
                 acc as *mut <T as Avx2Sum>::Acc,
                 rows.map(|p| p as *const T),
                 n,
