@@ -140,7 +140,7 @@ impl<'de> Visitor<'de> for Entries<'_> {
         while let Some(key) = map.next_key::<String>()? {
             if key == "__metadata__" {
                 if std::mem::replace(&mut metadata_seen, true) {
-                    return Err(self.refuse(format!("'{key}'")));
+                    return Err(refuse(self.twice, format!("'{key}'")));
                 }
                 metadata = map.next_value_seed(Metadata {
                     twice: &mut *self.twice,
@@ -154,19 +154,18 @@ impl<'de> Visitor<'de> for Entries<'_> {
         let mut by_name: Vec<&str> = tensors.iter().map(|(n, _)| n.as_str()).collect();
         by_name.sort_unstable();
         if let Some(w) = by_name.windows(2).find(|w| w[0] == w[1]) {
-            let what = format!("tensor '{}'", w[0]);
-            return Err(self.refuse(what));
+            return Err(refuse(self.twice, format!("tensor '{}'", w[0])));
         }
         Ok((tensors, metadata))
     }
 }
 
-impl Entries<'_> {
-    fn refuse<Er: serde::de::Error>(self, what: String) -> Er {
-        let e = Er::custom(&what);
-        *self.twice = Some(what);
-        e
-    }
+/// The error for `what` given twice, recorded in `twice` so that `read`
+/// can name it (the serde error alone would carry JSON's position).
+fn refuse<Er: serde::de::Error>(twice: &mut Option<String>, what: String) -> Er {
+    let e = Er::custom(&what);
+    *twice = Some(what);
+    e
 }
 
 /// `__metadata__`: null, or an object of strings whose keys are checked
@@ -216,10 +215,7 @@ impl<'de> Visitor<'de> for Metadata<'_> {
         let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             if !seen.insert(key.clone()) {
-                let what = format!("metadata key '{key}'");
-                let e = serde::de::Error::custom(&what);
-                *self.twice = Some(what);
-                return Err(e);
+                return Err(refuse(self.twice, format!("metadata key '{key}'")));
             }
             let value = map.next_value::<String>()?;
             pairs.push((key, value));
