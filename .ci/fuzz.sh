@@ -10,6 +10,7 @@
 #   FUZZ_TOTAL_SECONDS=96 .ci/fuzz.sh      # every target, 96 s of wall time
 #   FUZZ_JOBS=1 .ci/fuzz.sh               # one target at a time
 #   FUZZ_SECONDS=600 .ci/fuzz.sh views     # some targets, longer
+#   FUZZ_QUICK_BUILD=1 .ci/fuzz.sh          # a cheaper build (see below)
 #
 # New inputs found during the run go to a temporary directory, so the
 # committed corpus only changes when someone minimizes and commits it
@@ -57,7 +58,17 @@ if [[ ${FUZZ_LINT:-1} != 0 ]]; then
     cargo "+$toolchain" fmt --check
     cargo "+$toolchain" clippy --all-targets -- -D warnings
 fi
-cargo "+$toolchain" fuzz build -O
+# FUZZ_QUICK_BUILD=1 (CI's smoke run, where the build is most of the
+# stage): opt-level 1 and 16 codegen units instead of cargo-fuzz's
+# release build in one codegen unit. The targets execute fewer inputs a
+# second, which a smoke run of seconds a target can spare; a long run
+# leaves it unset.
+build=(-O)
+if [[ ${FUZZ_QUICK_BUILD:-0} != 0 ]]; then
+    export CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+    build+=(--codegen-units 16)
+fi
+cargo "+$toolchain" fuzz build "${build[@]}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -71,7 +82,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}
 fuzz_one() {
     local t=$1 status=0
     mkdir -p "$work/$t" "corpus/$t"
-    cargo "+$toolchain" fuzz run -O "$t" "$work/$t" "corpus/$t" -- \
+    cargo "+$toolchain" fuzz run "${build[@]}" "$t" "$work/$t" "corpus/$t" -- \
         -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
         -malloc_limit_mb=2147483647 -print_final_stats=1 >"$work/$t.log" 2>&1 || status=$?
     echo "$status" >"$work/$t.status"
