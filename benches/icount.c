@@ -130,6 +130,48 @@ static TsrStatus op_add(void *ctx) {
     return st;
 }
 
+/* A sum over `ndims` dims of `a` into a new tensor (issue 56's kernels:
+ * the AVX2 runs, four rows a pass over dim 1, four or eight rows added
+ * into a row of accumulators over dim 0). */
+struct sum_ctx {
+    TsrTensor *a;
+    int64_t ndims, dims[2];
+};
+
+static TsrStatus op_sum(void *ctx) {
+    struct sum_ctx *x = ctx;
+    TsrTensor *r = NULL;
+    TsrStatus st = tsr_sum(x->a, x->ndims, x->dims, false, &r);
+    if (st == TSR_OK) st = tsr_tensor_decref(r);
+    return st;
+}
+
+/* Sums of a [64, 256] matrix (16 KiB of float: cached, so the count is
+ * the kernels' and the reduction's set-up, not the memory's) over dim 1,
+ * dim 0 and all dims in float, and over dims 1 and 0 in bfloat16 (the
+ * widened kernels; half's differ from it in the widening instruction). */
+static void sums(void) {
+    static const struct {
+        const char *name;
+        TsrDType dt;
+        int64_t ndims, dims[2];
+    } cases[] = {
+        {"sum_64x256f_dim1", TSR_FLOAT, 1, {1}},
+        {"sum_64x256f_dim0", TSR_FLOAT, 1, {0}},
+        {"sum_64x256f_all", TSR_FLOAT, 0, {0}},
+        {"sum_64x256bf16_dim1", TSR_BFLOAT16, 1, {1}},
+        {"sum_64x256bf16_dim0", TSR_BFLOAT16, 1, {0}},
+    };
+    int64_t sizes[] = {64, 256};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sum_ctx x = {tensor(2, sizes, NULL, cases[i].dt), cases[i].ndims,
+                            {cases[i].dims[0], cases[i].dims[1]}};
+        TRY(tsr_tensor_fill(x.a, tsr_scalar_float(0.25)));
+        measure(cases[i].name, op_sum, &x);
+        TRY(tsr_tensor_decref(x.a));
+    }
+}
+
 static void nop_loop(void *user, char **data, const int64_t *strides, int64_t n0, int64_t n1) {
     (void)user, (void)data, (void)strides, (void)n0, (void)n1;
 }
@@ -319,6 +361,8 @@ int main(void) {
     TRY(tsr_iter_binary_op(out, add.a, add.b, &it));
     measure("for_each_nop_1000f", op_for_each, it);
     tsr_iter_free(it);
+
+    sums();
 
     TRY(tsr_tensor_decref(out));
     TRY(tsr_tensor_decref(add.a));
