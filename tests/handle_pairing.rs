@@ -50,7 +50,7 @@ fn right_pairings() {
 /// Ignored under a plain `cargo test`: trybuild checks the crate and its
 /// dependencies a third time. With compile-fail cases only, it runs
 /// `cargo check` (no code generated; a pass case would make it `cargo
-/// build` them all: 180 s of CI's two cores against ~75 s). CI runs it as
+/// build` them all: 180 s of CI's two cores against 64-72 s). CI runs it as
 /// a stage of its own: `cargo test --test handle_pairing -- --ignored`.
 #[test]
 #[ignore = "checks the crate again: cargo test --test handle_pairing -- --ignored"]

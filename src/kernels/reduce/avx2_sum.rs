@@ -12,6 +12,7 @@
 //! vcvtph2ps; a bfloat16 is the top half of its f32), where the portable
 //! loop widens through a buffer.
 
+use super::pairwise::tree;
 use super::reducer::Reducer;
 use crate::dtype::DType;
 use crate::kernels::elem::Elem;
@@ -225,8 +226,8 @@ unsafe fn sum_x4<T: Avx2Sum>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
     }
 }
 
-/// `acc[i] += tree(r0[i], .., r(K-1)[i])` over `n` values, the tree
-/// pairwise as the portable `add_rows_xk`'s.
+/// `acc[i] += tree(r0[i], .., r(K-1)[i])` over `n` values, in [`tree`]'s
+/// pairwise order (the portable `add_rows_xk`'s).
 ///
 /// # Safety
 /// AVX2 and F16C; `n` accumulators at `acc` and `n` values at each row,
@@ -238,27 +239,14 @@ unsafe fn add_rows<T: Avx2Sum, const K: usize>(acc: *mut T::Acc, rows: [*const T
     // SAFETY: every access is below n (the caller's runs).
     unsafe {
         while i + T::W <= n {
-            let mut v: [T::V; K] = rows.map(|p| T::load(p.add(i)));
-            let mut len = K;
-            while len > 1 {
-                len /= 2;
-                for j in 0..len {
-                    v[j] = T::add(v[2 * j], v[2 * j + 1]);
-                }
-            }
-            T::store(acc.add(i), T::add(T::load_acc(acc.add(i)), v[0]));
+            let v = tree(rows.map(|p| T::load(p.add(i))), |a, b| T::add(a, b));
+            T::store(acc.add(i), T::add(T::load_acc(acc.add(i)), v));
             i += T::W;
         }
         for i in i..n {
-            let mut v: [T::Acc; K] = rows.map(|p| p.add(i).read_unaligned().widen());
-            let mut len = K;
-            while len > 1 {
-                len /= 2;
-                for j in 0..len {
-                    v[j] = v[2 * j] + v[2 * j + 1];
-                }
-            }
-            *acc.add(i) = *acc.add(i) + v[0];
+            let r: [T::Acc; K] = rows.map(|p| p.add(i).read_unaligned().widen());
+            let v = tree(r, |a, b| a + b);
+            *acc.add(i) = *acc.add(i) + v;
         }
     }
 }

@@ -368,8 +368,7 @@ unsafe fn add_row_groups<R: Reducer, const K: usize>(
 }
 
 /// `acc[i] = acc[i] + tree(r0[i], .., r(K-1)[i])` over `n` contiguous
-/// elements, the tree pairwise ((r0 + r1) + (r2 + r3) for K = 4, and
-/// that plus the same of r4..r7 for K = 8), with the reducer's combine;
+/// elements ([`tree`]'s pairwise order), with the reducer's combine;
 /// floating sums with AVX2 registers.
 ///
 /// # Safety
@@ -389,16 +388,9 @@ pub(super) unsafe fn add_rows_xk<R: Reducer, const K: usize>(
     for i in 0..n {
         // SAFETY: i < n, inside every run (the caller's guarantee).
         unsafe {
-            let mut v: [R::Acc; K] = rows.map(|p| R::lift(p.add(i).read_unaligned()));
-            let mut len = K;
-            while len > 1 {
-                len /= 2;
-                for j in 0..len {
-                    v[j] = R::combine(v[2 * j], v[2 * j + 1]);
-                }
-            }
+            let v = tree(rows.map(|p| R::lift(p.add(i).read_unaligned())), R::combine);
             let a = acc.add(i);
-            a.write_unaligned(R::combine(a.read_unaligned(), v[0]));
+            a.write_unaligned(R::combine(a.read_unaligned(), v));
         }
     }
 }
