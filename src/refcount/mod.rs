@@ -260,24 +260,13 @@ impl<T: RcTarget> WeakRef<T> {
     /// A new strong reference, or None once the object expired (strong
     /// count zero).
     pub fn lock(&self) -> Option<Ref<T>> {
-        let strong = &self.inner().strong;
-        let mut n = strong.load(Ordering::Relaxed);
-        loop {
-            if n == 0 {
-                return None;
-            }
-            if n >= MAX_COUNT {
-                std::process::abort();
-            }
-            match strong.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => {
-                    return Some(Ref {
-                        ptr: self.ptr,
-                        _owns: PhantomData,
-                    })
-                }
-                Err(current) => n = current,
-            }
+        match lock_strong(&self.inner().strong) {
+            // Built only when locked: a Ref dropped unused would decref.
+            Ok(locked) => locked.then(|| Ref {
+                ptr: self.ptr,
+                _owns: PhantomData,
+            }),
+            Err(_) => std::process::abort(),
         }
     }
 
@@ -379,7 +368,9 @@ pub unsafe fn try_incref_raw<T>(ptr: *const RcBox<T>) -> std::result::Result<(),
     // the call; only its atomic strong count is touched.
     let strong = unsafe { &(*ptr).strong };
     let old = strong.fetch_add(1, Ordering::Relaxed);
-    if old.wrapping_sub(1) >= MAX_COUNT - 1 {
+    // 0 (released) or at least MAX_COUNT + 1 = 2^63 (overflow), in one
+    // signed compare.
+    if old as isize <= 0 {
         strong.fetch_sub(1, Ordering::Relaxed);
         return Err(old);
     }
@@ -545,24 +536,36 @@ pub unsafe fn downgrade_raw<T>(ptr: *const RcBox<T>) -> Result<()> {
     unsafe { weak_incref_raw(ptr) }
 }
 
-/// Tries to add a strong reference through a weak handle; false once the
-/// object expired.
+/// Tries to add a strong reference through a weak handle: Ok(false) once
+/// the object expired, Err(count) when the count is at the limit (the
+/// caller reports it, as [`bad_incref`]).
 ///
 /// # Safety
 /// `ptr` must point at a live block.
-pub unsafe fn lock_raw<T: RcTarget>(ptr: *const RcBox<T>) -> bool {
-    // SAFETY: the caller's handle is a live block; the WeakRef made here
-    // borrows one weak count it does not own, and into_raw below gives it
-    // back without decrementing, so the counts are left as they were.
-    let weak = unsafe { WeakRef::from_raw(ptr) };
-    let locked = weak.lock();
-    let _ = WeakRef::into_raw(weak);
-    match locked {
-        Some(r) => {
-            let _ = Ref::into_raw(r);
-            true
+#[inline(always)]
+pub unsafe fn lock_raw<T: RcTarget>(ptr: *const RcBox<T>) -> std::result::Result<bool, usize> {
+    // SAFETY: the caller's handle is a live block, allocated for the
+    // call; only its atomic strong count is touched.
+    lock_strong(unsafe { &(*ptr).strong })
+}
+
+/// Adds one to a strong count unless it is 0 (the object expired): c10's
+/// weak lock, a compare-exchange loop. Err(count) at the limit, the count
+/// left as it was.
+#[inline(always)]
+fn lock_strong(strong: &AtomicUsize) -> std::result::Result<bool, usize> {
+    let mut n = strong.load(Ordering::Relaxed);
+    loop {
+        if n == 0 {
+            return Ok(false);
         }
-        None => false,
+        if n >= MAX_COUNT {
+            return Err(n);
+        }
+        match strong.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Ok(true),
+            Err(current) => n = current,
+        }
     }
 }
 

@@ -78,6 +78,9 @@ fn lock_on_expired_is_none_and_release_runs_once() {
     assert!(w.expired());
     assert_eq!(w.use_count(), 0);
     assert!(w.lock().is_none());
+    // A refused lock leaves the count at 0 (no Ref built and dropped).
+    assert!(w.expired());
+    assert_eq!(w.use_count(), 0);
     assert_eq!(released.load(StdOrdering::SeqCst), 1);
     // memory stays until the last weak reference goes
     assert_eq!(dropped.load(StdOrdering::SeqCst), 0);
@@ -172,7 +175,7 @@ fn raw_api_detects_dead_objects() {
         assert_eq!(e.kind(), crate::error::ErrorKind::DeadObject);
         assert!(downgrade_raw(raw).is_err());
         assert_eq!(counts_raw(raw), (0, 1));
-        assert!(!lock_raw(raw));
+        assert_eq!(lock_raw(raw), Ok(false));
     }
     drop(w);
     assert_eq!(dropped.load(StdOrdering::SeqCst), 1);
@@ -186,7 +189,7 @@ fn raw_lock_and_weak_counts() {
     unsafe {
         downgrade_raw(raw).unwrap();
         assert_eq!(counts_raw(raw), (1, 2));
-        assert!(lock_raw(raw));
+        assert_eq!(lock_raw(raw), Ok(true));
         assert_eq!(counts_raw(raw), (2, 2));
         decref_raw(raw).unwrap();
         weak_incref_raw(raw).unwrap();
