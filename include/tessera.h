@@ -3373,7 +3373,8 @@ void *tsr_weak_object_data(const struct TsrWeakObject *weak);
 
 /**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
- * (the strong count already reached 0).
+ * (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+ * would pass 2^63).
  *
  * # Safety
  * `s` NULL or a handle whose memory is alive.
@@ -3419,7 +3420,8 @@ TsrStatus tsr_storage_downgrade(struct TsrStorage *s, struct TsrWeakStorage **ou
 
 /**
  * Writes a new strong reference to `*out`, or NULL once the storage expired
- * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ * (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+ * strong count is at its limit, 2^63 - 1).
  *
  * # Safety
  * `w` NULL or a live weak handle; `out` NULL or writable.
@@ -3469,7 +3471,8 @@ size_t tsr_weak_storage_weak_use_count(const struct TsrWeakStorage *w);
 
 /**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
- * (the strong count already reached 0).
+ * (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+ * would pass 2^63).
  *
  * # Safety
  * `t` NULL or a handle whose memory is alive.
@@ -3514,7 +3517,8 @@ TsrStatus tsr_tensor_downgrade(struct TsrTensor *t, struct TsrWeakTensor **out);
 
 /**
  * Writes a new strong reference to `*out`, or NULL once the tensor expired
- * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ * (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+ * strong count is at its limit, 2^63 - 1).
  *
  * # Safety
  * `w` NULL or a live weak handle; `out` NULL or writable.
@@ -3564,7 +3568,8 @@ size_t tsr_weak_tensor_weak_use_count(const struct TsrWeakTensor *w);
 
 /**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
- * (the strong count already reached 0).
+ * (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+ * would pass 2^63).
  *
  * # Safety
  * `a` NULL or a handle whose memory is alive.
@@ -3610,7 +3615,8 @@ TsrStatus tsr_allocator_downgrade(struct TsrAllocator *a, struct TsrWeakAllocato
 
 /**
  * Writes a new strong reference to `*out`, or NULL once the allocator expired
- * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ * (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+ * strong count is at its limit, 2^63 - 1).
  *
  * # Safety
  * `w` NULL or a live weak handle; `out` NULL or writable.
@@ -3660,7 +3666,8 @@ size_t tsr_weak_allocator_weak_use_count(const struct TsrWeakAllocator *w);
 
 /**
  * Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
- * (the strong count already reached 0).
+ * (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+ * would pass 2^63).
  *
  * # Safety
  * `obj` NULL or a handle whose memory is alive.
@@ -3706,7 +3713,8 @@ TsrStatus tsr_object_downgrade(struct TsrObject *obj, struct TsrWeakObject **out
 
 /**
  * Writes a new strong reference to `*out`, or NULL once the object expired
- * (not an error). Errors: TSR_ERR_NULL_POINTER.
+ * (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+ * strong count is at its limit, 2^63 - 1).
  *
  * # Safety
  * `weak` NULL or a live weak handle; `out` NULL or writable.

@@ -45,7 +45,8 @@ HANDLES = [
 FUNCTIONS = [
     ("incref", False,
      "Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT "
-     "(the strong count already reached 0).",
+     "(the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count "
+     "would pass 2^63).",
      "`{h}` NULL or a handle whose memory is alive.",
      "", "TsrStatus", "rc::incref(\"{fn}\", {h})"),
     ("decref", False,
@@ -70,7 +71,8 @@ FUNCTIONS = [
      "out: *mut *mut {weak}", "TsrStatus", "rc::downgrade(\"{fn}\", {h}, out)"),
     ("lock", True,
      "Writes a new strong reference to `*out`, or NULL once the {name} expired "
-     "(not an error). Errors: TSR_ERR_NULL_POINTER.",
+     "(not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the "
+     "strong count is at its limit, 2^63 - 1).",
      "`{w}` NULL or a live weak handle; `out` NULL or writable.",
      "out: *mut *mut {strong}", "TsrStatus", "rc::lock(\"{fn}\", {w}, out)"),
     ("incref", True,

@@ -9,7 +9,8 @@ use super::types::*;
 // ---- TsrStorage and TsrWeakStorage ----
 
 /// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
-/// (the strong count already reached 0).
+/// (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+/// would pass 2^63).
 ///
 /// # Safety
 /// `s` NULL or a handle whose memory is alive.
@@ -73,7 +74,8 @@ pub unsafe extern "C" fn tsr_storage_downgrade(
 }
 
 /// Writes a new strong reference to `*out`, or NULL once the storage expired
-/// (not an error). Errors: TSR_ERR_NULL_POINTER.
+/// (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+/// strong count is at its limit, 2^63 - 1).
 ///
 /// # Safety
 /// `w` NULL or a live weak handle; `out` NULL or writable.
@@ -146,7 +148,8 @@ pub unsafe extern "C" fn tsr_weak_storage_weak_use_count(w: *const TsrWeakStorag
 // ---- TsrTensor and TsrWeakTensor ----
 
 /// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
-/// (the strong count already reached 0).
+/// (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+/// would pass 2^63).
 ///
 /// # Safety
 /// `t` NULL or a handle whose memory is alive.
@@ -209,7 +212,8 @@ pub unsafe extern "C" fn tsr_tensor_downgrade(
 }
 
 /// Writes a new strong reference to `*out`, or NULL once the tensor expired
-/// (not an error). Errors: TSR_ERR_NULL_POINTER.
+/// (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+/// strong count is at its limit, 2^63 - 1).
 ///
 /// # Safety
 /// `w` NULL or a live weak handle; `out` NULL or writable.
@@ -282,7 +286,8 @@ pub unsafe extern "C" fn tsr_weak_tensor_weak_use_count(w: *const TsrWeakTensor)
 // ---- TsrAllocator and TsrWeakAllocator ----
 
 /// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
-/// (the strong count already reached 0).
+/// (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+/// would pass 2^63).
 ///
 /// # Safety
 /// `a` NULL or a handle whose memory is alive.
@@ -346,7 +351,8 @@ pub unsafe extern "C" fn tsr_allocator_downgrade(
 }
 
 /// Writes a new strong reference to `*out`, or NULL once the allocator expired
-/// (not an error). Errors: TSR_ERR_NULL_POINTER.
+/// (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+/// strong count is at its limit, 2^63 - 1).
 ///
 /// # Safety
 /// `w` NULL or a live weak handle; `out` NULL or writable.
@@ -419,7 +425,8 @@ pub unsafe extern "C" fn tsr_weak_allocator_weak_use_count(w: *const TsrWeakAllo
 // ---- TsrObject and TsrWeakObject ----
 
 /// Adds a strong reference. Errors: TSR_ERR_NULL_POINTER, TSR_ERR_DEAD_OBJECT
-/// (the strong count already reached 0).
+/// (the strong count already reached 0), TSR_ERR_INVALID_ARGUMENT (the count
+/// would pass 2^63).
 ///
 /// # Safety
 /// `obj` NULL or a handle whose memory is alive.
@@ -483,7 +490,8 @@ pub unsafe extern "C" fn tsr_object_downgrade(
 }
 
 /// Writes a new strong reference to `*out`, or NULL once the object expired
-/// (not an error). Errors: TSR_ERR_NULL_POINTER.
+/// (not an error). Errors: TSR_ERR_NULL_POINTER, TSR_ERR_INVALID_ARGUMENT (the
+/// strong count is at its limit, 2^63 - 1).
 ///
 /// # Safety
 /// `weak` NULL or a live weak handle; `out` NULL or writable.
