@@ -12,8 +12,8 @@
 //! vcvtph2ps; a bfloat16 is the top half of its f32), where the portable
 //! loop widens through a buffer.
 
-use super::pairwise::tree;
 use super::reducer::Reducer;
+use super::tree::tree;
 use crate::dtype::DType;
 use crate::kernels::elem::Elem;
 use half::{bf16, f16};

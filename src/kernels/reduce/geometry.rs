@@ -2,6 +2,7 @@
 //! split across threads.
 
 use super::pairwise::*;
+use super::tree::tree;
 use crate::error::Result;
 use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
 use crate::kernels::loops::{ld, st, with_simd, zip_run};

@@ -23,6 +23,7 @@
 //! amax), `pairwise.rs` (a run folded as a cascade in SIMD lanes),
 //! `avx2_sum.rs` (those lanes in AVX2 registers for f32, f16, bfloat16
 //! and f64 sums, with the same bits),
+//! `tree.rs` (the pairwise tree over K rows, shared by both),
 //! `geometry.rs` (the loop nest over the input's memory order, split
 //! across threads); here, the entry points and their checks.
 
@@ -32,6 +33,7 @@ mod geometry;
 mod pairwise;
 mod reducer;
 mod reducers;
+mod tree;
 
 pub use reducers::SumAcc;
 
