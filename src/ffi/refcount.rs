@@ -52,8 +52,8 @@ pub(crate) unsafe fn decref<H: Strong>(fname: &str, h: *const H) -> TsrStatus {
 // The cold halves below are `extern "C"` though only Rust calls them: such
 // a function cannot unwind, so the exported function needs no landing pad
 // around the call and makes it a tail call (`jmp`), and its common path no
-// stack frame (dist build: tsr_storage_incref 8 instructions, was 12 with a
-// push and pop; decref 9, was 11). A panic in one aborts, as it did before
+// stack frame (dist build: tsr_storage_incref 8 instructions, was 13 with a
+// push and pop; decref 10, was 12). A panic in one aborts, as it did before
 // in the exported function's own landing pad. `&str` passes Rust to Rust,
 // hence the lint's allow.
 
