@@ -39,5 +39,5 @@ elif ((rc != 0)); then
     exit "$rc"
 fi
 du -sh "$cache/dists" "$cache/files"
-TESSERA_CORPUS_DIR=$cache cargo test --quiet --test corpus -- --ignored --nocapture
-TESSERA_CORPUS_DIR=$cache cargo test --quiet --test cli_corpus -- --ignored --nocapture
+TESSERA_CORPUS_DIR=$cache cargo test --workspace --quiet --test corpus -- --ignored --nocapture
+TESSERA_CORPUS_DIR=$cache cargo test --workspace --quiet --test cli_corpus -- --ignored --nocapture

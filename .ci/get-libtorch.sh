@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gets libtorch (TORCH_VERSION, default 2.15.0) from the PyPI torch wheel, the
 # way benches/README.md describes, into CACHE_DIR/torch_wheel/unpacked/torch
-# (shared by every stage that needs libtorch), with the CUDA runtime wheels
-# the torch libraries link against (their sonames only; no GPU is needed).
+# (shared by every stage that needs libtorch; its headers and CPU
+# libraries), with the CUDA runtime wheels libtorch_cpu.so links against
+# (their sonames only; no GPU is needed).
 #
 # Usage: .ci/get-libtorch.sh CACHE_DIR
 # On success prints the torch directory (include/, lib/) as the last line of
@@ -58,6 +59,19 @@ if [[ -z $pins ]] || ! pip_get download --no-deps --only-binary=:all: \
     echo "pip could not download the CUDA runtime wheels ($pins)"
     exit 3
 fi
+# Only what a C++ program linking -ltorch_cpu -lc10 uses: torch/include,
+# torch/lib without the CUDA and Python libraries (about 550 MB that
+# nothing here loads: libtorch_cpu.so needs only libc10, libgomp and the
+# two CUDA runtime libraries' sonames), and the CUDA runtime wheels. The
+# wheels go once unpacked: a CI machine's disk can be short (a run failed
+# with "No space left on device" with 1.7 GB in this directory).
 mkdir -p "$dl/unpacked"
-(cd "$dl/unpacked" && for w in ../*.whl; do unzip -q -o "$w"; done)
+(
+    cd "$dl/unpacked"
+    unzip -q -o ../torch-*.whl 'torch/include/*' 'torch/lib/*' \
+        -x 'torch/lib/libtorch_cuda*' 'torch/lib/libc10_cuda.so' 'torch/lib/libtorch_python.so' \
+        'torch/lib/libtorch_nvshmem.so' 'torch/lib/libcaffe2_nvrtc.so'
+    for w in ../nvidia_*.whl; do unzip -q -o "$w"; done
+)
+rm -f "$dl"/*.whl "$dl"/meta/*.whl
 echo "$torch"

@@ -27,8 +27,12 @@ cache=$(cd "$cache" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cargo build --quiet --lib
-lib=$root/target/debug
+# The shared library `cargo test --workspace` builds (target/debug/deps, as
+# the C tests use), not a `cargo build` one: that builds the crate again
+# with other features into the same unhashed deps/libtessera.so, and each
+# `cargo test` below would build it a third time (both measured).
+cargo test --workspace --quiet --no-run --test format_npy
+lib=$root/target/debug/deps
 # The C tests' copy of the shared library carries its SONAME as file name.
 libdir=$work/lib
 mkdir -p "$libdir"
@@ -80,7 +84,7 @@ safetensors_py() {
     # by the safetensors package. The direction torch reads (DCP with
     # torch.distributed.checkpoint.load on 1 and 2 ranks) needs Python
     # torch and its CUDA wheels: see shards_torch.
-    TESSERA_SHARDS_OUT=$work/shards cargo test --quiet --test format_shards \
+    TESSERA_SHARDS_OUT=$work/shards cargo test --workspace --quiet --test format_shards \
         dcp_saves_round_trip
     PYTHONPATH=$py python3 tests/interop/shards_safetensors_check.py "$work/shards"
 }
@@ -99,7 +103,7 @@ shards_torch() {
         echo "SKIPPED sharded checkpoints read by torch: Python torch is not installed (by design: docs/FORMATS.md, Interop in CI)"
         return 0
     fi
-    TESSERA_SHARDS_OUT=$work/shards_torch cargo test --quiet --test format_shards \
+    TESSERA_SHARDS_OUT=$work/shards_torch cargo test --workspace --quiet --test format_shards \
         dcp_saves_round_trip
     python3 scripts/make_shard_fixtures.py --check "$work/shards_torch"
 }
@@ -116,15 +120,15 @@ npy_py() {
         return 0
     fi
     PYTHONPATH=$py python3 scripts/make_npy_fixtures.py "$work/npy_numpy"
-    TESSERA_NPY_FIXTURES=$work/npy_numpy cargo test --quiet --test format_npy
-    TESSERA_NPY_OUT=$work/npy_tessera cargo test --quiet --test format_npy \
+    TESSERA_NPY_FIXTURES=$work/npy_numpy cargo test --workspace --quiet --test format_npy
+    TESSERA_NPY_OUT=$work/npy_tessera cargo test --workspace --quiet --test format_npy \
         writes_reference_files
     PYTHONPATH=$py python3 scripts/make_npy_fixtures.py --check "$work/npy_tessera"
     # .npz: np.savez / np.savez_compressed write, tessera reads; tessera
     # writes, np.load reads (one small archive each way).
     PYTHONPATH=$py python3 scripts/make_npz_fixtures.py "$work/npz_numpy"
-    TESSERA_NPZ_FIXTURES=$work/npz_numpy cargo test --quiet --test format_npz
-    TESSERA_NPZ_OUT=$work/npz_tessera cargo test --quiet --test format_npz writes_reference_file
+    TESSERA_NPZ_FIXTURES=$work/npz_numpy cargo test --workspace --quiet --test format_npz
+    TESSERA_NPZ_OUT=$work/npz_tessera cargo test --workspace --quiet --test format_npz writes_reference_file
     PYTHONPATH=$py python3 scripts/make_npz_fixtures.py --check "$work/npz_tessera"
 }
 
@@ -142,8 +146,8 @@ gguf_py() {
         fi
     fi
     PYTHONPATH=$py python3 scripts/make_gguf_fixtures.py "$work/gguf_py"
-    TESSERA_GGUF_FIXTURES=$work/gguf_py cargo test --quiet --test format_gguf
-    TESSERA_GGUF_OUT=$work/gguf_tessera cargo test --quiet --test format_gguf writes_reference_file
+    TESSERA_GGUF_FIXTURES=$work/gguf_py cargo test --workspace --quiet --test format_gguf
+    TESSERA_GGUF_OUT=$work/gguf_tessera cargo test --workspace --quiet --test format_gguf writes_reference_file
     PYTHONPATH=$py python3 scripts/make_gguf_fixtures.py --check "$work/gguf_tessera"
 }
 
