@@ -249,6 +249,7 @@ typedef struct {
     TsrTensorDict *dict; /* {"w": a float [3] tensor of its own}, metadata k=v */
     TsrStorage *saved;   /* F.dict's bytes in the torch format */
     TsrStorage *hostile; /* fx_hostile's file, if a row asked for one */
+    TsrCheckpoint *ckpt; /* fx_path()'s torch file, opened */
 } Fixtures;
 
 typedef struct {
@@ -274,6 +275,8 @@ typedef struct {
     bool flag;
     TsrTensorDict *dict;
     int fd; /* tsr_storage_share_fd */
+    TsrCheckpoint *ckpt;
+    size_t index; /* tsr_checkpoint_find */
 } Scratch;
 
 static Fixtures F;
@@ -292,6 +295,19 @@ static const TsrTensorDesc FX_DESC_DTYPE = {sizeof(TsrTensorDesc), 99, 2, FX_SIZ
 static const TsrTensorDesc FX_DESC_NULL_SIZES = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, NULL, NULL, 0};
 static const TsrTensorDesc FX_DESC_OFFSET = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, FX_SIZES, NULL, -1};
 static const TsrTensorDesc FX_DESC_OOB = {sizeof(TsrTensorDesc), TSR_FLOAT, 2, FX_SIZES, NULL, 1};
+/* tsr_checkpoint_load_many: names of F.ckpt's tensor, absent, twice,
+   NULL; options with a bad struct_size, and with a callback that cancels. */
+static const char *const FX_NAMES[1] = {"w"};
+static const char *const FX_NAMES_ABSENT[1] = {"absent"};
+static const char *const FX_NAMES_TWICE[2] = {"w", "w"};
+static const char *const FX_NAMES_NULL[1] = {NULL};
+static int fx_cancel(void *user, uint64_t done, uint64_t total, const char *finished) {
+    (void)user, (void)done, (void)total, (void)finished;
+    return 1;
+}
+static const TsrLoadOptions FX_LOAD_OPTS = {sizeof(TsrLoadOptions), 2, 4096, NULL, NULL};
+static const TsrLoadOptions FX_LOAD_OPTS_TINY = {2, 0, 0, NULL, NULL};
+static const TsrLoadOptions FX_LOAD_OPTS_CANCEL = {sizeof(TsrLoadOptions), 0, 0, fx_cancel, NULL};
 static long fx_deleted_at_setup, fx_dl_made_at_setup, fx_dl_deleted_at_setup;
 
 static TsrDevice fx_device(int8_t type, int8_t index) {
@@ -626,6 +642,7 @@ static void fx_setup(void) {
         CHECK_OK(tsr_tensor_decref(w));
         CHECK_OK(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &F.saved));
     }
+    CHECK_OK(tsr_checkpoint_open(fx_path(), TSR_FORMAT_AUTO, 0, &F.ckpt));
     CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &F.dead_t));
     CHECK_OK(tsr_tensor_downgrade(F.dead_t, &F.dead_wt));
     CHECK_OK(tsr_tensor_decref(F.dead_t));
@@ -705,6 +722,7 @@ static void fx_expect_message(int mode, const char *substr) {
 
 static void fx_teardown(void) {
     tsr_dict_free(F.dict);
+    tsr_checkpoint_close(F.ckpt);
     CHECK_OK(tsr_storage_decref(F.saved));
     if (F.hostile != NULL) {
         FX_CHECK(tsr_storage_use_count(F.hostile) == 1, "a refused load kept the file's storage");

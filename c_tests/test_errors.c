@@ -33,6 +33,7 @@ static void test_status_names(void) {
         {TSR_ERR_READ_ONLY, "TSR_ERR_READ_ONLY"},
         {TSR_ERR_IO, "TSR_ERR_IO"},
         {TSR_ERR_FORMAT, "TSR_ERR_FORMAT"},
+        {TSR_ERR_CANCELLED, "TSR_ERR_CANCELLED"},
     };
     size_t i;
     CHECK_EQ(TSR_OK, 0);

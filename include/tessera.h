@@ -248,6 +248,13 @@ typedef struct DLManagedTensorVersioned {
 typedef struct TsrAllocator TsrAllocator;
 
 /**
+ * A checkpoint opened with tsr_checkpoint_open (opaque): its index,
+ * loaded from in parts. Thread-safe: loads may run from several threads
+ * at once; close it once with tsr_checkpoint_close.
+ */
+typedef struct TsrCheckpoint TsrCheckpoint;
+
+/**
  * A built iterator (opaque, single owner: free it with tsr_iter_free).
  * Queries and loops may run from several threads at once.
  */
@@ -775,6 +782,11 @@ typedef struct TsrCachingMemoryStats {
 } TsrCachingMemoryStats;
 
 /**
+ * A file format of tsr_save / tsr_load (TSR_FORMAT_*).
+ */
+typedef int32_t TsrFormat;
+
+/**
  * An element type: c10's ScalarType number, 8 bits wide; every number
  * 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
  * the floating types Half / Float / Double / BFloat16 and the complex
@@ -785,6 +797,41 @@ typedef struct TsrCachingMemoryStats {
  * dtype. Numbers outside 0..46 are TSR_ERR_INVALID_ARGUMENT.
  */
 typedef int8_t TsrDType;
+
+/**
+ * Called after each chunk a load reads, on the thread that called the
+ * load: `done` of `total` bytes, and the name of the tensor whose last
+ * bytes that chunk read (else NULL; valid during the call). Return 0 to
+ * go on, nonzero to cancel the load (TSR_ERR_CANCELLED, nothing kept).
+ */
+typedef int (*TsrProgressFn)(void *user, uint64_t done, uint64_t total, const char *finished);
+
+/**
+ * How tsr_checkpoint_load_many_with fetches. Set struct_size to
+ * sizeof(TsrLoadOptions); zero fields take the defaults.
+ */
+typedef struct TsrLoadOptions {
+    /**
+     * sizeof(TsrLoadOptions) as the host compiled it.
+     */
+    uint32_t struct_size;
+    /**
+     * Threads reading at once (0: tsr_get_num_threads()).
+     */
+    uint32_t concurrency;
+    /**
+     * Bytes a read asks for (0: 8 MiB).
+     */
+    uint64_t chunk_bytes;
+    /**
+     * Progress and cancellation (NULL: none).
+     */
+    TsrProgressFn progress;
+    /**
+     * Passed to `progress`.
+     */
+    void *user;
+} TsrLoadOptions;
 
 /**
  * Real and imaginary parts of a complex scalar.
@@ -1035,11 +1082,6 @@ typedef struct TsrObjectVTable {
 } TsrObjectVTable;
 
 /**
- * A file format of tsr_save / tsr_load (TSR_FORMAT_*).
- */
-typedef int32_t TsrFormat;
-
-/**
  * How tsr_storage_from_file maps a file.
  */
 typedef int32_t TsrFileMode;
@@ -1195,6 +1237,12 @@ typedef struct TsrTensorDesc {
  * A malformed, truncated or refused file or buffer.
  */
 #define TSR_ERR_FORMAT 15
+
+/**
+ * The host cancelled the call (a load's progress callback returned
+ * nonzero); nothing the call made is kept.
+ */
+#define TSR_ERR_CANCELLED 16
 
 /**
  * Copy-on-write: the storage is writable, the file never changes.
@@ -2005,6 +2053,202 @@ TsrStatus tsr_caching_allocator_memory_stats(const struct TsrAllocator *allocato
  * `allocator` NULL or a live handle.
  */
 TsrStatus tsr_caching_allocator_reset_accumulated(struct TsrAllocator *allocator);
+
+/**
+ * Opens a checkpoint without loading any tensor: reads only its index
+ * (a safetensors header; for the other formats the file is mapped and
+ * only the pages its reader looks at are read). Any format tsr_load
+ * reads: a file, a Hugging Face shard index, a DCP directory. `flags`:
+ * as tsr_load's (TSR_LOAD_MMAP: CPU loads view a mapping of the file).
+ *
+ * Errors: as tsr_load.
+ *
+ * # Safety
+ * `path` NULL or NUL-terminated; `out` NULL or writable.
+ */
+TsrStatus tsr_checkpoint_open(const char *path,
+                              TsrFormat format,
+                              uint32_t flags,
+                              struct TsrCheckpoint **out);
+
+/**
+ * The number of tensors in the checkpoint (0 for NULL).
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+size_t tsr_checkpoint_size(const struct TsrCheckpoint *c);
+
+/**
+ * The name of tensor `i` (in the order tsr_checkpoint_load_many gives
+ * them), valid until the checkpoint is closed; NULL past the end.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+const char *tsr_checkpoint_name(const struct TsrCheckpoint *c, size_t i);
+
+/**
+ * The position of the tensor named `name` in `*out`.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (c, name, out); TSR_ERR_INVALID_ARGUMENT
+ * (no such tensor, or a name that is not UTF-8).
+ *
+ * # Safety
+ * `c` NULL or open; `name` NULL or NUL-terminated; `out` NULL or
+ * writable.
+ */
+TsrStatus tsr_checkpoint_find(const struct TsrCheckpoint *c, const char *name, size_t *out);
+
+/**
+ * Tensor `i`'s dtype, without reading it; -1 past the end or for NULL.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+TsrDType tsr_checkpoint_dtype(const struct TsrCheckpoint *c, size_t i);
+
+/**
+ * Tensor `i`'s number of dims; -1 past the end or for NULL.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+int64_t tsr_checkpoint_ndim(const struct TsrCheckpoint *c, size_t i);
+
+/**
+ * Tensor `i`'s sizes (ndim of them), valid until the checkpoint is
+ * closed; NULL past the end or for NULL.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+const int64_t *tsr_checkpoint_sizes(const struct TsrCheckpoint *c, size_t i);
+
+/**
+ * Tensor `i`'s bytes (numel x itemsize); 0 past the end or for NULL.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+uint64_t tsr_checkpoint_nbytes(const struct TsrCheckpoint *c, size_t i);
+
+/**
+ * The format the checkpoint was read as (TSR_FORMAT_*); -1 for NULL.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+TsrFormat tsr_checkpoint_format(const struct TsrCheckpoint *c);
+
+/**
+ * The bytes read from the checkpoint's files since open, by every
+ * thread: the index's (safetensors) and every load's; 0 for NULL.
+ *
+ * # Safety
+ * `c` NULL or open.
+ */
+uint64_t tsr_checkpoint_bytes_read(const struct TsrCheckpoint *c);
+
+/**
+ * One tensor, into memory from the allocator registered for `device`,
+ * reading only its bytes. `flags`: 0.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (c, name, out); TSR_ERR_INVALID_ARGUMENT
+ * (no such tensor, flags); TSR_ERR_DEVICE (no allocator for `device`);
+ * TSR_ERR_FORMAT (the file changed since open); TSR_ERR_IO.
+ *
+ * # Safety
+ * `c` NULL or open (a close on another thread during the call is
+ * safe); `name` NULL or NUL-terminated; `out` NULL or writable.
+ */
+TsrStatus tsr_checkpoint_load(struct TsrCheckpoint *c,
+                              const char *name,
+                              struct TsrDevice device,
+                              uint32_t flags,
+                              struct TsrTensor **out);
+
+/**
+ * Rows [start, stop) along dim 0 of one tensor, reading only the bytes
+ * those rows span (for a strided tensor, the range covering them).
+ *
+ * Errors: as tsr_checkpoint_load; TSR_ERR_INVALID_ARGUMENT (not 0 <=
+ * start <= stop <= rows); TSR_ERR_SHAPE (a 0-d tensor).
+ *
+ * # Safety
+ * As tsr_checkpoint_load.
+ */
+TsrStatus tsr_checkpoint_load_rows(struct TsrCheckpoint *c,
+                                   const char *name,
+                                   int64_t start,
+                                   int64_t stop,
+                                   struct TsrDevice device,
+                                   uint32_t flags,
+                                   struct TsrTensor **out);
+
+/**
+ * Several tensors (`names` NULL: all), fetched in parallel, into one
+ * dict with the checkpoint's metadata (names as tsr_load gives them).
+ *
+ * Errors: as tsr_checkpoint_load; TSR_ERR_INVALID_ARGUMENT (a name
+ * given twice).
+ *
+ * # Safety
+ * As tsr_checkpoint_load; `names` NULL or `n` NUL-terminated strings.
+ */
+TsrStatus tsr_checkpoint_load_many(struct TsrCheckpoint *c,
+                                   const char *const *names,
+                                   size_t n,
+                                   struct TsrDevice device,
+                                   uint32_t flags,
+                                   struct TsrTensorDict **out);
+
+/**
+ * tsr_checkpoint_load_many with fetch options (`opts` NULL: defaults):
+ * threads, chunk size, and a progress callback that can cancel
+ * (TSR_ERR_CANCELLED; nothing is kept). The callback runs on the
+ * calling thread.
+ *
+ * Errors: as tsr_checkpoint_load_many; TSR_ERR_INVALID_ARGUMENT
+ * (struct_size); TSR_ERR_CANCELLED.
+ *
+ * # Safety
+ * As tsr_checkpoint_load_many; `opts` NULL or readable for its
+ * struct_size.
+ */
+TsrStatus tsr_checkpoint_load_many_with(struct TsrCheckpoint *c,
+                                        const char *const *names,
+                                        size_t n,
+                                        struct TsrDevice device,
+                                        uint32_t flags,
+                                        const struct TsrLoadOptions *opts,
+                                        struct TsrTensorDict **out);
+
+/**
+ * The elements of one tensor in row-major order into the host's buffer
+ * `dst` of exactly its size (tsr_checkpoint_nbytes): read straight into
+ * it when the file holds it row-major, with no allocation.
+ *
+ * Errors: as tsr_checkpoint_load; TSR_ERR_NULL_POINTER (dst, unless
+ * nbytes is 0); TSR_ERR_INVALID_ARGUMENT (nbytes not the tensor's).
+ *
+ * # Safety
+ * As tsr_checkpoint_load; `dst` writable for `nbytes` bytes.
+ */
+TsrStatus tsr_checkpoint_read_into(struct TsrCheckpoint *c,
+                                   const char *name,
+                                   void *dst,
+                                   size_t nbytes);
+
+/**
+ * Closes the checkpoint: loads running on other threads finish first
+ * (each holds it while it runs); loaded tensors stay valid. NULL is a
+ * no-op.
+ *
+ * # Safety
+ * `c` NULL or open; not used after.
+ */
+void tsr_checkpoint_close(struct TsrCheckpoint *c);
 
 /**
  * Whether CUDA can be used: the driver loads and reports at least one

@@ -58,7 +58,7 @@ DOC = ROOT / "docs" / "BAD_INPUT.md"
 STATUSES = [
     "OK", "INVALID_ARGUMENT", "NULL_POINTER", "OUT_OF_MEMORY", "SHAPE", "DTYPE", "DEVICE",
     "OVERLAP", "NOT_RESIZABLE", "UNSUPPORTED", "INTERNAL", "DEAD_OBJECT", "ZERO_DIVISION",
-    "READ_ONLY", "IO", "FORMAT",
+    "READ_ONLY", "IO", "FORMAT", "CANCELLED",
 ]
 
 # Default argument of a parameter: (type regex, name regex, C expression).
@@ -106,6 +106,14 @@ DEFAULTS = [
     (r"DLManagedTensorVersioned \*", r".*", "fx_dl()"),
     (r"DLManagedTensor \*\*", r".*", "&S.dl_legacy"),
     (r"DLManagedTensor \*", r".*", "fx_dl_legacy()"),
+    (r"struct TsrCheckpoint \*\*", r".*", "&S.ckpt"),
+    (r"(const )?struct TsrCheckpoint \*", r".*", "F.ckpt"),
+    (r"const char \*const \*", r"names", "FX_NAMES"),
+    (r"const struct TsrLoadOptions \*", r".*", "&FX_LOAD_OPTS"),
+    (r"size_t", r"n", "1", r"tsr_checkpoint_load_many.*"),
+    (r"size_t \*", r"out", "&S.index"),
+    (r"int64_t", r"start", "1", r"tsr_checkpoint_load_rows"),
+    (r"int64_t", r"stop", "3", r"tsr_checkpoint_load_rows"),
     (r"struct TsrTensorDict \*\*", r".*", "&S.dict"),
     (r"(const )?struct TsrTensorDict \*", r".*", "F.dict"),
     (r"const char \*", r"name", '"w"'),

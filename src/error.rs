@@ -42,6 +42,8 @@ pub enum ErrorKind {
     Io,
     /// A malformed, truncated or refused file or buffer.
     Format,
+    /// The host cancelled the operation (a load's progress callback).
+    Cancelled,
 }
 
 /// An error with its kind and message.

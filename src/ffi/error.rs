@@ -32,6 +32,7 @@ pub(crate) fn status_of(kind: ErrorKind) -> TsrStatus {
         ErrorKind::ReadOnly => TSR_ERR_READ_ONLY,
         ErrorKind::Io => TSR_ERR_IO,
         ErrorKind::Format => TSR_ERR_FORMAT,
+        ErrorKind::Cancelled => TSR_ERR_CANCELLED,
     }
 }
 
@@ -52,6 +53,7 @@ pub(crate) fn kind_of(status: TsrStatus) -> ErrorKind {
         TSR_ERR_READ_ONLY => ErrorKind::ReadOnly,
         TSR_ERR_IO => ErrorKind::Io,
         TSR_ERR_FORMAT => ErrorKind::Format,
+        TSR_ERR_CANCELLED => ErrorKind::Cancelled,
         _ => ErrorKind::Internal,
     }
 }

@@ -338,3 +338,45 @@ pub(crate) unsafe fn tensor_view(
 pub(crate) fn tensor_handle(t: Tensor) -> *mut TsrTensor {
     into_handle(t.into_ref())
 }
+
+/// Gives an `Arc` to the C caller as a handle holding one count (a
+/// handle several threads call at once, closed once: the checkpoint).
+pub(crate) fn arc_into<H, T>(a: std::sync::Arc<T>) -> *mut H {
+    std::sync::Arc::into_raw(a) as *mut H
+}
+
+/// A new count of the `Arc` behind a handle made by [`arc_into`], held
+/// for the call, after a NULL check: a close on another thread while
+/// the call runs leaves the value alive until the call returns.
+///
+/// # Safety
+/// `h` NULL or made by [`arc_into`] with target `T`, and not closed
+/// before the call began.
+pub(crate) unsafe fn arc_clone<H, T>(h: *const H, name: &str) -> Result<std::sync::Arc<T>> {
+    check_not_null(h, name)?;
+    // SAFETY: h is Arc::into_raw of an Arc<T> whose handle count is still
+    // held (not closed before the call): the count is at least 1.
+    unsafe { std::sync::Arc::increment_strong_count(h as *const T) };
+    // SAFETY: the count just taken is the one this Arc owns.
+    Ok(unsafe { std::sync::Arc::from_raw(h as *const T) })
+}
+
+/// Borrows the value behind a handle made by [`arc_into`] for a getter
+/// (no count taken: a getter must not race its handle's close).
+///
+/// # Safety
+/// As [`arc_clone`], and the borrow ends before the handle is closed.
+pub(crate) unsafe fn arc_ref<'a, H, T>(h: *const H, name: &str) -> Result<&'a T> {
+    check_not_null(h, name)?;
+    // SAFETY: h is Arc::into_raw of a live Arc<T> (the contract).
+    Ok(unsafe { &*(h as *const T) })
+}
+
+/// Drops the handle's count of the `Arc` behind `h` (its close).
+///
+/// # Safety
+/// `h` non-NULL, made by [`arc_into`] with target `T`, closed once.
+pub(crate) unsafe fn arc_from<H, T>(h: *mut H) -> std::sync::Arc<T> {
+    // SAFETY: h is Arc::into_raw of an Arc<T>, given back once.
+    unsafe { std::sync::Arc::from_raw(h as *const T) }
+}

@@ -69,6 +69,7 @@ pub extern "C" fn tsr_status_name(status: TsrStatus) -> *const c_char {
             TSR_ERR_READ_ONLY => c"TSR_ERR_READ_ONLY",
             TSR_ERR_IO => c"TSR_ERR_IO",
             TSR_ERR_FORMAT => c"TSR_ERR_FORMAT",
+            TSR_ERR_CANCELLED => c"TSR_ERR_CANCELLED",
             _ => c"TSR_ERR_UNKNOWN",
         };
         name.as_ptr()

@@ -70,6 +70,7 @@ pub mod allocator_plugin;
 pub mod caching;
 pub mod caching_stats;
 pub(crate) mod call;
+pub mod checkpoint;
 pub mod cuda;
 pub mod data_ptr;
 pub mod device;

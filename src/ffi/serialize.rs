@@ -23,7 +23,7 @@ use std::ptr;
 ///
 /// # Safety
 /// `p` NULL or a NUL-terminated string.
-unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path> {
+pub(super) unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path> {
     check_not_null(p, "path")?;
     // SAFETY: p is non-NULL and NUL-terminated (the caller's contract).
     let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
@@ -35,7 +35,7 @@ unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path> {
     Ok(Path::new(OsStr::from_bytes(bytes)))
 }
 
-fn format_arg(format: TsrFormat) -> Result<Format> {
+pub(super) fn format_arg(format: TsrFormat) -> Result<Format> {
     Format::from_raw(format).ok_or_else(|| {
         crate::err!(
             InvalidArgument,
@@ -53,7 +53,7 @@ const _: () = assert!(TSR_FORMAT_TORCH_LEGACY == 4 && TSR_FORMAT_TORCHSCRIPT == 
 const _: () = assert!(TSR_FORMAT_NPZ == 6 && TSR_FORMAT_GGUF == 7);
 const _: () = assert!(TSR_FORMAT_DCP == 8);
 
-fn flags_arg(flags: u32) -> Result<LoadFlags> {
+pub(super) fn flags_arg(flags: u32) -> Result<LoadFlags> {
     crate::ensure!(
         flags & !(TSR_LOAD_MMAP | TSR_LOAD_SKIP_UNKNOWN | TSR_LOAD_READ_ONLY) == 0,
         InvalidArgument,

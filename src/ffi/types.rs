@@ -44,6 +44,9 @@ pub const TSR_ERR_READ_ONLY: TsrStatus = 13;
 pub const TSR_ERR_IO: TsrStatus = 14;
 /// A malformed, truncated or refused file or buffer.
 pub const TSR_ERR_FORMAT: TsrStatus = 15;
+/// The host cancelled the call (a load's progress callback returned
+/// nonzero); nothing the call made is kept.
+pub const TSR_ERR_CANCELLED: TsrStatus = 16;
 
 /// How tsr_storage_from_file maps a file.
 pub type TsrFileMode = i32;
@@ -411,6 +414,13 @@ pub struct TsrIter {
 /// An ordered name -> tensor dictionary with string metadata (opaque,
 /// single owner: free it with tsr_dict_free). Not thread-safe.
 pub struct TsrTensorDict {
+    _private: [u8; 0],
+}
+
+/// A checkpoint opened with tsr_checkpoint_open (opaque): its index,
+/// loaded from in parts. Thread-safe: loads may run from several threads
+/// at once; close it once with tsr_checkpoint_close.
+pub struct TsrCheckpoint {
     _private: [u8; 0],
 }
 

@@ -13,15 +13,20 @@
 //! each record becomes a storage viewing those bytes (keeping them alive)
 //! when its address suits its dtype's alignment, a copy otherwise.
 
+mod byte_source;
+mod checkpoint;
+mod ckpt_index;
 mod dcp;
 mod dcp_chunks;
 mod dcp_metadata;
 pub mod dict;
 mod dtypes;
+mod fetch;
 mod formats;
 mod gguf;
 mod gguf_types;
 mod gguf_write;
+mod header_index;
 mod hf_save;
 mod hf_shards;
 mod kernel_copy;
@@ -47,6 +52,7 @@ mod torchscript;
 mod verify;
 mod zip_index;
 
+pub use checkpoint::{Checkpoint, FetchOptions, Progress, ProgressFn};
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
@@ -59,7 +65,7 @@ use crate::error::Result;
 use crate::files::Opened;
 use crate::storage::Storage;
 use source::Source;
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::path::Path;
 
 /// What a file format does.
@@ -336,7 +342,7 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
         }
     };
     let bytes = if flags.mmap {
-        map_file(file, &meta, path, flags.read_only)?
+        map_file(file, meta.len(), path, flags.read_only)?
     } else {
         read_file::read_file(file, path)?
     };
@@ -388,16 +394,16 @@ fn load_directory(path: &Path, flags: LoadFlags) -> Result<Option<TensorDict>> {
 /// `read_only` a read-only one; a directory is refused.
 fn map_path(path: &Path, read_only: bool) -> Result<Storage> {
     match crate::files::open_for_reading(path, "cannot open")? {
-        Opened::File(file, meta) => map_file(file, &meta, path, read_only),
+        Opened::File(file, meta) => map_file(file, meta.len(), path, read_only),
         Opened::Directory => Err(crate::files::directory_refused(path, "cannot open")),
     }
 }
 
 /// A private (copy-on-write) mapping of the opened file at `path`, or
 /// with `read_only` a read-only one.
-fn map_file(file: File, meta: &Metadata, path: &Path, read_only: bool) -> Result<Storage> {
+fn map_file(file: File, len: u64, path: &Path, read_only: bool) -> Result<Storage> {
     crate::ensure!(
-        meta.len() > 0,
+        len > 0,
         Format,
         "{} is empty: expected a tensor file",
         path.display()
@@ -408,7 +414,7 @@ fn map_file(file: File, meta: &Metadata, path: &Path, read_only: bool) -> Result
     } else {
         FileMode::Private
     };
-    Storage::map_opened(file, meta.len(), false, path, c_path(path)?, mode, 0)
+    Storage::map_opened(file, len, false, path, c_path(path)?, mode, 0)
 }
 
 #[cfg(test)]

@@ -316,9 +316,8 @@ fn congruent_head(
 
 /// A header or length error of the crate in the file's terms: how long
 /// the file is and how long its first bytes and header say it should be.
-fn length_err(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
+pub(super) fn length_err(bytes: &[u8], len: u64, e: safetensors::SafeTensorError) -> Error {
     use safetensors::SafeTensorError as E;
-    let len = bytes.len() as u64;
     let n = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
@@ -335,7 +334,7 @@ fn length_err(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
             len - 8
         ),
         (E::MetadataIncompleteBuffer, Some(n)) => {
-            let header = &bytes[8..8 + n as usize];
+            let header = bytes.get(8..8 + n as usize).unwrap_or_default();
             let data = serde_json::from_slice::<serde_json::Value>(header)
                 .ok()
                 .and_then(|v| {
@@ -370,7 +369,7 @@ fn length_err(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
 /// Reads a safetensors file from `source`.
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
     let bytes = source.bytes;
-    let header = safetensors_header::read(bytes, |e| length_err(bytes, e))?;
+    let header = safetensors_header::read(bytes, |e| length_err(bytes, bytes.len() as u64, e))?;
     let data_start = 8 + header.len;
     let mut dict = TensorDict::new();
     for (name, info) in &header.tensors {

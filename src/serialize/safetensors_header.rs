@@ -39,6 +39,12 @@ pub(super) struct Header {
 /// `how(crate error)` for what the crate refuses; a name or metadata key
 /// given twice is a Format error naming it.
 pub(super) fn read(bytes: &[u8], how: impl Fn(E) -> Error) -> Result<Header> {
+    read_head(bytes, bytes.len() as u64, how)
+}
+
+/// [`read`] from the first bytes of a file of `file_len` bytes: `head`
+/// holds at least the 8-byte length and the header where the file does.
+pub(super) fn read_head(bytes: &[u8], file_len: u64, how: impl Fn(E) -> Error) -> Result<Header> {
     let Some(first) = bytes.get(..8) else {
         return Err(how(E::HeaderTooSmall));
     };
@@ -67,7 +73,7 @@ pub(super) fn read(bytes: &[u8], how: impl Fn(E) -> Error) -> Result<Header> {
     // Stable: tensors of one offset (empty ones) keep the header's order.
     tensors.sort_by_key(|(_, info)| info.data_offsets);
     let end = check_offsets(&tensors).map_err(&how)?;
-    if end.checked_add(8 + n) != Some(bytes.len()) {
+    if (end as u64).checked_add(8 + n as u64) != Some(file_len) {
         return Err(how(E::MetadataIncompleteBuffer));
     }
     Ok(Header {

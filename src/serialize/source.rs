@@ -52,74 +52,96 @@ impl Record {
         strides: &[i64],
         dtype: DType,
     ) -> Result<i64> {
-        crate::ensure!(
-            sizes.len() == strides.len() && sizes.len() <= 64,
-            Format,
-            "tensor '{name}': {} sizes and {} strides: expected the same number, at most 64",
-            sizes.len(),
-            strides.len()
-        );
-        if let Some(s) = sizes.iter().find(|&&s| s < 0) {
-            crate::bail!(
-                Format,
-                "tensor '{name}': negative size {s} in {sizes:?}: expected sizes >= 0"
-            );
-        }
-        if let Some(s) = strides.iter().find(|&&s| s < 0) {
-            crate::bail!(
-                Format,
-                "tensor '{name}': negative stride {s} in {strides:?}: expected strides >= 0 \
-                 (also for an empty tensor)"
-            );
-        }
-        crate::ensure!(
-            offset >= 0,
-            Format,
-            "tensor '{name}': storage offset {offset} is negative: expected >= 0"
-        );
-        let overflow = || {
-            crate::err!(
-                Format,
-                "tensor '{name}': the number of elements of sizes {sizes:?} or the extent of \
-                 strides {strides:?} at offset {offset} overflows"
-            )
-        };
-        let numel = sizes
-            .iter()
-            .try_fold(1i64, |n, &s| n.checked_mul(s))
-            .ok_or_else(overflow)?;
-        let extent = if numel == 0 {
-            0
-        } else {
-            sizes
-                .iter()
-                .zip(strides)
-                .try_fold(1i64, |e, (&size, &stride)| {
-                    (size - 1).checked_mul(stride)?.checked_add(e)
-                })
-                .ok_or_else(overflow)?
-        };
-        let end = offset
-            .checked_add(extent)
-            .and_then(|e| u64::try_from(e).ok())
-            .and_then(|e| e.checked_mul(dtype.itemsize() as u64))
-            .ok_or_else(overflow)?;
-        crate::ensure!(
-            end <= self.len as u64,
-            Format,
-            "tensor '{name}': offset {offset}, sizes {sizes:?} and strides {strides:?} of {} \
-             reach byte {end}, past its storage record of {} bytes",
-            dtype.name(),
-            self.len
-        );
-        self.base.checked_add(offset).ok_or_else(|| {
-            crate::err!(
-                Format,
-                "tensor '{name}': offset {offset} past the record's base {}: overflows",
-                self.base
-            )
-        })
+        place_in(
+            self.len as u64,
+            self.base,
+            name,
+            offset,
+            sizes,
+            strides,
+            dtype,
+        )
     }
+}
+
+/// [`Record::place`] for a record of `len` bytes whose first byte is
+/// element `base` of its storage: what a checkpoint's index checks before
+/// any byte is fetched.
+pub(crate) fn place_in(
+    len: u64,
+    base: i64,
+    name: &str,
+    offset: i64,
+    sizes: &[i64],
+    strides: &[i64],
+    dtype: DType,
+) -> Result<i64> {
+    crate::ensure!(
+        sizes.len() == strides.len() && sizes.len() <= 64,
+        Format,
+        "tensor '{name}': {} sizes and {} strides: expected the same number, at most 64",
+        sizes.len(),
+        strides.len()
+    );
+    if let Some(s) = sizes.iter().find(|&&s| s < 0) {
+        crate::bail!(
+            Format,
+            "tensor '{name}': negative size {s} in {sizes:?}: expected sizes >= 0"
+        );
+    }
+    if let Some(s) = strides.iter().find(|&&s| s < 0) {
+        crate::bail!(
+            Format,
+            "tensor '{name}': negative stride {s} in {strides:?}: expected strides >= 0 \
+                 (also for an empty tensor)"
+        );
+    }
+    crate::ensure!(
+        offset >= 0,
+        Format,
+        "tensor '{name}': storage offset {offset} is negative: expected >= 0"
+    );
+    let overflow = || {
+        crate::err!(
+            Format,
+            "tensor '{name}': the number of elements of sizes {sizes:?} or the extent of \
+                 strides {strides:?} at offset {offset} overflows"
+        )
+    };
+    let numel = sizes
+        .iter()
+        .try_fold(1i64, |n, &s| n.checked_mul(s))
+        .ok_or_else(overflow)?;
+    let extent = if numel == 0 {
+        0
+    } else {
+        sizes
+            .iter()
+            .zip(strides)
+            .try_fold(1i64, |e, (&size, &stride)| {
+                (size - 1).checked_mul(stride)?.checked_add(e)
+            })
+            .ok_or_else(overflow)?
+    };
+    let end = offset
+        .checked_add(extent)
+        .and_then(|e| u64::try_from(e).ok())
+        .and_then(|e| e.checked_mul(dtype.itemsize() as u64))
+        .ok_or_else(overflow)?;
+    crate::ensure!(
+        end <= len,
+        Format,
+        "tensor '{name}': offset {offset}, sizes {sizes:?} and strides {strides:?} of {} \
+             reach byte {end}, past its storage record of {} bytes",
+        dtype.name(),
+        len
+    );
+    base.checked_add(offset).ok_or_else(|| {
+        crate::err!(
+            Format,
+            "tensor '{name}': offset {offset} past the record's base {base}: overflows"
+        )
+    })
 }
 
 /// Deleter of a record storage that views its parent: drops the
@@ -224,4 +246,31 @@ pub(crate) fn swapped(bytes: &[u8], width: usize) -> Result<Storage> {
         }
     }
     Ok(s)
+}
+
+/// Where the whole of `storage` lies in a file it is a read-only mapping
+/// of (or a loaded record viewing one): the open file, its path and the
+/// byte offset. None for any other storage.
+pub(crate) fn mapped_extent(
+    storage: &Storage,
+) -> Option<(&std::fs::File, std::path::PathBuf, u64)> {
+    if storage.data().is_null() || storage.nbytes() == 0 {
+        return None;
+    }
+    let ptr = storage.data() as *const u8;
+    let mapping = match storage.file_mapping() {
+        Some(m) => m,
+        None => {
+            let ctx = storage.data_ptr().cast_context(drop_parent)?;
+            // SAFETY: as in `file_extent`: a context whose deleter is
+            // drop_parent is the parent's Box<Storage>, owned by this
+            // storage's DataPtr, which outlives the borrow of `storage`.
+            let parent = unsafe { &*(ctx as *const Storage) };
+            parent.file_mapping()?
+        }
+    };
+    let (file, offset) = mapping.read_only_extent(ptr, storage.nbytes())?;
+    // For messages only: reads go through the open file.
+    let path = std::path::PathBuf::from(mapping.path().to_string_lossy().into_owned());
+    Some((file, path, offset))
 }

@@ -1,0 +1,159 @@
+//! Where a checkpoint's bytes come from, read by range: the one interface
+//! a checkpoint handle fetches through (docs/FORMATS.md, "Loading in
+//! parts"). A source knows its length, reads any range of itself into a
+//! caller's buffer (from several threads at once), counts the bytes it
+//! read, and tells when what it reads from changed since it was opened.
+//!
+//! Here: a file read with positioned reads. The remote sources (HTTP,
+//! S3) are two more implementations of the same trait.
+
+use crate::error::Result;
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+/// Bytes read by range.
+pub(crate) trait ByteSource: Send + Sync {
+    /// The source's length in bytes, as it was when opened.
+    fn len(&self) -> u64;
+    /// Fills `buf` with the bytes at `offset`. A range past the length,
+    /// or a source shorter than at open, is an error naming the source.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// The bytes read since the source was opened (all threads).
+    fn bytes_read(&self) -> u64;
+    /// What messages call it (a path or a URL).
+    fn name(&self) -> &str;
+    /// Refuses a source whose length or modification time differ from
+    /// those it had when opened (a file truncated, grown or written).
+    fn check_unchanged(&self) -> Result<()>;
+    /// The open file behind it, where there is one (a mapped load views
+    /// it).
+    fn file(&self) -> Option<&File> {
+        None
+    }
+}
+
+/// A file read with positioned reads (`pread`): any thread, no shared
+/// cursor.
+pub(crate) struct FileSource {
+    file: File,
+    shown: String,
+    len: u64,
+    modified: Option<SystemTime>,
+    read: AtomicU64,
+}
+
+impl FileSource {
+    /// The opened `file` at `path` (for messages), its length and
+    /// modification time taken now.
+    pub(crate) fn new(file: File, path: &Path) -> Result<FileSource> {
+        let meta = file.metadata().map_err(|e| {
+            crate::err!(
+                Io,
+                "cannot stat {}: {}",
+                path.display(),
+                crate::files::reason(&e)
+            )
+        })?;
+        Ok(FileSource {
+            file,
+            shown: path.display().to_string(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            read: AtomicU64::new(0),
+        })
+    }
+}
+
+impl ByteSource for FileSource {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        crate::ensure!(
+            end.is_some_and(|e| e <= self.len),
+            Format,
+            "{}: bytes [{offset}, +{}) lie past its end: it is {} bytes",
+            self.shown,
+            buf.len(),
+            self.len
+        );
+        read_exact_at(&self.file, buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                crate::err!(
+                    Format,
+                    "{} changed since it was opened: it ended before byte {} (it was {} \
+                     bytes): expected the file as it was",
+                    self.shown,
+                    offset + buf.len() as u64,
+                    self.len
+                )
+            } else {
+                crate::err!(
+                    Io,
+                    "cannot read {}: {}",
+                    self.shown,
+                    crate::files::reason(&e)
+                )
+            }
+        })?;
+        self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    fn name(&self) -> &str {
+        &self.shown
+    }
+
+    fn check_unchanged(&self) -> Result<()> {
+        let meta = self.file.metadata().map_err(|e| {
+            crate::err!(
+                Io,
+                "cannot stat {}: {}",
+                self.shown,
+                crate::files::reason(&e)
+            )
+        })?;
+        crate::ensure!(
+            meta.len() == self.len && meta.modified().ok() == self.modified,
+            Format,
+            "{} changed since it was opened (then {} bytes, now {}; or written since): \
+             expected the file as it was: open it again",
+            self.shown,
+            self.len,
+            meta.len()
+        );
+        Ok(())
+    }
+
+    fn file(&self) -> Option<&File> {
+        Some(&self.file)
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}

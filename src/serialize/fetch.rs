@@ -1,0 +1,273 @@
+//! Fetching ranges of a checkpoint's records into fresh storages: the
+//! plan's ranges cut in chunks, read by `concurrency` threads (positioned
+//! reads: any thread, any order), each chunk straight into its
+//! destination (CPU memory) or through a small staging buffer and the
+//! destination allocator's copy (any other device). Progress is reported
+//! on the calling thread after each chunk, and the report may cancel:
+//! chunks not yet begun are not read, and every destination is freed.
+
+use super::ckpt_index::{Index, RecordData};
+use crate::device::Device;
+use crate::error::Result;
+use crate::storage::Storage;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+
+/// The chunk size when the host sets none: 8 MiB (a multiple of the
+/// 2 MiB huge page, so that no two threads fault one).
+pub(crate) const DEFAULT_CHUNK: u64 = 8 << 20;
+
+/// One report: bytes done of the total, and the tensor a chunk finished.
+pub struct Progress<'a> {
+    /// Bytes read so far by this load.
+    pub done: u64,
+    /// Bytes this load reads in all.
+    pub total: u64,
+    /// The tensor whose last bytes the chunk read, if it did.
+    pub finished: Option<&'a str>,
+}
+
+/// A progress callback: false cancels the fetch.
+pub type ProgressFn<'a> = dyn FnMut(&Progress<'_>) -> bool + 'a;
+
+/// How to fetch.
+#[derive(Default)]
+pub(crate) struct Options<'a> {
+    /// Reading threads (0: the parallel-loop thread count).
+    pub concurrency: usize,
+    /// Bytes a read (0: [`DEFAULT_CHUNK`]).
+    pub chunk: u64,
+    /// Called on the calling thread after each chunk.
+    pub progress: Option<&'a mut ProgressFn<'a>>,
+}
+
+/// `len` bytes from byte `start` of record `record` into one new storage;
+/// `entries` are the tensors it holds (named in progress when it is
+/// done).
+pub(crate) struct Job {
+    pub record: usize,
+    pub start: u64,
+    pub len: u64,
+    pub entries: Vec<usize>,
+}
+
+/// A chunk: bytes [off, off + len) of job `job`.
+#[derive(Clone, Copy)]
+struct Chunk {
+    job: usize,
+    off: u64,
+    len: u64,
+}
+
+/// Fetches every job into a new storage on `device` (from the allocator
+/// registered for it), in job order. Errors: the first read's error; a
+/// cancel from the progress callback is `Cancelled`; nothing fetched is
+/// kept on any error.
+pub(crate) fn fetch(
+    index: &Index,
+    jobs: &[Job],
+    device: Device,
+    opts: Options<'_>,
+) -> Result<Vec<Storage>> {
+    let chunk = if opts.chunk == 0 {
+        DEFAULT_CHUNK
+    } else {
+        opts.chunk
+    };
+    let mut dests = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let len = usize::try_from(job.len).map_err(|_| {
+            crate::err!(OutOfMemory, "a record of {} bytes cannot be held", job.len)
+        })?;
+        let s = Storage::new(len, device, true)?;
+        if device.is_cpu() && len > 0 {
+            super::read_file::advise_huge_pages(s.data() as *mut u8, len);
+        }
+        dests.push(s);
+    }
+    let mut chunks = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let mut off = 0;
+        while off < job.len {
+            let len = chunk.min(job.len - off);
+            chunks.push(Chunk { job: i, off, len });
+            off += len;
+        }
+    }
+    let total: u64 = jobs.iter().map(|j| j.len).sum();
+    let threads = match opts.concurrency {
+        0 => crate::parallel::get_num_threads(),
+        n => n,
+    }
+    .clamp(1, chunks.len().max(1));
+    let left: Vec<AtomicU64> = jobs.iter().map(|j| AtomicU64::new(j.len)).collect();
+    let run = Run {
+        index,
+        jobs,
+        dests: &dests,
+        chunks: &chunks,
+        left: &left,
+        next: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        error: Mutex::new(None),
+    };
+    let mut progress = opts.progress;
+    let mut done = 0u64;
+    let mut cancelled = false;
+    // Reports a finished chunk (and the tensors of a finished job): false
+    // when the host cancels.
+    let mut report = |len: u64, finished: Option<usize>| -> bool {
+        done += len;
+        let Some(cb) = progress.as_mut() else {
+            return true;
+        };
+        let names: Vec<Option<&str>> = match finished {
+            Some(j) => jobs[j]
+                .entries
+                .iter()
+                .map(|&e| Some(index.entries[e].name.as_str()))
+                .collect(),
+            None => vec![None],
+        };
+        names.into_iter().all(|finished| {
+            cb(&Progress {
+                done,
+                total,
+                finished,
+            })
+        })
+    };
+    if threads == 1 {
+        let mut staging = Vec::new();
+        while let Some((len, finished)) = run.next_chunk(&mut staging) {
+            if !report(len, finished) {
+                cancelled = true;
+                run.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    } else {
+        let (tx, rx) = mpsc::channel::<(u64, Option<usize>)>();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let run = &run;
+                s.spawn(move || {
+                    let mut staging = Vec::new();
+                    while let Some(msg) = run.next_chunk(&mut staging) {
+                        let _ = tx.send(msg);
+                    }
+                });
+            }
+            drop(tx);
+            for (len, finished) in rx {
+                if !cancelled && !report(len, finished) {
+                    cancelled = true;
+                    run.stop.store(true, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    if let Some(e) = run.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    crate::ensure!(
+        !cancelled,
+        Cancelled,
+        "the load was cancelled by its progress callback after {done} of {total} bytes"
+    );
+    Ok(dests)
+}
+
+/// The state the reading threads share.
+struct Run<'a> {
+    index: &'a Index,
+    jobs: &'a [Job],
+    dests: &'a [Storage],
+    chunks: &'a [Chunk],
+    left: &'a [AtomicU64],
+    next: AtomicUsize,
+    stop: AtomicBool,
+    error: Mutex<Option<crate::error::Error>>,
+}
+
+impl Run<'_> {
+    /// Reads the next chunk not yet taken: its length, and its job when it
+    /// was that job's last; None when none is left, or after a stop.
+    fn next_chunk(&self, staging: &mut Vec<u8>) -> Option<(u64, Option<usize>)> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let c = *self.chunks.get(self.next.fetch_add(1, Ordering::Relaxed))?;
+        if let Err(e) = self.read(c, staging) {
+            self.stop.store(true, Ordering::Relaxed);
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
+            return None;
+        }
+        let last = self.left[c.job].fetch_sub(c.len, Ordering::AcqRel) == c.len;
+        Some((c.len, last.then_some(c.job)))
+    }
+
+    fn read(&self, c: Chunk, staging: &mut Vec<u8>) -> Result<()> {
+        let job = &self.jobs[c.job];
+        let dest = &self.dests[c.job];
+        let at = job.start + c.off;
+        let len = c.len as usize;
+        let dst = (dest.data() as *mut u8).wrapping_add(c.off as usize);
+        let record = &self.index.records[job.record];
+        if dest.device().is_cpu() {
+            // SAFETY: dest is a fresh CPU storage of job.len bytes that
+            // only this fetch holds; chunks of one job are disjoint byte
+            // ranges within it, each read by one thread.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst, len) };
+            return match &record.data {
+                RecordData::Range { source, offset } => {
+                    self.index.sources[*source].read_at(offset + at, out)
+                }
+                RecordData::Resident(s) => {
+                    out.copy_from_slice(resident(s, at, len)?);
+                    Ok(())
+                }
+            };
+        }
+        let src: &[u8] = match &record.data {
+            RecordData::Range { source, offset } => {
+                staging.resize(len, 0);
+                self.index.sources[*source].read_at(offset + at, staging)?;
+                staging
+            }
+            RecordData::Resident(s) => resident(s, at, len)?,
+        };
+        let alloc = dest.allocator().ok_or_else(|| {
+            crate::err!(
+                Internal,
+                "a fetched storage on {} has no allocator",
+                dest.device()
+            )
+        })?;
+        // SAFETY: dst is len bytes inside dest's allocation (as above), src
+        // len bytes of host memory; they are distinct allocations.
+        unsafe { alloc.copy_data(dst.cast(), src.as_ptr().cast(), len) }
+    }
+}
+
+/// Bytes [at, at + len) of a resident record's CPU storage.
+fn resident(s: &Storage, at: u64, len: usize) -> Result<&[u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    crate::ensure!(
+        at.checked_add(len as u64)
+            .is_some_and(|e| e <= s.nbytes() as u64)
+            && !s.data().is_null(),
+        Internal,
+        "bytes [{at}, +{len}) of a resident record of {} bytes",
+        s.nbytes()
+    );
+    // SAFETY: a resident record is a CPU storage the index holds and
+    // nothing writes (a copy the reader made); [at, at + len) lies within
+    // its nbytes (checked above).
+    Ok(unsafe { std::slice::from_raw_parts((s.data() as *const u8).add(at as usize), len) })
+}
