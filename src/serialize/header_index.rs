@@ -26,26 +26,28 @@ pub(crate) fn is_safetensors(first: &[u8], len: u64) -> bool {
         && u64::from_le_bytes(first[..8].try_into().expect("8 bytes")) <= len.saturating_sub(8)
 }
 
-/// The index of the safetensors file in `source` (its only source).
-pub(crate) fn safetensors(source: Arc<dyn ByteSource>) -> Result<Index> {
+/// The index of the safetensors file in `source` (its only source),
+/// whose first bytes `first` (up to 16) the caller read to detect it.
+pub(crate) fn safetensors(source: Arc<dyn ByteSource>, first: Vec<u8>) -> Result<Index> {
     let len = source.len();
-    let mut first = vec![0u8; len.min(8) as usize];
-    source.read_at(0, &mut first)?;
     let n = match first.get(..8) {
         Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
         None => 0,
     };
     // Past the bound, or past the file: the header check refuses it with
-    // the whole-file load's message (from the first 8 bytes alone).
+    // the whole-file load's message (from the first bytes alone).
     let head_len = if n <= MAX_HEADER_BYTES && n.saturating_add(8) <= len {
         8 + n
     } else {
         first.len() as u64
     };
     let mut head = first;
-    head.resize(head_len as usize, 0);
-    if head_len > 8 {
-        source.read_at(8, &mut head[8..])?;
+    let have = head.len();
+    if (have as u64) < head_len {
+        head.resize(head_len as usize, 0);
+        source.read_at(have as u64, &mut head[have..])?;
+    } else {
+        head.truncate(head_len as usize);
     }
     let header = safetensors_header::read_head(&head, len, |e| length_err(&head, len, e))?;
     let data_start = 8 + header.len as u64;
