@@ -89,6 +89,57 @@ impl Entry {
     }
 }
 
+/// What a reader finds in a file's header: its records (ranges of
+/// source 0), tensors and metadata.
+pub(crate) struct Parts {
+    pub records: Vec<RecordSpec>,
+    pub entries: Vec<Entry>,
+    pub metadata: Vec<(String, String)>,
+}
+
+impl Parts {
+    /// The dict of these parts over the bytes of `source` (a whole file
+    /// in memory): each record a view of them where alignment allows (a
+    /// copy otherwise), as every reader's load from bytes makes them.
+    pub(crate) fn over_bytes(&self, source: &super::source::Source<'_>) -> Result<TensorDict> {
+        let mut made: Vec<Option<super::source::Record>> =
+            self.records.iter().map(|_| None).collect();
+        let mut dict = TensorDict::new();
+        for e in &self.entries {
+            if made[e.record].is_none() {
+                let r = &self.records[e.record];
+                let RecordData::Range { offset, .. } = r.data else {
+                    crate::bail!(Internal, "a header's record is not a range of its file");
+                };
+                let (at, len) = (offset as usize, r.len as usize);
+                crate::ensure!(
+                    at.checked_add(len)
+                        .is_some_and(|end| end <= source.bytes.len()),
+                    Format,
+                    "tensor '{}': bytes [{at}, +{len}) past the {} bytes of the file",
+                    e.name,
+                    source.bytes.len()
+                );
+                made[e.record] = Some(source.record(at, len, e.dtype.itemsize())?);
+            }
+            let rec = made[e.record].as_ref().expect("made above");
+            let offset = rec.place(&e.name, e.offset, &e.sizes, &e.strides, e.dtype)?;
+            let t = crate::tensor::Tensor::from_storage(
+                &rec.storage,
+                offset,
+                &e.sizes,
+                Some(&e.strides),
+                e.dtype,
+            )?;
+            dict.set(&e.name, t)?;
+        }
+        for (k, v) in &self.metadata {
+            dict.set_metadata(k, v)?;
+        }
+        Ok(dict)
+    }
+}
+
 /// The index of a checkpoint.
 pub(crate) struct Index {
     pub format: Format,

@@ -6,7 +6,7 @@
 //! messages.
 
 use super::byte_source::ByteSource;
-use super::ckpt_index::{Entry, Index, RecordData, RecordSpec};
+use super::ckpt_index::{Entry, Index, Parts, RecordData, RecordSpec};
 use super::dtypes;
 use super::formats::Format;
 use super::safetensors_format::length_err;
@@ -49,7 +49,22 @@ pub(crate) fn safetensors(source: Arc<dyn ByteSource>, first: Vec<u8>) -> Result
     } else {
         head.truncate(head_len as usize);
     }
-    let header = safetensors_header::read_head(&head, len, |e| length_err(&head, len, e))?;
+    let parts = safetensors_parts(&head, len)?;
+    Index::new(
+        Format::Safetensors,
+        vec![source],
+        parts.records,
+        parts.entries,
+        parts.metadata,
+    )
+    .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))
+}
+
+/// The records, tensors and metadata of a safetensors file of `len`
+/// bytes from its first bytes `head` (the 8-byte length and the header,
+/// where the file has them): records are ranges of source 0.
+pub(crate) fn safetensors_parts(head: &[u8], len: u64) -> Result<Parts> {
+    let header = safetensors_header::read_head(head, len, |e| length_err(head, len, e))?;
     let data_start = 8 + header.len as u64;
     let mut records = Vec::with_capacity(header.tensors.len());
     let mut entries = Vec::with_capacity(header.tensors.len());
@@ -88,12 +103,9 @@ pub(crate) fn safetensors(source: Arc<dyn ByteSource>, first: Vec<u8>) -> Result
     }
     let mut metadata = header.metadata.unwrap_or_default();
     metadata.sort();
-    Index::new(
-        Format::Safetensors,
-        vec![source],
+    Ok(Parts {
         records,
         entries,
         metadata,
-    )
-    .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))
+    })
 }

@@ -14,7 +14,6 @@
 use super::dict::TensorDict;
 use super::dtypes;
 use super::kernel_copy;
-use super::safetensors_header;
 use super::source::Source;
 use super::torch_write::check_saveable;
 use crate::error::{Error, Result};
@@ -366,45 +365,12 @@ pub(super) fn length_err(bytes: &[u8], len: u64, e: safetensors::SafeTensorError
     }
 }
 
-/// Reads a safetensors file from `source`.
+/// Reads a safetensors file from `source`: the header's parts (the one
+/// reader a checkpoint handle indexes with too) over its bytes.
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
-    let bytes = source.bytes;
-    let header = safetensors_header::read(bytes, |e| length_err(bytes, bytes.len() as u64, e))?;
-    let data_start = 8 + header.len;
-    let mut dict = TensorDict::new();
-    for (name, info) in &header.tensors {
-        let dtype = dtypes::dtype_of_safetensors(info.dtype).ok_or_else(|| {
-            crate::err!(
-                Format,
-                "safetensors: tensor '{name}' has dtype {:?}, which tessera cannot hold",
-                info.dtype
-            )
-        })?;
-        let (start, end) = info.data_offsets;
-        let sizes: Vec<i64> = info
-            .shape
-            .iter()
-            .map(|&s| i64::try_from(s))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| {
-                crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
-            })?;
-        let rec = source.record(data_start + start, end - start, dtype.itemsize())?;
-        let strides = layout::contiguous_strides(&sizes);
-        let offset = rec
-            .place(name, 0, &sizes, &strides, dtype)
-            .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))?;
-        let t = Tensor::from_storage(&rec.storage, offset, &sizes, Some(&strides), dtype)
-            .map_err(|e| crate::err!(Format, "safetensors: tensor '{name}': {e}"))?;
-        dict.set(name, t)?;
-    }
-    if let Some(mut pairs) = header.metadata {
-        pairs.sort();
-        for (k, v) in &pairs {
-            dict.set_metadata(k, v)?;
-        }
-    }
-    Ok(dict)
+    super::header_index::safetensors_parts(source.bytes, source.bytes.len() as u64)?
+        .over_bytes(source)
+        .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))
 }
 
 /// The SAFETENSORS format's entry in the format table.

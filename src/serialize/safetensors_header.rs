@@ -38,6 +38,7 @@ pub(super) struct Header {
 /// Reads and checks the header of the safetensors file `bytes`. Errors:
 /// `how(crate error)` for what the crate refuses; a name or metadata key
 /// given twice is a Format error naming it.
+#[cfg(test)]
 pub(super) fn read(bytes: &[u8], how: impl Fn(E) -> Error) -> Result<Header> {
     read_head(bytes, bytes.len() as u64, how)
 }
