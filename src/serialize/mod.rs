@@ -16,6 +16,7 @@
 mod dcp;
 mod dcp_chunks;
 mod dcp_metadata;
+mod dcp_metadata_write;
 pub mod dict;
 mod dtypes;
 mod formats;
@@ -415,6 +416,8 @@ fn map_file(file: File, meta: &Metadata, path: &Path, read_only: bool) -> Result
 mod tests;
 #[cfg(test)]
 mod tests_archives;
+#[cfg(test)]
+mod tests_dcp;
 #[cfg(test)]
 mod tests_kernel_copy;
 #[cfg(test)]

@@ -1,0 +1,225 @@
+//! DCP checkpoints built here item by item (issue 65): items over one
+//! file's bytes, non-compact chunks, one file under two names.
+
+use super::dcp_metadata::{Chunk, Item, Location, Metadata};
+use super::safetensors_format::row_major;
+use super::tests::filled;
+use super::*;
+use crate::dtype::DType;
+use crate::error::ErrorKind;
+use crate::tensor::Tensor;
+use std::path::{Path, PathBuf};
+
+const DATA: &str = "__0_0.distcp";
+
+pub(super) fn scratch(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("tsr-dcp-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+/// The torch.save archive of `t` alone, as a DCP chunk's bytes.
+pub(super) fn archive(t: &Tensor) -> Vec<u8> {
+    let mut one = TensorDict::new();
+    one.set("tensor", t.clone()).unwrap();
+    let out = super::torch_write::write_lone(&one, "archive", std::io::Cursor::new(Vec::new()));
+    out.unwrap().into_inner()
+}
+
+/// A DCP checkpoint assembled by hand: archives appended to one data
+/// file, entries naming any bytes of it.
+#[derive(Default)]
+pub(super) struct Dcp {
+    pub data: Vec<u8>,
+    pub entries: Vec<(String, Item)>,
+}
+
+impl Dcp {
+    /// Appends `t`'s archive to the data file: where it lies.
+    pub fn put(&mut self, t: &Tensor) -> Location {
+        let a = archive(t);
+        let at = Location {
+            file: DATA.into(),
+            offset: self.data.len() as u64,
+            length: a.len() as u64,
+        };
+        self.data.extend(a);
+        at
+    }
+
+    /// Entry `name` of `dtype` and `size` in `chunks` (offsets, sizes, bytes).
+    pub fn tensor(&mut self, name: &str, dtype: DType, size: &[i64], chunks: Vec<Chunk>) {
+        let item = Item::Tensor {
+            dtype,
+            size: size.to_vec(),
+            chunks,
+        };
+        self.entries.push((name.into(), item));
+    }
+
+    /// Entry `name`: one chunk covering it, `t`'s own archive.
+    pub fn whole(&mut self, name: &str, t: &Tensor) {
+        let at = self.put(t);
+        self.tensor(name, t.dtype(), t.sizes(), vec![whole(t.sizes(), at)]);
+    }
+
+    pub fn write(&self, dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        let meta = Metadata {
+            entries: self.entries.clone(),
+        };
+        let pkl = super::dcp_metadata_write::write(&meta).unwrap();
+        std::fs::write(dir.join(".metadata"), pkl).unwrap();
+        std::fs::write(dir.join(DATA), &self.data).unwrap();
+    }
+}
+
+pub(super) fn whole(size: &[i64], at: Location) -> Chunk {
+    Chunk {
+        offsets: vec![0; size.len()],
+        sizes: size.to_vec(),
+        at,
+    }
+}
+
+const COPY: LoadFlags = LoadFlags {
+    mmap: false,
+    read_only: false,
+    skip_unknown: false,
+};
+const MMAP: LoadFlags = LoadFlags { mmap: true, ..COPY };
+
+/// The load of `dir` by copy and mapped: both refused with a format
+/// error; the message (the same either way).
+fn refused(dir: &Path) -> String {
+    let mut said = Vec::new();
+    for flags in [COPY, MMAP] {
+        let e = load(dir, Format::Auto, flags)
+            .map(|d| d.iter().map(|(n, _)| n.to_owned()).collect::<Vec<_>>())
+            .expect_err("a hostile checkpoint loaded");
+        assert_eq!(e.kind(), ErrorKind::Format, "{e}");
+        said.push(e.to_string());
+    }
+    assert_eq!(said[0], said[1]);
+    said.pop().unwrap()
+}
+
+#[test]
+fn items_over_the_same_bytes_are_refused_naming_both() {
+    // Issue 65, finding 1: `c` named `a`'s bytes and loaded as a second
+    // storage over them (writing a[0] changed c[0]).
+    let dir = scratch("alias");
+    let mut d = Dcp::default();
+    let a = filled(&[4], DType::Float, 1);
+    d.whole("a", &a);
+    d.whole("b", &filled(&[2], DType::Float, 2));
+    let Item::Tensor { chunks, .. } = &d.entries[0].1 else {
+        unreachable!()
+    };
+    let at = chunks[0].at.clone();
+    d.tensor("c", DType::Float, &[4], vec![whole(&[4], at.clone())]);
+    d.write(&dir);
+    let e = refused(&dir);
+    assert!(
+        e.contains("'a' (chunk at offsets [0])")
+            && e.contains("'c' (chunk at offsets [0])")
+            && e.contains(&format!("'{DATA}'")),
+        "{e}"
+    );
+    // A chunk and a bytes item sharing part of a range.
+    let mut d = Dcp::default();
+    d.whole("a", &a);
+    let mut inside = at.clone();
+    inside.offset += 10;
+    inside.length = 5;
+    d.entries.push(("step".into(), Item::Bytes(inside)));
+    d.write(&dir);
+    let e = refused(&dir);
+    assert!(e.contains("'a'") && e.contains("'step' at bytes"), "{e}");
+    // The same bytes under a second spelling of the file: one file loaded
+    // twice would be two storages of it.
+    let mut d = Dcp::default();
+    d.whole("a", &a);
+    let mut again = at.clone();
+    again.file = format!("./{DATA}");
+    d.tensor("c", DType::Float, &[4], vec![whole(&[4], again)]);
+    d.write(&dir);
+    let e = refused(&dir);
+    assert!(e.contains(&format!("as '{DATA}' and as './{DATA}'")), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn chunks_that_are_not_compact_are_refused() {
+    // Issue 65, finding 2: chunks holding a stride-0 expand of one element
+    // made the load allocate the metadata's size (a 4 KB checkpoint, 528
+    // MiB); here 2^20 floats from two archives of 4 bytes of data.
+    let dir = scratch("expand");
+    let half = 1i64 << 19;
+    let one = filled(&[1], DType::Float, 7);
+    let expanded = one.expand(&[half]).unwrap();
+    let mut d = Dcp::default();
+    let chunks = (0..2)
+        .map(|i| Chunk {
+            offsets: vec![i * half],
+            sizes: vec![half],
+            at: d.put(&expanded),
+        })
+        .collect();
+    d.tensor("big", DType::Float, &[2 * half], chunks);
+    d.write(&dir);
+    let e = refused(&dir);
+    assert!(
+        e.contains("'big', chunk at offsets [0]")
+            && e.contains("strides [0]")
+            && e.contains("storage of 4 bytes")
+            && e.contains("2097152 bytes"),
+        "{e}"
+    );
+    // One chunk covering its tensor, an expand too.
+    let mut d = Dcp::default();
+    d.whole("big", &expanded);
+    d.write(&dir);
+    assert!(refused(&dir).contains("strides [0]"));
+    // A view of a larger storage: its archive holds bytes it does not use.
+    let wide = filled(&[8], DType::Float, 3);
+    let mut d = Dcp::default();
+    d.whole("part", &wide.narrow(0, 2, 4).unwrap());
+    d.write(&dir);
+    let e = refused(&dir);
+    assert!(
+        e.contains("storage of 32 bytes") && e.contains("(16 bytes"),
+        "{e}"
+    );
+    // A dense chunk in another order (a transpose) is compact: loaded, and
+    // stitched beside a contiguous one.
+    let w = filled(&[2, 3], DType::Float, 5).transpose(0, 1).unwrap();
+    let rest = filled(&[1, 2], DType::Float, 9);
+    let mut d = Dcp::default();
+    d.whole("t", &w);
+    let (at0, at1) = (d.put(&w), d.put(&rest));
+    let chunks = vec![
+        Chunk {
+            offsets: vec![0, 0],
+            sizes: vec![3, 2],
+            at: at0,
+        },
+        Chunk {
+            offsets: vec![3, 0],
+            sizes: vec![1, 2],
+            at: at1,
+        },
+    ];
+    d.tensor("s", DType::Float, &[4, 2], chunks);
+    d.write(&dir);
+    for flags in [COPY, MMAP] {
+        let back = load(&dir, Format::Auto, flags).unwrap();
+        assert_eq!(row_major(back.get("t").unwrap()), row_major(&w));
+        let s = back.get("s").unwrap();
+        assert_eq!(s.sizes(), [4, 2]);
+        let mut want = row_major(&w).into_owned();
+        want.extend_from_slice(&row_major(&rest));
+        assert_eq!(row_major(s).as_ref(), want.as_slice());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
