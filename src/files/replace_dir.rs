@@ -117,8 +117,9 @@ fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
 /// parent after.
 ///
 /// A directory already at `path` is replaced only when every entry in it
-/// is one `replaceable(name)` accepts (a checkpoint of the same kind, or
-/// nothing): anything else is refused (Io) and left alone, as are a
+/// is a regular file (not a link, directory or special file, whatever its
+/// name) that `replaceable(name)` accepts (a checkpoint of the same kind,
+/// or nothing): anything else is refused (Io) and left alone, as are a
 /// symbolic link, a file or a special file at `path`. On any error the
 /// new directory is removed and the destination is untouched. `what`
 /// names the content in messages ("the DCP checkpoint").
@@ -147,6 +148,20 @@ pub(crate) fn replace_dir(
                     "cannot write {what} to '{shown}': the directory holds '{name}', which is \
                      not part of {what}: expected a new path, an empty directory or {what} to \
                      replace (it is left as it is)"
+                );
+                // A name alone does not make a file the checkpoint's own: a
+                // directory `.metadata` (an Eclipse workspace's) or a link
+                // named like one is the user's.
+                let kind = entry.file_type().map_err(|e| {
+                    crate::err!(Io, "cannot read the directory '{shown}': {}", reason(&e))
+                })?;
+                crate::ensure!(
+                    kind.is_file(),
+                    Io,
+                    "cannot write {what} to '{shown}': the directory holds '{name}', which is {}, \
+                     not a regular file of {what}: expected a new path, an empty directory or \
+                     {what} to replace (it is left as it is)",
+                    super::kind_name(kind)
                 );
             }
             true

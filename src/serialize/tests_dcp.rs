@@ -1,5 +1,7 @@
 //! DCP checkpoints built here item by item (issue 65): items over one
-//! file's bytes, non-compact chunks, one file under two names.
+//! file's bytes, non-compact chunks, one file under two names, and a DCP
+//! save over a directory holding the user's directories or links named
+//! like a checkpoint's files.
 
 use super::dcp_metadata::{Chunk, Item, Location, Metadata};
 use super::safetensors_format::row_major;
@@ -222,4 +224,64 @@ fn chunks_that_are_not_compact_are_refused() {
         assert_eq!(row_major(s).as_ref(), want.as_slice());
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_dcp_save_replaces_regular_files_only() {
+    // Issue 65, finding 4: a directory `.metadata` (an Eclipse workspace)
+    // or `tensorboard.distcp` was taken for the checkpoint's own file and
+    // deleted with it.
+    let mut dict = TensorDict::new();
+    dict.set("w", filled(&[3], DType::Float, 1)).unwrap();
+    let root = scratch("userdirs");
+    std::fs::create_dir_all(&root).unwrap();
+    for (entry, kind) in [
+        (".metadata/version.ini", "a directory"),
+        ("tensorboard.distcp/events", "a directory"),
+        ("link.distcp", "a symbolic link"),
+        ("pipe.distcp", "a FIFO"),
+    ] {
+        let dir = root.join("ckpt");
+        let _ = std::fs::remove_dir_all(&dir);
+        let top = entry.split('/').next().unwrap();
+        // An old checkpoint beside the entry (the `.metadata` directory is
+        // alone: an Eclipse workspace).
+        let old = top != ".metadata";
+        if old {
+            save(&dict, &dir, Format::Dcp).unwrap();
+        } else {
+            std::fs::create_dir(&dir).unwrap();
+        }
+        let target = root.join("kept");
+        std::fs::write(&target, b"mine").unwrap();
+        match entry {
+            "link.distcp" => std::os::unix::fs::symlink(&target, dir.join(top)).unwrap(),
+            "pipe.distcp" => {
+                let c = std::ffi::CString::new(dir.join(top).into_os_string().into_encoded_bytes());
+                // SAFETY: a NUL-terminated path, read by mkfifo only.
+                assert_eq!(unsafe { libc::mkfifo(c.unwrap().as_ptr(), 0o600) }, 0);
+            }
+            _ => {
+                std::fs::create_dir(dir.join(top)).unwrap();
+                std::fs::write(dir.join(entry), b"mine").unwrap();
+            }
+        }
+        let e = save(&dict, &dir, Format::Dcp).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+        assert!(
+            e.to_string().contains(&format!("'{top}', which is {kind}")),
+            "{e}"
+        );
+        // Nothing deleted: the entry, what it holds or leads to, the old
+        // checkpoint.
+        let kept = if entry.contains('/') {
+            dir.join(entry)
+        } else {
+            target.clone()
+        };
+        assert_eq!(std::fs::read(&kept).unwrap(), b"mine", "{entry}");
+        assert!(std::fs::symlink_metadata(dir.join(top)).is_ok(), "{entry}");
+        assert_eq!(dir.join(DATA).is_file(), old, "{entry}");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
 }
