@@ -3,8 +3,8 @@
 //! [`write_beside`]: several new files put into a directory together,
 //! each renamed over its name only once all are written.
 
-use super::reason;
 use super::replace::TEMP_MARK;
+use super::{kill_point, reason};
 use crate::error::Result;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -204,13 +204,22 @@ pub(crate) fn replace_dir(
         std::fs::rename(&temp, path).map_err(swapped)?;
         guard.0 = None;
     } else {
-        match exchange(&temp, path) {
+        let swap = if kill_point::exchange_missing() {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+        } else {
+            exchange(&temp, path)
+        };
+        match swap {
             // The old checkpoint is now at `temp`: the guard removes it.
             Ok(()) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
                 let aside = create_temp_dir(path).map_err(swapped)?;
                 std::fs::remove_dir(&aside).map_err(swapped)?;
                 std::fs::rename(path, &aside).map_err(swapped)?;
+                if kill_point::reached() {
+                    guard.0 = None;
+                    return Err(kill_point::killed("renaming the old directory aside"));
+                }
                 if let Err(e) = std::fs::rename(&temp, path) {
                     let _ = std::fs::rename(&aside, path);
                     return Err(swapped(e));
@@ -219,6 +228,10 @@ pub(crate) fn replace_dir(
             }
             Err(e) => return Err(swapped(e)),
         }
+    }
+    if kill_point::reached() {
+        guard.0 = None;
+        return Err(kill_point::killed("the swap"));
     }
     drop(guard);
     if sync {
@@ -271,7 +284,7 @@ pub(crate) fn write_beside(
             reason(&e)
         )
     })?;
-    let _guard = RemoveDirOnDrop(Some(temp.clone()));
+    let mut guard = RemoveDirOnDrop(Some(temp.clone()));
     write(&temp)?;
     if sync {
         sync_tree(&temp).map_err(|e| {
@@ -293,6 +306,10 @@ pub(crate) fn write_beside(
                 reason(&e)
             )
         })?;
+        if kill_point::reached() {
+            guard.0 = None;
+            return Err(kill_point::killed(&format!("renaming '{name}'")));
+        }
     }
     if sync {
         sync_dir_itself(dir).map_err(|e| {

@@ -421,6 +421,8 @@ mod tests_dcp;
 #[cfg(test)]
 mod tests_kernel_copy;
 #[cfg(test)]
+mod tests_killed_saves;
+#[cfg(test)]
 mod tests_layouts;
 #[cfg(test)]
 mod tests_legacy;
