@@ -285,3 +285,79 @@ fn a_dcp_save_replaces_regular_files_only() {
     }
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// The hostile checkpoints of the bad-input table and the load_files fuzz
+/// seeds (issue 65), built as above: `dcp_alias`, whose entry `c` names
+/// `a`'s bytes, and `dcp_expand`, a [2^20] float tensor in two chunks
+/// that are each a stride-0 expand of one float.
+fn hostile_fixtures() -> Vec<(&'static str, Dcp)> {
+    let mut alias = Dcp::default();
+    alias.whole("a", &filled(&[4], DType::Float, 1));
+    alias.whole("b", &filled(&[2], DType::Float, 2));
+    let Item::Tensor { chunks, .. } = &alias.entries[0].1 else {
+        unreachable!()
+    };
+    let at = chunks[0].at.clone();
+    alias.tensor("c", DType::Float, &[4], vec![whole(&[4], at)]);
+    let half = 1i64 << 19;
+    let expanded = filled(&[1], DType::Float, 7).expand(&[half]).unwrap();
+    let mut expand = Dcp::default();
+    let chunks = (0..2)
+        .map(|i| Chunk {
+            offsets: vec![i * half],
+            sizes: vec![half],
+            at: expand.put(&expanded),
+        })
+        .collect();
+    expand.tensor("big", DType::Float, &[2 * half], chunks);
+    vec![("dcp_alias", alias), ("dcp_expand", expand)]
+}
+
+/// The committed fixtures (tests/data/shards/hostile/) and fuzz seeds
+/// (fuzz/corpus/load_files/) are what `hostile_fixtures` builds; with
+/// TESSERA_WRITE_FIXTURES=1 this writes them instead.
+#[test]
+fn the_committed_hostile_dcp_files_are_the_built_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let write = std::env::var_os("TESSERA_WRITE_FIXTURES").is_some_and(|v| v == "1");
+    for (name, d) in hostile_fixtures() {
+        let meta = super::dcp_metadata_write::write(&Metadata {
+            entries: d.entries.clone(),
+        })
+        .unwrap();
+        // The load_files target's input: a byte whose low bit is 0 (DCP),
+        // the metadata's length (u16, little-endian), the metadata, the
+        // data file.
+        let mut seed = vec![0u8];
+        seed.extend((meta.len() as u16).to_le_bytes());
+        seed.extend(&meta);
+        seed.extend(&d.data);
+        let fixture = root.join("tests/data/shards/hostile").join(name);
+        let files = [
+            (fixture.join(".metadata"), meta),
+            (fixture.join(DATA), d.data.clone()),
+            (root.join("fuzz/corpus/load_files").join(name), seed),
+        ];
+        for (path, bytes) in files {
+            if write {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &bytes).unwrap();
+            }
+            let committed =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                committed == bytes,
+                "{} is stale: TESSERA_WRITE_FIXTURES=1",
+                path.display()
+            );
+        }
+        // And each is refused.
+        let e = refused(&fixture);
+        let says = if name == "dcp_alias" {
+            "share bytes"
+        } else {
+            "expected a compact tensor"
+        };
+        assert!(e.contains(says), "{name}: {e}");
+    }
+}
