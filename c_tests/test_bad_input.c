@@ -1089,156 +1089,158 @@ static void c938(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_
 static void c939(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
 static void c940(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
 static void c941(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c942(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c943(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c944(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c945(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c946(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c947(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c948(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
-static void c949(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c950(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c951(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c952(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c953(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c954(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c955(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c956(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c957(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c958(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c959(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c960(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c961(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c962(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c963(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c964(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c965(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c966(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c967(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c968(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c969(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c970(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c971(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c972(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c973(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c942(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
+static void c943(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
+static void c944(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c945(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c946(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c947(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c948(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c949(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c950(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c951(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c952(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c953(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c954(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c955(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c956(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c957(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c958(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c959(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c960(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c961(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c962(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c963(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c964(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c965(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c966(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c967(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c968(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c969(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c970(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c971(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c972(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c973(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c974(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c975(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Checkpoints opened once, loaded in parts */
-static void c974(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
-static void c975(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c976(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
-static void c977(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
-static void c978(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c979(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
-static void c980(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c981(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c982(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c983(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
-static void c984(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
-static void c985(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c986(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c987(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c988(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c989(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c990(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c991(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c992(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c993(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
-static void c994(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
-static void c995(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c996(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c997(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c998(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
-static void c999(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1000(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1001(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1002(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1003(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1004(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1005(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1006(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1007(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1008(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1009(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1010(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1011(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1012(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1013(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1014(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r == 0, "r == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1015(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1016(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1017(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1018(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1019(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1020(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1021(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1022(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1023(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1024(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1025(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1026(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1027(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1028(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
-static void c1029(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
-static void c1030(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
-static void c1031(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
-static void c1032(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1033(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1034(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1035(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1036(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1037(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1038(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1039(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1040(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
-static void c1041(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
-static void c1042(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
-static void c1043(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1044(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
-static void c1045(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1046(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1047(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1048(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1049(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1050(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c1051(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
-static void c1052(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
-static void c1053(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1054(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1055(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c1056(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
-static void c1057(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
-static void c1058(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
-static void c1059(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
-static void c1060(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1061(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
-static void c1062(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1063(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
+static void c976(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
+static void c977(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c978(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
+static void c979(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
+static void c980(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c981(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
+static void c982(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c983(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c984(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c985(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
+static void c986(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
+static void c987(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c988(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c989(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c990(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c991(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c992(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c993(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c994(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c995(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
+static void c996(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
+static void c997(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c998(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c999(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1000(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
+static void c1001(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1002(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1003(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1004(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1005(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1006(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1007(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1008(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1009(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1010(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1011(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1012(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1013(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1014(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1015(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1016(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r == 0, "r == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1017(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1018(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1019(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1020(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1021(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1022(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1023(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1024(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1025(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1026(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1027(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1028(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1029(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1030(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
+static void c1031(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
+static void c1032(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
+static void c1033(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
+static void c1034(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1035(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1036(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1037(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1038(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1039(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1040(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1041(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1042(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
+static void c1043(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
+static void c1044(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
+static void c1045(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1046(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
+static void c1047(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1048(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1049(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1050(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1051(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1052(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c1053(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
+static void c1054(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
+static void c1055(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1056(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1057(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c1058(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
+static void c1059(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
+static void c1060(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
+static void c1061(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
+static void c1062(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1063(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
+static void c1064(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1065(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c1064(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c1065(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c1066(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c1067(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c1068(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
-static void c1069(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1070(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
-static void c1071(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1072(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
-static void c1073(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1074(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1075(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1076(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c1077(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c1078(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c1079(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c1080(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c1081(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c1082(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1083(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c1084(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1085(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
-static void c1086(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c1087(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1066(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c1067(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c1068(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c1069(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c1070(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
+static void c1071(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1072(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
+static void c1073(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1074(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
+static void c1075(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1076(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1077(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1078(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c1079(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c1080(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c1081(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c1082(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c1083(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c1084(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1085(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c1086(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1087(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
+static void c1088(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c1089(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -2187,152 +2189,154 @@ static const Case CASES[] = {
     {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c939},
     {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c940},
     {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c941},
-    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c942},
-    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c943},
-    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c944},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c945},
-    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c946},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c947},
-    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c948},
-    {"tsr_load", "call", c949},
-    {"tsr_save_to_storage", "dict = NULL", c950},
-    {"tsr_save_to_storage", "out = NULL", c951},
-    {"tsr_save_to_storage", "format = 99", c952},
-    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c953},
-    {"tsr_save_to_storage", "call", c954},
-    {"tsr_load_from_storage", "bytes = NULL", c955},
-    {"tsr_load_from_storage", "out = NULL", c956},
-    {"tsr_load_from_storage", "bytes = F.saved", c957},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c958},
-    {"tsr_load_from_storage", "format = 99", c959},
-    {"tsr_load_from_storage", "flags = 8", c960},
-    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c961},
-    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c962},
-    {"tsr_load_from_storage", "call", c963},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c964},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c965},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c966},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c967},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c968},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c969},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c970},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c971},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c972},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c973},
-    {"tsr_checkpoint_open", "path = NULL", c974},
-    {"tsr_checkpoint_open", "out = NULL", c975},
-    {"tsr_checkpoint_open", "path = \"/\"", c976},
-    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c977},
-    {"tsr_checkpoint_open", "format = 99", c978},
-    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c979},
-    {"tsr_checkpoint_open", "flags = 8", c980},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c981},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c982},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c983},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c984},
-    {"tsr_checkpoint_open", "call", c985},
-    {"tsr_checkpoint_size", "c = NULL", c986},
-    {"tsr_checkpoint_size", "call", c987},
-    {"tsr_checkpoint_name", "c = NULL", c988},
-    {"tsr_checkpoint_name", "i = 0", c989},
-    {"tsr_checkpoint_name", "i = 1", c990},
-    {"tsr_checkpoint_name", "i = SIZE_MAX", c991},
-    {"tsr_checkpoint_name", "call", c992},
-    {"tsr_checkpoint_find", "c = NULL", c993},
-    {"tsr_checkpoint_find", "name = NULL", c994},
-    {"tsr_checkpoint_find", "out = NULL", c995},
-    {"tsr_checkpoint_find", "name = \"absent\"", c996},
-    {"tsr_checkpoint_find", "name = \"\\xff\"", c997},
-    {"tsr_checkpoint_find", "call", c998},
-    {"tsr_checkpoint_dtype", "c = NULL", c999},
-    {"tsr_checkpoint_dtype", "i = 0", c1000},
-    {"tsr_checkpoint_dtype", "call", c1001},
-    {"tsr_checkpoint_ndim", "c = NULL", c1002},
-    {"tsr_checkpoint_ndim", "i = 0", c1003},
-    {"tsr_checkpoint_ndim", "call", c1004},
-    {"tsr_checkpoint_sizes", "c = NULL", c1005},
-    {"tsr_checkpoint_sizes", "i = 0", c1006},
-    {"tsr_checkpoint_sizes", "call", c1007},
-    {"tsr_checkpoint_nbytes", "c = NULL", c1008},
-    {"tsr_checkpoint_nbytes", "i = 0", c1009},
-    {"tsr_checkpoint_nbytes", "call", c1010},
-    {"tsr_checkpoint_format", "c = NULL", c1011},
-    {"tsr_checkpoint_format", "call", c1012},
-    {"tsr_checkpoint_bytes_read", "c = NULL", c1013},
-    {"tsr_checkpoint_bytes_read", "call", c1014},
-    {"tsr_checkpoint_load", "c = NULL", c1015},
-    {"tsr_checkpoint_load", "name = NULL", c1016},
-    {"tsr_checkpoint_load", "out = NULL", c1017},
-    {"tsr_checkpoint_load", "name = \"absent\"", c1018},
-    {"tsr_checkpoint_load", "name = \"\\xff\"", c1019},
-    {"tsr_checkpoint_load", "flags = 1", c1020},
-    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1021},
-    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1022},
-    {"tsr_checkpoint_load", "call", c1023},
-    {"tsr_checkpoint_load_rows", "c = NULL", c1024},
-    {"tsr_checkpoint_load_rows", "name = NULL", c1025},
-    {"tsr_checkpoint_load_rows", "out = NULL", c1026},
-    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1027},
-    {"tsr_checkpoint_load_rows", "start = -1", c1028},
-    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1029},
-    {"tsr_checkpoint_load_rows", "stop = 4", c1030},
-    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1031},
-    {"tsr_checkpoint_load_rows", "flags = 1", c1032},
-    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1033},
-    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1034},
-    {"tsr_checkpoint_load_rows", "call", c1035},
-    {"tsr_checkpoint_load_many", "c = NULL", c1036},
-    {"tsr_checkpoint_load_many", "names = NULL", c1037},
-    {"tsr_checkpoint_load_many", "out = NULL", c1038},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1039},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1040},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1041},
-    {"tsr_checkpoint_load_many", "n = 0", c1042},
-    {"tsr_checkpoint_load_many", "flags = 1", c1043},
-    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1044},
-    {"tsr_checkpoint_load_many", "call", c1045},
-    {"tsr_checkpoint_load_many_with", "c = NULL", c1046},
-    {"tsr_checkpoint_load_many_with", "names = NULL", c1047},
-    {"tsr_checkpoint_load_many_with", "opts = NULL", c1048},
-    {"tsr_checkpoint_load_many_with", "out = NULL", c1049},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1050},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1051},
-    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1052},
-    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1053},
-    {"tsr_checkpoint_load_many_with", "call", c1054},
-    {"tsr_checkpoint_read_into", "c = NULL", c1055},
-    {"tsr_checkpoint_read_into", "name = NULL", c1056},
-    {"tsr_checkpoint_read_into", "dst = NULL", c1057},
-    {"tsr_checkpoint_read_into", "nbytes = 12", c1058},
-    {"tsr_checkpoint_read_into", "nbytes = 0", c1059},
-    {"tsr_checkpoint_read_into", "name = \"absent\"", c1060},
-    {"tsr_checkpoint_read_into", "call", c1061},
-    {"tsr_checkpoint_close", "c = NULL", c1062},
-    {"tsr_checkpoint_close", "call", c1063},
-    {"tsr_memory_record_history", "options = NULL", c1064},
-    {"tsr_memory_record_history", "call", c1065},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1066},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1067},
-    {"tsr_memory_set_host_frames", "host = NULL", c1068},
-    {"tsr_memory_set_host_frames", "enter = NULL", c1069},
-    {"tsr_memory_set_host_frames", "fn_ = NULL", c1070},
-    {"tsr_memory_set_host_frames", "user = NULL", c1071},
-    {"tsr_memory_set_host_frames", "host = \"\"", c1072},
-    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1073},
-    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1074},
-    {"tsr_memory_set_host_frames", "call", c1075},
-    {"tsr_memory_snapshot", "path = NULL", c1076},
-    {"tsr_memory_snapshot", "call", c1077},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1078},
-    {"tsr_memory_snapshot", "format = 7", c1079},
-    {"tsr_memory_snapshot", "format = -1", c1080},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1081},
-    {"tsr_add_oom_observer", "fn_ = NULL", c1082},
-    {"tsr_add_oom_observer", "user = NULL", c1083},
-    {"tsr_add_oom_info_observer", "fn_ = NULL", c1084},
-    {"tsr_add_oom_info_observer", "user = NULL", c1085},
-    {"tsr_cpu_allocator_release_all_caches", "call", c1086},
-    {"tsr_memory_history_is_recording", "call", c1087},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c942},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c943},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c944},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c945},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c946},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c947},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c948},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c949},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c950},
+    {"tsr_load", "call", c951},
+    {"tsr_save_to_storage", "dict = NULL", c952},
+    {"tsr_save_to_storage", "out = NULL", c953},
+    {"tsr_save_to_storage", "format = 99", c954},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c955},
+    {"tsr_save_to_storage", "call", c956},
+    {"tsr_load_from_storage", "bytes = NULL", c957},
+    {"tsr_load_from_storage", "out = NULL", c958},
+    {"tsr_load_from_storage", "bytes = F.saved", c959},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c960},
+    {"tsr_load_from_storage", "format = 99", c961},
+    {"tsr_load_from_storage", "flags = 8", c962},
+    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c963},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c964},
+    {"tsr_load_from_storage", "call", c965},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c966},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c967},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c968},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c969},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c970},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c971},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c972},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c973},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c974},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c975},
+    {"tsr_checkpoint_open", "path = NULL", c976},
+    {"tsr_checkpoint_open", "out = NULL", c977},
+    {"tsr_checkpoint_open", "path = \"/\"", c978},
+    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c979},
+    {"tsr_checkpoint_open", "format = 99", c980},
+    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c981},
+    {"tsr_checkpoint_open", "flags = 8", c982},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c983},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c984},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c985},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c986},
+    {"tsr_checkpoint_open", "call", c987},
+    {"tsr_checkpoint_size", "c = NULL", c988},
+    {"tsr_checkpoint_size", "call", c989},
+    {"tsr_checkpoint_name", "c = NULL", c990},
+    {"tsr_checkpoint_name", "i = 0", c991},
+    {"tsr_checkpoint_name", "i = 1", c992},
+    {"tsr_checkpoint_name", "i = SIZE_MAX", c993},
+    {"tsr_checkpoint_name", "call", c994},
+    {"tsr_checkpoint_find", "c = NULL", c995},
+    {"tsr_checkpoint_find", "name = NULL", c996},
+    {"tsr_checkpoint_find", "out = NULL", c997},
+    {"tsr_checkpoint_find", "name = \"absent\"", c998},
+    {"tsr_checkpoint_find", "name = \"\\xff\"", c999},
+    {"tsr_checkpoint_find", "call", c1000},
+    {"tsr_checkpoint_dtype", "c = NULL", c1001},
+    {"tsr_checkpoint_dtype", "i = 0", c1002},
+    {"tsr_checkpoint_dtype", "call", c1003},
+    {"tsr_checkpoint_ndim", "c = NULL", c1004},
+    {"tsr_checkpoint_ndim", "i = 0", c1005},
+    {"tsr_checkpoint_ndim", "call", c1006},
+    {"tsr_checkpoint_sizes", "c = NULL", c1007},
+    {"tsr_checkpoint_sizes", "i = 0", c1008},
+    {"tsr_checkpoint_sizes", "call", c1009},
+    {"tsr_checkpoint_nbytes", "c = NULL", c1010},
+    {"tsr_checkpoint_nbytes", "i = 0", c1011},
+    {"tsr_checkpoint_nbytes", "call", c1012},
+    {"tsr_checkpoint_format", "c = NULL", c1013},
+    {"tsr_checkpoint_format", "call", c1014},
+    {"tsr_checkpoint_bytes_read", "c = NULL", c1015},
+    {"tsr_checkpoint_bytes_read", "call", c1016},
+    {"tsr_checkpoint_load", "c = NULL", c1017},
+    {"tsr_checkpoint_load", "name = NULL", c1018},
+    {"tsr_checkpoint_load", "out = NULL", c1019},
+    {"tsr_checkpoint_load", "name = \"absent\"", c1020},
+    {"tsr_checkpoint_load", "name = \"\\xff\"", c1021},
+    {"tsr_checkpoint_load", "flags = 1", c1022},
+    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1023},
+    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1024},
+    {"tsr_checkpoint_load", "call", c1025},
+    {"tsr_checkpoint_load_rows", "c = NULL", c1026},
+    {"tsr_checkpoint_load_rows", "name = NULL", c1027},
+    {"tsr_checkpoint_load_rows", "out = NULL", c1028},
+    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1029},
+    {"tsr_checkpoint_load_rows", "start = -1", c1030},
+    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1031},
+    {"tsr_checkpoint_load_rows", "stop = 4", c1032},
+    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1033},
+    {"tsr_checkpoint_load_rows", "flags = 1", c1034},
+    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1035},
+    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1036},
+    {"tsr_checkpoint_load_rows", "call", c1037},
+    {"tsr_checkpoint_load_many", "c = NULL", c1038},
+    {"tsr_checkpoint_load_many", "names = NULL", c1039},
+    {"tsr_checkpoint_load_many", "out = NULL", c1040},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1041},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1042},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1043},
+    {"tsr_checkpoint_load_many", "n = 0", c1044},
+    {"tsr_checkpoint_load_many", "flags = 1", c1045},
+    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1046},
+    {"tsr_checkpoint_load_many", "call", c1047},
+    {"tsr_checkpoint_load_many_with", "c = NULL", c1048},
+    {"tsr_checkpoint_load_many_with", "names = NULL", c1049},
+    {"tsr_checkpoint_load_many_with", "opts = NULL", c1050},
+    {"tsr_checkpoint_load_many_with", "out = NULL", c1051},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1052},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1053},
+    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1054},
+    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1055},
+    {"tsr_checkpoint_load_many_with", "call", c1056},
+    {"tsr_checkpoint_read_into", "c = NULL", c1057},
+    {"tsr_checkpoint_read_into", "name = NULL", c1058},
+    {"tsr_checkpoint_read_into", "dst = NULL", c1059},
+    {"tsr_checkpoint_read_into", "nbytes = 12", c1060},
+    {"tsr_checkpoint_read_into", "nbytes = 0", c1061},
+    {"tsr_checkpoint_read_into", "name = \"absent\"", c1062},
+    {"tsr_checkpoint_read_into", "call", c1063},
+    {"tsr_checkpoint_close", "c = NULL", c1064},
+    {"tsr_checkpoint_close", "call", c1065},
+    {"tsr_memory_record_history", "options = NULL", c1066},
+    {"tsr_memory_record_history", "call", c1067},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1068},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1069},
+    {"tsr_memory_set_host_frames", "host = NULL", c1070},
+    {"tsr_memory_set_host_frames", "enter = NULL", c1071},
+    {"tsr_memory_set_host_frames", "fn_ = NULL", c1072},
+    {"tsr_memory_set_host_frames", "user = NULL", c1073},
+    {"tsr_memory_set_host_frames", "host = \"\"", c1074},
+    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1075},
+    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1076},
+    {"tsr_memory_set_host_frames", "call", c1077},
+    {"tsr_memory_snapshot", "path = NULL", c1078},
+    {"tsr_memory_snapshot", "call", c1079},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1080},
+    {"tsr_memory_snapshot", "format = 7", c1081},
+    {"tsr_memory_snapshot", "format = -1", c1082},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1083},
+    {"tsr_add_oom_observer", "fn_ = NULL", c1084},
+    {"tsr_add_oom_observer", "user = NULL", c1085},
+    {"tsr_add_oom_info_observer", "fn_ = NULL", c1086},
+    {"tsr_add_oom_info_observer", "user = NULL", c1087},
+    {"tsr_cpu_allocator_release_all_caches", "call", c1088},
+    {"tsr_memory_history_is_recording", "call", c1089},
 };
 
 static const char *const COVERED[] = {

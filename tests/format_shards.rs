@@ -384,6 +384,9 @@ fn hostile_checkpoints_are_refused_naming_what_is_wrong() {
         ("dcp_layout", ErrorKind::Format, "torch.sparse_coo"),
         ("dcp_transform", ErrorKind::Format, "stream.zstd"),
         ("dcp_unknown_global", ErrorKind::Format, "posix.system"),
+        // Built by the crate (src/serialize/tests_dcp.rs), issue 65.
+        ("dcp_alias", ErrorKind::Format, "share bytes"),
+        ("dcp_expand", ErrorKind::Format, "expected a compact tensor"),
         (
             "hf_dotdot/model.safetensors.index.json",
             ErrorKind::Format,

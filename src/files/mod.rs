@@ -23,6 +23,7 @@
 
 mod copy_range;
 mod inside;
+pub(crate) mod kill_point;
 mod open;
 mod replace;
 mod replace_dir;

@@ -3,8 +3,8 @@
 //! [`write_beside`]: several new files put into a directory together,
 //! each renamed over its name only once all are written.
 
-use super::reason;
 use super::replace::TEMP_MARK;
+use super::{kill_point, reason};
 use crate::error::Result;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -117,8 +117,9 @@ fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
 /// parent after.
 ///
 /// A directory already at `path` is replaced only when every entry in it
-/// is one `replaceable(name)` accepts (a checkpoint of the same kind, or
-/// nothing): anything else is refused (Io) and left alone, as are a
+/// is a regular file (not a link, directory or special file, whatever its
+/// name) that `replaceable(name)` accepts (a checkpoint of the same kind,
+/// or nothing): anything else is refused (Io) and left alone, as are a
 /// symbolic link, a file or a special file at `path`. On any error the
 /// new directory is removed and the destination is untouched. `what`
 /// names the content in messages ("the DCP checkpoint").
@@ -147,6 +148,20 @@ pub(crate) fn replace_dir(
                     "cannot write {what} to '{shown}': the directory holds '{name}', which is \
                      not part of {what}: expected a new path, an empty directory or {what} to \
                      replace (it is left as it is)"
+                );
+                // A name alone does not make a file the checkpoint's own: a
+                // directory `.metadata` (an Eclipse workspace's) or a link
+                // named like one is the user's.
+                let kind = entry.file_type().map_err(|e| {
+                    crate::err!(Io, "cannot read the directory '{shown}': {}", reason(&e))
+                })?;
+                crate::ensure!(
+                    kind.is_file(),
+                    Io,
+                    "cannot write {what} to '{shown}': the directory holds '{name}', which is {}, \
+                     not a regular file of {what}: expected a new path, an empty directory or \
+                     {what} to replace (it is left as it is)",
+                    super::kind_name(kind)
                 );
             }
             true
@@ -189,13 +204,22 @@ pub(crate) fn replace_dir(
         std::fs::rename(&temp, path).map_err(swapped)?;
         guard.0 = None;
     } else {
-        match exchange(&temp, path) {
+        let swap = if kill_point::exchange_missing() {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+        } else {
+            exchange(&temp, path)
+        };
+        match swap {
             // The old checkpoint is now at `temp`: the guard removes it.
             Ok(()) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
                 let aside = create_temp_dir(path).map_err(swapped)?;
                 std::fs::remove_dir(&aside).map_err(swapped)?;
                 std::fs::rename(path, &aside).map_err(swapped)?;
+                if kill_point::reached() {
+                    guard.0 = None;
+                    return Err(kill_point::killed("renaming the old directory aside"));
+                }
                 if let Err(e) = std::fs::rename(&temp, path) {
                     let _ = std::fs::rename(&aside, path);
                     return Err(swapped(e));
@@ -204,6 +228,10 @@ pub(crate) fn replace_dir(
             }
             Err(e) => return Err(swapped(e)),
         }
+    }
+    if kill_point::reached() {
+        guard.0 = None;
+        return Err(kill_point::killed("the swap"));
     }
     drop(guard);
     if sync {
@@ -256,7 +284,7 @@ pub(crate) fn write_beside(
             reason(&e)
         )
     })?;
-    let _guard = RemoveDirOnDrop(Some(temp.clone()));
+    let mut guard = RemoveDirOnDrop(Some(temp.clone()));
     write(&temp)?;
     if sync {
         sync_tree(&temp).map_err(|e| {
@@ -278,6 +306,10 @@ pub(crate) fn write_beside(
                 reason(&e)
             )
         })?;
+        if kill_point::reached() {
+            guard.0 = None;
+            return Err(kill_point::killed(&format!("renaming '{name}'")));
+        }
     }
     if sync {
         sync_dir_itself(dir).map_err(|e| {

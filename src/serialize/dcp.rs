@@ -146,14 +146,27 @@ fn load(dir: &Path, flags: LoadFlags) -> Result<TensorDict> {
             .expect("collected above");
         &storages[i]
     };
-    let mut dict = TensorDict::new();
-    let mut skipped = Vec::new();
+    // Every item's bytes inside its file, and none shared with another
+    // item: no two storages over one memory, and what a tensor's chunks
+    // make is bounded by the bytes the files hold for them.
     for (name, item) in &meta.entries {
         match item {
             Item::Bytes(at) => {
                 item_bytes(storage_of(at), at, name)?;
-                skipped.push(name.clone());
             }
+            Item::Tensor { chunks, .. } => {
+                for c in chunks {
+                    item_bytes(storage_of(&c.at), &c.at, name)?;
+                }
+            }
+        }
+    }
+    dcp_metadata::check_bytes_disjoint(&meta.entries).map_err(|e| e.context(&source))?;
+    let mut dict = TensorDict::new();
+    let mut skipped = Vec::new();
+    for (name, item) in &meta.entries {
+        match item {
+            Item::Bytes(_) => skipped.push(name.clone()),
             Item::Tensor {
                 dtype,
                 size,
@@ -163,16 +176,11 @@ fn load(dir: &Path, flags: LoadFlags) -> Result<TensorDict> {
                 let t = match chunks.as_slice() {
                     [c] if whole(c) => chunk_tensor(storage_of(&c.at), c, name, *dtype, flags)?,
                     _ => {
-                        let full = Tensor::empty(size, *dtype, Device::CPU)?;
-                        for c in chunks {
-                            let part = chunk_tensor(storage_of(&c.at), c, name, *dtype, flags)?;
-                            let mut dst = full.clone();
-                            for (d, (&o, &s)) in c.offsets.iter().zip(&c.sizes).enumerate() {
-                                dst = dst.narrow(d as i64, o, s)?;
-                            }
-                            crate::kernels::copy_(&dst, &part)?;
-                        }
-                        full
+                        let parts = chunks
+                            .iter()
+                            .map(|c| chunk_tensor(storage_of(&c.at), c, name, *dtype, flags))
+                            .collect::<Result<Vec<Tensor>>>()?;
+                        stitch(name, size, *dtype, chunks, &parts)?
                     }
                 };
                 dict.set(name, t)?;
@@ -183,6 +191,51 @@ fn load(dir: &Path, flags: LoadFlags) -> Result<TensorDict> {
         dict.set_metadata(SKIPPED_KEY, &skipped.join("\n"))?;
     }
     Ok(dict)
+}
+
+/// Tensor `name` of `size` and `dtype` made from its chunks' tensors
+/// `parts` (each checked by [`chunk_tensor`] to hold bytes of its own,
+/// numel x itemsize): allocated only once the parts are known to hold as
+/// many bytes as it needs, so its size is bounded by the bytes the files
+/// hold for it (the metadata's tiling check makes them cover it once).
+///
+/// Errors: `Format` when the parts hold another number of bytes;
+/// `OutOfMemory`.
+fn stitch(
+    name: &str,
+    size: &[i64],
+    dtype: crate::dtype::DType,
+    chunks: &[Chunk],
+    parts: &[Tensor],
+) -> Result<Tensor> {
+    let bytes = |sizes: &[i64]| {
+        sizes
+            .iter()
+            .try_fold(dtype.itemsize() as u64, |n, &s| n.checked_mul(s as u64))
+    };
+    let held = parts
+        .iter()
+        .try_fold(0u64, |n, p| n.checked_add(p.storage().nbytes() as u64));
+    let needed = bytes(size);
+    crate::ensure!(
+        needed.is_some() && held == needed,
+        Format,
+        "the DCP checkpoint: tensor '{name}' of size {size:?} ({}) needs {} bytes, but its {} \
+         chunks hold {} bytes: expected chunks holding its elements once",
+        dtype.name(),
+        needed.map_or("more than 2^64".into(), |n| n.to_string()),
+        parts.len(),
+        held.map_or("more than 2^64".into(), |n| n.to_string())
+    );
+    let full = Tensor::empty(size, dtype, Device::CPU)?;
+    for (c, part) in chunks.iter().zip(parts) {
+        let mut dst = full.clone();
+        for (d, (&o, &s)) in c.offsets.iter().zip(&c.sizes).enumerate() {
+            dst = dst.narrow(d as i64, o, s)?;
+        }
+        crate::kernels::copy_(&dst, part)?;
+    }
+    Ok(full)
 }
 
 /// The bytes of item `name` at `at` in its file's `storage`, checked to
@@ -205,7 +258,8 @@ fn item_bytes<'s>(storage: &'s Storage, at: &Location, name: &str) -> Result<&'s
 
 /// The tensor of chunk `c` of tensor `name`: the torch.save archive at
 /// its location, viewing the file's storage where aligned; checked to be
-/// one tensor of `dtype` and the chunk's sizes.
+/// one tensor of `dtype` and the chunk's sizes, compact: dense, not
+/// overlapping itself, over a storage of exactly its bytes.
 fn chunk_tensor(
     storage: &Storage,
     c: &Chunk,
@@ -254,6 +308,23 @@ fn chunk_tensor(
         t.sizes(),
         dtype.name(),
         c.sizes
+    );
+    // torch's writer saves a chunk compact (its storage cloned unless it
+    // has numel elements): a stride-0 expand or a view of a larger
+    // storage would let a few bytes stand for a chunk of any size.
+    let nbytes = (t.numel().max(0) as u64).checked_mul(t.itemsize() as u64);
+    crate::ensure!(
+        t.is_non_overlapping_and_dense() && nbytes == Some(t.storage().nbytes() as u64),
+        Format,
+        "{}: the archive's tensor has strides {:?} at offset {} over a storage of {} bytes: \
+         expected a compact tensor whose storage holds its {} elements once ({} bytes, no \
+         stride-0 or overlapping dims)",
+        what(),
+        t.strides(),
+        t.storage_offset(),
+        t.storage().nbytes(),
+        t.numel(),
+        nbytes.map_or("more than 2^64".into(), |n| n.to_string())
     );
     Ok(t.clone())
 }
@@ -369,7 +440,7 @@ fn save(dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()> {
         }
         out.flush()
             .map_err(|e| super::io_err(&dir.join(DATA_FILE), "cannot write", e))?;
-        let pkl = dcp_metadata::write(&Metadata { entries })?;
+        let pkl = super::dcp_metadata_write::write(&Metadata { entries })?;
         std::fs::write(temp.join(METADATA), pkl)
             .map_err(|e| super::io_err(&dir.join(METADATA), "cannot write", e))?;
         Ok(())

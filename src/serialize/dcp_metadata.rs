@@ -1,8 +1,9 @@
 //! A torch.distributed.checkpoint directory's `.metadata`: a pickle of
 //! `torch.distributed.checkpoint.metadata.Metadata`, read with its own
 //! allowlist (nothing is imported or called: each object is a call of its
-//! class, interpreted here) into [`Metadata`], and written from one
-//! ([`write`]) so that Python's `pickle.load` rebuilds the same classes.
+//! class, interpreted here) into [`Metadata`]; `dcp_metadata_write`
+//! writes one back so that Python's `pickle.load` rebuilds the same
+//! classes.
 //!
 //! What is read: `state_dict_metadata` (per flattened name, a
 //! `TensorStorageMetadata`: dtype, layout, size and chunks (offsets and
@@ -11,13 +12,16 @@
 //! the directory, the offset and length of the item's bytes there, and
 //! the transforms applied to them). `planner_data`, `storage_meta` and
 //! `version` are not needed. The chunks' geometry is checked by
-//! `dcp_chunks`.
+//! `dcp_chunks`; that no two items use one byte of a file by
+//! [`check_bytes_disjoint`] (on load, once the files' sizes are known),
+//! so the storages of a load never alias and what a load stitches is
+//! bounded by the files' bytes.
 
 use super::dcp_chunks;
 use super::dtypes;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::pickle::{self, Kind, Limits, Pairs, Val, Value};
+use crate::pickle::{self, Kind, Limits, Pairs, Val};
 use std::collections::HashMap;
 
 /// Where an item's bytes lie.
@@ -56,8 +60,8 @@ pub(crate) struct Metadata {
     pub entries: Vec<(String, Item)>,
 }
 
-const META: &str = "torch.distributed.checkpoint.metadata";
-const FS: &str = "torch.distributed.checkpoint.filesystem";
+pub(crate) const META: &str = "torch.distributed.checkpoint.metadata";
+pub(crate) const FS: &str = "torch.distributed.checkpoint.filesystem";
 /// torch 1.13-2.0 kept TensorProperties there.
 const OLD_META: &str = "torch.distributed._shard.sharded_tensor.metadata";
 
@@ -401,144 +405,57 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Metadata> {
     Ok(Metadata { entries })
 }
 
-/// `module.name`, rebuilt by `copyreg.__newobj__(cls)` and given `state`
-/// by BUILD: how Python's pickle rebuilds a dataclass.
-fn new_object(module: &str, name: &str, state: Value) -> Value {
-    Value::Reduce {
-        callable: Box::new(Value::global("copyreg", "__newobj__")),
-        args: Box::new(Value::Tuple(vec![Value::global(module, name)])),
-        items: Vec::new(),
-        state: Some(Box::new(state)),
-    }
-}
-
-fn dict(items: Vec<(&str, Value)>) -> Value {
-    Value::Dict(items.into_iter().map(|(k, v)| (Value::str(k), v)).collect())
-}
-
-fn torch_size(v: &[i64]) -> Value {
-    Value::call(
-        Value::global("torch", "Size"),
-        vec![Value::Tuple(v.iter().map(|&i| Value::Int(i)).collect())],
-    )
-}
-
-/// The `.metadata` pickle of `meta` (protocol 2): each tensor with its
-/// chunks, each item's `MetadataIndex` -> `_StorageInfo`, `planner_data`
-/// mapping each name to itself (a flat state dict), version "1.0.0".
+/// Checks that no two items' bytes share a byte of one file: each chunk
+/// and each non-tensor item has bytes of its own, as torch's writer lays
+/// them out one after another (two items over one range would load as two
+/// storages over one memory, and let a few bytes stand for a tensor of
+/// any size). Empty ranges share nothing. Files are told by name: the
+/// loader refuses one file under two names (`shard_files::load_files`).
+/// The load calls it once every item is known to lie inside its file.
 ///
-/// Errors: `DType` for a dtype torch has no name for.
-pub(crate) fn write(meta: &Metadata) -> Result<Vec<u8>> {
-    let mut sdm = Vec::with_capacity(meta.entries.len());
-    let mut storage = Vec::new();
-    let mut planner = Vec::with_capacity(meta.entries.len());
-    let info = |at: &Location| {
-        new_object(
-            FS,
-            "_StorageInfo",
-            dict(vec![
-                ("relative_path", Value::str(&at.file)),
-                ("offset", Value::Int(at.offset as i64)),
-                ("length", Value::Int(at.length as i64)),
-            ]),
-        )
-    };
-    let index = |fqn: &str, offset: Value, i: Value| {
-        new_object(
-            META,
-            "MetadataIndex",
-            dict(vec![
-                ("fqn", Value::str(fqn)),
-                ("offset", offset),
-                ("index", i),
-            ]),
-        )
-    };
-    for (name, item) in &meta.entries {
-        planner.push((Value::str(name), Value::Tuple(vec![Value::str(name)])));
+/// Errors: `Format`, naming both items, their ranges and the file.
+pub(crate) fn check_bytes_disjoint(entries: &[(String, Item)]) -> Result<()> {
+    // (entry, chunk index or None for a bytes item, its location)
+    let mut items: Vec<(&str, Option<&Chunk>, &Location)> = Vec::new();
+    for (name, item) in entries {
         match item {
-            Item::Bytes(at) => {
-                sdm.push((
-                    Value::str(name),
-                    new_object(META, "BytesStorageMetadata", dict(vec![])),
-                ));
-                storage.push((index(name, Value::None, Value::None), info(at)));
-            }
-            Item::Tensor {
-                dtype,
-                size,
-                chunks,
-            } => {
-                let Some((py, _)) = dtypes::torch_names(*dtype) else {
-                    crate::bail!(
-                        DType,
-                        "tensor '{name}' has dtype {}, which torch cannot name",
-                        dtype.name()
-                    );
-                };
-                // TensorProperties' 5-item state, read by every torch
-                // since 2.0 (2.5 and later also read a 6th, the strides).
-                let props = new_object(
-                    META,
-                    "TensorProperties",
-                    Value::Tuple(vec![
-                        Value::global("torch", py),
-                        Value::call(
-                            Value::global("torch.serialization", "_get_layout"),
-                            vec![Value::str("torch.strided")],
-                        ),
-                        Value::Bool(false),
-                        Value::call(
-                            Value::global(META, "_MEM_FORMAT_ENCODING"),
-                            vec![Value::Int(0)],
-                        ),
-                        Value::Bool(false),
-                    ]),
-                );
-                let mut list = Vec::with_capacity(chunks.len());
-                for (i, c) in chunks.iter().enumerate() {
-                    list.push(new_object(
-                        META,
-                        "ChunkStorageMetadata",
-                        dict(vec![
-                            ("offsets", torch_size(&c.offsets)),
-                            ("sizes", torch_size(&c.sizes)),
-                        ]),
-                    ));
-                    storage.push((
-                        index(name, torch_size(&c.offsets), Value::Int(i as i64)),
-                        info(&c.at),
-                    ));
-                }
-                let tsm = new_object(
-                    META,
-                    "TensorStorageMetadata",
-                    dict(vec![
-                        ("properties", props),
-                        ("size", torch_size(size)),
-                        ("chunks", Value::List(list)),
-                    ]),
-                );
-                sdm.push((Value::str(name), tsm));
+            Item::Bytes(at) => items.push((name, None, at)),
+            Item::Tensor { chunks, .. } => {
+                items.extend(chunks.iter().map(|c| (name.as_str(), Some(c), &c.at)))
             }
         }
     }
-    let root = new_object(
-        META,
-        "Metadata",
-        dict(vec![
-            ("state_dict_metadata", Value::Dict(sdm)),
-            ("planner_data", Value::Dict(planner)),
-            ("storage_data", Value::Dict(storage)),
-            ("storage_meta", Value::None),
-            ("version", Value::str("1.0.0")),
-        ]),
-    );
-    pickle::write(&root)
+    let mut files: HashMap<&str, usize> = HashMap::new();
+    let mut ranges = Vec::with_capacity(items.len());
+    for &(_, _, at) in &items {
+        let next = files.len();
+        let group = *files.entry(at.file.as_str()).or_insert(next);
+        // Past the end of u64: refused as past the end of the file later.
+        ranges.push((group, at.offset, at.offset.saturating_add(at.length)));
+    }
+    let Some((a, b)) = super::ranges::first_overlap(&ranges) else {
+        return Ok(());
+    };
+    let what = |i: usize| {
+        let (name, chunk, at) = items[i];
+        let part = chunk.map_or(String::new(), |c| {
+            format!(" (chunk at offsets {:?})", c.offsets)
+        });
+        format!("'{name}'{part} at bytes {}..{}", at.offset, ranges[i].2)
+    };
+    crate::bail!(
+        Format,
+        "the DCP metadata: items {} and {} share bytes of '{}': expected each item's bytes of \
+         its own (two items over one range would load as two tensors over one memory)",
+        what(a),
+        what(b),
+        items[a].2.file
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::dcp_metadata_write::write;
     use super::*;
 
     fn at(offset: u64) -> Location {
@@ -623,6 +540,43 @@ mod tests {
         assert!(e.contains("absolute"), "{e}");
         let e = refused(|m| chunks(m).pop().map(|_| ()).unwrap_or(()));
         assert!(e.contains("not fully covered"), "{e}");
+    }
+
+    #[test]
+    fn items_over_the_same_bytes_are_refused_naming_both() {
+        // Issue 65: an entry whose _StorageInfo repeats another's loaded
+        // as two storages over one memory.
+        let refused = |change: fn(&mut Metadata)| {
+            let mut m = two_chunks();
+            change(&mut m);
+            let m = parse(&write(&m).unwrap()).unwrap();
+            check_bytes_disjoint(&m.entries).unwrap_err().to_string()
+        };
+        let e = refused(|m| chunks(m)[1].at = at(0));
+        assert!(
+            e.contains("'model.w' (chunk at offsets [0, 0]) at bytes 0..10")
+                && e.contains("'model.w' (chunk at offsets [3, 0]) at bytes 0..10")
+                && e.contains("'__0_0.distcp'"),
+            "{e}"
+        );
+        // A bytes item reaching into a chunk's bytes, another entry's.
+        let e = refused(|m| m.entries[1].1 = Item::Bytes(at(35)));
+        assert!(
+            e.contains("'step' at bytes 35..45") && e.contains("'s'"),
+            "{e}"
+        );
+        // The same range of another file, and touching or empty ranges,
+        // share nothing.
+        let mut m = two_chunks();
+        chunks(&mut m)[1].at.file = "__1_0.distcp".into();
+        chunks(&mut m)[1].at.offset = 0;
+        m.entries[1].1 = Item::Bytes(Location {
+            file: "__0_0.distcp".into(),
+            offset: 10,
+            length: 0,
+        });
+        check_bytes_disjoint(&m.entries).unwrap();
+        check_bytes_disjoint(&two_chunks().entries).unwrap();
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::dict::TensorDict;
 use super::formats::Format;
+use super::hf_shards::SAVE_ID_KEY;
 use super::{FileFormat, SaveFlags};
 use crate::error::Result;
 use std::collections::{BTreeMap, HashMap};
@@ -121,9 +122,13 @@ fn split(dict: &TensorDict, max_bytes: u64, by_storage: bool) -> Vec<Vec<usize>>
 /// named as transformers' `save_pretrained` names them. When everything
 /// fits in one shard it writes the one file `model.safetensors` /
 /// `pytorch_model.bin` and no index, as transformers does. The dict's
-/// metadata goes into every shard (safetensors' `__metadata__`); the
-/// index holds `metadata.total_size` (the tensors' bytes) and the
-/// `weight_map`.
+/// metadata goes into every shard (safetensors' `__metadata__`, torch's
+/// `tessera_metadata.pkl`); the index holds `metadata.total_size` (the
+/// tensors' bytes) and the `weight_map`. A save of several shards also
+/// puts one new save id ([`SAVE_ID_KEY`], 32 hex digits) into every
+/// shard's metadata and the index's, which a load checks: the renames
+/// below are one per file, so a save killed midway leaves the old index
+/// beside some new shards, a mix a load refuses.
 ///
 /// Nothing in `dir` changes until every file is written (beside them, in
 /// a temporary directory inside `dir`); then each is renamed into place,
@@ -154,6 +159,10 @@ pub fn save_sharded(
     } else {
         (0..n).map(|i| naming.shard(i, n)).collect()
     };
+    // Shards are renamed into place one by one: the save id in every
+    // shard and in the index lets a load tell a directory that mixes two
+    // saves (one killed midway) from a checkpoint. One file needs none.
+    let save_id = (n > 1).then(new_save_id);
     // The dicts of the shards, checked before any file is made.
     let mut parts = Vec::with_capacity(n);
     let mut weight_map = BTreeMap::new();
@@ -171,11 +180,14 @@ pub fn save_sharded(
         for (k, v) in dict.metadata_iter() {
             part.set_metadata(k, v)?;
         }
+        if let Some(id) = &save_id {
+            part.set_metadata(SAVE_ID_KEY, id)?;
+        }
         parts.push(part);
     }
-    let index = if n > 1 {
+    let index = if let Some(id) = &save_id {
         let json = serde_json::json!({
-            "metadata": {"total_size": total},
+            "metadata": {"total_size": total, SAVE_ID_KEY: id},
             "weight_map": weight_map,
         });
         let mut text = serde_json::to_string_pretty(&json)
@@ -220,18 +232,40 @@ pub fn save_sharded(
         }
         Ok(())
     })?;
-    remove_stale(dir, &naming, &names);
+    remove_stale(dir, &naming, &names)?;
     Ok(dir.join(names.last().expect("at least one file")))
+}
+
+/// A save id: 32 hex digits, from the process's random hash keys, the
+/// time, the process id and a count, so that no two saves share one.
+fn new_save_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u128(now);
+        h.write_u32(std::process::id());
+        h.write_u64(count);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(0), half(1))
 }
 
 /// Removes what an earlier save under the same naming left that the new
 /// one replaced by other names: its shards (another count), its index
 /// when the new checkpoint is one file, its one file when the new one is
 /// sharded (both would shadow the new files). Failures are ignored: the
-/// new checkpoint is complete either way.
-fn remove_stale(dir: &Path, naming: &Naming, written: &[String]) {
+/// new checkpoint is complete either way (Err only where a test stops
+/// the save, `files::kill_point`).
+fn remove_stale(dir: &Path, naming: &Naming, written: &[String]) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return Ok(());
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -242,8 +276,14 @@ fn remove_stale(dir: &Path, naming: &Naming, written: &[String]) {
         let stale = naming.is_shard(name) || name == naming.index() || name == naming.single();
         if stale && entry.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(entry.path());
+            if crate::files::kill_point::reached() {
+                return Err(crate::files::kill_point::killed(&format!(
+                    "removing '{name}'"
+                )));
+            }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

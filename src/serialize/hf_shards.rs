@@ -5,8 +5,10 @@
 //! (read in parallel, or mapped) into one dict, checked against the
 //! index: every tensor it names is in its shard, no shard holds a tensor
 //! the index puts elsewhere or does not name (so none is in two), the
-//! sizes add up to `total_size`, and every shard path stays inside the
-//! index's directory. Writing is `hf_save.rs`.
+//! sizes add up to `total_size`, every shard path stays inside the
+//! index's directory, and every shard carries the index's save id
+//! ([`SAVE_ID_KEY`], none for files from other tools). Writing is
+//! `hf_save.rs`.
 
 use super::dict::TensorDict;
 use super::formats::Format;
@@ -19,11 +21,20 @@ use std::path::Path;
 /// The largest file taken for an index (real ones are a few hundred KiB).
 const MAX_INDEX_BYTES: usize = 64 << 20;
 
+/// The key of the save id tessera's sharded save puts in every shard's
+/// metadata and in the index's `metadata` (`hf_save.rs`): a load refuses
+/// shards whose id is not the index's, the files of two saves. Files from
+/// other tools carry none and load as before; the key is not passed on
+/// into the loaded dict.
+pub(crate) const SAVE_ID_KEY: &str = "tessera.save_id";
+
 /// A parsed index.
 #[derive(Debug)]
 pub(crate) struct Index {
     /// `metadata.total_size`, when the index gives it.
     pub total_size: Option<u64>,
+    /// `metadata["tessera.save_id"]`, when the index gives it.
+    pub save_id: Option<String>,
     /// (tensor name, shard file) in the index's order.
     pub weight_map: Vec<(String, String)>,
     /// The shard files, each once, in the order first named.
@@ -78,6 +89,15 @@ pub(crate) fn parse_index(bytes: &[u8], what: &str) -> Result<Index> {
                 })?,
         ),
     };
+    let save_id = match v.get("metadata").and_then(|m| m.get(SAVE_ID_KEY)) {
+        None => None,
+        Some(serde_json::Value::String(id)) => Some(id.clone()),
+        Some(other) => crate::bail!(
+            Format,
+            "{what}: metadata.{SAVE_ID_KEY} is {other}: expected a string (the id of the save \
+             that wrote it)"
+        ),
+    };
     let mut weight_map = Vec::with_capacity(map.len());
     let mut files: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -96,6 +116,7 @@ pub(crate) fn parse_index(bytes: &[u8], what: &str) -> Result<Index> {
     }
     Ok(Index {
         total_size,
+        save_id,
         weight_map,
         files,
     })
@@ -129,6 +150,18 @@ pub(crate) fn load(
     for (i, (file, storage)) in index.files.iter().zip(&storages).enumerate() {
         let shard = super::load_backed(storage, format, false, flags)
             .map_err(|e| e.context(format!("shard '{file}' of {what}")))?;
+        let id = shard.metadata(SAVE_ID_KEY);
+        if id != index.save_id.as_deref() {
+            let shown = |id: Option<&str>| id.map_or("none".to_owned(), |i| format!("'{i}'"));
+            crate::bail!(
+                Format,
+                "shard '{file}' has save id {} but {what} has save id {}: the directory mixes \
+                 the files of two saves (a save killed midway replaces shards one by one): \
+                 expected every shard from the index's save",
+                shown(id),
+                shown(index.save_id.as_deref())
+            );
+        }
         for (name, t) in shard.iter() {
             match shard_of.get(name) {
                 None => crate::bail!(
@@ -146,7 +179,9 @@ pub(crate) fn load(
             found.insert(name.to_owned(), (t.clone(), i));
         }
         for (k, v) in shard.metadata_iter() {
-            if k == SKIPPED_KEY {
+            if k == SAVE_ID_KEY {
+                continue;
+            } else if k == SKIPPED_KEY {
                 skipped.extend(v.lines().map(|l| format!("{l} (in shard '{file}')")));
             } else if out.metadata(k).is_none() {
                 out.set_metadata(k, v)?;

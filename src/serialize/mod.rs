@@ -19,6 +19,7 @@ mod ckpt_index;
 mod dcp;
 mod dcp_chunks;
 mod dcp_metadata;
+mod dcp_metadata_write;
 pub mod dict;
 mod dtypes;
 mod fetch;
@@ -422,7 +423,11 @@ mod tests;
 #[cfg(test)]
 mod tests_archives;
 #[cfg(test)]
+mod tests_dcp;
+#[cfg(test)]
 mod tests_kernel_copy;
+#[cfg(test)]
+mod tests_killed_saves;
 #[cfg(test)]
 mod tests_layouts;
 #[cfg(test)]

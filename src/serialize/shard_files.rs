@@ -28,7 +28,9 @@ pub(crate) fn roots(dir: &Path, named_by: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Each file of `names` (paths relative to `dir`, named by `source`),
-/// opened inside `roots` and loaded into a storage: mapped with
+/// opened inside `roots` and loaded into a storage, each file once: two
+/// names of one file (`./a` beside `a`, a link, a hard link) are refused
+/// (`Format`, naming both) before anything is read. Mapped with
 /// `flags.mmap` (privately, or read-only with `flags.read_only`), else
 /// read into fresh memory, the parts of all files read in parallel on the
 /// parallel-loop threads.
@@ -39,9 +41,24 @@ pub(crate) fn load_files(
     source: &str,
     flags: super::LoadFlags,
 ) -> Result<Vec<Storage>> {
+    use std::os::unix::fs::MetadataExt;
     let mut opened = Vec::with_capacity(names.len());
+    // (device, inode) -> the first name of that file.
+    let mut seen = std::collections::HashMap::with_capacity(names.len());
     for name in names {
         let (file, real) = crate::files::open_inside(dir, name, roots, source)?;
+        let m = file
+            .metadata()
+            .map_err(|e| super::io_err(&real, "cannot stat", e))?;
+        if let Some(first) = seen.insert((m.dev(), m.ino()), name) {
+            crate::bail!(
+                Format,
+                "{source} names one file twice, as '{first}' and as '{name}' (both '{}'): \
+                 expected each file under one name (two names of one file would load its bytes \
+                 twice)",
+                real.display()
+            );
+        }
         opened.push((file, real));
     }
     if !flags.mmap {
