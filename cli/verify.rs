@@ -5,7 +5,6 @@ use crate::fail::{Fail, Outcome, DIFFERENT};
 use crate::input::LoadArgs;
 use crate::progress::Progress;
 use crate::text;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::ErrorKind;
@@ -59,17 +58,19 @@ pub fn run(args: Args) -> Outcome {
                     } else {
                         String::new()
                     };
-                    writeln!(
+                    text::put(
                         out,
-                        "ok: {}: {}, {} on {}{records}, {} read",
-                        path.display(),
-                        v.format.name(),
-                        text::count(v.tensors, "tensor"),
-                        text::count(v.storages, "storage"),
-                        text::bytes(v.bytes_read)
+                        format_args!(
+                            "ok: {}: {}, {} on {}{records}, {} read",
+                            path.display(),
+                            v.format.name(),
+                            text::count(v.tensors, "tensor"),
+                            text::count(v.storages, "storage"),
+                            text::bytes(v.bytes_read)
+                        ),
                     )?;
                     for s in &v.skipped {
-                        writeln!(out, "  left out: {s}")?;
+                        text::put(out, format_args!("  left out: {s}"))?;
                     }
                 }
             }
@@ -82,7 +83,11 @@ pub fn run(args: Args) -> Outcome {
                     DIFFERENT
                 };
                 let what = if code == DIFFERENT { "invalid: " } else { "" };
-                eprintln!("tessera verify: {}: {what}{}", path.display(), e.message());
+                text::warn(format_args!(
+                    "tessera verify: {}: {what}{}",
+                    path.display(),
+                    e.message()
+                ));
                 if worst.as_ref().is_none_or(|w| code > w.code) {
                     worst = Some(Fail {
                         code,
