@@ -20,11 +20,16 @@ reads every record of a zip archive (torch, TorchScript, npz) and compares\n\
 its CRC-32 with the archive's, and reads every byte of every tensor (a bool\n\
 must be 0 or 1).\n\
 \n\
+A shard index (model.safetensors.index.json, pytorch_model.bin.index.json)\n\
+or a DCP checkpoint (its directory or its .metadata) is loaded whole with\n\
+its own checks, then every file it names is checked so, each reported.\n\
+\n\
 Prints one line per file; exit status 1 when a file is invalid, naming what\n\
 is wrong, 3 when one cannot be opened.\n\
 \n\
-Example:\n\
-\x20 tessera verify model.pt model.safetensors";
+Examples:\n\
+\x20 tessera verify model.pt model.safetensors\n\
+\x20 tessera verify model.safetensors.index.json checkpoint_dir";
 
 /// Check files end to end: records, CRCs, bounds, every byte
 #[derive(clap::Args, Debug)]
@@ -69,6 +74,28 @@ pub fn run(args: Args) -> Outcome {
                             text::bytes(v.bytes_read)
                         ),
                     )?;
+                    for f in &v.files {
+                        let records = if f.records > 0 {
+                            format!(", {} CRC-checked", text::count(f.records, "record"))
+                        } else {
+                            String::new()
+                        };
+                        let what = if f.format == tessera::serialize::Format::Dcp {
+                            "tensor chunk"
+                        } else {
+                            "tensor"
+                        };
+                        text::put(
+                            out,
+                            format_args!(
+                                "  ok: {}: {}, {}{records}, {} read",
+                                f.name,
+                                f.format.name(),
+                                text::count(f.tensors, what),
+                                text::bytes(f.bytes_read)
+                            ),
+                        )?;
+                    }
                     for s in &v.skipped {
                         text::put(out, format_args!("  left out: {s}"))?;
                     }

@@ -45,6 +45,7 @@ mod torch_write;
 mod torch_zip;
 mod torchscript;
 mod verify;
+mod verify_sets;
 mod zip_index;
 
 pub use dict::TensorDict;
@@ -52,7 +53,7 @@ pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
-pub use verify::{verify, Verified};
+pub use verify::{verify, Verified, VerifiedFile};
 
 use crate::device::Device;
 use crate::error::Result;
