@@ -4,7 +4,6 @@ use crate::fail::{Fail, Outcome, DIFFERENT, USAGE};
 use crate::input::{self, LoadArgs};
 use crate::progress::Progress;
 use crate::text;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tessera::serialize::{self, Format, TensorDict};
@@ -256,23 +255,25 @@ pub fn run(args: Args) -> Outcome {
             } else {
                 String::new()
             };
-            eprintln!(
+            text::warn(format_args!(
                 "tessera convert: {}: left out {}{listed}: {}{more}",
                 args.input.display(),
                 text::count(skipped.len(), "value"),
                 skipped[..shown].join("; ")
-            );
+            ));
         }
         let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "{} ({}) -> {} ({}): {}, {}",
-            args.input.display(),
-            in_format.name(),
-            args.output.display(),
-            format.name(),
-            text::count(dict.len(), "tensor"),
-            text::bytes(total)
+        text::put(
+            &mut out,
+            format_args!(
+                "{} ({}) -> {} ({}): {}, {}",
+                args.input.display(),
+                in_format.name(),
+                args.output.display(),
+                format.name(),
+                text::count(dict.len(), "tensor"),
+                text::bytes(total)
+            ),
         )?;
     }
     Ok(ExitCode::SUCCESS)

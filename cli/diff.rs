@@ -307,17 +307,19 @@ pub fn run(args: Args) -> Outcome {
     if !args.quiet {
         let out = &mut std::io::stdout().lock();
         for l in &lines {
-            writeln!(out, "{l}")?;
+            text::put(out, format_args!("{l}"))?;
         }
-        writeln!(
+        text::put(
             out,
-            "{}: {} in both ({} equal, {} differ), {} only in {na}, {} only in {nb}",
-            if different { "different" } else { "equal" },
-            text::count(common.len(), "tensor"),
-            common.len() - differ,
-            differ,
-            only_a.len(),
-            only_b.len()
+            format_args!(
+                "{}: {} in both ({} equal, {} differ), {} only in {na}, {} only in {nb}",
+                if different { "different" } else { "equal" },
+                text::count(common.len(), "tensor"),
+                common.len() - differ,
+                differ,
+                only_a.len(),
+                only_b.len()
+            ),
         )?;
         out.flush()?;
     }

@@ -100,16 +100,16 @@ pub fn run(args: Args) -> Outcome {
             }
         }
         // One object per line: readable, and greppable.
-        writeln!(out, "[")?;
+        text::put_json(out, "[")?;
         for (i, o) in all.iter().enumerate() {
             let sep = if i + 1 < all.len() { "," } else { "" };
-            writeln!(out, "  {o}{sep}")?;
+            text::put_json(out, &format!("  {o}{sep}"))?;
         }
-        writeln!(out, "]")?;
+        text::put_json(out, "]")?;
     } else {
         for (i, (path, format, dict)) in loaded.iter().enumerate() {
             if i > 0 {
-                writeln!(out)?;
+                text::put(out, format_args!(""))?;
             }
             write_file(out, &path.display().to_string(), *format, dict)?;
         }
@@ -134,13 +134,15 @@ fn write_file(
         .filter(|r| seen.insert(r.storage))
         .map(|r| r.tensor.storage().nbytes() as u64)
         .sum();
-    writeln!(
+    text::put(
         out,
-        "{path}: {}, {} on {}, {}",
-        format.name(),
-        text::count(rows.len(), "tensor"),
-        text::count(users.len(), "storage"),
-        text::bytes(total)
+        format_args!(
+            "{path}: {}, {} on {}, {}",
+            format.name(),
+            text::count(rows.len(), "tensor"),
+            text::count(users.len(), "storage"),
+            text::bytes(total)
+        ),
     )?;
     let cells: Vec<[String; 5]> = rows
         .iter()
@@ -158,7 +160,8 @@ fn write_file(
     let mut width = head.map(str::len);
     for c in &cells {
         for (w, cell) in width.iter_mut().zip(c) {
-            *w = (*w).max(cell.chars().count());
+            // As printed: escaped (text::put).
+            *w = (*w).max(text::width(cell));
         }
     }
     if !cells.is_empty() {
@@ -166,17 +169,21 @@ fn write_file(
             let parts: Vec<String> = cells
                 .iter()
                 .zip(width)
-                .map(|(c, w)| format!("{c:<w$}"))
+                .map(|(c, w)| format!("{c}{}", " ".repeat(w - text::width(c))))
                 .collect();
             format!("  {}", parts.join("  ").trim_end())
         };
-        writeln!(out, "{}", line(head))?;
+        text::put(out, format_args!("{}", line(head)))?;
         for c in &cells {
-            writeln!(out, "{}", line([&c[0], &c[1], &c[2], &c[3], &c[4]]))?;
+            let l = line([&c[0], &c[1], &c[2], &c[3], &c[4]]);
+            text::put(out, format_args!("{l}"))?;
         }
     }
     for (s, names) in users.iter().enumerate().filter(|(_, n)| n.len() > 1) {
-        writeln!(out, "  storage {s} is shared by {}", names.join(", "))?;
+        text::put(
+            out,
+            format_args!("  storage {s} is shared by {}", names.join(", ")),
+        )?;
     }
     let skipped = input::skipped(dict);
     let meta: Vec<(&str, &str)> = dict
@@ -184,32 +191,34 @@ fn write_file(
         .filter(|(k, _)| *k != tessera::serialize::SKIPPED_KEY)
         .collect();
     if !meta.is_empty() {
-        writeln!(out, "  metadata:")?;
+        text::put(out, format_args!("  metadata:"))?;
         for (k, v) in meta {
-            writeln!(out, "    {k}: {}", one_line(v))?;
+            text::put(out, format_args!("    {k}: {}", one_line(v)))?;
         }
     }
     if !skipped.is_empty() {
-        writeln!(
+        text::put(
             out,
-            "  left out ({}: values that are not tensors, objects tessera does not load):",
-            tessera::serialize::SKIPPED_KEY
+            format_args!(
+                "  left out ({}: values that are not tensors, objects tessera does not load):",
+                tessera::serialize::SKIPPED_KEY
+            ),
         )?;
         for s in skipped {
-            writeln!(out, "    {s}")?;
+            text::put(out, format_args!("    {s}"))?;
         }
     }
     Ok(())
 }
 
-/// A metadata value on one line: newlines shown as `\n`, at most 200
-/// characters.
+/// A metadata value of at most 200 characters (on one line: newlines
+/// and other control characters are escaped as all printed text is).
 fn one_line(v: &str) -> String {
-    let flat = v.replace('\n', "\\n");
-    if flat.chars().count() <= 200 {
-        flat
+    let n = v.chars().count();
+    if n <= 200 {
+        v.to_owned()
     } else {
-        let cut: String = flat.chars().take(200).collect();
-        format!("{cut}... ({} characters)", flat.chars().count())
+        let cut: String = v.chars().take(200).collect();
+        format!("{cut}... ({n} characters)")
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! One file per command (`ls.rs`, `convert.rs`, `diff.rs`, `verify.rs`,
 //! `memory_view.rs`); `input.rs` loads an input, `fail.rs` holds the exit
-//! statuses, `progress.rs` the progress bars, `text.rs` how numbers are
-//! written.
+//! statuses, `progress.rs` the progress bars, `text.rs` how text and
+//! numbers are written (every line printed escaped: a name from a file
+//! cannot act on the terminal).
 
 mod convert;
 mod diff;
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(f) => {
             if let Some(m) = f.message {
-                eprintln!("tessera {name}: {m}");
+                text::warn(format_args!("tessera {name}: {m}"));
             }
             ExitCode::from(f.code)
         }

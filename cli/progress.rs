@@ -47,7 +47,8 @@ impl Progress {
             };
         }
         bar.set_draw_target(ProgressDrawTarget::hidden());
-        bar.set_message(message);
+        // The message names files: escaped as every printed line is.
+        bar.set_message(crate::text::escape(&message).into_owned());
         let (done, wait) = mpsc::channel::<()>();
         let shown = bar.clone();
         let shower = std::thread::spawn(move || {

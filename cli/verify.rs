@@ -5,7 +5,6 @@ use crate::fail::{Fail, Outcome, DIFFERENT};
 use crate::input::LoadArgs;
 use crate::progress::Progress;
 use crate::text;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::ErrorKind;
@@ -21,11 +20,16 @@ reads every record of a zip archive (torch, TorchScript, npz) and compares\n\
 its CRC-32 with the archive's, and reads every byte of every tensor (a bool\n\
 must be 0 or 1).\n\
 \n\
+A shard index (model.safetensors.index.json, pytorch_model.bin.index.json)\n\
+or a DCP checkpoint (its directory or its .metadata) is loaded whole with\n\
+its own checks, then every file it names is checked so, each reported.\n\
+\n\
 Prints one line per file; exit status 1 when a file is invalid, naming what\n\
 is wrong, 3 when one cannot be opened.\n\
 \n\
-Example:\n\
-\x20 tessera verify model.pt model.safetensors";
+Examples:\n\
+\x20 tessera verify model.pt model.safetensors\n\
+\x20 tessera verify model.safetensors.index.json checkpoint_dir";
 
 /// Check files end to end: records, CRCs, bounds, every byte
 #[derive(clap::Args, Debug)]
@@ -59,17 +63,41 @@ pub fn run(args: Args) -> Outcome {
                     } else {
                         String::new()
                     };
-                    writeln!(
+                    text::put(
                         out,
-                        "ok: {}: {}, {} on {}{records}, {} read",
-                        path.display(),
-                        v.format.name(),
-                        text::count(v.tensors, "tensor"),
-                        text::count(v.storages, "storage"),
-                        text::bytes(v.bytes_read)
+                        format_args!(
+                            "ok: {}: {}, {} on {}{records}, {} read",
+                            path.display(),
+                            v.format.name(),
+                            text::count(v.tensors, "tensor"),
+                            text::count(v.storages, "storage"),
+                            text::bytes(v.bytes_read)
+                        ),
                     )?;
+                    for f in &v.files {
+                        let records = if f.records > 0 {
+                            format!(", {} CRC-checked", text::count(f.records, "record"))
+                        } else {
+                            String::new()
+                        };
+                        let what = if f.format == tessera::serialize::Format::Dcp {
+                            "tensor chunk"
+                        } else {
+                            "tensor"
+                        };
+                        text::put(
+                            out,
+                            format_args!(
+                                "  ok: {}: {}, {}{records}, {} read",
+                                f.name,
+                                f.format.name(),
+                                text::count(f.tensors, what),
+                                text::bytes(f.bytes_read)
+                            ),
+                        )?;
+                    }
                     for s in &v.skipped {
-                        writeln!(out, "  left out: {s}")?;
+                        text::put(out, format_args!("  left out: {s}"))?;
                     }
                 }
             }
@@ -82,7 +110,11 @@ pub fn run(args: Args) -> Outcome {
                     DIFFERENT
                 };
                 let what = if code == DIFFERENT { "invalid: " } else { "" };
-                eprintln!("tessera verify: {}: {what}{}", path.display(), e.message());
+                text::warn(format_args!(
+                    "tessera verify: {}: {what}{}",
+                    path.display(),
+                    e.message()
+                ));
                 if worst.as_ref().is_none_or(|w| code > w.code) {
                     worst = Some(Fail {
                         code,

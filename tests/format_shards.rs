@@ -461,3 +461,54 @@ fn a_hugging_face_cache_snapshot_loads() {
     check_fixture("hf_safetensors", &snap.join("model.safetensors.index.json"));
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// Copies the files of fixture `name` into `dir`, the index under
+/// `index_name`.
+fn copy_fixture(name: &str, index: &str, dir: &Path, index_name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    for e in std::fs::read_dir(data().join(name)).unwrap() {
+        let e = e.unwrap();
+        let to = if e.file_name() == index {
+            index_name.into()
+        } else {
+            e.file_name()
+        };
+        std::fs::copy(e.path(), dir.join(to)).unwrap();
+    }
+    dir.join(index_name)
+}
+
+/// The format of an index's shards is told by their bytes, never by the
+/// index's name (issue 65, finding 7).
+#[test]
+fn a_shard_index_is_reported_in_its_shards_format_whatever_its_name() {
+    let dir = scratch("index-names");
+    for (fixture, index, name, format) in [
+        (
+            "hf_safetensors",
+            "model.safetensors.index.json",
+            "model.index.json",
+            Format::Safetensors,
+        ),
+        (
+            "hf_bin",
+            "pytorch_model.bin.index.json",
+            "model.safetensors.index.json",
+            Format::Torch,
+        ),
+    ] {
+        let sub = dir.join(fixture);
+        let p = copy_fixture(fixture, index, &sub, name);
+        for flags in [COPY, MMAP] {
+            let (got, d) = serialize::load_as(&p, Format::Auto, flags).unwrap();
+            assert_eq!(got, format, "{fixture} as {name}");
+            check_fixture_dict(fixture, &d);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn check_fixture_dict(name: &str, d: &TensorDict) {
+    let expected = torch_expected::read(&data(), name);
+    torch_expected::check(&expected, name, d);
+}

@@ -124,13 +124,18 @@ pub(crate) fn parse_index(bytes: &[u8], what: &str) -> Result<Index> {
 
 /// Loads every shard the index at `path` (its bytes `bytes`) names, each
 /// in `format` (Auto: told by its bytes), into one dict in the index's
-/// order. Shards are read in parallel (or mapped with `flags.mmap`).
+/// order, and gives the shards' format: the one the first shard's bytes
+/// tell (every shard's format is its own: a mixed checkpoint loads), or
+/// with no shard `format`, Safetensors for Auto (what transformers
+/// writes). Never the index's file name: `model.index.json` over
+/// safetensors shards is safetensors. Shards are read in parallel (or
+/// mapped with `flags.mmap`).
 pub(crate) fn load(
     path: &Path,
     bytes: &[u8],
     format: Format,
     flags: LoadFlags,
-) -> Result<TensorDict> {
+) -> Result<(Format, TensorDict)> {
     let what = format!("the shard index '{}'", path.display());
     let index = parse_index(bytes, &what)?;
     let dir = match path.parent() {
@@ -147,8 +152,9 @@ pub(crate) fn load(
     let mut found: HashMap<String, (crate::tensor::Tensor, usize)> = HashMap::new();
     let mut out = TensorDict::new();
     let mut skipped: Vec<String> = Vec::new();
+    let mut told: Option<Format> = None;
     for (i, (file, storage)) in index.files.iter().zip(&storages).enumerate() {
-        let shard = super::load_backed(storage, format, false, flags)
+        let (shard_format, shard) = super::load_backed(storage, format, false, flags)
             .map_err(|e| e.context(format!("shard '{file}' of {what}")))?;
         let id = shard.metadata(SAVE_ID_KEY);
         if id != index.save_id.as_deref() {
@@ -162,6 +168,7 @@ pub(crate) fn load(
                 shown(index.save_id.as_deref())
             );
         }
+        told.get_or_insert(shard_format);
         for (name, t) in shard.iter() {
             match shard_of.get(name) {
                 None => crate::bail!(
@@ -210,7 +217,11 @@ pub(crate) fn load(
     if !skipped.is_empty() {
         out.set_metadata(SKIPPED_KEY, &skipped.join("\n"))?;
     }
-    Ok(out)
+    let told = told.unwrap_or(match format {
+        Format::Auto => Format::Safetensors,
+        f => f,
+    });
+    Ok((told, out))
 }
 
 #[cfg(test)]

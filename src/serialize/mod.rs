@@ -51,6 +51,7 @@ mod torch_write;
 mod torch_zip;
 mod torchscript;
 mod verify;
+mod verify_sets;
 mod zip_index;
 
 pub use checkpoint::{Checkpoint, FetchOptions, Progress, ProgressFn};
@@ -59,7 +60,7 @@ pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
-pub use verify::{verify, Verified};
+pub use verify::{verify, Verified, VerifiedFile};
 
 use crate::device::Device;
 use crate::error::Result;
@@ -272,7 +273,7 @@ fn storage_bytes(s: &Storage) -> Result<&[u8]> {
 /// (at their record's offset) where their alignment allows, copies
 /// otherwise.
 pub fn load_from_storage(bytes: &Storage, format: Format) -> Result<TensorDict> {
-    load_backed(bytes, format, true, LoadFlags::default())
+    load_backed(bytes, format, true, LoadFlags::default()).map(|(_, dict)| dict)
 }
 
 /// [`load_from_storage`] with `flags` (`mmap` has no effect here).
@@ -281,15 +282,17 @@ pub fn load_from_storage_flags(
     format: Format,
     flags: LoadFlags,
 ) -> Result<TensorDict> {
-    load_backed(bytes, format, true, flags)
+    load_backed(bytes, format, true, flags).map(|(_, dict)| dict)
 }
 
+/// Loads a dict from the bytes of `bytes`, giving the format read
+/// (`format`, or the one the bytes tell for Auto).
 fn load_backed(
     bytes: &Storage,
     format: Format,
     direct: bool,
     flags: LoadFlags,
-) -> Result<TensorDict> {
+) -> Result<(Format, TensorDict)> {
     let slice = storage_bytes(bytes)?;
     load_source(
         &Source {
@@ -300,7 +303,6 @@ fn load_backed(
         format,
         flags,
     )
-    .map(|(_, dict)| dict)
 }
 
 /// Loads the dict in the file at `path`; a checkpoint directory (DCP)
@@ -351,12 +353,8 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
     if matches!(format, Format::Auto | Format::Safetensors | Format::Torch)
         && hf_shards::is_index(slice)
     {
-        let shards = match format {
-            Format::Auto if path.to_string_lossy().contains(".safetensors") => Format::Safetensors,
-            Format::Auto => Format::Torch,
-            f => f,
-        };
-        return hf_shards::load(path, slice, format, flags).map(|d| (shards, d));
+        // The shards' format, told by their bytes (not the index's name).
+        return hf_shards::load(path, slice, format, flags);
     }
     if format == Format::Auto {
         if let Ok(f) = detect(slice) {

@@ -256,7 +256,15 @@ pub(crate) fn write_file(
                 .and_then(|(storage, start)| kernel_copy::source(storage, start, t.data.len()))
         })
         .collect();
-    let head = congruent_head(head, &order, &tensors, &sources);
+    let kernel: Vec<Option<u64>> = sources
+        .iter()
+        .zip(&order)
+        .map(|(s, &i)| {
+            s.filter(|_| kernel_copy::Src::worth_kernel(tensors[i].1.data.len()))
+                .map(|s| s.offset)
+        })
+        .collect();
+    let head = congruent_head(head, &order, &tensors, &kernel);
     let io = |e: std::io::Error| {
         crate::err!(
             Io,
@@ -268,16 +276,19 @@ pub(crate) fn write_file(
     let file: &std::fs::File = file;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     w.write_all(&head).map_err(io)?;
+    // Bytes a read-only mapping of a file holds are read from the file,
+    // never from the mapping (kernel_copy: it may have shrunk).
     for (&i, source) in order.iter().zip(&sources) {
         let t = &tensors[i].1;
-        if let Some((src, offset)) = *source {
-            w.flush().map_err(io)?;
-            let copied = kernel_copy::copy(src, offset, &t.data, file, false).map_err(io)?;
-            if copied != kernel_copy::Copy::NotCopied {
-                continue;
+        let len = t.data.len() as u64;
+        match source {
+            Some(src) if kernel_copy::Src::worth_kernel(t.data.len()) => {
+                w.flush().map_err(io)?;
+                kernel_copy::copy(src, len, file, false).map_err(io)?;
             }
+            Some(src) => kernel_copy::write_from(src, len, &mut w, &mut |_| {}).map_err(io)?,
+            None => w.write_all(&t.data).map_err(io)?,
         }
-        w.write_all(&t.data).map_err(io)?;
     }
     w.flush().map_err(io)
 }
@@ -287,17 +298,19 @@ pub(crate) fn write_file(
 /// same offset within a page as in that file (the kernel copies whole
 /// pages fastest); as it was when no tensor is copied, or when its
 /// source offset is not a multiple of 8 (the data stays 8-aligned).
+/// `kernel`: per tensor in data order, its offset in the file it is
+/// copied from by the kernel.
 fn congruent_head(
     mut head: Vec<u8>,
     order: &[usize],
     tensors: &[(&str, TensorBytes<'_>)],
-    sources: &[Option<(&std::fs::File, u64)>],
+    kernel: &[Option<u64>],
 ) -> Vec<u8> {
     const PAGE: u64 = 4096;
-    let Some(first) = sources.iter().position(Option::is_some) else {
+    let Some(first) = kernel.iter().position(Option::is_some) else {
         return head;
     };
-    let (_, offset) = sources[first].expect("a source");
+    let offset = kernel[first].expect("a source");
     let before: u64 = order[..first]
         .iter()
         .map(|&i| tensors[i].1.data.len() as u64)

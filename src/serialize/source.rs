@@ -210,27 +210,32 @@ impl Source<'_> {
 /// Where the `len` bytes at byte `start` of `storage` lie in a file that
 /// holds them unchanged: the storage is a read-only mapping of the file
 /// (`Storage::from_file`, READ_ONLY) or a loaded record viewing one
-/// (a load with `mmap` and `read_only`). A save copies such bytes from
-/// the file inside the kernel. None for any other storage, and for a
-/// range past the storage's bytes.
-pub(crate) fn file_extent(
-    storage: &Storage,
+/// (a load with `mmap` and `read_only`): the file, the path it was mapped
+/// from and the offset. A save reads such bytes from the file, never
+/// from the mapping (`kernel_copy`: the file may have shrunk). None for
+/// any other storage, and for a range past the storage's bytes.
+pub(crate) fn file_extent<'s>(
+    storage: &'s Storage,
     start: usize,
     len: usize,
-) -> Option<(&std::fs::File, u64)> {
+) -> Option<(&'s std::fs::File, &'s std::ffi::CStr, u64)> {
     if start.checked_add(len)? > storage.nbytes() || storage.data().is_null() {
         return None;
     }
     let ptr = (storage.data() as *const u8).wrapping_add(start);
+    let extent = |m: &'s crate::storage::file::FileMapping| {
+        m.read_only_extent(ptr, len)
+            .map(|(file, offset)| (file, m.path(), offset))
+    };
     if let Some(m) = storage.file_mapping() {
-        return m.read_only_extent(ptr, len);
+        return extent(m);
     }
     let ctx = storage.data_ptr().cast_context(drop_parent)?;
     // SAFETY: a context whose deleter is drop_parent is the parent's
     // Box<Storage> leaked by `Source::record`, owned by this storage's
     // DataPtr, which outlives the borrow of `storage`.
     let parent = unsafe { &*(ctx as *const Storage) };
-    parent.file_mapping()?.read_only_extent(ptr, len)
+    extent(parent.file_mapping()?)
 }
 
 /// A fresh CPU storage holding `bytes` with every `width`-byte group

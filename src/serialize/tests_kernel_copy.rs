@@ -58,7 +58,7 @@ fn source_offset(mapped: &TensorDict, name: &str, whole_storage: bool) -> u64 {
     };
     super::source::file_extent(t.storage(), start, len)
         .unwrap()
-        .1
+        .2
 }
 
 /// Where the data of the torch archive record of the `k`-th storage

@@ -231,24 +231,31 @@ pub(crate) fn write_prepared<W: Write + Seek>(
     let mut put = |name: &str, bytes: &[u8], storage: Option<&Storage>| -> Result<()> {
         let path = format!("{archive}/{name}");
         let large = bytes.len() as u64 >= u32::MAX as u64;
-        let copy = direct.zip(storage.and_then(|s| kernel_copy::source(s, 0, bytes.len())));
-        let Some((dst, (src, offset))) = copy else {
+        // Bytes a read-only mapping of a file holds are read from the
+        // file, never from the mapping (kernel_copy: it may have shrunk).
+        let src = storage.and_then(|s| kernel_copy::source(s, 0, bytes.len()));
+        let len = bytes.len() as u64;
+        let Some((dst, src)) = direct
+            .zip(src)
+            .filter(|_| kernel_copy::Src::worth_kernel(bytes.len()))
+        else {
             zip.start_file(path, options(large)).map_err(zip_err)?;
-            return zip.write_all(bytes).map_err(|e| io(name, e));
+            return match src {
+                Some(src) => kernel_copy::write_from(&src, len, &mut zip, &mut |_| {}),
+                None => zip.write_all(bytes),
+            }
+            .map_err(|e| io(name, e));
         };
-        start_congruent(&mut zip, &path, large, dst, offset).map_err(|e| match e {
+        start_congruent(&mut zip, &path, large, dst, src.offset).map_err(|e| match e {
             Start::Zip(e) => zip_err(e),
             Start::Io(e) => io(name, e),
         })?;
-        let copied = kernel_copy::copy(src, offset, bytes, dst, true).map_err(|e| io(name, e))?;
-        if let kernel_copy::Copy::Done { crc32 } = copied {
-            // SAFETY: the entry's bytes went into the file `zip` writes
-            // to, at its position, by the copy: bytes.len() of them, whose
-            // CRC-32 is crc32. The zip writer reads the position back from
-            // the file when it finishes the entry.
-            return unsafe { zip.set_file_metadata(bytes.len() as u64, crc32) }.map_err(zip_err);
-        }
-        zip.write_all(bytes).map_err(|e| io(name, e))
+        let crc32 = kernel_copy::copy(&src, len, dst, true).map_err(|e| io(name, e))?;
+        // SAFETY: the entry's bytes went into the file `zip` writes to, at
+        // its position, by the copy: len of them, whose CRC-32 (read back
+        // from that file) is crc32. The zip writer reads the position back
+        // from the file when it finishes the entry.
+        unsafe { zip.set_file_metadata(len, crc32) }.map_err(zip_err)
     };
     put("data.pkl", &p.pkl, None)?;
     put(".format_version", b"1", None)?;

@@ -10,12 +10,19 @@
 //! deflated ones, and compares each record's CRC-32 with the one the
 //! archive gives; then reads every byte of every tensor, checking what
 //! its dtype allows (a bool is one byte holding 0 or 1).
+//!
+//! A checkpoint of several files (a Hugging Face shard index, a DCP
+//! directory or its `.metadata`) is loaded whole with every check of its
+//! own, then each file it names is checked the same way
+//! (`verify_sets.rs`), and reported per file.
 
 use super::dict::TensorDict;
 use super::source::Source;
+use super::zip_index::Entry;
 use super::{load_source, map_path, storage_bytes, Format, LoadFlags};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::storage::Storage;
 use std::path::Path;
 
 /// What [`verify`] read and found in order.
@@ -35,79 +42,142 @@ pub struct Verified {
     /// The entries of `tessera.skipped` (objects the load left out, with
     /// [`LoadFlags::skip_unknown`]), one per line as the load lists them.
     pub skipped: Vec<String>,
+    /// For a checkpoint of several files (a shard index, a DCP
+    /// directory): each file it names, as checked; empty for one file.
+    pub files: Vec<VerifiedFile>,
+}
+
+/// One file of a checkpoint of several, as [`verify`] checked it.
+#[derive(Debug, Clone)]
+pub struct VerifiedFile {
+    /// Its path as the index or the metadata names it.
+    pub name: String,
+    /// The format its bytes are in (DCP for a `.distcp` file).
+    pub format: Format,
+    /// Tensors (a shard's) or tensor chunks (a DCP file's) it holds.
+    pub tensors: usize,
+    /// Zip records read and CRC-checked.
+    pub records: usize,
+    /// Bytes read: the records' and the tensors'.
+    pub bytes_read: u64,
+}
+
+/// A file loaded with every check, before its bytes are read.
+pub(crate) struct Loaded<'a> {
+    pub format: Format,
+    pub dict: TensorDict,
+    pub bytes: &'a [u8],
+    pub entries: Vec<Entry>,
+}
+
+impl<'a> Loaded<'a> {
+    /// Loads the file bytes `mapped` (a read-only mapping) with every
+    /// check of a load, and finds its zip records.
+    pub(crate) fn new(mapped: &'a Storage, flags: LoadFlags) -> Result<Loaded<'a>> {
+        let bytes = storage_bytes(mapped)?;
+        let source = Source {
+            bytes,
+            backing: Some(mapped),
+            direct: false,
+        };
+        let flags = LoadFlags {
+            mmap: true,
+            read_only: true,
+            ..flags
+        };
+        let (format, dict) = load_source(&source, Format::Auto, flags)?;
+        // The records as the readers see them (zip_index: duplicates,
+        // overlaps and lying sizes already refused by the load above).
+        let entries = if bytes.starts_with(b"PK") {
+            super::zip_index::entries(bytes)?
+        } else {
+            Vec::new()
+        };
+        Ok(Loaded {
+            format,
+            dict,
+            bytes,
+            entries,
+        })
+    }
+
+    /// The bytes [`Loaded::read_all`] reads.
+    pub(crate) fn total(&self) -> u64 {
+        let records: u64 = self.entries.iter().map(|e| e.packed).sum();
+        records.saturating_add(super::tensor_bytes(&self.dict))
+    }
+
+    /// Reads every record (CRC-32 compared) and every tensor byte; gives
+    /// the number of distinct storages.
+    pub(crate) fn read_all(&self, read: &mut dyn FnMut(u64)) -> Result<usize> {
+        for e in &self.entries {
+            check_record(e, self.bytes, read)?;
+        }
+        check_tensors(&self.dict, read)
+    }
+}
+
+/// The entries of `tessera.skipped` in `dict`, one per line.
+pub(crate) fn skipped(dict: &TensorDict) -> Vec<String> {
+    dict.metadata(super::SKIPPED_KEY)
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Verifies the file at `path` (module documentation), loaded with
 /// `flags` (`mmap` is always on: a file larger than memory is verified
-/// too). `progress(done, total)` is called as bytes are read.
+/// too); a shard index or a DCP checkpoint (its directory or its
+/// `.metadata`) with every file it names. `progress(done, total)` is
+/// called as bytes are read.
 ///
 /// Errors: `Io` when the file cannot be opened or mapped; `Format` naming
 /// what is wrong: the load's own errors, a record whose bytes do not match
 /// its CRC-32 (`record 'archive/data/0' (entry 5): CRC-32 0x1234abcd of
 /// its 4096 bytes, the archive says 0x0badf00d`) or that cannot be read,
-/// a bool tensor holding another byte.
+/// a bool tensor holding another byte; for a checkpoint of several files,
+/// its own load's errors and each file's, naming the file.
 pub fn verify(
     path: &Path,
     flags: LoadFlags,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified> {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return super::verify_sets::dcp(path, flags, progress);
+    }
     let mapped = map_path(path, true)?;
     let bytes = storage_bytes(&mapped)?;
-    let source = Source {
-        bytes,
-        backing: Some(&mapped),
-        direct: false,
-    };
-    let flags = LoadFlags {
-        mmap: true,
-        read_only: true,
-        ..flags
-    };
-    let (format, dict) = load_source(&source, Format::Auto, flags)?;
-    // The records as the readers see them (zip_index: duplicates,
-    // overlaps and lying sizes already refused by the load above).
-    let entries = if bytes.starts_with(b"PK") {
-        super::zip_index::entries(bytes)?
-    } else {
-        Vec::new()
-    };
-    let records_total: u64 = entries.iter().map(|e| e.packed).sum();
-    let tensors_total = super::tensor_bytes(&dict);
-    let total = records_total.saturating_add(tensors_total);
-    let mut done = 0u64;
-    for e in &entries {
-        check_record(e, bytes, &mut |n| {
-            done += n;
-            progress(done, total)
-        })?;
+    if super::hf_shards::is_index(bytes) {
+        return super::verify_sets::index(path, bytes, flags, progress);
     }
-    let records = entries.len();
-    let storages = check_tensors(&dict, &mut |n| {
+    if super::detect(bytes).is_ok_and(|f| f == Format::Dcp) {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        return super::verify_sets::dcp(dir, flags, progress);
+    }
+    let loaded = Loaded::new(&mapped, flags)?;
+    let total = loaded.total();
+    let mut done = 0u64;
+    let storages = loaded.read_all(&mut |n| {
         done += n;
         progress(done, total)
     })?;
-    let skipped = dict
-        .metadata(super::SKIPPED_KEY)
-        .map(|s| s.lines().map(str::to_owned).collect())
-        .unwrap_or_default();
     Ok(Verified {
-        format,
-        tensors: dict.len(),
+        format: loaded.format,
+        tensors: loaded.dict.len(),
         storages,
-        records,
+        records: loaded.entries.len(),
         bytes_read: done,
-        skipped,
+        skipped: skipped(&loaded.dict),
+        files: Vec::new(),
     })
 }
 
 /// The bytes of record `e` of the archive `bytes`: as stored (a slice of
 /// the file) or inflated (deflated records, in pieces), counted through
 /// `read`; their CRC-32 compared with the archive's.
-fn check_record(
-    e: &super::zip_index::Entry,
-    bytes: &[u8],
-    read: &mut dyn FnMut(u64),
-) -> Result<()> {
+pub(crate) fn check_record(e: &Entry, bytes: &[u8], read: &mut dyn FnMut(u64)) -> Result<()> {
     let (name, i) = (&e.name, e.index);
     let stored = &bytes[e.range()];
     let mut crc = crc32fast::Hasher::new();
@@ -191,7 +261,7 @@ const CHUNK: usize = 1 << 20;
 
 /// Reads every byte of every tensor, checking bools; gives the number of
 /// distinct storages.
-fn check_tensors(dict: &TensorDict, read: &mut dyn FnMut(u64)) -> Result<usize> {
+pub(crate) fn check_tensors(dict: &TensorDict, read: &mut dyn FnMut(u64)) -> Result<usize> {
     let mut storages = std::collections::HashSet::new();
     for (name, t) in dict.iter() {
         storages.insert(crate::refcount::Ref::as_ptr(&t.storage().0) as usize);
