@@ -62,7 +62,9 @@
  *   element-wise kernels over an iterator (c10's);
  * - tessera/kernels.hpp: the built-in kernels (tessera::add ... amax);
  * - tessera/serialize.hpp: TensorDict, saved and loaded in the torch and
- *   safetensors formats.
+ *   safetensors formats;
+ * - tessera/checkpoint.hpp: Checkpoint, opened once (its index) and
+ *   loaded in parts.
  */
 #ifndef TESSERA_HPP
 #define TESSERA_HPP
@@ -82,5 +84,6 @@
 #include "tessera/cpu_kernel.hpp"
 #include "tessera/kernels.hpp"
 #include "tessera/serialize.hpp"
+#include "tessera/checkpoint.hpp"
 
 #endif  // TESSERA_HPP

@@ -429,7 +429,15 @@ fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
             let mut first = vec![0u8; source.len().min(16) as usize];
             source.read_at(0, &mut first)?;
             if super::header_index::is_safetensors(&first, source.len()) {
-                return super::header_index::safetensors(Arc::new(source), first);
+                let parts = super::header_index::safetensors(&source, first)?;
+                return Index::new(
+                    Format::Safetensors,
+                    vec![Arc::new(source)],
+                    parts.records,
+                    parts.entries,
+                    parts.metadata,
+                )
+                .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()));
             }
         }
     }

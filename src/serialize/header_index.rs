@@ -6,14 +6,12 @@
 //! messages.
 
 use super::byte_source::ByteSource;
-use super::ckpt_index::{Entry, Index, Parts, RecordData, RecordSpec};
+use super::ckpt_parts::{Entry, Parts, RecordData, RecordSpec};
 use super::dtypes;
-use super::formats::Format;
-use super::safetensors_format::length_err;
 use super::safetensors_header;
+use super::safetensors_header::length_err;
 use crate::error::Result;
 use crate::tensor::layout;
-use std::sync::Arc;
 
 /// The safetensors crate's bound on a header's length.
 const MAX_HEADER_BYTES: u64 = 100_000_000;
@@ -26,9 +24,10 @@ pub(crate) fn is_safetensors(first: &[u8], len: u64) -> bool {
         && u64::from_le_bytes(first[..8].try_into().expect("8 bytes")) <= len.saturating_sub(8)
 }
 
-/// The index of the safetensors file in `source` (its only source),
-/// whose first bytes `first` (up to 16) the caller read to detect it.
-pub(crate) fn safetensors(source: Arc<dyn ByteSource>, first: Vec<u8>) -> Result<Index> {
+/// The parts of the safetensors file in `source`, whose first bytes
+/// `first` (up to 16) the caller read to detect it: reads the rest of the
+/// 8-byte length and the header, nothing else.
+pub(crate) fn safetensors(source: &dyn ByteSource, first: Vec<u8>) -> Result<Parts> {
     let len = source.len();
     let n = match first.get(..8) {
         Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
@@ -49,15 +48,7 @@ pub(crate) fn safetensors(source: Arc<dyn ByteSource>, first: Vec<u8>) -> Result
     } else {
         head.truncate(head_len as usize);
     }
-    let parts = safetensors_parts(&head, len)?;
-    Index::new(
-        Format::Safetensors,
-        vec![source],
-        parts.records,
-        parts.entries,
-        parts.metadata,
-    )
-    .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))
+    safetensors_parts(&head, len)
 }
 
 /// The records, tensors and metadata of a safetensors file of `len`

@@ -16,6 +16,7 @@
 mod byte_source;
 mod checkpoint;
 mod ckpt_index;
+mod ckpt_parts;
 mod dcp;
 mod dcp_chunks;
 mod dcp_metadata;
@@ -60,7 +61,8 @@ pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
-pub use verify::{verify, Verified, VerifiedFile};
+pub use verify::{Verified, VerifiedFile};
+pub use verify_sets::verify;
 
 use crate::device::Device;
 use crate::error::Result;

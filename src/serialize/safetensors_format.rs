@@ -16,7 +16,7 @@ use super::dtypes;
 use super::kernel_copy;
 use super::source::Source;
 use super::torch_write::check_saveable;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::{layout, Tensor};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -88,18 +88,6 @@ fn byte_range(t: &Tensor) -> Option<(usize, usize)> {
             .ok()?;
     let start = t.storage_offset() as usize * t.itemsize();
     (end > start).then_some((start, end))
-}
-
-fn st_err(e: safetensors::SafeTensorError) -> Error {
-    match e {
-        safetensors::SafeTensorError::InvalidOffset(name) => crate::err!(
-            Format,
-            "safetensors: tensor '{name}': its data_offsets do not start where the tensor \
-             before it (in offset order) ends: expected the tensors' bytes one after another, \
-             none overlapping, none missing (as the safetensors package requires)"
-        ),
-        e => crate::err!(Format, "safetensors: {e}"),
-    }
 }
 
 /// The tensors of a dict as safetensors views, with its metadata.
@@ -324,58 +312,6 @@ fn congruent_head(
     let json_len = head.len() as u64 - 8;
     head[..8].copy_from_slice(&json_len.to_le_bytes());
     head
-}
-
-/// A header or length error of the crate in the file's terms: how long
-/// the file is and how long its first bytes and header say it should be.
-pub(super) fn length_err(bytes: &[u8], len: u64, e: safetensors::SafeTensorError) -> Error {
-    use safetensors::SafeTensorError as E;
-    let n = bytes
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    match (e, n) {
-        (E::HeaderTooSmall, _) => crate::err!(
-            Format,
-            "safetensors: the file is truncated: it is {len} bytes, less than the 8 bytes that \
-             give its header's length"
-        ),
-        (E::InvalidHeaderLength, Some(n)) if n.saturating_add(8) > len => crate::err!(
-            Format,
-            "safetensors: the file is truncated: its first 8 bytes say a header of {n} bytes \
-             follows, and the file has {} bytes after them",
-            len - 8
-        ),
-        (E::MetadataIncompleteBuffer, Some(n)) => {
-            let header = bytes.get(8..8 + n as usize).unwrap_or_default();
-            let data = serde_json::from_slice::<serde_json::Value>(header)
-                .ok()
-                .and_then(|v| {
-                    v.as_object()?
-                        .values()
-                        .filter_map(|t| t.get("data_offsets")?.get(1)?.as_u64())
-                        .max()
-                })
-                .unwrap_or(0);
-            let want = 8 + n + data;
-            if len < want {
-                crate::err!(
-                    Format,
-                    "safetensors: the file is truncated: its header places {data} bytes of \
-                     tensor data after the {}-byte header, so it should be {want} bytes; it is \
-                     {len}",
-                    8 + n
-                )
-            } else {
-                crate::err!(
-                    Format,
-                    "safetensors: {} bytes follow the tensor data the header describes (the \
-                     file should be {want} bytes; it is {len}): expected nothing after them",
-                    len - want
-                )
-            }
-        }
-        (e, _) => st_err(e),
-    }
 }
 
 /// Reads a safetensors file from `source`: the header's parts (the one

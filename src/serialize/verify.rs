@@ -1,7 +1,7 @@
 //! Checking a tensor file end to end (`tessera verify`): more than a load,
 //! which maps the file and reads only what it must to place the tensors.
 //!
-//! [`verify`] loads the file mapped, with every check a load makes (the
+//! [`super::verify`] loads the file mapped, with every check a load makes (the
 //! format by content, every record's bounds, every tensor's geometry,
 //! and for the torch formats the accounting of every storage the pickle
 //! reaches: in a loaded tensor, in `tessera.skipped`, or the load fails);
@@ -19,13 +19,12 @@
 use super::dict::TensorDict;
 use super::source::Source;
 use super::zip_index::Entry;
-use super::{load_source, map_path, storage_bytes, Format, LoadFlags};
+use super::{load_source, storage_bytes, Format, LoadFlags};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::storage::Storage;
-use std::path::Path;
 
-/// What [`verify`] read and found in order.
+/// What [`super::verify`] read and found in order.
 #[derive(Debug, Clone)]
 pub struct Verified {
     /// The format the bytes are in.
@@ -124,39 +123,15 @@ pub(crate) fn skipped(dict: &TensorDict) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Verifies the file at `path` (module documentation), loaded with
-/// `flags` (`mmap` is always on: a file larger than memory is verified
-/// too); a shard index or a DCP checkpoint (its directory or its
-/// `.metadata`) with every file it names. `progress(done, total)` is
-/// called as bytes are read.
-///
-/// Errors: `Io` when the file cannot be opened or mapped; `Format` naming
-/// what is wrong: the load's own errors, a record whose bytes do not match
-/// its CRC-32 (`record 'archive/data/0' (entry 5): CRC-32 0x1234abcd of
-/// its 4096 bytes, the archive says 0x0badf00d`) or that cannot be read,
-/// a bool tensor holding another byte; for a checkpoint of several files,
-/// its own load's errors and each file's, naming the file.
-pub fn verify(
-    path: &Path,
+/// Verifies one file of a checkpoint, mapped read-only in `mapped`
+/// ([`super::verify`] for a file, after the checkpoints of several files
+/// are told apart): its load, its records' CRC-32s, every tensor byte.
+pub(crate) fn verify_one(
+    mapped: &Storage,
     flags: LoadFlags,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified> {
-    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        return super::verify_sets::dcp(path, flags, progress);
-    }
-    let mapped = map_path(path, true)?;
-    let bytes = storage_bytes(&mapped)?;
-    if super::hf_shards::is_index(bytes) {
-        return super::verify_sets::index(path, bytes, flags, progress);
-    }
-    if super::detect(bytes).is_ok_and(|f| f == Format::Dcp) {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        return super::verify_sets::dcp(dir, flags, progress);
-    }
-    let loaded = Loaded::new(&mapped, flags)?;
+    let loaded = Loaded::new(mapped, flags)?;
     let total = loaded.total();
     let mut done = 0u64;
     let storages = loaded.read_all(&mut |n| {

@@ -1,4 +1,4 @@
-//! `verify` of a checkpoint of several files: a Hugging Face shard index
+//! [`verify`]: a file, or a checkpoint of several files: a Hugging Face shard index
 //! and a DCP directory. Each is first loaded whole, mapped, with every
 //! check its load makes (an index's tensors in the shards it names and
 //! its `total_size`; DCP's chunks tiling each tensor, every item inside
@@ -15,7 +15,9 @@
 //! Each file is reported with what was read from it.
 
 use super::dcp_metadata::{self, Item, Location};
-use super::verify::{check_record, check_tensors, skipped, Loaded, Verified, VerifiedFile};
+use super::verify::{
+    check_record, check_tensors, skipped, verify_one, Loaded, Verified, VerifiedFile,
+};
 use super::{hf_shards, shard_files, Format, LoadFlags};
 use crate::error::Result;
 use std::io::Read;
@@ -23,6 +25,41 @@ use std::path::Path;
 
 /// The metadata file of a DCP directory.
 const METADATA: &str = ".metadata";
+
+/// Verifies the file at `path` (module documentation), loaded with
+/// `flags` (`mmap` is always on: a file larger than memory is verified
+/// too); a shard index or a DCP checkpoint (its directory or its
+/// `.metadata`) with every file it names. `progress(done, total)` is
+/// called as bytes are read.
+///
+/// Errors: `Io` when the file cannot be opened or mapped; `Format` naming
+/// what is wrong: the load's own errors, a record whose bytes do not match
+/// its CRC-32 (`record 'archive/data/0' (entry 5): CRC-32 0x1234abcd of
+/// its 4096 bytes, the archive says 0x0badf00d`) or that cannot be read,
+/// a bool tensor holding another byte; for a checkpoint of several files,
+/// its own load's errors and each file's, naming the file.
+pub fn verify(
+    path: &Path,
+    flags: LoadFlags,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verified> {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return dcp(path, flags, progress);
+    }
+    let mapped = super::map_path(path, true)?;
+    let bytes = super::storage_bytes(&mapped)?;
+    if super::hf_shards::is_index(bytes) {
+        return index(path, bytes, flags, progress);
+    }
+    if super::detect(bytes).is_ok_and(|f| f == Format::Dcp) {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        return dcp(dir, flags, progress);
+    }
+    verify_one(&mapped, flags, progress)
+}
 
 /// Mapped and read-only, as `verify` loads.
 fn mapped(flags: LoadFlags) -> LoadFlags {
