@@ -105,8 +105,8 @@ pub unsafe extern "C" fn tsr_checkpoint_open(
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_size(c: *const TsrCheckpoint) -> usize {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_size", 0, || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         Ok(unsafe { arc_ref::<_, Held>(c, "c")? }.names.len())
     })
 }
@@ -118,8 +118,8 @@ pub unsafe extern "C" fn tsr_checkpoint_size(c: *const TsrCheckpoint) -> usize {
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_name(c: *const TsrCheckpoint, i: usize) -> *const c_char {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_name", std::ptr::null(), || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_ref::<_, Held>(c, "c")? };
         Ok(held.names.get(i).map_or(std::ptr::null(), |n| n.as_ptr()))
     })
@@ -141,8 +141,9 @@ pub unsafe extern "C" fn tsr_checkpoint_find(
 ) -> TsrStatus {
     guard("tsr_checkpoint_find", || {
         check_not_null(out, "out")?;
-        // SAFETY: c is NULL or open; name NULL or NUL-terminated.
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_ref::<_, Held>(c, "c")? };
+        // SAFETY: name is NULL or NUL-terminated (the contract).
         let name = unsafe { str_arg(name, "name")? };
         let i = held.ckpt.find(name).ok_or_else(|| {
             crate::err!(
@@ -163,8 +164,8 @@ pub unsafe extern "C" fn tsr_checkpoint_find(
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_dtype(c: *const TsrCheckpoint, i: usize) -> TsrDType {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_dtype", -1, || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_ref::<_, Held>(c, "c")? };
         Ok(held
             .ckpt
@@ -179,8 +180,8 @@ pub unsafe extern "C" fn tsr_checkpoint_dtype(c: *const TsrCheckpoint, i: usize)
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_ndim(c: *const TsrCheckpoint, i: usize) -> i64 {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_ndim", -1, || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_ref::<_, Held>(c, "c")? };
         Ok(held.sizes.get(i).map_or(-1, |s| s.len() as i64))
     })
@@ -193,8 +194,8 @@ pub unsafe extern "C" fn tsr_checkpoint_ndim(c: *const TsrCheckpoint, i: usize) 
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_sizes(c: *const TsrCheckpoint, i: usize) -> *const i64 {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_sizes", std::ptr::null(), || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_ref::<_, Held>(c, "c")? };
         Ok(held.sizes.get(i).map_or(std::ptr::null(), |s| s.as_ptr()))
     })
@@ -206,8 +207,8 @@ pub unsafe extern "C" fn tsr_checkpoint_sizes(c: *const TsrCheckpoint, i: usize)
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_nbytes(c: *const TsrCheckpoint, i: usize) -> u64 {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_nbytes", 0, || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_ref::<_, Held>(c, "c")? };
         Ok(held.ckpt.info(i).map_or(0, |(_, _, n)| n))
     })
@@ -219,8 +220,8 @@ pub unsafe extern "C" fn tsr_checkpoint_nbytes(c: *const TsrCheckpoint, i: usize
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_format(c: *const TsrCheckpoint) -> TsrFormat {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_format", -1, || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         Ok(unsafe { arc_ref::<_, Held>(c, "c")? }.ckpt.format().raw())
     })
 }
@@ -232,8 +233,8 @@ pub unsafe extern "C" fn tsr_checkpoint_format(c: *const TsrCheckpoint) -> TsrFo
 /// `c` NULL or open.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_checkpoint_bytes_read(c: *const TsrCheckpoint) -> u64 {
-    // SAFETY: c is NULL or open.
     getter("tsr_checkpoint_bytes_read", 0, || {
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         Ok(unsafe { arc_ref::<_, Held>(c, "c")? }.ckpt.bytes_read())
     })
 }
@@ -258,8 +259,9 @@ pub unsafe extern "C" fn tsr_checkpoint_load(
 ) -> TsrStatus {
     guard("tsr_checkpoint_load", || {
         check_not_null(out, "out")?;
-        // SAFETY: c is NULL or open; name NULL or NUL-terminated.
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_clone::<_, Held>(c, "c")? };
+        // SAFETY: name is NULL or NUL-terminated (the contract).
         let name = unsafe { str_arg(name, "name")? };
         load_flags_arg(flags)?;
         let t = held.ckpt.load(name, device.to_core()?)?;
@@ -289,8 +291,9 @@ pub unsafe extern "C" fn tsr_checkpoint_load_rows(
 ) -> TsrStatus {
     guard("tsr_checkpoint_load_rows", || {
         check_not_null(out, "out")?;
-        // SAFETY: c is NULL or open; name NULL or NUL-terminated.
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_clone::<_, Held>(c, "c")? };
+        // SAFETY: name is NULL or NUL-terminated (the contract).
         let name = unsafe { str_arg(name, "name")? };
         load_flags_arg(flags)?;
         let t = held.ckpt.load_rows(name, start, stop, device.to_core()?)?;
@@ -434,8 +437,9 @@ pub unsafe extern "C" fn tsr_checkpoint_read_into(
     nbytes: usize,
 ) -> TsrStatus {
     guard("tsr_checkpoint_read_into", || {
-        // SAFETY: c is NULL or open; name NULL or NUL-terminated.
+        // SAFETY: c is NULL or an open checkpoint (the contract).
         let held = unsafe { arc_clone::<_, Held>(c, "c")? };
+        // SAFETY: name is NULL or NUL-terminated (the contract).
         let name = unsafe { str_arg(name, "name")? };
         let buf: &mut [u8] = if nbytes == 0 {
             &mut []
