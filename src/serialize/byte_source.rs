@@ -66,6 +66,15 @@ impl FileSource {
     }
 }
 
+impl FileSource {
+    /// Its first `n` bytes (fewer when it is shorter).
+    pub(crate) fn first_bytes(&self, n: u64) -> Result<Vec<u8>> {
+        let mut first = vec![0u8; self.len.min(n) as usize];
+        self.read_at(0, &mut first)?;
+        Ok(first)
+    }
+}
+
 impl ByteSource for FileSource {
     fn len(&self) -> u64 {
         self.len

@@ -421,13 +421,39 @@ impl Checkpoint {
     }
 }
 
+/// The whole safetensors file `file` at `path` (whose first bytes,
+/// `first`, tell it is one) loaded into fresh memory: its index, then
+/// every tensor fetched in parallel. What a copy load of a safetensors
+/// file is (`serialize::load`).
+pub(crate) fn load_safetensors(
+    file: std::fs::File,
+    path: &Path,
+    first: Vec<u8>,
+) -> Result<TensorDict> {
+    let source = FileSource::new(file, path)?;
+    let parts = super::header_index::safetensors(&source, first)?;
+    let index = Index::new(
+        Format::Safetensors,
+        vec![Arc::new(source)],
+        parts.records,
+        parts.entries,
+        parts.metadata,
+    )
+    .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))?;
+    let ckpt = Checkpoint {
+        index,
+        flags: LoadFlags::default(),
+        maps: vec![OnceLock::new()],
+    };
+    ckpt.load_many(None, Device::CPU, FetchOptions::default())
+}
+
 /// The index of the checkpoint at `path`.
 fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
     if matches!(format, Format::Auto | Format::Safetensors) {
         if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
             let source = FileSource::new(file, path)?;
-            let mut first = vec![0u8; source.len().min(16) as usize];
-            source.read_at(0, &mut first)?;
+            let first = source.first_bytes(16)?;
             if super::header_index::is_safetensors(&first, source.len()) {
                 let parts = super::header_index::safetensors(&source, first)?;
                 return Index::new(
