@@ -1,6 +1,9 @@
-"""Issue 64's load-all row: a checkpoint of several hundred tensors
-(2.1 GiB of safetensors in 543 tensors) loaded whole into fresh CPU memory, page cache
-warm, in one process, sides interleaved round by round:
+"""Issue 64's rows: a checkpoint of several hundred tensors (2.1 GiB in
+543 tensors, a 36-layer model's shapes) loaded whole into fresh CPU
+memory, page cache warm, in one process, sides interleaved round by
+round; then parts of it. Sections (an argument picks some, "|"-joined):
+
+safetensors:
 
 - tessera: tsr_checkpoint_open + tsr_checkpoint_load_many (every tensor
   into its own storage, `concurrency` threads of positioned reads in
@@ -13,18 +16,29 @@ warm, in one process, sides interleaved round by round:
   NumPy buffer a tensor, 8 MiB reads taken from a shared queue, N =
   tsr_get_num_threads()).
 
-Each sample is one load and the release of what it loaded. Prints a
-markdown table: median, quartiles and the slowest round of each side, the
-ratios of the medians, the verdicts (tessera <= 1.0x the streamer and
-<= 1.1x the pread limit; its slowest round <= 1.5x its median).
+torch: the same tensors in torch.save's zip archive: tessera's
+load_many against torch.load(mmap=False) and the pread limit.
 
-    /work/venv-torch/bin/python benches/checkpoint_loads.py
+gguf: the same tensors in a GGUF file gguf-py wrote: tessera's load_many
+against GGUFReader with every tensor copied (np.array) and the limit.
+
+partial (safetensors): one tensor (lm_head, 156 MiB) and 1% of the rows
+of another (embed_tokens, rows 1000..1320), by tessera's load and
+load_rows against safetensors' safe_open(...).get_tensor and
+get_slice(name)[a:b] (framework "np"); with the bytes tessera read.
+
+Each sample is one load and the release of what it loaded. Prints a
+markdown table per section: median, quartiles and the slowest round of
+each side, the ratios of the medians, the verdicts (tessera <= 1.0x the
+peer and <= 1.1x the pread limit; its slowest round <= 1.5x its median).
+
+    /work/venv-torch/bin/python benches/checkpoint_loads.py [SECTIONS]
 
 ROUNDS=n (default 7); BUSY=n: n busy processes beside the run (the
 "two busy processes" row: BUSY=2); BENCH_DIR=dir for the file (default
 $TMPDIR); TESSERA_LIB=path (default target/release/libtessera.so:
-`cargo build --release --lib`). Needs numpy, safetensors, torch and
-runai-model-streamer (pip).
+`cargo build --release --lib`). Needs numpy, safetensors, torch, gguf
+and runai-model-streamer (pip).
 """
 
 import concurrent.futures
@@ -50,11 +64,13 @@ def refuse(message):
 
 try:
     import numpy as np
+    from safetensors import safe_open
     from safetensors.numpy import save_file
     import torch
+    from gguf import GGUFReader, GGUFWriter
     from runai_model_streamer import SafetensorsStreamer
 except ImportError as e:
-    refuse("%s: run with a Python that has numpy, safetensors, torch and "
+    refuse("%s: run with a Python that has numpy, safetensors, torch, gguf and "
            "runai-model-streamer (/work/venv-torch/bin/python)" % e)
 
 
@@ -75,6 +91,12 @@ def open_tessera():
         "tsr_checkpoint_load_many": ([vp, vp, ctypes.c_size_t, Device, u32,
                                       ctypes.POINTER(vp)], ctypes.c_int32),
         "tsr_checkpoint_close": ([vp], None),
+        "tsr_checkpoint_load": ([vp, ctypes.c_char_p, Device, u32, ctypes.POINTER(vp)],
+                                ctypes.c_int32),
+        "tsr_checkpoint_load_rows": ([vp, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+                                      Device, u32, ctypes.POINTER(vp)], ctypes.c_int32),
+        "tsr_checkpoint_bytes_read": ([vp], ctypes.c_uint64),
+        "tsr_tensor_decref": ([vp], ctypes.c_int32),
         "tsr_load": ([ctypes.c_char_p, ctypes.c_int32, u32, ctypes.POINTER(vp)],
                      ctypes.c_int32),
         "tsr_dict_size": ([vp], ctypes.c_size_t),
@@ -128,6 +150,45 @@ def runai(path, expect):
     del out
 
 
+def tessera_part(path, name, rows=None):
+    """One tensor (or rows [a, b) of it) of a checkpoint opened for it;
+    the bytes the checkpoint read."""
+    c, t = ctypes.c_void_p(), ctypes.c_void_p()
+    check(LIB.tsr_checkpoint_open(path.encode(), 0, 0, ctypes.byref(c)), "open")
+    try:
+        if rows is None:
+            check(LIB.tsr_checkpoint_load(c, name.encode(), CPU, 0, ctypes.byref(t)), "load")
+        else:
+            check(LIB.tsr_checkpoint_load_rows(c, name.encode(), rows[0], rows[1], CPU, 0,
+                                               ctypes.byref(t)), "load_rows")
+        LIB.tsr_tensor_decref(t)
+        return LIB.tsr_checkpoint_bytes_read(c)
+    finally:
+        LIB.tsr_checkpoint_close(c)
+
+
+def safe_open_part(path, name, rows=None):
+    with safe_open(path, framework="np") as f:
+        if rows is None:
+            a = f.get_tensor(name)
+        else:
+            a = f.get_slice(name)[rows[0]:rows[1]]
+    del a
+
+
+def torch_load(path, expect):
+    d = torch.load(path, mmap=False, weights_only=True)
+    assert len(d) == expect, (len(d), expect)
+    del d
+
+
+def gguf_copy(path, expect):
+    r = GGUFReader(path)
+    d = {t.name: np.array(t.data) for t in r.tensors}
+    assert len(d) == expect, (len(d), expect)
+    del d, r
+
+
 def layout(path):
     """(offset, nbytes) of each tensor of the safetensors file."""
     import json
@@ -170,7 +231,7 @@ def pread_limit(path, spans, threads):
         os.close(fd)
 
 
-def write_checkpoint(path):
+def model_tensors():
     """The peers' kind of checkpoint: 2.1 GiB in 543 tensors, a 36-layer
     model's shapes (big projections, small norms and biases), pseudo-random
     float16 bytes."""
@@ -196,7 +257,31 @@ def write_checkpoint(path):
             tensors[p + b] = rand(hidden)
     tensors["model.norm.weight"] = rand(hidden)
     tensors["lm_head.weight"] = rand(32000, hidden)
+    return tensors
+
+
+def write_checkpoint(path):
+    """model_tensors() as safetensors at `path`; the tensor count."""
+    tensors = model_tensors()
     save_file(tensors, path)
+    return len(tensors)
+
+
+def write_torch(path):
+    tensors = {k: torch.from_numpy(v) for k, v in model_tensors().items()}
+    torch.save(tensors, path)
+    return len(tensors)
+
+
+def write_gguf(path):
+    w = GGUFWriter(path, "llama")
+    tensors = model_tensors()
+    for name, a in tensors.items():
+        w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     return len(tensors)
 
 
@@ -211,60 +296,100 @@ def quartiles(s):
     return s[len(s) // 2], s[len(s) // 4], s[3 * len(s) // 4], s[-1]
 
 
+def measure(title, sides, rounds, limits):
+    """Rounds of every side in turn (after one untimed pass each); prints
+    the table and the verdicts. limits: [(what, ours, other, bound)] by
+    side index (other None: ours' slowest round over its median)."""
+    for _, f in sides:
+        f()
+        gc.collect()
+    samples = {name: [] for name, _ in sides}
+    for _ in range(rounds):
+        for name, f in sides:
+            t = time.perf_counter()
+            f()
+            samples[name].append((time.perf_counter() - t) * 1e3)
+            gc.collect()
+    print()
+    print("### " + title)
+    print()
+    print("| side | median ms [q1-q3] | slowest | slowest / median |")
+    print("|---|---|---|---|")
+    stats = []
+    for name, _ in sides:
+        m, q1, q3, mx = quartiles(samples[name])
+        stats.append((m, mx))
+        print("| %s | %.1f [%.1f-%.1f] | %.1f | %.2fx |" % (name, m, q1, q3, mx, mx / m))
+    print()
+    print("| target | ratio | verdict |")
+    print("|---|---|---|")
+    for what, ours, other, bound in limits:
+        ratio = stats[ours][1] / stats[ours][0] if other is None else \
+            stats[ours][0] / stats[other][0]
+        print("| %s | %.2fx | %s |" % (what, ratio, "PASS" if ratio <= bound else "FAIL"))
+
+
+def whole(title, path, count, peer_name, peer, rounds, threads):
+    spans = layout(path) if path.endswith(".safetensors") else None
+    sides = [("tessera checkpoint load_many", lambda: tessera_checkpoint(path, count)),
+             ("tessera tsr_load (copy)", lambda: tessera_load(path, count)),
+             (peer_name, lambda: peer(path, count))]
+    limits = [("<= 1.0x " + peer_name, 0, 2, 1.0)]
+    if spans is not None:
+        sides.append(("%d threads of pread into fresh memory" % threads,
+                      lambda: pread_limit(path, spans, threads)))
+        limits.append(("<= 1.1x N threads of pread", 0, 3, 1.1))
+    limits.append(("slowest round <= 1.5x the median", 0, None, 1.5))
+    measure(title, sides, rounds, limits)
+
+
+def partial(path, rounds):
+    one, rows = "lm_head.weight", ("model.embed_tokens.weight", (1000, 1320))
+    print()
+    print("bytes read by tessera: one tensor %d, 1%% of the rows %d"
+          % (tessera_part(path, one), tessera_part(path, rows[0], rows[1])))
+    measure("partial loads (safetensors)", [
+        ("tessera load (one tensor)", lambda: tessera_part(path, one)),
+        ("safe_open get_tensor", lambda: safe_open_part(path, one)),
+        ("tessera load_rows (1% of rows)", lambda: tessera_part(path, rows[0], rows[1])),
+        ("safe_open get_slice[a:b]", lambda: safe_open_part(path, rows[0], rows[1])),
+    ], rounds, [("one tensor <= 1.0x safe_open", 0, 1, 1.0),
+                ("rows <= 1.0x get_slice", 2, 3, 1.0)])
+
+
 def main():
     rounds = max(3, int(os.environ.get("ROUNDS", "7")))
     busy_n = int(os.environ.get("BUSY", "0"))
     threads = LIB.tsr_get_num_threads()
+    wanted = sys.argv[1].split("|") if len(sys.argv) > 1 else \
+        ["safetensors", "partial", "torch", "gguf"]
     base = tempfile.mkdtemp(prefix="tsr-ckpt-bench-", dir=os.environ.get("BENCH_DIR"))
     hogs = []
     try:
-        path = os.path.join(base, "model.safetensors")
-        count = write_checkpoint(path)
-        size = os.path.getsize(path)
-        spans = layout(path)
-        sides = [
-            ("tessera checkpoint load_many", lambda: tessera_checkpoint(path, count)),
-            ("tessera tsr_load (copy)", lambda: tessera_load(path, count)),
-            ("runai SafetensorsStreamer + clone", lambda: runai(path, count)),
-            ("%d threads of pread into fresh memory" % threads,
-             lambda: pread_limit(path, spans, threads)),
-        ]
-        for _, f in sides:  # the file in the page cache, every side warm
-            f()
-            gc.collect()
         for _ in range(busy_n):
             p = multiprocessing.Process(target=busy, daemon=True)
             p.start()
             hogs.append(p)
-        samples = {name: [] for name, _ in sides}
-        for _ in range(rounds):
-            for name, f in sides:
-                t = time.perf_counter()
-                f()
-                samples[name].append((time.perf_counter() - t) * 1e3)
-                gc.collect()
-        print("%d tensors, %.2f GiB, %d rounds, %d busy processes, %d threads, %s"
-              % (count, size / 2 ** 30, rounds, busy_n, threads, LIB_PATH))
-        print()
-        print("| side | median ms [q1-q3] | slowest | slowest / median |")
-        print("|---|---|---|---|")
-        stats = {}
-        for name, _ in sides:
-            m, q1, q3, mx = quartiles(samples[name])
-            stats[name] = (m, mx)
-            print("| %s | %.0f [%.0f-%.0f] | %.0f | %.2fx |" % (name, m, q1, q3, mx, mx / m))
-        ours, ours_max = stats[sides[0][0]]
-        peer = stats[sides[2][0]][0]
-        limit = stats[sides[3][0]][0]
-        print()
-        print("| target | ratio | verdict |")
-        print("|---|---|---|")
-        for what, ratio, bound in [
-            ("<= 1.0x runai-model-streamer", ours / peer, 1.0),
-            ("<= 1.1x N threads of pread", ours / limit, 1.1),
-            ("slowest round <= 1.5x the median", ours_max / ours, 1.5),
-        ]:
-            print("| %s | %.2fx | %s |" % (what, ratio, "PASS" if ratio <= bound else "FAIL"))
+        print("%d rounds, %d busy processes, %d threads, %s"
+              % (rounds, busy_n, threads, LIB_PATH))
+        st = os.path.join(base, "model.safetensors")
+        if "safetensors" in wanted or "partial" in wanted:
+            count = write_checkpoint(st)
+            if "safetensors" in wanted:
+                whole("safetensors, %d tensors, %.2f GiB" % (count, os.path.getsize(st) / 2**30),
+                      st, count, "runai SafetensorsStreamer + clone", runai, rounds, threads)
+            if "partial" in wanted:
+                partial(st, rounds)
+            os.remove(st)
+        for name, writer, peer_name, peer in [
+                ("torch", write_torch, "torch.load(mmap=False)", torch_load),
+                ("gguf", write_gguf, "GGUFReader + np.array copies", gguf_copy)]:
+            if name in wanted:
+                path = os.path.join(base, "model." + ("pt" if name == "torch" else name))
+                count = writer(path)
+                whole("%s, %d tensors, %.2f GiB" % (name, count, os.path.getsize(path) / 2**30),
+                      path, count, peer_name, peer, rounds, threads)
+                os.remove(path)
     finally:
         for p in hogs:
             p.terminate()

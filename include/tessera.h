@@ -820,7 +820,7 @@ typedef struct TsrLoadOptions {
      */
     uint32_t concurrency;
     /**
-     * Bytes a read asks for (0: 8 MiB).
+     * Bytes a read asks for (0: 8 MiB; rounded up to a multiple of 16).
      */
     uint64_t chunk_bytes;
     /**

@@ -182,6 +182,34 @@ fn one_tensor_reads_only_the_header_and_its_bytes() {
         "rows",
     );
     assert_eq!(c.bytes_read(), header + (1 << 20) + 3 * 4096);
+    // npy: its header, then the rows' bytes.
+    let mut one = TensorDict::new();
+    one.set("arr_0", d.get("t6").unwrap().clone()).unwrap();
+    let npy = saved(&one, "big.npy", Format::Npy);
+    let c = Checkpoint::open(&npy, Format::Auto, COPY).unwrap();
+    let header = std::fs::metadata(&npy).unwrap().len() - (1 << 20);
+    assert_eq!(c.bytes_read(), header, "open reads the npy header");
+    let rows = c.load_rows("arr_0", 7, 9, Device::CPU).unwrap();
+    assert_same(
+        &rows,
+        &d.get("t6").unwrap().narrow(0, 7, 2).unwrap(),
+        "npy rows",
+    );
+    assert_eq!(c.bytes_read(), header + 2 * 4096);
+    // GGUF: the first 256 KiB hold its header, then one tensor's bytes.
+    let gguf = saved(&d, "big.gguf", Format::Gguf);
+    let c = Checkpoint::open(&gguf, Format::Auto, COPY).unwrap();
+    assert_eq!(
+        c.bytes_read(),
+        256 << 10,
+        "open reads the GGUF header's first step"
+    );
+    assert_same(
+        &c.load("t2", Device::CPU).unwrap(),
+        d.get("t2").unwrap(),
+        "gguf",
+    );
+    assert_eq!(c.bytes_read(), (256 << 10) + (1 << 20));
     // The same through a mapped index (a torch archive): fetches count.
     let pt = saved(&d, "big.pt", Format::Torch);
     let c = Checkpoint::open(&pt, Format::Auto, COPY).unwrap();
@@ -507,4 +535,70 @@ fn mapped_loads_view_the_file_and_read_nothing() {
         "a read-only mapping gives read-only tensors"
     );
     assert_eq!(c.bytes_read(), after_open, "a view reads nothing");
+}
+
+#[test]
+fn files_numpy_and_gguf_py_wrote_load_as_a_whole_load_does() {
+    // Big-endian data (swapped when fetched), Fortran order, complex,
+    // 0-d and empty arrays, GGUF versions 2 and 3, alignment 64. Each
+    // against the mapped whole-file load, by name, by rows and all at once
+    // in chunks of 16 bytes (a swapped record across many chunks).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mapped = LoadFlags { mmap: true, ..COPY };
+    for dir in ["npy", "gguf"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for path in files {
+            let what = path.display().to_string();
+            let expected = serialize::load(&path, Format::Auto, mapped).unwrap();
+            let c = Checkpoint::open(&path, Format::Auto, COPY).unwrap();
+            assert!(c.bytes_read() > 0, "{what}: indexed by reads");
+            let opts = FetchOptions {
+                chunk_bytes: 16,
+                concurrency: 3,
+                progress: None,
+            };
+            let all = c.load_many(None, Device::CPU, opts).unwrap();
+            assert_dicts(&all, &expected, &what);
+            for (name, t) in expected.iter() {
+                assert_same(&c.load(name, Device::CPU).unwrap(), t, &what);
+                if let Some(&rows) = t.sizes().first() {
+                    let half = rows / 2;
+                    let r = c.load_rows(name, half, rows, Device::CPU).unwrap();
+                    assert_same(&r, &t.narrow(0, half, rows - half).unwrap(), &what);
+                }
+            }
+            // A copy load is the same index and fetch.
+            assert_dicts(
+                &serialize::load(&path, Format::Auto, COPY).unwrap(),
+                &expected,
+                &what,
+            );
+        }
+    }
+}
+
+#[test]
+fn a_gguf_header_past_the_first_step_is_read_in_growing_steps() {
+    let mut d = TensorDict::new();
+    d.set("w", filled(&[64, 64], DType::Float, 3)).unwrap();
+    d.set_metadata("general.notes", &"x".repeat(600 << 10))
+        .unwrap();
+    let path = saved(&d, "long-header.gguf", Format::Gguf);
+    let c = Checkpoint::open(&path, Format::Auto, COPY).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(c.bytes_read(), len.min(1 << 20), "256 KiB, then 1 MiB");
+    assert_eq!(
+        c.metadata()
+            .iter()
+            .find(|(k, _)| k == "general.notes")
+            .unwrap()
+            .1
+            .len(),
+        600 << 10
+    );
+    assert_same(&c.load("w", Device::CPU).unwrap(), d.get("w").unwrap(), "w");
 }

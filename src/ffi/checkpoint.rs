@@ -34,7 +34,7 @@ pub struct TsrLoadOptions {
     pub struct_size: u32,
     /// Threads reading at once (0: tsr_get_num_threads()).
     pub concurrency: u32,
-    /// Bytes a read asks for (0: 8 MiB).
+    /// Bytes a read asks for (0: 8 MiB; rounded up to a multiple of 16).
     pub chunk_bytes: u64,
     /// Progress and cancellation (NULL: none).
     pub progress: TsrProgressFn,

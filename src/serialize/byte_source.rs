@@ -67,6 +67,11 @@ impl FileSource {
 }
 
 impl FileSource {
+    /// The open file, given back.
+    pub(crate) fn into_file(self) -> File {
+        self.file
+    }
+
     /// Its first `n` bytes (fewer when it is shorter).
     pub(crate) fn first_bytes(&self, n: u64) -> Result<Vec<u8>> {
         let mut first = vec![0u8; self.len.min(n) as usize];

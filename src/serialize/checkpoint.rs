@@ -241,8 +241,9 @@ impl Checkpoint {
             e.sizes
         );
         let contiguous = e.strides == crate::tensor::layout::contiguous_strides(&e.sizes).to_vec();
-        if let (true, RecordData::Range { source, offset }) =
-            (contiguous, &self.index.records[e.record].data)
+        let record = &self.index.records[e.record];
+        if let (true, 0, RecordData::Range { source, offset }) =
+            (contiguous, record.swap, &record.data)
         {
             let src = &self.index.sources[*source];
             src.check_unchanged()?;
@@ -353,7 +354,8 @@ impl Checkpoint {
         let mut rest = Vec::new();
         let mut rest_at = Vec::new();
         for (j, job) in jobs.iter().enumerate() {
-            let RecordData::Range { source, offset } = self.index.records[job.record].data else {
+            let record = &self.index.records[job.record];
+            let (RecordData::Range { source, offset }, 0) = (&record.data, record.swap) else {
                 rest.push(Job {
                     record: job.record,
                     start: job.start,
@@ -363,6 +365,7 @@ impl Checkpoint {
                 rest_at.push(j);
                 continue;
             };
+            let (source, offset) = (*source, *offset);
             let map = self.mapping(source)?;
             let bytes = super::storage_bytes(map)?;
             let item = job
@@ -421,49 +424,56 @@ impl Checkpoint {
     }
 }
 
-/// The whole safetensors file `file` at `path` (whose first bytes,
-/// `first`, tell it is one) loaded into fresh memory: its index, then
-/// every tensor fetched in parallel. What a copy load of a safetensors
+/// The whole file `file` at `path` loaded into fresh memory when its
+/// header is at its front (safetensors, npy, GGUF; `format` Auto or one
+/// of them): its index, then every tensor fetched in parallel. None for
+/// any other file: the caller reads it whole. What a copy load of such a
 /// file is (`serialize::load`).
-pub(crate) fn load_safetensors(
+pub(crate) fn load_headed(
     file: std::fs::File,
     path: &Path,
-    first: Vec<u8>,
-) -> Result<TensorDict> {
+    format: Format,
+) -> Result<std::result::Result<(Format, TensorDict), std::fs::File>> {
     let source = FileSource::new(file, path)?;
-    let parts = super::header_index::safetensors(&source, first)?;
+    let first = source.first_bytes(16)?;
+    let Some((found, parts)) = header_parts(&source, first, format)? else {
+        return Ok(Err(source.into_file()));
+    };
     let index = Index::new(
-        Format::Safetensors,
+        found,
         vec![Arc::new(source)],
         parts.records,
         parts.entries,
         parts.metadata,
     )
-    .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))?;
+    .map_err(|e| crate::err!(Format, "{}: {}", found.name(), e.message()))?;
     let ckpt = Checkpoint {
         index,
         flags: LoadFlags::default(),
         maps: vec![OnceLock::new()],
     };
-    ckpt.load_many(None, Device::CPU, FetchOptions::default())
+    let dict = ckpt.load_many(None, Device::CPU, FetchOptions::default())?;
+    Ok(Ok((found, dict)))
 }
 
 /// The index of the checkpoint at `path`.
 fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
-    if matches!(format, Format::Auto | Format::Safetensors) {
+    if matches!(
+        format,
+        Format::Auto | Format::Safetensors | Format::Npy | Format::Gguf
+    ) {
         if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
             let source = FileSource::new(file, path)?;
             let first = source.first_bytes(16)?;
-            if super::header_index::is_safetensors(&first, source.len()) {
-                let parts = super::header_index::safetensors(&source, first)?;
+            if let Some((found, parts)) = header_parts(&source, first, format)? {
                 return Index::new(
-                    Format::Safetensors,
+                    found,
                     vec![Arc::new(source)],
                     parts.records,
                     parts.entries,
                     parts.metadata,
                 )
-                .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()));
+                .map_err(|e| crate::err!(Format, "{}: {}", found.name(), e.message()));
             }
         }
     }
@@ -474,4 +484,28 @@ fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
     };
     let (format, dict) = super::load_as(path, format, mapped)?;
     Index::from_mapped(format, &dict)
+}
+
+/// The parts of a file whose header is at its front (safetensors, npy,
+/// GGUF), read through `source` from its first bytes `first`, when the
+/// file is one of them (and `format` allows it); None for any other.
+pub(crate) fn header_parts(
+    source: &FileSource,
+    first: Vec<u8>,
+    format: Format,
+) -> Result<Option<(Format, super::ckpt_parts::Parts)>> {
+    use super::header_index as h;
+    let allows = |f: Format| format == Format::Auto || format == f;
+    let is = |f: Format| f.handler().is_some_and(|h| h.detect(&first));
+    Ok(
+        if allows(Format::Safetensors) && h::is_safetensors(&first, source.len()) {
+            Some((Format::Safetensors, h::safetensors(source, first)?))
+        } else if allows(Format::Npy) && is(Format::Npy) {
+            Some((Format::Npy, h::npy(source, first)?))
+        } else if allows(Format::Gguf) && is(Format::Gguf) {
+            Some((Format::Gguf, h::gguf(source, first)?))
+        } else {
+            None
+        },
+    )
 }

@@ -121,6 +121,7 @@ impl Index {
                     records.push(RecordSpec {
                         data,
                         len: s.nbytes() as u64,
+                        swap: 0,
                     });
                     by_storage.insert(key, records.len() - 1);
                     records.len() - 1

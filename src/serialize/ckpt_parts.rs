@@ -21,6 +21,10 @@ pub(crate) enum RecordData {
 pub(crate) struct RecordSpec {
     pub data: RecordData,
     pub len: u64,
+    /// For a range stored big-endian: the width of the groups of bytes
+    /// reversed once read (the item size; half of it for complex); 0 for
+    /// bytes used as stored.
+    pub swap: usize,
 }
 
 /// A tensor of the index.
@@ -103,7 +107,16 @@ impl Parts {
                     e.name,
                     source.bytes.len()
                 );
-                made[e.record] = Some(source.record(at, len, e.dtype.itemsize())?);
+                made[e.record] = Some(if r.swap > 1 {
+                    let used = len / r.swap * r.swap;
+                    super::source::Record {
+                        storage: super::source::swapped(&source.bytes[at..at + used], r.swap)?,
+                        base: 0,
+                        len,
+                    }
+                } else {
+                    source.record(at, len, e.dtype.itemsize())?
+                });
             }
             let rec = made[e.record].as_ref().expect("made above");
             let offset = rec.place(&e.name, e.offset, &e.sizes, &e.strides, e.dtype)?;

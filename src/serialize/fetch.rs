@@ -39,7 +39,8 @@ pub type ProgressFn<'a> = dyn FnMut(&Progress<'_>) -> bool + 'a;
 pub(crate) struct Options<'a> {
     /// Reading threads (0: the parallel-loop thread count).
     pub concurrency: usize,
-    /// Bytes a read (0: [`DEFAULT_CHUNK`]).
+    /// Bytes a read (0: [`DEFAULT_CHUNK`]; rounded up to a multiple of
+    /// 16).
     pub chunk: u64,
     /// Called on the calling thread after each chunk.
     pub progress: Option<&'a mut ProgressFn<'a>>,
@@ -73,10 +74,12 @@ pub(crate) fn fetch(
     device: Device,
     opts: Options<'_>,
 ) -> Result<Vec<Storage>> {
+    // Whole 16-byte groups: a byte-swapped record's elements (2, 4 or 8
+    // bytes) never straddle two chunks.
     let chunk = if opts.chunk == 0 {
         DEFAULT_CHUNK
     } else {
-        opts.chunk
+        opts.chunk.next_multiple_of(16)
     };
     let mut dests = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -228,7 +231,9 @@ impl Run<'_> {
             let out = unsafe { std::slice::from_raw_parts_mut(dst, len) };
             return match &record.data {
                 RecordData::Range { source, offset } => {
-                    self.index.sources[*source].read_at(offset + at, out)
+                    self.index.sources[*source].read_at(offset + at, out)?;
+                    swap(out, record.swap);
+                    Ok(())
                 }
                 RecordData::Resident(s) => {
                     out.copy_from_slice(resident(s, at, len)?);
@@ -240,6 +245,7 @@ impl Run<'_> {
             RecordData::Range { source, offset } => {
                 staging.resize(len, 0);
                 self.index.sources[*source].read_at(offset + at, staging)?;
+                swap(staging, record.swap);
                 staging
             }
             RecordData::Resident(s) => resident(s, at, len)?,
@@ -254,6 +260,15 @@ impl Run<'_> {
         // SAFETY: dst is len bytes inside dest's allocation (as above), src
         // len bytes of host memory; they are distinct allocations.
         unsafe { alloc.copy_data(dst.cast(), src.as_ptr().cast(), len) }
+    }
+}
+
+/// Reverses every `width`-byte group of `bytes` (big-endian data made
+/// native; a chunk starts and ends on a group: chunks and ranges are
+/// whole elements); nothing for a width of 0 or 1.
+fn swap(bytes: &mut [u8], width: usize) {
+    if width > 1 {
+        bytes.chunks_exact_mut(width).for_each(<[u8]>::reverse);
     }
 }
 

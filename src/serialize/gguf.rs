@@ -23,6 +23,7 @@
 //! `NAME.ggml_shape` beside a tensor NAME (it would collide with the
 //! metadata above).
 
+use super::ckpt_parts::{Entry, Parts, RecordData, RecordSpec};
 use super::dict::TensorDict;
 use super::gguf_types::{
     ggml_type, FullType, GgmlType, ValueType, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGML_SHAPE_SUFFIX,
@@ -32,7 +33,7 @@ use super::source::Source;
 use super::{FileFormat, LoadFlags};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::tensor::{layout, Tensor};
+use crate::tensor::layout;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -46,18 +47,25 @@ pub(crate) static GGUF: Gguf = Gguf;
 /// Arrays nested deeper than this are refused (no recursion without end).
 const MAX_NESTING: usize = 8;
 
-/// A reading position in the file's bytes.
+/// A reading position in the first bytes of a file (all of them, or a
+/// prefix a checkpoint's index read).
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The file's length (`bytes` may be only its start).
+    file_len: u64,
+    /// A read ran past `bytes` but not past the file: more of the file
+    /// is needed, nothing is wrong with it.
+    short: bool,
     /// The file is big-endian (gguf-py writes either order): numbers are
     /// read reversed.
     big: bool,
 }
 
 impl<'a> Reader<'a> {
+    /// The file's bytes after the position.
     fn left(&self) -> u64 {
-        (self.bytes.len() - self.pos) as u64
+        self.file_len - self.pos as u64
     }
 
     /// The next `n` bytes, for `what`.
@@ -67,9 +75,17 @@ impl<'a> Reader<'a> {
             Format,
             "gguf: the file is truncated: it is {} bytes, and {what} needs {n} bytes at byte {}, \
              past its end",
-            self.bytes.len(),
+            self.file_len,
             self.pos
         );
+        if n > (self.bytes.len() - self.pos) as u64 {
+            self.short = true;
+            crate::bail!(
+                Format,
+                "gguf: the header runs past the {} bytes read",
+                self.bytes.len()
+            );
+        }
         let s = &self.bytes[self.pos..self.pos + n as usize];
         self.pos += n as usize;
         Ok(s)
@@ -106,7 +122,7 @@ impl<'a> Reader<'a> {
             "gguf: the file is truncated or corrupt: {what} is {n}, which need {min_size} bytes \
              or more each, and only {} bytes follow (the file is {} bytes)",
             self.left(),
-            self.bytes.len()
+            self.file_len
         );
         Ok(n)
     }
@@ -315,12 +331,7 @@ fn set_meta(dict: &mut TensorDict, key: &str, value: &str) -> Result<()> {
 /// Reads the header and the key-value metadata into `dict`; returns the
 /// reader after them (knowing the file's byte order), the tensor count
 /// and the alignment.
-fn read_header<'a>(bytes: &'a [u8], dict: &mut TensorDict) -> Result<(Reader<'a>, u64, u64)> {
-    let mut r = Reader {
-        bytes,
-        pos: 0,
-        big: false,
-    };
+fn read_header(r: &mut Reader<'_>, dict: &mut TensorDict) -> Result<(u64, u64)> {
     let magic = r.array::<4>(&"the magic")?;
     crate::ensure!(
         &magic == MAGIC,
@@ -352,7 +363,7 @@ fn read_header<'a>(bytes: &'a [u8], dict: &mut TensorDict) -> Result<(Reader<'a>
         );
         let t = r.value_type(&format_args!("key '{key}'"))?;
         let mut text = String::new();
-        let full = value(&mut r, &key, t, false, 0, &mut text)?;
+        let full = value(r, &key, t, false, 0, &mut text)?;
         if key == ALIGNMENT_KEY {
             let a = text.parse::<u64>().ok().filter(|a| a.is_power_of_two());
             match (full == FullType::Scalar(ValueType::U32), a) {
@@ -371,7 +382,7 @@ fn read_header<'a>(bytes: &'a [u8], dict: &mut TensorDict) -> Result<(Reader<'a>
         let json = serde_json::Value::Object(types).to_string();
         set_meta(dict, TYPES_KEY, &json)?;
     }
-    Ok((r, n_tensors, alignment))
+    Ok((n_tensors, alignment))
 }
 
 /// Where a tensor's data lie: its file offset and bytes, its c10 shape
@@ -440,14 +451,31 @@ fn check_overlaps(infos: &[Info], placed: &[Placed], data_start: u64) -> Result<
     )
 }
 
-/// Reads a GGUF file.
-fn read(source: &Source<'_>) -> Result<TensorDict> {
+/// The parts of a GGUF file of `len` bytes from its first bytes `head`:
+/// None when its header runs past them (read more and ask again).
+/// Records are ranges of source 0; a big-endian file's plain data are
+/// swapped when fetched.
+pub(crate) fn parts(head: &[u8], len: u64) -> Result<Option<Parts>> {
+    let mut r = Reader {
+        bytes: head,
+        pos: 0,
+        file_len: len,
+        short: false,
+        big: false,
+    };
+    match header_parts(&mut r) {
+        Err(_) if r.short => Ok(None),
+        other => other.map(Some),
+    }
+}
+
+fn header_parts(r: &mut Reader<'_>) -> Result<Parts> {
     let mut dict = TensorDict::new();
-    let (mut r, n_tensors, alignment) = read_header(source.bytes, &mut dict)?;
+    let (n_tensors, alignment) = read_header(r, &mut dict)?;
     let infos = (0..n_tensors)
-        .map(|i| tensor_info(&mut r, i))
+        .map(|i| tensor_info(r, i))
         .collect::<Result<Vec<Info>>>()?;
-    let len = source.bytes.len() as u64;
+    let len = r.file_len;
     let data_start = (r.pos as u64).div_ceil(alignment) * alignment;
     let mut names = std::collections::HashSet::with_capacity(infos.len());
     for info in &infos {
@@ -473,20 +501,26 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
         .map(|info| place(info, data_start, alignment, len))
         .collect::<Result<Vec<Placed>>>()?;
     check_overlaps(&infos, &placed, data_start)?;
+    let mut records = Vec::with_capacity(infos.len());
+    let mut entries = Vec::with_capacity(infos.len());
     for (info, p) in infos.iter().zip(placed) {
         let name = &info.name;
         let dtype = p.dtype.unwrap_or(DType::Byte);
-        let mut rec = source.record(p.start as usize, p.nbytes as usize, dtype.itemsize())?;
-        if r.big && p.dtype.is_some_and(|d| d.itemsize() > 1) {
-            // Plain data as the machine holds it; quantized blocks are
-            // bytes, kept as stored (gguf-py swaps neither).
-            let bytes = &source.bytes[p.start as usize..(p.start + p.nbytes) as usize];
-            rec.storage = super::source::swapped(bytes, dtype.itemsize())?;
-            rec.base = 0;
-        }
-        let strides = layout::contiguous_strides(&p.shape);
-        let offset = rec.place(name, 0, &p.shape, &strides, dtype)?;
-        let t = Tensor::from_storage(&rec.storage, offset, &p.shape, Some(&strides), dtype)?;
+        // Plain data as the machine holds it; quantized blocks are bytes,
+        // kept as stored (gguf-py swaps neither).
+        let swap = if r.big && p.dtype.is_some_and(|d| d.itemsize() > 1) {
+            dtype.itemsize()
+        } else {
+            0
+        };
+        records.push(RecordSpec {
+            data: RecordData::Range {
+                source: 0,
+                offset: p.start,
+            },
+            len: p.nbytes,
+            swap,
+        });
         if p.dtype.is_none() {
             let logical: Vec<String> = info.ne.iter().rev().map(|d| d.to_string()).collect();
             set_meta(
@@ -500,10 +534,34 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
                 &format!("[{}]", logical.join(", ")),
             )?;
         }
-        dict.set(name, t)
-            .map_err(|e| crate::err!(Format, "gguf: tensor name: {}", e.message()))?;
+        entries.push(Entry {
+            name: name.clone(),
+            record: records.len() - 1,
+            offset: 0,
+            strides: layout::contiguous_strides(&p.shape).to_vec(),
+            sizes: p.shape,
+            dtype,
+        });
     }
-    Ok(dict)
+    let metadata = dict
+        .metadata_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    Ok(Parts {
+        records,
+        entries,
+        metadata,
+    })
+}
+
+/// Reads a GGUF file: its parts over its bytes.
+fn read(source: &Source<'_>) -> Result<TensorDict> {
+    let parts = parts(source.bytes, source.bytes.len() as u64)?
+        .ok_or_else(|| crate::err!(Internal, "gguf: a whole file read as a prefix"))?;
+    parts.over_bytes(source).map_err(|e| match e.kind() {
+        crate::error::ErrorKind::Format => e,
+        _ => crate::err!(Format, "gguf: {}", e.message()),
+    })
 }
 
 impl FileFormat for Gguf {

@@ -346,16 +346,17 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
             return Err(crate::files::directory_refused(path, "cannot open"));
         }
     };
-    if !flags.mmap && matches!(format, Format::Auto | Format::Safetensors) {
-        // A safetensors file is loaded through its index: the header,
-        // then every tensor read in parallel into its own memory.
-        let mut first = [0u8; 16];
-        let n = read_prefix(&file, &mut first).map_err(|e| io_err(path, "cannot read", e))?;
-        if header_index::is_safetensors(&first[..n], meta.len()) {
-            return checkpoint::load_safetensors(file, path, first[..n].to_vec())
-                .map(|d| (Format::Safetensors, d));
+    // A file whose header is at its front (safetensors, npy, GGUF) is
+    // loaded through its index: the header, then every tensor read in
+    // parallel into its own memory.
+    let file = if flags.mmap {
+        file
+    } else {
+        match checkpoint::load_headed(file, path, format)? {
+            Ok(loaded) => return Ok(loaded),
+            Err(file) => file,
         }
-    }
+    };
     let bytes = if flags.mmap {
         map_file(file, meta.len(), path, flags.read_only)?
     } else {
@@ -386,22 +387,6 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
         format,
         flags,
     )
-}
-
-/// Reads the first bytes of `file` into `buf`: how many there are.
-fn read_prefix(file: &File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        #[cfg(unix)]
-        let got = std::os::unix::fs::FileExt::read_at(file, &mut buf[n..], n as u64)?;
-        #[cfg(windows)]
-        let got = std::os::windows::fs::FileExt::seek_read(file, &mut buf[n..], n as u64)?;
-        if got == 0 {
-            break;
-        }
-        n += got;
-    }
-    Ok(n)
 }
 
 /// Loads the directory `path` as the first directory format that holds

@@ -13,6 +13,7 @@
 //! writes version 1.0 (2.0 when the header needs it), little-endian, C
 //! order.
 
+use super::ckpt_parts::{Entry, Parts, RecordData, RecordSpec};
 use super::dict::TensorDict;
 use super::safetensors_format::row_major;
 use super::source::Source;
@@ -269,20 +270,43 @@ pub(crate) fn read_array_at(
     len: usize,
     name: &str,
 ) -> Result<Tensor> {
-    let h = parse_header(&source.bytes[start..start + len])?;
+    let (record, entry) = array_parts(&source.bytes[start..start + len], len as u64, name)?;
+    let RecordData::Range { offset, .. } = record.data else {
+        crate::bail!(Internal, "npy: a record that is not a range");
+    };
+    let parts = Parts {
+        records: vec![RecordSpec {
+            data: RecordData::Range {
+                source: 0,
+                offset: offset + start as u64,
+            },
+            ..record
+        }],
+        entries: vec![entry],
+        metadata: Vec::new(),
+    };
+    let dict = parts.over_bytes(source)?;
+    Ok(dict.get(name).expect("the one array").clone())
+}
+
+/// The record and tensor of an NPY file of `len` bytes from its first
+/// bytes `head` (at least its header): the data are a range of source 0
+/// from the end of the header, swapped when fetched for a big-endian
+/// descr.
+pub(crate) fn array_parts(head: &[u8], len: u64, name: &str) -> Result<(RecordSpec, Entry)> {
+    let h = parse_header(head)?;
     let strides = if h.fortran {
         fortran_strides(&h.shape)
     } else {
         layout::contiguous_strides(&h.shape).to_vec()
     };
-    let len = len - h.data_start;
-    let data_start = start + h.data_start;
+    let data_len = len - h.data_start as u64;
     let numel = h
         .shape
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64));
     let needed = numel.and_then(|n| n.checked_mul(h.dtype.itemsize() as u64));
-    if let Some(needed) = needed.filter(|&n| n > len as u64) {
+    if let Some(needed) = needed.filter(|&n| n > data_len) {
         crate::bail!(
             Format,
             "npy: the array's data are cut short: its header describes {} {:?}, {needed} bytes \
@@ -291,22 +315,42 @@ pub(crate) fn read_array_at(
             h.shape,
             h.data_start,
             h.data_start as u64 + needed,
-            h.data_start + len
+            h.data_start as u64 + data_len
         );
     }
-    let mut rec = source.record(data_start, len, h.dtype.itemsize())?;
-    let offset = rec.place(name, 0, &h.shape, &strides, h.dtype)?;
-    if h.big_endian {
-        let width = if h.dtype.is_complex() {
-            h.dtype.itemsize() / 2
-        } else {
-            h.dtype.itemsize()
-        };
-        let used = (len / width) * width;
-        rec.storage = super::source::swapped(&source.bytes[data_start..data_start + used], width)?;
-        return Tensor::from_storage(&rec.storage, 0, &h.shape, Some(&strides), h.dtype);
+    let swap = match (h.big_endian, h.dtype.is_complex()) {
+        (false, _) => 0,
+        (true, true) => h.dtype.itemsize() / 2,
+        (true, false) => h.dtype.itemsize(),
+    };
+    let record = RecordSpec {
+        data: RecordData::Range {
+            source: 0,
+            offset: h.data_start as u64,
+        },
+        len: data_len,
+        swap,
+    };
+    super::source::place_in(data_len, 0, name, 0, &h.shape, &strides, h.dtype)?;
+    let entry = Entry {
+        name: name.to_owned(),
+        record: 0,
+        offset: 0,
+        sizes: h.shape,
+        strides,
+        dtype: h.dtype,
+    };
+    Ok((record, entry))
+}
+
+/// How many first bytes of an NPY file hold its header (from its first
+/// 12 bytes, or fewer when the file is that short): enough to parse it.
+pub(crate) fn header_len(first: &[u8]) -> usize {
+    match (first.get(6), first.get(8..12)) {
+        (Some(1), Some(b)) => 10 + u16::from_le_bytes([b[0], b[1]]) as usize,
+        (Some(2 | 3), Some(b)) => 12 + u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize,
+        _ => first.len(),
     }
-    Tensor::from_storage(&rec.storage, offset, &h.shape, Some(&strides), h.dtype)
 }
 
 /// The NPY header of `t` (version 1.0, or 2.0 when longer than 65535
