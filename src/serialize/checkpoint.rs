@@ -378,6 +378,7 @@ impl Checkpoint {
                 bytes,
                 backing: Some(map),
                 direct: false,
+                lazy: None,
             };
             let at = usize::try_from(offset + job.start).map_err(|_| {
                 crate::err!(
@@ -424,57 +425,74 @@ impl Checkpoint {
     }
 }
 
-/// The whole file `file` at `path` loaded into fresh memory when its
-/// header is at its front (safetensors, npy, GGUF; `format` Auto or one
-/// of them): its index, then every tensor fetched in parallel. None for
-/// any other file: the caller reads it whole. What a copy load of such a
-/// file is (`serialize::load`).
-pub(crate) fn load_headed(
+/// The whole file `file` at `path` loaded into fresh memory when it can
+/// be indexed by reads (safetensors, npy, GGUF, the zip-based formats;
+/// `format` Auto or one of them): its index, then every tensor fetched
+/// in parallel. The file back for any other: the caller reads it whole.
+/// What a copy load is (`serialize::load`).
+pub(crate) fn load_indexed(
     file: std::fs::File,
     path: &Path,
     format: Format,
+    flags: LoadFlags,
 ) -> Result<std::result::Result<(Format, TensorDict), std::fs::File>> {
-    let source = FileSource::new(file, path)?;
-    let first = source.first_bytes(16)?;
-    let Some((found, parts)) = header_parts(&source, first, format)? else {
-        return Ok(Err(source.into_file()));
+    let index = match index_by_reads(FileSource::new(file, path)?, format, flags)? {
+        Ok(index) => index,
+        Err(source) => return Ok(Err(source.into_file())),
     };
-    let index = Index::new(
-        found,
-        vec![Arc::new(source)],
-        parts.records,
-        parts.entries,
-        parts.metadata,
-    )
-    .map_err(|e| crate::err!(Format, "{}: {}", found.name(), e.message()))?;
+    let found = index.format;
     let ckpt = Checkpoint {
+        maps: index.sources.iter().map(|_| OnceLock::new()).collect(),
         index,
         flags: LoadFlags::default(),
-        maps: vec![OnceLock::new()],
     };
     let dict = ckpt.load_many(None, Device::CPU, FetchOptions::default())?;
     Ok(Ok((found, dict)))
 }
 
+/// The index of the file in `source` read through it: a header at its
+/// front (safetensors, npy, GGUF) or a zip archive's directory and
+/// pickles; the source back when the file is neither (or the zip way
+/// cannot index it).
+fn index_by_reads(
+    source: FileSource,
+    format: Format,
+    flags: LoadFlags,
+) -> Result<std::result::Result<Index, FileSource>> {
+    let first = source.first_bytes(16)?;
+    let zip = super::zip_head::is_zip(&first)
+        && matches!(
+            format,
+            Format::Auto | Format::Torch | Format::TorchScript | Format::Npz
+        );
+    if let Some((found, parts)) = header_parts(&source, first, format)? {
+        return Index::new(
+            found,
+            vec![Arc::new(source)],
+            parts.records,
+            parts.entries,
+            parts.metadata,
+        )
+        .map(Ok)
+        .map_err(|e| crate::err!(Format, "{}: {}", found.name(), e.message()));
+    }
+    if zip {
+        let source = Arc::new(source);
+        if let Some(index) = super::zip_head::index(source.clone(), format, flags)? {
+            return Ok(Ok(index));
+        }
+        return Arc::try_unwrap(source)
+            .map(Err)
+            .map_err(|_| crate::err!(Internal, "the zip index kept its source"));
+    }
+    Ok(Err(source))
+}
+
 /// The index of the checkpoint at `path`.
 fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
-    if matches!(
-        format,
-        Format::Auto | Format::Safetensors | Format::Npy | Format::Gguf
-    ) {
-        if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
-            let source = FileSource::new(file, path)?;
-            let first = source.first_bytes(16)?;
-            if let Some((found, parts)) = header_parts(&source, first, format)? {
-                return Index::new(
-                    found,
-                    vec![Arc::new(source)],
-                    parts.records,
-                    parts.entries,
-                    parts.metadata,
-                )
-                .map_err(|e| crate::err!(Format, "{}: {}", found.name(), e.message()));
-            }
+    if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
+        if let Ok(index) = index_by_reads(FileSource::new(file, path)?, format, flags)? {
+            return Ok(index);
         }
     }
     let mapped = LoadFlags {

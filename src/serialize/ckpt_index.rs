@@ -79,6 +79,60 @@ impl Index {
         self.by_name.get(name).copied()
     }
 
+    /// The index of a dict a reader made while indexing (`Source::lazy`):
+    /// each storage it noted becomes the range of `source` it stands for
+    /// (with its swap width); any other (an entry it inflated) stays
+    /// resident.
+    pub(crate) fn from_noted(
+        format: Format,
+        dict: &TensorDict,
+        noted: &super::source::Noted,
+        source: Arc<FileSource>,
+    ) -> Result<Index> {
+        let mut records = Vec::new();
+        let mut by_storage: HashMap<usize, usize> = HashMap::new();
+        let mut entries = Vec::with_capacity(dict.len());
+        for (name, t) in dict.iter() {
+            let s = t.storage();
+            let key = crate::refcount::Ref::as_ptr(&s.0) as usize;
+            let record = match by_storage.get(&key) {
+                Some(&r) => r,
+                None => {
+                    let (data, swap) = match noted.get(s) {
+                        Some((offset, swap)) => (RecordData::Range { source: 0, offset }, swap),
+                        None if s.device().is_cpu() => (RecordData::Resident(s.clone()), 0),
+                        None => crate::bail!(
+                            Internal,
+                            "tensor '{name}': a storage on {} the index did not note",
+                            s.device()
+                        ),
+                    };
+                    records.push(RecordSpec {
+                        data,
+                        len: s.nbytes() as u64,
+                        swap,
+                    });
+                    by_storage.insert(key, records.len() - 1);
+                    records.len() - 1
+                }
+            };
+            entries.push(Entry {
+                name: name.to_owned(),
+                record,
+                offset: t.storage_offset(),
+                sizes: t.sizes().to_vec(),
+                strides: t.strides().to_vec(),
+                dtype: t.dtype(),
+            });
+        }
+        let metadata = dict
+            .metadata_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let source: Arc<dyn ByteSource> = source;
+        Index::new(format, vec![source], records, entries, metadata)
+    }
+
     /// The index of a dict a reader made over read-only mappings (a mapped
     /// load): each tensor's storage that views a mapped file becomes the
     /// range of that file it views, read again when fetched; any other

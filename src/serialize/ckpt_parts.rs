@@ -108,12 +108,7 @@ impl Parts {
                     source.bytes.len()
                 );
                 made[e.record] = Some(if r.swap > 1 {
-                    let used = len / r.swap * r.swap;
-                    super::source::Record {
-                        storage: super::source::swapped(&source.bytes[at..at + used], r.swap)?,
-                        base: 0,
-                        len,
-                    }
+                    source.record_swapped(at, len, r.swap)?
                 } else {
                     source.record(at, len, e.dtype.itemsize())?
                 });

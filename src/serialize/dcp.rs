@@ -278,6 +278,7 @@ fn chunk_tensor(
         bytes,
         backing: Some(storage),
         direct: false,
+        lazy: None,
     };
     let flags = LoadFlags {
         skip_unknown: false,

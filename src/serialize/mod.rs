@@ -53,6 +53,7 @@ mod torch_zip;
 mod torchscript;
 mod verify;
 mod verify_sets;
+mod zip_head;
 mod zip_index;
 
 pub use checkpoint::{Checkpoint, FetchOptions, Progress, ProgressFn};
@@ -301,6 +302,7 @@ fn load_backed(
             bytes: slice,
             backing: Some(bytes),
             direct,
+            lazy: None,
         },
         format,
         flags,
@@ -346,13 +348,14 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
             return Err(crate::files::directory_refused(path, "cannot open"));
         }
     };
-    // A file whose header is at its front (safetensors, npy, GGUF) is
-    // loaded through its index: the header, then every tensor read in
-    // parallel into its own memory.
+    // A file that can be indexed by reads (a header at its front:
+    // safetensors, npy, GGUF; a zip archive: torch, TorchScript, npz) is
+    // loaded through its index, then every tensor read in parallel into
+    // its own memory.
     let file = if flags.mmap {
         file
     } else {
-        match checkpoint::load_headed(file, path, format)? {
+        match checkpoint::load_indexed(file, path, format, flags)? {
             Ok(loaded) => return Ok(loaded),
             Err(file) => file,
         }
@@ -383,6 +386,7 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
             bytes: slice,
             backing: Some(&bytes),
             direct: false,
+            lazy: None,
         },
         format,
         flags,

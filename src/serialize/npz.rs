@@ -117,6 +117,7 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
                     bytes: slice,
                     backing: Some(&inflated),
                     direct: false,
+                    lazy: None,
                 };
                 npy::read_array(&sub, name)
             }

@@ -22,6 +22,43 @@ pub(crate) struct Source<'a> {
     /// holds (a file read or mapped): each record gets a storage of its
     /// own viewing it, so tensors keep the offsets they were saved with.
     pub direct: bool,
+    /// Set while a checkpoint's index is read from a sparse copy of the
+    /// file: records are noted (a Meta storage of their length each), not
+    /// made, and `bytes` holds only what the readers look at besides them.
+    pub lazy: Option<&'a Noted>,
+}
+
+/// The records a reader asked for while indexing ([`Source::lazy`]): per
+/// Meta storage standing for one, where its bytes lie and the width of
+/// the groups a big-endian record reverses (0: none).
+#[derive(Default)]
+pub(crate) struct Noted(std::sync::Mutex<std::collections::HashMap<usize, (u64, usize)>>);
+
+impl Noted {
+    fn note(&self, offset: usize, len: usize, swap: usize) -> Result<Record> {
+        let meta = Device::new(crate::device::DeviceType::Meta, -1)?;
+        let storage = Storage::new(len, meta, false)?;
+        let key = crate::refcount::Ref::as_ptr(&storage.0) as usize;
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, (offset as u64, swap));
+        Ok(Record {
+            storage,
+            base: 0,
+            len,
+        })
+    }
+
+    /// Where the record `storage` stands for lies, and its swap width.
+    pub(crate) fn get(&self, storage: &Storage) -> Option<(u64, usize)> {
+        let key = crate::refcount::Ref::as_ptr(&storage.0) as usize;
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .copied()
+    }
 }
 
 /// A loaded record: the storage tensors use, and the element offset of
@@ -154,10 +191,28 @@ unsafe extern "C" fn drop_parent(ctx: *mut c_void) {
 
 impl Source<'_> {
     /// The `len` bytes at `offset` (checked by the caller to lie within
+    /// `bytes`) stored big-endian in groups of `width` bytes: a copy with
+    /// each whole group reversed (noted as such while indexing).
+    pub fn record_swapped(&self, offset: usize, len: usize, width: usize) -> Result<Record> {
+        let used = len - len % width.max(1);
+        if let Some(noted) = self.lazy {
+            return noted.note(offset, used, width);
+        }
+        Ok(Record {
+            storage: swapped(&self.bytes[offset..offset + used], width)?,
+            base: 0,
+            len: used,
+        })
+    }
+
+    /// The `len` bytes at `offset` (checked by the caller to lie within
     /// `bytes`) for tensors of `itemsize`-byte elements: a view of the
     /// backing storage when there is one and the address is aligned to the
     /// element, else a copy.
     pub fn record(&self, offset: usize, len: usize, itemsize: usize) -> Result<Record> {
+        if let Some(noted) = self.lazy {
+            return noted.note(offset, len, 0);
+        }
         let bytes = &self.bytes[offset..offset + len];
         let align = itemsize.clamp(1, 16);
         if let Some(parent) = self.backing {

@@ -6,7 +6,7 @@
 //! big-endian). Part of the tree walk of `torch_read`.
 
 use super::dtypes;
-use super::source::{self, Record};
+use super::source::Record;
 use super::torch_loader::{Loaded, Loader};
 use super::torch_pickle::{refused_rebuild, SKIPPED_KEY};
 use super::torch_values::{is_empty_dict, key_name, untag};
@@ -468,12 +468,7 @@ impl<'p> Loader<'_, 'p> {
         } else {
             dtype.itemsize()
         };
-        let used = len - len % width.max(1);
-        Ok(Record {
-            storage: source::swapped(&self.source.bytes[off..off + used], width)?,
-            base: 0,
-            len: used,
-        })
+        self.source.record_swapped(off, len, width)
     }
 }
 

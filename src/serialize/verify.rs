@@ -78,6 +78,7 @@ impl<'a> Loaded<'a> {
             bytes,
             backing: Some(mapped),
             direct: false,
+            lazy: None,
         };
         let flags = LoadFlags {
             mmap: true,

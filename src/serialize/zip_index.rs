@@ -475,11 +475,11 @@ fn check_sizes(e: &Entry) -> Result<()> {
     Ok(())
 }
 
-/// Every record of the zip archive `bytes`, in central-directory order,
-/// after the checks of the module documentation.
-///
-/// Errors: `Format`, naming the record(s) and what was expected.
-pub(crate) fn entries(bytes: &[u8]) -> Result<Vec<Entry>> {
+/// The central directory of the zip archive `bytes` (its end record and
+/// its records, each name once): where it starts, and its records, whose
+/// data are not yet located (`data` 0), with their raw names. What a
+/// reader of part of a file needs first: then the local headers.
+pub(crate) fn central(bytes: &[u8]) -> Result<(u64, Vec<(Entry, &[u8])>)> {
     let (dir, limit) = directory(bytes)?;
     let cd_end = dir.start.checked_add(dir.size).filter(|&e| e <= limit);
     let Some(cd_end) = cd_end else {
@@ -503,13 +503,11 @@ pub(crate) fn entries(bytes: &[u8]) -> Result<Vec<Entry>> {
     let cd = (dir.start as usize, cd_end as usize);
     // Grown record by record: the count is only bounded by the
     // directory's size so far.
-    let mut entries = Vec::new();
-    let mut raw_names = Vec::new();
+    let mut records = Vec::new();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut at = cd.0;
     for index in 0..dir.count as usize {
         let (entry, raw, next) = central_record(bytes, at, cd, index)?;
-        raw_names.push(raw);
         if let Some(first) = by_name.insert(entry.name.clone(), index) {
             crate::bail!(
                 Format,
@@ -518,7 +516,7 @@ pub(crate) fn entries(bytes: &[u8]) -> Result<Vec<Entry>> {
                 entry.name
             );
         }
-        entries.push(entry);
+        records.push((entry, raw));
         at = next;
     }
     crate::ensure!(
@@ -530,9 +528,26 @@ pub(crate) fn entries(bytes: &[u8]) -> Result<Vec<Entry>> {
         dir.count,
         cd.1
     );
+    Ok((dir.start, records))
+}
+
+/// Where the central directory of the zip archive `bytes` lies (from its
+/// end record): [start, end).
+pub(crate) fn central_span(bytes: &[u8]) -> Result<(u64, u64)> {
+    let (dir, _) = directory(bytes)?;
+    Ok((dir.start, dir.start.saturating_add(dir.size)))
+}
+
+/// Every record of the zip archive `bytes`, in central-directory order,
+/// after the checks of the module documentation.
+///
+/// Errors: `Format`, naming the record(s) and what was expected.
+pub(crate) fn entries(bytes: &[u8]) -> Result<Vec<Entry>> {
+    let (start, records) = central(bytes)?;
+    let (mut entries, raw_names): (Vec<Entry>, Vec<&[u8]>) = records.into_iter().unzip();
     let mut local_names = Vec::with_capacity(entries.len());
     for e in &mut entries {
-        local_names.push(locate(bytes, e, dir.start)?);
+        local_names.push(locate(bytes, e, start)?);
     }
     check_overlaps(&entries)?;
     for ((e, local), raw) in entries.iter().zip(local_names).zip(raw_names) {

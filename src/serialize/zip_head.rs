@@ -1,0 +1,145 @@
+//! A zip-based checkpoint (torch, TorchScript, npz) indexed by reads: the
+//! format's own reader runs over a sparse copy of the file that holds
+//! only what it looks at, and notes the records it would load instead of
+//! loading them (`Source::lazy`).
+//!
+//! The copy is anonymous memory of the file's length, reserved without
+//! backing (pages exist only where bytes were written), filled in steps
+//! through the byte source: the last 128 KiB (the end record, a ZIP64
+//! locator and end record, usually the whole central directory), the
+//! central directory, each record's local header, then every record that
+//! is not a tensor storage (the pickles, version and byte-order records,
+//! TorchScript's code) whole, and of each stored `.npy` entry its header.
+//! Storage records (a name whose last part is a number) and the arrays of
+//! npz entries are never read: they become ranges of the index. A deflated
+//! record is read whole (an npz entry is inflated at open).
+//!
+//! Any error on this way (a file that does not parse as a zip archive
+//! here, a reader that finds what it needs missing) leaves the file to the
+//! mapped index, whose reader gives the error the file deserves.
+
+use super::byte_source::{ByteSource, FileSource};
+use super::ckpt_index::Index;
+use super::formats::Format;
+use super::source::{Noted, Source};
+use super::zip_index::{self, STORED};
+use super::LoadFlags;
+use crate::error::Result;
+use std::sync::Arc;
+
+/// The end of the file read first.
+const TAIL: u64 = 128 << 10;
+/// Bytes read past a local header's name (its extra field starts there).
+const LOCAL_SLACK: u64 = 16;
+
+/// Whether `first` (the file's first bytes) starts a zip archive.
+pub(crate) fn is_zip(first: &[u8]) -> bool {
+    first.starts_with(b"PK\x03\x04") || first.starts_with(b"PK\x05\x06")
+}
+
+/// The file's bytes where read, zeros elsewhere.
+struct Sparse<'s> {
+    source: &'s FileSource,
+    map: memmap2::MmapMut,
+    /// The ranges read, sorted, disjoint.
+    read: Vec<(u64, u64)>,
+}
+
+impl Sparse<'_> {
+    /// Reads [a, b) (clamped to the file) where not read yet.
+    fn fill(&mut self, a: u64, b: u64) -> Result<()> {
+        let b = b.min(self.source.len());
+        let mut at = a;
+        let mut gaps = Vec::new();
+        for &(x, y) in &self.read {
+            if y <= at || x >= b {
+                continue;
+            }
+            if x > at {
+                gaps.push((at, x));
+            }
+            at = at.max(y);
+        }
+        if at < b {
+            gaps.push((at, b));
+        }
+        for (x, y) in gaps {
+            self.source
+                .read_at(x, &mut self.map[x as usize..y as usize])?;
+            self.read.push((x, y));
+        }
+        self.read.sort_unstable();
+        Ok(())
+    }
+}
+
+/// The index of the zip archive in `source` (`format`: Auto or the one it
+/// must be), or None when this way does not index it (the caller maps
+/// the file; see the module documentation).
+pub(crate) fn index(
+    source: Arc<FileSource>,
+    format: Format,
+    flags: LoadFlags,
+) -> Result<Option<Index>> {
+    let len = source.len();
+    let Ok(len_usize) = usize::try_from(len) else {
+        return Ok(None);
+    };
+    let Ok(map) = memmap2::MmapOptions::new()
+        .len(len_usize)
+        .no_reserve_swap()
+        .map_anon()
+    else {
+        return Ok(None);
+    };
+    let mut sparse = Sparse {
+        source: &source,
+        map,
+        read: Vec::new(),
+    };
+    // Reads that fail (the file changed, an I/O error) are errors; a
+    // file this way cannot parse is the mapped index's to refuse.
+    sparse.fill(len.saturating_sub(TAIL), len)?;
+    let Ok((start, end)) = zip_index::central_span(&sparse.map) else {
+        return Ok(None);
+    };
+    sparse.fill(start, end)?;
+    let headers: Vec<(u64, u64)> = match zip_index::central(&sparse.map) {
+        Ok((_, records)) => records
+            .iter()
+            .map(|(e, raw)| (e.header, raw.len() as u64))
+            .collect(),
+        Err(_) => return Ok(None),
+    };
+    for (at, name) in headers {
+        sparse.fill(at, at.saturating_add(30 + name + LOCAL_SLACK))?;
+    }
+    let Ok(entries) = zip_index::entries(&sparse.map) else {
+        return Ok(None);
+    };
+    for e in &entries {
+        let last = e.name.rsplit('/').next().unwrap_or_default();
+        let storage = !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit());
+        let end = e.data.saturating_add(e.packed);
+        if e.method == STORED && e.name.ends_with(".npy") {
+            sparse.fill(e.data, e.data.saturating_add(16).min(end))?;
+            let first = &sparse.map[e.data as usize..(e.data + 16).min(end) as usize];
+            let header = super::npy::header_len(first) as u64;
+            sparse.fill(e.data, e.data.saturating_add(header).min(end))?;
+        } else if !(storage && e.method == STORED) {
+            sparse.fill(e.data, end)?;
+        }
+    }
+    let noted = Noted::default();
+    let lazy = Source {
+        bytes: &sparse.map,
+        backing: None,
+        direct: false,
+        lazy: Some(&noted),
+    };
+    let Ok((found, dict)) = super::load_source(&lazy, format, flags) else {
+        return Ok(None);
+    };
+    drop(sparse);
+    Index::from_noted(found, &dict, &noted, source).map(Some)
+}
