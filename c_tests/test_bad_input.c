@@ -1165,7 +1165,7 @@ static void c1012(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHEC
 static void c1013(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
 static void c1014(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
 static void c1015(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1016(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r == 0, "r == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1016(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
 static void c1017(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
 static void c1018(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
 static void c1019(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }

@@ -7,12 +7,9 @@
 //! so both refuse the same files with the same messages.
 
 use super::byte_source::ByteSource;
-use super::ckpt_parts::{Entry, Parts, RecordData, RecordSpec};
-use super::dtypes;
+use super::ckpt_parts::Parts;
 use super::safetensors_header;
-use super::safetensors_header::length_err;
 use crate::error::Result;
-use crate::tensor::layout;
 
 /// The safetensors crate's bound on a header's length.
 const MAX_HEADER_BYTES: u64 = 100_000_000;
@@ -97,56 +94,5 @@ pub(crate) fn safetensors(source: &dyn ByteSource, first: Vec<u8>) -> Result<Par
     };
     let mut head = grow(source, first, head_len)?;
     head.truncate(head_len as usize);
-    safetensors_parts(&head, len)
-}
-
-/// The records, tensors and metadata of a safetensors file of `len`
-/// bytes from its first bytes `head` (the 8-byte length and the header,
-/// where the file has them): records are ranges of source 0.
-pub(crate) fn safetensors_parts(head: &[u8], len: u64) -> Result<Parts> {
-    let header = safetensors_header::read_head(head, len, |e| length_err(head, len, e))?;
-    let data_start = 8 + header.len as u64;
-    let mut records = Vec::with_capacity(header.tensors.len());
-    let mut entries = Vec::with_capacity(header.tensors.len());
-    for (name, info) in &header.tensors {
-        let dtype = dtypes::dtype_of_safetensors(info.dtype).ok_or_else(|| {
-            crate::err!(
-                Format,
-                "safetensors: tensor '{name}' has dtype {:?}, which tessera cannot hold",
-                info.dtype
-            )
-        })?;
-        let sizes: Vec<i64> = info
-            .shape
-            .iter()
-            .map(|&s| i64::try_from(s))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| {
-                crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
-            })?;
-        let (start, end) = info.data_offsets;
-        records.push(RecordSpec {
-            data: RecordData::Range {
-                source: 0,
-                offset: data_start + start as u64,
-            },
-            len: (end - start) as u64,
-            swap: 0,
-        });
-        entries.push(Entry {
-            name: name.clone(),
-            record: records.len() - 1,
-            offset: 0,
-            strides: layout::contiguous_strides(&sizes).to_vec(),
-            sizes,
-            dtype,
-        });
-    }
-    let mut metadata = header.metadata.unwrap_or_default();
-    metadata.sort();
-    Ok(Parts {
-        records,
-        entries,
-        metadata,
-    })
+    safetensors_header::parts(&head, len)
 }

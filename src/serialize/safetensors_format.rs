@@ -317,7 +317,7 @@ fn congruent_head(
 /// Reads a safetensors file from `source`: the header's parts (the one
 /// reader a checkpoint handle indexes with too) over its bytes.
 pub(crate) fn read(source: &Source<'_>) -> Result<TensorDict> {
-    super::header_index::safetensors_parts(source.bytes, source.bytes.len() as u64)?
+    super::safetensors_header::parts(source.bytes, source.bytes.len() as u64)?
         .over_bytes(source)
         .map_err(|e| crate::err!(Format, "safetensors: {}", e.message()))
 }

@@ -15,7 +15,10 @@
 //! 19.9-20.3 us with this one, the crate's map and `deserialize`
 //! 20.1-21.4 us (docs/PERFORMANCE.md, "safetensors mmap").
 
+use super::ckpt_parts::{Entry, Parts, RecordData, RecordSpec};
+use super::dtypes;
 use crate::error::{Error, Result};
+use crate::tensor::layout;
 use safetensors::tensor::TensorInfo;
 use safetensors::SafeTensorError as E;
 use serde::de::{DeserializeSeed, MapAccess, Visitor};
@@ -293,4 +296,55 @@ pub(super) fn length_err(bytes: &[u8], len: u64, e: safetensors::SafeTensorError
         }
         (e, _) => st_err(e),
     }
+}
+
+/// The records, tensors and metadata of a safetensors file of `len`
+/// bytes from its first bytes `head` (the 8-byte length and the header,
+/// where the file has them): records are ranges of source 0.
+pub(crate) fn parts(head: &[u8], len: u64) -> Result<Parts> {
+    let header = read_head(head, len, |e| length_err(head, len, e))?;
+    let data_start = 8 + header.len as u64;
+    let mut records = Vec::with_capacity(header.tensors.len());
+    let mut entries = Vec::with_capacity(header.tensors.len());
+    for (name, info) in &header.tensors {
+        let dtype = dtypes::dtype_of_safetensors(info.dtype).ok_or_else(|| {
+            crate::err!(
+                Format,
+                "safetensors: tensor '{name}' has dtype {:?}, which tessera cannot hold",
+                info.dtype
+            )
+        })?;
+        let sizes: Vec<i64> = info
+            .shape
+            .iter()
+            .map(|&s| i64::try_from(s))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| {
+                crate::err!(Format, "safetensors: tensor '{name}' has a size past int64")
+            })?;
+        let (start, end) = info.data_offsets;
+        records.push(RecordSpec {
+            data: RecordData::Range {
+                source: 0,
+                offset: data_start + start as u64,
+            },
+            len: (end - start) as u64,
+            swap: 0,
+        });
+        entries.push(Entry {
+            name: name.clone(),
+            record: records.len() - 1,
+            offset: 0,
+            strides: layout::contiguous_strides(&sizes).to_vec(),
+            sizes,
+            dtype,
+        });
+    }
+    let mut metadata = header.metadata.unwrap_or_default();
+    metadata.sort();
+    Ok(Parts {
+        records,
+        entries,
+        metadata,
+    })
 }
