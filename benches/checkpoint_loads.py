@@ -35,7 +35,8 @@ peer and <= 1.1x the pread limit; its slowest round <= 1.5x its median).
     /work/venv-torch/bin/python benches/checkpoint_loads.py [SECTIONS]
 
 ROUNDS=n (default 7); BUSY=n: n busy processes beside the run (the
-"two busy processes" row: BUSY=2); BENCH_DIR=dir for the file (default
+"two busy processes" row: BUSY=2); COLD=1: the page cache dropped before
+every sample (root; /proc/sys/vm/drop_caches), untimed; BENCH_DIR=dir for the file (default
 $TMPDIR); TESSERA_LIB=path (default target/release/libtessera.so:
 `cargo build --release --lib`). Needs numpy, safetensors, torch, gguf
 and runai-model-streamer (pip).
@@ -296,6 +297,13 @@ def quartiles(s):
     return s[len(s) // 2], s[len(s) // 4], s[3 * len(s) // 4], s[-1]
 
 
+def drop_caches():
+    """Empties the page cache (COLD=1): every sample reads from the disk."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1\n")
+
+
 def measure(title, sides, rounds, limits):
     """Rounds of every side in turn (after one untimed pass each); prints
     the table and the verdicts. limits: [(what, ours, other, bound)] by
@@ -304,8 +312,11 @@ def measure(title, sides, rounds, limits):
         f()
         gc.collect()
     samples = {name: [] for name, _ in sides}
+    cold = os.environ.get("COLD") == "1"
     for _ in range(rounds):
         for name, f in sides:
+            if cold:
+                drop_caches()
             t = time.perf_counter()
             f()
             samples[name].append((time.perf_counter() - t) * 1e3)
@@ -370,8 +381,10 @@ def main():
             p = multiprocessing.Process(target=busy, daemon=True)
             p.start()
             hogs.append(p)
-        print("%d rounds, %d busy processes, %d threads, %s"
-              % (rounds, busy_n, threads, LIB_PATH))
+        print("%d rounds, %d busy processes, %d threads, page cache %s, %s"
+              % (rounds, busy_n, threads,
+                 "dropped before each sample" if os.environ.get("COLD") == "1" else "warm",
+                 LIB_PATH))
         st = os.path.join(base, "model.safetensors")
         if "safetensors" in wanted or "partial" in wanted:
             count = write_checkpoint(st)
