@@ -9,7 +9,7 @@
 //! several threads at once.
 
 use std::any::Any;
-use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tessera::allocator::{registry, Allocator, RawAllocator};
@@ -17,108 +17,11 @@ use tessera::data_ptr::DataPtr;
 use tessera::device::{Device, DeviceType};
 use tessera::error::{ErrorKind, Result};
 use tessera::serialize::{self, Checkpoint, FetchOptions, Format, LoadFlags, Progress, TensorDict};
-use tessera::{DType, Tensor};
+use tessera::DType;
 
-const COPY: LoadFlags = LoadFlags {
-    mmap: false,
-    skip_unknown: false,
-    read_only: false,
-};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!("ckpt-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-/// A tensor of `sizes` and `dtype` whose bytes follow from `seed`.
-fn filled(sizes: &[i64], dtype: DType, seed: u8) -> Tensor {
-    let t = Tensor::empty(sizes, dtype, Device::CPU).unwrap();
-    let n = t.numel() as usize * t.itemsize();
-    if n > 0 {
-        // SAFETY: a fresh contiguous CPU tensor of n bytes.
-        let bytes =
-            unsafe { std::slice::from_raw_parts_mut(t.data_in_storage().unwrap() as *mut u8, n) };
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(31).wrapping_add(seed) & 0x3f;
-        }
-    }
-    t
-}
-
-fn sample() -> TensorDict {
-    let mut d = TensorDict::new();
-    d.set("embed", filled(&[64, 16], DType::Float, 1)).unwrap();
-    d.set("layer.0", filled(&[16, 16], DType::Half, 2)).unwrap();
-    d.set("layer.1", filled(&[32, 8], DType::Float, 3)).unwrap();
-    d.set("norm", filled(&[16], DType::Double, 4)).unwrap();
-    d.set("step", filled(&[], DType::Long, 5)).unwrap();
-    d.set("empty", filled(&[0, 3], DType::Float, 6)).unwrap();
-    d
-}
-
-fn assert_same(a: &Tensor, b: &Tensor, what: &str) {
-    assert_eq!(a.dtype(), b.dtype(), "{what}: dtype");
-    assert_eq!(a.sizes(), b.sizes(), "{what}: sizes");
-    assert_eq!(
-        serialize::row_major(a),
-        serialize::row_major(b),
-        "{what}: values"
-    );
-}
-
-fn assert_dicts(a: &TensorDict, b: &TensorDict, what: &str) {
-    let names = |d: &TensorDict| d.iter().map(|(n, _)| n.to_owned()).collect::<Vec<_>>();
-    assert_eq!(names(a), names(b), "{what}: names in order");
-    for (name, t) in a.iter() {
-        assert_same(t, b.get(name).unwrap(), &format!("{what}: {name}"));
-    }
-    let meta = |d: &TensorDict| {
-        d.metadata_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect::<std::collections::BTreeMap<_, _>>()
-    };
-    assert_eq!(meta(a), meta(b), "{what}: metadata");
-}
-
-/// Saves `dict` at `path` in `format`.
-fn saved(dict: &TensorDict, name: &str, format: Format) -> PathBuf {
-    let path = scratch(name);
-    serialize::save(dict, &path, format).unwrap();
-    path
-}
-
-/// Opens `path` and checks the handle against `serialize::load`: names,
-/// info, each tensor alone and all at once, by copy and mapped.
-fn check_against_load(path: &Path, what: &str) {
-    let expected = serialize::load(path, Format::Auto, COPY).unwrap();
-    for flags in [COPY, LoadFlags { mmap: true, ..COPY }] {
-        let c = Checkpoint::open(path, Format::Auto, flags).unwrap();
-        assert_eq!(c.len(), expected.len(), "{what}: tensors");
-        for (i, (name, t)) in expected.iter().enumerate() {
-            assert_eq!(c.name(i), Some(name), "{what}: name {i}");
-            let (dtype, sizes, nbytes) = c.info(i).unwrap();
-            assert_eq!(
-                (dtype, sizes),
-                (t.dtype(), t.sizes()),
-                "{what}: {name} info"
-            );
-            assert_eq!(nbytes, t.numel() as u64 * t.itemsize() as u64);
-            assert_same(
-                &c.load(name, Device::CPU).unwrap(),
-                t,
-                &format!("{what}: {name}"),
-            );
-        }
-        let all = c
-            .load_many(None, Device::CPU, FetchOptions::default())
-            .unwrap();
-        assert_dicts(&all, &expected, what);
-    }
-}
+#[path = "common/checkpoint.rs"]
+mod common;
+use common::*;
 
 #[test]
 fn every_format_loads_what_load_loads() {
@@ -225,59 +128,6 @@ fn one_tensor_reads_only_the_header_and_its_bytes() {
 }
 
 /// Every file of `dir` whose name ends with `ext`, sorted.
-fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(ext))
-        .collect();
-    files.sort();
-    files
-}
-
-#[test]
-fn torch_archives_pytorch_wrote_are_indexed_by_reads() {
-    // Every zip archive of the torch fixtures (torch.save of every era
-    // since 1.6, big-endian, protocol 5, modules, TorchScript) opens by
-    // reads (no mapping: bytes counted at open) and loads what the
-    // mapped whole-file load does; the legacy formats are not zip
-    // archives and open through their mapped reader.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let flags = LoadFlags {
-        skip_unknown: true,
-        ..COPY
-    };
-    let mapped = LoadFlags {
-        mmap: true,
-        ..flags
-    };
-    let mut zips = 0;
-    for dir in ["torch_save", "torch_wild"] {
-        for path in files_in(&root.join(dir), ".pt") {
-            let what = path.display().to_string();
-            let Ok(expected) = serialize::load(&path, Format::Auto, mapped) else {
-                continue; // the refused fixtures
-            };
-            let first = std::fs::read(&path).unwrap();
-            let c = Checkpoint::open(&path, Format::Auto, flags).unwrap();
-            if first.starts_with(b"PK") {
-                zips += 1;
-                assert!(c.bytes_read() > 0, "{what}: indexed by reads");
-            }
-            let all = c
-                .load_many(None, Device::CPU, FetchOptions::default())
-                .unwrap();
-            assert_dicts(&all, &expected, &what);
-            assert_dicts(
-                &serialize::load(&path, Format::Auto, flags).unwrap(),
-                &expected,
-                &what,
-            );
-        }
-    }
-    assert!(zips >= 10, "{zips} zip archives among the fixtures");
-}
-
 #[test]
 fn rows_of_strided_tensors_read_the_covering_range() {
     // A transposed view saved by torch keeps its strides: rows of it are
@@ -590,70 +440,4 @@ fn mapped_loads_view_the_file_and_read_nothing() {
         "a read-only mapping gives read-only tensors"
     );
     assert_eq!(c.bytes_read(), after_open, "a view reads nothing");
-}
-
-#[test]
-fn files_numpy_and_gguf_py_wrote_load_as_a_whole_load_does() {
-    // Big-endian data (swapped when fetched), Fortran order, complex,
-    // 0-d and empty arrays, GGUF versions 2 and 3, alignment 64. Each
-    // against the mapped whole-file load, by name, by rows and all at once
-    // in chunks of 16 bytes (a swapped record across many chunks).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mapped = LoadFlags { mmap: true, ..COPY };
-    for dir in ["npy", "npz", "gguf"] {
-        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        for path in files {
-            let what = path.display().to_string();
-            let expected = serialize::load(&path, Format::Auto, mapped).unwrap();
-            let c = Checkpoint::open(&path, Format::Auto, COPY).unwrap();
-            assert!(c.bytes_read() > 0, "{what}: indexed by reads");
-            let opts = FetchOptions {
-                chunk_bytes: 16,
-                concurrency: 3,
-                progress: None,
-            };
-            let all = c.load_many(None, Device::CPU, opts).unwrap();
-            assert_dicts(&all, &expected, &what);
-            for (name, t) in expected.iter() {
-                assert_same(&c.load(name, Device::CPU).unwrap(), t, &what);
-                if let Some(&rows) = t.sizes().first() {
-                    let half = rows / 2;
-                    let r = c.load_rows(name, half, rows, Device::CPU).unwrap();
-                    assert_same(&r, &t.narrow(0, half, rows - half).unwrap(), &what);
-                }
-            }
-            // A copy load is the same index and fetch.
-            assert_dicts(
-                &serialize::load(&path, Format::Auto, COPY).unwrap(),
-                &expected,
-                &what,
-            );
-        }
-    }
-}
-
-#[test]
-fn a_gguf_header_past_the_first_step_is_read_in_growing_steps() {
-    let mut d = TensorDict::new();
-    d.set("w", filled(&[64, 64], DType::Float, 3)).unwrap();
-    d.set_metadata("general.notes", &"x".repeat(600 << 10))
-        .unwrap();
-    let path = saved(&d, "long-header.gguf", Format::Gguf);
-    let c = Checkpoint::open(&path, Format::Auto, COPY).unwrap();
-    let len = std::fs::metadata(&path).unwrap().len();
-    assert_eq!(c.bytes_read(), len.min(1 << 20), "256 KiB, then 1 MiB");
-    assert_eq!(
-        c.metadata()
-            .iter()
-            .find(|(k, _)| k == "general.notes")
-            .unwrap()
-            .1
-            .len(),
-        600 << 10
-    );
-    assert_same(&c.load("w", Device::CPU).unwrap(), d.get("w").unwrap(), "w");
 }

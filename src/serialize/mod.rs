@@ -27,6 +27,7 @@ mod fetch;
 mod formats;
 mod gguf;
 mod gguf_types;
+mod gguf_values;
 mod gguf_write;
 mod header_index;
 mod hf_save;

@@ -475,11 +475,15 @@ fn check_sizes(e: &Entry) -> Result<()> {
     Ok(())
 }
 
+/// A central-directory record (its data not yet located) and its raw
+/// name.
+pub(crate) type Central<'b> = (Entry, &'b [u8]);
+
 /// The central directory of the zip archive `bytes` (its end record and
 /// its records, each name once): where it starts, and its records, whose
 /// data are not yet located (`data` 0), with their raw names. What a
 /// reader of part of a file needs first: then the local headers.
-pub(crate) fn central(bytes: &[u8]) -> Result<(u64, Vec<(Entry, &[u8])>)> {
+pub(crate) fn central(bytes: &[u8]) -> Result<(u64, Vec<Central<'_>>)> {
     let (dir, limit) = directory(bytes)?;
     let cd_end = dir.start.checked_add(dir.size).filter(|&e| e <= limit);
     let Some(cd_end) = cd_end else {
