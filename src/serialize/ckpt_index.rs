@@ -89,48 +89,18 @@ impl Index {
         noted: &super::source::Noted,
         source: Arc<FileSource>,
     ) -> Result<Index> {
-        let mut records = Vec::new();
-        let mut by_storage: HashMap<usize, usize> = HashMap::new();
-        let mut entries = Vec::with_capacity(dict.len());
-        for (name, t) in dict.iter() {
-            let s = t.storage();
-            let key = crate::refcount::Ref::as_ptr(&s.0) as usize;
-            let record = match by_storage.get(&key) {
-                Some(&r) => r,
-                None => {
-                    let (data, swap) = match noted.get(s) {
-                        Some((offset, swap)) => (RecordData::Range { source: 0, offset }, swap),
-                        None if s.device().is_cpu() => (RecordData::Resident(s.clone()), 0),
-                        None => crate::bail!(
-                            Internal,
-                            "tensor '{name}': a storage on {} the index did not note",
-                            s.device()
-                        ),
-                    };
-                    records.push(RecordSpec {
-                        data,
-                        len: s.nbytes() as u64,
-                        swap,
-                    });
-                    by_storage.insert(key, records.len() - 1);
-                    records.len() - 1
-                }
-            };
-            entries.push(Entry {
-                name: name.to_owned(),
-                record,
-                offset: t.storage_offset(),
-                sizes: t.sizes().to_vec(),
-                strides: t.strides().to_vec(),
-                dtype: t.dtype(),
-            });
-        }
-        let metadata = dict
-            .metadata_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
         let source: Arc<dyn ByteSource> = source;
-        Index::new(format, vec![source], records, entries, metadata)
+        from_dict(format, dict, vec![source], |name, s, _| {
+            Ok(match noted.get(s) {
+                Some((offset, swap)) => (RecordData::Range { source: 0, offset }, swap),
+                None if s.device().is_cpu() => (RecordData::Resident(s.clone()), 0),
+                None => crate::bail!(
+                    Internal,
+                    "tensor '{name}': a storage on {} the index did not note",
+                    s.device()
+                ),
+            })
+        })
     }
 
     /// The index of a dict a reader made over read-only mappings (a mapped
@@ -138,62 +108,78 @@ impl Index {
     /// range of that file it views, read again when fetched; any other
     /// storage (a copy the reader made) stays resident.
     pub(crate) fn from_mapped(format: Format, dict: &TensorDict) -> Result<Index> {
-        let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
         let mut files: HashMap<usize, usize> = HashMap::new();
-        let mut records = Vec::new();
-        let mut by_storage: HashMap<usize, usize> = HashMap::new();
-        let mut entries = Vec::with_capacity(dict.len());
-        for (name, t) in dict.iter() {
-            let s = t.storage();
-            let key = crate::refcount::Ref::as_ptr(&s.0) as usize;
-            let record = match by_storage.get(&key) {
-                Some(&r) => r,
+        from_dict(format, dict, Vec::new(), |_, s, sources| {
+            let Some((file, path, offset)) = super::source::mapped_extent(s) else {
+                return Ok((RecordData::Resident(s.clone()), 0));
+            };
+            let fkey = file as *const std::fs::File as usize;
+            let source = match files.get(&fkey) {
+                Some(&i) => i,
                 None => {
-                    let data = match super::source::mapped_extent(s) {
-                        Some((file, path, offset)) => {
-                            let fkey = file as *const std::fs::File as usize;
-                            let source = match files.get(&fkey) {
-                                Some(&i) => i,
-                                None => {
-                                    let dup = file.try_clone().map_err(|e| {
-                                        crate::err!(
-                                            Io,
-                                            "cannot reopen {}: {}",
-                                            path.display(),
-                                            crate::files::reason(&e)
-                                        )
-                                    })?;
-                                    sources.push(Arc::new(FileSource::new(dup, &path)?));
-                                    files.insert(fkey, sources.len() - 1);
-                                    sources.len() - 1
-                                }
-                            };
-                            RecordData::Range { source, offset }
-                        }
-                        None => RecordData::Resident(s.clone()),
-                    };
-                    records.push(RecordSpec {
-                        data,
-                        len: s.nbytes() as u64,
-                        swap: 0,
-                    });
-                    by_storage.insert(key, records.len() - 1);
-                    records.len() - 1
+                    let dup = file.try_clone().map_err(|e| {
+                        crate::err!(
+                            Io,
+                            "cannot reopen {}: {}",
+                            path.display(),
+                            crate::files::reason(&e)
+                        )
+                    })?;
+                    sources.push(Arc::new(FileSource::new(dup, &path)?));
+                    files.insert(fkey, sources.len() - 1);
+                    sources.len() - 1
                 }
             };
-            entries.push(Entry {
-                name: name.to_owned(),
-                record,
-                offset: t.storage_offset(),
-                sizes: t.sizes().to_vec(),
-                strides: t.strides().to_vec(),
-                dtype: t.dtype(),
-            });
-        }
-        let metadata = dict
-            .metadata_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
-        Index::new(format, sources, records, entries, metadata)
+            Ok((RecordData::Range { source, offset }, 0))
+        })
     }
+}
+
+/// The index of the dict a reader made: one record per storage its
+/// tensors use (`record_of(name, storage, sources)` says where the
+/// storage's bytes are and their swap width, adding sources as it needs),
+/// one entry per tensor at its storage offset.
+fn from_dict(
+    format: Format,
+    dict: &TensorDict,
+    mut sources: Vec<Arc<dyn ByteSource>>,
+    mut record_of: impl FnMut(
+        &str,
+        &crate::storage::Storage,
+        &mut Vec<Arc<dyn ByteSource>>,
+    ) -> Result<(RecordData, usize)>,
+) -> Result<Index> {
+    let mut records = Vec::new();
+    let mut by_storage: HashMap<usize, usize> = HashMap::new();
+    let mut entries = Vec::with_capacity(dict.len());
+    for (name, t) in dict.iter() {
+        let s = t.storage();
+        let key = crate::refcount::Ref::as_ptr(&s.0) as usize;
+        let record = match by_storage.get(&key) {
+            Some(&r) => r,
+            None => {
+                let (data, swap) = record_of(name, s, &mut sources)?;
+                records.push(RecordSpec {
+                    data,
+                    len: s.nbytes() as u64,
+                    swap,
+                });
+                by_storage.insert(key, records.len() - 1);
+                records.len() - 1
+            }
+        };
+        entries.push(Entry {
+            name: name.to_owned(),
+            record,
+            offset: t.storage_offset(),
+            sizes: t.sizes().to_vec(),
+            strides: t.strides().to_vec(),
+            dtype: t.dtype(),
+        });
+    }
+    let metadata = dict
+        .metadata_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    Index::new(format, sources, records, entries, metadata)
 }
