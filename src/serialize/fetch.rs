@@ -118,6 +118,7 @@ pub(crate) fn fetch(
         stop: AtomicBool::new(false),
         error: Mutex::new(None),
     };
+    let reporting = opts.progress.is_some();
     let mut progress = opts.progress;
     let mut done = 0u64;
     let mut cancelled = false;
@@ -144,7 +145,17 @@ pub(crate) fn fetch(
             })
         })
     };
-    if threads == 1 {
+    if !reporting && threads > 1 {
+        // No reports to make: the calling thread reads too, beside
+        // threads - 1 others.
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                let run = &run;
+                s.spawn(move || run.drain());
+            }
+            run.drain();
+        });
+    } else if threads == 1 {
         let mut staging = Vec::new();
         while let Some((len, finished)) = run.next_chunk(&mut staging) {
             if !report(len, finished) {
@@ -198,6 +209,12 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Reads chunks until none is left (or a stop).
+    fn drain(&self) {
+        let mut staging = Vec::new();
+        while self.next_chunk(&mut staging).is_some() {}
+    }
+
     /// Reads the next chunk not yet taken: its length, and its job when it
     /// was that job's last; None when none is left, or after a stop.
     fn next_chunk(&self, staging: &mut Vec<u8>) -> Option<(u64, Option<usize>)> {
