@@ -120,3 +120,117 @@ fn a_gguf_header_past_the_first_step_is_read_in_growing_steps() {
     );
     assert_same(&c.load("w", Device::CPU).unwrap(), d.get("w").unwrap(), "w");
 }
+
+#[test]
+fn a_shard_index_is_indexed_by_reads_across_its_shards() {
+    // A sharded save of 8 tensors of 1 MiB in shards of at most 2.5 MiB:
+    // opening reads the index and each shard's header (safetensors) or
+    // its last 128 KiB, directory and pickle (torch), never a whole
+    // tensor; one tensor
+    // then costs exactly its bytes; the whole set loads as the mapped
+    // load of the index does, and so does a copy load.
+    let mut d = TensorDict::new();
+    for i in 0..8u8 {
+        d.set(&format!("layer.{i}"), filled(&[512, 512], DType::Float, i))
+            .unwrap();
+    }
+    for (format, stem) in [(Format::Safetensors, "st"), (Format::Torch, "pt")] {
+        let dir = scratch(&format!("shards-by-reads-{stem}"));
+        let index =
+            serialize::save_sharded(&d, &dir, format, 5 << 19, serialize::SaveFlags::default())
+                .unwrap();
+        let shards = std::fs::read_dir(&dir).unwrap().count() - 1;
+        assert_eq!(shards, 4, "{stem}: two tensors a shard");
+        let what = index.display().to_string();
+        let c = Checkpoint::open(&index, Format::Auto, COPY).unwrap();
+        assert_eq!(c.format(), format, "{what}");
+        assert_eq!(c.len(), 8, "{what}");
+        let opened = c.bytes_read();
+        let index_len = std::fs::metadata(&index).unwrap().len();
+        assert!(
+            opened > index_len && opened < index_len + shards as u64 * (160 << 10),
+            "{what}: {opened} bytes read at open: the index ({index_len}) and each shard's \
+             head, no tensor"
+        );
+        let one = c.load("layer.5", Device::CPU).unwrap();
+        assert_same(&one, d.get("layer.5").unwrap(), &what);
+        assert_eq!(
+            c.bytes_read() - opened,
+            1 << 20,
+            "{what}: one tensor's bytes"
+        );
+        let mapped = LoadFlags { mmap: true, ..COPY };
+        let expected = serialize::load(&index, Format::Auto, mapped).unwrap();
+        let all = c
+            .load_many(None, Device::CPU, FetchOptions::default())
+            .unwrap();
+        assert_dicts(&all, &expected, &what);
+        assert_dicts(&all, &d, &what);
+        assert_dicts(
+            &serialize::load(&index, Format::Auto, COPY).unwrap(),
+            &expected,
+            &what,
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn a_shard_index_opened_by_reads_keeps_the_checks_of_a_load() {
+    // The checks of a load of the shards hold when they are indexed by
+    // reads: a shard of another save, a tensor the index does not list,
+    // a tensor the index puts in a shard that lacks it.
+    let mut d = TensorDict::new();
+    for i in 0..4u8 {
+        d.set(&format!("w{i}"), filled(&[32, 32], DType::Float, i))
+            .unwrap();
+    }
+    let save = |dir: &Path| {
+        serialize::save_sharded(
+            &d,
+            dir,
+            Format::Safetensors,
+            5000,
+            serialize::SaveFlags::default(),
+        )
+        .unwrap()
+    };
+    let dir = scratch("shards-checked");
+    let other = scratch("shards-checked-other");
+    let index = save(&dir);
+    let other_index = save(&other);
+    let first = "model-00001-of-00004.safetensors";
+    std::fs::copy(other.join(first), dir.join(first)).unwrap();
+    let open = |index: &Path| Checkpoint::open(index, Format::Auto, COPY).err().unwrap();
+    let err = open(&index);
+    assert!(err.to_string().contains("save id"), "{err}");
+    let copy_load = serialize::load(&index, Format::Auto, COPY).unwrap_err();
+    assert!(copy_load.to_string().contains("save id"), "{copy_load}");
+
+    let json = std::fs::read_to_string(&other_index).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut unlisted = v.clone();
+    let map = unlisted["weight_map"].as_object_mut().unwrap();
+    let shard = map.remove("w3").unwrap();
+    map.insert("w9".into(), shard);
+    let path = other.join("unlisted.index.json");
+    std::fs::write(&path, unlisted.to_string()).unwrap();
+    let err = open(&path);
+    assert!(err.to_string().contains("'w3', which"), "{err}");
+    let mut lacking = v.clone();
+    lacking["weight_map"]["w3"] = "model-00003-of-00004.safetensors".into();
+    let path = other.join("lacking.index.json");
+    std::fs::write(&path, lacking.to_string()).unwrap();
+    let err = open(&path);
+    assert!(err.to_string().contains("does not hold it"), "{err}");
+
+    let mut moved = v;
+    moved["weight_map"]["w0"] = "model-00002-of-00004.safetensors".into();
+    moved["weight_map"]["w1"] = first.into();
+    let path = other.join("moved.index.json");
+    std::fs::write(&path, moved.to_string()).unwrap();
+    let err = open(&path);
+    assert!(err.to_string().contains("puts in"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&other).unwrap();
+}

@@ -5,7 +5,7 @@
 //! from several threads share the index and the sources (positioned
 //! reads, atomic counts).
 
-use super::byte_source::{ByteSource, FileSource};
+use super::byte_source::FileSource;
 use super::ckpt_index::{Index, RecordData};
 use super::fetch::{self, Job, Options};
 use super::formats::Format;
@@ -19,7 +19,7 @@ use crate::storage::Storage;
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 pub use super::fetch::{Progress, ProgressFn};
 
@@ -436,7 +436,12 @@ pub(crate) fn load_indexed(
     format: Format,
     flags: LoadFlags,
 ) -> Result<std::result::Result<(Format, TensorDict), std::fs::File>> {
-    let index = match index_by_reads(FileSource::new(file, path)?, format, flags)? {
+    let index = match super::ckpt_open::index_by_reads(
+        FileSource::new(file, path)?,
+        path,
+        format,
+        flags,
+    )? {
         Ok(index) => index,
         Err(source) => return Ok(Err(source.into_file())),
     };
@@ -450,48 +455,12 @@ pub(crate) fn load_indexed(
     Ok(Ok((found, dict)))
 }
 
-/// The index of the file in `source` read through it: a header at its
-/// front (safetensors, npy, GGUF) or a zip archive's directory and
-/// pickles; the source back when the file is neither (or the zip way
-/// cannot index it).
-fn index_by_reads(
-    source: FileSource,
-    format: Format,
-    flags: LoadFlags,
-) -> Result<std::result::Result<Index, FileSource>> {
-    let first = source.first_bytes(16)?;
-    let zip = super::zip_head::is_zip(&first)
-        && matches!(
-            format,
-            Format::Auto | Format::Torch | Format::TorchScript | Format::Npz
-        );
-    if let Some((found, parts)) = header_parts(&source, first, format)? {
-        return Index::new(
-            found,
-            vec![Arc::new(source)],
-            parts.records,
-            parts.entries,
-            parts.metadata,
-        )
-        .map(Ok)
-        .map_err(|e| crate::err!(Format, "{}: {}", found.name(), e.message()));
-    }
-    if zip {
-        let source = Arc::new(source);
-        if let Some(index) = super::zip_head::index(source.clone(), format, flags)? {
-            return Ok(Ok(index));
-        }
-        return Arc::try_unwrap(source)
-            .map(Err)
-            .map_err(|_| crate::err!(Internal, "the zip index kept its source"));
-    }
-    Ok(Err(source))
-}
-
 /// The index of the checkpoint at `path`.
 fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
     if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
-        if let Ok(index) = index_by_reads(FileSource::new(file, path)?, format, flags)? {
+        if let Ok(index) =
+            super::ckpt_open::index_by_reads(FileSource::new(file, path)?, path, format, flags)?
+        {
             return Ok(index);
         }
     }
@@ -502,28 +471,4 @@ fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
     };
     let (format, dict) = super::load_as(path, format, mapped)?;
     Index::from_mapped(format, &dict)
-}
-
-/// The parts of a file whose header is at its front (safetensors, npy,
-/// GGUF), read through `source` from its first bytes `first`, when the
-/// file is one of them (and `format` allows it); None for any other.
-pub(crate) fn header_parts(
-    source: &FileSource,
-    first: Vec<u8>,
-    format: Format,
-) -> Result<Option<(Format, super::ckpt_parts::Parts)>> {
-    use super::header_index as h;
-    let allows = |f: Format| format == Format::Auto || format == f;
-    let is = |f: Format| f.handler().is_some_and(|h| h.detect(&first));
-    Ok(
-        if allows(Format::Safetensors) && h::is_safetensors(&first, source.len()) {
-            Some((Format::Safetensors, h::safetensors(source, first)?))
-        } else if allows(Format::Npy) && is(Format::Npy) {
-            Some((Format::Npy, h::npy(source, first)?))
-        } else if allows(Format::Gguf) && is(Format::Gguf) {
-            Some((Format::Gguf, h::gguf(source, first)?))
-        } else {
-            None
-        },
-    )
 }

@@ -74,6 +74,20 @@ impl Index {
         })
     }
 
+    /// Its sources, records, entries and metadata, for an index made of
+    /// several (a shard index's).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        Vec<Arc<dyn ByteSource>>,
+        Vec<RecordSpec>,
+        Vec<Entry>,
+        Vec<(String, String)>,
+    ) {
+        (self.sources, self.records, self.entries, self.metadata)
+    }
+
     /// The entry named `name`.
     pub(crate) fn find(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 /// The largest file taken for an index (real ones are a few hundred KiB).
-const MAX_INDEX_BYTES: usize = 64 << 20;
+pub(crate) const MAX_INDEX_BYTES: usize = 64 << 20;
 
 /// The key of the save id tessera's sharded save puts in every shard's
 /// metadata and in the index's `metadata` (`hf_save.rs`): a load refuses
@@ -122,41 +122,43 @@ pub(crate) fn parse_index(bytes: &[u8], what: &str) -> Result<Index> {
     })
 }
 
-/// Loads every shard the index at `path` (its bytes `bytes`) names, each
-/// in `format` (Auto: told by its bytes), into one dict in the index's
-/// order, and gives the shards' format: the one the first shard's bytes
-/// tell (every shard's format is its own: a mixed checkpoint loads), or
-/// with no shard `format`, Safetensors for Auto (what transformers
-/// writes). Never the index's file name: `model.index.json` over
-/// safetensors shards is safetensors. Shards are read in parallel (or
-/// mapped with `flags.mmap`).
-pub(crate) fn load(
-    path: &Path,
-    bytes: &[u8],
-    format: Format,
-    flags: LoadFlags,
-) -> Result<(Format, TensorDict)> {
-    let what = format!("the shard index '{}'", path.display());
-    let index = parse_index(bytes, &what)?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let roots = shard_files::roots(dir, path)?;
-    let storages = shard_files::load_files(dir, &roots, &index.files, &what, flags)?;
+/// What a shard holds, as the index's checks see it: its file (an index
+/// into [`Index::files`]), its tensors (name, what stands for the tensor,
+/// its bytes) and its metadata pairs.
+pub(crate) struct Shard<T> {
+    pub file: usize,
+    pub tensors: Vec<(String, T, u64)>,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// The tensors of `shards` in the index's order and their metadata,
+/// checked against `index` (`what` names it): every shard carries the
+/// index's save id, every tensor of a shard is one the weight_map puts
+/// there, every tensor the weight_map names is in its shard, the bytes
+/// add up to `total_size`. Each shard's skipped list is kept, its
+/// entries named with their shard; other metadata keys are taken from
+/// the first shard that gives them. One set of checks for a load of the
+/// shards and for an index of them.
+pub(crate) fn merge<T>(
+    index: &Index,
+    what: &str,
+    shards: Vec<Shard<T>>,
+) -> Result<(Vec<(String, T)>, Vec<(String, String)>)> {
     let shard_of: HashMap<&str, &str> = index
         .weight_map
         .iter()
         .map(|(n, f)| (n.as_str(), f.as_str()))
         .collect();
-    let mut found: HashMap<String, (crate::tensor::Tensor, usize)> = HashMap::new();
-    let mut out = TensorDict::new();
+    let mut found: HashMap<String, (T, u64)> = HashMap::new();
+    let mut metadata: Vec<(String, String)> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
-    let mut told: Option<Format> = None;
-    for (i, (file, storage)) in index.files.iter().zip(&storages).enumerate() {
-        let (shard_format, shard) = super::load_backed(storage, format, false, flags)
-            .map_err(|e| e.context(format!("shard '{file}' of {what}")))?;
-        let id = shard.metadata(SAVE_ID_KEY);
+    for shard in shards {
+        let file = &index.files[shard.file];
+        let id = shard
+            .metadata
+            .iter()
+            .find(|(k, _)| k == SAVE_ID_KEY)
+            .map(|(_, v)| v.as_str());
         if id != index.save_id.as_deref() {
             let shown = |id: Option<&str>| id.map_or("none".to_owned(), |i| format!("'{i}'"));
             crate::bail!(
@@ -168,9 +170,8 @@ pub(crate) fn load(
                 shown(index.save_id.as_deref())
             );
         }
-        told.get_or_insert(shard_format);
-        for (name, t) in shard.iter() {
-            match shard_of.get(name) {
+        for (name, t, nbytes) in shard.tensors {
+            match shard_of.get(name.as_str()) {
                 None => crate::bail!(
                     Format,
                     "shard '{file}' holds tensor '{name}', which {what} does not list: expected \
@@ -183,28 +184,29 @@ pub(crate) fn load(
                 ),
                 Some(_) => {}
             }
-            found.insert(name.to_owned(), (t.clone(), i));
+            found.insert(name, (t, nbytes));
         }
-        for (k, v) in shard.metadata_iter() {
+        for (k, v) in shard.metadata {
             if k == SAVE_ID_KEY {
                 continue;
             } else if k == SKIPPED_KEY {
                 skipped.extend(v.lines().map(|l| format!("{l} (in shard '{file}')")));
-            } else if out.metadata(k).is_none() {
-                out.set_metadata(k, v)?;
+            } else if !metadata.iter().any(|(have, _)| *have == k) {
+                metadata.push((k, v));
             }
         }
     }
     let mut total: u64 = 0;
+    let mut tensors = Vec::with_capacity(index.weight_map.len());
     for (name, file) in &index.weight_map {
-        let Some((t, _)) = found.get(name) else {
+        let Some((t, nbytes)) = found.remove(name) else {
             crate::bail!(
                 Format,
                 "{what} puts tensor '{name}' in shard '{file}', which does not hold it"
             );
         };
-        total = total.saturating_add((t.numel().max(0) as u64).saturating_mul(t.itemsize() as u64));
-        out.set(name, t.clone())?;
+        total = total.saturating_add(nbytes);
+        tensors.push((name.clone(), t));
     }
     if let Some(expected) = index.total_size {
         crate::ensure!(
@@ -215,13 +217,81 @@ pub(crate) fn load(
         );
     }
     if !skipped.is_empty() {
-        out.set_metadata(SKIPPED_KEY, &skipped.join("\n"))?;
+        metadata.push((SKIPPED_KEY.to_owned(), skipped.join("\n")));
     }
-    let told = told.unwrap_or(match format {
+    Ok((tensors, metadata))
+}
+
+/// The format of a checkpoint whose first shard's bytes tell `first`
+/// (every shard's format is its own: a mixed checkpoint loads), or with
+/// no shard `format`, Safetensors for Auto (what transformers writes).
+/// Never the index's file name: `model.index.json` over safetensors
+/// shards is safetensors.
+pub(crate) fn told(first: Option<Format>, format: Format) -> Format {
+    first.unwrap_or(match format {
         Format::Auto => Format::Safetensors,
         f => f,
-    });
-    Ok((told, out))
+    })
+}
+
+/// The index's directory and the roots its shards may lie in.
+pub(crate) fn shard_dir(path: &Path) -> Result<(&Path, Vec<std::path::PathBuf>)> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok((dir, shard_files::roots(dir, path)?))
+}
+
+/// How messages name the index at `path`.
+pub(crate) fn what(path: &Path) -> String {
+    format!("the shard index '{}'", path.display())
+}
+
+/// Loads every shard the index at `path` (its bytes `bytes`) names, each
+/// in `format` (Auto: told by its bytes), into one dict in the index's
+/// order, checked by [`merge`], and gives the shards' format ([`told`]).
+/// Shards are read in parallel (or mapped with `flags.mmap`).
+pub(crate) fn load(
+    path: &Path,
+    bytes: &[u8],
+    format: Format,
+    flags: LoadFlags,
+) -> Result<(Format, TensorDict)> {
+    let what = what(path);
+    let index = parse_index(bytes, &what)?;
+    let (dir, roots) = shard_dir(path)?;
+    let storages = shard_files::load_files(dir, &roots, &index.files, &what, flags)?;
+    let mut first: Option<Format> = None;
+    let mut shards = Vec::with_capacity(storages.len());
+    for (i, (file, storage)) in index.files.iter().zip(&storages).enumerate() {
+        let (shard_format, shard) = super::load_backed(storage, format, false, flags)
+            .map_err(|e| e.context(format!("shard '{file}' of {what}")))?;
+        first.get_or_insert(shard_format);
+        shards.push(Shard {
+            file: i,
+            tensors: shard
+                .iter()
+                .map(|(n, t)| {
+                    let nbytes = (t.numel().max(0) as u64).saturating_mul(t.itemsize() as u64);
+                    (n.to_owned(), t.clone(), nbytes)
+                })
+                .collect(),
+            metadata: shard
+                .metadata_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        });
+    }
+    let (tensors, metadata) = merge(&index, &what, shards)?;
+    let mut out = TensorDict::new();
+    for (name, t) in tensors {
+        out.set(&name, t)?;
+    }
+    for (k, v) in metadata {
+        out.set_metadata(&k, &v)?;
+    }
+    Ok((told(first, format), out))
 }
 
 #[cfg(test)]

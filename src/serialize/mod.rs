@@ -16,6 +16,7 @@
 mod byte_source;
 mod checkpoint;
 mod ckpt_index;
+mod ckpt_open;
 mod ckpt_parts;
 mod dcp;
 mod dcp_chunks;

@@ -28,12 +28,10 @@ pub(crate) fn roots(dir: &Path, named_by: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Each file of `names` (paths relative to `dir`, named by `source`),
-/// opened inside `roots` and loaded into a storage, each file once: two
-/// names of one file (`./a` beside `a`, a link, a hard link) are refused
-/// (`Format`, naming both) before anything is read. Mapped with
-/// `flags.mmap` (privately, or read-only with `flags.read_only`), else
-/// read into fresh memory, the parts of all files read in parallel on the
-/// parallel-loop threads.
+/// opened inside `roots` and loaded into a storage, each file once (see
+/// [`open_files`]). Mapped with `flags.mmap` (privately, or read-only
+/// with `flags.read_only`), else read into fresh memory, the parts of all
+/// files read in parallel on the parallel-loop threads.
 pub(crate) fn load_files(
     dir: &Path,
     roots: &[PathBuf],
@@ -41,26 +39,7 @@ pub(crate) fn load_files(
     source: &str,
     flags: super::LoadFlags,
 ) -> Result<Vec<Storage>> {
-    use std::os::unix::fs::MetadataExt;
-    let mut opened = Vec::with_capacity(names.len());
-    // (device, inode) -> the first name of that file.
-    let mut seen = std::collections::HashMap::with_capacity(names.len());
-    for name in names {
-        let (file, real) = crate::files::open_inside(dir, name, roots, source)?;
-        let m = file
-            .metadata()
-            .map_err(|e| super::io_err(&real, "cannot stat", e))?;
-        if let Some(first) = seen.insert((m.dev(), m.ino()), name) {
-            crate::bail!(
-                Format,
-                "{source} names one file twice, as '{first}' and as '{name}' (both '{}'): \
-                 expected each file under one name (two names of one file would load its bytes \
-                 twice)",
-                real.display()
-            );
-        }
-        opened.push((file, real));
-    }
+    let opened = open_files(dir, roots, names, source)?;
     if !flags.mmap {
         return read_file::read_opened(&opened);
     }
@@ -84,4 +63,37 @@ pub(crate) fn load_files(
             }
         })
         .collect()
+}
+
+/// Each file of `names` (paths relative to `dir`, named by `source`),
+/// opened inside `roots` with the path it resolved to, each file once:
+/// two names of one file (`./a` beside `a`, a link, a hard link) are
+/// refused (`Format`, naming both) before anything is read.
+pub(crate) fn open_files(
+    dir: &Path,
+    roots: &[PathBuf],
+    names: &[String],
+    source: &str,
+) -> Result<Vec<(std::fs::File, PathBuf)>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut opened = Vec::with_capacity(names.len());
+    // (device, inode) -> the first name of that file.
+    let mut seen = std::collections::HashMap::with_capacity(names.len());
+    for name in names {
+        let (file, real) = crate::files::open_inside(dir, name, roots, source)?;
+        let m = file
+            .metadata()
+            .map_err(|e| super::io_err(&real, "cannot stat", e))?;
+        if let Some(first) = seen.insert((m.dev(), m.ino()), name) {
+            crate::bail!(
+                Format,
+                "{source} names one file twice, as '{first}' and as '{name}' (both '{}'): \
+                 expected each file under one name (two names of one file would load its bytes \
+                 twice)",
+                real.display()
+            );
+        }
+        opened.push((file, real));
+    }
+    Ok(opened)
 }
