@@ -234,3 +234,45 @@ fn a_shard_index_opened_by_reads_keeps_the_checks_of_a_load() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&other).unwrap();
 }
+
+#[test]
+fn dcp_checkpoints_torch_wrote_are_indexed_by_reads() {
+    // One process's save and two ranks' DTensors (rows split unevenly,
+    // columns split: one run a row, replicated, a rank with no rows):
+    // opening reads the metadata and each chunk archive's head, not the
+    // tensors; each tensor then costs its bytes; all of it loads as the
+    // mapped load (which stitches) gives it, and so does a copy load.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shards");
+    for name in ["dcp_1rank", "dcp_2ranks"] {
+        let dir = root.join(name);
+        let what = dir.display().to_string();
+        let mapped = LoadFlags { mmap: true, ..COPY };
+        let expected = serialize::load(&dir, Format::Auto, mapped).unwrap();
+        let c = Checkpoint::open(&dir, Format::Auto, COPY).unwrap();
+        assert_eq!(c.format(), Format::Dcp, "{what}");
+        let opened = c.bytes_read();
+        assert!(opened > 0, "{what}: indexed by reads");
+        for (name, t) in expected.iter() {
+            let before = c.bytes_read();
+            let one = c.load(name, Device::CPU).unwrap();
+            assert_same(&one, t, &format!("{what}: {name}"));
+            let bytes = t.numel() as u64 * t.itemsize() as u64;
+            assert_eq!(c.bytes_read() - before, bytes, "{what}: {name}'s bytes");
+        }
+        let opts = FetchOptions {
+            chunk_bytes: 16,
+            concurrency: 3,
+            progress: None,
+        };
+        let all = c.load_many(None, Device::CPU, opts).unwrap();
+        assert_dicts(&all, &expected, &what);
+        assert_dicts(
+            &serialize::load(&dir, Format::Auto, COPY).unwrap(),
+            &expected,
+            &what,
+        );
+        let meta = dir.join(".metadata");
+        let c = Checkpoint::open(&meta, Format::Auto, COPY).unwrap();
+        assert!(c.bytes_read() > 0, "{what}/.metadata: indexed by reads");
+    }
+}

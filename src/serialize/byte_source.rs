@@ -11,6 +11,7 @@ use crate::error::Result;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Bytes read by range.
@@ -149,6 +150,48 @@ impl ByteSource for FileSource {
 
     fn file(&self) -> Option<&File> {
         Some(&self.file)
+    }
+}
+
+/// Bytes [start, start + len) of another source as a source of their
+/// own (a zip archive inside a file: a DCP checkpoint's chunks). Reads
+/// are counted by the source it is a window of.
+pub(crate) struct Window {
+    pub inner: Arc<dyn ByteSource>,
+    pub start: u64,
+    pub len: u64,
+}
+
+impl ByteSource for Window {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        crate::ensure!(
+            offset
+                .checked_add(buf.len() as u64)
+                .is_some_and(|end| end <= self.len),
+            Format,
+            "{}: bytes {offset}..+{} past the end of the part at {} of {} bytes",
+            self.inner.name(),
+            buf.len(),
+            self.start,
+            self.len
+        );
+        self.inner.read_at(self.start + offset, buf)
+    }
+
+    fn bytes_read(&self) -> u64 {
+        0
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn check_unchanged(&self) -> Result<()> {
+        self.inner.check_unchanged()
     }
 }
 

@@ -260,7 +260,7 @@ impl Checkpoint {
     fn check_sources(&self, jobs: &[Job]) -> Result<()> {
         let mut checked = vec![false; self.index.sources.len()];
         for job in jobs {
-            if let RecordData::Range { source, .. } = self.index.records[job.record].data {
+            for source in self.index.records[job.record].data.sources() {
                 if !std::mem::replace(&mut checked[source], true) {
                     self.index.sources[source].check_unchanged()?;
                 }
@@ -426,38 +426,78 @@ impl Checkpoint {
 }
 
 /// The whole file `file` at `path` loaded into fresh memory when it can
-/// be indexed by reads (safetensors, npy, GGUF, the zip-based formats;
-/// `format` Auto or one of them): its index, then every tensor fetched
-/// in parallel. The file back for any other: the caller reads it whole.
-/// What a copy load is (`serialize::load`).
+/// be indexed by reads (`ckpt_open`: safetensors, npy, GGUF, the zip-based
+/// formats, a shard index over them; `format` Auto or one of them): its
+/// index, then every tensor fetched in parallel. The file back for any
+/// other: the caller reads it whole. What a copy load is
+/// (`serialize::load`).
 pub(crate) fn load_indexed(
     file: std::fs::File,
     path: &Path,
     format: Format,
     flags: LoadFlags,
 ) -> Result<std::result::Result<(Format, TensorDict), std::fs::File>> {
-    let index = match super::ckpt_open::index_by_reads(
-        FileSource::new(file, path)?,
-        path,
-        format,
-        flags,
-    )? {
-        Ok(index) => index,
-        Err(source) => return Ok(Err(source.into_file())),
-    };
-    let found = index.format;
+    let source = FileSource::new(file, path)?;
+    match super::ckpt_open::index_by_reads(source, path, format, flags)? {
+        Ok(index) => Ok(Ok((index.format, load_all(index)?))),
+        Err(source) => Ok(Err(source.into_file())),
+    }
+}
+
+/// The DCP checkpoint `path` names (its directory, or its `.metadata`)
+/// loaded into fresh memory through its index ([`super::dcp_index`]), when
+/// `format` (Auto or DCP) allows and that way indexes it; None otherwise.
+pub(crate) fn load_dcp_indexed(
+    path: &Path,
+    format: Format,
+    flags: LoadFlags,
+) -> Result<Option<TensorDict>> {
+    match dcp_dir(path, format) {
+        Some(dir) => super::dcp_index::index(&dir, flags)?
+            .map(load_all)
+            .transpose(),
+        None => Ok(None),
+    }
+}
+
+/// The directory of the DCP checkpoint `path` names for `format` (Auto or
+/// DCP): `path` when it is a directory holding `.metadata`, the directory
+/// of a path named `.metadata`.
+fn dcp_dir(path: &Path, format: Format) -> Option<std::path::PathBuf> {
+    use super::dcp_items::METADATA;
+    if !matches!(format, Format::Auto | Format::Dcp) {
+        return None;
+    }
+    if path.join(METADATA).is_file() {
+        return Some(path.to_path_buf());
+    }
+    match (path.file_name(), path.parent()) {
+        (Some(n), Some(dir)) if n == METADATA => Some(if dir.as_os_str().is_empty() {
+            Path::new(".").to_path_buf()
+        } else {
+            dir.to_path_buf()
+        }),
+        _ => None,
+    }
+}
+
+/// Every tensor of `index` fetched into fresh CPU memory.
+fn load_all(index: Index) -> Result<TensorDict> {
     let ckpt = Checkpoint {
         maps: index.sources.iter().map(|_| OnceLock::new()).collect(),
         index,
         flags: LoadFlags::default(),
     };
-    let dict = ckpt.load_many(None, Device::CPU, FetchOptions::default())?;
-    Ok(Ok((found, dict)))
+    ckpt.load_many(None, Device::CPU, FetchOptions::default())
 }
 
 /// The index of the checkpoint at `path`.
 fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
-    if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
+    if let Some(dir) = dcp_dir(path, format) {
+        if let Some(index) = super::dcp_index::index(&dir, flags)? {
+            return Ok(index);
+        }
+    } else if let Opened::File(file, _) = crate::files::open_for_reading(path, "cannot open")? {
         if let Ok(index) =
             super::ckpt_open::index_by_reads(FileSource::new(file, path)?, path, format, flags)?
         {

@@ -101,9 +101,8 @@ impl Index {
         format: Format,
         dict: &TensorDict,
         noted: &super::source::Noted,
-        source: Arc<FileSource>,
+        source: Arc<dyn ByteSource>,
     ) -> Result<Index> {
-        let source: Arc<dyn ByteSource> = source;
         from_dict(format, dict, vec![source], |name, s, _| {
             Ok(match noted.get(s) {
                 Some((offset, swap)) => (RecordData::Range { source: 0, offset }, swap),

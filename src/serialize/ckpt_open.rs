@@ -56,7 +56,7 @@ fn index_file(
     );
     if super::zip_head::is_zip(&first) && zip_format {
         let source = Arc::new(source);
-        if let Some(index) = super::zip_head::index(source.clone(), format, flags)? {
+        if let Some(index) = super::zip_head::index(source.clone() as _, format, flags)? {
             return Ok(Ok(index));
         }
         return Arc::try_unwrap(source)

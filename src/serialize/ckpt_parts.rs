@@ -15,6 +15,31 @@ pub(crate) enum RecordData {
     Range { source: usize, offset: u64 },
     /// In this CPU storage (from its first byte).
     Resident(Storage),
+    /// Gathered from ranges of the index's sources, in record order, each
+    /// following the last (a tensor a DCP checkpoint keeps in chunks that
+    /// are each a contiguous run of its row-major bytes).
+    Pieces(Vec<Piece>),
+}
+
+/// `len` bytes of a record at byte `at` of it, from byte `offset` of
+/// source `source`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Piece {
+    pub at: u64,
+    pub source: usize,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl RecordData {
+    /// The sources its bytes are read from.
+    pub(crate) fn sources(&self) -> Vec<usize> {
+        match self {
+            RecordData::Range { source, .. } => vec![*source],
+            RecordData::Resident(_) => Vec::new(),
+            RecordData::Pieces(pieces) => pieces.iter().map(|p| p.source).collect(),
+        }
+    }
 }
 
 /// A record: `len` bytes tensors view.

@@ -18,6 +18,7 @@
 //!   beside the destination and swapped in (`files::replace_dir`), so a
 //!   failed save leaves the old checkpoint as it was.
 
+use super::dcp_items::{check_inside, files_of, METADATA};
 use super::dcp_metadata::{self, Chunk, Item, Location, Metadata};
 use super::dict::TensorDict;
 use super::source::Source;
@@ -30,8 +31,6 @@ use crate::tensor::{MemoryFormat, Tensor};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-/// The metadata file's name in the directory.
-const METADATA: &str = ".metadata";
 /// The one data file tessera writes (rank 0, writer 0).
 const DATA_FILE: &str = "__0_0.distcp";
 
@@ -125,18 +124,7 @@ fn load(dir: &Path, flags: LoadFlags) -> Result<TensorDict> {
     file.read_to_end(&mut bytes)
         .map_err(|e| super::io_err(&real, "cannot read", e))?;
     let meta = dcp_metadata::parse(&bytes).map_err(|e| e.context(&source))?;
-    let mut files: Vec<String> = Vec::new();
-    let mut add = |at: &Location| {
-        if !files.contains(&at.file) {
-            files.push(at.file.clone());
-        }
-    };
-    for (_, item) in &meta.entries {
-        match item {
-            Item::Bytes(at) => add(at),
-            Item::Tensor { chunks, .. } => chunks.iter().for_each(|c| add(&c.at)),
-        }
-    }
+    let files = files_of(&meta);
     let what = format!("{source}'s metadata");
     let storages = shard_files::load_files(dir, &roots, &files, &what, flags)?;
     let storage_of = |at: &Location| {
@@ -242,17 +230,7 @@ fn stitch(
 /// lie inside the file.
 fn item_bytes<'s>(storage: &'s Storage, at: &Location, name: &str) -> Result<&'s [u8]> {
     let all = super::storage_bytes(storage)?;
-    let end = at.offset.checked_add(at.length);
-    crate::ensure!(
-        end.is_some_and(|e| e <= all.len() as u64),
-        Format,
-        "the DCP checkpoint: '{name}': its bytes at {} (+{}) run past the end of '{}' ({} \
-         bytes)",
-        at.offset,
-        at.length,
-        at.file,
-        all.len()
-    );
+    check_inside(at, all.len() as u64, name)?;
     Ok(&all[at.offset as usize..(at.offset + at.length) as usize])
 }
 

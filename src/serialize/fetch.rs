@@ -246,26 +246,15 @@ impl Run<'_> {
             // only this fetch holds; chunks of one job are disjoint byte
             // ranges within it, each read by one thread.
             let out = unsafe { std::slice::from_raw_parts_mut(dst, len) };
-            return match &record.data {
-                RecordData::Range { source, offset } => {
-                    self.index.sources[*source].read_at(offset + at, out)?;
-                    swap(out, record.swap);
-                    Ok(())
-                }
-                RecordData::Resident(s) => {
-                    out.copy_from_slice(resident(s, at, len)?);
-                    Ok(())
-                }
-            };
+            return read_record(self.index, job.record, at, out);
         }
         let src: &[u8] = match &record.data {
-            RecordData::Range { source, offset } => {
+            RecordData::Resident(s) => resident(s, at, len)?,
+            _ => {
                 staging.resize(len, 0);
-                self.index.sources[*source].read_at(offset + at, staging)?;
-                swap(staging, record.swap);
+                read_record(self.index, job.record, at, staging)?;
                 staging
             }
-            RecordData::Resident(s) => resident(s, at, len)?,
         };
         let alloc = dest.allocator().ok_or_else(|| {
             crate::err!(
@@ -278,6 +267,29 @@ impl Run<'_> {
         // len bytes of host memory; they are distinct allocations.
         unsafe { alloc.copy_data(dst.cast(), src.as_ptr().cast(), len) }
     }
+}
+
+/// Bytes [at, at + out.len()) of record `record` of `index` into `out`,
+/// swapped where the record is stored big-endian.
+fn read_record(index: &Index, record: usize, at: u64, out: &mut [u8]) -> Result<()> {
+    let record = &index.records[record];
+    match &record.data {
+        RecordData::Range { source, offset } => {
+            index.sources[*source].read_at(offset + at, out)?;
+        }
+        RecordData::Resident(s) => out.copy_from_slice(resident(s, at, out.len())?),
+        RecordData::Pieces(pieces) => {
+            let end = at + out.len() as u64;
+            let first = pieces.partition_point(|p| p.at + p.len <= at);
+            for p in pieces[first..].iter().take_while(|p| p.at < end) {
+                let (lo, hi) = (p.at.max(at), (p.at + p.len).min(end));
+                let dst = &mut out[(lo - at) as usize..(hi - at) as usize];
+                index.sources[p.source].read_at(p.offset + (lo - p.at), dst)?;
+            }
+        }
+    }
+    swap(out, record.swap);
+    Ok(())
 }
 
 /// Reverses every `width`-byte group of `bytes` (big-endian data made

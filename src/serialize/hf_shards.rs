@@ -131,6 +131,9 @@ pub(crate) struct Shard<T> {
     pub metadata: Vec<(String, String)>,
 }
 
+/// Named tensors and metadata pairs, as [`merge`] gives them.
+pub(crate) type Merged<T> = (Vec<(String, T)>, Vec<(String, String)>);
+
 /// The tensors of `shards` in the index's order and their metadata,
 /// checked against `index` (`what` names it): every shard carries the
 /// index's save id, every tensor of a shard is one the weight_map puts
@@ -143,7 +146,7 @@ pub(crate) fn merge<T>(
     index: &Index,
     what: &str,
     shards: Vec<Shard<T>>,
-) -> Result<(Vec<(String, T)>, Vec<(String, String)>)> {
+) -> Result<Merged<T>> {
     let shard_of: HashMap<&str, &str> = index
         .weight_map
         .iter()

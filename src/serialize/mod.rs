@@ -20,6 +20,8 @@ mod ckpt_open;
 mod ckpt_parts;
 mod dcp;
 mod dcp_chunks;
+mod dcp_index;
+mod dcp_items;
 mod dcp_metadata;
 mod dcp_metadata_write;
 pub mod dict;
@@ -334,6 +336,13 @@ pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format,
 }
 
 fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
+    // A DCP checkpoint that can be indexed by reads: loaded through its
+    // index, every tensor read in parallel into its own memory.
+    if !flags.mmap {
+        if let Some(dict) = checkpoint::load_dcp_indexed(path, format, flags)? {
+            return Ok((Format::Dcp, dict));
+        }
+    }
     if let Some(dir_format) = format.handler().and_then(|h| h.directory()) {
         return dir_format.load_dir(path, flags).map(|d| (Format::Dcp, d));
     }

@@ -18,7 +18,7 @@
 //! here, a reader that finds what it needs missing) leaves the file to the
 //! mapped index, whose reader gives the error the file deserves.
 
-use super::byte_source::{ByteSource, FileSource};
+use super::byte_source::ByteSource;
 use super::ckpt_index::Index;
 use super::formats::Format;
 use super::source::{Noted, Source};
@@ -39,7 +39,7 @@ pub(crate) fn is_zip(first: &[u8]) -> bool {
 
 /// The file's bytes where read, zeros elsewhere.
 struct Sparse<'s> {
-    source: &'s FileSource,
+    source: &'s dyn ByteSource,
     map: memmap2::MmapMut,
     /// The ranges read, sorted, disjoint.
     read: Vec<(u64, u64)>,
@@ -77,7 +77,7 @@ impl Sparse<'_> {
 /// must be), or None when this way does not index it (the caller maps
 /// the file; see the module documentation).
 pub(crate) fn index(
-    source: Arc<FileSource>,
+    source: Arc<dyn ByteSource>,
     format: Format,
     flags: LoadFlags,
 ) -> Result<Option<Index>> {
@@ -93,7 +93,7 @@ pub(crate) fn index(
         return Ok(None);
     };
     let mut sparse = Sparse {
-        source: &source,
+        source: &*source,
         map,
         read: Vec::new(),
     };
