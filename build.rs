@@ -7,6 +7,12 @@
 //! itself (from `[package.metadata.capi]`), so this script adds none: two
 //! `-soname` options would leave the linker's choice to their order.
 //!
+//! Python: a second generation of the same declarations for cffi's C
+//! parser (no includes, include guard, C++ part or macros of the
+//! trailer; the DLPack structs opaque), written to `header.h` in cargo's
+//! target directory, where maturin's cffi bindings read it
+//! (pyproject.toml, python/tessera/_native.py).
+//!
 //! Header: generated to $OUT_DIR/tessera.h on every build (tests/header.rs
 //! compares it with its own generation), and copied to include/tessera.h
 //! when it changed, only in a development checkout of the repository (a
@@ -67,12 +73,53 @@ fn main() {
     let generated = out_dir.join("tessera.h");
     bindings.write_to_file(&generated);
 
+    cffi_header(&root, &out_dir);
+
     let checkout = root.join(".git").exists();
     if checkout && env::var_os("TESSERA_CHECK_HEADER").is_none() {
         let committed = root.join("include/tessera.h");
         let new = fs::read(&generated).expect("read generated header");
         if fs::read(&committed).ok().as_deref() != Some(&new[..]) {
             fs::write(&committed, &new).expect("write include/tessera.h");
+        }
+    }
+}
+
+/// The declarations cffi reads: DLPack's managed tensors as opaque
+/// structs (Python passes them on in capsules, never looks inside).
+const CFFI_DLPACK: &str = "typedef struct DLManagedTensor DLManagedTensor;\n\
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;\n";
+
+/// Writes the header for cffi ([`CFFI_DLPACK`], then the declarations of
+/// include/tessera.h in plain C) to $OUT_DIR/tessera_cffi.h and to
+/// `header.h` in the target directory (the first ancestor of OUT_DIR that
+/// holds cargo's CACHEDIR.TAG), where maturin looks for it.
+fn cffi_header(root: &std::path::Path, out_dir: &std::path::Path) {
+    let mut config =
+        cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("read cbindgen.toml");
+    config.cpp_compat = false;
+    config.include_guard = None;
+    config.no_includes = true;
+    config.sys_includes = Vec::new();
+    config.header = None;
+    config.trailer = None;
+    config.after_includes = Some(CFFI_DLPACK.to_owned());
+    config.documentation = false;
+    let bindings = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(root.join("src/ffi/mod.rs"))
+        .generate()
+        .expect("cbindgen failed to generate the cffi header");
+    let generated = out_dir.join("tessera_cffi.h");
+    bindings.write_to_file(&generated);
+    if let Some(target) = out_dir
+        .ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+    {
+        let header = target.join("header.h");
+        let new = fs::read(&generated).expect("read the cffi header");
+        if fs::read(&header).ok().as_deref() != Some(&new[..]) {
+            fs::write(&header, &new).expect("write header.h for cffi");
         }
     }
 }
