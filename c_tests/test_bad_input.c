@@ -325,922 +325,932 @@ static void c204(void) { const char * r = tsr_dtype_name(-128); FX_CHECK(strcmp(
 static void c205(void) { const char * r = tsr_dtype_name(47); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
 static void c206(void) { const char * r = tsr_dtype_name(127); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
 static void c207(void) { const char * r = tsr_dtype_name(-1); FX_CHECK(strcmp(r, "Undefined") == 0, "strcmp(r, \"Undefined\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c208(void) { bool r = tsr_dtype_is_valid(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c209(void) { bool r = tsr_dtype_is_valid(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c210(void) { bool r = tsr_dtype_is_valid(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c211(void) { bool r = tsr_dtype_is_valid(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c212(void) { bool r = tsr_dtype_is_floating(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c213(void) { bool r = tsr_dtype_is_floating(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c214(void) { bool r = tsr_dtype_is_floating(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c215(void) { bool r = tsr_dtype_is_floating(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c216(void) { bool r = tsr_dtype_is_complex(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c217(void) { bool r = tsr_dtype_is_complex(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c218(void) { bool r = tsr_dtype_is_complex(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c219(void) { bool r = tsr_dtype_is_complex(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c220(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c221(void) { fx_expect_status(tsr_promote_types(99, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'a'"); }
-static void c222(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, -1, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'b'"); }
-static void c223(void) { fx_expect_status(tsr_promote_types(TSR_QINT8, TSR_FLOAT, &S.dtype), TSR_ERR_DTYPE, NULL); }
-static void c224(void) { fx_expect_status(tsr_promote_types(TSR_UINT16, TSR_INT, &S.dtype), TSR_ERR_DTYPE, NULL); }
-static void c225(void) { fx_expect_status(tsr_promote_types(47, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c226(void) { fx_expect_status(tsr_promote_types(127, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c227(void) { fx_expect_status(tsr_promote_types(-1, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c228(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 47, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c229(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 127, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c230(void) { bool r = tsr_can_cast(99, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c231(void) { bool r = tsr_can_cast(TSR_FLOAT, 99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c232(void) { bool r = tsr_can_cast(47, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c233(void) { bool r = tsr_can_cast(127, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c234(void) { bool r = tsr_can_cast(-1, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c235(void) { bool r = tsr_can_cast(TSR_FLOAT, 47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c236(void) { bool r = tsr_can_cast(TSR_FLOAT, 127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c237(void) { bool r = tsr_can_cast(TSR_FLOAT, -1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c238(void) { struct TsrScalar r = tsr_scalar_int(7); FX_CHECK(r.dtype == TSR_LONG && r.v.i == 7, "r.dtype == TSR_LONG && r.v.i == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c239(void) { struct TsrScalar r = tsr_scalar_uint(7); FX_CHECK(r.dtype == TSR_UINT64 && r.v.u == 7, "r.dtype == TSR_UINT64 && r.v.u == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c240(void) { struct TsrScalar r = tsr_scalar_float(1.5); FX_CHECK(r.dtype == TSR_DOUBLE && r.v.f == 1.5, "r.dtype == TSR_DOUBLE && r.v.f == 1.5"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c241(void) { struct TsrScalar r = tsr_scalar_bool(true); FX_CHECK(r.dtype == TSR_BOOL && r.v.b, "r.dtype == TSR_BOOL && r.v.b"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c242(void) { struct TsrScalar r = tsr_scalar_complex(1.5, 2.0); FX_CHECK(r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0, "r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c208(void) { const char * r = tsr_dtype_numpy(99); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c209(void) { const char * r = tsr_dtype_numpy(-1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c210(void) { const char * r = tsr_dtype_numpy(47); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c211(void) { const char * r = tsr_dtype_numpy(TSR_BFLOAT16); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c212(void) { const char * r = tsr_dtype_torch_name(99); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c213(void) { const char * r = tsr_dtype_torch_name(-128); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c214(void) { const char * r = tsr_dtype_torch_name(47); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c215(void) { bool r = tsr_dtype_is_valid(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c216(void) { bool r = tsr_dtype_is_valid(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c217(void) { bool r = tsr_dtype_is_valid(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c218(void) { bool r = tsr_dtype_is_valid(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c219(void) { bool r = tsr_dtype_is_floating(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c220(void) { bool r = tsr_dtype_is_floating(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c221(void) { bool r = tsr_dtype_is_floating(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c222(void) { bool r = tsr_dtype_is_floating(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c223(void) { bool r = tsr_dtype_is_complex(99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c224(void) { bool r = tsr_dtype_is_complex(47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c225(void) { bool r = tsr_dtype_is_complex(127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c226(void) { bool r = tsr_dtype_is_complex(-1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c227(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c228(void) { fx_expect_status(tsr_promote_types(99, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'a'"); }
+static void c229(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, -1, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "argument 'b'"); }
+static void c230(void) { fx_expect_status(tsr_promote_types(TSR_QINT8, TSR_FLOAT, &S.dtype), TSR_ERR_DTYPE, NULL); }
+static void c231(void) { fx_expect_status(tsr_promote_types(TSR_UINT16, TSR_INT, &S.dtype), TSR_ERR_DTYPE, NULL); }
+static void c232(void) { fx_expect_status(tsr_promote_types(47, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c233(void) { fx_expect_status(tsr_promote_types(127, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c234(void) { fx_expect_status(tsr_promote_types(-1, TSR_FLOAT, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c235(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 47, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c236(void) { fx_expect_status(tsr_promote_types(TSR_FLOAT, 127, &S.dtype), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c237(void) { bool r = tsr_can_cast(99, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c238(void) { bool r = tsr_can_cast(TSR_FLOAT, 99); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c239(void) { bool r = tsr_can_cast(47, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c240(void) { bool r = tsr_can_cast(127, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c241(void) { bool r = tsr_can_cast(-1, TSR_FLOAT); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c242(void) { bool r = tsr_can_cast(TSR_FLOAT, 47); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c243(void) { bool r = tsr_can_cast(TSR_FLOAT, 127); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c244(void) { bool r = tsr_can_cast(TSR_FLOAT, -1); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c245(void) { struct TsrScalar r = tsr_scalar_int(7); FX_CHECK(r.dtype == TSR_LONG && r.v.i == 7, "r.dtype == TSR_LONG && r.v.i == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c246(void) { struct TsrScalar r = tsr_scalar_uint(7); FX_CHECK(r.dtype == TSR_UINT64 && r.v.u == 7, "r.dtype == TSR_UINT64 && r.v.u == 7"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c247(void) { struct TsrScalar r = tsr_scalar_float(1.5); FX_CHECK(r.dtype == TSR_DOUBLE && r.v.f == 1.5, "r.dtype == TSR_DOUBLE && r.v.f == 1.5"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c248(void) { struct TsrScalar r = tsr_scalar_bool(true); FX_CHECK(r.dtype == TSR_BOOL && r.v.b, "r.dtype == TSR_BOOL && r.v.b"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c249(void) { struct TsrScalar r = tsr_scalar_complex(1.5, 2.0); FX_CHECK(r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0, "r.dtype == TSR_COMPLEX_DOUBLE && r.v.c.im == 2.0"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Errors */
-static void c243(void) { const char * r = tsr_last_error_message(); FX_CHECK(r != NULL && r[0] == '\0', "r != NULL && r[0] == '\\0'"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c244(void) { tsr_clear_last_error(); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c245(void) { TsrStatus r = tsr_set_last_error(TSR_ERR_SHAPE, NULL); FX_CHECK(r == (TSR_ERR_SHAPE), "TSR_ERR_SHAPE"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(tsr_last_error_message()[0] == '\0', "empty message"); }
-static void c246(void) { TsrStatus r = tsr_set_last_error(99, "a plugin message"); FX_CHECK(r == (99), "99"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(strcmp(tsr_last_error_message(), "a plugin message") == 0, "message"); }
-static void c247(void) { const char * r = tsr_status_name(99); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c248(void) { const char * r = tsr_status_name(-1); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c250(void) { const char * r = tsr_last_error_message(); FX_CHECK(r != NULL && r[0] == '\0', "r != NULL && r[0] == '\\0'"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c251(void) { tsr_clear_last_error(); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c252(void) { TsrStatus r = tsr_set_last_error(TSR_ERR_SHAPE, NULL); FX_CHECK(r == (TSR_ERR_SHAPE), "TSR_ERR_SHAPE"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(tsr_last_error_message()[0] == '\0', "empty message"); }
+static void c253(void) { TsrStatus r = tsr_set_last_error(99, "a plugin message"); FX_CHECK(r == (99), "99"); fx_expect_message(FX_MSG_ANY, NULL); FX_CHECK(strcmp(tsr_last_error_message(), "a plugin message") == 0, "message"); }
+static void c254(void) { const char * r = tsr_status_name(99); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c255(void) { const char * r = tsr_status_name(-1); FX_CHECK(strcmp(r, "TSR_ERR_UNKNOWN") == 0, "strcmp(r, \"TSR_ERR_UNKNOWN\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Iterator configuration */
-static void c249(void) { fx_expect_status(tsr_iter_config_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c250(void) { tsr_iter_config_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c251(void) { fx_expect_status(tsr_iter_config_add_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c252(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
-static void c253(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, NULL), TSR_OK, NULL); }
-static void c254(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c255(void) { fx_expect_status(tsr_iter_config_add_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c256(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c257(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c258(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c259(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
-static void c260(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, NULL), TSR_OK, NULL); }
-static void c261(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c262(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c263(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c264(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c265(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c266(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c267(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c268(void) { fx_expect_status(tsr_iter_config_add_input_scalar(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c269(void) { fx_expect_status(tsr_iter_config_add_input_scalar(F.cfg, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c270(void) { fx_expect_status(tsr_iter_config_check_mem_overlap(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c271(void) { fx_expect_status(tsr_iter_config_allow_cpu_scalars(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c272(void) { fx_expect_status(tsr_iter_config_is_reduction(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c273(void) { fx_expect_status(tsr_iter_config_resize_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c274(void) { fx_expect_status(tsr_iter_config_check_all_same_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c275(void) { fx_expect_status(tsr_iter_config_check_all_same_device(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c276(void) { fx_expect_status(tsr_iter_config_enforce_safe_casting_to_output(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c277(void) { fx_expect_status(tsr_iter_config_enforce_linear_iteration(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c278(void) { fx_expect_status(tsr_iter_config_promote_inputs_to_common_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c279(void) { fx_expect_status(tsr_iter_config_promote_integer_inputs_to_float(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c280(void) { fx_expect_status(tsr_iter_config_cast_common_dtype_to_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c281(void) { fx_expect_status(tsr_iter_config_resolve_overlap_by_copy(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
-static void c282(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(NULL, TSR_FLOAT), TSR_ERR_NULL_POINTER, NULL); }
-static void c283(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 99), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c284(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 47), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c285(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 127), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c286(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c287(void) { fx_expect_status(tsr_iter_config_declare_static_device(NULL, FX_CPU), TSR_ERR_NULL_POINTER, NULL); }
-static void c288(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(99, 0)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c289(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CPU, 3)), TSR_ERR_INVALID_ARGUMENT, "index 3"); }
-static void c290(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CUDA, -2)), TSR_ERR_INVALID_ARGUMENT, "index -2"); }
-static void c291(void) { fx_expect_status(tsr_iter_config_declare_static_shape(NULL, 2, FX_SIZES), TSR_ERR_NULL_POINTER, NULL); }
-static void c292(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 2, NULL), TSR_ERR_NULL_POINTER, "shape"); }
-static void c293(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, -1, FX_SIZES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c294(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 65, FX_SIZES_64), TSR_ERR_SHAPE, "65"); }
-static void c295(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 0, NULL), TSR_OK, NULL); }
-static void c296(void) { fx_expect_status(tsr_iter_build(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c297(void) { fx_expect_status(tsr_iter_build(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c298(void) { fx_expect_status(tsr_iter_build(F.cfg_empty, &S.iter), TSR_ERR_INVALID_ARGUMENT, "no operands"); }
-static void c299(void) { fx_expect_status(tsr_iter_build(F.cfg_bad, &S.iter), TSR_ERR_INVALID_ARGUMENT, "promote_inputs_to_common_dtype"); }
-static void c300(void) { fx_expect_status(tsr_iter_build((tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg), &S.iter), TSR_ERR_SHAPE, "static shape [3] does not fit input 0"); }
+static void c256(void) { fx_expect_status(tsr_iter_config_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c257(void) { tsr_iter_config_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c258(void) { fx_expect_status(tsr_iter_config_add_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c259(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
+static void c260(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, NULL), TSR_OK, NULL); }
+static void c261(void) { fx_expect_status(tsr_iter_config_add_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c262(void) { fx_expect_status(tsr_iter_config_add_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c263(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c264(void) { fx_expect_status(tsr_iter_config_add_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c265(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c266(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg, NULL), TSR_ERR_INVALID_ARGUMENT, "after 1 input"); }
+static void c267(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, NULL), TSR_OK, NULL); }
+static void c268(void) { fx_expect_status(tsr_iter_config_add_borrowed_output(F.cfg_empty, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c269(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c270(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c271(void) { fx_expect_status(tsr_iter_config_add_borrowed_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c272(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c273(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c274(void) { fx_expect_status(tsr_iter_config_add_borrowed_const_input(F.cfg, F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c275(void) { fx_expect_status(tsr_iter_config_add_input_scalar(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c276(void) { fx_expect_status(tsr_iter_config_add_input_scalar(F.cfg, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c277(void) { fx_expect_status(tsr_iter_config_check_mem_overlap(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c278(void) { fx_expect_status(tsr_iter_config_allow_cpu_scalars(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c279(void) { fx_expect_status(tsr_iter_config_is_reduction(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c280(void) { fx_expect_status(tsr_iter_config_resize_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c281(void) { fx_expect_status(tsr_iter_config_check_all_same_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c282(void) { fx_expect_status(tsr_iter_config_check_all_same_device(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c283(void) { fx_expect_status(tsr_iter_config_enforce_safe_casting_to_output(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c284(void) { fx_expect_status(tsr_iter_config_enforce_linear_iteration(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c285(void) { fx_expect_status(tsr_iter_config_promote_inputs_to_common_dtype(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c286(void) { fx_expect_status(tsr_iter_config_promote_integer_inputs_to_float(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c287(void) { fx_expect_status(tsr_iter_config_cast_common_dtype_to_outputs(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c288(void) { fx_expect_status(tsr_iter_config_resolve_overlap_by_copy(NULL, true), TSR_ERR_NULL_POINTER, NULL); }
+static void c289(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(NULL, TSR_FLOAT), TSR_ERR_NULL_POINTER, NULL); }
+static void c290(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 99), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c291(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 47), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c292(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, 127), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c293(void) { fx_expect_status(tsr_iter_config_declare_static_dtype(F.cfg, -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c294(void) { fx_expect_status(tsr_iter_config_declare_static_device(NULL, FX_CPU), TSR_ERR_NULL_POINTER, NULL); }
+static void c295(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(99, 0)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c296(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CPU, 3)), TSR_ERR_INVALID_ARGUMENT, "index 3"); }
+static void c297(void) { fx_expect_status(tsr_iter_config_declare_static_device(F.cfg, fx_device(TSR_CUDA, -2)), TSR_ERR_INVALID_ARGUMENT, "index -2"); }
+static void c298(void) { fx_expect_status(tsr_iter_config_declare_static_shape(NULL, 2, FX_SIZES), TSR_ERR_NULL_POINTER, NULL); }
+static void c299(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 2, NULL), TSR_ERR_NULL_POINTER, "shape"); }
+static void c300(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, -1, FX_SIZES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c301(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 65, FX_SIZES_64), TSR_ERR_SHAPE, "65"); }
+static void c302(void) { fx_expect_status(tsr_iter_config_declare_static_shape(F.cfg, 0, NULL), TSR_OK, NULL); }
+static void c303(void) { fx_expect_status(tsr_iter_build(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c304(void) { fx_expect_status(tsr_iter_build(F.cfg, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c305(void) { fx_expect_status(tsr_iter_build(F.cfg_empty, &S.iter), TSR_ERR_INVALID_ARGUMENT, "no operands"); }
+static void c306(void) { fx_expect_status(tsr_iter_build(F.cfg_bad, &S.iter), TSR_ERR_INVALID_ARGUMENT, "promote_inputs_to_common_dtype"); }
+static void c307(void) { fx_expect_status(tsr_iter_build((tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg), &S.iter), TSR_ERR_SHAPE, "static shape [3] does not fit input 0"); }
 
 /* Iterator presets */
-static void c301(void) { fx_expect_status(tsr_iter_binary_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c302(void) { fx_expect_status(tsr_iter_binary_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c303(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c304(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c305(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, "broadcast"); }
-static void c306(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c307(void) { fx_expect_status(tsr_iter_binary_float_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c308(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c309(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c310(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c311(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
-static void c312(void) { fx_expect_status(tsr_iter_comparison_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c313(void) { fx_expect_status(tsr_iter_comparison_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c314(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c315(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c316(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
-static void c317(void) { fx_expect_status(tsr_iter_unary_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c318(void) { fx_expect_status(tsr_iter_unary_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c319(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c320(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c321(void) { fx_expect_status(tsr_iter_unary_float_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
-static void c322(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c323(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c324(void) { fx_expect_status(tsr_iter_nullary_op(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c325(void) { fx_expect_status(tsr_iter_nullary_op(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c326(void) { fx_expect_status(tsr_iter_nullary_op(F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c327(void) { fx_expect_status(tsr_iter_reduce_op(NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c328(void) { fx_expect_status(tsr_iter_reduce_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
-static void c329(void) { fx_expect_status(tsr_iter_reduce_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c330(void) { fx_expect_status(tsr_iter_reduce_op(F.t4, F.t, &S.iter), TSR_ERR_SHAPE, NULL); }
+static void c308(void) { fx_expect_status(tsr_iter_binary_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c309(void) { fx_expect_status(tsr_iter_binary_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c310(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c311(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c312(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, "broadcast"); }
+static void c313(void) { fx_expect_status(tsr_iter_binary_op(F.t, F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c314(void) { fx_expect_status(tsr_iter_binary_float_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c315(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c316(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c317(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c318(void) { fx_expect_status(tsr_iter_binary_float_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
+static void c319(void) { fx_expect_status(tsr_iter_comparison_op(NULL, F.t, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c320(void) { fx_expect_status(tsr_iter_comparison_op(F.t, NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c321(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c322(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c323(void) { fx_expect_status(tsr_iter_comparison_op(F.t, F.t, F.t4, &S.iter), TSR_ERR_SHAPE, NULL); }
+static void c324(void) { fx_expect_status(tsr_iter_unary_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c325(void) { fx_expect_status(tsr_iter_unary_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c326(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c327(void) { fx_expect_status(tsr_iter_unary_op(F.t, F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c328(void) { fx_expect_status(tsr_iter_unary_float_op(NULL, F.t, &S.iter), TSR_OK, NULL); tsr_iter_free(S.iter); }
+static void c329(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c330(void) { fx_expect_status(tsr_iter_unary_float_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c331(void) { fx_expect_status(tsr_iter_nullary_op(NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c332(void) { fx_expect_status(tsr_iter_nullary_op(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c333(void) { fx_expect_status(tsr_iter_nullary_op(F.dead_t, &S.iter), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c334(void) { fx_expect_status(tsr_iter_reduce_op(NULL, F.t, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c335(void) { fx_expect_status(tsr_iter_reduce_op(F.t, NULL, &S.iter), TSR_ERR_NULL_POINTER, NULL); }
+static void c336(void) { fx_expect_status(tsr_iter_reduce_op(F.t, F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c337(void) { fx_expect_status(tsr_iter_reduce_op(F.t4, F.t, &S.iter), TSR_ERR_SHAPE, NULL); }
 
 /* Iterator queries */
-static void c331(void) { tsr_iter_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c332(void) { int64_t r = tsr_iter_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c333(void) { const int64_t * r = tsr_iter_shape(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c334(void) { int64_t r = tsr_iter_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c335(void) { int64_t r = tsr_iter_ntensors(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c336(void) { int64_t r = tsr_iter_noutputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c337(void) { int64_t r = tsr_iter_ninputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c338(void) { const int64_t * r = tsr_iter_strides(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c339(void) { const int64_t * r = tsr_iter_strides(F.it, 2); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
-static void c340(void) { const int64_t * r = tsr_iter_strides(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand -1"); }
-static void c341(void) { TsrDType r = tsr_iter_dtype(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c342(void) { TsrDType r = tsr_iter_dtype(F.it, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
-static void c343(void) { TsrDType r = tsr_iter_dtype(F.it, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "out of range"); }
-static void c344(void) { TsrDType r = tsr_iter_common_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c345(void) { void * r = tsr_iter_data_ptr(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c346(void) { void * r = tsr_iter_data_ptr(F.it, 5); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 5"); }
-static void c347(void) { struct TsrTensor * r = tsr_iter_output(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c348(void) { struct TsrTensor * r = tsr_iter_output(F.it, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output 1"); }
-static void c349(void) { struct TsrTensor * r = tsr_iter_output(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output -1"); }
-static void c350(void) { bool r = tsr_iter_is_contiguous(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c351(void) { bool r = tsr_iter_is_trivial_1d(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c352(void) { int64_t r = tsr_iter_num_output_elements(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c353(void) { int64_t r = tsr_iter_num_reduce_dims(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c354(void) { bool r = tsr_iter_can_use_32bit_indexing(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c338(void) { tsr_iter_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c339(void) { int64_t r = tsr_iter_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c340(void) { const int64_t * r = tsr_iter_shape(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c341(void) { int64_t r = tsr_iter_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c342(void) { int64_t r = tsr_iter_ntensors(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c343(void) { int64_t r = tsr_iter_noutputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c344(void) { int64_t r = tsr_iter_ninputs(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c345(void) { const int64_t * r = tsr_iter_strides(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c346(void) { const int64_t * r = tsr_iter_strides(F.it, 2); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
+static void c347(void) { const int64_t * r = tsr_iter_strides(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand -1"); }
+static void c348(void) { TsrDType r = tsr_iter_dtype(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c349(void) { TsrDType r = tsr_iter_dtype(F.it, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "operand 2"); }
+static void c350(void) { TsrDType r = tsr_iter_dtype(F.it, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "out of range"); }
+static void c351(void) { TsrDType r = tsr_iter_common_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c352(void) { void * r = tsr_iter_data_ptr(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c353(void) { void * r = tsr_iter_data_ptr(F.it, 5); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "operand 5"); }
+static void c354(void) { struct TsrTensor * r = tsr_iter_output(NULL, 0); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c355(void) { struct TsrTensor * r = tsr_iter_output(F.it, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output 1"); }
+static void c356(void) { struct TsrTensor * r = tsr_iter_output(F.it, -1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "output -1"); }
+static void c357(void) { bool r = tsr_iter_is_contiguous(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c358(void) { bool r = tsr_iter_is_trivial_1d(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c359(void) { int64_t r = tsr_iter_num_output_elements(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c360(void) { int64_t r = tsr_iter_num_reduce_dims(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c361(void) { bool r = tsr_iter_can_use_32bit_indexing(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Iterator loops */
-static void c355(void) { fx_expect_status(tsr_iter_for_each(NULL, fx_loop, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c356(void) { fx_expect_status(tsr_iter_for_each(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
-static void c357(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, 0), TSR_OK, NULL); }
-static void c358(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, -5), TSR_OK, NULL); }
-static void c359(void) { fx_expect_status(tsr_iter_for_each(fx_stale_it(), fx_loop, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c360(void) { fx_expect_status(tsr_iter_serial_for_each(NULL, fx_loop, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
-static void c361(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
-static void c362(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, 6), TSR_OK, NULL); }
-static void c363(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
-static void c364(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 4, 2), TSR_OK, NULL); }
-static void c365(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, INT64_MAX), TSR_OK, NULL); }
-static void c366(void) { fx_expect_status(tsr_iter_serial_for_each(fx_stale_it(), fx_loop, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c367(void) { fx_expect_status(tsr_iter_for_each_n(NULL, fx_loop_n, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c368(void) { fx_expect_status(tsr_iter_for_each_n(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
-static void c369(void) { fx_expect_status(tsr_iter_for_each_n(F.it, fx_loop_n, NULL, 0), TSR_OK, NULL); }
-static void c370(void) { fx_expect_status(tsr_iter_for_each_n(F.it, fx_loop_n, NULL, -5), TSR_OK, NULL); }
-static void c371(void) { fx_expect_status(tsr_iter_for_each_n(fx_stale_it(), fx_loop_n, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c372(void) { fx_expect_status(tsr_iter_serial_for_each_n(NULL, fx_loop_n, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
-static void c373(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
-static void c374(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 0, 6), TSR_OK, NULL); }
-static void c375(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
-static void c376(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 4, 2), TSR_OK, NULL); }
-static void c377(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 0, INT64_MAX), TSR_OK, NULL); }
-static void c378(void) { fx_expect_status(tsr_iter_serial_for_each_n(fx_stale_it(), fx_loop_n, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c379(void) { fx_expect_status(tsr_iter_cast_outputs(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c380(void) { fx_expect_status(tsr_iter_cast_outputs(fx_stale_it()), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c381(void) { fx_expect_status(tsr_iter_parallel_reduce(NULL, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c382(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, NULL, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "loop"); }
-static void c383(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, NULL, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "combine"); }
-static void c384(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_OK, NULL); }
-static void c385(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 8, 0), TSR_ERR_NULL_POINTER, "acc"); }
-static void c386(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 0, 0), TSR_OK, NULL); }
-static void c387(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 4097, 0), TSR_ERR_INVALID_ARGUMENT, "4097"); }
-static void c388(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, SIZE_MAX, 0), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c389(void) { fx_expect_status(tsr_iter_parallel_reduce(fx_stale_it(), fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c390(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(NULL, fx_sub, NULL, false), TSR_ERR_NULL_POINTER, NULL); }
-static void c391(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, NULL, NULL, false), TSR_ERR_NULL_POINTER, "fn"); }
-static void c392(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, fx_sub, NULL, false), TSR_OK, NULL); }
-static void c393(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(fx_stale_it(), fx_sub, NULL, false), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
-static void c394(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(NULL, fx_sub, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c395(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NULL, NULL), TSR_ERR_NULL_POINTER, "fn"); }
-static void c396(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
-static void c397(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(fx_stale_it(), fx_sub, NULL), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c362(void) { fx_expect_status(tsr_iter_for_each(NULL, fx_loop, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c363(void) { fx_expect_status(tsr_iter_for_each(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c364(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, 0), TSR_OK, NULL); }
+static void c365(void) { fx_expect_status(tsr_iter_for_each(F.it, fx_loop, NULL, -5), TSR_OK, NULL); }
+static void c366(void) { fx_expect_status(tsr_iter_for_each(fx_stale_it(), fx_loop, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c367(void) { fx_expect_status(tsr_iter_serial_for_each(NULL, fx_loop, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
+static void c368(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
+static void c369(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, 6), TSR_OK, NULL); }
+static void c370(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
+static void c371(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 4, 2), TSR_OK, NULL); }
+static void c372(void) { fx_expect_status(tsr_iter_serial_for_each(F.it, fx_loop, NULL, 0, INT64_MAX), TSR_OK, NULL); }
+static void c373(void) { fx_expect_status(tsr_iter_serial_for_each(fx_stale_it(), fx_loop, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c374(void) { fx_expect_status(tsr_iter_for_each_n(NULL, fx_loop_n, NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c375(void) { fx_expect_status(tsr_iter_for_each_n(F.it, NULL, NULL, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c376(void) { fx_expect_status(tsr_iter_for_each_n(F.it, fx_loop_n, NULL, 0), TSR_OK, NULL); }
+static void c377(void) { fx_expect_status(tsr_iter_for_each_n(F.it, fx_loop_n, NULL, -5), TSR_OK, NULL); }
+static void c378(void) { fx_expect_status(tsr_iter_for_each_n(fx_stale_it(), fx_loop_n, NULL, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c379(void) { fx_expect_status(tsr_iter_serial_for_each_n(NULL, fx_loop_n, NULL, 0, 6), TSR_ERR_NULL_POINTER, NULL); }
+static void c380(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, NULL, NULL, 0, 6), TSR_ERR_NULL_POINTER, "loop"); }
+static void c381(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 0, 6), TSR_OK, NULL); }
+static void c382(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, -1, 6), TSR_ERR_INVALID_ARGUMENT, "begin -1"); }
+static void c383(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 4, 2), TSR_OK, NULL); }
+static void c384(void) { fx_expect_status(tsr_iter_serial_for_each_n(F.it, fx_loop_n, NULL, 0, INT64_MAX), TSR_OK, NULL); }
+static void c385(void) { fx_expect_status(tsr_iter_serial_for_each_n(fx_stale_it(), fx_loop_n, NULL, 0, 6), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c386(void) { fx_expect_status(tsr_iter_cast_outputs(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c387(void) { fx_expect_status(tsr_iter_cast_outputs(fx_stale_it()), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c388(void) { fx_expect_status(tsr_iter_parallel_reduce(NULL, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c389(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, NULL, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "loop"); }
+static void c390(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, NULL, NULL, &F.acc, 8, 0), TSR_ERR_NULL_POINTER, "combine"); }
+static void c391(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_OK, NULL); }
+static void c392(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 8, 0), TSR_ERR_NULL_POINTER, "acc"); }
+static void c393(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, NULL, 0, 0), TSR_OK, NULL); }
+static void c394(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, 4097, 0), TSR_ERR_INVALID_ARGUMENT, "4097"); }
+static void c395(void) { fx_expect_status(tsr_iter_parallel_reduce(F.it, fx_reduce_loop, fx_combine, NULL, &F.acc, SIZE_MAX, 0), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c396(void) { fx_expect_status(tsr_iter_parallel_reduce(fx_stale_it(), fx_reduce_loop, fx_combine, NULL, &F.acc, 8, 0), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c397(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(NULL, fx_sub, NULL, false), TSR_ERR_NULL_POINTER, NULL); }
+static void c398(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, NULL, NULL, false), TSR_ERR_NULL_POINTER, "fn"); }
+static void c399(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(F.it, fx_sub, NULL, false), TSR_OK, NULL); }
+static void c400(void) { fx_expect_status(tsr_iter_foreach_reduced_elt(fx_stale_it(), fx_sub, NULL, false), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
+static void c401(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(NULL, fx_sub, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c402(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, NULL, NULL), TSR_ERR_NULL_POINTER, "fn"); }
+static void c403(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(F.it, fx_sub, NULL), TSR_OK, NULL); }
+static void c404(void) { fx_expect_status(tsr_iter_for_each_32bit_piece(fx_stale_it(), fx_sub, NULL), TSR_ERR_INVALID_ARGUMENT, "build it again"); }
 
 /* Library */
-static void c398(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c399(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
-static void c400(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
-static void c401(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c405(void) { const char * r = tsr_version(); FX_CHECK(r != NULL && strcmp(r, "0.2.0") == 0, "r != NULL && strcmp(r, \"0.2.0\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c406(void) { tsr_set_num_threads(0); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
+static void c407(void) { tsr_set_num_threads(INT32_MIN); fx_expect_message(FX_MSG_NONE, NULL); CHECK_EQ(tsr_get_num_threads(), 1); tsr_set_num_threads(F.threads); }
+static void c408(void) { int32_t r = tsr_get_num_threads(); FX_CHECK(r >= 1, "r >= 1"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 /* Host objects */
-static void c402(void) { fx_expect_status(tsr_object_new(8, NULL, &S.object), TSR_OK, NULL); CHECK_OK(tsr_object_decref(S.object)); }
-static void c403(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c404(void) { fx_expect_status(tsr_object_new(SIZE_MAX, &FX_OBJECT_VTABLE, &S.object), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c405(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE_TINY, &S.object), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c406(void) { void * r = tsr_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c407(void) { void * r = tsr_object_data(F.dead_o); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c408(void) { void * r = tsr_weak_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c409(void) { void * r = tsr_weak_object_data(F.dead_wo); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c410(void) { fx_expect_status(tsr_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c411(void) { fx_expect_status(tsr_object_incref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c412(void) { fx_expect_status(tsr_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c413(void) { fx_expect_status(tsr_object_decref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c414(void) { size_t r = tsr_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c415(void) { size_t r = tsr_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c416(void) { fx_expect_status(tsr_object_downgrade(NULL, &S.weak_object), TSR_ERR_NULL_POINTER, NULL); }
-static void c417(void) { fx_expect_status(tsr_object_downgrade(F.o, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c418(void) { fx_expect_status(tsr_object_downgrade(F.dead_o, &S.weak_object), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c419(void) { fx_expect_status(tsr_weak_object_lock(NULL, &S.object), TSR_ERR_NULL_POINTER, NULL); }
-static void c420(void) { fx_expect_status(tsr_weak_object_lock(F.wo, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c421(void) { fx_expect_status(tsr_weak_object_lock(F.dead_wo, &S.object), TSR_OK, NULL); FX_CHECK(S.object == NULL, "expired: NULL"); }
-static void c422(void) { fx_expect_status(tsr_weak_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c423(void) { fx_expect_status(tsr_weak_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c424(void) { bool r = tsr_weak_object_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c425(void) { bool r = tsr_weak_object_expired(F.dead_wo); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c426(void) { size_t r = tsr_weak_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c427(void) { size_t r = tsr_weak_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c409(void) { fx_expect_status(tsr_object_new(8, NULL, &S.object), TSR_OK, NULL); CHECK_OK(tsr_object_decref(S.object)); }
+static void c410(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c411(void) { fx_expect_status(tsr_object_new(SIZE_MAX, &FX_OBJECT_VTABLE, &S.object), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c412(void) { fx_expect_status(tsr_object_new(8, &FX_OBJECT_VTABLE_TINY, &S.object), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c413(void) { void * r = tsr_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c414(void) { void * r = tsr_object_data(F.dead_o); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c415(void) { void * r = tsr_weak_object_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c416(void) { void * r = tsr_weak_object_data(F.dead_wo); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c417(void) { fx_expect_status(tsr_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c418(void) { fx_expect_status(tsr_object_incref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c419(void) { fx_expect_status(tsr_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c420(void) { fx_expect_status(tsr_object_decref(F.dead_o), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c421(void) { size_t r = tsr_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c422(void) { size_t r = tsr_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c423(void) { fx_expect_status(tsr_object_downgrade(NULL, &S.weak_object), TSR_ERR_NULL_POINTER, NULL); }
+static void c424(void) { fx_expect_status(tsr_object_downgrade(F.o, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c425(void) { fx_expect_status(tsr_object_downgrade(F.dead_o, &S.weak_object), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c426(void) { fx_expect_status(tsr_weak_object_lock(NULL, &S.object), TSR_ERR_NULL_POINTER, NULL); }
+static void c427(void) { fx_expect_status(tsr_weak_object_lock(F.wo, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c428(void) { fx_expect_status(tsr_weak_object_lock(F.dead_wo, &S.object), TSR_OK, NULL); FX_CHECK(S.object == NULL, "expired: NULL"); }
+static void c429(void) { fx_expect_status(tsr_weak_object_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c430(void) { fx_expect_status(tsr_weak_object_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c431(void) { bool r = tsr_weak_object_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c432(void) { bool r = tsr_weak_object_expired(F.dead_wo); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c433(void) { size_t r = tsr_weak_object_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c434(void) { size_t r = tsr_weak_object_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Storages */
-static void c428(void) { fx_expect_status(tsr_storage_new(16, FX_CPU, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c429(void) { fx_expect_status(tsr_storage_new(16, fx_device(99, 0), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c430(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_CPU, 1), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "index 1"); }
-static void c431(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_HIP, 0), true, &S.storage), TSR_ERR_DEVICE, "no allocator"); }
-static void c432(void) { fx_expect_status(tsr_storage_new(SIZE_MAX, FX_CPU, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, "18446744073709551615"); }
-static void c433(void) { fx_expect_status(tsr_storage_new_with_allocator(16, NULL, true, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c434(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.a, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c435(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.dead_a, true, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c436(void) { fx_expect_status(tsr_storage_new_with_allocator(SIZE_MAX, F.a, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c437(void) { fx_expect_status(tsr_storage_from_data_ptr(NULL, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c438(void) { fx_expect_status(tsr_storage_from_data_ptr(&F.dp, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c439(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.device = fx_device(99, 0), &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c440(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.data = NULL, &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c441(void) { size_t r = tsr_storage_nbytes(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c442(void) { size_t r = tsr_storage_nbytes(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c443(void) { void * r = tsr_storage_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c444(void) { void * r = tsr_storage_data(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c445(void) { struct TsrDevice r = tsr_storage_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c446(void) { struct TsrDevice r = tsr_storage_device(F.dead_s); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c447(void) { bool r = tsr_storage_resizable(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c448(void) { struct TsrAllocator * r = tsr_storage_allocator(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c449(void) { struct TsrAllocator * r = tsr_storage_allocator(F.fixed); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c450(void) { fx_expect_status(tsr_storage_resize(NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c451(void) { fx_expect_status(tsr_storage_resize(F.fixed, 16), TSR_ERR_NOT_RESIZABLE, NULL); }
-static void c452(void) { fx_expect_status(tsr_storage_resize(F.s, SIZE_MAX), TSR_ERR_OUT_OF_MEMORY, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c453(void) { fx_expect_status(tsr_storage_resize(F.dead_s, 16), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c454(void) { fx_expect_status(tsr_storage_resize(fx_exported_s(), 16), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); }
-static void c455(void) { fx_expect_status(tsr_storage_fill(NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c456(void) { fx_expect_status(tsr_storage_fill(F.dead_s, 0), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c457(void) { fx_expect_status(tsr_storage_copy(NULL, F.s), TSR_ERR_NULL_POINTER, NULL); }
-static void c458(void) { fx_expect_status(tsr_storage_copy(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c459(void) { fx_expect_status(tsr_storage_copy(F.su, F.s), TSR_ERR_SHAPE, "16"); }
-static void c460(void) { fx_expect_status(tsr_storage_copy(F.s, F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c461(void) { fx_expect_status(tsr_storage_clone(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c462(void) { fx_expect_status(tsr_storage_clone(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c463(void) { fx_expect_status(tsr_storage_clone(F.dead_s, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c464(void) { fx_expect_status(tsr_storage_share_external(NULL, &F.dp, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c465(void) { fx_expect_status(tsr_storage_share_external(F.s, NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c466(void) { fx_expect_status(tsr_storage_share_external(F.s, &F.dp, 16), TSR_ERR_INVALID_ARGUMENT, "2 strong references"); }
-static void c467(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.device = fx_device(99, 0), &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c468(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.data = NULL, &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c469(void) { fx_expect_status(tsr_storage_share_external(F.dead_s, &F.dp, 16), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c470(void) { fx_expect_status(tsr_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c471(void) { fx_expect_status(tsr_storage_incref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c472(void) { fx_expect_status(tsr_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c473(void) { fx_expect_status(tsr_storage_decref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c474(void) { size_t r = tsr_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c475(void) { size_t r = tsr_storage_use_count(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c476(void) { size_t r = tsr_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c477(void) { fx_expect_status(tsr_storage_downgrade(NULL, &S.weak_storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c478(void) { fx_expect_status(tsr_storage_downgrade(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c479(void) { fx_expect_status(tsr_storage_downgrade(F.dead_s, &S.weak_storage), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c480(void) { fx_expect_status(tsr_weak_storage_lock(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c481(void) { fx_expect_status(tsr_weak_storage_lock(F.ws, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c482(void) { fx_expect_status(tsr_weak_storage_lock(F.dead_ws, &S.storage), TSR_OK, NULL); FX_CHECK(S.storage == NULL, "expired: NULL"); }
-static void c483(void) { fx_expect_status(tsr_weak_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c484(void) { fx_expect_status(tsr_weak_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c485(void) { bool r = tsr_weak_storage_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c486(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c487(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c488(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c435(void) { fx_expect_status(tsr_storage_new(16, FX_CPU, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c436(void) { fx_expect_status(tsr_storage_new(16, fx_device(99, 0), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c437(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_CPU, 1), true, &S.storage), TSR_ERR_INVALID_ARGUMENT, "index 1"); }
+static void c438(void) { fx_expect_status(tsr_storage_new(16, fx_device(TSR_HIP, 0), true, &S.storage), TSR_ERR_DEVICE, "no allocator"); }
+static void c439(void) { fx_expect_status(tsr_storage_new(SIZE_MAX, FX_CPU, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, "18446744073709551615"); }
+static void c440(void) { fx_expect_status(tsr_storage_new_with_allocator(16, NULL, true, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c441(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.a, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c442(void) { fx_expect_status(tsr_storage_new_with_allocator(16, F.dead_a, true, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c443(void) { fx_expect_status(tsr_storage_new_with_allocator(SIZE_MAX, F.a, true, &S.storage), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c444(void) { fx_expect_status(tsr_storage_from_data_ptr(NULL, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c445(void) { fx_expect_status(tsr_storage_from_data_ptr(&F.dp, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c446(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.device = fx_device(99, 0), &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c447(void) { fx_expect_status(tsr_storage_from_data_ptr((F.dp.data = NULL, &F.dp), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c448(void) { size_t r = tsr_storage_nbytes(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c449(void) { size_t r = tsr_storage_nbytes(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c450(void) { void * r = tsr_storage_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c451(void) { void * r = tsr_storage_data(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c452(void) { struct TsrDevice r = tsr_storage_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c453(void) { struct TsrDevice r = tsr_storage_device(F.dead_s); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c454(void) { bool r = tsr_storage_resizable(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c455(void) { struct TsrAllocator * r = tsr_storage_allocator(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c456(void) { struct TsrAllocator * r = tsr_storage_allocator(F.fixed); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c457(void) { fx_expect_status(tsr_storage_resize(NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c458(void) { fx_expect_status(tsr_storage_resize(F.fixed, 16), TSR_ERR_NOT_RESIZABLE, NULL); }
+static void c459(void) { fx_expect_status(tsr_storage_resize(F.s, SIZE_MAX), TSR_ERR_OUT_OF_MEMORY, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c460(void) { fx_expect_status(tsr_storage_resize(F.dead_s, 16), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c461(void) { fx_expect_status(tsr_storage_resize(fx_exported_s(), 16), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); }
+static void c462(void) { fx_expect_status(tsr_storage_fill(NULL, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c463(void) { fx_expect_status(tsr_storage_fill(F.dead_s, 0), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c464(void) { fx_expect_status(tsr_storage_copy(NULL, F.s), TSR_ERR_NULL_POINTER, NULL); }
+static void c465(void) { fx_expect_status(tsr_storage_copy(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c466(void) { fx_expect_status(tsr_storage_copy(F.su, F.s), TSR_ERR_SHAPE, "16"); }
+static void c467(void) { fx_expect_status(tsr_storage_copy(F.s, F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c468(void) { fx_expect_status(tsr_storage_clone(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c469(void) { fx_expect_status(tsr_storage_clone(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c470(void) { fx_expect_status(tsr_storage_clone(F.dead_s, &S.storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c471(void) { fx_expect_status(tsr_storage_share_external(NULL, &F.dp, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c472(void) { fx_expect_status(tsr_storage_share_external(F.s, NULL, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c473(void) { fx_expect_status(tsr_storage_share_external(F.s, &F.dp, 16), TSR_ERR_INVALID_ARGUMENT, "2 strong references"); }
+static void c474(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.device = fx_device(99, 0), &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c475(void) { fx_expect_status(tsr_storage_share_external(F.su, (F.dp.data = NULL, &F.dp), 16), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c476(void) { fx_expect_status(tsr_storage_share_external(F.dead_s, &F.dp, 16), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c477(void) { fx_expect_status(tsr_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c478(void) { fx_expect_status(tsr_storage_incref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c479(void) { fx_expect_status(tsr_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c480(void) { fx_expect_status(tsr_storage_decref(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c481(void) { size_t r = tsr_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c482(void) { size_t r = tsr_storage_use_count(F.dead_s); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c483(void) { size_t r = tsr_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c484(void) { fx_expect_status(tsr_storage_downgrade(NULL, &S.weak_storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c485(void) { fx_expect_status(tsr_storage_downgrade(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c486(void) { fx_expect_status(tsr_storage_downgrade(F.dead_s, &S.weak_storage), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c487(void) { fx_expect_status(tsr_weak_storage_lock(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c488(void) { fx_expect_status(tsr_weak_storage_lock(F.ws, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c489(void) { fx_expect_status(tsr_weak_storage_lock(F.dead_ws, &S.storage), TSR_OK, NULL); FX_CHECK(S.storage == NULL, "expired: NULL"); }
+static void c490(void) { fx_expect_status(tsr_weak_storage_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c491(void) { fx_expect_status(tsr_weak_storage_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c492(void) { bool r = tsr_weak_storage_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c493(void) { bool r = tsr_weak_storage_expired(F.dead_ws); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c494(void) { size_t r = tsr_weak_storage_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c495(void) { size_t r = tsr_weak_storage_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Storages beyond process memory: files, read-only memory, a storage's DataPtr */
-static void c489(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c490(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c491(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
-static void c492(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
-static void c493(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
-static void c494(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
-static void c495(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
-static void c496(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c497(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c498(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c499(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c500(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
-static void c501(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c502(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c503(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c504(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
-static void c505(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c506(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c507(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c508(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c509(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c510(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c511(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c512(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c513(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c514(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
-static void c515(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c516(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
-static void c517(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
-static void c518(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
-static void c519(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c520(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c521(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
-static void c522(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
+static void c496(void) { fx_expect_status(tsr_storage_from_file(NULL, TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c497(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c498(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "No such file"); }
+static void c499(void) { fx_expect_status(tsr_storage_from_file("/", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "directory"); }
+static void c500(void) { fx_expect_status(tsr_storage_from_file("/dev/null", TSR_FILE_READ_ONLY, 16, &S.storage), TSR_ERR_IO, "a character device"); }
+static void c501(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", 7, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "mode 7"); }
+static void c502(void) { fx_expect_status(tsr_storage_from_file("/nonexistent/tessera.bin", TSR_FILE_SHARED, SIZE_MAX, &S.storage), TSR_ERR_INVALID_ARGUMENT, "18446744073709551615"); }
+static void c503(void) { const char * r = tsr_storage_filename(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c504(void) { const char * r = tsr_storage_filename(F.s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c505(void) { const char * r = tsr_storage_filename(F.dead_s); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c506(void) { fx_expect_status(tsr_storage_flush(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c507(void) { fx_expect_status(tsr_storage_flush(F.s), TSR_OK, NULL); }
+static void c508(void) { fx_expect_status(tsr_storage_flush(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c509(void) { fx_expect_status(tsr_storage_make_read_only(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c510(void) { fx_expect_status(tsr_storage_make_read_only(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c511(void) { fx_expect_status(tsr_storage_make_read_only(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_read_only(F.s)); CHECK_STATUS(tsr_storage_fill(F.s, 0), TSR_ERR_READ_ONLY); }
+static void c512(void) { bool r = tsr_storage_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c513(void) { bool r = tsr_storage_is_read_only(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c514(void) { bool r = tsr_storage_is_read_only(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c515(void) { bool r = tsr_tensor_is_read_only(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c516(void) { bool r = tsr_tensor_is_read_only(F.t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c517(void) { bool r = tsr_tensor_is_read_only(F.dead_t); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c518(void) { fx_expect_status(tsr_storage_data_ptr(NULL, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c519(void) { fx_expect_status(tsr_storage_data_ptr(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c520(void) { fx_expect_status(tsr_storage_data_ptr(F.dead_s, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c521(void) { fx_expect_status(tsr_storage_data_ptr(F.s, &S.data_ptr), TSR_OK, NULL); CHECK(S.data_ptr.data == tsr_storage_data(F.s)); }
+static void c522(void) { fx_expect_status(tsr_storage_set_data_ptr(NULL, &F.dp, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c523(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, NULL, 16, &S.data_ptr), TSR_ERR_NULL_POINTER, NULL); }
+static void c524(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, NULL), TSR_OK, NULL); }
+static void c525(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, &F.dp, 16, &S.data_ptr), TSR_OK, NULL); tsr_data_ptr_free(&S.data_ptr); }
+static void c526(void) { fx_expect_status(tsr_storage_set_data_ptr(F.dead_s, &F.dp, 16, &S.data_ptr), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c527(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(99, 0), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c528(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.data = NULL, &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "NULL"); }
+static void c529(void) { fx_expect_status(tsr_storage_set_data_ptr(F.s, (F.dp.device = fx_device(TSR_META, -1), &F.dp), 16, &S.data_ptr), TSR_ERR_INVALID_ARGUMENT, "same device"); }
 
 /* Shared-memory storages (issue 17) */
-static void c523(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c524(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
-static void c525(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c526(void) { fx_expect_status(tsr_storage_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c527(void) { fx_expect_status(tsr_storage_record_stream(F.dead_s, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c528(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c529(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c530(void) { fx_expect_status(tsr_tensor_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c531(void) { fx_expect_status(tsr_tensor_record_stream(F.dead_t, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c532(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c533(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
-static void c534(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c535(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c536(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c537(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
-static void c538(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c539(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
-static void c540(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
-static void c541(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
-static void c542(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c543(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c544(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
-static void c545(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
-static void c546(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
-static void c547(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c548(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
-static void c549(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
-static void c550(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
-static void c551(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
-static void c552(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
-static void c553(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c554(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c555(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c556(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
-static void c557(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
-static void c558(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
-static void c559(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c530(void) { fx_expect_status(tsr_storage_share_memory(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c531(void) { fx_expect_status(tsr_storage_share_memory(F.s), TSR_OK, NULL); CHECK(tsr_storage_is_shared(F.s)); CHECK(tsr_tensor_data(F.t) == tsr_storage_data(F.s)); }
+static void c532(void) { fx_expect_status(tsr_storage_share_memory(F.dead_s), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c533(void) { fx_expect_status(tsr_storage_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c534(void) { fx_expect_status(tsr_storage_record_stream(F.dead_s, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c535(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c536(void) { fx_expect_status(tsr_storage_record_stream(F.s, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c537(void) { fx_expect_status(tsr_tensor_record_stream(NULL, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c538(void) { fx_expect_status(tsr_tensor_record_stream(F.dead_t, NULL), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c539(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c540(void) { fx_expect_status(tsr_tensor_record_stream(F.t, NULL), TSR_ERR_DEVICE, "needs CUDA memory"); }
+static void c541(void) { bool r = tsr_storage_is_shared(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c542(void) { bool r = tsr_storage_is_shared(F.s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c543(void) { bool r = tsr_storage_is_shared(F.dead_s); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c544(void) { fx_expect_status(tsr_storage_share_fd(NULL, &S.fd), TSR_ERR_NULL_POINTER, NULL); }
+static void c545(void) { fx_expect_status(tsr_storage_share_fd(F.s, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c546(void) { fx_expect_status(tsr_storage_share_fd(F.s, &S.fd), TSR_ERR_INVALID_ARGUMENT, "not in shared memory"); }
+static void c547(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_su(), &S.fd), TSR_OK, NULL); CHECK(S.fd >= 0); close(S.fd); }
+static void c548(void) { fx_expect_status(tsr_storage_share_fd(fx_shared_ro_su(), &S.fd), TSR_ERR_READ_ONLY, "share_fd would hand out a writable alias"); }
+static void c549(void) { fx_expect_status(tsr_storage_share_fd(F.dead_s, &S.fd), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c550(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c551(void) { fx_expect_status(tsr_storage_from_fd(-1, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor -1"); }
+static void c552(void) { fx_expect_status(tsr_storage_from_fd(4000, 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "descriptor 4000 is not open"); }
+static void c553(void) { fx_expect_status(tsr_storage_from_fd(fx_pipe_fd(), 16, &S.storage), TSR_ERR_INVALID_ARGUMENT, "is a pipe"); }
+static void c554(void) { fx_expect_status(tsr_storage_share_name(NULL, F.buf, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c555(void) { fx_expect_status(tsr_storage_share_name(F.s, NULL, 8), TSR_ERR_NULL_POINTER, NULL); }
+static void c556(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 64), TSR_OK, NULL); CHECK(strncmp(F.buf, "/tessera-", 9) == 0); }
+static void c557(void) { fx_expect_status(tsr_storage_share_name(F.s, F.buf, 8), TSR_ERR_INVALID_ARGUMENT, "buflen 8 is too small: the name needs 35 bytes"); CHECK(!tsr_storage_is_shared(F.s)); }
+static void c558(void) { fx_expect_status(tsr_storage_share_name(fx_shared_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "share_name would hand out a writable alias"); }
+static void c559(void) { fx_expect_status(tsr_storage_share_name(fx_named_ro_su(), F.buf, 64), TSR_ERR_READ_ONLY, "read-only"); }
+static void c560(void) { fx_expect_status(tsr_storage_share_name(F.dead_s, F.buf, 8), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c561(void) { fx_expect_status(tsr_storage_open_shared(NULL, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c562(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c563(void) { fx_expect_status(tsr_storage_open_shared("/tessera-no-such-segment", &S.storage), TSR_ERR_IO, "/tessera-no-such-segment"); }
+static void c564(void) { fx_expect_status(tsr_storage_open_shared(fx_long_name(), &S.storage), TSR_ERR_INVALID_ARGUMENT, "name of 299 bytes is too long"); }
+static void c565(void) { fx_expect_status(tsr_storage_open_shared("/a/b", &S.storage), TSR_ERR_INVALID_ARGUMENT, "'/'"); }
+static void c566(void) { fx_expect_status(tsr_storage_open_shared("", &S.storage), TSR_ERR_INVALID_ARGUMENT, "empty"); }
 
 /* Tensors */
-static void c560(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
-static void c561(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c562(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c563(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c564(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c565(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c566(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c567(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c568(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c569(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c570(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
-static void c571(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c572(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c573(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c574(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c575(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c576(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c577(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c578(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c579(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c580(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c581(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c582(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c583(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c584(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c585(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c586(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c587(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c588(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c589(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c590(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c591(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c592(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c593(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c594(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c595(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c596(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c597(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c598(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c599(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c600(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c601(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c602(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c603(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c604(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c605(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c606(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c607(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c608(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c609(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c610(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c611(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c612(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
-static void c613(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c614(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c615(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
-static void c616(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c617(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
-static void c618(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c619(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c620(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c621(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c622(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c623(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c624(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c625(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c626(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c627(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c628(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c629(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c630(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c631(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c632(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c633(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c634(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c635(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c636(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c637(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c638(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c639(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c640(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c641(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c642(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c643(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c644(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c645(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c646(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c647(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c648(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c649(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c650(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c651(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c652(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c653(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c654(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c655(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c656(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
-static void c657(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c658(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c659(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c660(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
-static void c661(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c662(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
-static void c663(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
-static void c664(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
-static void c665(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c666(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c667(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c668(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c669(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c670(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c671(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c672(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c673(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c674(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c675(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c676(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c677(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c678(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c679(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c680(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c681(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c682(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c683(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c684(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c685(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c686(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c687(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c688(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c689(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c690(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c691(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c692(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c693(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c694(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c567(void) { fx_expect_status(tsr_tensor_empty(2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c568(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c569(void) { fx_expect_status(tsr_tensor_empty(0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c570(void) { fx_expect_status(tsr_tensor_empty(-1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c571(void) { fx_expect_status(tsr_tensor_empty(65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c572(void) { fx_expect_status(tsr_tensor_empty(2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c573(void) { fx_expect_status(tsr_tensor_empty(2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c574(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c575(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c576(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c577(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c578(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c579(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c580(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c581(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c582(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c583(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c584(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c585(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c586(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c587(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c588(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c589(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c590(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c591(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c592(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c593(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c594(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c595(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c596(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c597(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c598(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c599(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c600(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c601(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c602(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c603(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c604(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c605(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c606(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c607(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c608(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c609(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c610(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c611(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c612(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c613(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c614(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c615(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c616(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c617(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c618(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c619(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
+static void c620(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c621(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c622(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
+static void c623(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c624(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
+static void c625(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c626(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c627(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c628(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c629(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c630(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c631(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c632(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c633(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c634(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c635(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c636(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c637(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c638(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c639(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c640(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c641(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c642(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c643(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c644(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c645(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c646(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c647(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c648(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c649(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c650(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c651(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c652(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c653(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c654(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c655(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c656(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c657(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c658(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c659(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c660(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c661(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c662(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c663(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
+static void c664(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c665(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c666(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c667(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
+static void c668(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c669(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
+static void c670(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
+static void c671(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
+static void c672(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c673(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c674(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c675(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c676(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c677(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c678(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c679(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c680(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c681(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c682(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c683(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c684(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c685(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c686(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c687(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c688(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c689(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c690(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c691(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c692(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c693(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c694(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c695(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c696(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c697(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c698(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c699(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c700(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c701(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c695(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c696(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c697(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c698(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c699(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c700(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c701(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c702(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c703(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c704(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c705(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c706(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c707(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c708(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c709(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c710(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c711(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c712(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c713(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c714(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c715(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c716(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c717(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c718(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c719(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c720(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c721(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c722(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c723(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c724(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c725(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c726(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c727(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c728(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c729(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c730(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c731(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c732(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c733(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c734(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c735(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c736(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c737(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c738(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c739(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c740(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c741(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c742(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c743(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c744(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c745(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c746(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c747(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c748(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c749(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c750(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c751(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c752(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c753(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c754(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c755(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c756(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c757(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c758(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c759(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c760(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c761(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c762(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c763(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c764(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c765(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c766(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c767(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c768(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c769(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c770(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c771(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c772(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c773(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c702(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c703(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c704(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c705(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c706(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c707(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c708(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c709(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c710(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c711(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c712(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c713(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c714(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c715(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c716(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c717(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c718(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c719(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c720(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c721(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c722(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c723(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c724(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c725(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c726(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c727(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c728(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c729(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c730(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c731(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c732(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c733(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c734(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c735(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c736(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c737(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c738(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c739(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c740(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c741(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c742(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c743(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c744(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c745(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c746(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c747(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c748(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c749(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c750(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c751(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c752(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c753(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c754(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c755(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c756(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c757(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c758(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c759(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c760(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c761(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c762(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c763(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c764(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c765(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c766(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c767(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c768(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c769(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c770(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c771(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c772(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c773(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c774(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c775(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c776(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c777(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c778(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c779(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c780(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
 
 /* Kernels */
-static void c774(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c775(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c776(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c777(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c778(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c779(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c780(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c781(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c782(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c783(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c784(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c785(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c786(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c787(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c788(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c789(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c790(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c791(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c792(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c793(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c794(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c795(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c796(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c797(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c798(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c799(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c800(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c801(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c802(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c803(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c804(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c805(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c806(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c807(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c808(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c809(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c810(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c811(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c812(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c813(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c814(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c815(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c816(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c817(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c818(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c819(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c820(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c821(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c822(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c823(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c824(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c825(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c826(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c827(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c828(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c829(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c830(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c831(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c832(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c833(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c834(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c835(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c836(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c837(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
-static void c838(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c839(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
-static void c840(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c781(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c782(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c783(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c784(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c785(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c786(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c787(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c788(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c789(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c790(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c791(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c792(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c793(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c794(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c795(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c796(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c797(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c798(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c799(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c800(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c801(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c802(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c803(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c804(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c805(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c806(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c807(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c808(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c809(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c810(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c811(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c812(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c813(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c814(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c815(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c816(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c817(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c818(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c819(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c820(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c821(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c822(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c823(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c824(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c825(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c826(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c827(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c828(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c829(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c830(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c831(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c832(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c833(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c834(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c835(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c836(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c837(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c838(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c839(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c840(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c841(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c842(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c843(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c844(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
+static void c845(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c846(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
+static void c847(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c841(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c842(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c843(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c844(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c845(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c846(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c847(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c848(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c849(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c850(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c851(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c852(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c848(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c849(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c850(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c851(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c852(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c853(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c854(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c855(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c856(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c857(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c858(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c859(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Tensor dictionaries, saving and loading */
-static void c853(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c854(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c855(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c856(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
-static void c857(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c858(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
-static void c859(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c860(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c861(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c862(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
-static void c863(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c864(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c865(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c866(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c867(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c868(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c869(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c870(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c871(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c872(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c873(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
-static void c874(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
-static void c875(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
-static void c876(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
-static void c877(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c878(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
-static void c879(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c880(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c881(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c882(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c883(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c884(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c885(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c886(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c887(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
-static void c888(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c889(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c890(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c891(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c892(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c893(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
-static void c894(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c895(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c896(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c897(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c898(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c899(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c900(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c901(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c902(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c903(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c904(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c905(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c906(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
-static void c907(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c908(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
-static void c909(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
-static void c910(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c911(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
-static void c912(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
-static void c913(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
-static void c914(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c915(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c916(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
-static void c917(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c918(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c919(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c920(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c921(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c922(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c923(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c924(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c925(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c926(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c927(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c928(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c929(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c930(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c931(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
-static void c932(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c933(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
-static void c934(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
-static void c935(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
-static void c936(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
-static void c937(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c938(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c939(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
-static void c940(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
-static void c941(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c942(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
-static void c943(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
-static void c944(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c945(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c946(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c947(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c948(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c949(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c950(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
-static void c951(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c952(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c953(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c954(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c955(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c956(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c957(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c958(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c959(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c960(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c961(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c962(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c963(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c964(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c965(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c966(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c967(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c968(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c969(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c970(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c971(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c972(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c973(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c974(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c975(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c860(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c861(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c862(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c863(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c864(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c865(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c866(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c867(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c868(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c869(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c870(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c871(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c872(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c873(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c874(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c875(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c876(void) { size_t r = tsr_dict_metadata_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c877(void) { const char * r = tsr_dict_metadata_key(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c878(void) { const char * r = tsr_dict_metadata_key(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c879(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c880(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c881(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c882(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c883(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c884(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c885(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c886(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c887(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c888(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c889(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c890(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c891(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c892(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c893(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c894(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c895(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c896(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c897(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
+static void c898(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c899(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c900(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c901(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c902(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c903(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
+static void c904(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c905(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c906(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c907(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c908(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c909(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c910(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c911(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c912(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c913(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c914(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c915(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c916(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
+static void c917(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c918(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
+static void c919(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
+static void c920(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c921(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
+static void c922(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
+static void c923(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
+static void c924(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c925(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c926(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
+static void c927(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c928(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c929(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c930(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c931(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c932(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c933(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c934(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c935(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c936(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c937(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c938(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c939(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c940(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c941(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
+static void c942(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c943(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c944(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c945(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c946(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c947(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c948(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c949(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c950(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c951(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c952(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
+static void c953(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
+static void c954(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c955(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c956(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c957(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c958(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c959(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c960(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c961(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c962(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c963(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c964(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c965(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c966(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c967(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c968(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c969(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c970(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c971(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c972(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c973(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c974(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c975(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c976(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c977(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c978(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c979(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c980(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c981(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c982(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c983(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c984(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c985(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Checkpoints opened once, loaded in parts */
-static void c976(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
-static void c977(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c978(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
-static void c979(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
-static void c980(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c981(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
-static void c982(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c983(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c984(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c985(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
-static void c986(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
-static void c987(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c988(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c989(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c990(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c991(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c992(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c993(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c994(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c995(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
-static void c996(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
-static void c997(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c998(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c999(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1000(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
-static void c1001(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1002(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1003(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1004(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1005(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1006(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1007(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1008(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1009(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1010(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1011(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1012(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1013(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1014(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1015(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1016(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1017(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1018(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1019(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1020(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1021(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1022(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1023(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1024(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1025(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1026(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1027(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1028(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1029(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1030(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
-static void c1031(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
-static void c1032(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
-static void c1033(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
-static void c1034(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1035(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1036(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1037(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1038(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1039(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1040(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1041(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1042(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
-static void c1043(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
-static void c1044(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
-static void c1045(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1046(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
-static void c1047(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1048(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1049(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1050(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1051(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1052(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c1053(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
-static void c1054(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
-static void c1055(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1056(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1057(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c1058(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
-static void c1059(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
-static void c1060(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
-static void c1061(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
-static void c1062(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1063(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
-static void c1064(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1065(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
+static void c986(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
+static void c987(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c988(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
+static void c989(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
+static void c990(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c991(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
+static void c992(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c993(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c994(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c995(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
+static void c996(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
+static void c997(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c998(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c999(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1000(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1001(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1002(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1003(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1004(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1005(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
+static void c1006(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
+static void c1007(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1008(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1009(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1010(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
+static void c1011(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1012(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1013(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1014(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1015(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1016(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1017(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1018(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1019(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1020(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1021(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1022(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1023(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1024(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1025(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1026(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1027(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1028(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1029(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1030(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1031(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1032(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1033(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1034(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1035(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1036(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1037(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1038(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1039(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1040(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
+static void c1041(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
+static void c1042(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
+static void c1043(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
+static void c1044(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1045(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1046(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1047(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1048(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1049(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1050(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1051(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1052(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
+static void c1053(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
+static void c1054(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
+static void c1055(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1056(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
+static void c1057(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1058(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1059(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1060(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1061(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1062(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c1063(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
+static void c1064(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
+static void c1065(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1066(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1067(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c1068(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
+static void c1069(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
+static void c1070(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
+static void c1071(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
+static void c1072(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1073(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
+static void c1074(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1075(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c1066(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c1067(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c1068(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c1069(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c1070(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
-static void c1071(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1072(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
-static void c1073(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1074(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
-static void c1075(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1076(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1077(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1078(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c1079(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c1080(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c1081(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c1082(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c1083(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c1084(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1085(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c1086(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1087(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
-static void c1088(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c1089(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1076(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c1077(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c1078(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c1079(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c1080(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
+static void c1081(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1082(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
+static void c1083(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1084(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
+static void c1085(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1086(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1087(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1088(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c1089(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c1090(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c1091(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c1092(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c1093(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c1094(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1095(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c1096(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1097(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
+static void c1098(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c1099(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1455,888 +1465,898 @@ static const Case CASES[] = {
     {"tsr_dtype_name", "dtype = 47", c205},
     {"tsr_dtype_name", "dtype = 127", c206},
     {"tsr_dtype_name", "dtype = -1", c207},
-    {"tsr_dtype_is_valid", "dtype = 99", c208},
-    {"tsr_dtype_is_valid", "dtype = 47", c209},
-    {"tsr_dtype_is_valid", "dtype = 127", c210},
-    {"tsr_dtype_is_valid", "dtype = -1", c211},
-    {"tsr_dtype_is_floating", "dtype = 99", c212},
-    {"tsr_dtype_is_floating", "dtype = 47", c213},
-    {"tsr_dtype_is_floating", "dtype = 127", c214},
-    {"tsr_dtype_is_floating", "dtype = -1", c215},
-    {"tsr_dtype_is_complex", "dtype = 99", c216},
-    {"tsr_dtype_is_complex", "dtype = 47", c217},
-    {"tsr_dtype_is_complex", "dtype = 127", c218},
-    {"tsr_dtype_is_complex", "dtype = -1", c219},
-    {"tsr_promote_types", "out = NULL", c220},
-    {"tsr_promote_types", "a = 99", c221},
-    {"tsr_promote_types", "b = -1", c222},
-    {"tsr_promote_types", "a = TSR_QINT8", c223},
-    {"tsr_promote_types", "a = TSR_UINT16, b = TSR_INT", c224},
-    {"tsr_promote_types", "a = 47", c225},
-    {"tsr_promote_types", "a = 127", c226},
-    {"tsr_promote_types", "a = -1", c227},
-    {"tsr_promote_types", "b = 47", c228},
-    {"tsr_promote_types", "b = 127", c229},
-    {"tsr_can_cast", "from = 99", c230},
-    {"tsr_can_cast", "to = 99", c231},
-    {"tsr_can_cast", "from = 47", c232},
-    {"tsr_can_cast", "from = 127", c233},
-    {"tsr_can_cast", "from = -1", c234},
-    {"tsr_can_cast", "to = 47", c235},
-    {"tsr_can_cast", "to = 127", c236},
-    {"tsr_can_cast", "to = -1", c237},
-    {"tsr_scalar_int", "call", c238},
-    {"tsr_scalar_uint", "call", c239},
-    {"tsr_scalar_float", "call", c240},
-    {"tsr_scalar_bool", "call", c241},
-    {"tsr_scalar_complex", "call", c242},
-    {"tsr_last_error_message", "call", c243},
-    {"tsr_clear_last_error", "call", c244},
-    {"tsr_set_last_error", "message = NULL", c245},
-    {"tsr_set_last_error", "status = 99", c246},
-    {"tsr_status_name", "status = 99", c247},
-    {"tsr_status_name", "status = -1", c248},
-    {"tsr_iter_config_new", "out = NULL", c249},
-    {"tsr_iter_config_free", "config = NULL", c250},
-    {"tsr_iter_config_add_output", "config = NULL", c251},
-    {"tsr_iter_config_add_output", "tensor = NULL", c252},
-    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = NULL", c253},
-    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = F.dead_t", c254},
-    {"tsr_iter_config_add_input", "config = NULL", c255},
-    {"tsr_iter_config_add_input", "tensor = NULL", c256},
-    {"tsr_iter_config_add_input", "tensor = F.dead_t", c257},
-    {"tsr_iter_config_add_borrowed_output", "config = NULL", c258},
-    {"tsr_iter_config_add_borrowed_output", "tensor = NULL", c259},
-    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = NULL", c260},
-    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = F.dead_t", c261},
-    {"tsr_iter_config_add_borrowed_input", "config = NULL", c262},
-    {"tsr_iter_config_add_borrowed_input", "tensor = NULL", c263},
-    {"tsr_iter_config_add_borrowed_input", "tensor = F.dead_t", c264},
-    {"tsr_iter_config_add_borrowed_const_input", "config = NULL", c265},
-    {"tsr_iter_config_add_borrowed_const_input", "tensor = NULL", c266},
-    {"tsr_iter_config_add_borrowed_const_input", "tensor = F.dead_t", c267},
-    {"tsr_iter_config_add_input_scalar", "config = NULL", c268},
-    {"tsr_iter_config_add_input_scalar", "value = fx_scalar(99)", c269},
-    {"tsr_iter_config_check_mem_overlap", "config = NULL", c270},
-    {"tsr_iter_config_allow_cpu_scalars", "config = NULL", c271},
-    {"tsr_iter_config_is_reduction", "config = NULL", c272},
-    {"tsr_iter_config_resize_outputs", "config = NULL", c273},
-    {"tsr_iter_config_check_all_same_dtype", "config = NULL", c274},
-    {"tsr_iter_config_check_all_same_device", "config = NULL", c275},
-    {"tsr_iter_config_enforce_safe_casting_to_output", "config = NULL", c276},
-    {"tsr_iter_config_enforce_linear_iteration", "config = NULL", c277},
-    {"tsr_iter_config_promote_inputs_to_common_dtype", "config = NULL", c278},
-    {"tsr_iter_config_promote_integer_inputs_to_float", "config = NULL", c279},
-    {"tsr_iter_config_cast_common_dtype_to_outputs", "config = NULL", c280},
-    {"tsr_iter_config_resolve_overlap_by_copy", "config = NULL", c281},
-    {"tsr_iter_config_declare_static_dtype", "config = NULL", c282},
-    {"tsr_iter_config_declare_static_dtype", "dtype = 99", c283},
-    {"tsr_iter_config_declare_static_dtype", "dtype = 47", c284},
-    {"tsr_iter_config_declare_static_dtype", "dtype = 127", c285},
-    {"tsr_iter_config_declare_static_dtype", "dtype = -1", c286},
-    {"tsr_iter_config_declare_static_device", "config = NULL", c287},
-    {"tsr_iter_config_declare_static_device", "device = fx_device(99, 0)", c288},
-    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CPU, 3)", c289},
-    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CUDA, -2)", c290},
-    {"tsr_iter_config_declare_static_shape", "config = NULL", c291},
-    {"tsr_iter_config_declare_static_shape", "shape = NULL", c292},
-    {"tsr_iter_config_declare_static_shape", "ndim = -1", c293},
-    {"tsr_iter_config_declare_static_shape", "ndim = 65, shape = FX_SIZES_64", c294},
-    {"tsr_iter_config_declare_static_shape", "ndim = 0, shape = NULL", c295},
-    {"tsr_iter_build", "config = NULL", c296},
-    {"tsr_iter_build", "out = NULL", c297},
-    {"tsr_iter_build", "config = F.cfg_empty", c298},
-    {"tsr_iter_build", "config = F.cfg_bad", c299},
-    {"tsr_iter_build", "config = (tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg)", c300},
-    {"tsr_iter_binary_op", "out_or_null = NULL", c301},
-    {"tsr_iter_binary_op", "a = NULL", c302},
-    {"tsr_iter_binary_op", "b = NULL", c303},
-    {"tsr_iter_binary_op", "it = NULL", c304},
-    {"tsr_iter_binary_op", "b = F.t4", c305},
-    {"tsr_iter_binary_op", "b = F.dead_t", c306},
-    {"tsr_iter_binary_float_op", "out_or_null = NULL", c307},
-    {"tsr_iter_binary_float_op", "a = NULL", c308},
-    {"tsr_iter_binary_float_op", "b = NULL", c309},
-    {"tsr_iter_binary_float_op", "it = NULL", c310},
-    {"tsr_iter_binary_float_op", "b = F.t4", c311},
-    {"tsr_iter_comparison_op", "out_or_null = NULL", c312},
-    {"tsr_iter_comparison_op", "a = NULL", c313},
-    {"tsr_iter_comparison_op", "b = NULL", c314},
-    {"tsr_iter_comparison_op", "it = NULL", c315},
-    {"tsr_iter_comparison_op", "b = F.t4", c316},
-    {"tsr_iter_unary_op", "out_or_null = NULL", c317},
-    {"tsr_iter_unary_op", "a = NULL", c318},
-    {"tsr_iter_unary_op", "it = NULL", c319},
-    {"tsr_iter_unary_op", "a = F.dead_t", c320},
-    {"tsr_iter_unary_float_op", "out_or_null = NULL", c321},
-    {"tsr_iter_unary_float_op", "a = NULL", c322},
-    {"tsr_iter_unary_float_op", "it = NULL", c323},
-    {"tsr_iter_nullary_op", "out = NULL", c324},
-    {"tsr_iter_nullary_op", "it = NULL", c325},
-    {"tsr_iter_nullary_op", "out = F.dead_t", c326},
-    {"tsr_iter_reduce_op", "out = NULL", c327},
-    {"tsr_iter_reduce_op", "a = NULL", c328},
-    {"tsr_iter_reduce_op", "it = NULL", c329},
-    {"tsr_iter_reduce_op", "out = F.t4", c330},
-    {"tsr_iter_free", "it = NULL", c331},
-    {"tsr_iter_ndim", "it = NULL", c332},
-    {"tsr_iter_shape", "it = NULL", c333},
-    {"tsr_iter_numel", "it = NULL", c334},
-    {"tsr_iter_ntensors", "it = NULL", c335},
-    {"tsr_iter_noutputs", "it = NULL", c336},
-    {"tsr_iter_ninputs", "it = NULL", c337},
-    {"tsr_iter_strides", "it = NULL", c338},
-    {"tsr_iter_strides", "arg = 2", c339},
-    {"tsr_iter_strides", "arg = -1", c340},
-    {"tsr_iter_dtype", "it = NULL", c341},
-    {"tsr_iter_dtype", "arg = 2", c342},
-    {"tsr_iter_dtype", "arg = INT64_MIN", c343},
-    {"tsr_iter_common_dtype", "it = NULL", c344},
-    {"tsr_iter_data_ptr", "it = NULL", c345},
-    {"tsr_iter_data_ptr", "arg = 5", c346},
-    {"tsr_iter_output", "it = NULL", c347},
-    {"tsr_iter_output", "i = 1", c348},
-    {"tsr_iter_output", "i = -1", c349},
-    {"tsr_iter_is_contiguous", "it = NULL", c350},
-    {"tsr_iter_is_trivial_1d", "it = NULL", c351},
-    {"tsr_iter_num_output_elements", "it = NULL", c352},
-    {"tsr_iter_num_reduce_dims", "it = NULL", c353},
-    {"tsr_iter_can_use_32bit_indexing", "it = NULL", c354},
-    {"tsr_iter_for_each", "it = NULL", c355},
-    {"tsr_iter_for_each", "loop_ = NULL", c356},
-    {"tsr_iter_for_each", "user = NULL", c357},
-    {"tsr_iter_for_each", "grain_size = -5", c358},
-    {"tsr_iter_for_each", "it = fx_stale_it()", c359},
-    {"tsr_iter_serial_for_each", "it = NULL", c360},
-    {"tsr_iter_serial_for_each", "loop_ = NULL", c361},
-    {"tsr_iter_serial_for_each", "user = NULL", c362},
-    {"tsr_iter_serial_for_each", "begin = -1", c363},
-    {"tsr_iter_serial_for_each", "begin = 4, end = 2", c364},
-    {"tsr_iter_serial_for_each", "end = INT64_MAX", c365},
-    {"tsr_iter_serial_for_each", "it = fx_stale_it()", c366},
-    {"tsr_iter_for_each_n", "it = NULL", c367},
-    {"tsr_iter_for_each_n", "loop_ = NULL", c368},
-    {"tsr_iter_for_each_n", "user = NULL", c369},
-    {"tsr_iter_for_each_n", "grain_size = -5", c370},
-    {"tsr_iter_for_each_n", "it = fx_stale_it()", c371},
-    {"tsr_iter_serial_for_each_n", "it = NULL", c372},
-    {"tsr_iter_serial_for_each_n", "loop_ = NULL", c373},
-    {"tsr_iter_serial_for_each_n", "user = NULL", c374},
-    {"tsr_iter_serial_for_each_n", "begin = -1", c375},
-    {"tsr_iter_serial_for_each_n", "begin = 4, end = 2", c376},
-    {"tsr_iter_serial_for_each_n", "end = INT64_MAX", c377},
-    {"tsr_iter_serial_for_each_n", "it = fx_stale_it()", c378},
-    {"tsr_iter_cast_outputs", "it = NULL", c379},
-    {"tsr_iter_cast_outputs", "it = fx_stale_it()", c380},
-    {"tsr_iter_parallel_reduce", "it = NULL", c381},
-    {"tsr_iter_parallel_reduce", "loop_ = NULL", c382},
-    {"tsr_iter_parallel_reduce", "combine = NULL", c383},
-    {"tsr_iter_parallel_reduce", "user = NULL", c384},
-    {"tsr_iter_parallel_reduce", "acc = NULL", c385},
-    {"tsr_iter_parallel_reduce", "acc = NULL, acc_size = 0", c386},
-    {"tsr_iter_parallel_reduce", "acc_size = 4097", c387},
-    {"tsr_iter_parallel_reduce", "acc_size = SIZE_MAX", c388},
-    {"tsr_iter_parallel_reduce", "it = fx_stale_it()", c389},
-    {"tsr_iter_foreach_reduced_elt", "it = NULL", c390},
-    {"tsr_iter_foreach_reduced_elt", "fn_ = NULL", c391},
-    {"tsr_iter_foreach_reduced_elt", "user = NULL", c392},
-    {"tsr_iter_foreach_reduced_elt", "it = fx_stale_it()", c393},
-    {"tsr_iter_for_each_32bit_piece", "it = NULL", c394},
-    {"tsr_iter_for_each_32bit_piece", "fn_ = NULL", c395},
-    {"tsr_iter_for_each_32bit_piece", "user = NULL", c396},
-    {"tsr_iter_for_each_32bit_piece", "it = fx_stale_it()", c397},
-    {"tsr_version", "call", c398},
-    {"tsr_set_num_threads", "n = 0", c399},
-    {"tsr_set_num_threads", "n = INT32_MIN", c400},
-    {"tsr_get_num_threads", "call", c401},
-    {"tsr_object_new", "vtable = NULL", c402},
-    {"tsr_object_new", "out = NULL", c403},
-    {"tsr_object_new", "size = SIZE_MAX", c404},
-    {"tsr_object_new", "vtable = &FX_OBJECT_VTABLE_TINY", c405},
-    {"tsr_object_data", "obj = NULL", c406},
-    {"tsr_object_data", "obj = F.dead_o", c407},
-    {"tsr_weak_object_data", "weak = NULL", c408},
-    {"tsr_weak_object_data", "weak = F.dead_wo", c409},
-    {"tsr_object_incref", "obj = NULL", c410},
-    {"tsr_object_incref", "obj = F.dead_o", c411},
-    {"tsr_object_decref", "obj = NULL", c412},
-    {"tsr_object_decref", "obj = F.dead_o", c413},
-    {"tsr_object_use_count", "obj = NULL", c414},
-    {"tsr_object_weak_use_count", "obj = NULL", c415},
-    {"tsr_object_downgrade", "obj = NULL", c416},
-    {"tsr_object_downgrade", "out = NULL", c417},
-    {"tsr_object_downgrade", "obj = F.dead_o", c418},
-    {"tsr_weak_object_lock", "weak = NULL", c419},
-    {"tsr_weak_object_lock", "out = NULL", c420},
-    {"tsr_weak_object_lock", "weak = F.dead_wo", c421},
-    {"tsr_weak_object_incref", "weak = NULL", c422},
-    {"tsr_weak_object_decref", "weak = NULL", c423},
-    {"tsr_weak_object_expired", "weak = NULL", c424},
-    {"tsr_weak_object_expired", "weak = F.dead_wo", c425},
-    {"tsr_weak_object_use_count", "weak = NULL", c426},
-    {"tsr_weak_object_weak_use_count", "weak = NULL", c427},
-    {"tsr_storage_new", "out = NULL", c428},
-    {"tsr_storage_new", "device = fx_device(99, 0)", c429},
-    {"tsr_storage_new", "device = fx_device(TSR_CPU, 1)", c430},
-    {"tsr_storage_new", "device = fx_device(TSR_HIP, 0)", c431},
-    {"tsr_storage_new", "nbytes = SIZE_MAX", c432},
-    {"tsr_storage_new_with_allocator", "allocator = NULL", c433},
-    {"tsr_storage_new_with_allocator", "out = NULL", c434},
-    {"tsr_storage_new_with_allocator", "allocator = F.dead_a", c435},
-    {"tsr_storage_new_with_allocator", "nbytes = SIZE_MAX", c436},
-    {"tsr_storage_from_data_ptr", "data_ptr = NULL", c437},
-    {"tsr_storage_from_data_ptr", "out = NULL", c438},
-    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c439},
-    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.data = NULL, &F.dp)", c440},
-    {"tsr_storage_nbytes", "s = NULL", c441},
-    {"tsr_storage_nbytes", "s = F.dead_s", c442},
-    {"tsr_storage_data", "s = NULL", c443},
-    {"tsr_storage_data", "s = F.dead_s", c444},
-    {"tsr_storage_device", "s = NULL", c445},
-    {"tsr_storage_device", "s = F.dead_s", c446},
-    {"tsr_storage_resizable", "s = NULL", c447},
-    {"tsr_storage_allocator", "s = NULL", c448},
-    {"tsr_storage_allocator", "s = F.fixed", c449},
-    {"tsr_storage_resize", "s = NULL", c450},
-    {"tsr_storage_resize", "s = F.fixed", c451},
-    {"tsr_storage_resize", "nbytes = SIZE_MAX", c452},
-    {"tsr_storage_resize", "s = F.dead_s", c453},
-    {"tsr_storage_resize", "s = fx_exported_s()", c454},
-    {"tsr_storage_fill", "s = NULL", c455},
-    {"tsr_storage_fill", "s = F.dead_s", c456},
-    {"tsr_storage_copy", "dst = NULL", c457},
-    {"tsr_storage_copy", "src = NULL", c458},
-    {"tsr_storage_copy", "dst = F.su", c459},
-    {"tsr_storage_copy", "src = F.dead_s", c460},
-    {"tsr_storage_clone", "s = NULL", c461},
-    {"tsr_storage_clone", "out = NULL", c462},
-    {"tsr_storage_clone", "s = F.dead_s", c463},
-    {"tsr_storage_share_external", "s = NULL", c464},
-    {"tsr_storage_share_external", "data_ptr = NULL", c465},
-    {"tsr_storage_share_external", "s = F.s", c466},
-    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c467},
-    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.data = NULL, &F.dp)", c468},
-    {"tsr_storage_share_external", "s = F.dead_s", c469},
-    {"tsr_storage_incref", "s = NULL", c470},
-    {"tsr_storage_incref", "s = F.dead_s", c471},
-    {"tsr_storage_decref", "s = NULL", c472},
-    {"tsr_storage_decref", "s = F.dead_s", c473},
-    {"tsr_storage_use_count", "s = NULL", c474},
-    {"tsr_storage_use_count", "s = F.dead_s", c475},
-    {"tsr_storage_weak_use_count", "s = NULL", c476},
-    {"tsr_storage_downgrade", "s = NULL", c477},
-    {"tsr_storage_downgrade", "out = NULL", c478},
-    {"tsr_storage_downgrade", "s = F.dead_s", c479},
-    {"tsr_weak_storage_lock", "w = NULL", c480},
-    {"tsr_weak_storage_lock", "out = NULL", c481},
-    {"tsr_weak_storage_lock", "w = F.dead_ws", c482},
-    {"tsr_weak_storage_incref", "w = NULL", c483},
-    {"tsr_weak_storage_decref", "w = NULL", c484},
-    {"tsr_weak_storage_expired", "w = NULL", c485},
-    {"tsr_weak_storage_expired", "w = F.dead_ws", c486},
-    {"tsr_weak_storage_use_count", "w = NULL", c487},
-    {"tsr_weak_storage_weak_use_count", "w = NULL", c488},
-    {"tsr_storage_from_file", "path = NULL", c489},
-    {"tsr_storage_from_file", "out = NULL", c490},
-    {"tsr_storage_from_file", "call", c491},
-    {"tsr_storage_from_file", "path = \"/\"", c492},
-    {"tsr_storage_from_file", "path = \"/dev/null\"", c493},
-    {"tsr_storage_from_file", "mode = 7", c494},
-    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c495},
-    {"tsr_storage_filename", "s = NULL", c496},
-    {"tsr_storage_filename", "call", c497},
-    {"tsr_storage_filename", "s = F.dead_s", c498},
-    {"tsr_storage_flush", "s = NULL", c499},
-    {"tsr_storage_flush", "call", c500},
-    {"tsr_storage_flush", "s = F.dead_s", c501},
-    {"tsr_storage_make_read_only", "s = NULL", c502},
-    {"tsr_storage_make_read_only", "s = F.dead_s", c503},
-    {"tsr_storage_make_read_only", "call", c504},
-    {"tsr_storage_is_read_only", "s = NULL", c505},
-    {"tsr_storage_is_read_only", "call", c506},
-    {"tsr_storage_is_read_only", "s = F.dead_s", c507},
-    {"tsr_tensor_is_read_only", "t = NULL", c508},
-    {"tsr_tensor_is_read_only", "call", c509},
-    {"tsr_tensor_is_read_only", "t = F.dead_t", c510},
-    {"tsr_storage_data_ptr", "s = NULL", c511},
-    {"tsr_storage_data_ptr", "out = NULL", c512},
-    {"tsr_storage_data_ptr", "s = F.dead_s", c513},
-    {"tsr_storage_data_ptr", "call", c514},
-    {"tsr_storage_set_data_ptr", "s = NULL", c515},
-    {"tsr_storage_set_data_ptr", "consumed = NULL", c516},
-    {"tsr_storage_set_data_ptr", "old_out = NULL", c517},
-    {"tsr_storage_set_data_ptr", "call", c518},
-    {"tsr_storage_set_data_ptr", "s = F.dead_s", c519},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c520},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c521},
-    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c522},
-    {"tsr_storage_share_memory", "s = NULL", c523},
-    {"tsr_storage_share_memory", "call", c524},
-    {"tsr_storage_share_memory", "s = F.dead_s", c525},
-    {"tsr_storage_record_stream", "s = NULL", c526},
-    {"tsr_storage_record_stream", "s = F.dead_s", c527},
-    {"tsr_storage_record_stream", "call", c528},
-    {"tsr_storage_record_stream", "stream = NULL", c529},
-    {"tsr_tensor_record_stream", "t = NULL", c530},
-    {"tsr_tensor_record_stream", "t = F.dead_t", c531},
-    {"tsr_tensor_record_stream", "call", c532},
-    {"tsr_tensor_record_stream", "stream = NULL", c533},
-    {"tsr_storage_is_shared", "s = NULL", c534},
-    {"tsr_storage_is_shared", "call", c535},
-    {"tsr_storage_is_shared", "s = F.dead_s", c536},
-    {"tsr_storage_share_fd", "s = NULL", c537},
-    {"tsr_storage_share_fd", "fd_out = NULL", c538},
-    {"tsr_storage_share_fd", "call", c539},
-    {"tsr_storage_share_fd", "s = fx_shared_su()", c540},
-    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c541},
-    {"tsr_storage_share_fd", "s = F.dead_s", c542},
-    {"tsr_storage_from_fd", "out = NULL", c543},
-    {"tsr_storage_from_fd", "fd = -1", c544},
-    {"tsr_storage_from_fd", "fd = 4000", c545},
-    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c546},
-    {"tsr_storage_share_name", "s = NULL", c547},
-    {"tsr_storage_share_name", "buf = NULL", c548},
-    {"tsr_storage_share_name", "buflen = 64", c549},
-    {"tsr_storage_share_name", "call", c550},
-    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c551},
-    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c552},
-    {"tsr_storage_share_name", "s = F.dead_s", c553},
-    {"tsr_storage_open_shared", "name = NULL", c554},
-    {"tsr_storage_open_shared", "out = NULL", c555},
-    {"tsr_storage_open_shared", "call", c556},
-    {"tsr_storage_open_shared", "name = fx_long_name()", c557},
-    {"tsr_storage_open_shared", "name = \"/a/b\"", c558},
-    {"tsr_storage_open_shared", "name = \"\"", c559},
-    {"tsr_tensor_empty", "sizes = NULL", c560},
-    {"tsr_tensor_empty", "out = NULL", c561},
-    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c562},
-    {"tsr_tensor_empty", "ndim = -1", c563},
-    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c564},
-    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c565},
-    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c566},
-    {"tsr_tensor_empty", "dtype = 99", c567},
-    {"tsr_tensor_empty", "dtype = -1", c568},
-    {"tsr_tensor_empty", "device = fx_device(99, 0)", c569},
-    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c570},
-    {"tsr_tensor_empty", "dtype = 47", c571},
-    {"tsr_tensor_empty", "dtype = 127", c572},
-    {"tsr_tensor_empty_format", "sizes = NULL", c573},
-    {"tsr_tensor_empty_format", "out = NULL", c574},
-    {"tsr_tensor_empty_format", "ndim = -1", c575},
-    {"tsr_tensor_empty_format", "dtype = 99", c576},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c577},
-    {"tsr_tensor_empty_format", "format = 42", c578},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c579},
-    {"tsr_tensor_empty_format", "dtype = 47", c580},
-    {"tsr_tensor_empty_format", "dtype = 127", c581},
-    {"tsr_tensor_empty_format", "dtype = -1", c582},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c583},
-    {"tsr_tensor_empty_strided", "strides = NULL", c584},
-    {"tsr_tensor_empty_strided", "out = NULL", c585},
-    {"tsr_tensor_empty_strided", "ndim = -1", c586},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c587},
-    {"tsr_tensor_empty_strided", "dtype = 99", c588},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c589},
-    {"tsr_tensor_empty_strided", "dtype = 47", c590},
-    {"tsr_tensor_empty_strided", "dtype = 127", c591},
-    {"tsr_tensor_empty_strided", "dtype = -1", c592},
-    {"tsr_tensor_empty_like", "t = NULL", c593},
-    {"tsr_tensor_empty_like", "out = NULL", c594},
-    {"tsr_tensor_empty_like", "format = 42", c595},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c596},
-    {"tsr_tensor_from_storage", "storage = NULL", c597},
-    {"tsr_tensor_from_storage", "sizes = NULL", c598},
-    {"tsr_tensor_from_storage", "strides = NULL", c599},
-    {"tsr_tensor_from_storage", "out = NULL", c600},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c601},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c602},
-    {"tsr_tensor_from_storage", "ndim = -1", c603},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c604},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c605},
-    {"tsr_tensor_from_storage", "dtype = 99", c606},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c607},
-    {"tsr_tensor_from_storage", "dtype = 47", c608},
-    {"tsr_tensor_from_storage", "dtype = 127", c609},
-    {"tsr_tensor_from_storage", "dtype = -1", c610},
-    {"tsr_tensor_from_storage_desc", "storage = NULL", c611},
-    {"tsr_tensor_from_storage_desc", "desc = NULL", c612},
-    {"tsr_tensor_from_storage_desc", "out = NULL", c613},
-    {"tsr_tensor_from_storage_desc", "call", c614},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c615},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c616},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c617},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c618},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c619},
-    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c620},
-    {"tsr_tensor_ndim", "t = NULL", c621},
-    {"tsr_tensor_ndim", "t = F.dead_t", c622},
-    {"tsr_tensor_sizes", "t = NULL", c623},
-    {"tsr_tensor_strides", "t = NULL", c624},
-    {"tsr_tensor_size", "t = NULL", c625},
-    {"tsr_tensor_size", "dim = 2", c626},
-    {"tsr_tensor_size", "dim = -3", c627},
-    {"tsr_tensor_size", "dim = INT64_MIN", c628},
-    {"tsr_tensor_stride", "t = NULL", c629},
-    {"tsr_tensor_stride", "dim = 2", c630},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c631},
-    {"tsr_tensor_storage_offset", "t = NULL", c632},
-    {"tsr_tensor_numel", "t = NULL", c633},
-    {"tsr_tensor_dtype", "t = NULL", c634},
-    {"tsr_tensor_itemsize", "t = NULL", c635},
-    {"tsr_tensor_device", "t = NULL", c636},
-    {"tsr_tensor_data", "t = NULL", c637},
-    {"tsr_tensor_storage", "t = NULL", c638},
-    {"tsr_tensor_storage", "t = F.dead_t", c639},
-    {"tsr_tensor_is_contiguous", "t = NULL", c640},
-    {"tsr_tensor_is_contiguous", "format = 42", c641},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c642},
-    {"tsr_tensor_version", "t = NULL", c643},
-    {"tsr_tensor_set", "t = NULL", c644},
-    {"tsr_tensor_set", "storage = NULL", c645},
-    {"tsr_tensor_set", "sizes = NULL", c646},
-    {"tsr_tensor_set", "strides = NULL", c647},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c648},
-    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c649},
-    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c650},
-    {"tsr_tensor_set", "storage_offset = -1", c651},
-    {"tsr_tensor_set", "ndim = -1", c652},
-    {"tsr_tensor_set", "storage = F.dead_s", c653},
-    {"tsr_tensor_resize", "t = NULL", c654},
-    {"tsr_tensor_resize", "sizes = NULL", c655},
-    {"tsr_tensor_resize", "call", c656},
-    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c657},
-    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c658},
-    {"tsr_tensor_resize", "ndim = -1", c659},
-    {"tsr_tensor_resize", "ndim = 65", c660},
-    {"tsr_tensor_resize", "format = 42", c661},
-    {"tsr_tensor_resize", "format = TSR_PRESERVE", c662},
-    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c663},
-    {"tsr_tensor_resize", "t = fx_fixed_t()", c664},
-    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c665},
-    {"tsr_tensor_resize", "t = F.dead_t", c666},
-    {"tsr_tensor_fill", "t = NULL", c667},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c668},
-    {"tsr_tensor_fill", "t = F.dead_t", c669},
-    {"tsr_tensor_fill", "t = fx_shrunk_t()", c670},
-    {"tsr_tensor_copy", "dst = NULL", c671},
-    {"tsr_tensor_copy", "src = NULL", c672},
-    {"tsr_tensor_copy", "src = F.t4", c673},
-    {"tsr_tensor_copy", "dst = F.dead_t", c674},
-    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c675},
-    {"tsr_tensor_incref", "t = NULL", c676},
-    {"tsr_tensor_incref", "t = F.dead_t", c677},
-    {"tsr_tensor_decref", "t = NULL", c678},
-    {"tsr_tensor_decref", "t = F.dead_t", c679},
-    {"tsr_tensor_use_count", "t = NULL", c680},
-    {"tsr_tensor_use_count", "t = F.dead_t", c681},
-    {"tsr_tensor_weak_use_count", "t = NULL", c682},
-    {"tsr_tensor_downgrade", "t = NULL", c683},
-    {"tsr_tensor_downgrade", "out = NULL", c684},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c685},
-    {"tsr_weak_tensor_lock", "w = NULL", c686},
-    {"tsr_weak_tensor_lock", "out = NULL", c687},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c688},
-    {"tsr_weak_tensor_incref", "w = NULL", c689},
-    {"tsr_weak_tensor_decref", "w = NULL", c690},
-    {"tsr_weak_tensor_expired", "w = NULL", c691},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c692},
-    {"tsr_weak_tensor_use_count", "w = NULL", c693},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c694},
-    {"tsr_tensor_as_strided", "t = NULL", c695},
-    {"tsr_tensor_as_strided", "sizes = NULL", c696},
-    {"tsr_tensor_as_strided", "strides = NULL", c697},
-    {"tsr_tensor_as_strided", "out = NULL", c698},
-    {"tsr_tensor_as_strided", "ndim = -1", c699},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c700},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c701},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c702},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c703},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c704},
-    {"tsr_tensor_view", "t = NULL", c705},
-    {"tsr_tensor_view", "sizes = NULL", c706},
-    {"tsr_tensor_view", "out = NULL", c707},
-    {"tsr_tensor_view", "ndim = -1", c708},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c709},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c710},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c711},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c712},
-    {"tsr_tensor_reshape", "t = NULL", c713},
-    {"tsr_tensor_reshape", "sizes = NULL", c714},
-    {"tsr_tensor_reshape", "out = NULL", c715},
-    {"tsr_tensor_reshape", "ndim = -1", c716},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c717},
-    {"tsr_tensor_permute", "t = NULL", c718},
-    {"tsr_tensor_permute", "dims = NULL", c719},
-    {"tsr_tensor_permute", "out = NULL", c720},
-    {"tsr_tensor_permute", "ndim = 1", c721},
-    {"tsr_tensor_permute", "ndim = -1", c722},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c723},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c724},
-    {"tsr_tensor_transpose", "t = NULL", c725},
-    {"tsr_tensor_transpose", "out = NULL", c726},
-    {"tsr_tensor_transpose", "dim0 = 2", c727},
-    {"tsr_tensor_transpose", "dim1 = -3", c728},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c729},
-    {"tsr_tensor_expand", "t = NULL", c730},
-    {"tsr_tensor_expand", "sizes = NULL", c731},
-    {"tsr_tensor_expand", "out = NULL", c732},
-    {"tsr_tensor_expand", "ndim = -1", c733},
-    {"tsr_tensor_expand", "ndim = 1", c734},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c735},
-    {"tsr_tensor_narrow", "t = NULL", c736},
-    {"tsr_tensor_narrow", "out = NULL", c737},
-    {"tsr_tensor_narrow", "dim = 2", c738},
-    {"tsr_tensor_narrow", "start = 3", c739},
-    {"tsr_tensor_narrow", "length = -1", c740},
-    {"tsr_tensor_narrow", "length = 4", c741},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c742},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c743},
-    {"tsr_tensor_select", "t = NULL", c744},
-    {"tsr_tensor_select", "out = NULL", c745},
-    {"tsr_tensor_select", "dim = 2", c746},
-    {"tsr_tensor_select", "index = 2", c747},
-    {"tsr_tensor_select", "index = -3", c748},
-    {"tsr_tensor_select", "index = INT64_MIN", c749},
-    {"tsr_tensor_squeeze", "t = NULL", c750},
-    {"tsr_tensor_squeeze", "out = NULL", c751},
-    {"tsr_tensor_squeeze", "dim = 2", c752},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c753},
-    {"tsr_tensor_squeeze_all", "t = NULL", c754},
-    {"tsr_tensor_squeeze_all", "out = NULL", c755},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c756},
-    {"tsr_tensor_unsqueeze", "t = NULL", c757},
-    {"tsr_tensor_unsqueeze", "out = NULL", c758},
-    {"tsr_tensor_unsqueeze", "dim = 3", c759},
-    {"tsr_tensor_unsqueeze", "dim = -4", c760},
-    {"tsr_tensor_flatten", "t = NULL", c761},
-    {"tsr_tensor_flatten", "out = NULL", c762},
-    {"tsr_tensor_flatten", "start_dim = 2", c763},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c764},
-    {"tsr_tensor_flatten", "end_dim = -3", c765},
-    {"tsr_tensor_contiguous", "t = NULL", c766},
-    {"tsr_tensor_contiguous", "out = NULL", c767},
-    {"tsr_tensor_contiguous", "format = 42", c768},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c769},
-    {"tsr_tensor_clone", "t = NULL", c770},
-    {"tsr_tensor_clone", "out = NULL", c771},
-    {"tsr_tensor_clone", "t = F.dead_t", c772},
-    {"tsr_tensor_clone", "t = fx_shrunk_t()", c773},
-    {"tsr_add", "out_or_null = NULL", c774},
-    {"tsr_add", "a = NULL", c775},
-    {"tsr_add", "b = NULL", c776},
-    {"tsr_add", "result = NULL", c777},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c778},
-    {"tsr_add", "b = F.t4", c779},
-    {"tsr_add", "alpha = fx_scalar(99)", c780},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c781},
-    {"tsr_add", "a = F.dead_t", c782},
-    {"tsr_add", "a = fx_shrunk_t()", c783},
-    {"tsr_sub", "out_or_null = NULL", c784},
-    {"tsr_sub", "a = NULL", c785},
-    {"tsr_sub", "b = NULL", c786},
-    {"tsr_sub", "result = NULL", c787},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c788},
-    {"tsr_sub", "b = F.t4", c789},
-    {"tsr_sub", "alpha = fx_scalar(99)", c790},
-    {"tsr_mul", "out_or_null = NULL", c791},
-    {"tsr_mul", "a = NULL", c792},
-    {"tsr_mul", "b = NULL", c793},
-    {"tsr_mul", "result = NULL", c794},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c795},
-    {"tsr_mul", "b = F.t4", c796},
-    {"tsr_mul", "b = F.dead_t", c797},
-    {"tsr_div", "out_or_null = NULL", c798},
-    {"tsr_div", "a = NULL", c799},
-    {"tsr_div", "b = NULL", c800},
-    {"tsr_div", "result = NULL", c801},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c802},
-    {"tsr_div", "b = F.t4", c803},
-    {"tsr_div_rounding", "out_or_null = NULL", c804},
-    {"tsr_div_rounding", "a = NULL", c805},
-    {"tsr_div_rounding", "b = NULL", c806},
-    {"tsr_div_rounding", "result = NULL", c807},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c808},
-    {"tsr_div_rounding", "mode = 42", c809},
-    {"tsr_div_rounding", "mode = -1", c810},
-    {"tsr_div_rounding", "b = F.t4", c811},
-    {"tsr_neg", "out_or_null = NULL", c812},
-    {"tsr_neg", "a = NULL", c813},
-    {"tsr_neg", "result = NULL", c814},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c815},
-    {"tsr_neg", "out_or_null = F.t4", c816},
-    {"tsr_neg", "a = F.dead_t", c817},
-    {"tsr_sum", "a = NULL", c818},
-    {"tsr_sum", "dims = NULL", c819},
-    {"tsr_sum", "out = NULL", c820},
-    {"tsr_sum", "ndims = 0, dims = NULL", c821},
-    {"tsr_sum", "ndims = -1", c822},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c823},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c824},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c825},
-    {"tsr_sum", "a = F.dead_t", c826},
-    {"tsr_sum", "a = fx_shrunk_t()", c827},
-    {"tsr_amax", "a = NULL", c828},
-    {"tsr_amax", "dims = NULL", c829},
-    {"tsr_amax", "out = NULL", c830},
-    {"tsr_amax", "ndims = 0, dims = NULL", c831},
-    {"tsr_amax", "ndims = -1", c832},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c833},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c834},
-    {"tsr_scalar_tensor", "out = NULL", c835},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c836},
-    {"tsr_tensor_item", "t = NULL", c837},
-    {"tsr_tensor_item", "out = NULL", c838},
-    {"tsr_tensor_item", "t = F.t", c839},
-    {"tsr_tensor_item", "t = F.dead_t", c840},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c841},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c842},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c843},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c844},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c845},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c846},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c847},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c848},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c849},
-    {"tsr_iter_config_output_allocator", "config = NULL", c850},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c851},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c852},
-    {"tsr_dict_new", "out = NULL", c853},
-    {"tsr_dict_new", "call", c854},
-    {"tsr_dict_free", "dict = NULL", c855},
-    {"tsr_dict_free", "call", c856},
-    {"tsr_dict_set", "dict = NULL", c857},
-    {"tsr_dict_set", "name = NULL", c858},
-    {"tsr_dict_set", "t = NULL", c859},
-    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c860},
-    {"tsr_dict_set", "t = F.dead_t", c861},
-    {"tsr_dict_set", "call", c862},
-    {"tsr_dict_size", "dict = NULL", c863},
-    {"tsr_dict_size", "call", c864},
-    {"tsr_dict_name", "dict = NULL", c865},
-    {"tsr_dict_name", "i = 1", c866},
-    {"tsr_dict_name", "i = SIZE_MAX", c867},
-    {"tsr_dict_name", "call", c868},
-    {"tsr_dict_get", "dict = NULL", c869},
-    {"tsr_dict_get", "name = NULL", c870},
-    {"tsr_dict_get", "name = \"absent\"", c871},
-    {"tsr_dict_get", "name = \"\\xff\"", c872},
-    {"tsr_dict_get", "call", c873},
-    {"tsr_dict_set_metadata", "dict = NULL", c874},
-    {"tsr_dict_set_metadata", "key = NULL", c875},
-    {"tsr_dict_set_metadata", "value = NULL", c876},
-    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c877},
-    {"tsr_dict_set_metadata", "call", c878},
-    {"tsr_dict_metadata", "dict = NULL", c879},
-    {"tsr_dict_metadata", "key = NULL", c880},
-    {"tsr_dict_metadata", "key = \"absent\"", c881},
-    {"tsr_dict_metadata", "call", c882},
-    {"tsr_save", "dict = NULL", c883},
-    {"tsr_save", "path = NULL", c884},
-    {"tsr_save", "path = \"\"", c885},
-    {"tsr_save", "path = \"/\"", c886},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c887},
-    {"tsr_save", "format = 99", c888},
-    {"tsr_save", "format = -1", c889},
-    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c890},
-    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c891},
-    {"tsr_save", "path = \"/dev/null\"", c892},
-    {"tsr_save", "format = TSR_FORMAT_DCP", c893},
-    {"tsr_save", "call", c894},
-    {"tsr_save_flags", "dict = NULL", c895},
-    {"tsr_save_flags", "path = NULL", c896},
-    {"tsr_save_flags", "path = \"\"", c897},
-    {"tsr_save_flags", "path = \"/\"", c898},
-    {"tsr_save_flags", "path = \"/dev/null\"", c899},
-    {"tsr_save_flags", "format = 99", c900},
-    {"tsr_save_flags", "flags = 2", c901},
-    {"tsr_save_flags", "flags = 0xffffffffu", c902},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c903},
-    {"tsr_save_flags", "call", c904},
-    {"tsr_save_sharded", "dict = NULL", c905},
-    {"tsr_save_sharded", "directory = NULL", c906},
-    {"tsr_save_sharded", "directory = \"\"", c907},
-    {"tsr_save_sharded", "directory = \"/dev/null\"", c908},
-    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c909},
-    {"tsr_save_sharded", "format = 99", c910},
-    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c911},
-    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c912},
-    {"tsr_save_sharded", "max_shard_bytes = 0", c913},
-    {"tsr_save_sharded", "flags = 2", c914},
-    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c915},
-    {"tsr_save_sharded", "call", c916},
-    {"tsr_load", "path = NULL", c917},
-    {"tsr_load", "out = NULL", c918},
-    {"tsr_load", "path = \"/\"", c919},
-    {"tsr_load", "path = \"/dev/null\"", c920},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c921},
-    {"tsr_load", "format = 99", c922},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c923},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c924},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c925},
-    {"tsr_load", "flags = 8", c926},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c927},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c928},
-    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c929},
-    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c930},
-    {"tsr_load", "format = TSR_FORMAT_DCP", c931},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c932},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c933},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c934},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c935},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c936},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c937},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c938},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c939},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c940},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c941},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c942},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c943},
-    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c944},
-    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c945},
-    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c946},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c947},
-    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c948},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c949},
-    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c950},
-    {"tsr_load", "call", c951},
-    {"tsr_save_to_storage", "dict = NULL", c952},
-    {"tsr_save_to_storage", "out = NULL", c953},
-    {"tsr_save_to_storage", "format = 99", c954},
-    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c955},
-    {"tsr_save_to_storage", "call", c956},
-    {"tsr_load_from_storage", "bytes = NULL", c957},
-    {"tsr_load_from_storage", "out = NULL", c958},
-    {"tsr_load_from_storage", "bytes = F.saved", c959},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c960},
-    {"tsr_load_from_storage", "format = 99", c961},
-    {"tsr_load_from_storage", "flags = 8", c962},
-    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c963},
-    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c964},
-    {"tsr_load_from_storage", "call", c965},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c966},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c967},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c968},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c969},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c970},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c971},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c972},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c973},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c974},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c975},
-    {"tsr_checkpoint_open", "path = NULL", c976},
-    {"tsr_checkpoint_open", "out = NULL", c977},
-    {"tsr_checkpoint_open", "path = \"/\"", c978},
-    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c979},
-    {"tsr_checkpoint_open", "format = 99", c980},
-    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c981},
-    {"tsr_checkpoint_open", "flags = 8", c982},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c983},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c984},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c985},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c986},
-    {"tsr_checkpoint_open", "call", c987},
-    {"tsr_checkpoint_size", "c = NULL", c988},
-    {"tsr_checkpoint_size", "call", c989},
-    {"tsr_checkpoint_name", "c = NULL", c990},
-    {"tsr_checkpoint_name", "i = 0", c991},
-    {"tsr_checkpoint_name", "i = 1", c992},
-    {"tsr_checkpoint_name", "i = SIZE_MAX", c993},
-    {"tsr_checkpoint_name", "call", c994},
-    {"tsr_checkpoint_find", "c = NULL", c995},
-    {"tsr_checkpoint_find", "name = NULL", c996},
-    {"tsr_checkpoint_find", "out = NULL", c997},
-    {"tsr_checkpoint_find", "name = \"absent\"", c998},
-    {"tsr_checkpoint_find", "name = \"\\xff\"", c999},
-    {"tsr_checkpoint_find", "call", c1000},
-    {"tsr_checkpoint_dtype", "c = NULL", c1001},
-    {"tsr_checkpoint_dtype", "i = 0", c1002},
-    {"tsr_checkpoint_dtype", "call", c1003},
-    {"tsr_checkpoint_ndim", "c = NULL", c1004},
-    {"tsr_checkpoint_ndim", "i = 0", c1005},
-    {"tsr_checkpoint_ndim", "call", c1006},
-    {"tsr_checkpoint_sizes", "c = NULL", c1007},
-    {"tsr_checkpoint_sizes", "i = 0", c1008},
-    {"tsr_checkpoint_sizes", "call", c1009},
-    {"tsr_checkpoint_nbytes", "c = NULL", c1010},
-    {"tsr_checkpoint_nbytes", "i = 0", c1011},
-    {"tsr_checkpoint_nbytes", "call", c1012},
-    {"tsr_checkpoint_format", "c = NULL", c1013},
-    {"tsr_checkpoint_format", "call", c1014},
-    {"tsr_checkpoint_bytes_read", "c = NULL", c1015},
-    {"tsr_checkpoint_bytes_read", "call", c1016},
-    {"tsr_checkpoint_load", "c = NULL", c1017},
-    {"tsr_checkpoint_load", "name = NULL", c1018},
-    {"tsr_checkpoint_load", "out = NULL", c1019},
-    {"tsr_checkpoint_load", "name = \"absent\"", c1020},
-    {"tsr_checkpoint_load", "name = \"\\xff\"", c1021},
-    {"tsr_checkpoint_load", "flags = 1", c1022},
-    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1023},
-    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1024},
-    {"tsr_checkpoint_load", "call", c1025},
-    {"tsr_checkpoint_load_rows", "c = NULL", c1026},
-    {"tsr_checkpoint_load_rows", "name = NULL", c1027},
-    {"tsr_checkpoint_load_rows", "out = NULL", c1028},
-    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1029},
-    {"tsr_checkpoint_load_rows", "start = -1", c1030},
-    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1031},
-    {"tsr_checkpoint_load_rows", "stop = 4", c1032},
-    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1033},
-    {"tsr_checkpoint_load_rows", "flags = 1", c1034},
-    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1035},
-    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1036},
-    {"tsr_checkpoint_load_rows", "call", c1037},
-    {"tsr_checkpoint_load_many", "c = NULL", c1038},
-    {"tsr_checkpoint_load_many", "names = NULL", c1039},
-    {"tsr_checkpoint_load_many", "out = NULL", c1040},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1041},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1042},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1043},
-    {"tsr_checkpoint_load_many", "n = 0", c1044},
-    {"tsr_checkpoint_load_many", "flags = 1", c1045},
-    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1046},
-    {"tsr_checkpoint_load_many", "call", c1047},
-    {"tsr_checkpoint_load_many_with", "c = NULL", c1048},
-    {"tsr_checkpoint_load_many_with", "names = NULL", c1049},
-    {"tsr_checkpoint_load_many_with", "opts = NULL", c1050},
-    {"tsr_checkpoint_load_many_with", "out = NULL", c1051},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1052},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1053},
-    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1054},
-    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1055},
-    {"tsr_checkpoint_load_many_with", "call", c1056},
-    {"tsr_checkpoint_read_into", "c = NULL", c1057},
-    {"tsr_checkpoint_read_into", "name = NULL", c1058},
-    {"tsr_checkpoint_read_into", "dst = NULL", c1059},
-    {"tsr_checkpoint_read_into", "nbytes = 12", c1060},
-    {"tsr_checkpoint_read_into", "nbytes = 0", c1061},
-    {"tsr_checkpoint_read_into", "name = \"absent\"", c1062},
-    {"tsr_checkpoint_read_into", "call", c1063},
-    {"tsr_checkpoint_close", "c = NULL", c1064},
-    {"tsr_checkpoint_close", "call", c1065},
-    {"tsr_memory_record_history", "options = NULL", c1066},
-    {"tsr_memory_record_history", "call", c1067},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1068},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1069},
-    {"tsr_memory_set_host_frames", "host = NULL", c1070},
-    {"tsr_memory_set_host_frames", "enter = NULL", c1071},
-    {"tsr_memory_set_host_frames", "fn_ = NULL", c1072},
-    {"tsr_memory_set_host_frames", "user = NULL", c1073},
-    {"tsr_memory_set_host_frames", "host = \"\"", c1074},
-    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1075},
-    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1076},
-    {"tsr_memory_set_host_frames", "call", c1077},
-    {"tsr_memory_snapshot", "path = NULL", c1078},
-    {"tsr_memory_snapshot", "call", c1079},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1080},
-    {"tsr_memory_snapshot", "format = 7", c1081},
-    {"tsr_memory_snapshot", "format = -1", c1082},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1083},
-    {"tsr_add_oom_observer", "fn_ = NULL", c1084},
-    {"tsr_add_oom_observer", "user = NULL", c1085},
-    {"tsr_add_oom_info_observer", "fn_ = NULL", c1086},
-    {"tsr_add_oom_info_observer", "user = NULL", c1087},
-    {"tsr_cpu_allocator_release_all_caches", "call", c1088},
-    {"tsr_memory_history_is_recording", "call", c1089},
+    {"tsr_dtype_numpy", "dtype = 99", c208},
+    {"tsr_dtype_numpy", "dtype = -1", c209},
+    {"tsr_dtype_numpy", "dtype = 47", c210},
+    {"tsr_dtype_numpy", "dtype = TSR_BFLOAT16", c211},
+    {"tsr_dtype_torch_name", "dtype = 99", c212},
+    {"tsr_dtype_torch_name", "dtype = -128", c213},
+    {"tsr_dtype_torch_name", "dtype = 47", c214},
+    {"tsr_dtype_is_valid", "dtype = 99", c215},
+    {"tsr_dtype_is_valid", "dtype = 47", c216},
+    {"tsr_dtype_is_valid", "dtype = 127", c217},
+    {"tsr_dtype_is_valid", "dtype = -1", c218},
+    {"tsr_dtype_is_floating", "dtype = 99", c219},
+    {"tsr_dtype_is_floating", "dtype = 47", c220},
+    {"tsr_dtype_is_floating", "dtype = 127", c221},
+    {"tsr_dtype_is_floating", "dtype = -1", c222},
+    {"tsr_dtype_is_complex", "dtype = 99", c223},
+    {"tsr_dtype_is_complex", "dtype = 47", c224},
+    {"tsr_dtype_is_complex", "dtype = 127", c225},
+    {"tsr_dtype_is_complex", "dtype = -1", c226},
+    {"tsr_promote_types", "out = NULL", c227},
+    {"tsr_promote_types", "a = 99", c228},
+    {"tsr_promote_types", "b = -1", c229},
+    {"tsr_promote_types", "a = TSR_QINT8", c230},
+    {"tsr_promote_types", "a = TSR_UINT16, b = TSR_INT", c231},
+    {"tsr_promote_types", "a = 47", c232},
+    {"tsr_promote_types", "a = 127", c233},
+    {"tsr_promote_types", "a = -1", c234},
+    {"tsr_promote_types", "b = 47", c235},
+    {"tsr_promote_types", "b = 127", c236},
+    {"tsr_can_cast", "from = 99", c237},
+    {"tsr_can_cast", "to = 99", c238},
+    {"tsr_can_cast", "from = 47", c239},
+    {"tsr_can_cast", "from = 127", c240},
+    {"tsr_can_cast", "from = -1", c241},
+    {"tsr_can_cast", "to = 47", c242},
+    {"tsr_can_cast", "to = 127", c243},
+    {"tsr_can_cast", "to = -1", c244},
+    {"tsr_scalar_int", "call", c245},
+    {"tsr_scalar_uint", "call", c246},
+    {"tsr_scalar_float", "call", c247},
+    {"tsr_scalar_bool", "call", c248},
+    {"tsr_scalar_complex", "call", c249},
+    {"tsr_last_error_message", "call", c250},
+    {"tsr_clear_last_error", "call", c251},
+    {"tsr_set_last_error", "message = NULL", c252},
+    {"tsr_set_last_error", "status = 99", c253},
+    {"tsr_status_name", "status = 99", c254},
+    {"tsr_status_name", "status = -1", c255},
+    {"tsr_iter_config_new", "out = NULL", c256},
+    {"tsr_iter_config_free", "config = NULL", c257},
+    {"tsr_iter_config_add_output", "config = NULL", c258},
+    {"tsr_iter_config_add_output", "tensor = NULL", c259},
+    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = NULL", c260},
+    {"tsr_iter_config_add_output", "config = F.cfg_empty, tensor = F.dead_t", c261},
+    {"tsr_iter_config_add_input", "config = NULL", c262},
+    {"tsr_iter_config_add_input", "tensor = NULL", c263},
+    {"tsr_iter_config_add_input", "tensor = F.dead_t", c264},
+    {"tsr_iter_config_add_borrowed_output", "config = NULL", c265},
+    {"tsr_iter_config_add_borrowed_output", "tensor = NULL", c266},
+    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = NULL", c267},
+    {"tsr_iter_config_add_borrowed_output", "config = F.cfg_empty, tensor = F.dead_t", c268},
+    {"tsr_iter_config_add_borrowed_input", "config = NULL", c269},
+    {"tsr_iter_config_add_borrowed_input", "tensor = NULL", c270},
+    {"tsr_iter_config_add_borrowed_input", "tensor = F.dead_t", c271},
+    {"tsr_iter_config_add_borrowed_const_input", "config = NULL", c272},
+    {"tsr_iter_config_add_borrowed_const_input", "tensor = NULL", c273},
+    {"tsr_iter_config_add_borrowed_const_input", "tensor = F.dead_t", c274},
+    {"tsr_iter_config_add_input_scalar", "config = NULL", c275},
+    {"tsr_iter_config_add_input_scalar", "value = fx_scalar(99)", c276},
+    {"tsr_iter_config_check_mem_overlap", "config = NULL", c277},
+    {"tsr_iter_config_allow_cpu_scalars", "config = NULL", c278},
+    {"tsr_iter_config_is_reduction", "config = NULL", c279},
+    {"tsr_iter_config_resize_outputs", "config = NULL", c280},
+    {"tsr_iter_config_check_all_same_dtype", "config = NULL", c281},
+    {"tsr_iter_config_check_all_same_device", "config = NULL", c282},
+    {"tsr_iter_config_enforce_safe_casting_to_output", "config = NULL", c283},
+    {"tsr_iter_config_enforce_linear_iteration", "config = NULL", c284},
+    {"tsr_iter_config_promote_inputs_to_common_dtype", "config = NULL", c285},
+    {"tsr_iter_config_promote_integer_inputs_to_float", "config = NULL", c286},
+    {"tsr_iter_config_cast_common_dtype_to_outputs", "config = NULL", c287},
+    {"tsr_iter_config_resolve_overlap_by_copy", "config = NULL", c288},
+    {"tsr_iter_config_declare_static_dtype", "config = NULL", c289},
+    {"tsr_iter_config_declare_static_dtype", "dtype = 99", c290},
+    {"tsr_iter_config_declare_static_dtype", "dtype = 47", c291},
+    {"tsr_iter_config_declare_static_dtype", "dtype = 127", c292},
+    {"tsr_iter_config_declare_static_dtype", "dtype = -1", c293},
+    {"tsr_iter_config_declare_static_device", "config = NULL", c294},
+    {"tsr_iter_config_declare_static_device", "device = fx_device(99, 0)", c295},
+    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CPU, 3)", c296},
+    {"tsr_iter_config_declare_static_device", "device = fx_device(TSR_CUDA, -2)", c297},
+    {"tsr_iter_config_declare_static_shape", "config = NULL", c298},
+    {"tsr_iter_config_declare_static_shape", "shape = NULL", c299},
+    {"tsr_iter_config_declare_static_shape", "ndim = -1", c300},
+    {"tsr_iter_config_declare_static_shape", "ndim = 65, shape = FX_SIZES_64", c301},
+    {"tsr_iter_config_declare_static_shape", "ndim = 0, shape = NULL", c302},
+    {"tsr_iter_build", "config = NULL", c303},
+    {"tsr_iter_build", "out = NULL", c304},
+    {"tsr_iter_build", "config = F.cfg_empty", c305},
+    {"tsr_iter_build", "config = F.cfg_bad", c306},
+    {"tsr_iter_build", "config = (tsr_iter_config_resize_outputs(F.cfg, false), tsr_iter_config_declare_static_shape(F.cfg, 1, FX_SIZES + 1), F.cfg)", c307},
+    {"tsr_iter_binary_op", "out_or_null = NULL", c308},
+    {"tsr_iter_binary_op", "a = NULL", c309},
+    {"tsr_iter_binary_op", "b = NULL", c310},
+    {"tsr_iter_binary_op", "it = NULL", c311},
+    {"tsr_iter_binary_op", "b = F.t4", c312},
+    {"tsr_iter_binary_op", "b = F.dead_t", c313},
+    {"tsr_iter_binary_float_op", "out_or_null = NULL", c314},
+    {"tsr_iter_binary_float_op", "a = NULL", c315},
+    {"tsr_iter_binary_float_op", "b = NULL", c316},
+    {"tsr_iter_binary_float_op", "it = NULL", c317},
+    {"tsr_iter_binary_float_op", "b = F.t4", c318},
+    {"tsr_iter_comparison_op", "out_or_null = NULL", c319},
+    {"tsr_iter_comparison_op", "a = NULL", c320},
+    {"tsr_iter_comparison_op", "b = NULL", c321},
+    {"tsr_iter_comparison_op", "it = NULL", c322},
+    {"tsr_iter_comparison_op", "b = F.t4", c323},
+    {"tsr_iter_unary_op", "out_or_null = NULL", c324},
+    {"tsr_iter_unary_op", "a = NULL", c325},
+    {"tsr_iter_unary_op", "it = NULL", c326},
+    {"tsr_iter_unary_op", "a = F.dead_t", c327},
+    {"tsr_iter_unary_float_op", "out_or_null = NULL", c328},
+    {"tsr_iter_unary_float_op", "a = NULL", c329},
+    {"tsr_iter_unary_float_op", "it = NULL", c330},
+    {"tsr_iter_nullary_op", "out = NULL", c331},
+    {"tsr_iter_nullary_op", "it = NULL", c332},
+    {"tsr_iter_nullary_op", "out = F.dead_t", c333},
+    {"tsr_iter_reduce_op", "out = NULL", c334},
+    {"tsr_iter_reduce_op", "a = NULL", c335},
+    {"tsr_iter_reduce_op", "it = NULL", c336},
+    {"tsr_iter_reduce_op", "out = F.t4", c337},
+    {"tsr_iter_free", "it = NULL", c338},
+    {"tsr_iter_ndim", "it = NULL", c339},
+    {"tsr_iter_shape", "it = NULL", c340},
+    {"tsr_iter_numel", "it = NULL", c341},
+    {"tsr_iter_ntensors", "it = NULL", c342},
+    {"tsr_iter_noutputs", "it = NULL", c343},
+    {"tsr_iter_ninputs", "it = NULL", c344},
+    {"tsr_iter_strides", "it = NULL", c345},
+    {"tsr_iter_strides", "arg = 2", c346},
+    {"tsr_iter_strides", "arg = -1", c347},
+    {"tsr_iter_dtype", "it = NULL", c348},
+    {"tsr_iter_dtype", "arg = 2", c349},
+    {"tsr_iter_dtype", "arg = INT64_MIN", c350},
+    {"tsr_iter_common_dtype", "it = NULL", c351},
+    {"tsr_iter_data_ptr", "it = NULL", c352},
+    {"tsr_iter_data_ptr", "arg = 5", c353},
+    {"tsr_iter_output", "it = NULL", c354},
+    {"tsr_iter_output", "i = 1", c355},
+    {"tsr_iter_output", "i = -1", c356},
+    {"tsr_iter_is_contiguous", "it = NULL", c357},
+    {"tsr_iter_is_trivial_1d", "it = NULL", c358},
+    {"tsr_iter_num_output_elements", "it = NULL", c359},
+    {"tsr_iter_num_reduce_dims", "it = NULL", c360},
+    {"tsr_iter_can_use_32bit_indexing", "it = NULL", c361},
+    {"tsr_iter_for_each", "it = NULL", c362},
+    {"tsr_iter_for_each", "loop_ = NULL", c363},
+    {"tsr_iter_for_each", "user = NULL", c364},
+    {"tsr_iter_for_each", "grain_size = -5", c365},
+    {"tsr_iter_for_each", "it = fx_stale_it()", c366},
+    {"tsr_iter_serial_for_each", "it = NULL", c367},
+    {"tsr_iter_serial_for_each", "loop_ = NULL", c368},
+    {"tsr_iter_serial_for_each", "user = NULL", c369},
+    {"tsr_iter_serial_for_each", "begin = -1", c370},
+    {"tsr_iter_serial_for_each", "begin = 4, end = 2", c371},
+    {"tsr_iter_serial_for_each", "end = INT64_MAX", c372},
+    {"tsr_iter_serial_for_each", "it = fx_stale_it()", c373},
+    {"tsr_iter_for_each_n", "it = NULL", c374},
+    {"tsr_iter_for_each_n", "loop_ = NULL", c375},
+    {"tsr_iter_for_each_n", "user = NULL", c376},
+    {"tsr_iter_for_each_n", "grain_size = -5", c377},
+    {"tsr_iter_for_each_n", "it = fx_stale_it()", c378},
+    {"tsr_iter_serial_for_each_n", "it = NULL", c379},
+    {"tsr_iter_serial_for_each_n", "loop_ = NULL", c380},
+    {"tsr_iter_serial_for_each_n", "user = NULL", c381},
+    {"tsr_iter_serial_for_each_n", "begin = -1", c382},
+    {"tsr_iter_serial_for_each_n", "begin = 4, end = 2", c383},
+    {"tsr_iter_serial_for_each_n", "end = INT64_MAX", c384},
+    {"tsr_iter_serial_for_each_n", "it = fx_stale_it()", c385},
+    {"tsr_iter_cast_outputs", "it = NULL", c386},
+    {"tsr_iter_cast_outputs", "it = fx_stale_it()", c387},
+    {"tsr_iter_parallel_reduce", "it = NULL", c388},
+    {"tsr_iter_parallel_reduce", "loop_ = NULL", c389},
+    {"tsr_iter_parallel_reduce", "combine = NULL", c390},
+    {"tsr_iter_parallel_reduce", "user = NULL", c391},
+    {"tsr_iter_parallel_reduce", "acc = NULL", c392},
+    {"tsr_iter_parallel_reduce", "acc = NULL, acc_size = 0", c393},
+    {"tsr_iter_parallel_reduce", "acc_size = 4097", c394},
+    {"tsr_iter_parallel_reduce", "acc_size = SIZE_MAX", c395},
+    {"tsr_iter_parallel_reduce", "it = fx_stale_it()", c396},
+    {"tsr_iter_foreach_reduced_elt", "it = NULL", c397},
+    {"tsr_iter_foreach_reduced_elt", "fn_ = NULL", c398},
+    {"tsr_iter_foreach_reduced_elt", "user = NULL", c399},
+    {"tsr_iter_foreach_reduced_elt", "it = fx_stale_it()", c400},
+    {"tsr_iter_for_each_32bit_piece", "it = NULL", c401},
+    {"tsr_iter_for_each_32bit_piece", "fn_ = NULL", c402},
+    {"tsr_iter_for_each_32bit_piece", "user = NULL", c403},
+    {"tsr_iter_for_each_32bit_piece", "it = fx_stale_it()", c404},
+    {"tsr_version", "call", c405},
+    {"tsr_set_num_threads", "n = 0", c406},
+    {"tsr_set_num_threads", "n = INT32_MIN", c407},
+    {"tsr_get_num_threads", "call", c408},
+    {"tsr_object_new", "vtable = NULL", c409},
+    {"tsr_object_new", "out = NULL", c410},
+    {"tsr_object_new", "size = SIZE_MAX", c411},
+    {"tsr_object_new", "vtable = &FX_OBJECT_VTABLE_TINY", c412},
+    {"tsr_object_data", "obj = NULL", c413},
+    {"tsr_object_data", "obj = F.dead_o", c414},
+    {"tsr_weak_object_data", "weak = NULL", c415},
+    {"tsr_weak_object_data", "weak = F.dead_wo", c416},
+    {"tsr_object_incref", "obj = NULL", c417},
+    {"tsr_object_incref", "obj = F.dead_o", c418},
+    {"tsr_object_decref", "obj = NULL", c419},
+    {"tsr_object_decref", "obj = F.dead_o", c420},
+    {"tsr_object_use_count", "obj = NULL", c421},
+    {"tsr_object_weak_use_count", "obj = NULL", c422},
+    {"tsr_object_downgrade", "obj = NULL", c423},
+    {"tsr_object_downgrade", "out = NULL", c424},
+    {"tsr_object_downgrade", "obj = F.dead_o", c425},
+    {"tsr_weak_object_lock", "weak = NULL", c426},
+    {"tsr_weak_object_lock", "out = NULL", c427},
+    {"tsr_weak_object_lock", "weak = F.dead_wo", c428},
+    {"tsr_weak_object_incref", "weak = NULL", c429},
+    {"tsr_weak_object_decref", "weak = NULL", c430},
+    {"tsr_weak_object_expired", "weak = NULL", c431},
+    {"tsr_weak_object_expired", "weak = F.dead_wo", c432},
+    {"tsr_weak_object_use_count", "weak = NULL", c433},
+    {"tsr_weak_object_weak_use_count", "weak = NULL", c434},
+    {"tsr_storage_new", "out = NULL", c435},
+    {"tsr_storage_new", "device = fx_device(99, 0)", c436},
+    {"tsr_storage_new", "device = fx_device(TSR_CPU, 1)", c437},
+    {"tsr_storage_new", "device = fx_device(TSR_HIP, 0)", c438},
+    {"tsr_storage_new", "nbytes = SIZE_MAX", c439},
+    {"tsr_storage_new_with_allocator", "allocator = NULL", c440},
+    {"tsr_storage_new_with_allocator", "out = NULL", c441},
+    {"tsr_storage_new_with_allocator", "allocator = F.dead_a", c442},
+    {"tsr_storage_new_with_allocator", "nbytes = SIZE_MAX", c443},
+    {"tsr_storage_from_data_ptr", "data_ptr = NULL", c444},
+    {"tsr_storage_from_data_ptr", "out = NULL", c445},
+    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c446},
+    {"tsr_storage_from_data_ptr", "data_ptr = (F.dp.data = NULL, &F.dp)", c447},
+    {"tsr_storage_nbytes", "s = NULL", c448},
+    {"tsr_storage_nbytes", "s = F.dead_s", c449},
+    {"tsr_storage_data", "s = NULL", c450},
+    {"tsr_storage_data", "s = F.dead_s", c451},
+    {"tsr_storage_device", "s = NULL", c452},
+    {"tsr_storage_device", "s = F.dead_s", c453},
+    {"tsr_storage_resizable", "s = NULL", c454},
+    {"tsr_storage_allocator", "s = NULL", c455},
+    {"tsr_storage_allocator", "s = F.fixed", c456},
+    {"tsr_storage_resize", "s = NULL", c457},
+    {"tsr_storage_resize", "s = F.fixed", c458},
+    {"tsr_storage_resize", "nbytes = SIZE_MAX", c459},
+    {"tsr_storage_resize", "s = F.dead_s", c460},
+    {"tsr_storage_resize", "s = fx_exported_s()", c461},
+    {"tsr_storage_fill", "s = NULL", c462},
+    {"tsr_storage_fill", "s = F.dead_s", c463},
+    {"tsr_storage_copy", "dst = NULL", c464},
+    {"tsr_storage_copy", "src = NULL", c465},
+    {"tsr_storage_copy", "dst = F.su", c466},
+    {"tsr_storage_copy", "src = F.dead_s", c467},
+    {"tsr_storage_clone", "s = NULL", c468},
+    {"tsr_storage_clone", "out = NULL", c469},
+    {"tsr_storage_clone", "s = F.dead_s", c470},
+    {"tsr_storage_share_external", "s = NULL", c471},
+    {"tsr_storage_share_external", "data_ptr = NULL", c472},
+    {"tsr_storage_share_external", "s = F.s", c473},
+    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.device = fx_device(99, 0), &F.dp)", c474},
+    {"tsr_storage_share_external", "s = F.su, data_ptr = (F.dp.data = NULL, &F.dp)", c475},
+    {"tsr_storage_share_external", "s = F.dead_s", c476},
+    {"tsr_storage_incref", "s = NULL", c477},
+    {"tsr_storage_incref", "s = F.dead_s", c478},
+    {"tsr_storage_decref", "s = NULL", c479},
+    {"tsr_storage_decref", "s = F.dead_s", c480},
+    {"tsr_storage_use_count", "s = NULL", c481},
+    {"tsr_storage_use_count", "s = F.dead_s", c482},
+    {"tsr_storage_weak_use_count", "s = NULL", c483},
+    {"tsr_storage_downgrade", "s = NULL", c484},
+    {"tsr_storage_downgrade", "out = NULL", c485},
+    {"tsr_storage_downgrade", "s = F.dead_s", c486},
+    {"tsr_weak_storage_lock", "w = NULL", c487},
+    {"tsr_weak_storage_lock", "out = NULL", c488},
+    {"tsr_weak_storage_lock", "w = F.dead_ws", c489},
+    {"tsr_weak_storage_incref", "w = NULL", c490},
+    {"tsr_weak_storage_decref", "w = NULL", c491},
+    {"tsr_weak_storage_expired", "w = NULL", c492},
+    {"tsr_weak_storage_expired", "w = F.dead_ws", c493},
+    {"tsr_weak_storage_use_count", "w = NULL", c494},
+    {"tsr_weak_storage_weak_use_count", "w = NULL", c495},
+    {"tsr_storage_from_file", "path = NULL", c496},
+    {"tsr_storage_from_file", "out = NULL", c497},
+    {"tsr_storage_from_file", "call", c498},
+    {"tsr_storage_from_file", "path = \"/\"", c499},
+    {"tsr_storage_from_file", "path = \"/dev/null\"", c500},
+    {"tsr_storage_from_file", "mode = 7", c501},
+    {"tsr_storage_from_file", "mode = TSR_FILE_SHARED, nbytes = SIZE_MAX", c502},
+    {"tsr_storage_filename", "s = NULL", c503},
+    {"tsr_storage_filename", "call", c504},
+    {"tsr_storage_filename", "s = F.dead_s", c505},
+    {"tsr_storage_flush", "s = NULL", c506},
+    {"tsr_storage_flush", "call", c507},
+    {"tsr_storage_flush", "s = F.dead_s", c508},
+    {"tsr_storage_make_read_only", "s = NULL", c509},
+    {"tsr_storage_make_read_only", "s = F.dead_s", c510},
+    {"tsr_storage_make_read_only", "call", c511},
+    {"tsr_storage_is_read_only", "s = NULL", c512},
+    {"tsr_storage_is_read_only", "call", c513},
+    {"tsr_storage_is_read_only", "s = F.dead_s", c514},
+    {"tsr_tensor_is_read_only", "t = NULL", c515},
+    {"tsr_tensor_is_read_only", "call", c516},
+    {"tsr_tensor_is_read_only", "t = F.dead_t", c517},
+    {"tsr_storage_data_ptr", "s = NULL", c518},
+    {"tsr_storage_data_ptr", "out = NULL", c519},
+    {"tsr_storage_data_ptr", "s = F.dead_s", c520},
+    {"tsr_storage_data_ptr", "call", c521},
+    {"tsr_storage_set_data_ptr", "s = NULL", c522},
+    {"tsr_storage_set_data_ptr", "consumed = NULL", c523},
+    {"tsr_storage_set_data_ptr", "old_out = NULL", c524},
+    {"tsr_storage_set_data_ptr", "call", c525},
+    {"tsr_storage_set_data_ptr", "s = F.dead_s", c526},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(99, 0), &F.dp)", c527},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.data = NULL, &F.dp)", c528},
+    {"tsr_storage_set_data_ptr", "consumed = (F.dp.device = fx_device(TSR_META, -1), &F.dp)", c529},
+    {"tsr_storage_share_memory", "s = NULL", c530},
+    {"tsr_storage_share_memory", "call", c531},
+    {"tsr_storage_share_memory", "s = F.dead_s", c532},
+    {"tsr_storage_record_stream", "s = NULL", c533},
+    {"tsr_storage_record_stream", "s = F.dead_s", c534},
+    {"tsr_storage_record_stream", "call", c535},
+    {"tsr_storage_record_stream", "stream = NULL", c536},
+    {"tsr_tensor_record_stream", "t = NULL", c537},
+    {"tsr_tensor_record_stream", "t = F.dead_t", c538},
+    {"tsr_tensor_record_stream", "call", c539},
+    {"tsr_tensor_record_stream", "stream = NULL", c540},
+    {"tsr_storage_is_shared", "s = NULL", c541},
+    {"tsr_storage_is_shared", "call", c542},
+    {"tsr_storage_is_shared", "s = F.dead_s", c543},
+    {"tsr_storage_share_fd", "s = NULL", c544},
+    {"tsr_storage_share_fd", "fd_out = NULL", c545},
+    {"tsr_storage_share_fd", "call", c546},
+    {"tsr_storage_share_fd", "s = fx_shared_su()", c547},
+    {"tsr_storage_share_fd", "s = fx_shared_ro_su()", c548},
+    {"tsr_storage_share_fd", "s = F.dead_s", c549},
+    {"tsr_storage_from_fd", "out = NULL", c550},
+    {"tsr_storage_from_fd", "fd = -1", c551},
+    {"tsr_storage_from_fd", "fd = 4000", c552},
+    {"tsr_storage_from_fd", "fd = fx_pipe_fd()", c553},
+    {"tsr_storage_share_name", "s = NULL", c554},
+    {"tsr_storage_share_name", "buf = NULL", c555},
+    {"tsr_storage_share_name", "buflen = 64", c556},
+    {"tsr_storage_share_name", "call", c557},
+    {"tsr_storage_share_name", "s = fx_shared_ro_su(), buflen = 64", c558},
+    {"tsr_storage_share_name", "s = fx_named_ro_su(), buflen = 64", c559},
+    {"tsr_storage_share_name", "s = F.dead_s", c560},
+    {"tsr_storage_open_shared", "name = NULL", c561},
+    {"tsr_storage_open_shared", "out = NULL", c562},
+    {"tsr_storage_open_shared", "call", c563},
+    {"tsr_storage_open_shared", "name = fx_long_name()", c564},
+    {"tsr_storage_open_shared", "name = \"/a/b\"", c565},
+    {"tsr_storage_open_shared", "name = \"\"", c566},
+    {"tsr_tensor_empty", "sizes = NULL", c567},
+    {"tsr_tensor_empty", "out = NULL", c568},
+    {"tsr_tensor_empty", "ndim = 0, sizes = NULL", c569},
+    {"tsr_tensor_empty", "ndim = -1", c570},
+    {"tsr_tensor_empty", "ndim = 65, sizes = FX_SIZES_64", c571},
+    {"tsr_tensor_empty", "sizes = FX_NEG_SIZES", c572},
+    {"tsr_tensor_empty", "sizes = FX_HUGE_SIZES", c573},
+    {"tsr_tensor_empty", "dtype = 99", c574},
+    {"tsr_tensor_empty", "dtype = -1", c575},
+    {"tsr_tensor_empty", "device = fx_device(99, 0)", c576},
+    {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c577},
+    {"tsr_tensor_empty", "dtype = 47", c578},
+    {"tsr_tensor_empty", "dtype = 127", c579},
+    {"tsr_tensor_empty_format", "sizes = NULL", c580},
+    {"tsr_tensor_empty_format", "out = NULL", c581},
+    {"tsr_tensor_empty_format", "ndim = -1", c582},
+    {"tsr_tensor_empty_format", "dtype = 99", c583},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c584},
+    {"tsr_tensor_empty_format", "format = 42", c585},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c586},
+    {"tsr_tensor_empty_format", "dtype = 47", c587},
+    {"tsr_tensor_empty_format", "dtype = 127", c588},
+    {"tsr_tensor_empty_format", "dtype = -1", c589},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c590},
+    {"tsr_tensor_empty_strided", "strides = NULL", c591},
+    {"tsr_tensor_empty_strided", "out = NULL", c592},
+    {"tsr_tensor_empty_strided", "ndim = -1", c593},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c594},
+    {"tsr_tensor_empty_strided", "dtype = 99", c595},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c596},
+    {"tsr_tensor_empty_strided", "dtype = 47", c597},
+    {"tsr_tensor_empty_strided", "dtype = 127", c598},
+    {"tsr_tensor_empty_strided", "dtype = -1", c599},
+    {"tsr_tensor_empty_like", "t = NULL", c600},
+    {"tsr_tensor_empty_like", "out = NULL", c601},
+    {"tsr_tensor_empty_like", "format = 42", c602},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c603},
+    {"tsr_tensor_from_storage", "storage = NULL", c604},
+    {"tsr_tensor_from_storage", "sizes = NULL", c605},
+    {"tsr_tensor_from_storage", "strides = NULL", c606},
+    {"tsr_tensor_from_storage", "out = NULL", c607},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c608},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c609},
+    {"tsr_tensor_from_storage", "ndim = -1", c610},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c611},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c612},
+    {"tsr_tensor_from_storage", "dtype = 99", c613},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c614},
+    {"tsr_tensor_from_storage", "dtype = 47", c615},
+    {"tsr_tensor_from_storage", "dtype = 127", c616},
+    {"tsr_tensor_from_storage", "dtype = -1", c617},
+    {"tsr_tensor_from_storage_desc", "storage = NULL", c618},
+    {"tsr_tensor_from_storage_desc", "desc = NULL", c619},
+    {"tsr_tensor_from_storage_desc", "out = NULL", c620},
+    {"tsr_tensor_from_storage_desc", "call", c621},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c622},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c623},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c624},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c625},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c626},
+    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c627},
+    {"tsr_tensor_ndim", "t = NULL", c628},
+    {"tsr_tensor_ndim", "t = F.dead_t", c629},
+    {"tsr_tensor_sizes", "t = NULL", c630},
+    {"tsr_tensor_strides", "t = NULL", c631},
+    {"tsr_tensor_size", "t = NULL", c632},
+    {"tsr_tensor_size", "dim = 2", c633},
+    {"tsr_tensor_size", "dim = -3", c634},
+    {"tsr_tensor_size", "dim = INT64_MIN", c635},
+    {"tsr_tensor_stride", "t = NULL", c636},
+    {"tsr_tensor_stride", "dim = 2", c637},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c638},
+    {"tsr_tensor_storage_offset", "t = NULL", c639},
+    {"tsr_tensor_numel", "t = NULL", c640},
+    {"tsr_tensor_dtype", "t = NULL", c641},
+    {"tsr_tensor_itemsize", "t = NULL", c642},
+    {"tsr_tensor_device", "t = NULL", c643},
+    {"tsr_tensor_data", "t = NULL", c644},
+    {"tsr_tensor_storage", "t = NULL", c645},
+    {"tsr_tensor_storage", "t = F.dead_t", c646},
+    {"tsr_tensor_is_contiguous", "t = NULL", c647},
+    {"tsr_tensor_is_contiguous", "format = 42", c648},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c649},
+    {"tsr_tensor_version", "t = NULL", c650},
+    {"tsr_tensor_set", "t = NULL", c651},
+    {"tsr_tensor_set", "storage = NULL", c652},
+    {"tsr_tensor_set", "sizes = NULL", c653},
+    {"tsr_tensor_set", "strides = NULL", c654},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c655},
+    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c656},
+    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c657},
+    {"tsr_tensor_set", "storage_offset = -1", c658},
+    {"tsr_tensor_set", "ndim = -1", c659},
+    {"tsr_tensor_set", "storage = F.dead_s", c660},
+    {"tsr_tensor_resize", "t = NULL", c661},
+    {"tsr_tensor_resize", "sizes = NULL", c662},
+    {"tsr_tensor_resize", "call", c663},
+    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c664},
+    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c665},
+    {"tsr_tensor_resize", "ndim = -1", c666},
+    {"tsr_tensor_resize", "ndim = 65", c667},
+    {"tsr_tensor_resize", "format = 42", c668},
+    {"tsr_tensor_resize", "format = TSR_PRESERVE", c669},
+    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c670},
+    {"tsr_tensor_resize", "t = fx_fixed_t()", c671},
+    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c672},
+    {"tsr_tensor_resize", "t = F.dead_t", c673},
+    {"tsr_tensor_fill", "t = NULL", c674},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c675},
+    {"tsr_tensor_fill", "t = F.dead_t", c676},
+    {"tsr_tensor_fill", "t = fx_shrunk_t()", c677},
+    {"tsr_tensor_copy", "dst = NULL", c678},
+    {"tsr_tensor_copy", "src = NULL", c679},
+    {"tsr_tensor_copy", "src = F.t4", c680},
+    {"tsr_tensor_copy", "dst = F.dead_t", c681},
+    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c682},
+    {"tsr_tensor_incref", "t = NULL", c683},
+    {"tsr_tensor_incref", "t = F.dead_t", c684},
+    {"tsr_tensor_decref", "t = NULL", c685},
+    {"tsr_tensor_decref", "t = F.dead_t", c686},
+    {"tsr_tensor_use_count", "t = NULL", c687},
+    {"tsr_tensor_use_count", "t = F.dead_t", c688},
+    {"tsr_tensor_weak_use_count", "t = NULL", c689},
+    {"tsr_tensor_downgrade", "t = NULL", c690},
+    {"tsr_tensor_downgrade", "out = NULL", c691},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c692},
+    {"tsr_weak_tensor_lock", "w = NULL", c693},
+    {"tsr_weak_tensor_lock", "out = NULL", c694},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c695},
+    {"tsr_weak_tensor_incref", "w = NULL", c696},
+    {"tsr_weak_tensor_decref", "w = NULL", c697},
+    {"tsr_weak_tensor_expired", "w = NULL", c698},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c699},
+    {"tsr_weak_tensor_use_count", "w = NULL", c700},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c701},
+    {"tsr_tensor_as_strided", "t = NULL", c702},
+    {"tsr_tensor_as_strided", "sizes = NULL", c703},
+    {"tsr_tensor_as_strided", "strides = NULL", c704},
+    {"tsr_tensor_as_strided", "out = NULL", c705},
+    {"tsr_tensor_as_strided", "ndim = -1", c706},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c707},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c708},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c709},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c710},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c711},
+    {"tsr_tensor_view", "t = NULL", c712},
+    {"tsr_tensor_view", "sizes = NULL", c713},
+    {"tsr_tensor_view", "out = NULL", c714},
+    {"tsr_tensor_view", "ndim = -1", c715},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c716},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c717},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c718},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c719},
+    {"tsr_tensor_reshape", "t = NULL", c720},
+    {"tsr_tensor_reshape", "sizes = NULL", c721},
+    {"tsr_tensor_reshape", "out = NULL", c722},
+    {"tsr_tensor_reshape", "ndim = -1", c723},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c724},
+    {"tsr_tensor_permute", "t = NULL", c725},
+    {"tsr_tensor_permute", "dims = NULL", c726},
+    {"tsr_tensor_permute", "out = NULL", c727},
+    {"tsr_tensor_permute", "ndim = 1", c728},
+    {"tsr_tensor_permute", "ndim = -1", c729},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c730},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c731},
+    {"tsr_tensor_transpose", "t = NULL", c732},
+    {"tsr_tensor_transpose", "out = NULL", c733},
+    {"tsr_tensor_transpose", "dim0 = 2", c734},
+    {"tsr_tensor_transpose", "dim1 = -3", c735},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c736},
+    {"tsr_tensor_expand", "t = NULL", c737},
+    {"tsr_tensor_expand", "sizes = NULL", c738},
+    {"tsr_tensor_expand", "out = NULL", c739},
+    {"tsr_tensor_expand", "ndim = -1", c740},
+    {"tsr_tensor_expand", "ndim = 1", c741},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c742},
+    {"tsr_tensor_narrow", "t = NULL", c743},
+    {"tsr_tensor_narrow", "out = NULL", c744},
+    {"tsr_tensor_narrow", "dim = 2", c745},
+    {"tsr_tensor_narrow", "start = 3", c746},
+    {"tsr_tensor_narrow", "length = -1", c747},
+    {"tsr_tensor_narrow", "length = 4", c748},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c749},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c750},
+    {"tsr_tensor_select", "t = NULL", c751},
+    {"tsr_tensor_select", "out = NULL", c752},
+    {"tsr_tensor_select", "dim = 2", c753},
+    {"tsr_tensor_select", "index = 2", c754},
+    {"tsr_tensor_select", "index = -3", c755},
+    {"tsr_tensor_select", "index = INT64_MIN", c756},
+    {"tsr_tensor_squeeze", "t = NULL", c757},
+    {"tsr_tensor_squeeze", "out = NULL", c758},
+    {"tsr_tensor_squeeze", "dim = 2", c759},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c760},
+    {"tsr_tensor_squeeze_all", "t = NULL", c761},
+    {"tsr_tensor_squeeze_all", "out = NULL", c762},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c763},
+    {"tsr_tensor_unsqueeze", "t = NULL", c764},
+    {"tsr_tensor_unsqueeze", "out = NULL", c765},
+    {"tsr_tensor_unsqueeze", "dim = 3", c766},
+    {"tsr_tensor_unsqueeze", "dim = -4", c767},
+    {"tsr_tensor_flatten", "t = NULL", c768},
+    {"tsr_tensor_flatten", "out = NULL", c769},
+    {"tsr_tensor_flatten", "start_dim = 2", c770},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c771},
+    {"tsr_tensor_flatten", "end_dim = -3", c772},
+    {"tsr_tensor_contiguous", "t = NULL", c773},
+    {"tsr_tensor_contiguous", "out = NULL", c774},
+    {"tsr_tensor_contiguous", "format = 42", c775},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c776},
+    {"tsr_tensor_clone", "t = NULL", c777},
+    {"tsr_tensor_clone", "out = NULL", c778},
+    {"tsr_tensor_clone", "t = F.dead_t", c779},
+    {"tsr_tensor_clone", "t = fx_shrunk_t()", c780},
+    {"tsr_add", "out_or_null = NULL", c781},
+    {"tsr_add", "a = NULL", c782},
+    {"tsr_add", "b = NULL", c783},
+    {"tsr_add", "result = NULL", c784},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c785},
+    {"tsr_add", "b = F.t4", c786},
+    {"tsr_add", "alpha = fx_scalar(99)", c787},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c788},
+    {"tsr_add", "a = F.dead_t", c789},
+    {"tsr_add", "a = fx_shrunk_t()", c790},
+    {"tsr_sub", "out_or_null = NULL", c791},
+    {"tsr_sub", "a = NULL", c792},
+    {"tsr_sub", "b = NULL", c793},
+    {"tsr_sub", "result = NULL", c794},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c795},
+    {"tsr_sub", "b = F.t4", c796},
+    {"tsr_sub", "alpha = fx_scalar(99)", c797},
+    {"tsr_mul", "out_or_null = NULL", c798},
+    {"tsr_mul", "a = NULL", c799},
+    {"tsr_mul", "b = NULL", c800},
+    {"tsr_mul", "result = NULL", c801},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c802},
+    {"tsr_mul", "b = F.t4", c803},
+    {"tsr_mul", "b = F.dead_t", c804},
+    {"tsr_div", "out_or_null = NULL", c805},
+    {"tsr_div", "a = NULL", c806},
+    {"tsr_div", "b = NULL", c807},
+    {"tsr_div", "result = NULL", c808},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c809},
+    {"tsr_div", "b = F.t4", c810},
+    {"tsr_div_rounding", "out_or_null = NULL", c811},
+    {"tsr_div_rounding", "a = NULL", c812},
+    {"tsr_div_rounding", "b = NULL", c813},
+    {"tsr_div_rounding", "result = NULL", c814},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c815},
+    {"tsr_div_rounding", "mode = 42", c816},
+    {"tsr_div_rounding", "mode = -1", c817},
+    {"tsr_div_rounding", "b = F.t4", c818},
+    {"tsr_neg", "out_or_null = NULL", c819},
+    {"tsr_neg", "a = NULL", c820},
+    {"tsr_neg", "result = NULL", c821},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c822},
+    {"tsr_neg", "out_or_null = F.t4", c823},
+    {"tsr_neg", "a = F.dead_t", c824},
+    {"tsr_sum", "a = NULL", c825},
+    {"tsr_sum", "dims = NULL", c826},
+    {"tsr_sum", "out = NULL", c827},
+    {"tsr_sum", "ndims = 0, dims = NULL", c828},
+    {"tsr_sum", "ndims = -1", c829},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c830},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c831},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c832},
+    {"tsr_sum", "a = F.dead_t", c833},
+    {"tsr_sum", "a = fx_shrunk_t()", c834},
+    {"tsr_amax", "a = NULL", c835},
+    {"tsr_amax", "dims = NULL", c836},
+    {"tsr_amax", "out = NULL", c837},
+    {"tsr_amax", "ndims = 0, dims = NULL", c838},
+    {"tsr_amax", "ndims = -1", c839},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c840},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c841},
+    {"tsr_scalar_tensor", "out = NULL", c842},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c843},
+    {"tsr_tensor_item", "t = NULL", c844},
+    {"tsr_tensor_item", "out = NULL", c845},
+    {"tsr_tensor_item", "t = F.t", c846},
+    {"tsr_tensor_item", "t = F.dead_t", c847},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c848},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c849},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c850},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c851},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c852},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c853},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c854},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c855},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c856},
+    {"tsr_iter_config_output_allocator", "config = NULL", c857},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c858},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c859},
+    {"tsr_dict_new", "out = NULL", c860},
+    {"tsr_dict_new", "call", c861},
+    {"tsr_dict_free", "dict = NULL", c862},
+    {"tsr_dict_free", "call", c863},
+    {"tsr_dict_set", "dict = NULL", c864},
+    {"tsr_dict_set", "name = NULL", c865},
+    {"tsr_dict_set", "t = NULL", c866},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c867},
+    {"tsr_dict_set", "t = F.dead_t", c868},
+    {"tsr_dict_set", "call", c869},
+    {"tsr_dict_size", "dict = NULL", c870},
+    {"tsr_dict_size", "call", c871},
+    {"tsr_dict_name", "dict = NULL", c872},
+    {"tsr_dict_name", "i = 1", c873},
+    {"tsr_dict_name", "i = SIZE_MAX", c874},
+    {"tsr_dict_name", "call", c875},
+    {"tsr_dict_metadata_count", "dict = NULL", c876},
+    {"tsr_dict_metadata_key", "dict = NULL", c877},
+    {"tsr_dict_metadata_key", "i = SIZE_MAX", c878},
+    {"tsr_dict_get", "dict = NULL", c879},
+    {"tsr_dict_get", "name = NULL", c880},
+    {"tsr_dict_get", "name = \"absent\"", c881},
+    {"tsr_dict_get", "name = \"\\xff\"", c882},
+    {"tsr_dict_get", "call", c883},
+    {"tsr_dict_set_metadata", "dict = NULL", c884},
+    {"tsr_dict_set_metadata", "key = NULL", c885},
+    {"tsr_dict_set_metadata", "value = NULL", c886},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c887},
+    {"tsr_dict_set_metadata", "call", c888},
+    {"tsr_dict_metadata", "dict = NULL", c889},
+    {"tsr_dict_metadata", "key = NULL", c890},
+    {"tsr_dict_metadata", "key = \"absent\"", c891},
+    {"tsr_dict_metadata", "call", c892},
+    {"tsr_save", "dict = NULL", c893},
+    {"tsr_save", "path = NULL", c894},
+    {"tsr_save", "path = \"\"", c895},
+    {"tsr_save", "path = \"/\"", c896},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c897},
+    {"tsr_save", "format = 99", c898},
+    {"tsr_save", "format = -1", c899},
+    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c900},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c901},
+    {"tsr_save", "path = \"/dev/null\"", c902},
+    {"tsr_save", "format = TSR_FORMAT_DCP", c903},
+    {"tsr_save", "call", c904},
+    {"tsr_save_flags", "dict = NULL", c905},
+    {"tsr_save_flags", "path = NULL", c906},
+    {"tsr_save_flags", "path = \"\"", c907},
+    {"tsr_save_flags", "path = \"/\"", c908},
+    {"tsr_save_flags", "path = \"/dev/null\"", c909},
+    {"tsr_save_flags", "format = 99", c910},
+    {"tsr_save_flags", "flags = 2", c911},
+    {"tsr_save_flags", "flags = 0xffffffffu", c912},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c913},
+    {"tsr_save_flags", "call", c914},
+    {"tsr_save_sharded", "dict = NULL", c915},
+    {"tsr_save_sharded", "directory = NULL", c916},
+    {"tsr_save_sharded", "directory = \"\"", c917},
+    {"tsr_save_sharded", "directory = \"/dev/null\"", c918},
+    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c919},
+    {"tsr_save_sharded", "format = 99", c920},
+    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c921},
+    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c922},
+    {"tsr_save_sharded", "max_shard_bytes = 0", c923},
+    {"tsr_save_sharded", "flags = 2", c924},
+    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c925},
+    {"tsr_save_sharded", "call", c926},
+    {"tsr_load", "path = NULL", c927},
+    {"tsr_load", "out = NULL", c928},
+    {"tsr_load", "path = \"/\"", c929},
+    {"tsr_load", "path = \"/dev/null\"", c930},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c931},
+    {"tsr_load", "format = 99", c932},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c933},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c934},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c935},
+    {"tsr_load", "flags = 8", c936},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c937},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c938},
+    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c939},
+    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c940},
+    {"tsr_load", "format = TSR_FORMAT_DCP", c941},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c942},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c943},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c944},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c945},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c946},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c947},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c948},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c949},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c950},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c951},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c952},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c953},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c954},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c955},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c956},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c957},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c958},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c959},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c960},
+    {"tsr_load", "call", c961},
+    {"tsr_save_to_storage", "dict = NULL", c962},
+    {"tsr_save_to_storage", "out = NULL", c963},
+    {"tsr_save_to_storage", "format = 99", c964},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c965},
+    {"tsr_save_to_storage", "call", c966},
+    {"tsr_load_from_storage", "bytes = NULL", c967},
+    {"tsr_load_from_storage", "out = NULL", c968},
+    {"tsr_load_from_storage", "bytes = F.saved", c969},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c970},
+    {"tsr_load_from_storage", "format = 99", c971},
+    {"tsr_load_from_storage", "flags = 8", c972},
+    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c973},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c974},
+    {"tsr_load_from_storage", "call", c975},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c976},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c977},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c978},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c979},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c980},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c981},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c982},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c983},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c984},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c985},
+    {"tsr_checkpoint_open", "path = NULL", c986},
+    {"tsr_checkpoint_open", "out = NULL", c987},
+    {"tsr_checkpoint_open", "path = \"/\"", c988},
+    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c989},
+    {"tsr_checkpoint_open", "format = 99", c990},
+    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c991},
+    {"tsr_checkpoint_open", "flags = 8", c992},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c993},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c994},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c995},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c996},
+    {"tsr_checkpoint_open", "call", c997},
+    {"tsr_checkpoint_size", "c = NULL", c998},
+    {"tsr_checkpoint_size", "call", c999},
+    {"tsr_checkpoint_name", "c = NULL", c1000},
+    {"tsr_checkpoint_name", "i = 0", c1001},
+    {"tsr_checkpoint_name", "i = 1", c1002},
+    {"tsr_checkpoint_name", "i = SIZE_MAX", c1003},
+    {"tsr_checkpoint_name", "call", c1004},
+    {"tsr_checkpoint_find", "c = NULL", c1005},
+    {"tsr_checkpoint_find", "name = NULL", c1006},
+    {"tsr_checkpoint_find", "out = NULL", c1007},
+    {"tsr_checkpoint_find", "name = \"absent\"", c1008},
+    {"tsr_checkpoint_find", "name = \"\\xff\"", c1009},
+    {"tsr_checkpoint_find", "call", c1010},
+    {"tsr_checkpoint_dtype", "c = NULL", c1011},
+    {"tsr_checkpoint_dtype", "i = 0", c1012},
+    {"tsr_checkpoint_dtype", "call", c1013},
+    {"tsr_checkpoint_ndim", "c = NULL", c1014},
+    {"tsr_checkpoint_ndim", "i = 0", c1015},
+    {"tsr_checkpoint_ndim", "call", c1016},
+    {"tsr_checkpoint_sizes", "c = NULL", c1017},
+    {"tsr_checkpoint_sizes", "i = 0", c1018},
+    {"tsr_checkpoint_sizes", "call", c1019},
+    {"tsr_checkpoint_nbytes", "c = NULL", c1020},
+    {"tsr_checkpoint_nbytes", "i = 0", c1021},
+    {"tsr_checkpoint_nbytes", "call", c1022},
+    {"tsr_checkpoint_format", "c = NULL", c1023},
+    {"tsr_checkpoint_format", "call", c1024},
+    {"tsr_checkpoint_bytes_read", "c = NULL", c1025},
+    {"tsr_checkpoint_bytes_read", "call", c1026},
+    {"tsr_checkpoint_load", "c = NULL", c1027},
+    {"tsr_checkpoint_load", "name = NULL", c1028},
+    {"tsr_checkpoint_load", "out = NULL", c1029},
+    {"tsr_checkpoint_load", "name = \"absent\"", c1030},
+    {"tsr_checkpoint_load", "name = \"\\xff\"", c1031},
+    {"tsr_checkpoint_load", "flags = 1", c1032},
+    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1033},
+    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1034},
+    {"tsr_checkpoint_load", "call", c1035},
+    {"tsr_checkpoint_load_rows", "c = NULL", c1036},
+    {"tsr_checkpoint_load_rows", "name = NULL", c1037},
+    {"tsr_checkpoint_load_rows", "out = NULL", c1038},
+    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1039},
+    {"tsr_checkpoint_load_rows", "start = -1", c1040},
+    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1041},
+    {"tsr_checkpoint_load_rows", "stop = 4", c1042},
+    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1043},
+    {"tsr_checkpoint_load_rows", "flags = 1", c1044},
+    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1045},
+    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1046},
+    {"tsr_checkpoint_load_rows", "call", c1047},
+    {"tsr_checkpoint_load_many", "c = NULL", c1048},
+    {"tsr_checkpoint_load_many", "names = NULL", c1049},
+    {"tsr_checkpoint_load_many", "out = NULL", c1050},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1051},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1052},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1053},
+    {"tsr_checkpoint_load_many", "n = 0", c1054},
+    {"tsr_checkpoint_load_many", "flags = 1", c1055},
+    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1056},
+    {"tsr_checkpoint_load_many", "call", c1057},
+    {"tsr_checkpoint_load_many_with", "c = NULL", c1058},
+    {"tsr_checkpoint_load_many_with", "names = NULL", c1059},
+    {"tsr_checkpoint_load_many_with", "opts = NULL", c1060},
+    {"tsr_checkpoint_load_many_with", "out = NULL", c1061},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1062},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1063},
+    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1064},
+    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1065},
+    {"tsr_checkpoint_load_many_with", "call", c1066},
+    {"tsr_checkpoint_read_into", "c = NULL", c1067},
+    {"tsr_checkpoint_read_into", "name = NULL", c1068},
+    {"tsr_checkpoint_read_into", "dst = NULL", c1069},
+    {"tsr_checkpoint_read_into", "nbytes = 12", c1070},
+    {"tsr_checkpoint_read_into", "nbytes = 0", c1071},
+    {"tsr_checkpoint_read_into", "name = \"absent\"", c1072},
+    {"tsr_checkpoint_read_into", "call", c1073},
+    {"tsr_checkpoint_close", "c = NULL", c1074},
+    {"tsr_checkpoint_close", "call", c1075},
+    {"tsr_memory_record_history", "options = NULL", c1076},
+    {"tsr_memory_record_history", "call", c1077},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1078},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1079},
+    {"tsr_memory_set_host_frames", "host = NULL", c1080},
+    {"tsr_memory_set_host_frames", "enter = NULL", c1081},
+    {"tsr_memory_set_host_frames", "fn_ = NULL", c1082},
+    {"tsr_memory_set_host_frames", "user = NULL", c1083},
+    {"tsr_memory_set_host_frames", "host = \"\"", c1084},
+    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1085},
+    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1086},
+    {"tsr_memory_set_host_frames", "call", c1087},
+    {"tsr_memory_snapshot", "path = NULL", c1088},
+    {"tsr_memory_snapshot", "call", c1089},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1090},
+    {"tsr_memory_snapshot", "format = 7", c1091},
+    {"tsr_memory_snapshot", "format = -1", c1092},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1093},
+    {"tsr_add_oom_observer", "fn_ = NULL", c1094},
+    {"tsr_add_oom_observer", "user = NULL", c1095},
+    {"tsr_add_oom_info_observer", "fn_ = NULL", c1096},
+    {"tsr_add_oom_info_observer", "user = NULL", c1097},
+    {"tsr_cpu_allocator_release_all_caches", "call", c1098},
+    {"tsr_memory_history_is_recording", "call", c1099},
 };
 
 static const char *const COVERED[] = {
@@ -2411,6 +2431,8 @@ static const char *const COVERED[] = {
     "tsr_dict_free",
     "tsr_dict_get",
     "tsr_dict_metadata",
+    "tsr_dict_metadata_count",
+    "tsr_dict_metadata_key",
     "tsr_dict_name",
     "tsr_dict_new",
     "tsr_dict_set",
@@ -2423,6 +2445,8 @@ static const char *const COVERED[] = {
     "tsr_dtype_is_valid",
     "tsr_dtype_itemsize",
     "tsr_dtype_name",
+    "tsr_dtype_numpy",
+    "tsr_dtype_torch_name",
     "tsr_get_allocator",
     "tsr_get_allocator_priority",
     "tsr_get_num_threads",

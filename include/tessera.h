@@ -2561,6 +2561,23 @@ size_t tsr_dtype_itemsize(TsrDType dtype);
 const char *tsr_dtype_name(TsrDType dtype);
 
 /**
+ * NumPy's type string of `dtype` without its byte-order character
+ * ("f4", "i8", "b1", "c8": NumPy's `dtype.str` less its first
+ * character), or NULL where NumPy has no such type (bfloat16, the float8
+ * and float4 types, the quantized and sub-byte types) or for an
+ * unsupported number. Static.
+ */
+const char *tsr_dtype_numpy(TsrDType dtype);
+
+/**
+ * Python's name of `dtype` in torch (`torch.<name>`: "float32",
+ * "bfloat16", "float8_e4m3fn"; also ml_dtypes' name for the types NumPy
+ * lacks), or NULL where torch has none (the sub-byte types without a
+ * name) or for an unsupported number. Static.
+ */
+const char *tsr_dtype_torch_name(TsrDType dtype);
+
+/**
  * Whether `dtype` is a supported dtype number.
  */
 bool tsr_dtype_is_valid(TsrDType dtype);
@@ -4081,6 +4098,24 @@ TsrStatus tsr_dict_set_metadata(struct TsrTensorDict *dict, const char *key, con
  * `dict` NULL or live; `key` NULL or NUL-terminated.
  */
 const char *tsr_dict_metadata(const struct TsrTensorDict *dict, const char *key);
+
+/**
+ * The number of metadata keys; 0 for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+size_t tsr_dict_metadata_count(const struct TsrTensorDict *dict);
+
+/**
+ * The `i`-th metadata key in the order first set (its value:
+ * tsr_dict_metadata), valid until the dict is changed or freed; NULL
+ * past the end (no error recorded) or for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+const char *tsr_dict_metadata_key(const struct TsrTensorDict *dict, size_t i);
 
 /**
  * Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:

@@ -13,6 +13,16 @@ pub use scalar::Scalar;
 use crate::error::Result;
 use std::ffi::CStr;
 
+/// A column's value as a NUL-terminated string: `-` is None.
+macro_rules! c_column {
+    (-) => {
+        None
+    };
+    ($value:literal) => {
+        Some(c_str(concat!($value, "\0")))
+    };
+}
+
 /// Expands the dtype table (table.rs) into the enum, its per-dtype facts
 /// in table order (`ROWS`) and the `Kind` of each group.
 macro_rules! define_dtypes {
@@ -43,8 +53,10 @@ macro_rules! define_dtypes {
                 kind: Kind::$kind,
                 signed: table::signed!($sign),
                 torch: table::column!($torch),
+                torch_c: c_column!($torch),
                 storage: table::column!($storage),
                 numpy: table::column!($numpy),
+                numpy_c: c_column!($numpy),
                 gguf: table::column!($gguf),
             }, )* )*
         ];
@@ -62,11 +74,15 @@ pub(crate) struct Info {
     signed: bool,
     /// Python's `torch.<name>`.
     pub(crate) torch: Option<&'static str>,
+    /// The same, NUL-terminated (for C).
+    pub(crate) torch_c: Option<&'static CStr>,
     /// The legacy typed storage class torch.save writes (None: an
     /// UntypedStorage).
     pub(crate) storage: Option<&'static str>,
     /// NumPy's type string without its byte-order character.
     pub(crate) numpy: Option<&'static str>,
+    /// The same, NUL-terminated (for C).
+    pub(crate) numpy_c: Option<&'static CStr>,
     /// ggml's type number of a plain GGUF tensor of this dtype
     /// (GGMLQuantizationType: F32 0, F16 1, I8 24, ..., BF16 30).
     pub(crate) gguf: Option<u32>,

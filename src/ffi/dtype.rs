@@ -25,6 +25,33 @@ pub extern "C" fn tsr_dtype_name(dtype: TsrDType) -> *const c_char {
     })
 }
 
+/// NumPy's type string of `dtype` without its byte-order character
+/// ("f4", "i8", "b1", "c8": NumPy's `dtype.str` less its first
+/// character), or NULL where NumPy has no such type (bfloat16, the float8
+/// and float4 types, the quantized and sub-byte types) or for an
+/// unsupported number. Static.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_numpy(dtype: TsrDType) -> *const c_char {
+    guard_value("tsr_dtype_numpy", std::ptr::null(), || {
+        DType::try_from_raw(dtype)
+            .and_then(|d| d.info().numpy_c)
+            .map_or(std::ptr::null(), std::ffi::CStr::as_ptr)
+    })
+}
+
+/// Python's name of `dtype` in torch (`torch.<name>`: "float32",
+/// "bfloat16", "float8_e4m3fn"; also ml_dtypes' name for the types NumPy
+/// lacks), or NULL where torch has none (the sub-byte types without a
+/// name) or for an unsupported number. Static.
+#[no_mangle]
+pub extern "C" fn tsr_dtype_torch_name(dtype: TsrDType) -> *const c_char {
+    guard_value("tsr_dtype_torch_name", std::ptr::null(), || {
+        DType::try_from_raw(dtype)
+            .and_then(|d| d.info().torch_c)
+            .map_or(std::ptr::null(), std::ffi::CStr::as_ptr)
+    })
+}
+
 /// Whether `dtype` is a supported dtype number.
 #[no_mangle]
 pub extern "C" fn tsr_dtype_is_valid(dtype: TsrDType) -> bool {

@@ -236,6 +236,36 @@ pub unsafe extern "C" fn tsr_dict_metadata(
     })
 }
 
+/// The number of metadata keys; 0 for NULL.
+///
+/// # Safety
+/// `dict` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_metadata_count(dict: *const TsrTensorDict) -> usize {
+    guard_value("tsr_dict_metadata_count", 0, || {
+        // SAFETY: dict is NULL or a live dictionary.
+        unsafe { box_ref(dict, "dict") }.map_or(0, |d| d.metadata_len())
+    })
+}
+
+/// The `i`-th metadata key in the order first set (its value:
+/// tsr_dict_metadata), valid until the dict is changed or freed; NULL
+/// past the end (no error recorded) or for NULL.
+///
+/// # Safety
+/// `dict` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_metadata_key(
+    dict: *const TsrTensorDict,
+    i: usize,
+) -> *const c_char {
+    getter("tsr_dict_metadata_key", ptr::null(), || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        Ok(d.metadata_key_c(i).map_or(ptr::null(), |k| k.as_ptr()))
+    })
+}
+
 /// Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:
 /// safetensors for a ".safetensors" path, else torch): tsr_save_flags
 /// with flags 0.

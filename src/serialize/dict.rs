@@ -114,6 +114,17 @@ impl TensorDict {
             .map(|i| self.metadata[i].1.as_c_str())
     }
 
+    /// The number of metadata keys.
+    pub fn metadata_len(&self) -> usize {
+        self.metadata.len()
+    }
+
+    /// The `i`-th metadata key in the order first set, NUL-terminated
+    /// (for the C layer).
+    pub fn metadata_key_c(&self, i: usize) -> Option<&CStr> {
+        self.metadata.get(i).map(|(k, _)| k.as_c_str())
+    }
+
     /// Every metadata (key, value) pair, in the order first set.
     pub fn metadata_iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.metadata

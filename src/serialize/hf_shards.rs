@@ -142,11 +142,7 @@ pub(crate) type Merged<T> = (Vec<(String, T)>, Vec<(String, String)>);
 /// entries named with their shard; other metadata keys are taken from
 /// the first shard that gives them. One set of checks for a load of the
 /// shards and for an index of them.
-pub(crate) fn merge<T>(
-    index: &Index,
-    what: &str,
-    shards: Vec<Shard<T>>,
-) -> Result<Merged<T>> {
+pub(crate) fn merge<T>(index: &Index, what: &str, shards: Vec<Shard<T>>) -> Result<Merged<T>> {
     let shard_of: HashMap<&str, &str> = index
         .weight_map
         .iter()
