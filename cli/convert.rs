@@ -12,27 +12,26 @@ use tessera::serialize::{self, Format, TensorDict};
 /// full, and examples (an `after_help`: a `long_about` would make clap
 /// print every option on two lines, past a screen).
 const DETAILS: &str = "\
-Any format tessera reads to any it writes. The output's format is the one\n\
-its extension names (.pt .pth .bin .ckpt: torch; .safetensors; .npy; .npz;\n\
-.gguf), or --format.\n\
+Any format tessera reads to any it writes: the one OUT's extension names\n\
+(.pt .pth .bin .ckpt: torch; .safetensors; .npy; .npz; .gguf), or --format.\n\
 \n\
-The input is mapped and each tensor written from it as the output is made,\n\
-so memory stays small whatever the file's size. The output appears only when\n\
-complete (written beside it, then renamed): a conversion that fails leaves\n\
-nothing behind and an older file as it was. What the output format cannot\n\
-hold (a dtype, metadata in npz, several tensors in npy, tensors sharing\n\
-memory in safetensors) is refused, naming it.\n\
+The input is mapped and each tensor written from it, so memory stays small;\n\
+every record of a zip input (torch, npz) is first read and its CRC-32\n\
+checked (damaged: status 3). The output appears only when complete: a failed\n\
+conversion leaves nothing behind. What the output cannot hold (a dtype,\n\
+metadata in npz, several tensors in npy, shared memory in safetensors, 0-d\n\
+tensors in GGUF) is refused, naming it. Nothing changes silently: a change\n\
+is made only with the flag naming it (--drop-metadata, --copy-shared,\n\
+--allow-reshape) and printed as one line per kind (--verbose: the names).\n\
 \n\
-With --shard-size, OUT is a directory that gets Hugging Face shards of at\n\
-most that many bytes and their index, named as transformers names them\n\
+With --shard-size, OUT is a directory of Hugging Face shards and their index\n\
 (model-00001-of-00002.safetensors + model.safetensors.index.json; with\n\
---format torch, pytorch_model-00001-of-00002.bin + its index). An index\n\
-given as IN loads all its shards.\n\
+--format torch, pytorch_model-00001-of-00002.bin). An index as IN loads all.\n\
 \n\
 Examples:\n\
 \x20 tessera convert pytorch_model.bin model.safetensors\n\
 \x20 tessera convert --shard-size 5GB model.safetensors out_dir\n\
-\x20 tessera convert weights.npz weights.pt\n\
+\x20 tessera convert --allow-reshape -v checkpoint.pt model.gguf\n\
 \x20 tessera convert --drop-metadata model.safetensors arrays.npz";
 
 /// Convert a file to another format (by the output's extension)
@@ -51,12 +50,16 @@ pub struct Args {
     /// Leave the input's metadata out (npz and npy hold none)
     #[arg(long)]
     drop_metadata: bool,
-    /// Copy a tensor sharing memory with an earlier one (a view, a tied
-    /// weight) into its own: only torch keeps sharing
+    /// Write a tensor sharing memory with an earlier one as a copy
     #[arg(long)]
     copy_shared: bool,
-    /// Write OUT as a directory of Hugging Face shards of at most SIZE
-    /// each (5GB, 500MB, 2GiB, or bytes) and their index
+    /// Write 0-d tensors as shape [1] (GGUF has no 0-d tensors)
+    #[arg(long)]
+    allow_reshape: bool,
+    /// Name every tensor or key each kind of change changed
+    #[arg(short, long)]
+    verbose: bool,
+    /// OUT a directory of shards of at most SIZE (5GB, 2GiB, bytes)
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     shard_size: Option<u64>,
     /// Print nothing but errors (no summary, no progress)
@@ -120,11 +123,25 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 fn output_format(args: &Args) -> Result<Format, Fail> {
+    let dir = args.output.is_dir();
     if let Some(f) = args.format {
-        return Ok(f);
+        if !(dir && args.shard_size.is_none() && f != Format::Dcp) {
+            return Ok(f);
+        }
     }
     if args.shard_size.is_some() {
-        return Ok(Format::Safetensors);
+        return Ok(args.format.unwrap_or(Format::Safetensors));
+    }
+    if dir {
+        return Err(Fail::new(
+            DIFFERENT,
+            format!(
+                "{}: is a directory: expected a file to write (name it, e.g. {}), or \
+                 --shard-size to write shards into the directory",
+                args.output.display(),
+                args.output.join("model.safetensors").display()
+            ),
+        ));
     }
     Format::of_path(&args.output).ok_or_else(|| {
         let exts: Vec<String> = Format::ALL
@@ -164,37 +181,123 @@ fn check_output_dir(out: &Path) -> Result<(), Fail> {
     ))
 }
 
+/// A kind of change a conversion makes, each made only with the flag
+/// that names it: the names it changed, and what it is in words.
+struct Change {
+    names: Vec<String>,
+    /// What was changed (`text::count` makes it plural).
+    thing: &'static str,
+    /// What was done to it.
+    what: &'static str,
+    flag: &'static str,
+}
+
 /// The dict to write: `dict`, without its metadata (`--drop-metadata`),
 /// with each tensor whose storage an earlier tensor uses copied into a
-/// storage of its own (`--copy-shared`).
-fn to_write(dict: TensorDict, args: &Args) -> Result<TensorDict, tessera::Error> {
+/// storage of its own (`--copy-shared`); and the changes made.
+fn to_write(dict: TensorDict, args: &Args) -> Result<(TensorDict, Vec<Change>), tessera::Error> {
+    let mut dropped = Change {
+        names: Vec::new(),
+        thing: "metadata key",
+        what: "dropped",
+        flag: "--drop-metadata",
+    };
+    let mut copied = Change {
+        names: Vec::new(),
+        thing: "tensor",
+        what: "sharing memory with an earlier one written as a copy of its own",
+        flag: "--copy-shared",
+    };
     if !args.drop_metadata && !args.copy_shared {
-        return Ok(dict);
+        return Ok((dict, Vec::new()));
     }
     let mut out = TensorDict::new();
     let mut seen = std::collections::HashSet::new();
     for (name, t) in dict.iter() {
         let first = seen.insert(tessera::Ref::as_ptr(t.storage().as_rc()) as usize);
         let t = if args.copy_shared && !first {
+            copied.names.push(name.to_owned());
             t.clone_tensor(tessera::MemoryFormat::Contiguous)?
         } else {
             t.clone()
         };
         out.set(name, t)?;
     }
-    if !args.drop_metadata {
-        for (k, v) in dict.metadata_iter() {
+    for (k, v) in dict.metadata_iter() {
+        if args.drop_metadata {
+            dropped.names.push(k.to_owned());
+        } else {
             out.set_metadata(k, v)?;
         }
     }
-    Ok(out)
+    Ok((out, vec![dropped, copied]))
+}
+
+/// The 0-d tensors of `dict` a `format` without 0-d tensors (GGUF) writes
+/// as shape [1]: refused without `--allow-reshape`, naming them.
+fn reshaped(dict: &TensorDict, format: Format, args: &Args) -> Result<Change, Fail> {
+    let names: Vec<String> = if format == Format::Gguf {
+        dict.iter()
+            .filter(|(_, t)| t.ndim() == 0)
+            .map(|(n, _)| n.to_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !names.is_empty() && !args.allow_reshape {
+        let shown = SHOWN_SKIPPED.min(names.len());
+        let more = if names.len() > shown {
+            format!(", and {} more", names.len() - shown)
+        } else {
+            String::new()
+        };
+        let quoted: Vec<String> = names[..shown].iter().map(|n| format!("'{n}'")).collect();
+        return Err(Fail::new(
+            DIFFERENT,
+            format!(
+                "cannot write {} as {}: {} has no 0-d tensors: {} ({}{more}) would be written \
+                 as shape [1] (--allow-reshape writes them so)",
+                args.output.display(),
+                format.name(),
+                format.name(),
+                text::count(names.len(), "0-d tensor"),
+                quoted.join(", ")
+            ),
+        ));
+    }
+    Ok(Change {
+        names,
+        thing: "0-d tensor",
+        what: "written as shape [1]",
+        flag: "--allow-reshape",
+    })
+}
+
+/// One line per kind of change made (stderr), each name on a line of
+/// its own under `--verbose`.
+fn print_changes(changes: &[Change], args: &Args) {
+    for c in changes.iter().filter(|c| !c.names.is_empty()) {
+        text::warn(format_args!(
+            "tessera convert: {} {} ({})",
+            text::count(c.names.len(), c.thing),
+            c.what,
+            c.flag
+        ));
+        if args.verbose {
+            for n in &c.names {
+                text::warn(format_args!("  {n}"));
+            }
+        }
+    }
 }
 
 pub fn run(args: Args) -> Outcome {
     let format = output_format(&args)?;
     check_output_dir(&args.output)?;
     let (in_format, loaded) = input::load(&args.input, args.load)?;
-    let dict = to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
+    let (dict, mut changes) =
+        to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
+    changes.push(reshaped(&dict, format, &args)?);
     let total: u64 = dict.iter().map(|(_, t)| text::tensor_bytes(t)).sum();
     let progress = Progress::spinner(
         args.quiet,
@@ -239,6 +342,7 @@ pub fn run(args: Args) -> Outcome {
         ));
     }
     if !args.quiet {
+        print_changes(&changes, &args);
         let skipped = input::skipped(&dict);
         if !skipped.is_empty() {
             let listed = if args.drop_metadata {

@@ -1,6 +1,7 @@
 //! Opening an input file for a command: the library's load, mapped (the
-//! tensors view the file; nothing is read until used), and what it left
-//! out.
+//! tensors view the file; nothing is read until used), every record of a
+//! zip archive (torch, TorchScript, npz) then read and its CRC-32
+//! compared (a mapped load checks none), and what it left out.
 
 use crate::fail::Fail;
 use std::path::Path;
@@ -27,8 +28,17 @@ impl LoadArgs {
     }
 }
 
-/// Loads `path` (format by content), or fails with status 3.
+/// Loads `path` (format by content) and checks the CRC-32 of every record
+/// of the zip archives its tensors lie in, or fails with status 3.
 pub fn load(path: &Path, args: LoadArgs) -> Result<(Format, TensorDict), Fail> {
+    let (format, dict) = load_unchecked(path, args)?;
+    serialize::check_archives(&dict).map_err(|e| Fail::unreadable(path, &e))?;
+    Ok((format, dict))
+}
+
+/// Loads `path` (format by content), mapped, reading no record whole
+/// (`ls --no-crc`), or fails with status 3.
+pub fn load_unchecked(path: &Path, args: LoadArgs) -> Result<(Format, TensorDict), Fail> {
     serialize::load_as(path, Format::Auto, args.flags()).map_err(|e| Fail::unreadable(path, &e))
 }
 

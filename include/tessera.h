@@ -4728,6 +4728,27 @@ TsrStatus tsr_tensor_empty(int64_t ndim,
                            struct TsrTensor **out);
 
 /**
+ * A new contiguous tensor of `sizes` and `dtype` on `device` holding a
+ * copy of the `numel * itemsize` bytes at `data` (its elements in
+ * row-major order), in memory from the allocator registered for
+ * `device`'s type (c10's `from_blob(..).clone()`: `data` is not kept and
+ * may be freed on return). Writes a new reference to `*out`.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (data, out, or sizes with ndim > 0);
+ * the rest as tsr_tensor_empty.
+ *
+ * # Safety
+ * `data` NULL or readable for `numel * itemsize` bytes; `sizes` NULL or
+ * readable for `ndim` values; `out` NULL or writable.
+ */
+TsrStatus tsr_tensor_from_data(const void *data,
+                               int64_t ndim,
+                               const int64_t *sizes,
+                               TsrDType dtype,
+                               struct TsrDevice device,
+                               struct TsrTensor **out);
+
+/**
  * As tsr_tensor_empty, laid out in `format` (TSR_CHANNELS_LAST needs 4
  * dims, TSR_CHANNELS_LAST_3D 5).
  *

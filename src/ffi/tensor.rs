@@ -65,6 +65,46 @@ pub unsafe extern "C" fn tsr_tensor_empty(
     })
 }
 
+/// A new contiguous tensor of `sizes` and `dtype` on `device` holding a
+/// copy of the `numel * itemsize` bytes at `data` (its elements in
+/// row-major order), in memory from the allocator registered for
+/// `device`'s type (c10's `from_blob(..).clone()`: `data` is not kept and
+/// may be freed on return). Writes a new reference to `*out`.
+///
+/// Errors: TSR_ERR_NULL_POINTER (data, out, or sizes with ndim > 0);
+/// the rest as tsr_tensor_empty.
+///
+/// # Safety
+/// `data` NULL or readable for `numel * itemsize` bytes; `sizes` NULL or
+/// readable for `ndim` values; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_tensor_from_data(
+    data: *const c_void,
+    ndim: i64,
+    sizes: *const i64,
+    dtype: TsrDType,
+    device: TsrDevice,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_tensor_from_data", || {
+        check_not_null(data, "data")?;
+        check_not_null(out, "out")?;
+        // SAFETY: the header requires `sizes` readable for `ndim` values when
+        // non-NULL; i64_slice checks the length and NULL.
+        let sizes = unsafe { i64_slice(sizes, ndim, "sizes")? };
+        let dtype = dtype_arg(dtype)?;
+        let device = device.to_core()?;
+        let nbytes = Tensor::contiguous_nbytes(sizes, dtype)?;
+        // SAFETY: data checked non-NULL; the header requires it readable for
+        // numel * itemsize bytes, nbytes (checked not to overflow).
+        let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), nbytes) };
+        let t = Tensor::from_data(bytes, sizes, dtype, device)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, t) };
+        Ok(())
+    })
+}
+
 /// As tsr_tensor_empty, laid out in `format` (TSR_CHANNELS_LAST needs 4
 /// dims, TSR_CHANNELS_LAST_3D 5).
 ///

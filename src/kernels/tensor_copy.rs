@@ -1,6 +1,7 @@
 //! The `Tensor` methods that run the copy kernel: conversions, clones, and
 //! the view operations that copy when the strides do not allow a view
-//! (reshape, flatten). They are defined here, above the kernels they call,
+//! (reshape, flatten); and `from_data`, a tensor copied from host bytes
+//! (c10's `from_blob` + `clone`). They are defined here, above the kernels they call,
 //! so that tensor/ does not depend on kernels/ (as c10's TensorImpl does
 //! not call ATen).
 
@@ -72,5 +73,60 @@ impl Tensor {
     /// strides when dense, else the suggested format).
     pub fn clone_tensor(&self, format: MemoryFormat) -> Result<Tensor> {
         CopyKernel::clone_tensor(self, format)
+    }
+
+    /// A new contiguous tensor of `sizes` and `dtype` on `device` (memory
+    /// from the allocator registered for it) holding a copy of `data`: its
+    /// elements in row-major order, exactly `numel * itemsize` bytes (c10's
+    /// `from_blob(..).clone()`; the caller's bytes are not kept). The copy
+    /// goes through the allocator's `copy_data` (host to device memory for
+    /// a device allocator).
+    pub fn from_data(
+        data: &[u8],
+        sizes: &[i64],
+        dtype: DType,
+        device: crate::Device,
+    ) -> Result<Tensor> {
+        let t = Tensor::empty(sizes, dtype, device)?;
+        let nbytes = t.numel() as u64 * dtype.itemsize() as u64;
+        crate::ensure!(
+            data.len() as u64 == nbytes,
+            InvalidArgument,
+            "{} bytes of data for a {} tensor of sizes {sizes:?}: expected exactly its {nbytes} \
+             bytes",
+            data.len(),
+            dtype.name()
+        );
+        if nbytes == 0 {
+            return Ok(t);
+        }
+        let storage = t.storage();
+        let alloc = storage.allocator().ok_or_else(|| {
+            crate::err!(Internal, "a new tensor on {} has no allocator", device)
+        })?;
+        // SAFETY: t is a fresh contiguous tensor whose storage holds exactly
+        // nbytes bytes from its first element, only this function holds it;
+        // data is nbytes bytes of host memory of the caller's, a distinct
+        // allocation.
+        unsafe { alloc.copy_data(t.data_ptr(), data.as_ptr().cast(), data.len()) }?;
+        Ok(t)
+    }
+
+    /// The bytes a contiguous tensor of `sizes` and `dtype` holds (what
+    /// [`Tensor::from_data`] takes): sizes checked non-negative, the
+    /// product checked for overflow.
+    pub fn contiguous_nbytes(sizes: &[i64], dtype: DType) -> Result<usize> {
+        let numel = layout::checked_numel(sizes)?;
+        (numel as u64)
+            .checked_mul(dtype.itemsize() as u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| {
+                crate::err!(
+                    OutOfMemory,
+                    "a {} tensor of sizes {sizes:?}: its bytes overflow the address space",
+                    dtype.name()
+                )
+            })
     }
 }

@@ -17,7 +17,7 @@
 //! viewing that mapping becomes the file range it views.
 
 use super::byte_source::{ByteSource, FileSource};
-pub(crate) use super::ckpt_parts::{Entry, RecordData, RecordSpec};
+pub(crate) use super::ckpt_parts::{Entry, RecordCrc, RecordData, RecordSpec};
 use super::dict::TensorDict;
 use super::formats::Format;
 use super::source::place_in;
@@ -96,14 +96,17 @@ impl Index {
     /// The index of a dict a reader made while indexing (`Source::lazy`):
     /// each storage it noted becomes the range of `source` it stands for
     /// (with its swap width); any other (an entry it inflated) stays
-    /// resident.
+    /// resident. `crcs`: per offset where an archive's entry has a record
+    /// start, the record's length and the entry's CRC-32, given to a range
+    /// record of that offset and length (checked when fetched whole).
     pub(crate) fn from_noted(
         format: Format,
         dict: &TensorDict,
         noted: &super::source::Noted,
         source: Arc<dyn ByteSource>,
+        crcs: &HashMap<u64, (u64, RecordCrc)>,
     ) -> Result<Index> {
-        from_dict(format, dict, vec![source], |name, s, _| {
+        let mut index = from_dict(format, dict, vec![source], |name, s, _| {
             Ok(match noted.get(s) {
                 Some((offset, swap)) => (RecordData::Range { source: 0, offset }, swap),
                 None if s.device().is_cpu() => (RecordData::Resident(s.clone()), 0),
@@ -113,7 +116,15 @@ impl Index {
                     s.device()
                 ),
             })
-        })
+        })?;
+        for r in &mut index.records {
+            if let RecordData::Range { offset, .. } = r.data {
+                if let Some((_, crc)) = crcs.get(&offset).filter(|(len, _)| *len == r.len) {
+                    r.crc = Some(crc.clone());
+                }
+            }
+        }
+        Ok(index)
     }
 
     /// The index of a dict a reader made over read-only mappings (a mapped
@@ -176,6 +187,7 @@ fn from_dict(
                     data,
                     len: s.nbytes() as u64,
                     swap,
+                    crc: None,
                 });
                 by_storage.insert(key, records.len() - 1);
                 records.len() - 1

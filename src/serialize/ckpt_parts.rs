@@ -50,6 +50,19 @@ pub(crate) struct RecordSpec {
     /// reversed once read (the item size; half of it for complex); 0 for
     /// bytes used as stored.
     pub swap: usize,
+    /// The CRC-32 its archive gives it (a zip entry's), checked when the
+    /// record is fetched whole (`fetch`); None where the format has none.
+    pub crc: Option<RecordCrc>,
+}
+
+/// The CRC-32 a zip archive gives the entry a record lies in: the entry's
+/// name (for messages), the CRC-32 of its bytes, and those of its bytes
+/// before the record (an npz entry's npy header) already hashed.
+#[derive(Clone)]
+pub(crate) struct RecordCrc {
+    pub entry: String,
+    pub expected: u32,
+    pub prefix: crc32fast::Hasher,
 }
 
 /// A tensor of the index.

@@ -113,6 +113,7 @@ pub(crate) fn index(dir: &Path, flags: LoadFlags) -> Result<Option<Index>> {
             data,
             len: end,
             swap: swap.unwrap_or(0),
+            crc: None,
         });
         entries.push(Entry {
             name: name.clone(),

@@ -5,12 +5,16 @@
 //! destination allocator's copy (any other device). Progress is reported
 //! on the calling thread after each chunk, and the report may cancel:
 //! chunks not yet begun are not read, and every destination is freed.
+//! A job that reads a whole record the archive gives a CRC-32 (a zip
+//! entry's) has each chunk's CRC-32 computed as read (before any byte
+//! swap), the chunks' combined in order at the end and compared: a
+//! mismatch fails the fetch naming the file, the entry and both CRCs.
 
 use super::ckpt_index::{Index, RecordData};
 use crate::device::Device;
 use crate::error::Result;
 use crate::storage::Storage;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 
 /// The chunk size when the host sets none: 8 MiB (a multiple of the
@@ -62,6 +66,9 @@ struct Chunk {
     job: usize,
     off: u64,
     len: u64,
+    /// Whether its CRC-32 is computed (its job reads a whole record that
+    /// has one).
+    crc: bool,
 }
 
 /// Fetches every job into a new storage on `device` (from the allocator
@@ -93,14 +100,24 @@ pub(crate) fn fetch(
         dests.push(s);
     }
     let mut chunks = Vec::new();
+    // Per job: its first chunk's number.
+    let mut first_chunk = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
+        first_chunk.push(chunks.len());
+        let crc = checks_crc(index, job);
         let mut off = 0;
         while off < job.len {
             let len = chunk.min(job.len - off);
-            chunks.push(Chunk { job: i, off, len });
+            chunks.push(Chunk {
+                job: i,
+                off,
+                len,
+                crc,
+            });
             off += len;
         }
     }
+    let crcs: Vec<AtomicU32> = chunks.iter().map(|_| AtomicU32::new(0)).collect();
     let total: u64 = jobs.iter().map(|j| j.len).sum();
     let threads = match opts.concurrency {
         0 => crate::parallel::get_num_threads(),
@@ -113,6 +130,7 @@ pub(crate) fn fetch(
         jobs,
         dests: &dests,
         chunks: &chunks,
+        crcs: &crcs,
         left: &left,
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
@@ -193,7 +211,50 @@ pub(crate) fn fetch(
         Cancelled,
         "the load was cancelled by its progress callback after {done} of {total} bytes"
     );
+    for (j, job) in jobs.iter().enumerate() {
+        let end = first_chunk.get(j + 1).copied().unwrap_or(chunks.len());
+        check_crc(index, job, &chunks[first_chunk[j]..end], &crcs[first_chunk[j]..end])?;
+    }
     Ok(dests)
+}
+
+/// Whether `job` reads the whole of a range record that has a CRC-32.
+fn checks_crc(index: &Index, job: &Job) -> bool {
+    let record = &index.records[job.record];
+    matches!(record.data, RecordData::Range { .. })
+        && record.crc.is_some()
+        && job.start == 0
+        && job.len == record.len
+}
+
+/// Refuses a whole record whose chunks' CRC-32s (`crcs`, of `chunks`,
+/// in order) do not combine to the one its archive gives.
+fn check_crc(index: &Index, job: &Job, chunks: &[Chunk], crcs: &[AtomicU32]) -> Result<()> {
+    let record = &index.records[job.record];
+    let (Some(want), RecordData::Range { source, .. }) = (&record.crc, &record.data) else {
+        return Ok(());
+    };
+    if !checks_crc(index, job) {
+        return Ok(());
+    }
+    let mut all = want.prefix.clone();
+    for (c, crc) in chunks.iter().zip(crcs) {
+        all.combine(&crc32fast::Hasher::new_with_initial_len(
+            crc.load(Ordering::Relaxed),
+            c.len,
+        ));
+    }
+    let got = all.finalize();
+    crate::ensure!(
+        got == want.expected,
+        Format,
+        "{}: record '{}': CRC-32 {got:#010x} of its bytes as read, the archive says {:#010x}: \
+         the record is damaged",
+        index.sources[*source].name(),
+        want.entry,
+        want.expected
+    );
+    Ok(())
 }
 
 /// The state the reading threads share.
@@ -202,6 +263,8 @@ struct Run<'a> {
     jobs: &'a [Job],
     dests: &'a [Storage],
     chunks: &'a [Chunk],
+    /// Per chunk: its CRC-32 once read (where its `crc` is set).
+    crcs: &'a [AtomicU32],
     left: &'a [AtomicU64],
     next: AtomicUsize,
     stop: AtomicBool,
@@ -221,8 +284,9 @@ impl Run<'_> {
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
-        let c = *self.chunks.get(self.next.fetch_add(1, Ordering::Relaxed))?;
-        if let Err(e) = self.read(c, staging) {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let c = *self.chunks.get(i)?;
+        if let Err(e) = self.read(c, &self.crcs[i], staging) {
             self.stop.store(true, Ordering::Relaxed);
             self.error
                 .lock()
@@ -234,7 +298,8 @@ impl Run<'_> {
         Some((c.len, last.then_some(c.job)))
     }
 
-    fn read(&self, c: Chunk, staging: &mut Vec<u8>) -> Result<()> {
+    /// Reads chunk `c` (its CRC-32 into `crc` where it has one).
+    fn read(&self, c: Chunk, crc: &AtomicU32, staging: &mut Vec<u8>) -> Result<()> {
         let job = &self.jobs[c.job];
         let dest = &self.dests[c.job];
         let at = job.start + c.off;
@@ -246,13 +311,13 @@ impl Run<'_> {
             // only this fetch holds; chunks of one job are disjoint byte
             // ranges within it, each read by one thread.
             let out = unsafe { std::slice::from_raw_parts_mut(dst, len) };
-            return read_record(self.index, job.record, at, out);
+            return read_record(self.index, job.record, at, out, c.crc.then_some(crc));
         }
         let src: &[u8] = match &record.data {
             RecordData::Resident(s) => resident(s, at, len)?,
             _ => {
                 staging.resize(len, 0);
-                read_record(self.index, job.record, at, staging)?;
+                read_record(self.index, job.record, at, staging, c.crc.then_some(crc))?;
                 staging
             }
         };
@@ -271,7 +336,13 @@ impl Run<'_> {
 
 /// Bytes [at, at + out.len()) of record `record` of `index` into `out`,
 /// swapped where the record is stored big-endian.
-fn read_record(index: &Index, record: usize, at: u64, out: &mut [u8]) -> Result<()> {
+fn read_record(
+    index: &Index,
+    record: usize,
+    at: u64,
+    out: &mut [u8],
+    crc: Option<&AtomicU32>,
+) -> Result<()> {
     let record = &index.records[record];
     match &record.data {
         RecordData::Range { source, offset } => {
@@ -287,6 +358,10 @@ fn read_record(index: &Index, record: usize, at: u64, out: &mut [u8]) -> Result<
                 index.sources[p.source].read_at(p.offset + (lo - p.at), dst)?;
             }
         }
+    }
+    // The bytes as stored: before any swap.
+    if let Some(crc) = crc {
+        crc.store(crc32fast::hash(out), Ordering::Relaxed);
     }
     swap(out, record.swap);
     Ok(())

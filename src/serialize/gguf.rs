@@ -330,6 +330,7 @@ fn header_parts(r: &mut Reader<'_>) -> Result<Parts> {
             },
             len: p.nbytes,
             swap,
+            crc: None,
         });
         if p.dtype.is_none() {
             let logical: Vec<String> = info.ne.iter().rev().map(|d| d.to_string()).collect();

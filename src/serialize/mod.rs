@@ -66,7 +66,7 @@ pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
-pub use verify::{Verified, VerifiedFile};
+pub use verify::{check_archives, Verified, VerifiedFile};
 pub use verify_sets::verify;
 
 use crate::device::Device;

@@ -330,6 +330,7 @@ pub(crate) fn array_parts(head: &[u8], len: u64, name: &str) -> Result<(RecordSp
         },
         len: data_len,
         swap,
+        crc: None,
     };
     super::source::place_in(data_len, 0, name, 0, &h.shape, &strides, h.dtype)?;
     let entry = Entry {

@@ -330,6 +330,7 @@ pub(crate) fn parts(head: &[u8], len: u64) -> Result<Parts> {
             },
             len: (end - start) as u64,
             swap: 0,
+            crc: None,
         });
         entries.push(Entry {
             name: name.clone(),

@@ -156,25 +156,27 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         let fits = len.filter(|&l| l <= (bytes.len() - pos - 8) as u64);
         let Some(len) = fits else {
             let file = bytes.len();
-            crate::bail!(
-                Format,
-                "torch legacy: {}",
-                match (count, len) {
-                    (None, _) => format!(
-                        "the file is truncated: it is {file} bytes and ends inside storage \
-                         '{key}''s 8-byte element count at byte {pos}"
-                    ),
-                    (Some(n), Some(l)) => format!(
-                        "the file is truncated: storage '{key}' ({n} elements of {elem} bytes \
-                         from byte {}) should end at byte {}; the file is {file} bytes",
-                        pos + 8,
-                        pos as u64 + 8 + l
-                    ),
-                    (Some(n), None) => format!(
-                        "storage '{key}' at byte {pos}: {n} elements of {elem} bytes overflow"
-                    ),
-                }
-            );
+            let why = match (count, len) {
+                (None, _) => format!(
+                    "the file is truncated: it is {file} bytes and ends inside storage \
+                     '{key}''s 8-byte element count at byte {pos}"
+                ),
+                (Some(n), Some(l)) => format!(
+                    "the file is truncated: storage '{key}' ({n} elements of {elem} bytes \
+                     from byte {}) should end at byte {}; the file is {file} bytes",
+                    pos + 8,
+                    pos as u64 + 8 + l
+                ),
+                (Some(n), None) => crate::bail!(
+                    Format,
+                    "torch legacy: storage '{key}' at byte {pos}: {n} elements of {elem} bytes \
+                     overflow"
+                ),
+            };
+            let rest: Vec<&str> = keys.iter().filter_map(|k| k.as_str()).collect();
+            let at = rest.iter().position(|k| *k == key).unwrap_or(0);
+            let users = users_of(source, &root, flags, &map, &rest[at..]);
+            crate::bail!(Format, "torch legacy: {why}{users}");
         };
         let first = map.insert(format!("data/{key}"), (pos + 8, len as usize));
         crate::ensure!(
@@ -198,6 +200,81 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
         tar: None,
     };
     torch_read::read_tree(cx, &[tree])
+}
+
+/// For a message about storages the file is cut before (`missing`, the
+/// first one cut): the tensors that need them, found by the tree walk
+/// over records noted instead of read (`Source::lazy`: each missing
+/// storage noted at its own offset past the file's end). Empty when the
+/// walk fails otherwise.
+fn users_of(
+    source: &Source<'_>,
+    root: &Pickle<'_>,
+    flags: LoadFlags,
+    read: &HashMap<String, (usize, usize)>,
+    missing: &[&str],
+) -> String {
+    const SHOWN: usize = 8;
+    let past = source.bytes.len() + 1;
+    let mut map = read.clone();
+    for (i, key) in missing.iter().enumerate() {
+        // Length enough for any tensor's check; a noted record holds no
+        // bytes.
+        map.insert(format!("data/{key}"), (past + i, 1 << 48));
+    }
+    let noted = super::source::Noted::default();
+    let lazy = Source {
+        bytes: source.bytes,
+        backing: None,
+        direct: false,
+        lazy: Some(&noted),
+    };
+    let cx = super::torch_loader::Context {
+        source: &lazy,
+        records: Records {
+            map,
+            prefix: String::new(),
+        },
+        flags,
+        big_endian: false,
+        tar: None,
+    };
+    let tree = torch_read::Tree::data(root.root(), "the main pickle");
+    let Ok(dict) = torch_read::read_tree(cx, &[tree]) else {
+        return String::new();
+    };
+    let (mut first, mut later) = (Vec::new(), 0);
+    for (name, t) in dict.iter() {
+        match noted.get(t.storage()).map(|(off, _)| off as usize) {
+            Some(off) if off == past => first.push(format!("'{name}'")),
+            Some(off) if off > past => later += 1,
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    if !first.is_empty() {
+        let more = first.len().saturating_sub(SHOWN);
+        first.truncate(SHOWN);
+        out = format!(
+            ": it holds tensor{} {}{}",
+            if first.len() + more > 1 { "s" } else { "" },
+            first.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    if later > 0 {
+        out.push_str(&format!(
+            "; {later} more tensor{} lie in the {} storage{} after it",
+            if later > 1 { "s" } else { "" },
+            missing.len() - 1,
+            if missing.len() > 2 { "s" } else { "" }
+        ));
+    }
+    out
 }
 
 impl FileFormat for TorchLegacy {

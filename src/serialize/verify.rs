@@ -150,6 +150,43 @@ pub(crate) fn verify_one(
     })
 }
 
+/// Reads every record of every zip archive (torch, TorchScript, npz)
+/// that `dict`'s tensors view through a read-only mapping (a load with
+/// `mmap` and `read_only`) and compares its CRC-32 with the one the
+/// archive gives, as [`super::verify`] does: what a mapped load leaves
+/// unchecked (it reads no tensor byte). Gives the records checked (0 when
+/// no tensor views a zip archive: a copy load's tensors, safetensors,
+/// GGUF, npy). `tessera convert` and `tessera ls` call it.
+pub fn check_archives(dict: &TensorDict) -> Result<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut records = 0;
+    for (_, t) in dict.iter() {
+        let Some((file, path, _)) = super::source::mapped_extent(t.storage()) else {
+            continue;
+        };
+        if !seen.insert(file as *const std::fs::File as usize) {
+            continue;
+        }
+        let fail = |e: &dyn std::fmt::Display| crate::err!(Io, "{}: {e}", path.display());
+        let len = file
+            .metadata()
+            .map_err(|e| fail(&crate::files::reason(&e)))?
+            .len();
+        let dup = file.try_clone().map_err(|e| fail(&crate::files::reason(&e)))?;
+        let mapped = super::map_file(dup, len, &path, true)?;
+        let bytes = storage_bytes(&mapped)?;
+        if !bytes.starts_with(b"PK") {
+            continue;
+        }
+        for e in super::zip_index::entries(bytes)? {
+            check_record(&e, bytes, &mut |_| {})
+                .map_err(|err| crate::err!(Format, "{}: {}", path.display(), err.message()))?;
+            records += 1;
+        }
+    }
+    Ok(records)
+}
+
 /// The bytes of record `e` of the archive `bytes`: as stored (a slice of
 /// the file) or inflated (deflated records, in pieces), counted through
 /// `read`; their CRC-32 compared with the archive's.

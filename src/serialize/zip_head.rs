@@ -19,12 +19,13 @@
 //! mapped index, whose reader gives the error the file deserves.
 
 use super::byte_source::ByteSource;
-use super::ckpt_index::Index;
+use super::ckpt_index::{Index, RecordCrc};
 use super::formats::Format;
 use super::source::{Noted, Source};
 use super::zip_index::{self, STORED};
 use super::LoadFlags;
 use crate::error::Result;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The end of the file read first.
@@ -117,17 +118,37 @@ pub(crate) fn index(
     let Ok(entries) = zip_index::entries(&sparse.map) else {
         return Ok(None);
     };
+    // Per offset where a stored record will be fetched from: its length
+    // and its entry's CRC-32 (the bytes before it hashed).
+    let mut crcs = HashMap::new();
     for e in &entries {
         let last = e.name.rsplit('/').next().unwrap_or_default();
         let storage = !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit());
         let end = e.data.saturating_add(e.packed);
+        let crc = |prefix: &[u8]| {
+            let mut hasher = crc32fast::Hasher::new();
+            hasher.update(prefix);
+            RecordCrc {
+                entry: e.name.clone(),
+                expected: e.crc,
+                prefix: hasher,
+            }
+        };
         if e.method == STORED && e.name.ends_with(".npy") {
             sparse.fill(e.data, e.data.saturating_add(16).min(end))?;
             let first = &sparse.map[e.data as usize..(e.data + 16).min(end) as usize];
             let header = super::npy::header_len(first) as u64;
-            sparse.fill(e.data, e.data.saturating_add(header).min(end))?;
-        } else if !(storage && e.method == STORED) {
+            let at = e.data.saturating_add(header).min(end);
+            sparse.fill(e.data, at)?;
+            let prefix = &sparse.map[e.data as usize..at as usize];
+            crcs.insert(at, (end - at, crc(prefix)));
+        } else if storage && e.method == STORED {
+            crcs.insert(e.data, (e.packed, crc(&[])));
+        } else {
             sparse.fill(e.data, end)?;
+            if e.method == STORED {
+                check_whole(source.name(), e, &sparse.map[e.data as usize..end as usize])?;
+            }
         }
     }
     let noted = Noted::default();
@@ -141,5 +162,21 @@ pub(crate) fn index(
         return Ok(None);
     };
     drop(sparse);
-    Index::from_noted(found, &dict, &noted, source).map(Some)
+    Index::from_noted(found, &dict, &noted, source, &crcs).map(Some)
+}
+
+/// Refuses a stored record read whole (a pickle, TorchScript's code)
+/// whose bytes do not have the CRC-32 the archive gives it.
+fn check_whole(file: &str, e: &zip_index::Entry, bytes: &[u8]) -> Result<()> {
+    let got = crc32fast::hash(bytes);
+    crate::ensure!(
+        got == e.crc,
+        Format,
+        "{file}: record '{}': CRC-32 {got:#010x} of its {} bytes, the archive says {:#010x}: \
+         the record is damaged",
+        e.name,
+        bytes.len(),
+        e.crc
+    );
+    Ok(())
 }
