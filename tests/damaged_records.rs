@@ -1,6 +1,6 @@
 //! A zip record whose bytes do not match its CRC-32 (issue 68, item 4):
 //! refused by every copy load that reads the record whole (`load`,
-//! `Checkpoint::load`, `load_many`), naming the file, the record and both
+//! `Checkpoint::load`, `load_many`, `read_into`), naming the file, the record and both
 //! CRCs; loaded as before by a mapped load (which reads no record) and by
 //! a partial read (`load_rows`, which cannot check it).
 
@@ -66,6 +66,11 @@ fn a_flipped_byte_in_a_torch_storage_is_refused_on_copy_load() {
     let e = c.load("w", Device::CPU).expect_err("w read whole");
     assert!(e.message().contains("CRC-32"), "{}", e.message());
     c.load("b", Device::CPU).expect("b's record is whole");
+    let mut buf = vec![0u8; 64 * 16 * 4];
+    let e = c.read_into("w", &mut buf).expect_err("read into a buffer whole");
+    assert!(e.message().contains("CRC-32"), "{}", e.message());
+    let mut few = vec![0u8; 16 * 4];
+    c.read_into("b", &mut few).expect("b is undamaged");
     c.load_rows("w", 0, 2, Device::CPU)
         .expect("a partial read cannot check the CRC");
     // A mapped load reads no record: as before.

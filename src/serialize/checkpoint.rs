@@ -249,6 +249,11 @@ impl Checkpoint {
             src.check_unchanged()?;
             let at = e.offset as u64 * e.dtype.itemsize() as u64;
             src.read_at(offset + at, out)?;
+            if at == 0 && out.len() as u64 == record.len {
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(out);
+                fetch::check_record_crc(&self.index, e.record, &crc)?;
+            }
             return src.check_unchanged();
         }
         let t = self.load(name, Device::CPU)?;

@@ -230,20 +230,33 @@ fn checks_crc(index: &Index, job: &Job) -> bool {
 /// Refuses a whole record whose chunks' CRC-32s (`crcs`, of `chunks`,
 /// in order) do not combine to the one its archive gives.
 fn check_crc(index: &Index, job: &Job, chunks: &[Chunk], crcs: &[AtomicU32]) -> Result<()> {
-    let record = &index.records[job.record];
-    let (Some(want), RecordData::Range { source, .. }) = (&record.crc, &record.data) else {
-        return Ok(());
-    };
     if !checks_crc(index, job) {
         return Ok(());
     }
-    let mut all = want.prefix.clone();
+    let mut all = crc32fast::Hasher::new();
     for (c, crc) in chunks.iter().zip(crcs) {
         all.combine(&crc32fast::Hasher::new_with_initial_len(
             crc.load(Ordering::Relaxed),
             c.len,
         ));
     }
+    check_record_crc(index, job.record, &all)
+}
+
+/// Refuses record `record` when `bytes`, the hash of all its bytes as
+/// read, does not give (after the entry's bytes before it) the CRC-32
+/// its archive gives; nothing for a record without one.
+pub(crate) fn check_record_crc(
+    index: &Index,
+    record: usize,
+    bytes: &crc32fast::Hasher,
+) -> Result<()> {
+    let record = &index.records[record];
+    let (Some(want), RecordData::Range { source, .. }) = (&record.crc, &record.data) else {
+        return Ok(());
+    };
+    let mut all = want.prefix.clone();
+    all.combine(bytes);
     let got = all.finalize();
     crate::ensure!(
         got == want.expected,
