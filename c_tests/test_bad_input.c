@@ -719,538 +719,551 @@ static void c576(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOA
 static void c577(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
 static void c578(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
 static void c579(void) { fx_expect_status(tsr_tensor_empty(2, FX_SIZES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c580(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c581(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c582(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c583(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c584(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c585(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c586(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
-static void c587(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c588(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c589(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c590(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c591(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
-static void c592(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c593(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c594(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c595(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c596(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c597(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c598(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c599(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c600(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c601(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c602(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c603(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c604(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c605(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c606(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c607(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c608(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c609(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
-static void c610(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c611(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c612(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c613(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c614(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c615(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
-static void c616(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
-static void c617(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c618(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c619(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
-static void c620(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c621(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c622(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
-static void c623(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c624(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
-static void c625(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c626(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c627(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c628(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c629(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c630(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c631(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c632(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c633(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c634(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
-static void c635(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c636(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c637(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
-static void c638(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c639(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c640(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c641(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c642(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c643(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c644(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c645(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c646(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
-static void c647(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c648(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
-static void c649(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c650(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c651(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c652(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c653(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
-static void c654(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
-static void c655(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c656(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c657(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c658(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c659(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c660(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c661(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c662(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
-static void c663(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
-static void c664(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
-static void c665(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
-static void c666(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c667(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
-static void c668(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c669(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
-static void c670(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
-static void c671(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
-static void c672(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
-static void c673(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c674(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
-static void c675(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c676(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c677(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c678(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c679(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c680(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
-static void c681(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c682(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c683(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c684(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c685(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c686(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c687(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c688(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c689(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c690(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c691(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c692(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c693(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c694(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c695(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
-static void c696(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c697(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c698(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c699(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c700(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c701(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c580(void) { fx_expect_status(tsr_tensor_from_data(NULL, 2, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "data"); }
+static void c581(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "sizes"); }
+static void c582(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_SIZES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c583(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK(((float *)tsr_tensor_data(S.tensor))[0] == ((float *)F.buf2)[0]); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c584(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 0, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c585(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, -1, FX_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c586(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 65, FX_SIZES_64, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c587(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c588(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_HUGE_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c589(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_SIZES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c590(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_SIZES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c591(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c592(void) { fx_expect_status(tsr_tensor_from_data(F.buf2, 2, FX_SIZES, TSR_FLOAT, fx_device(TSR_HIP, 0), &S.tensor), TSR_ERR_DEVICE, "no allocator"); }
+static void c593(void) { fx_expect_status(tsr_tensor_empty_format(2, NULL, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c594(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c595(void) { fx_expect_status(tsr_tensor_empty_format(-1, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c596(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 99, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c597(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, fx_device(99, 0), TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c598(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c599(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, TSR_FLOAT, FX_CPU, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, "4"); }
+static void c600(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 47, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c601(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, 127, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c602(void) { fx_expect_status(tsr_tensor_empty_format(2, FX_SIZES, -1, FX_CPU, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c603(void) { fx_expect_status(tsr_tensor_empty_strided(2, NULL, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c604(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, NULL, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_NULL_POINTER, "strides"); }
+static void c605(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c606(void) { fx_expect_status(tsr_tensor_empty_strided(-1, FX_SIZES, FX_STRIDES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c607(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c608(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 99, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c609(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, TSR_FLOAT, fx_device(99, 0), &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c610(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 47, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c611(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, 127, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c612(void) { fx_expect_status(tsr_tensor_empty_strided(2, FX_SIZES, FX_STRIDES, -1, FX_CPU, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c613(void) { fx_expect_status(tsr_tensor_empty_like(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c614(void) { fx_expect_status(tsr_tensor_empty_like(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c615(void) { fx_expect_status(tsr_tensor_empty_like(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c616(void) { fx_expect_status(tsr_tensor_empty_like(F.dead_t, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c617(void) { fx_expect_status(tsr_tensor_from_storage(NULL, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c618(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, NULL, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c619(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, NULL, TSR_FLOAT, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c620(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c621(void) { fx_expect_status(tsr_tensor_from_storage(F.s, -1, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c622(void) { fx_expect_status(tsr_tensor_from_storage(F.s, INT64_MAX, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_OUT_OF_MEMORY, NULL); }
+static void c623(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, -1, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c624(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES_3_3, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c625(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_NEG_SIZES, TSR_FLOAT, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c626(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 99, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c627(void) { fx_expect_status(tsr_tensor_from_storage(F.dead_s, 0, 2, FX_SIZES, FX_STRIDES, TSR_FLOAT, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c628(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 47, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "47"); }
+static void c629(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, 127, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "127"); }
+static void c630(void) { fx_expect_status(tsr_tensor_from_storage(F.s, 0, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c631(void) { fx_expect_status(tsr_tensor_from_storage_desc(NULL, &FX_DESC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c632(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "desc"); }
+static void c633(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c634(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c635(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_TINY, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "struct_size is 8"); }
+static void c636(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_DTYPE, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c637(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_NULL_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, "desc.sizes"); }
+static void c638(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OFFSET, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c639(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.s, &FX_DESC_OOB, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c640(void) { fx_expect_status(tsr_tensor_from_storage_desc(F.dead_s, &FX_DESC, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c641(void) { int64_t r = tsr_tensor_ndim(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c642(void) { int64_t r = tsr_tensor_ndim(F.dead_t); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c643(void) { const int64_t * r = tsr_tensor_sizes(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c644(void) { const int64_t * r = tsr_tensor_strides(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c645(void) { int64_t r = tsr_tensor_size(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c646(void) { int64_t r = tsr_tensor_size(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c647(void) { int64_t r = tsr_tensor_size(F.t, -3); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "-3"); }
+static void c648(void) { int64_t r = tsr_tensor_size(F.t, INT64_MIN); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c649(void) { int64_t r = tsr_tensor_stride(NULL, 0); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c650(void) { int64_t r = tsr_tensor_stride(F.t, 2); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, "2"); }
+static void c651(void) { int64_t r = tsr_tensor_stride(F.t, INT64_MAX); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c652(void) { int64_t r = tsr_tensor_storage_offset(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c653(void) { int64_t r = tsr_tensor_numel(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c654(void) { TsrDType r = tsr_tensor_dtype(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c655(void) { size_t r = tsr_tensor_itemsize(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c656(void) { struct TsrDevice r = tsr_tensor_device(NULL); FX_CHECK(r.type == -1 && r.index == -1, "r.type == -1 && r.index == -1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c657(void) { void * r = tsr_tensor_data(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c658(void) { struct TsrStorage * r = tsr_tensor_storage(NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c659(void) { struct TsrStorage * r = tsr_tensor_storage(F.dead_t); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "released"); }
+static void c660(void) { bool r = tsr_tensor_is_contiguous(NULL, TSR_CONTIGUOUS); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c661(void) { bool r = tsr_tensor_is_contiguous(F.t, 42); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, "42"); }
+static void c662(void) { bool r = tsr_tensor_is_non_overlapping_and_dense(NULL); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c663(void) { uint64_t r = tsr_tensor_version(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c664(void) { fx_expect_status(tsr_tensor_set(NULL, F.s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c665(void) { fx_expect_status(tsr_tensor_set(F.t, NULL, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c666(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, NULL, FX_STRIDES), TSR_ERR_NULL_POINTER, NULL); }
+static void c667(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES, NULL), TSR_OK, NULL); }
+static void c668(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, 2, FX_SIZES_3_3, NULL), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c669(void) { fx_expect_status(tsr_tensor_set(F.t, F.fixed, 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_SHAPE, "out of bounds"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c670(void) { fx_expect_status(tsr_tensor_set(F.t, fx_exported_s(), 0, 2, FX_SIZES_3_3, NULL), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c671(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, -1, 2, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c672(void) { fx_expect_status(tsr_tensor_set(F.t, F.s, 0, -1, FX_SIZES, FX_STRIDES), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c673(void) { fx_expect_status(tsr_tensor_set(F.t, F.dead_s, 0, 2, FX_SIZES, FX_STRIDES), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c674(void) { fx_expect_status(tsr_tensor_resize(NULL, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c675(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, NULL, TSR_CONTIGUOUS), TSR_ERR_NULL_POINTER, NULL); }
+static void c676(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_OK, NULL); }
+static void c677(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_OK, NULL); CHECK_EQ(tsr_storage_nbytes(F.s), 36); }
+static void c678(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_NEG_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "-1"); CHECK_EQ(tsr_tensor_size(F.t, 0), 2); }
+static void c679(void) { fx_expect_status(tsr_tensor_resize(F.t, -1, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c680(void) { fx_expect_status(tsr_tensor_resize(F.t, 65, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_SHAPE, "65"); }
+static void c681(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, 42), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c682(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_PRESERVE), TSR_ERR_INVALID_ARGUMENT, "preserve"); }
+static void c683(void) { fx_expect_status(tsr_tensor_resize(F.t, 2, FX_SIZES, TSR_CHANNELS_LAST), TSR_ERR_SHAPE, "requires 4 dims"); }
+static void c684(void) { fx_expect_status(tsr_tensor_resize(fx_fixed_t(), 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_NOT_RESIZABLE, "not resizable"); fx_fixed_t_end(); }
+static void c685(void) { fx_expect_status(tsr_tensor_resize(fx_exported_t(), 2, FX_SIZES_3_3, TSR_CONTIGUOUS), TSR_ERR_INVALID_ARGUMENT, "1 live DLPack export"); fx_export_end(); CHECK_EQ(tsr_storage_nbytes(F.s), 24); }
+static void c686(void) { fx_expect_status(tsr_tensor_resize(F.dead_t, 2, FX_SIZES, TSR_CONTIGUOUS), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c687(void) { fx_expect_status(tsr_tensor_fill(NULL, tsr_scalar_float(1.5)), TSR_ERR_NULL_POINTER, NULL); }
+static void c688(void) { fx_expect_status(tsr_tensor_fill(F.t, fx_scalar(99)), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c689(void) { fx_expect_status(tsr_tensor_fill(F.dead_t, tsr_scalar_float(1.5)), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c690(void) { fx_expect_status(tsr_tensor_fill(fx_shrunk_t(), tsr_scalar_float(1.5)), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c691(void) { fx_expect_status(tsr_tensor_copy(NULL, F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c692(void) { fx_expect_status(tsr_tensor_copy(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c693(void) { fx_expect_status(tsr_tensor_copy(F.t, F.t4), TSR_ERR_SHAPE, NULL); }
+static void c694(void) { fx_expect_status(tsr_tensor_copy(F.dead_t, F.t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c695(void) { fx_expect_status(tsr_tensor_copy(fx_shrunk_t(), F.t1), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c696(void) { fx_expect_status(tsr_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c697(void) { fx_expect_status(tsr_tensor_incref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c698(void) { fx_expect_status(tsr_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c699(void) { fx_expect_status(tsr_tensor_decref(F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c700(void) { size_t r = tsr_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c701(void) { size_t r = tsr_tensor_use_count(F.dead_t); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c702(void) { size_t r = tsr_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c703(void) { fx_expect_status(tsr_tensor_downgrade(NULL, &S.weak_tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c704(void) { fx_expect_status(tsr_tensor_downgrade(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c705(void) { fx_expect_status(tsr_tensor_downgrade(F.dead_t, &S.weak_tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c706(void) { fx_expect_status(tsr_weak_tensor_lock(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c707(void) { fx_expect_status(tsr_weak_tensor_lock(F.wt, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c708(void) { fx_expect_status(tsr_weak_tensor_lock(F.dead_wt, &S.tensor), TSR_OK, NULL); FX_CHECK(S.tensor == NULL, "expired: NULL"); }
+static void c709(void) { fx_expect_status(tsr_weak_tensor_incref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c710(void) { fx_expect_status(tsr_weak_tensor_decref(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c711(void) { bool r = tsr_weak_tensor_expired(NULL); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c712(void) { bool r = tsr_weak_tensor_expired(F.dead_wt); FX_CHECK(r == (true), "true"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c713(void) { size_t r = tsr_weak_tensor_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c714(void) { size_t r = tsr_weak_tensor_weak_use_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
 
 /* Views and copies */
-static void c702(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c703(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c704(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c705(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c706(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c707(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c708(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
-static void c709(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
-static void c710(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c711(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c712(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c713(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c714(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c715(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c716(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c717(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
-static void c718(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c719(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
-static void c720(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c721(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c722(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c723(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c724(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
-static void c725(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c726(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c727(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c728(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c729(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c730(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
-static void c731(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c732(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c733(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c734(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c735(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c736(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c737(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c738(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c739(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c740(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c741(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c742(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c743(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c744(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c745(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c746(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c747(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
-static void c748(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c749(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c750(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c751(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c752(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c753(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c754(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c755(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c756(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c757(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c758(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c759(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c760(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c761(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c762(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c763(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c764(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c765(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c766(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
-static void c767(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
-static void c768(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c769(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c770(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c771(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c772(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
-static void c773(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c774(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c775(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c776(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c777(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c778(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c779(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c780(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c715(void) { fx_expect_status(tsr_tensor_as_strided(NULL, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c716(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, NULL, FX_STRIDES, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c717(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c718(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c719(void) { fx_expect_status(tsr_tensor_as_strided(F.t, -1, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c720(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 65, FX_SIZES_64, FX_SIZES_64, 0, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c721(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES_3_3, FX_STRIDES, 0, &S.tensor), TSR_ERR_SHAPE, "out of bounds"); }
+static void c722(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_NEG_SIZES, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "stride"); }
+static void c723(void) { fx_expect_status(tsr_tensor_as_strided(F.t, 2, FX_SIZES, FX_STRIDES, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c724(void) { fx_expect_status(tsr_tensor_as_strided(F.dead_t, 2, FX_SIZES, FX_STRIDES, 0, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c725(void) { fx_expect_status(tsr_tensor_view(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c726(void) { fx_expect_status(tsr_tensor_view(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c727(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c728(void) { fx_expect_status(tsr_tensor_view(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c729(void) { fx_expect_status(tsr_tensor_view(F.t, 65, FX_SIZES_64, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c730(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "shape [3, 3] is invalid for input of size 6"); }
+static void c731(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_TWO_INFERRED, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c732(void) { fx_expect_status(tsr_tensor_view(F.t, 2, FX_NEG2_SIZES, &S.tensor), TSR_ERR_SHAPE, "-2"); }
+static void c733(void) { fx_expect_status(tsr_tensor_reshape(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c734(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c735(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c736(void) { fx_expect_status(tsr_tensor_reshape(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c737(void) { fx_expect_status(tsr_tensor_reshape(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "invalid for input of size 6"); }
+static void c738(void) { fx_expect_status(tsr_tensor_permute(NULL, 2, FX_DIMS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c739(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c740(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c741(void) { fx_expect_status(tsr_tensor_permute(F.t, 1, FX_DIMS, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c742(void) { fx_expect_status(tsr_tensor_permute(F.t, -1, FX_DIMS, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c743(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_REPEATED, &S.tensor), TSR_ERR_SHAPE, "repeat"); }
+static void c744(void) { fx_expect_status(tsr_tensor_permute(F.t, 2, FX_DIMS_OUT, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c745(void) { fx_expect_status(tsr_tensor_transpose(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c746(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c747(void) { fx_expect_status(tsr_tensor_transpose(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c748(void) { fx_expect_status(tsr_tensor_transpose(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c749(void) { fx_expect_status(tsr_tensor_transpose(F.t, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c750(void) { fx_expect_status(tsr_tensor_expand(NULL, 2, FX_SIZES, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c751(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c752(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c753(void) { fx_expect_status(tsr_tensor_expand(F.t, -1, FX_SIZES, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c754(void) { fx_expect_status(tsr_tensor_expand(F.t, 1, FX_SIZES, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c755(void) { fx_expect_status(tsr_tensor_expand(F.t, 2, FX_SIZES_3_3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c756(void) { fx_expect_status(tsr_tensor_narrow(NULL, 0, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c757(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c758(void) { fx_expect_status(tsr_tensor_narrow(F.t, 2, 0, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c759(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 3, 1, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c760(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, -1, &S.tensor), TSR_ERR_SHAPE, "-1"); }
+static void c761(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, 0, 4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c762(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MAX, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c763(void) { fx_expect_status(tsr_tensor_narrow(F.t, 0, INT64_MIN, 1, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c764(void) { fx_expect_status(tsr_tensor_select(NULL, 0, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c765(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c766(void) { fx_expect_status(tsr_tensor_select(F.t, 2, 0, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c767(void) { fx_expect_status(tsr_tensor_select(F.t, 0, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c768(void) { fx_expect_status(tsr_tensor_select(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c769(void) { fx_expect_status(tsr_tensor_select(F.t, 0, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c770(void) { fx_expect_status(tsr_tensor_squeeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c771(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c772(void) { fx_expect_status(tsr_tensor_squeeze(F.t, 2, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c773(void) { fx_expect_status(tsr_tensor_squeeze(F.t, INT64_MIN, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c774(void) { fx_expect_status(tsr_tensor_squeeze_all(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c775(void) { fx_expect_status(tsr_tensor_squeeze_all(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c776(void) { fx_expect_status(tsr_tensor_squeeze_all(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c777(void) { fx_expect_status(tsr_tensor_unsqueeze(NULL, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c778(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c779(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, 3, &S.tensor), TSR_ERR_SHAPE, "3"); }
+static void c780(void) { fx_expect_status(tsr_tensor_unsqueeze(F.t, -4, &S.tensor), TSR_ERR_SHAPE, "-4"); }
+static void c781(void) { fx_expect_status(tsr_tensor_flatten(NULL, 0, 1, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c782(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, 1, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c783(void) { fx_expect_status(tsr_tensor_flatten(F.t, 2, 1, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c784(void) { fx_expect_status(tsr_tensor_flatten(F.t, 1, 0, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c785(void) { fx_expect_status(tsr_tensor_flatten(F.t, 0, -3, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c786(void) { fx_expect_status(tsr_tensor_contiguous(NULL, TSR_CONTIGUOUS, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c787(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CONTIGUOUS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c788(void) { fx_expect_status(tsr_tensor_contiguous(F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c789(void) { fx_expect_status(tsr_tensor_contiguous(F.t, TSR_CHANNELS_LAST, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c790(void) { fx_expect_status(tsr_tensor_clone(NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c791(void) { fx_expect_status(tsr_tensor_clone(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c792(void) { fx_expect_status(tsr_tensor_clone(F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c793(void) { fx_expect_status(tsr_tensor_clone(fx_shrunk_t(), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
 
 /* Kernels */
-static void c781(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c782(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c783(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c784(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c785(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c786(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c787(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c788(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
-static void c789(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c790(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c791(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c792(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c793(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c794(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
-static void c795(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c796(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c797(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c798(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c799(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c800(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c801(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c802(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c803(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c804(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c805(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c806(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c807(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c808(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
-static void c809(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c810(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c811(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c812(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c813(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c814(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
-static void c815(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c816(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
-static void c817(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c818(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
-static void c819(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c820(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c821(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
-static void c822(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
-static void c823(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c824(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c825(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c826(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c827(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c828(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c829(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c830(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
-static void c831(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c832(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c833(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c834(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c835(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c836(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c837(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c838(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c839(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c840(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c841(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c842(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c843(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c844(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
-static void c845(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c846(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
-static void c847(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c794(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c795(void) { fx_expect_status(tsr_add(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c796(void) { fx_expect_status(tsr_add(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c797(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c798(void) { fx_expect_status(tsr_add(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c799(void) { fx_expect_status(tsr_add(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c800(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c801(void) { fx_expect_status(tsr_add(F.t, F.t, F.t, tsr_scalar_complex(1.0, 1.0), &S.tensor), TSR_ERR_DTYPE, NULL); }
+static void c802(void) { fx_expect_status(tsr_add(F.t, F.dead_t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c803(void) { fx_expect_status(tsr_add(F.t, fx_shrunk_t(), F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c804(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c805(void) { fx_expect_status(tsr_sub(F.t, NULL, F.t, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c806(void) { fx_expect_status(tsr_sub(F.t, F.t, NULL, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c807(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_OK, NULL); }
+static void c808(void) { fx_expect_status(tsr_sub(NULL, F.t, F.t, tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c809(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t4, tsr_scalar_float(1.5), &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c810(void) { fx_expect_status(tsr_sub(F.t, F.t, F.t, fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c811(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c812(void) { fx_expect_status(tsr_mul(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c813(void) { fx_expect_status(tsr_mul(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c814(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c815(void) { fx_expect_status(tsr_mul(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c816(void) { fx_expect_status(tsr_mul(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c817(void) { fx_expect_status(tsr_mul(F.t, F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c818(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c819(void) { fx_expect_status(tsr_div(F.t, NULL, F.t, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c820(void) { fx_expect_status(tsr_div(F.t, F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c821(void) { fx_expect_status(tsr_div(F.t, F.t, F.t, NULL), TSR_OK, NULL); }
+static void c822(void) { fx_expect_status(tsr_div(NULL, F.t, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c823(void) { fx_expect_status(tsr_div(F.t, F.t, F.t4, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c824(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c825(void) { fx_expect_status(tsr_div_rounding(F.t, NULL, F.t, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c826(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, NULL, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c827(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_OK, NULL); }
+static void c828(void) { fx_expect_status(tsr_div_rounding(NULL, F.t, F.t, TSR_ROUNDING_TRUNC, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c829(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, 42, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "42"); }
+static void c830(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t, -1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c831(void) { fx_expect_status(tsr_div_rounding(F.t, F.t, F.t4, TSR_ROUNDING_TRUNC, &S.tensor), TSR_ERR_SHAPE, NULL); }
+static void c832(void) { fx_expect_status(tsr_neg(NULL, F.t, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c833(void) { fx_expect_status(tsr_neg(F.t, NULL, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c834(void) { fx_expect_status(tsr_neg(F.t, F.t, NULL), TSR_OK, NULL); }
+static void c835(void) { fx_expect_status(tsr_neg(NULL, F.t, NULL), TSR_ERR_NULL_POINTER, "result"); }
+static void c836(void) { fx_expect_status(tsr_neg(F.t4, F.t, &S.tensor), TSR_OK, NULL); CHECK_EQ(tsr_tensor_size(F.t4, 0), 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c837(void) { fx_expect_status(tsr_neg(F.t, F.dead_t, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c838(void) { fx_expect_status(tsr_sum(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c839(void) { fx_expect_status(tsr_sum(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c840(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c841(void) { fx_expect_status(tsr_sum(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c842(void) { fx_expect_status(tsr_sum(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c843(void) { fx_expect_status(tsr_sum(F.t, 65, FX_SIZES_64, true, &S.tensor), TSR_ERR_SHAPE, "65"); }
+static void c844(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c845(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c846(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c847(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
+static void c848(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c849(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c850(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c851(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c852(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c853(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c854(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c855(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c856(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c857(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
+static void c858(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c859(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
+static void c860(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c848(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c849(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c850(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c851(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c852(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c853(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c854(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c855(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c856(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c857(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c858(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c859(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c861(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c862(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c863(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c864(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c865(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c866(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c867(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c868(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c869(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c870(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c871(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c872(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Tensor dictionaries, saving and loading */
-static void c860(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c861(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c862(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c863(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
-static void c864(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c865(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
-static void c866(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c867(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c868(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c869(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
-static void c870(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c871(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c872(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c873(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c874(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c875(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c876(void) { size_t r = tsr_dict_metadata_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c877(void) { const char * r = tsr_dict_metadata_key(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c878(void) { const char * r = tsr_dict_metadata_key(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c879(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c880(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c881(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c882(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c883(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
-static void c884(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
-static void c885(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
-static void c886(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
-static void c887(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c888(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
-static void c889(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c890(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c891(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c892(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c893(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c894(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c895(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c896(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c897(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
-static void c898(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c899(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c900(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c901(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c902(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c903(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
-static void c904(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c905(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c906(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c907(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c908(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c909(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c910(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c911(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c912(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c913(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c914(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c915(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c916(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
-static void c917(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c918(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
-static void c919(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
-static void c920(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c921(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
-static void c922(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
-static void c923(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
-static void c924(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c925(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c926(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
-static void c927(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c928(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c929(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c930(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c931(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c932(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c933(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c934(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c935(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c936(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c937(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c938(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c939(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c940(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c941(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
-static void c942(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c943(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
-static void c944(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
-static void c945(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
-static void c946(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
-static void c947(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c948(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c949(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
-static void c950(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
-static void c951(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c952(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
-static void c953(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
-static void c954(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c955(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c956(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c957(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c958(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c959(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c960(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
-static void c961(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c962(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c963(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c964(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c965(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c966(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c967(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c968(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c969(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c970(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c971(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c972(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c973(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c974(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c975(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c976(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c977(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c978(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c979(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c980(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c981(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c982(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c983(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c984(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c985(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c873(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c874(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c875(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c876(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c877(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c878(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c879(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c880(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c881(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c882(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c883(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c884(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c885(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c886(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c887(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c888(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c889(void) { size_t r = tsr_dict_metadata_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c890(void) { const char * r = tsr_dict_metadata_key(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c891(void) { const char * r = tsr_dict_metadata_key(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c892(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c893(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c894(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c895(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c896(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c897(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c898(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c899(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c900(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c901(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c902(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c903(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c904(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c905(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c906(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c907(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c908(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c909(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c910(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
+static void c911(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c912(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c913(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c914(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c915(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c916(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
+static void c917(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c918(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c919(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c920(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c921(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c922(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c923(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c924(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c925(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c926(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c927(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c928(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c929(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
+static void c930(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c931(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
+static void c932(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
+static void c933(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c934(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
+static void c935(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
+static void c936(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
+static void c937(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c938(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c939(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
+static void c940(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c941(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c942(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c943(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c944(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c945(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c946(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c947(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c948(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c949(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c950(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c951(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c952(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c953(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c954(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
+static void c955(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c956(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c957(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c958(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c959(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c960(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c961(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c962(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c963(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c964(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c965(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
+static void c966(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
+static void c967(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c968(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c969(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c970(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c971(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c972(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c973(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c974(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c975(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c976(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c977(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c978(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c979(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c980(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c981(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c982(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c983(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c984(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c985(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c986(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c987(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c988(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c989(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c990(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c991(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c992(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c993(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c994(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c995(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c996(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c997(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c998(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Checkpoints opened once, loaded in parts */
-static void c986(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
-static void c987(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c988(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
-static void c989(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
-static void c990(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c991(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
-static void c992(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c993(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c994(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c995(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
-static void c996(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
-static void c997(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c998(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c999(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1000(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1001(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1002(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1003(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1004(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1005(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
-static void c1006(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
-static void c1007(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1008(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1009(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1010(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
-static void c1011(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1012(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1013(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1014(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1015(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1016(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1017(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1018(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1019(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1020(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1021(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1022(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1023(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1024(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1025(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1026(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1027(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1028(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1029(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1030(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1031(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1032(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1033(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1034(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1035(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1036(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1037(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1038(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1039(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1040(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
-static void c1041(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
-static void c1042(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
-static void c1043(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
-static void c1044(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1045(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1046(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1047(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1048(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1049(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1050(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1051(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1052(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
-static void c1053(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
-static void c1054(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
-static void c1055(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1056(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
-static void c1057(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1058(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1059(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1060(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1061(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1062(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c1063(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
-static void c1064(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
-static void c1065(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1066(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1067(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c1068(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
-static void c1069(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
-static void c1070(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
-static void c1071(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
-static void c1072(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1073(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
-static void c1074(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1075(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
+static void c999(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
+static void c1000(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1001(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
+static void c1002(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
+static void c1003(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c1004(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
+static void c1005(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c1006(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c1007(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c1008(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
+static void c1009(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
+static void c1010(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c1011(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1012(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1013(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1014(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1015(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1016(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1017(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1018(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
+static void c1019(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
+static void c1020(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1021(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1022(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1023(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
+static void c1024(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1025(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1026(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1027(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1028(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1029(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1030(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1031(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1032(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1033(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1034(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1035(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1036(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1037(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1038(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1039(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1040(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1041(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1042(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1043(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1044(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1045(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1046(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1047(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1048(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1049(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1050(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1051(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1052(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1053(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
+static void c1054(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
+static void c1055(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
+static void c1056(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
+static void c1057(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1058(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1059(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1060(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1061(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1062(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1063(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1064(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1065(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
+static void c1066(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
+static void c1067(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
+static void c1068(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1069(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
+static void c1070(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1071(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1072(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1073(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1074(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1075(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c1076(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
+static void c1077(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
+static void c1078(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1079(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1080(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c1081(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
+static void c1082(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
+static void c1083(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
+static void c1084(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
+static void c1085(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1086(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
+static void c1087(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1088(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c1076(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c1077(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c1078(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c1079(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c1080(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
-static void c1081(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1082(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
-static void c1083(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1084(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
-static void c1085(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1086(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1087(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1088(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c1089(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c1090(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c1091(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c1092(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c1093(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c1094(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1095(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c1096(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1097(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
-static void c1098(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c1099(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1089(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c1090(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c1091(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c1092(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c1093(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
+static void c1094(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1095(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
+static void c1096(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1097(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
+static void c1098(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1099(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1100(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1101(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c1102(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c1103(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c1104(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c1105(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c1106(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c1107(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1108(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c1109(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1110(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
+static void c1111(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c1112(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -1837,526 +1850,539 @@ static const Case CASES[] = {
     {"tsr_tensor_empty", "device = fx_device(TSR_HIP, 0)", c577},
     {"tsr_tensor_empty", "dtype = 47", c578},
     {"tsr_tensor_empty", "dtype = 127", c579},
-    {"tsr_tensor_empty_format", "sizes = NULL", c580},
-    {"tsr_tensor_empty_format", "out = NULL", c581},
-    {"tsr_tensor_empty_format", "ndim = -1", c582},
-    {"tsr_tensor_empty_format", "dtype = 99", c583},
-    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c584},
-    {"tsr_tensor_empty_format", "format = 42", c585},
-    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c586},
-    {"tsr_tensor_empty_format", "dtype = 47", c587},
-    {"tsr_tensor_empty_format", "dtype = 127", c588},
-    {"tsr_tensor_empty_format", "dtype = -1", c589},
-    {"tsr_tensor_empty_strided", "sizes = NULL", c590},
-    {"tsr_tensor_empty_strided", "strides = NULL", c591},
-    {"tsr_tensor_empty_strided", "out = NULL", c592},
-    {"tsr_tensor_empty_strided", "ndim = -1", c593},
-    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c594},
-    {"tsr_tensor_empty_strided", "dtype = 99", c595},
-    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c596},
-    {"tsr_tensor_empty_strided", "dtype = 47", c597},
-    {"tsr_tensor_empty_strided", "dtype = 127", c598},
-    {"tsr_tensor_empty_strided", "dtype = -1", c599},
-    {"tsr_tensor_empty_like", "t = NULL", c600},
-    {"tsr_tensor_empty_like", "out = NULL", c601},
-    {"tsr_tensor_empty_like", "format = 42", c602},
-    {"tsr_tensor_empty_like", "t = F.dead_t", c603},
-    {"tsr_tensor_from_storage", "storage = NULL", c604},
-    {"tsr_tensor_from_storage", "sizes = NULL", c605},
-    {"tsr_tensor_from_storage", "strides = NULL", c606},
-    {"tsr_tensor_from_storage", "out = NULL", c607},
-    {"tsr_tensor_from_storage", "storage_offset = -1", c608},
-    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c609},
-    {"tsr_tensor_from_storage", "ndim = -1", c610},
-    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c611},
-    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c612},
-    {"tsr_tensor_from_storage", "dtype = 99", c613},
-    {"tsr_tensor_from_storage", "storage = F.dead_s", c614},
-    {"tsr_tensor_from_storage", "dtype = 47", c615},
-    {"tsr_tensor_from_storage", "dtype = 127", c616},
-    {"tsr_tensor_from_storage", "dtype = -1", c617},
-    {"tsr_tensor_from_storage_desc", "storage = NULL", c618},
-    {"tsr_tensor_from_storage_desc", "desc = NULL", c619},
-    {"tsr_tensor_from_storage_desc", "out = NULL", c620},
-    {"tsr_tensor_from_storage_desc", "call", c621},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c622},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c623},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c624},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c625},
-    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c626},
-    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c627},
-    {"tsr_tensor_ndim", "t = NULL", c628},
-    {"tsr_tensor_ndim", "t = F.dead_t", c629},
-    {"tsr_tensor_sizes", "t = NULL", c630},
-    {"tsr_tensor_strides", "t = NULL", c631},
-    {"tsr_tensor_size", "t = NULL", c632},
-    {"tsr_tensor_size", "dim = 2", c633},
-    {"tsr_tensor_size", "dim = -3", c634},
-    {"tsr_tensor_size", "dim = INT64_MIN", c635},
-    {"tsr_tensor_stride", "t = NULL", c636},
-    {"tsr_tensor_stride", "dim = 2", c637},
-    {"tsr_tensor_stride", "dim = INT64_MAX", c638},
-    {"tsr_tensor_storage_offset", "t = NULL", c639},
-    {"tsr_tensor_numel", "t = NULL", c640},
-    {"tsr_tensor_dtype", "t = NULL", c641},
-    {"tsr_tensor_itemsize", "t = NULL", c642},
-    {"tsr_tensor_device", "t = NULL", c643},
-    {"tsr_tensor_data", "t = NULL", c644},
-    {"tsr_tensor_storage", "t = NULL", c645},
-    {"tsr_tensor_storage", "t = F.dead_t", c646},
-    {"tsr_tensor_is_contiguous", "t = NULL", c647},
-    {"tsr_tensor_is_contiguous", "format = 42", c648},
-    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c649},
-    {"tsr_tensor_version", "t = NULL", c650},
-    {"tsr_tensor_set", "t = NULL", c651},
-    {"tsr_tensor_set", "storage = NULL", c652},
-    {"tsr_tensor_set", "sizes = NULL", c653},
-    {"tsr_tensor_set", "strides = NULL", c654},
-    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c655},
-    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c656},
-    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c657},
-    {"tsr_tensor_set", "storage_offset = -1", c658},
-    {"tsr_tensor_set", "ndim = -1", c659},
-    {"tsr_tensor_set", "storage = F.dead_s", c660},
-    {"tsr_tensor_resize", "t = NULL", c661},
-    {"tsr_tensor_resize", "sizes = NULL", c662},
-    {"tsr_tensor_resize", "call", c663},
-    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c664},
-    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c665},
-    {"tsr_tensor_resize", "ndim = -1", c666},
-    {"tsr_tensor_resize", "ndim = 65", c667},
-    {"tsr_tensor_resize", "format = 42", c668},
-    {"tsr_tensor_resize", "format = TSR_PRESERVE", c669},
-    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c670},
-    {"tsr_tensor_resize", "t = fx_fixed_t()", c671},
-    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c672},
-    {"tsr_tensor_resize", "t = F.dead_t", c673},
-    {"tsr_tensor_fill", "t = NULL", c674},
-    {"tsr_tensor_fill", "value = fx_scalar(99)", c675},
-    {"tsr_tensor_fill", "t = F.dead_t", c676},
-    {"tsr_tensor_fill", "t = fx_shrunk_t()", c677},
-    {"tsr_tensor_copy", "dst = NULL", c678},
-    {"tsr_tensor_copy", "src = NULL", c679},
-    {"tsr_tensor_copy", "src = F.t4", c680},
-    {"tsr_tensor_copy", "dst = F.dead_t", c681},
-    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c682},
-    {"tsr_tensor_incref", "t = NULL", c683},
-    {"tsr_tensor_incref", "t = F.dead_t", c684},
-    {"tsr_tensor_decref", "t = NULL", c685},
-    {"tsr_tensor_decref", "t = F.dead_t", c686},
-    {"tsr_tensor_use_count", "t = NULL", c687},
-    {"tsr_tensor_use_count", "t = F.dead_t", c688},
-    {"tsr_tensor_weak_use_count", "t = NULL", c689},
-    {"tsr_tensor_downgrade", "t = NULL", c690},
-    {"tsr_tensor_downgrade", "out = NULL", c691},
-    {"tsr_tensor_downgrade", "t = F.dead_t", c692},
-    {"tsr_weak_tensor_lock", "w = NULL", c693},
-    {"tsr_weak_tensor_lock", "out = NULL", c694},
-    {"tsr_weak_tensor_lock", "w = F.dead_wt", c695},
-    {"tsr_weak_tensor_incref", "w = NULL", c696},
-    {"tsr_weak_tensor_decref", "w = NULL", c697},
-    {"tsr_weak_tensor_expired", "w = NULL", c698},
-    {"tsr_weak_tensor_expired", "w = F.dead_wt", c699},
-    {"tsr_weak_tensor_use_count", "w = NULL", c700},
-    {"tsr_weak_tensor_weak_use_count", "w = NULL", c701},
-    {"tsr_tensor_as_strided", "t = NULL", c702},
-    {"tsr_tensor_as_strided", "sizes = NULL", c703},
-    {"tsr_tensor_as_strided", "strides = NULL", c704},
-    {"tsr_tensor_as_strided", "out = NULL", c705},
-    {"tsr_tensor_as_strided", "ndim = -1", c706},
-    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c707},
-    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c708},
-    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c709},
-    {"tsr_tensor_as_strided", "storage_offset = -1", c710},
-    {"tsr_tensor_as_strided", "t = F.dead_t", c711},
-    {"tsr_tensor_view", "t = NULL", c712},
-    {"tsr_tensor_view", "sizes = NULL", c713},
-    {"tsr_tensor_view", "out = NULL", c714},
-    {"tsr_tensor_view", "ndim = -1", c715},
-    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c716},
-    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c717},
-    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c718},
-    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c719},
-    {"tsr_tensor_reshape", "t = NULL", c720},
-    {"tsr_tensor_reshape", "sizes = NULL", c721},
-    {"tsr_tensor_reshape", "out = NULL", c722},
-    {"tsr_tensor_reshape", "ndim = -1", c723},
-    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c724},
-    {"tsr_tensor_permute", "t = NULL", c725},
-    {"tsr_tensor_permute", "dims = NULL", c726},
-    {"tsr_tensor_permute", "out = NULL", c727},
-    {"tsr_tensor_permute", "ndim = 1", c728},
-    {"tsr_tensor_permute", "ndim = -1", c729},
-    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c730},
-    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c731},
-    {"tsr_tensor_transpose", "t = NULL", c732},
-    {"tsr_tensor_transpose", "out = NULL", c733},
-    {"tsr_tensor_transpose", "dim0 = 2", c734},
-    {"tsr_tensor_transpose", "dim1 = -3", c735},
-    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c736},
-    {"tsr_tensor_expand", "t = NULL", c737},
-    {"tsr_tensor_expand", "sizes = NULL", c738},
-    {"tsr_tensor_expand", "out = NULL", c739},
-    {"tsr_tensor_expand", "ndim = -1", c740},
-    {"tsr_tensor_expand", "ndim = 1", c741},
-    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c742},
-    {"tsr_tensor_narrow", "t = NULL", c743},
-    {"tsr_tensor_narrow", "out = NULL", c744},
-    {"tsr_tensor_narrow", "dim = 2", c745},
-    {"tsr_tensor_narrow", "start = 3", c746},
-    {"tsr_tensor_narrow", "length = -1", c747},
-    {"tsr_tensor_narrow", "length = 4", c748},
-    {"tsr_tensor_narrow", "start = INT64_MAX", c749},
-    {"tsr_tensor_narrow", "start = INT64_MIN", c750},
-    {"tsr_tensor_select", "t = NULL", c751},
-    {"tsr_tensor_select", "out = NULL", c752},
-    {"tsr_tensor_select", "dim = 2", c753},
-    {"tsr_tensor_select", "index = 2", c754},
-    {"tsr_tensor_select", "index = -3", c755},
-    {"tsr_tensor_select", "index = INT64_MIN", c756},
-    {"tsr_tensor_squeeze", "t = NULL", c757},
-    {"tsr_tensor_squeeze", "out = NULL", c758},
-    {"tsr_tensor_squeeze", "dim = 2", c759},
-    {"tsr_tensor_squeeze", "dim = INT64_MIN", c760},
-    {"tsr_tensor_squeeze_all", "t = NULL", c761},
-    {"tsr_tensor_squeeze_all", "out = NULL", c762},
-    {"tsr_tensor_squeeze_all", "t = F.dead_t", c763},
-    {"tsr_tensor_unsqueeze", "t = NULL", c764},
-    {"tsr_tensor_unsqueeze", "out = NULL", c765},
-    {"tsr_tensor_unsqueeze", "dim = 3", c766},
-    {"tsr_tensor_unsqueeze", "dim = -4", c767},
-    {"tsr_tensor_flatten", "t = NULL", c768},
-    {"tsr_tensor_flatten", "out = NULL", c769},
-    {"tsr_tensor_flatten", "start_dim = 2", c770},
-    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c771},
-    {"tsr_tensor_flatten", "end_dim = -3", c772},
-    {"tsr_tensor_contiguous", "t = NULL", c773},
-    {"tsr_tensor_contiguous", "out = NULL", c774},
-    {"tsr_tensor_contiguous", "format = 42", c775},
-    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c776},
-    {"tsr_tensor_clone", "t = NULL", c777},
-    {"tsr_tensor_clone", "out = NULL", c778},
-    {"tsr_tensor_clone", "t = F.dead_t", c779},
-    {"tsr_tensor_clone", "t = fx_shrunk_t()", c780},
-    {"tsr_add", "out_or_null = NULL", c781},
-    {"tsr_add", "a = NULL", c782},
-    {"tsr_add", "b = NULL", c783},
-    {"tsr_add", "result = NULL", c784},
-    {"tsr_add", "out_or_null = NULL, result = NULL", c785},
-    {"tsr_add", "b = F.t4", c786},
-    {"tsr_add", "alpha = fx_scalar(99)", c787},
-    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c788},
-    {"tsr_add", "a = F.dead_t", c789},
-    {"tsr_add", "a = fx_shrunk_t()", c790},
-    {"tsr_sub", "out_or_null = NULL", c791},
-    {"tsr_sub", "a = NULL", c792},
-    {"tsr_sub", "b = NULL", c793},
-    {"tsr_sub", "result = NULL", c794},
-    {"tsr_sub", "out_or_null = NULL, result = NULL", c795},
-    {"tsr_sub", "b = F.t4", c796},
-    {"tsr_sub", "alpha = fx_scalar(99)", c797},
-    {"tsr_mul", "out_or_null = NULL", c798},
-    {"tsr_mul", "a = NULL", c799},
-    {"tsr_mul", "b = NULL", c800},
-    {"tsr_mul", "result = NULL", c801},
-    {"tsr_mul", "out_or_null = NULL, result = NULL", c802},
-    {"tsr_mul", "b = F.t4", c803},
-    {"tsr_mul", "b = F.dead_t", c804},
-    {"tsr_div", "out_or_null = NULL", c805},
-    {"tsr_div", "a = NULL", c806},
-    {"tsr_div", "b = NULL", c807},
-    {"tsr_div", "result = NULL", c808},
-    {"tsr_div", "out_or_null = NULL, result = NULL", c809},
-    {"tsr_div", "b = F.t4", c810},
-    {"tsr_div_rounding", "out_or_null = NULL", c811},
-    {"tsr_div_rounding", "a = NULL", c812},
-    {"tsr_div_rounding", "b = NULL", c813},
-    {"tsr_div_rounding", "result = NULL", c814},
-    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c815},
-    {"tsr_div_rounding", "mode = 42", c816},
-    {"tsr_div_rounding", "mode = -1", c817},
-    {"tsr_div_rounding", "b = F.t4", c818},
-    {"tsr_neg", "out_or_null = NULL", c819},
-    {"tsr_neg", "a = NULL", c820},
-    {"tsr_neg", "result = NULL", c821},
-    {"tsr_neg", "out_or_null = NULL, result = NULL", c822},
-    {"tsr_neg", "out_or_null = F.t4", c823},
-    {"tsr_neg", "a = F.dead_t", c824},
-    {"tsr_sum", "a = NULL", c825},
-    {"tsr_sum", "dims = NULL", c826},
-    {"tsr_sum", "out = NULL", c827},
-    {"tsr_sum", "ndims = 0, dims = NULL", c828},
-    {"tsr_sum", "ndims = -1", c829},
-    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c830},
-    {"tsr_sum", "dims = FX_DIMS_OUT", c831},
-    {"tsr_sum", "dims = FX_DIMS_REPEATED", c832},
-    {"tsr_sum", "a = F.dead_t", c833},
-    {"tsr_sum", "a = fx_shrunk_t()", c834},
-    {"tsr_amax", "a = NULL", c835},
-    {"tsr_amax", "dims = NULL", c836},
-    {"tsr_amax", "out = NULL", c837},
-    {"tsr_amax", "ndims = 0, dims = NULL", c838},
-    {"tsr_amax", "ndims = -1", c839},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c840},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c841},
-    {"tsr_scalar_tensor", "out = NULL", c842},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c843},
-    {"tsr_tensor_item", "t = NULL", c844},
-    {"tsr_tensor_item", "out = NULL", c845},
-    {"tsr_tensor_item", "t = F.t", c846},
-    {"tsr_tensor_item", "t = F.dead_t", c847},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c848},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c849},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c850},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c851},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c852},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c853},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c854},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c855},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c856},
-    {"tsr_iter_config_output_allocator", "config = NULL", c857},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c858},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c859},
-    {"tsr_dict_new", "out = NULL", c860},
-    {"tsr_dict_new", "call", c861},
-    {"tsr_dict_free", "dict = NULL", c862},
-    {"tsr_dict_free", "call", c863},
-    {"tsr_dict_set", "dict = NULL", c864},
-    {"tsr_dict_set", "name = NULL", c865},
-    {"tsr_dict_set", "t = NULL", c866},
-    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c867},
-    {"tsr_dict_set", "t = F.dead_t", c868},
-    {"tsr_dict_set", "call", c869},
-    {"tsr_dict_size", "dict = NULL", c870},
-    {"tsr_dict_size", "call", c871},
-    {"tsr_dict_name", "dict = NULL", c872},
-    {"tsr_dict_name", "i = 1", c873},
-    {"tsr_dict_name", "i = SIZE_MAX", c874},
-    {"tsr_dict_name", "call", c875},
-    {"tsr_dict_metadata_count", "dict = NULL", c876},
-    {"tsr_dict_metadata_key", "dict = NULL", c877},
-    {"tsr_dict_metadata_key", "i = SIZE_MAX", c878},
-    {"tsr_dict_get", "dict = NULL", c879},
-    {"tsr_dict_get", "name = NULL", c880},
-    {"tsr_dict_get", "name = \"absent\"", c881},
-    {"tsr_dict_get", "name = \"\\xff\"", c882},
-    {"tsr_dict_get", "call", c883},
-    {"tsr_dict_set_metadata", "dict = NULL", c884},
-    {"tsr_dict_set_metadata", "key = NULL", c885},
-    {"tsr_dict_set_metadata", "value = NULL", c886},
-    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c887},
-    {"tsr_dict_set_metadata", "call", c888},
-    {"tsr_dict_metadata", "dict = NULL", c889},
-    {"tsr_dict_metadata", "key = NULL", c890},
-    {"tsr_dict_metadata", "key = \"absent\"", c891},
-    {"tsr_dict_metadata", "call", c892},
-    {"tsr_save", "dict = NULL", c893},
-    {"tsr_save", "path = NULL", c894},
-    {"tsr_save", "path = \"\"", c895},
-    {"tsr_save", "path = \"/\"", c896},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c897},
-    {"tsr_save", "format = 99", c898},
-    {"tsr_save", "format = -1", c899},
-    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c900},
-    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c901},
-    {"tsr_save", "path = \"/dev/null\"", c902},
-    {"tsr_save", "format = TSR_FORMAT_DCP", c903},
-    {"tsr_save", "call", c904},
-    {"tsr_save_flags", "dict = NULL", c905},
-    {"tsr_save_flags", "path = NULL", c906},
-    {"tsr_save_flags", "path = \"\"", c907},
-    {"tsr_save_flags", "path = \"/\"", c908},
-    {"tsr_save_flags", "path = \"/dev/null\"", c909},
-    {"tsr_save_flags", "format = 99", c910},
-    {"tsr_save_flags", "flags = 2", c911},
-    {"tsr_save_flags", "flags = 0xffffffffu", c912},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c913},
-    {"tsr_save_flags", "call", c914},
-    {"tsr_save_sharded", "dict = NULL", c915},
-    {"tsr_save_sharded", "directory = NULL", c916},
-    {"tsr_save_sharded", "directory = \"\"", c917},
-    {"tsr_save_sharded", "directory = \"/dev/null\"", c918},
-    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c919},
-    {"tsr_save_sharded", "format = 99", c920},
-    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c921},
-    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c922},
-    {"tsr_save_sharded", "max_shard_bytes = 0", c923},
-    {"tsr_save_sharded", "flags = 2", c924},
-    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c925},
-    {"tsr_save_sharded", "call", c926},
-    {"tsr_load", "path = NULL", c927},
-    {"tsr_load", "out = NULL", c928},
-    {"tsr_load", "path = \"/\"", c929},
-    {"tsr_load", "path = \"/dev/null\"", c930},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c931},
-    {"tsr_load", "format = 99", c932},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c933},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c934},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c935},
-    {"tsr_load", "flags = 8", c936},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c937},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c938},
-    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c939},
-    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c940},
-    {"tsr_load", "format = TSR_FORMAT_DCP", c941},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c942},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c943},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c944},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c945},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c946},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c947},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c948},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c949},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c950},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c951},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c952},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c953},
-    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c954},
-    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c955},
-    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c956},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c957},
-    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c958},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c959},
-    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c960},
-    {"tsr_load", "call", c961},
-    {"tsr_save_to_storage", "dict = NULL", c962},
-    {"tsr_save_to_storage", "out = NULL", c963},
-    {"tsr_save_to_storage", "format = 99", c964},
-    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c965},
-    {"tsr_save_to_storage", "call", c966},
-    {"tsr_load_from_storage", "bytes = NULL", c967},
-    {"tsr_load_from_storage", "out = NULL", c968},
-    {"tsr_load_from_storage", "bytes = F.saved", c969},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c970},
-    {"tsr_load_from_storage", "format = 99", c971},
-    {"tsr_load_from_storage", "flags = 8", c972},
-    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c973},
-    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c974},
-    {"tsr_load_from_storage", "call", c975},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c976},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c977},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c978},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c979},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c980},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c981},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c982},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c983},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c984},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c985},
-    {"tsr_checkpoint_open", "path = NULL", c986},
-    {"tsr_checkpoint_open", "out = NULL", c987},
-    {"tsr_checkpoint_open", "path = \"/\"", c988},
-    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c989},
-    {"tsr_checkpoint_open", "format = 99", c990},
-    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c991},
-    {"tsr_checkpoint_open", "flags = 8", c992},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c993},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c994},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c995},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c996},
-    {"tsr_checkpoint_open", "call", c997},
-    {"tsr_checkpoint_size", "c = NULL", c998},
-    {"tsr_checkpoint_size", "call", c999},
-    {"tsr_checkpoint_name", "c = NULL", c1000},
-    {"tsr_checkpoint_name", "i = 0", c1001},
-    {"tsr_checkpoint_name", "i = 1", c1002},
-    {"tsr_checkpoint_name", "i = SIZE_MAX", c1003},
-    {"tsr_checkpoint_name", "call", c1004},
-    {"tsr_checkpoint_find", "c = NULL", c1005},
-    {"tsr_checkpoint_find", "name = NULL", c1006},
-    {"tsr_checkpoint_find", "out = NULL", c1007},
-    {"tsr_checkpoint_find", "name = \"absent\"", c1008},
-    {"tsr_checkpoint_find", "name = \"\\xff\"", c1009},
-    {"tsr_checkpoint_find", "call", c1010},
-    {"tsr_checkpoint_dtype", "c = NULL", c1011},
-    {"tsr_checkpoint_dtype", "i = 0", c1012},
-    {"tsr_checkpoint_dtype", "call", c1013},
-    {"tsr_checkpoint_ndim", "c = NULL", c1014},
-    {"tsr_checkpoint_ndim", "i = 0", c1015},
-    {"tsr_checkpoint_ndim", "call", c1016},
-    {"tsr_checkpoint_sizes", "c = NULL", c1017},
-    {"tsr_checkpoint_sizes", "i = 0", c1018},
-    {"tsr_checkpoint_sizes", "call", c1019},
-    {"tsr_checkpoint_nbytes", "c = NULL", c1020},
-    {"tsr_checkpoint_nbytes", "i = 0", c1021},
-    {"tsr_checkpoint_nbytes", "call", c1022},
-    {"tsr_checkpoint_format", "c = NULL", c1023},
-    {"tsr_checkpoint_format", "call", c1024},
-    {"tsr_checkpoint_bytes_read", "c = NULL", c1025},
-    {"tsr_checkpoint_bytes_read", "call", c1026},
-    {"tsr_checkpoint_load", "c = NULL", c1027},
-    {"tsr_checkpoint_load", "name = NULL", c1028},
-    {"tsr_checkpoint_load", "out = NULL", c1029},
-    {"tsr_checkpoint_load", "name = \"absent\"", c1030},
-    {"tsr_checkpoint_load", "name = \"\\xff\"", c1031},
-    {"tsr_checkpoint_load", "flags = 1", c1032},
-    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1033},
-    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1034},
-    {"tsr_checkpoint_load", "call", c1035},
-    {"tsr_checkpoint_load_rows", "c = NULL", c1036},
-    {"tsr_checkpoint_load_rows", "name = NULL", c1037},
-    {"tsr_checkpoint_load_rows", "out = NULL", c1038},
-    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1039},
-    {"tsr_checkpoint_load_rows", "start = -1", c1040},
-    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1041},
-    {"tsr_checkpoint_load_rows", "stop = 4", c1042},
-    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1043},
-    {"tsr_checkpoint_load_rows", "flags = 1", c1044},
-    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1045},
-    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1046},
-    {"tsr_checkpoint_load_rows", "call", c1047},
-    {"tsr_checkpoint_load_many", "c = NULL", c1048},
-    {"tsr_checkpoint_load_many", "names = NULL", c1049},
-    {"tsr_checkpoint_load_many", "out = NULL", c1050},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1051},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1052},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1053},
-    {"tsr_checkpoint_load_many", "n = 0", c1054},
-    {"tsr_checkpoint_load_many", "flags = 1", c1055},
-    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1056},
-    {"tsr_checkpoint_load_many", "call", c1057},
-    {"tsr_checkpoint_load_many_with", "c = NULL", c1058},
-    {"tsr_checkpoint_load_many_with", "names = NULL", c1059},
-    {"tsr_checkpoint_load_many_with", "opts = NULL", c1060},
-    {"tsr_checkpoint_load_many_with", "out = NULL", c1061},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1062},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1063},
-    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1064},
-    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1065},
-    {"tsr_checkpoint_load_many_with", "call", c1066},
-    {"tsr_checkpoint_read_into", "c = NULL", c1067},
-    {"tsr_checkpoint_read_into", "name = NULL", c1068},
-    {"tsr_checkpoint_read_into", "dst = NULL", c1069},
-    {"tsr_checkpoint_read_into", "nbytes = 12", c1070},
-    {"tsr_checkpoint_read_into", "nbytes = 0", c1071},
-    {"tsr_checkpoint_read_into", "name = \"absent\"", c1072},
-    {"tsr_checkpoint_read_into", "call", c1073},
-    {"tsr_checkpoint_close", "c = NULL", c1074},
-    {"tsr_checkpoint_close", "call", c1075},
-    {"tsr_memory_record_history", "options = NULL", c1076},
-    {"tsr_memory_record_history", "call", c1077},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1078},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1079},
-    {"tsr_memory_set_host_frames", "host = NULL", c1080},
-    {"tsr_memory_set_host_frames", "enter = NULL", c1081},
-    {"tsr_memory_set_host_frames", "fn_ = NULL", c1082},
-    {"tsr_memory_set_host_frames", "user = NULL", c1083},
-    {"tsr_memory_set_host_frames", "host = \"\"", c1084},
-    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1085},
-    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1086},
-    {"tsr_memory_set_host_frames", "call", c1087},
-    {"tsr_memory_snapshot", "path = NULL", c1088},
-    {"tsr_memory_snapshot", "call", c1089},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1090},
-    {"tsr_memory_snapshot", "format = 7", c1091},
-    {"tsr_memory_snapshot", "format = -1", c1092},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1093},
-    {"tsr_add_oom_observer", "fn_ = NULL", c1094},
-    {"tsr_add_oom_observer", "user = NULL", c1095},
-    {"tsr_add_oom_info_observer", "fn_ = NULL", c1096},
-    {"tsr_add_oom_info_observer", "user = NULL", c1097},
-    {"tsr_cpu_allocator_release_all_caches", "call", c1098},
-    {"tsr_memory_history_is_recording", "call", c1099},
+    {"tsr_tensor_from_data", "data = NULL", c580},
+    {"tsr_tensor_from_data", "sizes = NULL", c581},
+    {"tsr_tensor_from_data", "out = NULL", c582},
+    {"tsr_tensor_from_data", "call", c583},
+    {"tsr_tensor_from_data", "ndim = 0, sizes = NULL", c584},
+    {"tsr_tensor_from_data", "ndim = -1", c585},
+    {"tsr_tensor_from_data", "ndim = 65, sizes = FX_SIZES_64", c586},
+    {"tsr_tensor_from_data", "sizes = FX_NEG_SIZES", c587},
+    {"tsr_tensor_from_data", "sizes = FX_HUGE_SIZES", c588},
+    {"tsr_tensor_from_data", "dtype = 99", c589},
+    {"tsr_tensor_from_data", "dtype = -1", c590},
+    {"tsr_tensor_from_data", "device = fx_device(99, 0)", c591},
+    {"tsr_tensor_from_data", "device = fx_device(TSR_HIP, 0)", c592},
+    {"tsr_tensor_empty_format", "sizes = NULL", c593},
+    {"tsr_tensor_empty_format", "out = NULL", c594},
+    {"tsr_tensor_empty_format", "ndim = -1", c595},
+    {"tsr_tensor_empty_format", "dtype = 99", c596},
+    {"tsr_tensor_empty_format", "device = fx_device(99, 0)", c597},
+    {"tsr_tensor_empty_format", "format = 42", c598},
+    {"tsr_tensor_empty_format", "format = TSR_CHANNELS_LAST", c599},
+    {"tsr_tensor_empty_format", "dtype = 47", c600},
+    {"tsr_tensor_empty_format", "dtype = 127", c601},
+    {"tsr_tensor_empty_format", "dtype = -1", c602},
+    {"tsr_tensor_empty_strided", "sizes = NULL", c603},
+    {"tsr_tensor_empty_strided", "strides = NULL", c604},
+    {"tsr_tensor_empty_strided", "out = NULL", c605},
+    {"tsr_tensor_empty_strided", "ndim = -1", c606},
+    {"tsr_tensor_empty_strided", "strides = FX_NEG_SIZES", c607},
+    {"tsr_tensor_empty_strided", "dtype = 99", c608},
+    {"tsr_tensor_empty_strided", "device = fx_device(99, 0)", c609},
+    {"tsr_tensor_empty_strided", "dtype = 47", c610},
+    {"tsr_tensor_empty_strided", "dtype = 127", c611},
+    {"tsr_tensor_empty_strided", "dtype = -1", c612},
+    {"tsr_tensor_empty_like", "t = NULL", c613},
+    {"tsr_tensor_empty_like", "out = NULL", c614},
+    {"tsr_tensor_empty_like", "format = 42", c615},
+    {"tsr_tensor_empty_like", "t = F.dead_t", c616},
+    {"tsr_tensor_from_storage", "storage = NULL", c617},
+    {"tsr_tensor_from_storage", "sizes = NULL", c618},
+    {"tsr_tensor_from_storage", "strides = NULL", c619},
+    {"tsr_tensor_from_storage", "out = NULL", c620},
+    {"tsr_tensor_from_storage", "storage_offset = -1", c621},
+    {"tsr_tensor_from_storage", "storage_offset = INT64_MAX", c622},
+    {"tsr_tensor_from_storage", "ndim = -1", c623},
+    {"tsr_tensor_from_storage", "sizes = FX_SIZES_3_3", c624},
+    {"tsr_tensor_from_storage", "strides = FX_NEG_SIZES", c625},
+    {"tsr_tensor_from_storage", "dtype = 99", c626},
+    {"tsr_tensor_from_storage", "storage = F.dead_s", c627},
+    {"tsr_tensor_from_storage", "dtype = 47", c628},
+    {"tsr_tensor_from_storage", "dtype = 127", c629},
+    {"tsr_tensor_from_storage", "dtype = -1", c630},
+    {"tsr_tensor_from_storage_desc", "storage = NULL", c631},
+    {"tsr_tensor_from_storage_desc", "desc = NULL", c632},
+    {"tsr_tensor_from_storage_desc", "out = NULL", c633},
+    {"tsr_tensor_from_storage_desc", "call", c634},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_TINY", c635},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_DTYPE", c636},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_NULL_SIZES", c637},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OFFSET", c638},
+    {"tsr_tensor_from_storage_desc", "desc = &FX_DESC_OOB", c639},
+    {"tsr_tensor_from_storage_desc", "storage = F.dead_s", c640},
+    {"tsr_tensor_ndim", "t = NULL", c641},
+    {"tsr_tensor_ndim", "t = F.dead_t", c642},
+    {"tsr_tensor_sizes", "t = NULL", c643},
+    {"tsr_tensor_strides", "t = NULL", c644},
+    {"tsr_tensor_size", "t = NULL", c645},
+    {"tsr_tensor_size", "dim = 2", c646},
+    {"tsr_tensor_size", "dim = -3", c647},
+    {"tsr_tensor_size", "dim = INT64_MIN", c648},
+    {"tsr_tensor_stride", "t = NULL", c649},
+    {"tsr_tensor_stride", "dim = 2", c650},
+    {"tsr_tensor_stride", "dim = INT64_MAX", c651},
+    {"tsr_tensor_storage_offset", "t = NULL", c652},
+    {"tsr_tensor_numel", "t = NULL", c653},
+    {"tsr_tensor_dtype", "t = NULL", c654},
+    {"tsr_tensor_itemsize", "t = NULL", c655},
+    {"tsr_tensor_device", "t = NULL", c656},
+    {"tsr_tensor_data", "t = NULL", c657},
+    {"tsr_tensor_storage", "t = NULL", c658},
+    {"tsr_tensor_storage", "t = F.dead_t", c659},
+    {"tsr_tensor_is_contiguous", "t = NULL", c660},
+    {"tsr_tensor_is_contiguous", "format = 42", c661},
+    {"tsr_tensor_is_non_overlapping_and_dense", "t = NULL", c662},
+    {"tsr_tensor_version", "t = NULL", c663},
+    {"tsr_tensor_set", "t = NULL", c664},
+    {"tsr_tensor_set", "storage = NULL", c665},
+    {"tsr_tensor_set", "sizes = NULL", c666},
+    {"tsr_tensor_set", "strides = NULL", c667},
+    {"tsr_tensor_set", "sizes = FX_SIZES_3_3, strides = NULL", c668},
+    {"tsr_tensor_set", "storage = F.fixed, sizes = FX_SIZES_3_3, strides = NULL", c669},
+    {"tsr_tensor_set", "storage = fx_exported_s(), sizes = FX_SIZES_3_3, strides = NULL", c670},
+    {"tsr_tensor_set", "storage_offset = -1", c671},
+    {"tsr_tensor_set", "ndim = -1", c672},
+    {"tsr_tensor_set", "storage = F.dead_s", c673},
+    {"tsr_tensor_resize", "t = NULL", c674},
+    {"tsr_tensor_resize", "sizes = NULL", c675},
+    {"tsr_tensor_resize", "call", c676},
+    {"tsr_tensor_resize", "sizes = FX_SIZES_3_3", c677},
+    {"tsr_tensor_resize", "sizes = FX_NEG_SIZES", c678},
+    {"tsr_tensor_resize", "ndim = -1", c679},
+    {"tsr_tensor_resize", "ndim = 65", c680},
+    {"tsr_tensor_resize", "format = 42", c681},
+    {"tsr_tensor_resize", "format = TSR_PRESERVE", c682},
+    {"tsr_tensor_resize", "format = TSR_CHANNELS_LAST", c683},
+    {"tsr_tensor_resize", "t = fx_fixed_t()", c684},
+    {"tsr_tensor_resize", "t = fx_exported_t(), sizes = FX_SIZES_3_3", c685},
+    {"tsr_tensor_resize", "t = F.dead_t", c686},
+    {"tsr_tensor_fill", "t = NULL", c687},
+    {"tsr_tensor_fill", "value = fx_scalar(99)", c688},
+    {"tsr_tensor_fill", "t = F.dead_t", c689},
+    {"tsr_tensor_fill", "t = fx_shrunk_t()", c690},
+    {"tsr_tensor_copy", "dst = NULL", c691},
+    {"tsr_tensor_copy", "src = NULL", c692},
+    {"tsr_tensor_copy", "src = F.t4", c693},
+    {"tsr_tensor_copy", "dst = F.dead_t", c694},
+    {"tsr_tensor_copy", "dst = fx_shrunk_t(), src = F.t1", c695},
+    {"tsr_tensor_incref", "t = NULL", c696},
+    {"tsr_tensor_incref", "t = F.dead_t", c697},
+    {"tsr_tensor_decref", "t = NULL", c698},
+    {"tsr_tensor_decref", "t = F.dead_t", c699},
+    {"tsr_tensor_use_count", "t = NULL", c700},
+    {"tsr_tensor_use_count", "t = F.dead_t", c701},
+    {"tsr_tensor_weak_use_count", "t = NULL", c702},
+    {"tsr_tensor_downgrade", "t = NULL", c703},
+    {"tsr_tensor_downgrade", "out = NULL", c704},
+    {"tsr_tensor_downgrade", "t = F.dead_t", c705},
+    {"tsr_weak_tensor_lock", "w = NULL", c706},
+    {"tsr_weak_tensor_lock", "out = NULL", c707},
+    {"tsr_weak_tensor_lock", "w = F.dead_wt", c708},
+    {"tsr_weak_tensor_incref", "w = NULL", c709},
+    {"tsr_weak_tensor_decref", "w = NULL", c710},
+    {"tsr_weak_tensor_expired", "w = NULL", c711},
+    {"tsr_weak_tensor_expired", "w = F.dead_wt", c712},
+    {"tsr_weak_tensor_use_count", "w = NULL", c713},
+    {"tsr_weak_tensor_weak_use_count", "w = NULL", c714},
+    {"tsr_tensor_as_strided", "t = NULL", c715},
+    {"tsr_tensor_as_strided", "sizes = NULL", c716},
+    {"tsr_tensor_as_strided", "strides = NULL", c717},
+    {"tsr_tensor_as_strided", "out = NULL", c718},
+    {"tsr_tensor_as_strided", "ndim = -1", c719},
+    {"tsr_tensor_as_strided", "ndim = 65, sizes = FX_SIZES_64, strides = FX_SIZES_64", c720},
+    {"tsr_tensor_as_strided", "sizes = FX_SIZES_3_3", c721},
+    {"tsr_tensor_as_strided", "strides = FX_NEG_SIZES", c722},
+    {"tsr_tensor_as_strided", "storage_offset = -1", c723},
+    {"tsr_tensor_as_strided", "t = F.dead_t", c724},
+    {"tsr_tensor_view", "t = NULL", c725},
+    {"tsr_tensor_view", "sizes = NULL", c726},
+    {"tsr_tensor_view", "out = NULL", c727},
+    {"tsr_tensor_view", "ndim = -1", c728},
+    {"tsr_tensor_view", "ndim = 65, sizes = FX_SIZES_64", c729},
+    {"tsr_tensor_view", "sizes = FX_SIZES_3_3", c730},
+    {"tsr_tensor_view", "sizes = FX_TWO_INFERRED", c731},
+    {"tsr_tensor_view", "sizes = FX_NEG2_SIZES", c732},
+    {"tsr_tensor_reshape", "t = NULL", c733},
+    {"tsr_tensor_reshape", "sizes = NULL", c734},
+    {"tsr_tensor_reshape", "out = NULL", c735},
+    {"tsr_tensor_reshape", "ndim = -1", c736},
+    {"tsr_tensor_reshape", "sizes = FX_SIZES_3_3", c737},
+    {"tsr_tensor_permute", "t = NULL", c738},
+    {"tsr_tensor_permute", "dims = NULL", c739},
+    {"tsr_tensor_permute", "out = NULL", c740},
+    {"tsr_tensor_permute", "ndim = 1", c741},
+    {"tsr_tensor_permute", "ndim = -1", c742},
+    {"tsr_tensor_permute", "dims = FX_DIMS_REPEATED", c743},
+    {"tsr_tensor_permute", "dims = FX_DIMS_OUT", c744},
+    {"tsr_tensor_transpose", "t = NULL", c745},
+    {"tsr_tensor_transpose", "out = NULL", c746},
+    {"tsr_tensor_transpose", "dim0 = 2", c747},
+    {"tsr_tensor_transpose", "dim1 = -3", c748},
+    {"tsr_tensor_transpose", "dim0 = INT64_MIN", c749},
+    {"tsr_tensor_expand", "t = NULL", c750},
+    {"tsr_tensor_expand", "sizes = NULL", c751},
+    {"tsr_tensor_expand", "out = NULL", c752},
+    {"tsr_tensor_expand", "ndim = -1", c753},
+    {"tsr_tensor_expand", "ndim = 1", c754},
+    {"tsr_tensor_expand", "sizes = FX_SIZES_3_3", c755},
+    {"tsr_tensor_narrow", "t = NULL", c756},
+    {"tsr_tensor_narrow", "out = NULL", c757},
+    {"tsr_tensor_narrow", "dim = 2", c758},
+    {"tsr_tensor_narrow", "start = 3", c759},
+    {"tsr_tensor_narrow", "length = -1", c760},
+    {"tsr_tensor_narrow", "length = 4", c761},
+    {"tsr_tensor_narrow", "start = INT64_MAX", c762},
+    {"tsr_tensor_narrow", "start = INT64_MIN", c763},
+    {"tsr_tensor_select", "t = NULL", c764},
+    {"tsr_tensor_select", "out = NULL", c765},
+    {"tsr_tensor_select", "dim = 2", c766},
+    {"tsr_tensor_select", "index = 2", c767},
+    {"tsr_tensor_select", "index = -3", c768},
+    {"tsr_tensor_select", "index = INT64_MIN", c769},
+    {"tsr_tensor_squeeze", "t = NULL", c770},
+    {"tsr_tensor_squeeze", "out = NULL", c771},
+    {"tsr_tensor_squeeze", "dim = 2", c772},
+    {"tsr_tensor_squeeze", "dim = INT64_MIN", c773},
+    {"tsr_tensor_squeeze_all", "t = NULL", c774},
+    {"tsr_tensor_squeeze_all", "out = NULL", c775},
+    {"tsr_tensor_squeeze_all", "t = F.dead_t", c776},
+    {"tsr_tensor_unsqueeze", "t = NULL", c777},
+    {"tsr_tensor_unsqueeze", "out = NULL", c778},
+    {"tsr_tensor_unsqueeze", "dim = 3", c779},
+    {"tsr_tensor_unsqueeze", "dim = -4", c780},
+    {"tsr_tensor_flatten", "t = NULL", c781},
+    {"tsr_tensor_flatten", "out = NULL", c782},
+    {"tsr_tensor_flatten", "start_dim = 2", c783},
+    {"tsr_tensor_flatten", "start_dim = 1, end_dim = 0", c784},
+    {"tsr_tensor_flatten", "end_dim = -3", c785},
+    {"tsr_tensor_contiguous", "t = NULL", c786},
+    {"tsr_tensor_contiguous", "out = NULL", c787},
+    {"tsr_tensor_contiguous", "format = 42", c788},
+    {"tsr_tensor_contiguous", "format = TSR_CHANNELS_LAST", c789},
+    {"tsr_tensor_clone", "t = NULL", c790},
+    {"tsr_tensor_clone", "out = NULL", c791},
+    {"tsr_tensor_clone", "t = F.dead_t", c792},
+    {"tsr_tensor_clone", "t = fx_shrunk_t()", c793},
+    {"tsr_add", "out_or_null = NULL", c794},
+    {"tsr_add", "a = NULL", c795},
+    {"tsr_add", "b = NULL", c796},
+    {"tsr_add", "result = NULL", c797},
+    {"tsr_add", "out_or_null = NULL, result = NULL", c798},
+    {"tsr_add", "b = F.t4", c799},
+    {"tsr_add", "alpha = fx_scalar(99)", c800},
+    {"tsr_add", "alpha = tsr_scalar_complex(1.0, 1.0)", c801},
+    {"tsr_add", "a = F.dead_t", c802},
+    {"tsr_add", "a = fx_shrunk_t()", c803},
+    {"tsr_sub", "out_or_null = NULL", c804},
+    {"tsr_sub", "a = NULL", c805},
+    {"tsr_sub", "b = NULL", c806},
+    {"tsr_sub", "result = NULL", c807},
+    {"tsr_sub", "out_or_null = NULL, result = NULL", c808},
+    {"tsr_sub", "b = F.t4", c809},
+    {"tsr_sub", "alpha = fx_scalar(99)", c810},
+    {"tsr_mul", "out_or_null = NULL", c811},
+    {"tsr_mul", "a = NULL", c812},
+    {"tsr_mul", "b = NULL", c813},
+    {"tsr_mul", "result = NULL", c814},
+    {"tsr_mul", "out_or_null = NULL, result = NULL", c815},
+    {"tsr_mul", "b = F.t4", c816},
+    {"tsr_mul", "b = F.dead_t", c817},
+    {"tsr_div", "out_or_null = NULL", c818},
+    {"tsr_div", "a = NULL", c819},
+    {"tsr_div", "b = NULL", c820},
+    {"tsr_div", "result = NULL", c821},
+    {"tsr_div", "out_or_null = NULL, result = NULL", c822},
+    {"tsr_div", "b = F.t4", c823},
+    {"tsr_div_rounding", "out_or_null = NULL", c824},
+    {"tsr_div_rounding", "a = NULL", c825},
+    {"tsr_div_rounding", "b = NULL", c826},
+    {"tsr_div_rounding", "result = NULL", c827},
+    {"tsr_div_rounding", "out_or_null = NULL, result = NULL", c828},
+    {"tsr_div_rounding", "mode = 42", c829},
+    {"tsr_div_rounding", "mode = -1", c830},
+    {"tsr_div_rounding", "b = F.t4", c831},
+    {"tsr_neg", "out_or_null = NULL", c832},
+    {"tsr_neg", "a = NULL", c833},
+    {"tsr_neg", "result = NULL", c834},
+    {"tsr_neg", "out_or_null = NULL, result = NULL", c835},
+    {"tsr_neg", "out_or_null = F.t4", c836},
+    {"tsr_neg", "a = F.dead_t", c837},
+    {"tsr_sum", "a = NULL", c838},
+    {"tsr_sum", "dims = NULL", c839},
+    {"tsr_sum", "out = NULL", c840},
+    {"tsr_sum", "ndims = 0, dims = NULL", c841},
+    {"tsr_sum", "ndims = -1", c842},
+    {"tsr_sum", "ndims = 65, dims = FX_SIZES_64", c843},
+    {"tsr_sum", "dims = FX_DIMS_OUT", c844},
+    {"tsr_sum", "dims = FX_DIMS_REPEATED", c845},
+    {"tsr_sum", "a = F.dead_t", c846},
+    {"tsr_sum", "a = fx_shrunk_t()", c847},
+    {"tsr_amax", "a = NULL", c848},
+    {"tsr_amax", "dims = NULL", c849},
+    {"tsr_amax", "out = NULL", c850},
+    {"tsr_amax", "ndims = 0, dims = NULL", c851},
+    {"tsr_amax", "ndims = -1", c852},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c853},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c854},
+    {"tsr_scalar_tensor", "out = NULL", c855},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c856},
+    {"tsr_tensor_item", "t = NULL", c857},
+    {"tsr_tensor_item", "out = NULL", c858},
+    {"tsr_tensor_item", "t = F.t", c859},
+    {"tsr_tensor_item", "t = F.dead_t", c860},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c861},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c862},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c863},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c864},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c865},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c866},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c867},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c868},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c869},
+    {"tsr_iter_config_output_allocator", "config = NULL", c870},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c871},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c872},
+    {"tsr_dict_new", "out = NULL", c873},
+    {"tsr_dict_new", "call", c874},
+    {"tsr_dict_free", "dict = NULL", c875},
+    {"tsr_dict_free", "call", c876},
+    {"tsr_dict_set", "dict = NULL", c877},
+    {"tsr_dict_set", "name = NULL", c878},
+    {"tsr_dict_set", "t = NULL", c879},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c880},
+    {"tsr_dict_set", "t = F.dead_t", c881},
+    {"tsr_dict_set", "call", c882},
+    {"tsr_dict_size", "dict = NULL", c883},
+    {"tsr_dict_size", "call", c884},
+    {"tsr_dict_name", "dict = NULL", c885},
+    {"tsr_dict_name", "i = 1", c886},
+    {"tsr_dict_name", "i = SIZE_MAX", c887},
+    {"tsr_dict_name", "call", c888},
+    {"tsr_dict_metadata_count", "dict = NULL", c889},
+    {"tsr_dict_metadata_key", "dict = NULL", c890},
+    {"tsr_dict_metadata_key", "i = SIZE_MAX", c891},
+    {"tsr_dict_get", "dict = NULL", c892},
+    {"tsr_dict_get", "name = NULL", c893},
+    {"tsr_dict_get", "name = \"absent\"", c894},
+    {"tsr_dict_get", "name = \"\\xff\"", c895},
+    {"tsr_dict_get", "call", c896},
+    {"tsr_dict_set_metadata", "dict = NULL", c897},
+    {"tsr_dict_set_metadata", "key = NULL", c898},
+    {"tsr_dict_set_metadata", "value = NULL", c899},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c900},
+    {"tsr_dict_set_metadata", "call", c901},
+    {"tsr_dict_metadata", "dict = NULL", c902},
+    {"tsr_dict_metadata", "key = NULL", c903},
+    {"tsr_dict_metadata", "key = \"absent\"", c904},
+    {"tsr_dict_metadata", "call", c905},
+    {"tsr_save", "dict = NULL", c906},
+    {"tsr_save", "path = NULL", c907},
+    {"tsr_save", "path = \"\"", c908},
+    {"tsr_save", "path = \"/\"", c909},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c910},
+    {"tsr_save", "format = 99", c911},
+    {"tsr_save", "format = -1", c912},
+    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c913},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c914},
+    {"tsr_save", "path = \"/dev/null\"", c915},
+    {"tsr_save", "format = TSR_FORMAT_DCP", c916},
+    {"tsr_save", "call", c917},
+    {"tsr_save_flags", "dict = NULL", c918},
+    {"tsr_save_flags", "path = NULL", c919},
+    {"tsr_save_flags", "path = \"\"", c920},
+    {"tsr_save_flags", "path = \"/\"", c921},
+    {"tsr_save_flags", "path = \"/dev/null\"", c922},
+    {"tsr_save_flags", "format = 99", c923},
+    {"tsr_save_flags", "flags = 2", c924},
+    {"tsr_save_flags", "flags = 0xffffffffu", c925},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c926},
+    {"tsr_save_flags", "call", c927},
+    {"tsr_save_sharded", "dict = NULL", c928},
+    {"tsr_save_sharded", "directory = NULL", c929},
+    {"tsr_save_sharded", "directory = \"\"", c930},
+    {"tsr_save_sharded", "directory = \"/dev/null\"", c931},
+    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c932},
+    {"tsr_save_sharded", "format = 99", c933},
+    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c934},
+    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c935},
+    {"tsr_save_sharded", "max_shard_bytes = 0", c936},
+    {"tsr_save_sharded", "flags = 2", c937},
+    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c938},
+    {"tsr_save_sharded", "call", c939},
+    {"tsr_load", "path = NULL", c940},
+    {"tsr_load", "out = NULL", c941},
+    {"tsr_load", "path = \"/\"", c942},
+    {"tsr_load", "path = \"/dev/null\"", c943},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c944},
+    {"tsr_load", "format = 99", c945},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c946},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c947},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c948},
+    {"tsr_load", "flags = 8", c949},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c950},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c951},
+    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c952},
+    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c953},
+    {"tsr_load", "format = TSR_FORMAT_DCP", c954},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c955},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c956},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c957},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c958},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c959},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c960},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c961},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c962},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c963},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c964},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c965},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c966},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c967},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c968},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c969},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c970},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c971},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c972},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c973},
+    {"tsr_load", "call", c974},
+    {"tsr_save_to_storage", "dict = NULL", c975},
+    {"tsr_save_to_storage", "out = NULL", c976},
+    {"tsr_save_to_storage", "format = 99", c977},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c978},
+    {"tsr_save_to_storage", "call", c979},
+    {"tsr_load_from_storage", "bytes = NULL", c980},
+    {"tsr_load_from_storage", "out = NULL", c981},
+    {"tsr_load_from_storage", "bytes = F.saved", c982},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c983},
+    {"tsr_load_from_storage", "format = 99", c984},
+    {"tsr_load_from_storage", "flags = 8", c985},
+    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c986},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c987},
+    {"tsr_load_from_storage", "call", c988},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c989},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c990},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c991},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c992},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c993},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c994},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c995},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c996},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c997},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c998},
+    {"tsr_checkpoint_open", "path = NULL", c999},
+    {"tsr_checkpoint_open", "out = NULL", c1000},
+    {"tsr_checkpoint_open", "path = \"/\"", c1001},
+    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c1002},
+    {"tsr_checkpoint_open", "format = 99", c1003},
+    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c1004},
+    {"tsr_checkpoint_open", "flags = 8", c1005},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c1006},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c1007},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c1008},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1009},
+    {"tsr_checkpoint_open", "call", c1010},
+    {"tsr_checkpoint_size", "c = NULL", c1011},
+    {"tsr_checkpoint_size", "call", c1012},
+    {"tsr_checkpoint_name", "c = NULL", c1013},
+    {"tsr_checkpoint_name", "i = 0", c1014},
+    {"tsr_checkpoint_name", "i = 1", c1015},
+    {"tsr_checkpoint_name", "i = SIZE_MAX", c1016},
+    {"tsr_checkpoint_name", "call", c1017},
+    {"tsr_checkpoint_find", "c = NULL", c1018},
+    {"tsr_checkpoint_find", "name = NULL", c1019},
+    {"tsr_checkpoint_find", "out = NULL", c1020},
+    {"tsr_checkpoint_find", "name = \"absent\"", c1021},
+    {"tsr_checkpoint_find", "name = \"\\xff\"", c1022},
+    {"tsr_checkpoint_find", "call", c1023},
+    {"tsr_checkpoint_dtype", "c = NULL", c1024},
+    {"tsr_checkpoint_dtype", "i = 0", c1025},
+    {"tsr_checkpoint_dtype", "call", c1026},
+    {"tsr_checkpoint_ndim", "c = NULL", c1027},
+    {"tsr_checkpoint_ndim", "i = 0", c1028},
+    {"tsr_checkpoint_ndim", "call", c1029},
+    {"tsr_checkpoint_sizes", "c = NULL", c1030},
+    {"tsr_checkpoint_sizes", "i = 0", c1031},
+    {"tsr_checkpoint_sizes", "call", c1032},
+    {"tsr_checkpoint_nbytes", "c = NULL", c1033},
+    {"tsr_checkpoint_nbytes", "i = 0", c1034},
+    {"tsr_checkpoint_nbytes", "call", c1035},
+    {"tsr_checkpoint_format", "c = NULL", c1036},
+    {"tsr_checkpoint_format", "call", c1037},
+    {"tsr_checkpoint_bytes_read", "c = NULL", c1038},
+    {"tsr_checkpoint_bytes_read", "call", c1039},
+    {"tsr_checkpoint_load", "c = NULL", c1040},
+    {"tsr_checkpoint_load", "name = NULL", c1041},
+    {"tsr_checkpoint_load", "out = NULL", c1042},
+    {"tsr_checkpoint_load", "name = \"absent\"", c1043},
+    {"tsr_checkpoint_load", "name = \"\\xff\"", c1044},
+    {"tsr_checkpoint_load", "flags = 1", c1045},
+    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1046},
+    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1047},
+    {"tsr_checkpoint_load", "call", c1048},
+    {"tsr_checkpoint_load_rows", "c = NULL", c1049},
+    {"tsr_checkpoint_load_rows", "name = NULL", c1050},
+    {"tsr_checkpoint_load_rows", "out = NULL", c1051},
+    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1052},
+    {"tsr_checkpoint_load_rows", "start = -1", c1053},
+    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1054},
+    {"tsr_checkpoint_load_rows", "stop = 4", c1055},
+    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1056},
+    {"tsr_checkpoint_load_rows", "flags = 1", c1057},
+    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1058},
+    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1059},
+    {"tsr_checkpoint_load_rows", "call", c1060},
+    {"tsr_checkpoint_load_many", "c = NULL", c1061},
+    {"tsr_checkpoint_load_many", "names = NULL", c1062},
+    {"tsr_checkpoint_load_many", "out = NULL", c1063},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1064},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1065},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1066},
+    {"tsr_checkpoint_load_many", "n = 0", c1067},
+    {"tsr_checkpoint_load_many", "flags = 1", c1068},
+    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1069},
+    {"tsr_checkpoint_load_many", "call", c1070},
+    {"tsr_checkpoint_load_many_with", "c = NULL", c1071},
+    {"tsr_checkpoint_load_many_with", "names = NULL", c1072},
+    {"tsr_checkpoint_load_many_with", "opts = NULL", c1073},
+    {"tsr_checkpoint_load_many_with", "out = NULL", c1074},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1075},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1076},
+    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1077},
+    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1078},
+    {"tsr_checkpoint_load_many_with", "call", c1079},
+    {"tsr_checkpoint_read_into", "c = NULL", c1080},
+    {"tsr_checkpoint_read_into", "name = NULL", c1081},
+    {"tsr_checkpoint_read_into", "dst = NULL", c1082},
+    {"tsr_checkpoint_read_into", "nbytes = 12", c1083},
+    {"tsr_checkpoint_read_into", "nbytes = 0", c1084},
+    {"tsr_checkpoint_read_into", "name = \"absent\"", c1085},
+    {"tsr_checkpoint_read_into", "call", c1086},
+    {"tsr_checkpoint_close", "c = NULL", c1087},
+    {"tsr_checkpoint_close", "call", c1088},
+    {"tsr_memory_record_history", "options = NULL", c1089},
+    {"tsr_memory_record_history", "call", c1090},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1091},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1092},
+    {"tsr_memory_set_host_frames", "host = NULL", c1093},
+    {"tsr_memory_set_host_frames", "enter = NULL", c1094},
+    {"tsr_memory_set_host_frames", "fn_ = NULL", c1095},
+    {"tsr_memory_set_host_frames", "user = NULL", c1096},
+    {"tsr_memory_set_host_frames", "host = \"\"", c1097},
+    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1098},
+    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1099},
+    {"tsr_memory_set_host_frames", "call", c1100},
+    {"tsr_memory_snapshot", "path = NULL", c1101},
+    {"tsr_memory_snapshot", "call", c1102},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1103},
+    {"tsr_memory_snapshot", "format = 7", c1104},
+    {"tsr_memory_snapshot", "format = -1", c1105},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1106},
+    {"tsr_add_oom_observer", "fn_ = NULL", c1107},
+    {"tsr_add_oom_observer", "user = NULL", c1108},
+    {"tsr_add_oom_info_observer", "fn_ = NULL", c1109},
+    {"tsr_add_oom_info_observer", "user = NULL", c1110},
+    {"tsr_cpu_allocator_release_all_caches", "call", c1111},
+    {"tsr_memory_history_is_recording", "call", c1112},
 };
 
 static const char *const COVERED[] = {
@@ -2591,6 +2617,7 @@ static const char *const COVERED[] = {
     "tsr_tensor_expand",
     "tsr_tensor_fill",
     "tsr_tensor_flatten",
+    "tsr_tensor_from_data",
     "tsr_tensor_from_dlpack",
     "tsr_tensor_from_dlpack_legacy",
     "tsr_tensor_from_storage",

@@ -196,6 +196,37 @@ static void test_bad_input(void) {
 
 /* tsr_tensor_from_storage_desc: every argument by name; the same tensor
  * as the positional call. */
+/* tsr_tensor_from_data: a copy of a C array, contiguous, from the CPU
+ * allocator; the caller's array is not kept; a wrong dtype for the bytes
+ * is the caller's to avoid (the size read is numel * itemsize). */
+static void test_from_data(void) {
+    double values[2][3] = {{1.5, -2.0, 3.25}, {0.0, 1e300, -7.0}};
+    int64_t sizes[] = {2, 3};
+    TsrTensor *t = NULL;
+    CHECK_OK(tsr_tensor_from_data(values, 2, sizes, TSR_DOUBLE, cpu(), &t));
+    int64_t strides[] = {3, 1};
+    check_shape(t, 2, sizes, strides, 0);
+    CHECK_EQ(tsr_tensor_dtype(t), TSR_DOUBLE);
+    CHECK(tsr_tensor_is_contiguous(t, TSR_CONTIGUOUS));
+    double *p = (double *)tsr_tensor_data(t);
+    CHECK(p != &values[0][0]);
+    values[0][0] = 99.0; /* a copy: the tensor keeps 1.5 */
+    CHECK(p[0] == 1.5 && p[4] == 1e300 && p[5] == -7.0);
+    CHECK_OK(tsr_tensor_decref(t));
+    /* A 0-d tensor: one element, no sizes. */
+    int32_t one = 42;
+    CHECK_OK(tsr_tensor_from_data(&one, 0, NULL, TSR_INT, cpu(), &t));
+    CHECK_EQ(tsr_tensor_ndim(t), 0);
+    CHECK_EQ(*(int32_t *)tsr_tensor_data(t), 42);
+    CHECK_OK(tsr_tensor_decref(t));
+    /* An empty one still needs data (any address: nothing is read). */
+    int64_t none[] = {0, 4};
+    CHECK_OK(tsr_tensor_from_data(&one, 2, none, TSR_FLOAT, cpu(), &t));
+    CHECK_EQ(tsr_tensor_numel(t), 0);
+    CHECK_OK(tsr_tensor_decref(t));
+    CHECK_STATUS(tsr_tensor_from_data(NULL, 2, sizes, TSR_DOUBLE, cpu(), &t), TSR_ERR_NULL_POINTER);
+}
+
 static void test_from_storage_desc(void) {
     TsrDevice cpu = {TSR_CPU, -1};
     TsrStorage *s = NULL;
@@ -221,6 +252,7 @@ static void test_from_storage_desc(void) {
 }
 
 int main(void) {
+    RUN(test_from_data);
     RUN(test_from_storage_desc);
     RUN(test_empty_and_getters);
     RUN(test_views);

@@ -142,6 +142,7 @@ DEFAULTS = [
     (r"void \*", r"acc", "&F.acc"),
     (r"void \*", r"dst", "F.buf"),
     (r"const void \*", r"src", "F.buf2"),
+    (r"const void \*", r"data", "F.buf2", r"tsr_tensor_from_data"),
     (r"void \*", r"ptr|self_|user", "NULL"),
     (r"void \*", r"stream", "NULL"),
     (r"int32_t", r"device", "0"),
