@@ -15,7 +15,9 @@
 #   -Werror -pedantic against the shared library and run;
 # - discarding a Result is a compile error under -Werror (results mode);
 # - a program linking one translation unit of each mode works (the modes
-#   live in different inline namespaces).
+#   live in different inline namespaces);
+# - every ```cpp block of README.md (its #include lines on top, the rest
+#   the body of main) is built in both modes and run.
 #
 # Environment:
 #   TESSERA_LIB_DIR          directory holding libtessera.so (skips cargo build)
@@ -163,7 +165,39 @@ for cxx in "${compilers[@]}"; do
         record "$name" 1
     fi
 
-    # The test programs.
+    # README.md's C++ snippets, as a reader would paste them, in both modes
+    # (unused variables allowed: a snippet shows a value it does not use).
+    snippet=0
+    while IFS= read -r -d '' block; do
+        snippet=$((snippet + 1))
+        src=$work/bin/readme_snippet_$snippet.cpp
+        {
+            grep '^#include' <<<"$block" || true
+            echo 'int main() {'
+            grep -v '^#include' <<<"$block" || true
+            echo 'return 0;'
+            echo '}'
+        } >"$src"
+        for mode in exceptions results; do
+            name="README.md C++ snippet $snippet: $tag ($mode)"
+            exe=$work/bin/readme_snippet_$snippet-$tag-$mode
+            # shellcheck disable=SC2046
+            if "$cxx" -std=c++17 "${strict[@]}" -Wno-unused-variable $(mode_flags $mode) \
+                -Iinclude "$src" "${link[@]}" -o "$exe" && "$exe"; then
+                record "$name" 0
+            else
+                record "$name" 1
+            fi
+        done
+    done < <(awk '
+        $0 == "```cpp" { grab = 1; text = ""; next }
+        grab && $0 == "```" { grab = 0; printf "%s%c", text, 0; next }
+        grab { text = text $0 "\n" }
+    ' README.md)
+    if [[ $snippet -eq 0 ]]; then
+        record "README.md has a C++ snippet: $tag" 1
+    fi
+
     # The test programs: built TESSERA_CPP_TEST_JOBS at a time (default:
     # the CPUs), then run one by one in a fixed order.
     built=()

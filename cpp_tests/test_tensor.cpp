@@ -322,6 +322,29 @@ TEST(tensor_value_semantics) {
     CHECK_EQ(a.weak_use_count(), 2u);  // the set kept one weak reference, + 1 while alive
 }
 
+// from_data / from_values: a copy of C++ values (tsr_tensor_from_data),
+// the dtype from the element type; TESSERA_VALUE in both modes.
+TEST(tensor_from_values) {
+    std::array<double, 6> values{1.5, -2.0, 3.25, 0.0, 1e300, -7.0};
+    Tensor t = OK(Tensor::from_data(values.data(), {2, 3}));
+    CHECK_EQ(t.dtype(), TSR_DOUBLE);
+    CHECK_EQ(vec(t.sizes()), (std::vector<int64_t>{2, 3}));
+    values[0] = 99.0;  // a copy: the tensor keeps 1.5
+    const double* p = OK(t.data<const double>());
+    CHECK(p != values.data());
+    CHECK(p[0] == 1.5 && p[4] == 1e300);
+
+    Tensor v = TESSERA_VALUE(Tensor::from_values<int32_t>({1, 2, 3, 4}, {2, 2}));
+    CHECK_EQ(v.dtype(), TSR_INT);
+    CHECK_EQ(OK(v.data<const int32_t>())[3], 4);
+    Tensor flat = OK(Tensor::from_values<float>({0.5f, 1.5f}));
+    CHECK_EQ(vec(flat.sizes()), (std::vector<int64_t>{2}));
+    CHECK_FAILS(Tensor::from_values<float>({1, 2, 3}, {2, 2}), TSR_ERR_SHAPE,
+                "3 values for sizes of 4 elements");
+    CHECK_FAILS(Tensor::from_data(static_cast<const void*>(nullptr), {2}, TSR_FLOAT),
+                TSR_ERR_NULL_POINTER, "tsr_tensor_from_data");
+}
+
 TEST(tensor_metadata) {
     Tensor t = OK(Tensor::empty({2, 3, 4}, TSR_DOUBLE));
     CHECK_EQ(t.ndim(), 3);

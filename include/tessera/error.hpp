@@ -284,4 +284,19 @@ inline Returns<void> check(TsrStatus status) {
 /** @endcond */
 }  // namespace tessera
 
+/**
+ * @def TESSERA_VALUE
+ * The value of a fallible call, written once for both error modes:
+ * `tessera::Tensor t = TESSERA_VALUE(tessera::Tensor::full({2, 3}, 1.5));`.
+ * With exceptions the call itself (a failure has thrown tessera::Error);
+ * without (-fno-exceptions, TESSERA_NO_EXCEPTIONS) its Result's value()
+ * (a failure prints the message and aborts). Also for calls returning
+ * Returns<void>, as a statement.
+ */
+#if TESSERA_EXCEPTIONS
+#define TESSERA_VALUE(...) (__VA_ARGS__)
+#else
+#define TESSERA_VALUE(...) (__VA_ARGS__).value()
+#endif
+
 #endif  // TESSERA_ERROR_HPP

@@ -25,12 +25,26 @@ inline namespace TESSERA_ABI_NAMESPACE {
 
 /** A file format (TSR_FORMAT_*). */
 enum class Format : TsrFormat {
-    /** Load: from the bytes; save: safetensors for ".safetensors", else torch. */
+    /** Load: detected from the bytes (the content decides, not the name);
+     *  save: the format the path's extension names (".safetensors", ".npy",
+     *  ".npz", ".gguf"), else torch. */
     Auto = TSR_FORMAT_AUTO,
     /** torch.save's zip archive. */
     Torch = TSR_FORMAT_TORCH,
     /** The safetensors layout. */
     Safetensors = TSR_FORMAT_SAFETENSORS,
+    /** NumPy's .npy: one array ("arr_0" in the dict), no metadata. */
+    Npy = TSR_FORMAT_NPY,
+    /** torch.save's format before PyTorch 1.6 (read only). */
+    TorchLegacy = TSR_FORMAT_TORCH_LEGACY,
+    /** A TorchScript archive (torch.jit.save; read only). */
+    TorchScript = TSR_FORMAT_TORCHSCRIPT,
+    /** NumPy's .npz (np.savez / np.savez_compressed): entry "NAME.npy" is
+     *  tensor "NAME"; no metadata. */
+    Npz = TSR_FORMAT_NPZ,
+    /** llama.cpp's GGUF (versions 3 and 2): typed key-value metadata,
+     *  quantized tensors as uint8 blocks. */
+    Gguf = TSR_FORMAT_GGUF,
     /** torch.distributed.checkpoint: a directory (.metadata + .distcp files). */
     Dcp = TSR_FORMAT_DCP,
 };

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -73,6 +74,57 @@ class Tensor : public Handle<Tensor, TsrTensor> {
         TsrStatus status = tsr_tensor_empty_strided(sizes.ssize(), sizes.data(), strides.data(),
                                                     dtype, device, &out);
         return detail::finish(status, adopt(out));
+    }
+
+    /**
+     * A new contiguous tensor of `sizes` and `dtype` on `device` holding a
+     * copy of the numel * itemsize bytes at `data` (its elements in
+     * row-major order), in memory from the device's registered allocator:
+     * c10's `from_blob(..).clone()` (tsr_tensor_from_data). `data` is not
+     * kept.
+     */
+    [[nodiscard]] static Returns<Tensor> from_data(const void* data, IntSpan sizes,
+                                                   TsrDType dtype,
+                                                   Device device = Device::cpu()) {
+        TsrTensor* out = nullptr;
+        TsrStatus status =
+            tsr_tensor_from_data(data, sizes.ssize(), sizes.data(), dtype, device, &out);
+        return detail::finish(status, adopt(out));
+    }
+
+    /** As from_data(data, sizes, dtype_of<T>::value, device): the dtype is T's. */
+    template <class T, class = decltype(dtype_of<T>::value)>
+    [[nodiscard]] static Returns<Tensor> from_data(const T* data, IntSpan sizes,
+                                                   Device device = Device::cpu()) {
+        return from_data(static_cast<const void*>(data), sizes, dtype_of<T>::value, device);
+    }
+
+    /**
+     * A tensor of `values` (c10's `tensor({..})`): 1-d of values.size()
+     * elements, or of `sizes` when given (their product must be
+     * values.size(): TSR_ERR_SHAPE otherwise). The dtype is T's:
+     * `Tensor::from_values<float>({1, 2, 3, 4}, {2, 2})`.
+     */
+    template <class T, class = decltype(dtype_of<T>::value)>
+    [[nodiscard]] static Returns<Tensor> from_values(std::initializer_list<T> values,
+                                                     IntSpan sizes = {},
+                                                     Device device = Device::cpu()) {
+        int64_t count = static_cast<int64_t>(values.size());
+        if (sizes.size() == 0) {
+            return from_data(static_cast<const void*>(values.begin()), IntSpan(&count, 1),
+                             dtype_of<T>::value, device);
+        }
+        int64_t numel = 1;
+        for (size_t i = 0; i < sizes.size(); i++) numel *= sizes.data()[i];
+        if (numel != count) {
+            return detail::fail<Tensor>(
+                TSR_ERR_SHAPE, ("tessera::Tensor::from_values: " + std::to_string(count) +
+                                " values for sizes of " + std::to_string(numel) +
+                                " elements: expected as many values as elements")
+                                   .c_str());
+        }
+        return from_data(static_cast<const void*>(values.begin()), sizes, dtype_of<T>::value,
+                         device);
     }
 
     /** A tensor of `sizes` with every element set to `value`. */
