@@ -77,6 +77,29 @@ ${CC:-cc} -std=c99 -g -Iinclude examples/memory_history.c -L"$lib" -ltessera \
     -Wl,-rpath,"$lib" -o "$out/memory_history"
 "$out/memory_history" "$out/real0.json" >/dev/null
 cases+=("real0:")
+# Memory that only grows: the peak is at the snapshot, where the chart's
+# "peak" and "still live at the snapshot" labels meet (they must not
+# overlap; checked below).
+cat >"$out/grow.c" <<'C'
+#include <string.h>
+#include "tessera.h"
+int main(int argc, char **argv) {
+    TsrHistoryOptions history = {sizeof history, 10000, true};
+    TsrDevice cpu = {TSR_CPU, -1};
+    TsrStorage *s[12];
+    if (argc < 2 || tsr_memory_record_history(&history) != TSR_OK) return 1;
+    for (int i = 0; i < 12; i++) {
+        if (tsr_storage_new((size_t)(1 + i) << 18, cpu, false, &s[i]) != TSR_OK) return 1;
+        memset(tsr_storage_data(s[i]), 1, (size_t)(1 + i) << 18);
+    }
+    if (tsr_memory_snapshot(argv[1], TSR_SNAPSHOT_JSON) != TSR_OK) return 1;
+    for (int i = 0; i < 12; i++) tsr_storage_decref(s[i]);
+    return 0;
+}
+C
+${CC:-cc} -std=c99 -g -Iinclude "$out/grow.c" -L"$lib" -ltessera -Wl,-rpath,"$lib" -o "$out/grow"
+"$out/grow" "$out/grow.json"
+cases+=("grow:")
 i=0
 for f in ${VIEWER_TEST_SNAPSHOTS:-}; do
     i=$((i + 1))
@@ -153,6 +176,22 @@ print(al["cpu"]["stats"]["peak_bytes"])
 PY
 )
 python3 .ci/viewer_check.py peak "$out/real0.dom.html" "$true_peak" || status=1
+echo "==> the chart's labels never overlap (peak at the snapshot: grow)"
+for n in normal real0 grow; do
+    python3 - "$out/$n.dom.html" "$n" <<'PY' || status=1
+import html, json, re, sys
+dom = open(sys.argv[1]).read()
+m = re.search(r'data-testid="chart-labels">([^<]*)<', dom)
+boxes = json.loads(html.unescape(m.group(1))) if m and m.group(1) else []
+if len(boxes) < 2:
+    sys.exit("FAIL %s: %d chart labels recorded" % (sys.argv[2], len(boxes)))
+for i, a in enumerate(boxes):
+    for b in boxes[i + 1:]:
+        if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]:
+            sys.exit("FAIL %s: labels %r and %r overlap" % (sys.argv[2], a, b))
+print("ok   %s: %s" % (sys.argv[2], " | ".join(b[0] for b in boxes)))
+PY
+done
 echo "==> clicks, drags, drag and drop, file picker (DevTools protocol)"
 for n in normal large real0; do
     echo "$n:"
@@ -183,6 +222,6 @@ large_ms=$(sed -n 's/.*data-testid="render-ms">\([^<]*\)<.*/\1/p' "$out/large.do
 page_ms=$(sed -n 's/.*data-testid="page-ms">\([^<]*\)<.*/\1/p' "$out/large.dom.html")
 echo "100,000-event page: JSON parse + model + first render ${large_ms} ms (bound ${max_ms} ms);"
 echo "  ${page_ms} ms from navigation start (includes parsing the $(($(stat -c %s "$out/large.html") / 1048576)) MiB page)"
-echo "screenshots: $out/{normal,empty,large,nostack,example,malformed,normal-cursor,large-cursor,real0-cursor}.png"
+echo "screenshots: $out/{normal,empty,large,nostack,example,grow,malformed,normal-cursor,large-cursor,real0-cursor}.png"
 echo "viewer test: $([ $status = 0 ] && echo passed || echo FAILED) in $((SECONDS - start))s"
 exit $status

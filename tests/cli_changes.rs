@@ -91,7 +91,10 @@ fn convert_prints_one_line_per_kind_of_change() {
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert_eq!(
         lines,
-        ["tessera convert: 1 metadata key dropped (--drop-metadata)", "  k"],
+        [
+            "tessera convert: 1 metadata key dropped (--drop-metadata)",
+            "  k"
+        ],
         "{}",
         r.stderr
     );

@@ -67,7 +67,9 @@ fn a_flipped_byte_in_a_torch_storage_is_refused_on_copy_load() {
     assert!(e.message().contains("CRC-32"), "{}", e.message());
     c.load("b", Device::CPU).expect("b's record is whole");
     let mut buf = vec![0u8; 64 * 16 * 4];
-    let e = c.read_into("w", &mut buf).expect_err("read into a buffer whole");
+    let e = c
+        .read_into("w", &mut buf)
+        .expect_err("read into a buffer whole");
     assert!(e.message().contains("CRC-32"), "{}", e.message());
     let mut few = vec![0u8; 16 * 4];
     c.read_into("b", &mut few).expect("b is undamaged");

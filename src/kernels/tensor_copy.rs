@@ -101,9 +101,9 @@ impl Tensor {
             return Ok(t);
         }
         let storage = t.storage();
-        let alloc = storage.allocator().ok_or_else(|| {
-            crate::err!(Internal, "a new tensor on {} has no allocator", device)
-        })?;
+        let alloc = storage
+            .allocator()
+            .ok_or_else(|| crate::err!(Internal, "a new tensor on {} has no allocator", device))?;
         // SAFETY: t is a fresh contiguous tensor whose storage holds exactly
         // nbytes bytes from its first element, only this function holds it;
         // data is nbytes bytes of host memory of the caller's, a distinct

@@ -213,7 +213,12 @@ pub(crate) fn fetch(
     );
     for (j, job) in jobs.iter().enumerate() {
         let end = first_chunk.get(j + 1).copied().unwrap_or(chunks.len());
-        check_crc(index, job, &chunks[first_chunk[j]..end], &crcs[first_chunk[j]..end])?;
+        check_crc(
+            index,
+            job,
+            &chunks[first_chunk[j]..end],
+            &crcs[first_chunk[j]..end],
+        )?;
     }
     Ok(dests)
 }

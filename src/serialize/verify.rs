@@ -172,7 +172,9 @@ pub fn check_archives(dict: &TensorDict) -> Result<usize> {
             .metadata()
             .map_err(|e| fail(&crate::files::reason(&e)))?
             .len();
-        let dup = file.try_clone().map_err(|e| fail(&crate::files::reason(&e)))?;
+        let dup = file
+            .try_clone()
+            .map_err(|e| fail(&crate::files::reason(&e)))?;
         let mapped = super::map_file(dup, len, &path, true)?;
         let bytes = storage_bytes(&mapped)?;
         if !bytes.starts_with(b"PK") {
