@@ -107,3 +107,32 @@ fn a_flipped_byte_in_a_pickle_or_an_npz_entry_is_refused_on_copy_load() {
     serialize::load(&z, Format::Auto, mapped()).expect("mapped: loads");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Hugging Face index of torch shards, opened as a checkpoint (each
+/// shard indexed by reads): a damaged record of one shard fails the
+/// whole load naming that shard.
+#[test]
+fn a_damaged_shard_is_refused_by_a_checkpoint_load() {
+    let dir = scratch("shards");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shards/hf_bin");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let index = dir.join("pytorch_model.bin.index.json");
+    let c = Checkpoint::open(&index, Format::Auto, copy()).unwrap();
+    c.load_many(None, Device::CPU, Default::default())
+        .expect("undamaged: loads");
+    let shard = "pytorch_model-00002-of-00004.bin";
+    damage::flip_in_record(&dir.join(shard), "data/0", 1);
+    let c = Checkpoint::open(&index, Format::Auto, copy()).unwrap();
+    let e = c
+        .load_many(None, Device::CPU, Default::default())
+        .expect_err("a damaged shard");
+    assert!(
+        e.message().contains(shard) && e.message().contains("CRC-32"),
+        "{}",
+        e.message()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
