@@ -455,8 +455,9 @@ static void fx_le(FxBytes *o, uint64_t v, int width) {
     }
 }
 
-/* A zip header's fields from the method on (stored, CRC 0: tessera does
-   not check stored CRCs), sizes `n`, then the name's length. */
+/* A zip header's fields from the method on (stored, CRC 0: these archives
+   are refused for their structure before any CRC is read), sizes `n`,
+   then the name's length. */
 static void fx_zip_fields(FxBytes *o, size_t n, const char *name) {
     fx_le(o, 0, 2); /* stored */
     fx_le(o, 0, 4); /* time, date */

@@ -257,6 +257,42 @@ static void patch_i64(unsigned char *p, size_t n, int64_t from, int64_t to) {
     CHECK(!"marker not found");
 }
 
+/* Zip's CRC-32 of `n` bytes. */
+static uint32_t zip_crc32(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static uint32_t le_u32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Gives every record of the (small, stored) zip archive `p` the CRC-32 of
+ * its bytes as they are now, in its central-directory record and its local
+ * header: an archive patched in place stays valid (a copy load checks the
+ * CRC-32 of every record it reads). */
+static void fix_zip_crcs(unsigned char *p, size_t n) {
+    for (size_t i = 0; i + 46 <= n; i++) {
+        if (memcmp(p + i, "PK\1\2", 4) != 0) continue;
+        size_t local = le_u32(p + i + 42);
+        size_t name = (size_t)p[local + 26] | (size_t)p[local + 27] << 8;
+        size_t extra = (size_t)p[local + 28] | (size_t)p[local + 29] << 8;
+        size_t size = le_u32(p + i + 20);
+        CHECK(local + 30 + name + extra + size <= n);
+        uint32_t crc = zip_crc32(p + local + 30 + name + extra, size);
+        put_u32(p + i + 16, crc);
+        put_u32(p + local + 14, crc);
+    }
+}
+
 /* A torch file of an empty float tensor "e" with `offset` and `stride` (of
  * its size-0 dim 0 and size-2 dim 1) patched in: copies of the bytes in a
  * storage, and in a file at path. */
@@ -275,6 +311,7 @@ static TsrStorage *bad_geometry(int64_t offset, int64_t stride, const char *path
     size_t n = tsr_storage_nbytes(bytes);
     patch_i64(p, n, mark_off, offset);
     patch_i64(p, n, mark_stride, stride);
+    fix_zip_crcs(p, n);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL && fwrite(p, 1, n, f) == n);
     fclose(f);
