@@ -219,7 +219,7 @@ impl Checkpoint {
             dict.set(&self.index.entries[w.entry].name, t)?;
         }
         for (k, v) in &self.index.metadata {
-            dict.set_metadata(k, v)?;
+            dict.set_stored_metadata(k, v)?;
         }
         Ok(dict)
     }

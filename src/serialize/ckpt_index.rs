@@ -190,9 +190,14 @@ fn from_dict(
             dtype: t.dtype(),
         });
     }
-    let metadata = dict
+    let mut metadata: Vec<(String, String)> = dict
         .metadata_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
+    // The values travel as the one metadata pair a load reads back as them.
+    if dict.value_count() > 0 {
+        let values = dict.values_object(|_, _| true).to_string();
+        metadata.push((super::values::VALUES_KEY.to_owned(), values));
+    }
     Index::new(format, sources, records, entries, metadata)
 }

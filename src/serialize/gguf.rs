@@ -30,7 +30,9 @@ use super::gguf_types::{
     GGML_TYPE_SUFFIX, MAGIC, MAX_DIMS, TYPES_KEY,
 };
 use super::gguf_values::{value, Reader};
+use super::gguf_write::typed_value;
 use super::source::Source;
+use super::values::{GGUF_VALUE_PREFIX, VALUES_KEY};
 use super::{FileFormat, LoadFlags};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -163,6 +165,8 @@ fn read_header(r: &mut Reader<'_>, dict: &mut TensorDict) -> Result<(u64, u64)> 
     let n_tensors = r.count(&"the tensor count", 24)?;
     let n_kv = r.count(&"the key-value count", 13)?;
     let mut types = serde_json::Map::new();
+    let mut values = serde_json::Map::new();
+    let mut json_values = None;
     let mut alignment = DEFAULT_ALIGNMENT;
     for i in 0..n_kv {
         let key = r.string(&format_args!("key {i}"))?;
@@ -185,12 +189,58 @@ fn read_header(r: &mut Reader<'_>, dict: &mut TensorDict) -> Result<(u64, u64)> 
                 ),
             }
         }
+        if let Some(name) = key.strip_prefix(GGUF_VALUE_PREFIX) {
+            let v = typed_value(&key, &text, &full)?;
+            crate::ensure!(
+                values.insert(name.to_owned(), v).is_none(),
+                Format,
+                "gguf: key '{key}' appears twice"
+            );
+            continue;
+        }
+        if key == VALUES_KEY && full == FullType::Scalar(ValueType::String) {
+            // Read after the typed keys: one object of the rest.
+            json_values = Some(text);
+            continue;
+        }
         set_meta(dict, &key, &text)?;
         types.insert(key, serde_json::Value::String(full.text()));
     }
     if !types.is_empty() {
         let json = serde_json::Value::Object(types).to_string();
         set_meta(dict, TYPES_KEY, &json)?;
+    }
+    // The values, as one JSON object (a dict's metadata `tessera.values`,
+    // which the parts' dict reads back as values).
+    if let Some(text) = json_values {
+        let rest: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            crate::err!(
+                Format,
+                "gguf: key '{VALUES_KEY}' is not JSON ({e}): expected an object of name -> value"
+            )
+        })?;
+        let Some(rest) = rest.as_object() else {
+            crate::bail!(
+                Format,
+                "gguf: key '{VALUES_KEY}' holds {}: expected an object of name -> value",
+                text.chars().take(60).collect::<String>()
+            );
+        };
+        for (name, v) in rest {
+            crate::ensure!(
+                values.insert(name.clone(), v.clone()).is_none(),
+                Format,
+                "gguf: the value '{name}' is both a key {GGUF_VALUE_PREFIX}{name} and in \
+                 '{VALUES_KEY}': expected one"
+            );
+        }
+    }
+    if !values.is_empty() {
+        set_meta(
+            dict,
+            VALUES_KEY,
+            &serde_json::Value::Object(values).to_string(),
+        )?;
     }
     Ok((n_tensors, alignment))
 }

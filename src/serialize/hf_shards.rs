@@ -194,6 +194,15 @@ pub(crate) fn merge<T>(index: &Index, what: &str, shards: Vec<Shard<T>>) -> Resu
                 metadata.push((k, v));
             }
         }
+        for (name, v) in shard.values_iter() {
+            crate::ensure!(
+                out.value(name).is_none_or(|had| had == v),
+                Format,
+                "shard '{file}' holds the value '{name}' = {v}, which an earlier shard gives \
+                 another: expected one value per name"
+            );
+            out.set_value(name, v.clone())?;
+        }
     }
     let mut total: u64 = 0;
     let mut tensors = Vec::with_capacity(index.weight_map.len());

@@ -26,6 +26,7 @@ use super::torch_values::{
     describe_pid, is_module, is_module_id, join, key_name, ordered_dict_args, set_of_names,
     unknown_global, untag, ROOT,
 };
+use super::values::{self, Why};
 use super::LoadFlags;
 use crate::error::Result;
 use crate::pickle::{self, Kind, Limits, Pairs, Val};
@@ -176,8 +177,27 @@ impl<'s, 'p> Loader<'s, 'p> {
             );
             return self.dict.set(name, t);
         }
+        let mut why = None;
+        if self.storages_in(v) == 0 && self.dict.value(name).is_none() {
+            match values::from_pickle(v) {
+                Ok(json) if self.dict.get(name).is_none() => {
+                    return self.dict.set_value(name, json);
+                }
+                Ok(_) => {}
+                Err(Why::Bound(w)) => {
+                    self.skip(format!("{name} ({w}: not kept)"), Some(v));
+                    return Ok(());
+                }
+                Err(Why::Other(w)) => why = Some(w),
+            }
+        }
         if self.container(name, v, depth)?.is_none() {
-            self.skip_value(name, v);
+            match why {
+                Some(w) if unknown_global(v).is_none() && !matches!(v.kind(), Kind::Call(_)) => {
+                    self.skip(format!("{name} ({w})"), Some(v))
+                }
+                _ => self.skip_value(name, v),
+            }
         }
         Ok(())
     }
