@@ -4118,6 +4118,48 @@ size_t tsr_dict_metadata_count(const struct TsrTensorDict *dict);
 const char *tsr_dict_metadata_key(const struct TsrTensorDict *dict, size_t i);
 
 /**
+ * Sets the non-tensor value `name` (a checkpoint's `global_step`, a
+ * config dict) from its JSON text `json` (copied; replaces any previous
+ * value of that name). Torch saves write it as the Python value,
+ * safetensors and GGUF under `tessera.values` (docs/FORMATS.md, Values).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (not UTF-8,
+ * not one JSON value, nested more than 32 levels or longer than 1 MiB,
+ * the name of a tensor of the dict).
+ *
+ * # Safety
+ * `dict` NULL or live; `name`, `json` NULL or NUL-terminated.
+ */
+TsrStatus tsr_dict_set_value_json(struct TsrTensorDict *dict, const char *name, const char *json);
+
+/**
+ * The number of non-tensor values; 0 for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+size_t tsr_dict_value_count(const struct TsrTensorDict *dict);
+
+/**
+ * The `i`-th value's name in the order first set, valid until the dict
+ * is changed or freed; NULL past the end or for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+const char *tsr_dict_value_name(const struct TsrTensorDict *dict, size_t i);
+
+/**
+ * The JSON text of the value `name` (compact; object keys sorted),
+ * valid until the dict is changed or freed; NULL when absent (no error
+ * recorded) or on a NULL argument.
+ *
+ * # Safety
+ * `dict` NULL or live; `name` NULL or NUL-terminated.
+ */
+const char *tsr_dict_value_json(const struct TsrTensorDict *dict, const char *name);
+
+/**
  * Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:
  * safetensors for a ".safetensors" path, else torch): tsr_save_flags
  * with flags 0.

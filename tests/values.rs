@@ -119,6 +119,16 @@ fn values_round_trip_through_torch_safetensors_and_gguf() {
         serialize::save(&d, &path, format).expect("saves");
         let back = load(&path);
         assert_eq!(values(&back), sorted(expected()), "{file}");
+        // In the dict's order (GGUF: the typed keys', then the rest's).
+        let order = |d: &TensorDict| -> Vec<String> {
+            d.values_iter().map(|(n, _)| n.to_owned()).collect()
+        };
+        let mut want = order(&d);
+        if format == Format::Gguf {
+            let typed = ["note", "config_dict", "mixed", "empty"];
+            want.sort_by_key(|n| typed.contains(&n.as_str()));
+        }
+        assert_eq!(order(&back), want, "{file}");
         assert!(back.value("global_step").unwrap().is_i64(), "{file}");
         assert!(back.value("lr").unwrap().is_f64(), "{file}");
         // The load's skipped list is not the new file's.

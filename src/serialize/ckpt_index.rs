@@ -190,14 +190,7 @@ fn from_dict(
             dtype: t.dtype(),
         });
     }
-    let mut metadata: Vec<(String, String)> = dict
-        .metadata_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
     // The values travel as the one metadata pair a load reads back as them.
-    if dict.value_count() > 0 {
-        let values = dict.values_object(|_, _| true).to_string();
-        metadata.push((super::values::VALUES_KEY.to_owned(), values));
-    }
+    let metadata = dict.stored_metadata();
     Index::new(format, sources, records, entries, metadata)
 }

@@ -4,7 +4,7 @@
 
 use super::name_index::NameIndex;
 use super::torch_pickle::SKIPPED_KEY;
-use super::values::{checked_text, VALUES_KEY};
+use super::values::{checked_text, parse_values, VALUES_KEY};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use std::ffi::{CStr, CString};
@@ -217,18 +217,36 @@ impl TensorDict {
             .map(|v| (v.name.to_str().unwrap_or(""), &v.value))
     }
 
-    /// The values as one JSON object of name -> value (what safetensors
-    /// and GGUF hold under [`VALUES_KEY`]).
-    pub(crate) fn values_object<'a>(
-        &'a self,
-        keep: impl Fn(&str, &serde_json::Value) -> bool,
-    ) -> serde_json::Value {
-        serde_json::Value::Object(
-            self.values_iter()
-                .filter(|(n, v)| keep(n, v))
-                .map(|(n, v)| (n.to_owned(), v.clone()))
-                .collect(),
-        )
+    /// The values `keep` accepts as the text of one JSON object of name
+    /// -> value, in the dict's order (what safetensors and GGUF hold under
+    /// [`VALUES_KEY`]); None when there are none.
+    pub(crate) fn values_text(&self, keep: impl Fn(&serde_json::Value) -> bool) -> Option<String> {
+        let items: Vec<String> = self
+            .values
+            .iter()
+            .filter(|v| keep(&v.value))
+            .map(|v| {
+                let name = serde_json::Value::from(v.name.to_str().unwrap_or(""));
+                format!("{name}:{}", v.json.to_str().unwrap_or("null"))
+            })
+            .collect();
+        (!items.is_empty()).then(|| format!("{{{}}}", items.join(",")))
+    }
+
+    /// The metadata pairs with the values as the one pair
+    /// [`VALUES_KEY`] a load reads back as them: what an index of a file
+    /// keeps ([`set_stored_metadata`](Self::set_stored_metadata) undoes
+    /// it).
+    pub(crate) fn stored_metadata(&self) -> Vec<(String, String)> {
+        let mut pairs: Vec<(String, String)> = self
+            .metadata_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        pairs.extend(
+            self.values_text(|_| true)
+                .map(|v| (VALUES_KEY.to_owned(), v)),
+        );
+        pairs
     }
 
     /// A metadata pair as a file holds it: [`VALUES_KEY`] (a JSON object)
@@ -237,19 +255,8 @@ impl TensorDict {
         if key != VALUES_KEY {
             return self.set_metadata(key, value);
         }
-        let parsed: serde_json::Value = serde_json::from_str(value).map_err(|e| {
-            crate::err!(
-                Format,
-                "metadata '{VALUES_KEY}' is not JSON ({e}): expected an object of name -> value"
-            )
-        })?;
-        let serde_json::Value::Object(map) = parsed else {
-            crate::bail!(
-                Format,
-                "metadata '{VALUES_KEY}' holds {}: expected an object of name -> value",
-                value.chars().take(60).collect::<String>()
-            );
-        };
+        let map = parse_values(value)
+            .map_err(|e| crate::err!(Format, "metadata '{VALUES_KEY}': {}", e.message()))?;
         for (name, v) in map {
             self.set_value(&name, v)
                 .map_err(|e| crate::err!(Format, "metadata '{VALUES_KEY}': {}", e.message()))?;

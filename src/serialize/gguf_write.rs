@@ -271,10 +271,9 @@ fn put_values(kv: &mut Vec<u8>, dict: &TensorDict) -> Result<u64> {
         put_kv(kv, &format!("{GGUF_VALUE_PREFIX}{name}"), &text, &t)?;
         n += 1;
     }
-    let rest = dict.values_object(|_, v| value_type(v).is_none());
-    if rest.as_object().is_some_and(|o| !o.is_empty()) {
+    if let Some(rest) = dict.values_text(|v| value_type(v).is_none()) {
         let t = FullType::Scalar(ValueType::String);
-        put_kv(kv, VALUES_KEY, &rest.to_string(), &t)?;
+        put_kv(kv, VALUES_KEY, &rest, &t)?;
         n += 1;
     }
     Ok(n)

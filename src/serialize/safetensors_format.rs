@@ -146,8 +146,7 @@ pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
         .saved_metadata()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-    if dict.value_count() > 0 {
-        let values = dict.values_object(|_, _| true).to_string();
+    if let Some(values) = dict.values_text(|_| true) {
         meta.insert(super::values::VALUES_KEY.to_owned(), values);
     }
     Ok((tensors, (!meta.is_empty()).then_some(meta)))

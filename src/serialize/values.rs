@@ -149,3 +149,42 @@ pub(crate) fn to_pickle(name: &str, value: &Value) -> Result<Py> {
         ),
     })
 }
+
+/// The (name, value) pairs of the JSON object `text`, in its order (a
+/// name given twice refused).
+pub(crate) fn parse_values(text: &str) -> Result<Vec<(String, Value)>> {
+    use serde::de::{Deserializer, Error as _, MapAccess, Visitor};
+    struct Pairs;
+    impl<'de> Visitor<'de> for Pairs {
+        type Value = Vec<(String, Value)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of name -> value")
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out: Vec<(String, Value)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            while let Some((k, v)) = map.next_entry::<String, Value>()? {
+                if !seen.insert(k.clone()) {
+                    return Err(A::Error::custom(format!("the name '{k}' is given twice")));
+                }
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let pairs = de
+        .deserialize_map(Pairs)
+        .and_then(|p| de.end().map(|_| p))
+        .map_err(|e| {
+            crate::err!(
+                Format,
+                "{:?} is not a JSON object of name -> value ({e})",
+                text.chars().take(60).collect::<String>()
+            )
+        })?;
+    Ok(pairs)
+}
