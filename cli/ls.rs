@@ -220,7 +220,7 @@ fn write_file(
         text::put(
             out,
             format_args!(
-                "  left out ({}: values that are not tensors, objects tessera does not load):",
+                "  left out ({}: objects tessera does not load, values JSON cannot hold):",
                 tessera::serialize::SKIPPED_KEY
             ),
         )?;
