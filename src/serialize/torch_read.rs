@@ -193,7 +193,9 @@ impl<'s, 'p> Loader<'s, 'p> {
         }
         if self.container(name, v, depth)?.is_none() {
             match why {
-                Some(w) if unknown_global(v).is_none() && !matches!(v.kind(), Kind::Call(_)) => {
+                // A float JSON cannot hold says so; other kinds are listed
+                // as before (by name, an object with its global).
+                Some(w) if matches!(v.kind(), Kind::Float(_)) => {
                     self.skip(format!("{name} ({w})"), Some(v))
                 }
                 _ => self.skip_value(name, v),
