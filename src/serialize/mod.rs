@@ -464,3 +464,5 @@ mod tests_layouts;
 mod tests_legacy;
 #[cfg(test)]
 mod tests_readers;
+#[cfg(test)]
+mod tests_values;

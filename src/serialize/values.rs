@@ -30,6 +30,27 @@ pub const MAX_DEPTH: usize = 32;
 /// The longest JSON text of one kept value, in bytes.
 pub const MAX_BYTES: usize = 1 << 20;
 
+/// The most lists, dicts and scalars one kept value may hold.
+pub const MAX_NODES: usize = 1 << 16;
+
+/// What one load may keep as values in all: JSON bytes and nodes (a
+/// pickle holding one large list under many names would otherwise make
+/// a copy per name). About 100 MiB of memory at most.
+pub const MAX_LOAD: Budget = Budget {
+    nodes: 1 << 20,
+    bytes: 16 << 20,
+};
+
+/// What reading values may still spend: nodes and bytes of JSON (about:
+/// a number counts its digits, a float 24, a string its length).
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Lists, dicts and scalars.
+    pub nodes: usize,
+    /// Bytes of JSON text.
+    pub bytes: usize,
+}
+
 /// Why a value is not kept, for the skipped entry.
 pub(crate) enum Why {
     /// Past a bound (too deep, too long): skipped whole.
@@ -42,22 +63,62 @@ pub(crate) enum Why {
 /// The JSON value of the pickled `v`, or why it cannot be one: None,
 /// bools, ints, finite floats, strs, lists and tuples (as arrays) and
 /// dicts with str keys (as objects, keys sorted) of them, at most
-/// [`MAX_DEPTH`] deep and [`MAX_BYTES`] long.
-pub(crate) fn from_pickle(v: Val<'_>) -> std::result::Result<Value, Why> {
-    let mut budget = MAX_BYTES;
-    convert(v, 0, &mut budget)
+/// [`MAX_DEPTH`] deep, [`MAX_NODES`] nodes and about [`MAX_BYTES`] of
+/// JSON.
+///
+/// `left` is what the whole load may still spend ([`MAX_LOAD`] at its
+/// start); the work spent on `v` comes off it, kept or not (a value that
+/// fails late cost its work).
+pub(crate) fn from_pickle(v: Val<'_>, left: &mut Budget) -> std::result::Result<Value, Why> {
+    let start = Budget {
+        nodes: MAX_NODES.min(left.nodes),
+        bytes: MAX_BYTES.min(left.bytes),
+    };
+    let mut budget = start;
+    let value = convert(v, 0, &mut budget);
+    left.nodes -= start.nodes - budget.nodes;
+    left.bytes -= start.bytes - budget.bytes;
+    value.map_err(|e| match e {
+        Why::Bound(_) if start.nodes < MAX_NODES || start.bytes < MAX_BYTES => Why::Bound(format!(
+            "the file's values pass {} nodes or {} bytes of JSON in all",
+            MAX_LOAD.nodes, MAX_LOAD.bytes
+        )),
+        e => e,
+    })
 }
 
-fn convert(v: Val<'_>, depth: usize, budget: &mut usize) -> std::result::Result<Value, Why> {
-    // Every node costs at least a byte of JSON: the budget bounds the work
-    // on a pickle sharing one list many times over.
-    *budget = budget.checked_sub(1).ok_or_else(too_long)?;
+/// Spends `bytes` of JSON and a node.
+fn spend(budget: &mut Budget, bytes: usize) -> std::result::Result<(), Why> {
+    budget.nodes = budget.nodes.checked_sub(1).ok_or_else(|| {
+        Why::Bound(format!(
+            "a value of more than {MAX_NODES} lists, dicts and scalars"
+        ))
+    })?;
+    budget.bytes = budget
+        .bytes
+        .checked_sub(bytes)
+        .ok_or_else(|| Why::Bound(format!("a value longer than {MAX_BYTES} bytes of JSON")))?;
+    Ok(())
+}
+
+fn convert(v: Val<'_>, depth: usize, budget: &mut Budget) -> std::result::Result<Value, Why> {
     let kind = v.kind();
     if depth >= MAX_DEPTH && matches!(kind, Kind::List(_) | Kind::Tuple(_) | Kind::Dict(_)) {
         return Err(Why::Bound(format!(
             "a value nested more than {MAX_DEPTH} deep"
         )));
     }
+    // A node's JSON, with its separator: a number its digits, a float at
+    // most 24, a string its length and quotes.
+    let bytes = match kind {
+        Kind::None => 5,
+        Kind::Bool(_) => 6,
+        Kind::Int(i) => 2 + i.unsigned_abs().checked_ilog10().unwrap_or(0) as usize + 1,
+        Kind::Float(_) => 25,
+        Kind::Str(s) => s.len() + 3,
+        _ => 2,
+    };
+    spend(budget, bytes)?;
     Ok(match kind {
         Kind::None => Value::Null,
         Kind::Bool(b) => Value::Bool(b),
@@ -65,10 +126,7 @@ fn convert(v: Val<'_>, depth: usize, budget: &mut usize) -> std::result::Result<
         Kind::Float(f) => serde_json::Number::from_f64(f)
             .map(Value::Number)
             .ok_or_else(|| Why::Other(format!("a float {f}, which JSON cannot hold")))?,
-        Kind::Str(s) => {
-            *budget = budget.checked_sub(s.len()).ok_or_else(too_long)?;
-            Value::from(s)
-        }
+        Kind::Str(s) => Value::from(s),
         Kind::List(s) | Kind::Tuple(s) => Value::Array(
             s.iter()
                 .map(|x| convert(x, depth + 1, budget))
@@ -83,16 +141,13 @@ fn convert(v: Val<'_>, depth: usize, budget: &mut usize) -> std::result::Result<
                         k.describe()
                     )));
                 };
+                spend(budget, k.len() + 3)?;
                 map.insert(k.to_owned(), convert(x, depth + 1, budget)?);
             }
             Value::Object(map)
         }
         _ => return Err(Why::Other(v.describe())),
     })
-}
-
-fn too_long() -> Why {
-    Why::Bound(format!("a value longer than {MAX_BYTES} bytes of JSON"))
 }
 
 /// The JSON text of the value `name`, or an error naming it past the
