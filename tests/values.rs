@@ -135,6 +135,29 @@ fn values_round_trip_through_torch_safetensors_and_gguf() {
     }
 }
 
+/// Shards (values in the first shard, gathered by the index's load) and
+/// a checkpoint opened for loading in parts (values with its dict).
+#[test]
+fn values_through_shards_and_checkpoints() {
+    let d = load(&fixture());
+    let dir = scratch("shards");
+    for format in [Format::Safetensors, Format::Torch] {
+        let out = dir.join(format.name());
+        let index = serialize::save_sharded(&d, &out, format, 16, serialize::SaveFlags::default())
+            .expect("saves shards");
+        assert_eq!(values(&load(&index)), sorted(expected()), "{index:?}");
+    }
+    for file in ["out.safetensors", "out.pt"] {
+        let path = dir.join(file);
+        serialize::save(&d, &path, Format::Auto).unwrap();
+        let ckpt = serialize::Checkpoint::open(&path, Format::Auto, LoadFlags::default()).unwrap();
+        let back = ckpt
+            .load_many(None, tessera::Device::CPU, Default::default())
+            .unwrap();
+        assert_eq!(values(&back), sorted(expected()), "{file}");
+    }
+}
+
 #[test]
 fn formats_without_metadata_refuse_values_naming_them() {
     let mut d = TensorDict::new();
