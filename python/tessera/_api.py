@@ -92,7 +92,8 @@ def load(path, mmap=False, format=None, strict=False):
 
     With `mmap`, the arrays view a read-only mapping of the file (no copy;
     writing raises), else they own fresh memory. Values that are not
-    tensors are left out and named in the result's `skipped`, unless
+    tensors come back in the result's `values` (JSON's types); objects
+    tessera does not load are left out and named in its `skipped`, unless
     `strict` (then such a file is refused)."""
     out = ffi.new("struct TsrTensorDict **")
     check(lib.tsr_load(_path(path), _format(format), _flags(mmap, strict), out))
