@@ -21,7 +21,8 @@ so memory stays small whatever the file's size. The output appears only when\n\
 complete (written beside it, then renamed): a conversion that fails leaves\n\
 nothing behind and an older file as it was. What the output format cannot\n\
 hold (a dtype, metadata in npz, several tensors in npy, tensors sharing\n\
-memory in safetensors) is refused, naming it.\n\
+memory in safetensors) is refused, naming it. Left-out input is counted\n\
+under tessera.source, not listed as left out of the output (docs/CLI.md).\n\
 \n\
 With --shard-size, OUT is a directory that gets Hugging Face shards of at\n\
 most that many bytes and their index, named as transformers names them\n\
@@ -48,7 +49,7 @@ pub struct Args {
     /// The output's format: torch, safetensors, npy, npz, gguf
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
-    /// Leave the input's metadata out (npz and npy hold none)
+    /// Leave the input's metadata and values out (npz and npy hold none)
     #[arg(long)]
     drop_metadata: bool,
     /// Copy a tensor sharing memory with an earlier one (a view, a tied
@@ -186,15 +187,47 @@ fn to_write(dict: TensorDict, args: &Args) -> Result<TensorDict, tessera::Error>
         for (k, v) in dict.metadata_iter() {
             out.set_metadata(k, v)?;
         }
+        for (name, v) in dict.values_iter() {
+            out.set_value(name, v.clone())?;
+        }
     }
     Ok(out)
+}
+
+/// Records where the output came from under `tessera.source` when the
+/// load left something out: the input's file name and format, how many
+/// entries were left out and the first few (the output's own load leaves
+/// nothing out; its `tessera.skipped` would be the input's, so no save
+/// writes it). npy and npz hold no metadata: nothing is recorded there.
+fn record_source(dict: &mut TensorDict, args: &Args, in_format: Format, out_format: Format) {
+    let skipped: Vec<String> = input::skipped(dict)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if skipped.is_empty() || args.drop_metadata || matches!(out_format, Format::Npy | Format::Npz) {
+        return;
+    }
+    let file = args.input.file_name().map_or_else(
+        || args.input.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    let source = serde_json::json!({
+        "file": file,
+        "format": in_format.name(),
+        "left_out": skipped.len(),
+        "left_out_first": &skipped[..SHOWN_SKIPPED.min(skipped.len())],
+    });
+    // A metadata value holds no NUL: the names come from the input's
+    // metadata, which held none either.
+    let _ = dict.set_metadata(serialize::SOURCE_KEY, &source.to_string());
 }
 
 pub fn run(args: Args) -> Outcome {
     let format = output_format(&args)?;
     check_output_dir(&args.output)?;
     let (in_format, loaded) = input::load(&args.input, args.load)?;
-    let dict = to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
+    let mut dict = to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
+    record_source(&mut dict, &args, in_format, format);
     let total: u64 = dict.iter().map(|(_, t)| text::tensor_bytes(t)).sum();
     let progress = Progress::spinner(
         args.quiet,
@@ -241,13 +274,13 @@ pub fn run(args: Args) -> Outcome {
     if !args.quiet {
         let skipped = input::skipped(&dict);
         if !skipped.is_empty() {
-            let listed = if args.drop_metadata {
-                String::new()
-            } else {
+            let listed = if dict.metadata(serialize::SOURCE_KEY).is_some() {
                 format!(
-                    " (listed in the output's metadata key {})",
-                    serialize::SKIPPED_KEY
+                    " (counted in the output's metadata key {})",
+                    serialize::SOURCE_KEY
                 )
+            } else {
+                String::new()
             };
             let shown = SHOWN_SKIPPED.min(skipped.len());
             let more = if skipped.len() > shown {

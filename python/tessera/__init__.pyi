@@ -1,6 +1,6 @@
 # Types of the `tessera` package (python/tessera/__init__.py).
 import os
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -21,6 +21,7 @@ class TesseraCancelled(TesseraError): ...
 
 class LoadedDict(Dict[str, np.ndarray]):
     metadata: Dict[str, str]
+    values: Dict[str, Any]
     skipped: List[str]
 
 def load(path: _Path, mmap: bool = ..., format: Optional[str] = ...,
@@ -49,4 +50,5 @@ def open(path: _Path, mmap: bool = ..., format: Optional[str] = ...,
          strict: bool = ...) -> Checkpoint: ...
 
 def save(arrays: Mapping[str, np.ndarray], path: _Path, format: Optional[str] = ...,
-         metadata: Optional[Mapping[str, str]] = ...) -> None: ...
+         metadata: Optional[Mapping[str, str]] = ...,
+         values: Optional[Mapping[str, Any]] = ...) -> None: ...

@@ -1,6 +1,7 @@
 """tessera's Python calls, each a thin layer over the C calls it names."""
 
 import itertools
+import json
 import os
 
 import numpy as np
@@ -9,8 +10,8 @@ from ._lib import CPU, TesseraValueError, check, ffi, lib, tessera_dtype, to_arr
 
 __all__ = ["load", "open", "save", "Checkpoint", "LoadedDict", "SKIPPED_KEY"]
 
-#: The metadata key listing what a load left out (non-tensor values,
-#: objects tessera does not load), one per line.
+#: The metadata key listing what a load left out (objects tessera does
+#: not load, values JSON cannot hold), one per line.
 SKIPPED_KEY = "tessera.skipped"
 
 _FORMATS = {
@@ -42,10 +43,13 @@ def _path(path):
 
 class LoadedDict(dict):
     """The arrays of a load by name, in the file's order, with the file's
-    string metadata (`metadata`) and what the load left out (`skipped`:
-    the names of values that are not tensors)."""
+    string metadata (`metadata`), its values that are not tensors
+    (`values`: a checkpoint's ``global_step`` as an int, its config as a
+    dict, by dotted name) and what the load left out (`skipped`: objects
+    tessera does not load)."""
 
     metadata: dict
+    values: dict
     skipped: list
 
 
@@ -63,6 +67,11 @@ def _from_dict(d):
             meta[ffi.string(key).decode()] = ffi.string(lib.tsr_dict_metadata(d, key)).decode()
         out.skipped = [s for s in meta.pop(SKIPPED_KEY, "").split("\n") if s]
         out.metadata = meta
+        out.values = {}
+        for i in range(lib.tsr_dict_value_count(d)):
+            name = lib.tsr_dict_value_name(d, i)
+            text = ffi.string(lib.tsr_dict_value_json(d, name)).decode()
+            out.values[ffi.string(name).decode()] = json.loads(text)
         return out
     finally:
         lib.tsr_dict_free(d)
@@ -83,7 +92,8 @@ def load(path, mmap=False, format=None, strict=False):
 
     With `mmap`, the arrays view a read-only mapping of the file (no copy;
     writing raises), else they own fresh memory. Values that are not
-    tensors are left out and named in the result's `skipped`, unless
+    tensors come back in the result's `values` (JSON's types); objects
+    tessera does not load are left out and named in its `skipped`, unless
     `strict` (then such a file is refused)."""
     out = ffi.new("struct TsrTensorDict **")
     check(lib.tsr_load(_path(path), _format(format), _flags(mmap, strict), out))
@@ -237,12 +247,13 @@ def _tensor(name, a):
     return out[0]
 
 
-def save(arrays, path, format=None, metadata=None):
+def save(arrays, path, format=None, metadata=None, values=None):
     """Saves `arrays` (a mapping of name -> array) to `path` (`tsr_save`)
     in `format`, or the format the path's extension names (.safetensors,
     .npy, .npz, .gguf; torch's zip format otherwise), with the string
-    pairs of `metadata` where the format holds them. The file is replaced
-    atomically: on an error the old one is unchanged."""
+    pairs of `metadata` and the `values` (name -> a JSON-able value: a
+    ``global_step``, a config dict) where the format holds them. The file
+    is replaced atomically: on an error the old one is unchanged."""
     out = ffi.new("struct TsrTensorDict **")
     check(lib.tsr_dict_new(out))
     d = ffi.gc(out[0], lib.tsr_dict_free)
@@ -254,4 +265,7 @@ def save(arrays, path, format=None, metadata=None):
             lib.tsr_tensor_decref(t)
     for k, v in (metadata or {}).items():
         check(lib.tsr_dict_set_metadata(d, str(k).encode(), str(v).encode()))
+    for k, v in (values or {}).items():
+        text = json.dumps(v, allow_nan=False)
+        check(lib.tsr_dict_set_value_json(d, str(k).encode(), text.encode()))
     check(lib.tsr_save(d, _path(path), _format(format)))

@@ -146,6 +146,30 @@ def test_saves_read_by_each_formats_tool(tmp_path):
     np.testing.assert_array_equal(t.data, arrays["embed"])
 
 
+def test_values_of_a_checkpoint_load_and_save_typed(fixtures, tmp_path):
+    # torch.save's checkpoint (scripts/make_values_fixtures.py): its plain
+    # values come back as Python values; objects stay in `skipped`.
+    got = tessera.load(fixtures / "data" / "values" / "checkpoint.pt")
+    assert got.values["global_step"] == 1234
+    assert isinstance(got.values["global_step"], int)
+    assert got.values["config_dict"] == {
+        "n_layers": 4, "act": "gelu", "dropout": 0.1, "tied": True, "sizes": [1, 2]}
+    assert got.values["hidden_dims"] == [64, 128, 256]
+    assert got.values["note"] is None
+    assert "args (argparse.Namespace)" in got.skipped
+    assert "global_step" not in " ".join(got.skipped)
+    values = {"step": 7, "lr": 0.5, "cfg": {"a": [1, "x"], "b": None}}
+    for ext in (".pt", ".safetensors", ".gguf"):
+        path = tmp_path / f"v{ext}"
+        tessera.save({"w": np.arange(3, dtype=np.float32)}, path, values=values)
+        back = tessera.load(path)
+        assert back.values == values, ext
+        assert list(back.values) == list(values), ext
+        assert back.skipped == [] and "tessera.values" not in back.metadata, ext
+    with pytest.raises(tessera.TesseraError, match="a tensor has this name"):
+        tessera.save({"w": np.zeros(1)}, tmp_path / "x.pt", values={"w": 1})
+
+
 def test_strided_and_foreign_byte_order_arrays_save(tmp_path):
     base = np.arange(60, dtype=np.float64).reshape(6, 10)
     arrays = {
