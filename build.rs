@@ -92,8 +92,8 @@ typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;\n";
 
 /// Writes the header for cffi ([`CFFI_DLPACK`], then the declarations of
 /// include/tessera.h in plain C) to $OUT_DIR/tessera_cffi.h and to
-/// `header.h` in the target directory (the first ancestor of OUT_DIR that
-/// holds cargo's CACHEDIR.TAG), where maturin looks for it.
+/// `header.h` in the target directory ([`target_dir`]), where maturin
+/// looks for it.
 fn cffi_header(root: &std::path::Path, out_dir: &std::path::Path) {
     let mut config =
         cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("read cbindgen.toml");
@@ -112,14 +112,27 @@ fn cffi_header(root: &std::path::Path, out_dir: &std::path::Path) {
         .expect("cbindgen failed to generate the cffi header");
     let generated = out_dir.join("tessera_cffi.h");
     bindings.write_to_file(&generated);
-    if let Some(target) = out_dir
-        .ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-    {
+    if let Some(target) = target_dir(out_dir) {
         let header = target.join("header.h");
         let new = fs::read(&generated).expect("read the cffi header");
         if fs::read(&header).ok().as_deref() != Some(&new[..]) {
             fs::write(&header, &new).expect("write header.h for cffi");
         }
+    }
+}
+
+/// Cargo's target directory, from OUT_DIR
+/// (`<target>[/<triple>]/<profile>/build/<package>-<hash>/out`); None
+/// for another layout.
+fn target_dir(out_dir: &std::path::Path) -> Option<&std::path::Path> {
+    let build = out_dir.parent()?.parent()?;
+    if build.file_name()? != "build" {
+        return None;
+    }
+    let above_profile = build.parent()?.parent()?;
+    let triple = env::var("TARGET").ok();
+    match above_profile.file_name() {
+        Some(name) if triple.as_deref() == name.to_str() => above_profile.parent(),
+        _ => Some(above_profile),
     }
 }

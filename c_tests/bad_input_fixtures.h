@@ -642,6 +642,7 @@ static void fx_setup(void) {
         CHECK_OK(tsr_dict_set_metadata(F.dict, "k", "v"));
         CHECK_OK(tsr_tensor_decref(w));
         CHECK_OK(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &F.saved));
+        CHECK_OK(tsr_dict_set_value_json(F.dict, "step", "5"));
     }
     CHECK_OK(tsr_checkpoint_open(fx_path(), TSR_FORMAT_AUTO, 0, &F.ckpt));
     CHECK_OK(tsr_tensor_empty(1, &three, TSR_FLOAT, FX_CPU, &F.dead_t));

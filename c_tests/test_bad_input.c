@@ -1053,217 +1053,236 @@ static void c902(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK
 static void c903(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
 static void c904(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
 static void c905(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c906(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c907(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c908(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c909(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c910(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
-static void c911(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c912(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c913(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c914(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c915(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c916(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
-static void c917(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c918(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c919(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c920(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c921(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c922(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c923(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c924(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c925(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c926(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c927(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c928(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c929(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
-static void c930(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c931(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
-static void c932(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
-static void c933(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c934(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
-static void c935(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
-static void c936(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
-static void c937(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c938(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c939(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
-static void c940(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c941(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c942(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c943(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c944(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c945(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c946(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c947(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c948(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c949(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c950(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c951(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c952(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c953(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c954(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
-static void c955(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c956(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
-static void c957(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
-static void c958(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
-static void c959(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
-static void c960(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c961(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c962(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
-static void c963(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
-static void c964(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c965(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
-static void c966(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
-static void c967(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c968(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c969(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c970(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c971(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c972(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c973(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
-static void c974(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c975(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c976(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c977(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c978(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c979(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c980(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c981(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c982(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c983(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c984(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c985(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c986(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c987(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c988(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c989(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c990(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c991(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c992(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c993(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c994(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c995(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c996(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c997(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c998(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c906(void) { fx_expect_status(tsr_dict_set_value_json(NULL, "step", "5"), TSR_ERR_NULL_POINTER, NULL); }
+static void c907(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, NULL, "5"), TSR_ERR_NULL_POINTER, "name"); }
+static void c908(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", NULL), TSR_ERR_NULL_POINTER, "json"); }
+static void c909(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "{"), TSR_ERR_INVALID_ARGUMENT, "is not JSON"); }
+static void c910(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c911(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "w", "5"), TSR_ERR_INVALID_ARGUMENT, "a tensor has this name"); }
+static void c912(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "5"), TSR_OK, NULL); CHECK(strcmp(tsr_dict_value_json(F.dict, "step"), "5") == 0); }
+static void c913(void) { size_t r = tsr_dict_value_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c914(void) { size_t r = tsr_dict_value_count(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c915(void) { const char * r = tsr_dict_value_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c916(void) { const char * r = tsr_dict_value_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c917(void) { const char * r = tsr_dict_value_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c918(void) { const char * r = tsr_dict_value_name(F.dict, 0); FX_CHECK(r != NULL && strcmp(r, "step") == 0, "r != NULL && strcmp(r, \"step\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c919(void) { const char * r = tsr_dict_value_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c920(void) { const char * r = tsr_dict_value_json(NULL, "step"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c921(void) { const char * r = tsr_dict_value_json(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c922(void) { const char * r = tsr_dict_value_json(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c923(void) { const char * r = tsr_dict_value_json(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c924(void) { const char * r = tsr_dict_value_json(F.dict, "step"); FX_CHECK(r != NULL && strcmp(r, "5") == 0, "r != NULL && strcmp(r, \"5\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c925(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c926(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c927(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c928(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c929(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
+static void c930(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c931(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c932(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c933(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c934(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c935(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
+static void c936(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c937(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c938(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c939(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c940(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c941(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c942(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c943(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c944(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c945(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c946(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c947(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c948(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
+static void c949(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c950(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
+static void c951(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
+static void c952(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c953(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
+static void c954(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
+static void c955(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
+static void c956(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c957(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c958(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
+static void c959(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c960(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c961(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c962(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c963(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c964(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c965(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c966(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c967(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c968(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c969(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c970(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c971(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c972(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c973(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
+static void c974(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c975(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c976(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c977(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c978(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c979(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c980(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c981(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c982(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c983(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c984(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
+static void c985(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
+static void c986(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c987(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c988(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c989(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c990(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c991(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c992(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c993(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c994(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c995(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c996(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c997(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c998(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c999(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1000(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1001(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1002(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c1003(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1004(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c1005(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1006(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c1007(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c1008(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c1009(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c1010(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c1011(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c1012(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c1013(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c1014(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c1015(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c1016(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c1017(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Checkpoints opened once, loaded in parts */
-static void c999(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
-static void c1000(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1001(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
-static void c1002(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
-static void c1003(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c1004(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
-static void c1005(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c1006(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c1007(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c1008(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
-static void c1009(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
-static void c1010(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c1011(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1012(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1013(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1014(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1015(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1016(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1017(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1018(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
-static void c1019(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
-static void c1020(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1021(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1022(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1023(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
-static void c1024(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1025(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1026(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1027(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1028(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1029(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1030(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1031(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1032(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1033(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1034(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1035(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1036(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1037(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1038(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1039(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1040(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1041(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1042(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1043(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1044(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1045(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1046(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1047(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1048(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1049(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1050(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1051(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1052(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1053(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
-static void c1054(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
-static void c1055(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
-static void c1056(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
-static void c1057(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1058(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1059(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1060(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1061(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1062(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1063(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1064(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1065(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
-static void c1066(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
-static void c1067(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
-static void c1068(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1069(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
-static void c1070(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1071(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1072(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1073(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1074(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1075(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c1076(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
-static void c1077(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
-static void c1078(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1079(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1080(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c1081(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
-static void c1082(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
-static void c1083(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
-static void c1084(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
-static void c1085(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1086(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
-static void c1087(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1088(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
+static void c1018(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
+static void c1019(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1020(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
+static void c1021(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
+static void c1022(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c1023(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
+static void c1024(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c1025(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c1026(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c1027(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
+static void c1028(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
+static void c1029(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c1030(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1031(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1032(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1033(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1034(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1035(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1036(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1037(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
+static void c1038(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
+static void c1039(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1040(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1041(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1042(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
+static void c1043(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1044(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1045(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1046(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1047(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1048(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1049(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1050(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1051(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1052(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1053(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1054(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1055(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1056(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1057(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1058(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1059(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1060(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1061(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1062(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1063(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1064(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1065(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1066(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1067(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1068(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1069(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1070(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1071(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1072(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
+static void c1073(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
+static void c1074(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
+static void c1075(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
+static void c1076(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1077(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1078(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1079(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1080(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1081(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1082(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1083(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1084(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
+static void c1085(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
+static void c1086(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
+static void c1087(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1088(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
+static void c1089(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1090(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1091(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1092(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1093(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1094(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c1095(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
+static void c1096(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
+static void c1097(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1098(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1099(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c1100(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
+static void c1101(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
+static void c1102(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
+static void c1103(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
+static void c1104(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1105(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
+static void c1106(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1107(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c1089(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c1090(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c1091(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c1092(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c1093(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
-static void c1094(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1095(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
-static void c1096(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1097(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
-static void c1098(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1099(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1100(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1101(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c1102(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c1103(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c1104(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c1105(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c1106(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c1107(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1108(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c1109(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1110(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
-static void c1111(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c1112(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1108(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c1109(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c1110(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c1111(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c1112(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
+static void c1113(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1114(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
+static void c1115(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1116(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
+static void c1117(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1118(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1119(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1120(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c1121(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c1122(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c1123(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c1124(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c1125(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c1126(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1127(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c1128(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1129(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
+static void c1130(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c1131(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -2176,213 +2195,232 @@ static const Case CASES[] = {
     {"tsr_dict_metadata", "key = NULL", c903},
     {"tsr_dict_metadata", "key = \"absent\"", c904},
     {"tsr_dict_metadata", "call", c905},
-    {"tsr_save", "dict = NULL", c906},
-    {"tsr_save", "path = NULL", c907},
-    {"tsr_save", "path = \"\"", c908},
-    {"tsr_save", "path = \"/\"", c909},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c910},
-    {"tsr_save", "format = 99", c911},
-    {"tsr_save", "format = -1", c912},
-    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c913},
-    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c914},
-    {"tsr_save", "path = \"/dev/null\"", c915},
-    {"tsr_save", "format = TSR_FORMAT_DCP", c916},
-    {"tsr_save", "call", c917},
-    {"tsr_save_flags", "dict = NULL", c918},
-    {"tsr_save_flags", "path = NULL", c919},
-    {"tsr_save_flags", "path = \"\"", c920},
-    {"tsr_save_flags", "path = \"/\"", c921},
-    {"tsr_save_flags", "path = \"/dev/null\"", c922},
-    {"tsr_save_flags", "format = 99", c923},
-    {"tsr_save_flags", "flags = 2", c924},
-    {"tsr_save_flags", "flags = 0xffffffffu", c925},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c926},
-    {"tsr_save_flags", "call", c927},
-    {"tsr_save_sharded", "dict = NULL", c928},
-    {"tsr_save_sharded", "directory = NULL", c929},
-    {"tsr_save_sharded", "directory = \"\"", c930},
-    {"tsr_save_sharded", "directory = \"/dev/null\"", c931},
-    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c932},
-    {"tsr_save_sharded", "format = 99", c933},
-    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c934},
-    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c935},
-    {"tsr_save_sharded", "max_shard_bytes = 0", c936},
-    {"tsr_save_sharded", "flags = 2", c937},
-    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c938},
-    {"tsr_save_sharded", "call", c939},
-    {"tsr_load", "path = NULL", c940},
-    {"tsr_load", "out = NULL", c941},
-    {"tsr_load", "path = \"/\"", c942},
-    {"tsr_load", "path = \"/dev/null\"", c943},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c944},
-    {"tsr_load", "format = 99", c945},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c946},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c947},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c948},
-    {"tsr_load", "flags = 8", c949},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c950},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c951},
-    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c952},
-    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c953},
-    {"tsr_load", "format = TSR_FORMAT_DCP", c954},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c955},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c956},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c957},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c958},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c959},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c960},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c961},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c962},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c963},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c964},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c965},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c966},
-    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c967},
-    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c968},
-    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c969},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c970},
-    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c971},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c972},
-    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c973},
-    {"tsr_load", "call", c974},
-    {"tsr_save_to_storage", "dict = NULL", c975},
-    {"tsr_save_to_storage", "out = NULL", c976},
-    {"tsr_save_to_storage", "format = 99", c977},
-    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c978},
-    {"tsr_save_to_storage", "call", c979},
-    {"tsr_load_from_storage", "bytes = NULL", c980},
-    {"tsr_load_from_storage", "out = NULL", c981},
-    {"tsr_load_from_storage", "bytes = F.saved", c982},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c983},
-    {"tsr_load_from_storage", "format = 99", c984},
-    {"tsr_load_from_storage", "flags = 8", c985},
-    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c986},
-    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c987},
-    {"tsr_load_from_storage", "call", c988},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c989},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c990},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c991},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c992},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c993},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c994},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c995},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c996},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c997},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c998},
-    {"tsr_checkpoint_open", "path = NULL", c999},
-    {"tsr_checkpoint_open", "out = NULL", c1000},
-    {"tsr_checkpoint_open", "path = \"/\"", c1001},
-    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c1002},
-    {"tsr_checkpoint_open", "format = 99", c1003},
-    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c1004},
-    {"tsr_checkpoint_open", "flags = 8", c1005},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c1006},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c1007},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c1008},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1009},
-    {"tsr_checkpoint_open", "call", c1010},
-    {"tsr_checkpoint_size", "c = NULL", c1011},
-    {"tsr_checkpoint_size", "call", c1012},
-    {"tsr_checkpoint_name", "c = NULL", c1013},
-    {"tsr_checkpoint_name", "i = 0", c1014},
-    {"tsr_checkpoint_name", "i = 1", c1015},
-    {"tsr_checkpoint_name", "i = SIZE_MAX", c1016},
-    {"tsr_checkpoint_name", "call", c1017},
-    {"tsr_checkpoint_find", "c = NULL", c1018},
-    {"tsr_checkpoint_find", "name = NULL", c1019},
-    {"tsr_checkpoint_find", "out = NULL", c1020},
-    {"tsr_checkpoint_find", "name = \"absent\"", c1021},
-    {"tsr_checkpoint_find", "name = \"\\xff\"", c1022},
-    {"tsr_checkpoint_find", "call", c1023},
-    {"tsr_checkpoint_dtype", "c = NULL", c1024},
-    {"tsr_checkpoint_dtype", "i = 0", c1025},
-    {"tsr_checkpoint_dtype", "call", c1026},
-    {"tsr_checkpoint_ndim", "c = NULL", c1027},
-    {"tsr_checkpoint_ndim", "i = 0", c1028},
-    {"tsr_checkpoint_ndim", "call", c1029},
-    {"tsr_checkpoint_sizes", "c = NULL", c1030},
-    {"tsr_checkpoint_sizes", "i = 0", c1031},
-    {"tsr_checkpoint_sizes", "call", c1032},
-    {"tsr_checkpoint_nbytes", "c = NULL", c1033},
-    {"tsr_checkpoint_nbytes", "i = 0", c1034},
-    {"tsr_checkpoint_nbytes", "call", c1035},
-    {"tsr_checkpoint_format", "c = NULL", c1036},
-    {"tsr_checkpoint_format", "call", c1037},
-    {"tsr_checkpoint_bytes_read", "c = NULL", c1038},
-    {"tsr_checkpoint_bytes_read", "call", c1039},
-    {"tsr_checkpoint_load", "c = NULL", c1040},
-    {"tsr_checkpoint_load", "name = NULL", c1041},
-    {"tsr_checkpoint_load", "out = NULL", c1042},
-    {"tsr_checkpoint_load", "name = \"absent\"", c1043},
-    {"tsr_checkpoint_load", "name = \"\\xff\"", c1044},
-    {"tsr_checkpoint_load", "flags = 1", c1045},
-    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1046},
-    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1047},
-    {"tsr_checkpoint_load", "call", c1048},
-    {"tsr_checkpoint_load_rows", "c = NULL", c1049},
-    {"tsr_checkpoint_load_rows", "name = NULL", c1050},
-    {"tsr_checkpoint_load_rows", "out = NULL", c1051},
-    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1052},
-    {"tsr_checkpoint_load_rows", "start = -1", c1053},
-    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1054},
-    {"tsr_checkpoint_load_rows", "stop = 4", c1055},
-    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1056},
-    {"tsr_checkpoint_load_rows", "flags = 1", c1057},
-    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1058},
-    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1059},
-    {"tsr_checkpoint_load_rows", "call", c1060},
-    {"tsr_checkpoint_load_many", "c = NULL", c1061},
-    {"tsr_checkpoint_load_many", "names = NULL", c1062},
-    {"tsr_checkpoint_load_many", "out = NULL", c1063},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1064},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1065},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1066},
-    {"tsr_checkpoint_load_many", "n = 0", c1067},
-    {"tsr_checkpoint_load_many", "flags = 1", c1068},
-    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1069},
-    {"tsr_checkpoint_load_many", "call", c1070},
-    {"tsr_checkpoint_load_many_with", "c = NULL", c1071},
-    {"tsr_checkpoint_load_many_with", "names = NULL", c1072},
-    {"tsr_checkpoint_load_many_with", "opts = NULL", c1073},
-    {"tsr_checkpoint_load_many_with", "out = NULL", c1074},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1075},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1076},
-    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1077},
-    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1078},
-    {"tsr_checkpoint_load_many_with", "call", c1079},
-    {"tsr_checkpoint_read_into", "c = NULL", c1080},
-    {"tsr_checkpoint_read_into", "name = NULL", c1081},
-    {"tsr_checkpoint_read_into", "dst = NULL", c1082},
-    {"tsr_checkpoint_read_into", "nbytes = 12", c1083},
-    {"tsr_checkpoint_read_into", "nbytes = 0", c1084},
-    {"tsr_checkpoint_read_into", "name = \"absent\"", c1085},
-    {"tsr_checkpoint_read_into", "call", c1086},
-    {"tsr_checkpoint_close", "c = NULL", c1087},
-    {"tsr_checkpoint_close", "call", c1088},
-    {"tsr_memory_record_history", "options = NULL", c1089},
-    {"tsr_memory_record_history", "call", c1090},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1091},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1092},
-    {"tsr_memory_set_host_frames", "host = NULL", c1093},
-    {"tsr_memory_set_host_frames", "enter = NULL", c1094},
-    {"tsr_memory_set_host_frames", "fn_ = NULL", c1095},
-    {"tsr_memory_set_host_frames", "user = NULL", c1096},
-    {"tsr_memory_set_host_frames", "host = \"\"", c1097},
-    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1098},
-    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1099},
-    {"tsr_memory_set_host_frames", "call", c1100},
-    {"tsr_memory_snapshot", "path = NULL", c1101},
-    {"tsr_memory_snapshot", "call", c1102},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1103},
-    {"tsr_memory_snapshot", "format = 7", c1104},
-    {"tsr_memory_snapshot", "format = -1", c1105},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1106},
-    {"tsr_add_oom_observer", "fn_ = NULL", c1107},
-    {"tsr_add_oom_observer", "user = NULL", c1108},
-    {"tsr_add_oom_info_observer", "fn_ = NULL", c1109},
-    {"tsr_add_oom_info_observer", "user = NULL", c1110},
-    {"tsr_cpu_allocator_release_all_caches", "call", c1111},
-    {"tsr_memory_history_is_recording", "call", c1112},
+    {"tsr_dict_set_value_json", "dict = NULL", c906},
+    {"tsr_dict_set_value_json", "name = NULL", c907},
+    {"tsr_dict_set_value_json", "json = NULL", c908},
+    {"tsr_dict_set_value_json", "json = \"{\"", c909},
+    {"tsr_dict_set_value_json", "json = \"\\xc3\"", c910},
+    {"tsr_dict_set_value_json", "name = \"w\"", c911},
+    {"tsr_dict_set_value_json", "call", c912},
+    {"tsr_dict_value_count", "dict = NULL", c913},
+    {"tsr_dict_value_count", "call", c914},
+    {"tsr_dict_value_name", "dict = NULL", c915},
+    {"tsr_dict_value_name", "i = 1", c916},
+    {"tsr_dict_value_name", "i = SIZE_MAX", c917},
+    {"tsr_dict_value_name", "i = 0", c918},
+    {"tsr_dict_value_name", "call", c919},
+    {"tsr_dict_value_json", "dict = NULL", c920},
+    {"tsr_dict_value_json", "name = NULL", c921},
+    {"tsr_dict_value_json", "name = \"absent\"", c922},
+    {"tsr_dict_value_json", "name = \"\\xff\"", c923},
+    {"tsr_dict_value_json", "call", c924},
+    {"tsr_save", "dict = NULL", c925},
+    {"tsr_save", "path = NULL", c926},
+    {"tsr_save", "path = \"\"", c927},
+    {"tsr_save", "path = \"/\"", c928},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c929},
+    {"tsr_save", "format = 99", c930},
+    {"tsr_save", "format = -1", c931},
+    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c932},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c933},
+    {"tsr_save", "path = \"/dev/null\"", c934},
+    {"tsr_save", "format = TSR_FORMAT_DCP", c935},
+    {"tsr_save", "call", c936},
+    {"tsr_save_flags", "dict = NULL", c937},
+    {"tsr_save_flags", "path = NULL", c938},
+    {"tsr_save_flags", "path = \"\"", c939},
+    {"tsr_save_flags", "path = \"/\"", c940},
+    {"tsr_save_flags", "path = \"/dev/null\"", c941},
+    {"tsr_save_flags", "format = 99", c942},
+    {"tsr_save_flags", "flags = 2", c943},
+    {"tsr_save_flags", "flags = 0xffffffffu", c944},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c945},
+    {"tsr_save_flags", "call", c946},
+    {"tsr_save_sharded", "dict = NULL", c947},
+    {"tsr_save_sharded", "directory = NULL", c948},
+    {"tsr_save_sharded", "directory = \"\"", c949},
+    {"tsr_save_sharded", "directory = \"/dev/null\"", c950},
+    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c951},
+    {"tsr_save_sharded", "format = 99", c952},
+    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c953},
+    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c954},
+    {"tsr_save_sharded", "max_shard_bytes = 0", c955},
+    {"tsr_save_sharded", "flags = 2", c956},
+    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c957},
+    {"tsr_save_sharded", "call", c958},
+    {"tsr_load", "path = NULL", c959},
+    {"tsr_load", "out = NULL", c960},
+    {"tsr_load", "path = \"/\"", c961},
+    {"tsr_load", "path = \"/dev/null\"", c962},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c963},
+    {"tsr_load", "format = 99", c964},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c965},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c966},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c967},
+    {"tsr_load", "flags = 8", c968},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c969},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c970},
+    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c971},
+    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c972},
+    {"tsr_load", "format = TSR_FORMAT_DCP", c973},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c974},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c975},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c976},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c977},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c978},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c979},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c980},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c981},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c982},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c983},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c984},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c985},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c986},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c987},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c988},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c989},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c990},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c991},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c992},
+    {"tsr_load", "call", c993},
+    {"tsr_save_to_storage", "dict = NULL", c994},
+    {"tsr_save_to_storage", "out = NULL", c995},
+    {"tsr_save_to_storage", "format = 99", c996},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c997},
+    {"tsr_save_to_storage", "call", c998},
+    {"tsr_load_from_storage", "bytes = NULL", c999},
+    {"tsr_load_from_storage", "out = NULL", c1000},
+    {"tsr_load_from_storage", "bytes = F.saved", c1001},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c1002},
+    {"tsr_load_from_storage", "format = 99", c1003},
+    {"tsr_load_from_storage", "flags = 8", c1004},
+    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c1005},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c1006},
+    {"tsr_load_from_storage", "call", c1007},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c1008},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c1009},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c1010},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c1011},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c1012},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c1013},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c1014},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c1015},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c1016},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c1017},
+    {"tsr_checkpoint_open", "path = NULL", c1018},
+    {"tsr_checkpoint_open", "out = NULL", c1019},
+    {"tsr_checkpoint_open", "path = \"/\"", c1020},
+    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c1021},
+    {"tsr_checkpoint_open", "format = 99", c1022},
+    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c1023},
+    {"tsr_checkpoint_open", "flags = 8", c1024},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c1025},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c1026},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c1027},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1028},
+    {"tsr_checkpoint_open", "call", c1029},
+    {"tsr_checkpoint_size", "c = NULL", c1030},
+    {"tsr_checkpoint_size", "call", c1031},
+    {"tsr_checkpoint_name", "c = NULL", c1032},
+    {"tsr_checkpoint_name", "i = 0", c1033},
+    {"tsr_checkpoint_name", "i = 1", c1034},
+    {"tsr_checkpoint_name", "i = SIZE_MAX", c1035},
+    {"tsr_checkpoint_name", "call", c1036},
+    {"tsr_checkpoint_find", "c = NULL", c1037},
+    {"tsr_checkpoint_find", "name = NULL", c1038},
+    {"tsr_checkpoint_find", "out = NULL", c1039},
+    {"tsr_checkpoint_find", "name = \"absent\"", c1040},
+    {"tsr_checkpoint_find", "name = \"\\xff\"", c1041},
+    {"tsr_checkpoint_find", "call", c1042},
+    {"tsr_checkpoint_dtype", "c = NULL", c1043},
+    {"tsr_checkpoint_dtype", "i = 0", c1044},
+    {"tsr_checkpoint_dtype", "call", c1045},
+    {"tsr_checkpoint_ndim", "c = NULL", c1046},
+    {"tsr_checkpoint_ndim", "i = 0", c1047},
+    {"tsr_checkpoint_ndim", "call", c1048},
+    {"tsr_checkpoint_sizes", "c = NULL", c1049},
+    {"tsr_checkpoint_sizes", "i = 0", c1050},
+    {"tsr_checkpoint_sizes", "call", c1051},
+    {"tsr_checkpoint_nbytes", "c = NULL", c1052},
+    {"tsr_checkpoint_nbytes", "i = 0", c1053},
+    {"tsr_checkpoint_nbytes", "call", c1054},
+    {"tsr_checkpoint_format", "c = NULL", c1055},
+    {"tsr_checkpoint_format", "call", c1056},
+    {"tsr_checkpoint_bytes_read", "c = NULL", c1057},
+    {"tsr_checkpoint_bytes_read", "call", c1058},
+    {"tsr_checkpoint_load", "c = NULL", c1059},
+    {"tsr_checkpoint_load", "name = NULL", c1060},
+    {"tsr_checkpoint_load", "out = NULL", c1061},
+    {"tsr_checkpoint_load", "name = \"absent\"", c1062},
+    {"tsr_checkpoint_load", "name = \"\\xff\"", c1063},
+    {"tsr_checkpoint_load", "flags = 1", c1064},
+    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1065},
+    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1066},
+    {"tsr_checkpoint_load", "call", c1067},
+    {"tsr_checkpoint_load_rows", "c = NULL", c1068},
+    {"tsr_checkpoint_load_rows", "name = NULL", c1069},
+    {"tsr_checkpoint_load_rows", "out = NULL", c1070},
+    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1071},
+    {"tsr_checkpoint_load_rows", "start = -1", c1072},
+    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1073},
+    {"tsr_checkpoint_load_rows", "stop = 4", c1074},
+    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1075},
+    {"tsr_checkpoint_load_rows", "flags = 1", c1076},
+    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1077},
+    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1078},
+    {"tsr_checkpoint_load_rows", "call", c1079},
+    {"tsr_checkpoint_load_many", "c = NULL", c1080},
+    {"tsr_checkpoint_load_many", "names = NULL", c1081},
+    {"tsr_checkpoint_load_many", "out = NULL", c1082},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1083},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1084},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1085},
+    {"tsr_checkpoint_load_many", "n = 0", c1086},
+    {"tsr_checkpoint_load_many", "flags = 1", c1087},
+    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1088},
+    {"tsr_checkpoint_load_many", "call", c1089},
+    {"tsr_checkpoint_load_many_with", "c = NULL", c1090},
+    {"tsr_checkpoint_load_many_with", "names = NULL", c1091},
+    {"tsr_checkpoint_load_many_with", "opts = NULL", c1092},
+    {"tsr_checkpoint_load_many_with", "out = NULL", c1093},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1094},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1095},
+    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1096},
+    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1097},
+    {"tsr_checkpoint_load_many_with", "call", c1098},
+    {"tsr_checkpoint_read_into", "c = NULL", c1099},
+    {"tsr_checkpoint_read_into", "name = NULL", c1100},
+    {"tsr_checkpoint_read_into", "dst = NULL", c1101},
+    {"tsr_checkpoint_read_into", "nbytes = 12", c1102},
+    {"tsr_checkpoint_read_into", "nbytes = 0", c1103},
+    {"tsr_checkpoint_read_into", "name = \"absent\"", c1104},
+    {"tsr_checkpoint_read_into", "call", c1105},
+    {"tsr_checkpoint_close", "c = NULL", c1106},
+    {"tsr_checkpoint_close", "call", c1107},
+    {"tsr_memory_record_history", "options = NULL", c1108},
+    {"tsr_memory_record_history", "call", c1109},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1110},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1111},
+    {"tsr_memory_set_host_frames", "host = NULL", c1112},
+    {"tsr_memory_set_host_frames", "enter = NULL", c1113},
+    {"tsr_memory_set_host_frames", "fn_ = NULL", c1114},
+    {"tsr_memory_set_host_frames", "user = NULL", c1115},
+    {"tsr_memory_set_host_frames", "host = \"\"", c1116},
+    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1117},
+    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1118},
+    {"tsr_memory_set_host_frames", "call", c1119},
+    {"tsr_memory_snapshot", "path = NULL", c1120},
+    {"tsr_memory_snapshot", "call", c1121},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1122},
+    {"tsr_memory_snapshot", "format = 7", c1123},
+    {"tsr_memory_snapshot", "format = -1", c1124},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1125},
+    {"tsr_add_oom_observer", "fn_ = NULL", c1126},
+    {"tsr_add_oom_observer", "user = NULL", c1127},
+    {"tsr_add_oom_info_observer", "fn_ = NULL", c1128},
+    {"tsr_add_oom_info_observer", "user = NULL", c1129},
+    {"tsr_cpu_allocator_release_all_caches", "call", c1130},
+    {"tsr_memory_history_is_recording", "call", c1131},
 };
 
 static const char *const COVERED[] = {
@@ -2463,7 +2501,11 @@ static const char *const COVERED[] = {
     "tsr_dict_new",
     "tsr_dict_set",
     "tsr_dict_set_metadata",
+    "tsr_dict_set_value_json",
     "tsr_dict_size",
+    "tsr_dict_value_count",
+    "tsr_dict_value_json",
+    "tsr_dict_value_name",
     "tsr_div",
     "tsr_div_rounding",
     "tsr_dtype_is_complex",

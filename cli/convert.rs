@@ -23,6 +23,7 @@ metadata in npz, several tensors in npy, shared memory in safetensors, 0-d\n\
 tensors in GGUF) is refused, naming it. Nothing changes silently: a change\n\
 is made only with the flag naming it (--drop-metadata, --copy-shared,\n\
 --allow-reshape) and printed as one line per kind (--verbose: the names).\n\
+Left-out input is counted under tessera.source (docs/CLI.md).\n\
 \n\
 With --shard-size, OUT is a directory of Hugging Face shards and their index\n\
 (model-00001-of-00002.safetensors + model.safetensors.index.json; with\n\
@@ -47,7 +48,7 @@ pub struct Args {
     /// The output's format: torch, safetensors, npy, npz, gguf
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
-    /// Leave the input's metadata out (npz and npy hold none)
+    /// Leave the input's metadata and values out (npz and npy hold none)
     #[arg(long)]
     drop_metadata: bool,
     /// Write a tensor sharing memory with an earlier one as a copy
@@ -192,7 +193,8 @@ struct Change {
     flag: &'static str,
 }
 
-/// The dict to write: `dict`, without its metadata (`--drop-metadata`),
+/// The dict to write: `dict`, without its metadata and values
+/// (`--drop-metadata`),
 /// with each tensor whose storage an earlier tensor uses copied into a
 /// storage of its own (`--copy-shared`); and the changes made.
 fn to_write(dict: TensorDict, args: &Args) -> Result<(TensorDict, Vec<Change>), tessera::Error> {
@@ -223,6 +225,12 @@ fn to_write(dict: TensorDict, args: &Args) -> Result<(TensorDict, Vec<Change>), 
         };
         out.set(name, t)?;
     }
+    let mut dropped_values = Change {
+        names: Vec::new(),
+        thing: "value",
+        what: "dropped",
+        flag: "--drop-metadata",
+    };
     for (k, v) in dict.metadata_iter() {
         if args.drop_metadata {
             dropped.names.push(k.to_owned());
@@ -230,7 +238,14 @@ fn to_write(dict: TensorDict, args: &Args) -> Result<(TensorDict, Vec<Change>), 
             out.set_metadata(k, v)?;
         }
     }
-    Ok((out, vec![dropped, copied]))
+    for (name, v) in dict.values_iter() {
+        if args.drop_metadata {
+            dropped_values.names.push(name.to_owned());
+        } else {
+            out.set_value(name, v.clone())?;
+        }
+    }
+    Ok((out, vec![dropped, dropped_values, copied]))
 }
 
 /// The 0-d tensors of `dict` a `format` without 0-d tensors (GGUF) writes
@@ -291,12 +306,41 @@ fn print_changes(changes: &[Change], args: &Args) {
     }
 }
 
+/// Records where the output came from under `tessera.source` when the
+/// load left something out: the input's file name and format, how many
+/// entries were left out and the first few (the output's own load leaves
+/// nothing out; its `tessera.skipped` would be the input's, so no save
+/// writes it). npy and npz hold no metadata: nothing is recorded there.
+fn record_source(dict: &mut TensorDict, args: &Args, in_format: Format, out_format: Format) {
+    let skipped: Vec<String> = input::skipped(dict)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if skipped.is_empty() || args.drop_metadata || matches!(out_format, Format::Npy | Format::Npz) {
+        return;
+    }
+    let file = args.input.file_name().map_or_else(
+        || args.input.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    let source = serde_json::json!({
+        "file": file,
+        "format": in_format.name(),
+        "left_out": skipped.len(),
+        "left_out_first": &skipped[..SHOWN_SKIPPED.min(skipped.len())],
+    });
+    // A metadata value holds no NUL: the names come from the input's
+    // metadata, which held none either.
+    let _ = dict.set_metadata(serialize::SOURCE_KEY, &source.to_string());
+}
+
 pub fn run(args: Args) -> Outcome {
     let format = output_format(&args)?;
     check_output_dir(&args.output)?;
     let (in_format, loaded) = input::load(&args.input, args.load)?;
-    let (dict, mut changes) =
+    let (mut dict, mut changes) =
         to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
+    record_source(&mut dict, &args, in_format, format);
     changes.push(reshaped(&dict, format, &args)?);
     let total: u64 = dict.iter().map(|(_, t)| text::tensor_bytes(t)).sum();
     let progress = Progress::spinner(
@@ -345,13 +389,13 @@ pub fn run(args: Args) -> Outcome {
         print_changes(&changes, &args);
         let skipped = input::skipped(&dict);
         if !skipped.is_empty() {
-            let listed = if args.drop_metadata {
-                String::new()
-            } else {
+            let listed = if dict.metadata(serialize::SOURCE_KEY).is_some() {
                 format!(
-                    " (listed in the output's metadata key {})",
-                    serialize::SKIPPED_KEY
+                    " (counted in the output's metadata key {})",
+                    serialize::SOURCE_KEY
                 )
+            } else {
+                String::new()
             };
             let shown = SHOWN_SKIPPED.min(skipped.len());
             let more = if skipped.len() > shown {

@@ -15,8 +15,9 @@ use tessera::serialize::{Format, TensorDict};
 /// print every option on two lines, past a screen).
 const DETAILS: &str = "\
 Per tensor its name, dtype, shape, bytes and storage (tensors on one storage\n\
-share memory); per file the format (told by the content), the metadata and\n\
-what the load left out.\n\
+share memory); per file the format (told by the content), the metadata, the\n\
+values that are not tensors (a checkpoint's global_step, its config: JSON)\n\
+and what the load left out.\n\
 \n\
 Every record of a zip archive (torch, TorchScript, npz) is read and its\n\
 CRC-32 compared with the archive's: a damaged file is refused (status 3).\n\
@@ -39,7 +40,8 @@ pub struct Args {
     files: Vec<PathBuf>,
     /// Print one JSON array, an object per tensor: file, format, name,
     /// dtype, shape, strides, storage_offset, bytes, storage (the index of
-    /// its storage in its file)
+    /// its storage in its file); then one per value: file, format, name,
+    /// value
     #[arg(long)]
     json: bool,
     /// List without reading every zip record to compare its CRC-32
@@ -109,6 +111,14 @@ pub fn run(args: Args) -> Outcome {
                     "storage": r.storage,
                 }));
             }
+            for (name, value) in dict.values_iter() {
+                all.push(json!({
+                    "file": path.display().to_string(),
+                    "format": format.name(),
+                    "name": name,
+                    "value": value,
+                }));
+            }
         }
         // One object per line: readable, and greppable.
         text::put_json(out, "[")?;
@@ -130,7 +140,8 @@ pub fn run(args: Args) -> Outcome {
 }
 
 /// One file as text: a heading, a table of its tensors, the storages
-/// several tensors share, the metadata and what the load left out.
+/// several tensors share, the metadata, the values and what the load left
+/// out.
 fn write_file(
     out: &mut dyn Write,
     path: &str,
@@ -207,11 +218,20 @@ fn write_file(
             text::put(out, format_args!("    {k}: {}", one_line(v)))?;
         }
     }
+    if dict.value_count() > 0 {
+        text::put(out, format_args!("  values:"))?;
+        for (name, value) in dict.values_iter() {
+            text::put(
+                out,
+                format_args!("    {name} = {}", one_line(&value.to_string())),
+            )?;
+        }
+    }
     if !skipped.is_empty() {
         text::put(
             out,
             format_args!(
-                "  left out ({}: values that are not tensors, objects tessera does not load):",
+                "  left out ({}: objects tessera does not load, values JSON cannot hold):",
                 tessera::serialize::SKIPPED_KEY
             ),
         )?;

@@ -24,7 +24,8 @@ A shard index (model.safetensors.index.json, pytorch_model.bin.index.json)\n\
 or a DCP checkpoint (its directory or its .metadata) is loaded whole with\n\
 its own checks, then every file it names is checked so, each reported.\n\
 \n\
-Prints one line per file; exit status 1 when a file is invalid, naming what\n\
+Prints one line per file (and one counting what the load left out, if\n\
+anything); exit status 1 when a file is invalid, naming what\n\
 is wrong, 3 when one cannot be opened.\n\
 \n\
 Examples:\n\
@@ -96,8 +97,15 @@ pub fn run(args: Args) -> Outcome {
                             ),
                         )?;
                     }
-                    for s in &v.skipped {
-                        text::put(out, format_args!("  left out: {s}"))?;
+                    if !v.skipped.is_empty() {
+                        text::put(
+                            out,
+                            format_args!(
+                                "  left out: {} (tessera ls {} lists them)",
+                                text::count(v.skipped.len(), "value"),
+                                path.display()
+                            ),
+                        )?;
                     }
                 }
             }

@@ -90,6 +90,28 @@ TEST(safetensors_round_trip_and_errors) {
     CHECK_FAILS(TensorDict::load("/nonexistent/x.pt"), TSR_ERR_IO, "/nonexistent/x.pt");
 }
 
+TEST(values_round_trip) {
+    TensorDict d = OK(TensorDict::create());
+    OK(d.set("w", iota(3)));
+    OK(d.set_value_json("global_step", "1234"));
+    OK(d.set_value_json("config", "{\"n_layers\": 4, \"act\": \"gelu\"}"));
+    CHECK_FAILS(d.set_value_json("w", "1"), TSR_ERR_INVALID_ARGUMENT, "a tensor has this name");
+    const TsrFormat formats[] = {TSR_FORMAT_TORCH, TSR_FORMAT_SAFETENSORS, TSR_FORMAT_GGUF};
+    for (TsrFormat f : formats) {
+        std::string path = temp_path(f == TSR_FORMAT_GGUF ? ".gguf" : ".bin");
+        OK(d.save(path.c_str(), static_cast<Format>(f)));
+        TensorDict back = OK(TensorDict::load(path.c_str()));
+        CHECK_EQ(back.value_count(), size_t(2));
+        CHECK_EQ(std::string(back.value_name(0)), std::string("global_step"));
+        CHECK(back.value_name(2) == nullptr);
+        CHECK_EQ(std::string(back.value_json("global_step")), std::string("1234"));
+        CHECK_EQ(std::string(back.value_json("config")),
+                 std::string("{\"act\":\"gelu\",\"n_layers\":4}"));
+        CHECK(back.value_json("absent") == nullptr);
+        std::remove(path.c_str());
+    }
+}
+
 TEST(sharded_and_dcp_checkpoints) {
     TensorDict d = OK(TensorDict::create());
     OK(d.set("a", iota(64)));

@@ -91,8 +91,14 @@ int main(int argc, char **argv) {
         }
         tsr_tensor_decref(t);
     }
+    /* a training checkpoint's global_step, its config: JSON per name */
+    if (tsr_dict_value_count(d) > 0) printf("values:\n");
+    for (size_t i = 0; i < tsr_dict_value_count(d); i++) {
+        const char *name = tsr_dict_value_name(d, i);
+        printf("  %s = %s\n", name, tsr_dict_value_json(d, name));
+    }
     const char *skipped = tsr_dict_metadata(d, "tessera.skipped");
-    if (skipped) printf("non-tensor values skipped:\n%s\n", skipped);
+    if (skipped) printf("left out (objects tessera does not load):\n%s\n", skipped);
     if (pick) {
         TsrTensor *t = tsr_dict_get(d, pick);
         if (!t) {

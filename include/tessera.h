@@ -220,7 +220,8 @@ typedef struct DLManagedTensorVersioned {
  * tsr_load flag: load the tensors around pickled objects whose globals
  * tessera's allowlist does not know (argparse.Namespace in a training
  * checkpoint); they are placeholders, never imported or called, each
- * listed with its global under the metadata key "tessera.skipped".
+ * listed with its global under the metadata key "tessera.skipped" (plain
+ * values, a checkpoint's global_step, load as values: tsr_dict_value_json).
  * Without it such a file is TSR_ERR_FORMAT naming every unknown global.
  */
 #define TSR_LOAD_SKIP_UNKNOWN 2
@@ -4116,6 +4117,48 @@ size_t tsr_dict_metadata_count(const struct TsrTensorDict *dict);
  * `dict` NULL or live.
  */
 const char *tsr_dict_metadata_key(const struct TsrTensorDict *dict, size_t i);
+
+/**
+ * Sets the non-tensor value `name` (a checkpoint's `global_step`, a
+ * config dict) from its JSON text `json` (copied; replaces any previous
+ * value of that name). Torch saves write it as the Python value,
+ * safetensors and GGUF under `tessera.values` (docs/FORMATS.md, Values).
+ *
+ * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (not UTF-8,
+ * not one JSON value, nested more than 32 levels or longer than 1 MiB,
+ * the name of a tensor of the dict).
+ *
+ * # Safety
+ * `dict` NULL or live; `name`, `json` NULL or NUL-terminated.
+ */
+TsrStatus tsr_dict_set_value_json(struct TsrTensorDict *dict, const char *name, const char *json);
+
+/**
+ * The number of non-tensor values; 0 for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+size_t tsr_dict_value_count(const struct TsrTensorDict *dict);
+
+/**
+ * The `i`-th value's name in the order first set, valid until the dict
+ * is changed or freed; NULL past the end or for NULL.
+ *
+ * # Safety
+ * `dict` NULL or live.
+ */
+const char *tsr_dict_value_name(const struct TsrTensorDict *dict, size_t i);
+
+/**
+ * The JSON text of the value `name` (compact; object keys sorted),
+ * valid until the dict is changed or freed; NULL when absent (no error
+ * recorded) or on a NULL argument.
+ *
+ * # Safety
+ * `dict` NULL or live; `name` NULL or NUL-terminated.
+ */
+const char *tsr_dict_value_json(const struct TsrTensorDict *dict, const char *name);
 
 /**
  * Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:

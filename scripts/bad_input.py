@@ -116,6 +116,8 @@ DEFAULTS = [
     (r"int64_t", r"stop", "3", r"tsr_checkpoint_load_rows"),
     (r"struct TsrTensorDict \*\*", r".*", "&S.dict"),
     (r"(const )?struct TsrTensorDict \*", r".*", "F.dict"),
+    (r"const char \*", r"name", '"step"', r"tsr_dict_(set_)?value_json"),
+    (r"const char \*", r"json", '"5"'),
     (r"const char \*", r"name", '"w"'),
     (r"const char \*", r"host", '"fixture"'),
     (r"const char \*", r"enter", '"main"'),

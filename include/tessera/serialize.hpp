@@ -148,6 +148,23 @@ class TensorDict {
     /** A metadata string; nullptr when absent. */
     const char* metadata(const char* key) const noexcept { return tsr_dict_metadata(handle_, key); }
 
+    /** Sets the non-tensor value `name` from its JSON text (a
+     *  checkpoint's global_step: "1234"; a config: "{\"n_layers\": 4}"). */
+    Returns<void> set_value_json(const char* name, const char* json) {
+        return detail::check(tsr_dict_set_value_json(handle_, name, json));
+    }
+
+    /** The JSON text of the value `name`; nullptr when absent. */
+    const char* value_json(const char* name) const noexcept {
+        return tsr_dict_value_json(handle_, name);
+    }
+
+    /** The number of non-tensor values. */
+    size_t value_count() const noexcept { return tsr_dict_value_count(handle_); }
+
+    /** The `i`-th value's name (nullptr past the end). */
+    const char* value_name(size_t i) const noexcept { return tsr_dict_value_name(handle_, i); }
+
     /** The number of tensors. */
     size_t size() const noexcept { return tsr_dict_size(handle_); }
 

@@ -266,6 +266,81 @@ pub unsafe extern "C" fn tsr_dict_metadata_key(
     })
 }
 
+/// Sets the non-tensor value `name` (a checkpoint's `global_step`, a
+/// config dict) from its JSON text `json` (copied; replaces any previous
+/// value of that name). Torch saves write it as the Python value,
+/// safetensors and GGUF under `tessera.values` (docs/FORMATS.md, Values).
+///
+/// Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (not UTF-8,
+/// not one JSON value, nested more than 32 levels or longer than 1 MiB,
+/// the name of a tensor of the dict).
+///
+/// # Safety
+/// `dict` NULL or live; `name`, `json` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_set_value_json(
+    dict: *mut TsrTensorDict,
+    name: *const c_char,
+    json: *const c_char,
+) -> TsrStatus {
+    guard("tsr_dict_set_value_json", || {
+        // SAFETY: dict is NULL or a live dictionary owned by the caller.
+        let d = unsafe { box_mut(dict, "dict")? };
+        // SAFETY: name and json are NULL or NUL-terminated.
+        let (name, json) = unsafe { (str_arg(name, "name")?, str_arg(json, "json")?) };
+        d.set_value_json(name, json)
+    })
+}
+
+/// The number of non-tensor values; 0 for NULL.
+///
+/// # Safety
+/// `dict` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_value_count(dict: *const TsrTensorDict) -> usize {
+    guard_value("tsr_dict_value_count", 0, || {
+        // SAFETY: dict is NULL or a live dictionary.
+        unsafe { box_ref(dict, "dict") }.map_or(0, |d| d.value_count())
+    })
+}
+
+/// The `i`-th value's name in the order first set, valid until the dict
+/// is changed or freed; NULL past the end or for NULL.
+///
+/// # Safety
+/// `dict` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_value_name(
+    dict: *const TsrTensorDict,
+    i: usize,
+) -> *const c_char {
+    getter("tsr_dict_value_name", ptr::null(), || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        Ok(d.value_name_c(i).map_or(ptr::null(), |n| n.as_ptr()))
+    })
+}
+
+/// The JSON text of the value `name` (compact; object keys sorted),
+/// valid until the dict is changed or freed; NULL when absent (no error
+/// recorded) or on a NULL argument.
+///
+/// # Safety
+/// `dict` NULL or live; `name` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_dict_value_json(
+    dict: *const TsrTensorDict,
+    name: *const c_char,
+) -> *const c_char {
+    getter("tsr_dict_value_json", ptr::null(), || {
+        // SAFETY: dict is NULL or a live dictionary.
+        let d = unsafe { box_ref(dict, "dict")? };
+        // SAFETY: name is NULL or NUL-terminated.
+        let name = unsafe { str_arg(name, "name")? };
+        Ok(d.value_json_c(name).map_or(ptr::null(), |v| v.as_ptr()))
+    })
+}
+
 /// Saves `dict` to the file at `path` in `format` (TSR_FORMAT_AUTO:
 /// safetensors for a ".safetensors" path, else torch): tsr_save_flags
 /// with flags 0.

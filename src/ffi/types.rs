@@ -467,7 +467,8 @@ pub const TSR_LOAD_MMAP: u32 = 1;
 /// tsr_load flag: load the tensors around pickled objects whose globals
 /// tessera's allowlist does not know (argparse.Namespace in a training
 /// checkpoint); they are placeholders, never imported or called, each
-/// listed with its global under the metadata key "tessera.skipped".
+/// listed with its global under the metadata key "tessera.skipped" (plain
+/// values, a checkpoint's global_step, load as values: tsr_dict_value_json).
 /// Without it such a file is TSR_ERR_FORMAT naming every unknown global.
 pub const TSR_LOAD_SKIP_UNKNOWN: u32 = 2;
 /// tsr_load flag, with TSR_LOAD_MMAP: a read-only mapping instead of a

@@ -103,7 +103,9 @@ impl Checkpoint {
         Some((e.dtype, &e.sizes, e.nbytes()))
     }
 
-    /// The checkpoint's metadata pairs (the skipped list included).
+    /// The checkpoint's metadata pairs (the skipped list included, and
+    /// the values as the JSON object under `tessera.values`; a loaded
+    /// dict has them as values).
     pub fn metadata(&self) -> &[(String, String)] {
         &self.index.metadata
     }
@@ -219,7 +221,7 @@ impl Checkpoint {
             dict.set(&self.index.entries[w.entry].name, t)?;
         }
         for (k, v) in &self.index.metadata {
-            dict.set_metadata(k, v)?;
+            dict.set_stored_metadata(k, v)?;
         }
         Ok(dict)
     }

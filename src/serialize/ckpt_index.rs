@@ -202,9 +202,7 @@ fn from_dict(
             dtype: t.dtype(),
         });
     }
-    let metadata = dict
-        .metadata_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    // The values travel as the one metadata pair a load reads back as them.
+    let metadata = dict.stored_metadata();
     Index::new(format, sources, records, entries, metadata)
 }

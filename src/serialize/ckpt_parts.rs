@@ -163,7 +163,7 @@ impl Parts {
             dict.set(&e.name, t)?;
         }
         for (k, v) in &self.metadata {
-            dict.set_metadata(k, v)?;
+            dict.set_stored_metadata(k, v)?;
         }
         Ok(dict)
     }

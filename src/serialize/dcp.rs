@@ -358,11 +358,11 @@ fn compact(t: &Tensor) -> Result<Tensor> {
 /// Saves `dict` as a DCP checkpoint in the directory `dir`.
 fn save(dict: &TensorDict, dir: &Path, flags: SaveFlags) -> Result<()> {
     crate::ensure!(
-        dict.metadata_iter().next().is_none(),
+        !dict.has_saved_metadata(),
         InvalidArgument,
-        "a DCP checkpoint holds tensors and no string metadata: the dict has {} metadata keys \
-         (save metadata in safetensors, torch or GGUF)",
-        dict.metadata_iter().count()
+        "a DCP checkpoint holds tensors and no string metadata: the dict has {} metadata keys or values \
+         (save them in safetensors, torch or GGUF)",
+        dict.saved_metadata_count()
     );
     for (name, t) in dict.iter() {
         torch_write::check_saveable(name, t)?;

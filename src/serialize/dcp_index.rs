@@ -7,9 +7,9 @@
 //! gathered in that order (`RecordData::Pieces`: one run per chunk for
 //! chunks along dim 0, one per row for chunks along dim 1). Anything
 //! else (a chunk stored transposed, big-endian beside native ones, runs
-//! shorter than [`MIN_RUN`] bytes on average or more than [`MAX_RUNS`],
-//! an archive this way cannot parse) is left to the mapped load, which
-//! stitches or refuses it. The checks a load makes hold here too: every
+//! shorter than [`MIN_RUN`] bytes on average, more than [`MAX_RUNS`] in a
+//! tensor or [`MAX_TOTAL_RUNS`] in all, an archive this way cannot
+//! parse) is left to the mapped load, which stitches or refuses it. The checks a load makes hold here too: every
 //! item inside its file, no two items over one byte, each chunk one
 //! compact tensor of the metadata's dtype and sizes.
 
@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 /// The most runs a tensor is gathered from.
 const MAX_RUNS: usize = 1 << 20;
+/// The most runs of all tensors of an index (32 bytes each: 64 MiB).
+const MAX_TOTAL_RUNS: usize = 1 << 21;
 /// The fewest bytes a tensor's runs hold on average, where its chunks
 /// are split in several runs and it is larger than [`SMALL`] (a read a
 /// run: shorter runs are faster stitched from a mapping).
@@ -65,6 +67,7 @@ pub(crate) fn index(dir: &Path, flags: LoadFlags) -> Result<Option<Index>> {
     let mut records = Vec::new();
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
+    let mut total_runs = 0usize;
     for (name, item) in &meta.entries {
         let Item::Tensor {
             dtype,
@@ -83,7 +86,9 @@ pub(crate) fn index(dir: &Path, flags: LoadFlags) -> Result<Option<Index>> {
             else {
                 return Ok(None);
             };
-            if *swap.get_or_insert(width) != width || pieces.len() + runs.len() > MAX_RUNS {
+            total_runs += runs.len();
+            let many = pieces.len() + runs.len() > MAX_RUNS || total_runs > MAX_TOTAL_RUNS;
+            if *swap.get_or_insert(width) != width || many {
                 return Ok(None);
             }
             pieces.extend(runs);

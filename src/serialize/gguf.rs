@@ -30,7 +30,9 @@ use super::gguf_types::{
     GGML_TYPE_SUFFIX, MAGIC, MAX_DIMS, TYPES_KEY,
 };
 use super::gguf_values::{value, Reader};
+use super::gguf_write::typed_value;
 use super::source::Source;
+use super::values::{parse_values, GGUF_VALUE_PREFIX, VALUES_KEY};
 use super::{FileFormat, LoadFlags};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -163,6 +165,9 @@ fn read_header(r: &mut Reader<'_>, dict: &mut TensorDict) -> Result<(u64, u64)> 
     let n_tensors = r.count(&"the tensor count", 24)?;
     let n_kv = r.count(&"the key-value count", 13)?;
     let mut types = serde_json::Map::new();
+    let mut values: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut value_names = std::collections::HashSet::new();
+    let mut json_values = None;
     let mut alignment = DEFAULT_ALIGNMENT;
     for i in 0..n_kv {
         let key = r.string(&format_args!("key {i}"))?;
@@ -185,12 +190,50 @@ fn read_header(r: &mut Reader<'_>, dict: &mut TensorDict) -> Result<(u64, u64)> 
                 ),
             }
         }
+        if let Some(name) = key.strip_prefix(GGUF_VALUE_PREFIX) {
+            let v = typed_value(&key, &text, &full)?;
+            crate::ensure!(
+                value_names.insert(name.to_owned()),
+                Format,
+                "gguf: key '{key}' appears twice"
+            );
+            values.push((name.to_owned(), v));
+            continue;
+        }
+        if key == VALUES_KEY && full == FullType::Scalar(ValueType::String) {
+            // Read after the typed keys: one object of the rest.
+            json_values = Some(text);
+            continue;
+        }
         set_meta(dict, &key, &text)?;
         types.insert(key, serde_json::Value::String(full.text()));
     }
     if !types.is_empty() {
         let json = serde_json::Value::Object(types).to_string();
         set_meta(dict, TYPES_KEY, &json)?;
+    }
+    // The values, as one JSON object (a dict's metadata `tessera.values`,
+    // which the parts' dict reads back as values).
+    if let Some(text) = json_values {
+        let rest = parse_values(&text)
+            .map_err(|e| crate::err!(Format, "gguf: key '{VALUES_KEY}': {}", e.message()))?;
+        for (name, v) in rest {
+            crate::ensure!(
+                value_names.insert(name.clone()),
+                Format,
+                "gguf: the value '{name}' is both a key {GGUF_VALUE_PREFIX}{name} and in \
+                 '{VALUES_KEY}': expected one"
+            );
+            values.push((name, v));
+        }
+    }
+    if !values.is_empty() {
+        // The pairs as one JSON object in the file's order.
+        let items: Vec<String> = values
+            .iter()
+            .map(|(n, v)| format!("{}:{v}", serde_json::Value::from(n.as_str())))
+            .collect();
+        set_meta(dict, VALUES_KEY, &format!("{{{}}}", items.join(",")))?;
     }
     Ok((n_tensors, alignment))
 }

@@ -14,6 +14,7 @@ use super::gguf_types::{
     GGML_SHAPE_SUFFIX, GGML_TYPE_SUFFIX, MAGIC, MAX_DIMS, TYPES_KEY,
 };
 use super::safetensors_format::row_major;
+use super::values::{GGUF_VALUE_PREFIX, VALUES_KEY};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -228,6 +229,87 @@ fn plan(dict: &TensorDict, name: &str, t: &Tensor) -> Result<Plan> {
     })
 }
 
+/// The GGUF type of a value its typed keys hold: a bool, an int64 (a
+/// uint64 past it), a float64, a string, or a non-empty array of one of
+/// them (ints among floats as floats); None for the rest.
+fn value_type(v: &Value) -> Option<FullType> {
+    let scalar = |v: &Value| match v {
+        Value::Bool(_) => Some(ValueType::Bool),
+        Value::Number(n) if n.is_i64() => Some(ValueType::I64),
+        Value::Number(n) if n.is_u64() => Some(ValueType::U64),
+        Value::Number(_) => Some(ValueType::F64),
+        Value::String(_) => Some(ValueType::String),
+        _ => None,
+    };
+    match v {
+        Value::Array(items) if !items.is_empty() => {
+            let mut types = items.iter().map(scalar);
+            let first = types.next().flatten()?;
+            let numeric = |t: ValueType| matches!(t, ValueType::I64 | ValueType::F64);
+            let t = types.try_fold(first, |t, u| match u? {
+                u if u == t => Some(t),
+                u if numeric(t) && numeric(u) => Some(ValueType::F64),
+                _ => None,
+            })?;
+            Some(FullType::Array(Box::new(FullType::Scalar(t))))
+        }
+        v => scalar(v).map(FullType::Scalar),
+    }
+}
+
+/// Writes the dict's values: each one GGUF can type as the key
+/// `tessera.values.NAME`, the rest as one JSON object under the string
+/// key `tessera.values`. Gives the number of keys written.
+fn put_values(kv: &mut Vec<u8>, dict: &TensorDict) -> Result<u64> {
+    let mut n = 0;
+    for (name, v) in dict.values_iter() {
+        let Some(t) = value_type(v) else { continue };
+        let text = match v {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        put_kv(kv, &format!("{GGUF_VALUE_PREFIX}{name}"), &text, &t)?;
+        n += 1;
+    }
+    if let Some(rest) = dict.values_text(|v| value_type(v).is_none()) {
+        let t = FullType::Scalar(ValueType::String);
+        put_kv(kv, VALUES_KEY, &rest, &t)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The JSON value of a GGUF key `tessera.values.NAME` read as `text` of
+/// type `t` (`gguf_values`' text: strings as they are, the rest as JSON;
+/// floats kept floats).
+pub(crate) fn typed_value(key: &str, text: &str, t: &FullType) -> Result<Value> {
+    let float = |v: Value| match v.as_f64() {
+        Some(f) => serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .unwrap_or(v),
+        None => v,
+    };
+    let is_float = |t: &ValueType| matches!(t, ValueType::F32 | ValueType::F64);
+    let parsed = match t {
+        FullType::Scalar(ValueType::String) => return Ok(Value::String(text.to_owned())),
+        _ => serde_json::from_str::<Value>(text).map_err(|e| {
+            crate::err!(
+                Format,
+                "gguf: key '{key}' = {:?} ({}): not a value tessera reads ({e})",
+                text.chars().take(60).collect::<String>(),
+                t.text()
+            )
+        })?,
+    };
+    Ok(match (t, parsed) {
+        (FullType::Scalar(s), v) if is_float(s) => float(v),
+        (FullType::Array(inner), Value::Array(items)) if matches!(&**inner, FullType::Scalar(s) if is_float(s)) => {
+            Value::Array(items.into_iter().map(float).collect())
+        }
+        (_, v) => v,
+    })
+}
+
 /// Writes `dict` as a GGUF version 3 file to `out`.
 pub(crate) fn write(dict: &TensorDict, out: &mut dyn Write) -> Result<()> {
     let types = value_types(dict)?;
@@ -239,7 +321,7 @@ pub(crate) fn write(dict: &TensorDict, out: &mut dyn Write) -> Result<()> {
     let mut alignment = DEFAULT_ALIGNMENT;
     let mut kv = Vec::new();
     let mut n_kv = 0u64;
-    for (key, text) in dict.metadata_iter() {
+    for (key, text) in dict.saved_metadata() {
         if key == TYPES_KEY || is_tensor_key(key) {
             continue;
         }
@@ -264,6 +346,7 @@ pub(crate) fn write(dict: &TensorDict, out: &mut dyn Write) -> Result<()> {
         put_kv(&mut kv, key, text, &t)?;
         n_kv += 1;
     }
+    n_kv += put_values(&mut kv, dict)?;
     let plans = dict
         .iter()
         .map(|(name, t)| plan(dict, name, t))

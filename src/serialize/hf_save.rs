@@ -177,8 +177,15 @@ pub fn save_sharded(
             total =
                 total.saturating_add((t.numel().max(0) as u64).saturating_mul(t.itemsize() as u64));
         }
-        for (k, v) in dict.metadata_iter() {
+        for (k, v) in dict.saved_metadata() {
             part.set_metadata(k, v)?;
+        }
+        // The values go with the first shard (a load of the index
+        // gathers every shard's).
+        if parts.is_empty() {
+            for (name, v) in dict.values_iter() {
+                part.set_value(name, v.clone())?;
+            }
         }
         if let Some(id) = &save_id {
             part.set_metadata(SAVE_ID_KEY, id)?;

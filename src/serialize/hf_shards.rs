@@ -13,6 +13,7 @@
 use super::dict::TensorDict;
 use super::formats::Format;
 use super::shard_files;
+use super::values::{parse_values, VALUES_KEY};
 use super::{LoadFlags, SKIPPED_KEY};
 use crate::error::Result;
 use std::collections::HashMap;
@@ -151,6 +152,8 @@ pub(crate) fn merge<T>(index: &Index, what: &str, shards: Vec<Shard<T>>) -> Resu
     let mut found: HashMap<String, (T, u64)> = HashMap::new();
     let mut metadata: Vec<(String, String)> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
+    let mut values: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut value_at: HashMap<String, usize> = HashMap::new();
     for shard in shards {
         let file = &index.files[shard.file];
         let id = shard
@@ -188,6 +191,25 @@ pub(crate) fn merge<T>(index: &Index, what: &str, shards: Vec<Shard<T>>) -> Resu
         for (k, v) in shard.metadata {
             if k == SAVE_ID_KEY {
                 continue;
+            } else if k == VALUES_KEY {
+                // Every shard's values (a save puts them in the first).
+                let pairs = parse_values(&v).map_err(|e| {
+                    crate::err!(Format, "shard '{file}': '{VALUES_KEY}': {}", e.message())
+                })?;
+                for (name, value) in pairs {
+                    match value_at.get(&name) {
+                        Some(&i) => crate::ensure!(
+                            values[i].1 == value,
+                            Format,
+                            "shard '{file}' holds the value '{name}' = {value}, which an \
+                             earlier shard gives another: expected one value per name"
+                        ),
+                        None => {
+                            value_at.insert(name.clone(), values.len());
+                            values.push((name, value));
+                        }
+                    }
+                }
             } else if k == SKIPPED_KEY {
                 skipped.extend(v.lines().map(|l| format!("{l} (in shard '{file}')")));
             } else if !metadata.iter().any(|(have, _)| *have == k) {
@@ -217,6 +239,16 @@ pub(crate) fn merge<T>(index: &Index, what: &str, shards: Vec<Shard<T>>) -> Resu
     }
     if !skipped.is_empty() {
         metadata.push((SKIPPED_KEY.to_owned(), skipped.join("\n")));
+    }
+    if !values.is_empty() {
+        let mut all = TensorDict::new();
+        for (name, v) in values {
+            all.set_value(&name, v)?;
+        }
+        metadata.extend(
+            all.values_text(|_| true)
+                .map(|t| (VALUES_KEY.to_owned(), t)),
+        );
     }
     Ok((tensors, metadata))
 }
@@ -276,10 +308,7 @@ pub(crate) fn load(
                     (n.to_owned(), t.clone(), nbytes)
                 })
                 .collect(),
-            metadata: shard
-                .metadata_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
+            metadata: shard.stored_metadata(),
         });
     }
     let (tensors, metadata) = merge(&index, &what, shards)?;
@@ -288,7 +317,7 @@ pub(crate) fn load(
         out.set(&name, t)?;
     }
     for (k, v) in metadata {
-        out.set_metadata(&k, &v)?;
+        out.set_stored_metadata(&k, &v)?;
     }
     Ok((told(first, format), out))
 }

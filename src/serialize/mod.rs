@@ -55,6 +55,7 @@ mod torch_values;
 mod torch_write;
 mod torch_zip;
 mod torchscript;
+mod values;
 mod verify;
 mod verify_sets;
 mod zip_head;
@@ -66,6 +67,9 @@ pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
+pub use values::{
+    MAX_BYTES as MAX_VALUE_BYTES, MAX_DEPTH as MAX_VALUE_DEPTH, SOURCE_KEY, VALUES_KEY,
+};
 pub use verify::{check_archives, Verified, VerifiedFile};
 pub use verify_sets::verify;
 
@@ -460,3 +464,5 @@ mod tests_layouts;
 mod tests_legacy;
 #[cfg(test)]
 mod tests_readers;
+#[cfg(test)]
+mod tests_values;

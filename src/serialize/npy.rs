@@ -394,12 +394,12 @@ fn header_for(name: &str, t: &Tensor) -> Result<Vec<u8>> {
 /// The one tensor of a dict saved as NPY.
 fn only_tensor(dict: &TensorDict) -> Result<(&str, &Tensor)> {
     crate::ensure!(
-        dict.len() == 1 && dict.metadata_iter().next().is_none(),
+        dict.len() == 1 && !dict.has_saved_metadata(),
         InvalidArgument,
-        "npy holds one array and no metadata: the dict has {} tensors and {} metadata keys \
-         (save several as npz, or metadata as safetensors or torch)",
+        "npy holds one array and no metadata: the dict has {} tensors and {} metadata keys or \
+         values (save several as npz, or metadata as safetensors or torch)",
         dict.len(),
-        dict.metadata_iter().count()
+        dict.saved_metadata_count()
     );
     let (name, t) = dict.iter().next().expect("one tensor");
     super::torch_write::check_saveable(name, t)?;

@@ -138,11 +138,11 @@ fn read(source: &Source<'_>) -> Result<TensorDict> {
 /// reader would not give back.
 fn check_dict(dict: &TensorDict) -> Result<()> {
     crate::ensure!(
-        dict.metadata_iter().next().is_none(),
+        !dict.has_saved_metadata(),
         InvalidArgument,
-        "npz holds arrays and no metadata: the dict has {} metadata keys (save metadata as \
+        "npz holds arrays and no metadata: the dict has {} metadata keys or values (save them as \
          safetensors, torch or gguf)",
-        dict.metadata_iter().count()
+        dict.saved_metadata_count()
     );
     for (name, t) in dict.iter() {
         crate::ensure!(

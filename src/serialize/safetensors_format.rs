@@ -142,10 +142,13 @@ pub(crate) fn prepare(dict: &TensorDict) -> Result<Prepared<'_>> {
             },
         ));
     }
-    let meta: HashMap<String, String> = dict
-        .metadata_iter()
+    let mut meta: HashMap<String, String> = dict
+        .saved_metadata()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
+    if let Some(values) = dict.values_text(|_| true) {
+        meta.insert(super::values::VALUES_KEY.to_owned(), values);
+    }
     Ok((tensors, (!meta.is_empty()).then_some(meta)))
 }
 

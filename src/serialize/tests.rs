@@ -344,7 +344,15 @@ fn deep_nesting_and_huge_memo_indices_are_refused() {
     let mut pkl = vec![0x80, 2, b'N'];
     pkl.extend(std::iter::repeat_n(0x85u8, 100_000));
     pkl.push(b'.');
-    format_error(&archive(&pkl, &[]), "nested");
+    // Values without a tensor nested past the bound are left out, named
+    // (issue 68: values kept up to 32 levels); the walk of values holding
+    // tensors still refuses past 100.
+    let d = load_bytes(&archive(&pkl, &[])).unwrap();
+    assert_eq!(
+        d.metadata(SKIPPED_KEY),
+        Some("0 (a value nested more than 32 deep: not kept)")
+    );
+    assert_eq!(d.value_count(), 0);
     format_error(
         &archive(b"\x80\x02}r\xff\xff\xff\x7f.", &[]),
         "memo index 2147483647",
@@ -596,7 +604,10 @@ fn a_python_style_checkpoint_loads_nested_and_skips_non_tensors() {
     // last) is readable from its data pointer.
     let last = unsafe { *(d.get("opt.w").unwrap().data_ptr() as *const f32).add(5) };
     assert_eq!(last, 15.0);
-    assert_eq!(d.metadata(SKIPPED_KEY), Some("epoch\nopt.lr"));
+    // The non-tensor values are kept (issue 68), not skipped.
+    assert_eq!(d.metadata(SKIPPED_KEY), None);
+    assert_eq!(d.value("epoch"), Some(&serde_json::json!(3)));
+    assert_eq!(d.value("opt.lr"), Some(&serde_json::json!(0.1)));
 }
 
 #[test]

@@ -56,6 +56,11 @@ pub(crate) struct Loader<'s, 'p> {
     pub accounted: HashSet<u32>,
     pub dict: TensorDict,
     pub skipped: Vec<String>,
+    /// `pids_in`'s answers by node id, for the current tree.
+    pub pid_cache: HashMap<u32, Rc<[Val<'p>]>>,
+    /// What the load may still spend on values (`values::MAX_LOAD` at
+    /// the start).
+    pub value_budget: super::values::Budget,
     /// Values the walk may still visit (a pickle sharing values many times
     /// over is refused).
     pub steps: usize,
@@ -78,6 +83,8 @@ impl<'s, 'p> Loader<'s, 'p> {
             accounted: HashSet::new(),
             dict: TensorDict::new(),
             skipped: Vec::new(),
+            pid_cache: HashMap::new(),
+            value_budget: super::values::MAX_LOAD,
             steps: 0,
             _p: std::marker::PhantomData,
         }
@@ -98,8 +105,19 @@ impl<'s, 'p> Loader<'s, 'p> {
         self.skipped.push(entry);
     }
 
-    /// The persistent ids reachable from `v`, each node once.
-    pub(crate) fn pids_in(&self, v: Val<'p>) -> Vec<Val<'p>> {
+    /// The persistent ids reachable from `v`, each node once; found once
+    /// per node of the current tree (a value shared under many names is
+    /// walked once).
+    pub(crate) fn pids_in(&mut self, v: Val<'p>) -> Rc<[Val<'p>]> {
+        if let Some(found) = self.pid_cache.get(&v.id()) {
+            return found.clone();
+        }
+        let found: Rc<[Val<'p>]> = Self::find_pids(v).into();
+        self.pid_cache.insert(v.id(), found.clone());
+        found
+    }
+
+    fn find_pids(v: Val<'p>) -> Vec<Val<'p>> {
         let mut seen = HashSet::new();
         let mut todo = vec![v];
         let mut out = Vec::new();
@@ -126,7 +144,7 @@ impl<'s, 'p> Loader<'s, 'p> {
         out
     }
 
-    pub(crate) fn storages_in(&self, v: Val<'p>) -> usize {
+    pub(crate) fn storages_in(&mut self, v: Val<'p>) -> usize {
         self.pids_in(v).len()
     }
 
@@ -134,7 +152,7 @@ impl<'s, 'p> Loader<'s, 'p> {
     /// many there were.
     fn account_inside(&mut self, v: Val<'p>) -> usize {
         let pids = self.pids_in(v);
-        for pid in &pids {
+        for pid in pids.iter() {
             self.accounted.insert(pid.id());
             if let Kind::PersistentId(id) = pid.kind() {
                 if let Some(key) = id.as_seq().and_then(|s| s.get(2)) {

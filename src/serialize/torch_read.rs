@@ -26,6 +26,7 @@ use super::torch_values::{
     describe_pid, is_module, is_module_id, join, key_name, ordered_dict_args, set_of_names,
     unknown_global, untag, ROOT,
 };
+use super::values::{self, Why};
 use super::LoadFlags;
 use crate::error::Result;
 use crate::pickle::{self, Kind, Limits, Pairs, Val};
@@ -109,6 +110,7 @@ pub(crate) fn read_tree(cx: Context<'_, '_>, trees: &[Tree<'_>]) -> Result<Tenso
         loader.dtypes.clear();
         loader.used_keys.clear();
         loader.accounted.clear();
+        loader.pid_cache.clear();
         loader.walk_tree(tree, i == 0)?;
     }
     if !loader.skipped.is_empty() {
@@ -176,8 +178,36 @@ impl<'s, 'p> Loader<'s, 'p> {
             );
             return self.dict.set(name, t);
         }
+        // A value holding a tensor fails as JSON (its persistent id);
+        // one past the bounds is skipped whole only when it holds none.
+        let mut why = None;
+        if self.dict.value(name).is_none() {
+            match values::from_pickle(v, &mut self.value_budget) {
+                Ok(json) if self.dict.get(name).is_none() => {
+                    // Past the bounds of a kept value (its JSON text
+                    // longer than estimated): left out, naming why.
+                    if let Err(e) = self.dict.set_value(name, json) {
+                        self.skip(format!("{name} ({}: not kept)", e.message()), Some(v));
+                    }
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(Why::Bound(w)) if self.storages_in(v) == 0 => {
+                    self.skip(format!("{name} ({w}: not kept)"), Some(v));
+                    return Ok(());
+                }
+                Err(Why::Other(w) | Why::Bound(w)) => why = Some(w),
+            }
+        }
         if self.container(name, v, depth)?.is_none() {
-            self.skip_value(name, v);
+            match why {
+                // A float JSON cannot hold says so; other kinds are listed
+                // as before (by name, an object with its global).
+                Some(w) if matches!(v.kind(), Kind::Float(_)) => {
+                    self.skip(format!("{name} ({w})"), Some(v))
+                }
+                _ => self.skip_value(name, v),
+            }
         }
         Ok(())
     }

@@ -185,17 +185,27 @@ fn prepare_root(dict: &TensorDict, lone: bool) -> Result<Prepared> {
     // backward-hooks dict), so torch::pickle_load cannot read an
     // OrderedDict with items; torch.load reads a dict the same way and
     // Python dicts keep insertion order.
+    // Values as the Python values they were (torch.load gives back
+    // `global_step` as an int, a config as a dict), beside the tensors.
+    for (name, v) in dict.values_iter() {
+        crate::ensure!(
+            dict.get(name).is_none(),
+            InvalidArgument,
+            "value '{name}' has the name of a tensor: expected names of no tensor"
+        );
+        items.push((Value::str(name), super::values::to_pickle(name, v)?));
+    }
     let root = match items.pop() {
-        Some((_, tensor)) if lone && items.is_empty() => tensor,
+        Some((_, tensor)) if lone && items.is_empty() && dict.value_count() == 0 => tensor,
         last => {
             items.extend(last);
             Value::Dict(items)
         }
     };
     let pkl = pickle::write(&root)?;
-    let meta_pkl = if dict.metadata_iter().next().is_some() {
+    let meta_pkl = if dict.saved_metadata().next().is_some() {
         let meta = Value::Dict(
-            dict.metadata_iter()
+            dict.saved_metadata()
                 .map(|(k, v)| (Value::str(k), Value::str(v)))
                 .collect(),
         );
