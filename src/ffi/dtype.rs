@@ -39,7 +39,7 @@ pub extern "C" fn tsr_dtype_numpy(dtype: TsrDType) -> *const c_char {
     })
 }
 
-/// Python's name of `dtype` in torch (`torch.<name>`: "float32",
+/// Python's name of `dtype` in torch (`torch.NAME`: "float32",
 /// "bfloat16", "float8_e4m3fn"; also ml_dtypes' name for the types NumPy
 /// lacks), or NULL where torch has none (the sub-byte types without a
 /// name) or for an unsupported number. Static.
