@@ -320,7 +320,7 @@ fn record_source(dict: &mut TensorDict, args: &Args, in_format: Format, out_form
         return;
     }
     let file = args.input.file_name().map_or_else(
-        || args.input.display().to_string(),
+        || tessera::serialize::shown_path(&args.input),
         |f| f.to_string_lossy().into_owned(),
     );
     let source = serde_json::json!({
@@ -405,7 +405,7 @@ pub fn run(args: Args) -> Outcome {
             };
             text::warn(format_args!(
                 "tessera convert: {}: left out {}{listed}: {}{more}",
-                args.input.display(),
+                tessera::serialize::shown_path(&args.input),
                 text::count(skipped.len(), "value"),
                 skipped[..shown].join("; ")
             ));
@@ -415,7 +415,7 @@ pub fn run(args: Args) -> Outcome {
             &mut out,
             format_args!(
                 "{} ({}) -> {} ({}): {}, {}",
-                args.input.display(),
+                tessera::serialize::shown_path(&args.input),
                 in_format.name(),
                 args.output.display(),
                 format.name(),

@@ -219,7 +219,10 @@ fn index(mut i: u64, sizes: &[i64]) -> String {
 pub fn run(args: Args) -> Outcome {
     let (_, da) = input::load(&args.a, args.load)?;
     let (_, db) = input::load(&args.b, args.load)?;
-    let (na, nb) = (args.a.display().to_string(), args.b.display().to_string());
+    let (na, nb) = (
+        tessera::serialize::shown_path(&args.a),
+        tessera::serialize::shown_path(&args.b),
+    );
     let mut lines: Vec<String> = Vec::new();
     let only_a: Vec<&str> = da
         .iter()

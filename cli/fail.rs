@@ -46,7 +46,7 @@ impl Fail {
 /// `message`, led by the path unless it names it already (the library's
 /// I/O errors do: "cannot open 'x.pt': No such file or directory").
 pub fn naming(path: &Path, message: &str) -> String {
-    let shown = path.display().to_string();
+    let shown = tessera::serialize::shown_path(path);
     if message.contains(&shown) {
         message.to_owned()
     } else {

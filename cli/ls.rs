@@ -100,7 +100,7 @@ pub fn run(args: Args) -> Outcome {
             for r in rows(dict).0 {
                 let t = r.tensor;
                 all.push(json!({
-                    "file": path.display().to_string(),
+                    "file": tessera::serialize::shown_path(path),
                     "format": format.name(),
                     "name": r.name,
                     "dtype": t.dtype().name(),
@@ -113,7 +113,7 @@ pub fn run(args: Args) -> Outcome {
             }
             for (name, value) in dict.values_iter() {
                 all.push(json!({
-                    "file": path.display().to_string(),
+                    "file": tessera::serialize::shown_path(path),
                     "format": format.name(),
                     "name": name,
                     "value": value,
@@ -132,7 +132,7 @@ pub fn run(args: Args) -> Outcome {
             if i > 0 {
                 text::put(out, format_args!(""))?;
             }
-            write_file(out, &path.display().to_string(), *format, dict)?;
+            write_file(out, &tessera::serialize::shown_path(path), *format, dict)?;
         }
     }
     out.flush()?;

@@ -49,7 +49,11 @@ pub struct Args {
 pub fn run(args: Args) -> Outcome {
     let mut worst: Option<Fail> = None;
     for path in &args.files {
-        let progress = Progress::bytes(args.quiet, 0, format!("verifying {}", path.display()));
+        let progress = Progress::bytes(
+            args.quiet,
+            0,
+            format!("verifying {}", tessera::serialize::shown_path(path)),
+        );
         let result = tessera::serialize::verify(path, args.load.flags(), &mut |done, total| {
             progress.set_total(total);
             progress.set(done);
@@ -68,7 +72,7 @@ pub fn run(args: Args) -> Outcome {
                         out,
                         format_args!(
                             "ok: {}: {}, {} on {}{records}, {} read",
-                            path.display(),
+                            tessera::serialize::shown_path(path),
                             v.format.name(),
                             text::count(v.tensors, "tensor"),
                             text::count(v.storages, "storage"),
@@ -103,7 +107,7 @@ pub fn run(args: Args) -> Outcome {
                             format_args!(
                                 "  left out: {} (tessera ls {} lists them)",
                                 text::count(v.skipped.len(), "value"),
-                                path.display()
+                                tessera::serialize::shown_path(path)
                             ),
                         )?;
                     }
@@ -120,7 +124,7 @@ pub fn run(args: Args) -> Outcome {
                 let what = if code == DIFFERENT { "invalid: " } else { "" };
                 text::warn(format_args!(
                     "tessera verify: {}: {what}{}",
-                    path.display(),
+                    tessera::serialize::shown_path(path),
                     e.message()
                 ));
                 if worst.as_ref().is_none_or(|w| code > w.code) {

@@ -4,8 +4,8 @@
 //! caller's buffer (from several threads at once), counts the bytes it
 //! read, and tells when what it reads from changed since it was opened.
 //!
-//! Here: a file read with positioned reads. The remote sources (HTTP,
-//! S3) are two more implementations of the same trait.
+//! Here: a file read with positioned reads. The remote source (HTTP,
+//! S3: `remote::object`) is another implementation of the same trait.
 
 use crate::error::Result;
 use std::fs::File;
@@ -32,6 +32,13 @@ pub(crate) trait ByteSource: Send + Sync {
     /// it).
     fn file(&self) -> Option<&File> {
         None
+    }
+    /// The reading threads a fetch from it uses when the caller sets
+    /// none (None: the parallel-loop thread count), and the bytes a read
+    /// (None: the fetch's default): a remote source asks for more
+    /// requests in flight than there are cores.
+    fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
+        (None, None)
     }
 }
 
@@ -72,13 +79,13 @@ impl FileSource {
     pub(crate) fn into_file(self) -> File {
         self.file
     }
+}
 
-    /// Its first `n` bytes (fewer when it is shorter).
-    pub(crate) fn first_bytes(&self, n: u64) -> Result<Vec<u8>> {
-        let mut first = vec![0u8; self.len.min(n) as usize];
-        self.read_at(0, &mut first)?;
-        Ok(first)
-    }
+/// The first `n` bytes of `source` (fewer when it is shorter).
+pub(crate) fn first_bytes(source: &dyn ByteSource, n: u64) -> Result<Vec<u8>> {
+    let mut first = vec![0u8; source.len().min(n) as usize];
+    source.read_at(0, &mut first)?;
+    Ok(first)
 }
 
 impl ByteSource for FileSource {
@@ -192,6 +199,10 @@ impl ByteSource for Window {
 
     fn check_unchanged(&self) -> Result<()> {
         self.inner.check_unchanged()
+    }
+
+    fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
+        self.inner.fetch_defaults()
     }
 }
 

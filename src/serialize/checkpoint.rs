@@ -59,8 +59,17 @@ impl Checkpoint {
     /// read-only mapping and read-only tensors; `flags.skip_unknown`: as
     /// for [`super::load`].
     pub fn open(path: &Path, format: Format, flags: LoadFlags) -> Result<Checkpoint> {
+        // A URL (docs/FORMATS.md, "Remote checkpoints"): fetched, never
+        // mapped.
+        let flags = match super::remote::url_of(path) {
+            Some(_) => LoadFlags {
+                mmap: false,
+                ..flags
+            },
+            None => flags,
+        };
         let index = open_index(path, format, flags).map_err(|e| {
-            let shown = path.display().to_string();
+            let shown = super::shown_path(path);
             if e.message().contains(&shown) {
                 e
             } else {
@@ -489,7 +498,7 @@ fn dcp_dir(path: &Path, format: Format) -> Option<std::path::PathBuf> {
 }
 
 /// Every tensor of `index` fetched into fresh CPU memory.
-fn load_all(index: Index) -> Result<TensorDict> {
+pub(crate) fn load_all(index: Index) -> Result<TensorDict> {
     let ckpt = Checkpoint {
         maps: index.sources.iter().map(|_| OnceLock::new()).collect(),
         index,
@@ -500,6 +509,9 @@ fn load_all(index: Index) -> Result<TensorDict> {
 
 /// The index of the checkpoint at `path`.
 fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
+    if let Some(url) = super::remote::url_of(path) {
+        return super::remote::open_index(url, format, flags);
+    }
     if let Some(dir) = dcp_dir(path, format) {
         if let Some(index) = super::dcp_index::index(&dir, flags)? {
             return Ok(index);

@@ -8,7 +8,7 @@
 //! such shards) is given back to the caller, which maps it
 //! (`ckpt_index::Index::from_mapped`) or reads it whole.
 
-use super::byte_source::{ByteSource, FileSource};
+use super::byte_source::{first_bytes, ByteSource, FileSource};
 use super::ckpt_index::{Index, RecordData};
 use super::formats::Format;
 use super::hf_shards::{self, Shard};
@@ -16,6 +16,37 @@ use super::{shard_files, LoadFlags};
 use crate::error::Result;
 use std::path::Path;
 use std::sync::Arc;
+
+/// Where a shard index's shards are opened: beside a local file, or
+/// relative to a URL (`remote`).
+pub(crate) trait Siblings {
+    /// The source type of the index and its shards.
+    type Src: ByteSource + 'static;
+    /// How messages name the shard index.
+    fn what(&self) -> String;
+    /// The shards `names` (checked by the opener to lie beside the
+    /// index), each opened once, in order.
+    fn open_all(&self, names: &[String], what: &str) -> Result<Vec<Self::Src>>;
+}
+
+/// Shards of a local shard index at a path: opened inside its directory.
+pub(crate) struct Beside<'a>(pub &'a Path);
+
+impl Siblings for Beside<'_> {
+    type Src = FileSource;
+
+    fn what(&self) -> String {
+        hf_shards::what(self.0)
+    }
+
+    fn open_all(&self, names: &[String], what: &str) -> Result<Vec<FileSource>> {
+        let (dir, roots) = hf_shards::shard_dir(self.0)?;
+        shard_files::open_files(dir, &roots, names, what)?
+            .into_iter()
+            .map(|(file, real)| FileSource::new(file, &real))
+            .collect()
+    }
+}
 
 /// The index of the file in `source` (opened at `path`) read through it,
 /// or the source back when this way does not index it (module
@@ -26,19 +57,20 @@ pub(crate) fn index_by_reads(
     format: Format,
     flags: LoadFlags,
 ) -> Result<std::result::Result<Index, FileSource>> {
-    index_file(source, path, format, flags, true)
+    index_file(source, &Beside(path), format, flags, true)
 }
 
-/// [`index_by_reads`]; a shard index only where `shards` (not for a
-/// shard: an index naming indexes is not a checkpoint).
-fn index_file(
-    source: FileSource,
-    path: &Path,
+/// [`index_by_reads`] for any source, its shards opened by `siblings`; a
+/// shard index only where `shards` (not for a shard: an index naming
+/// indexes is not a checkpoint).
+pub(crate) fn index_file<S: Siblings>(
+    source: S::Src,
+    siblings: &S,
     format: Format,
     flags: LoadFlags,
     shards: bool,
-) -> Result<std::result::Result<Index, FileSource>> {
-    let first = source.first_bytes(16)?;
+) -> Result<std::result::Result<Index, S::Src>> {
+    let first = first_bytes(&source, 16)?;
     if let Some((found, parts)) = header_parts(&source, first.clone(), format)? {
         return Index::new(
             found,
@@ -70,7 +102,7 @@ fn index_file(
         source.read_at(0, &mut bytes)?;
         if hf_shards::is_index(&bytes) {
             let source = Arc::new(source);
-            if let Some(index) = shard_index(source.clone(), path, &bytes, format, flags)? {
+            if let Some(index) = shard_index(source.clone(), siblings, &bytes, format, flags)? {
                 return Ok(Ok(index));
             }
             return Arc::try_unwrap(source)
@@ -81,30 +113,28 @@ fn index_file(
     Ok(Err(source))
 }
 
-/// The index of the shards the shard index at `path` (read through
-/// `source`: its bytes `bytes`) names, each indexed by reads, in the
-/// index's order; None when a shard cannot be indexed so. The index's
+/// The index of the shards the shard index `siblings` names (read
+/// through `source`: its bytes `bytes`) names, each indexed by reads, in
+/// the index's order; None when a shard cannot be indexed so. The index's
 /// own source is the first (counted in the bytes read, no record in it).
-fn shard_index(
-    source: Arc<FileSource>,
-    path: &Path,
+fn shard_index<S: Siblings>(
+    source: Arc<S::Src>,
+    siblings: &S,
     bytes: &[u8],
     format: Format,
     flags: LoadFlags,
 ) -> Result<Option<Index>> {
-    let what = hf_shards::what(path);
+    let what = siblings.what();
     let parsed = hf_shards::parse_index(bytes, &what)?;
-    let (dir, roots) = hf_shards::shard_dir(path)?;
-    let opened = shard_files::open_files(dir, &roots, &parsed.files, &what)?;
+    let opened = siblings.open_all(&parsed.files, &what)?;
     let mut sources: Vec<Arc<dyn ByteSource>> = vec![source];
     let mut records = Vec::new();
     let mut shards = Vec::with_capacity(opened.len());
     let mut first: Option<Format> = None;
-    for (i, (file, real)) in opened.into_iter().enumerate() {
+    for (i, shard) in opened.into_iter().enumerate() {
         let in_shard =
             |e: crate::error::Error| e.context(format!("shard '{}' of {what}", parsed.files[i]));
-        let shard = FileSource::new(file, &real)?;
-        let shard = match index_file(shard, &real, format, flags, false).map_err(in_shard)? {
+        let shard = match index_file(shard, siblings, format, flags, false).map_err(in_shard)? {
             Ok(shard) => shard,
             Err(_) => return Ok(None),
         };
@@ -142,7 +172,7 @@ fn shard_index(
 /// GGUF), read through `source` from its first bytes `first`, when the
 /// file is one of them (and `format` allows it); None for any other.
 fn header_parts(
-    source: &FileSource,
+    source: &dyn ByteSource,
     first: Vec<u8>,
     format: Format,
 ) -> Result<Option<(Format, super::ckpt_parts::Parts)>> {

@@ -44,15 +44,31 @@ pub(crate) fn index(dir: &Path, flags: LoadFlags) -> Result<Option<Index>> {
     let roots = shard_files::roots(dir, &dir.join(METADATA))?;
     let (file, real) = crate::files::open_inside(dir, METADATA, &roots, &what)?;
     let meta_source = Arc::new(FileSource::new(file, &real)?);
+    let open = |files: &[String], named_by: &str| -> Result<Vec<Arc<dyn ByteSource>>> {
+        shard_files::open_files(dir, &roots, files, named_by)?
+            .into_iter()
+            .map(|(file, real)| Ok(Arc::new(FileSource::new(file, &real)?) as _))
+            .collect()
+    };
+    index_with(&what, meta_source, open, flags)
+}
+
+/// [`index`] of the DCP checkpoint `what` whose `.metadata` is read
+/// through `meta_source`, its data files opened by `open` (their names,
+/// and how messages name what names them): files in a directory, or
+/// objects under a URL prefix (`remote`).
+pub(crate) fn index_with(
+    what: &str,
+    meta_source: Arc<dyn ByteSource>,
+    open: impl FnOnce(&[String], &str) -> Result<Vec<Arc<dyn ByteSource>>>,
+    flags: LoadFlags,
+) -> Result<Option<Index>> {
     let mut bytes = vec![0u8; meta_source.len() as usize];
     meta_source.read_at(0, &mut bytes)?;
-    let meta = dcp_metadata::parse(&bytes).map_err(|e| e.context(&what))?;
+    let meta = dcp_metadata::parse(&bytes).map_err(|e| e.context(what))?;
     let files = files_of(&meta);
-    let opened = shard_files::open_files(dir, &roots, &files, &format!("{what}'s metadata"))?;
     let mut sources: Vec<Arc<dyn ByteSource>> = vec![meta_source];
-    for (file, real) in opened {
-        sources.push(Arc::new(FileSource::new(file, &real)?));
-    }
+    sources.extend(open(&files, &format!("{what}'s metadata"))?);
     let source_of = |at: &Location| 1 + files.iter().position(|f| *f == at.file).unwrap_or(0);
     for (name, item) in &meta.entries {
         let ats: Vec<&Location> = match item {

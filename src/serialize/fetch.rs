@@ -83,8 +83,15 @@ pub(crate) fn fetch(
 ) -> Result<Vec<Storage>> {
     // Whole 16-byte groups: a byte-swapped record's elements (2, 4 or 8
     // bytes) never straddle two chunks.
+    // What the sources ask for when the caller sets nothing (a remote
+    // source: more requests in flight than cores).
+    let (want_threads, want_chunk) = index
+        .sources
+        .iter()
+        .map(|s| s.fetch_defaults())
+        .fold((None, None), |(t, c), (st, sc)| (t.max(st), c.max(sc)));
     let chunk = if opts.chunk == 0 {
-        DEFAULT_CHUNK
+        want_chunk.unwrap_or(DEFAULT_CHUNK).next_multiple_of(16)
     } else {
         opts.chunk.next_multiple_of(16)
     };
@@ -120,7 +127,7 @@ pub(crate) fn fetch(
     let crcs: Vec<AtomicU32> = chunks.iter().map(|_| AtomicU32::new(0)).collect();
     let total: u64 = jobs.iter().map(|j| j.len).sum();
     let threads = match opts.concurrency {
-        0 => crate::parallel::get_num_threads(),
+        0 => want_threads.unwrap_or_else(crate::parallel::get_num_threads),
         n => n,
     }
     .clamp(1, chunks.len().max(1));

@@ -41,6 +41,7 @@ mod npy;
 mod npz;
 mod ranges;
 mod read_file;
+mod remote;
 mod safetensors_format;
 mod safetensors_header;
 mod shard_files;
@@ -199,7 +200,7 @@ pub fn save_to_storage(dict: &TensorDict, format: Format) -> Result<Storage> {
     Ok(s)
 }
 
-fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
+pub(crate) fn io_err(path: &Path, what: &str, e: std::io::Error) -> crate::error::Error {
     crate::err!(
         Io,
         "{what} {}: {}",
@@ -330,7 +331,7 @@ pub fn load(path: &Path, format: Format, flags: LoadFlags) -> Result<TensorDict>
 /// name the path.
 pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
     load_path(path, format, flags).map_err(|e| {
-        let shown = path.display().to_string();
+        let shown = shown_path(path);
         if e.message().contains(&shown) {
             e
         } else {
@@ -339,7 +340,22 @@ pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format,
     })
 }
 
+/// How messages name `path`: a URL without the user and password it may
+/// hold, any other path as it displays.
+pub fn shown_path(path: &Path) -> String {
+    match remote::url_of(path) {
+        Some(url) => remote::shown(url),
+        None => path.display().to_string(),
+    }
+}
+
 fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, TensorDict)> {
+    // A URL: indexed through its reads, every tensor fetched by ranged
+    // requests into its own memory (no mapping: `mmap` has no file).
+    if let Some(url) = remote::url_of(path) {
+        let index = remote::open_index(url, format, flags)?;
+        return Ok((index.format, checkpoint::load_all(index)?));
+    }
     // A DCP checkpoint that can be indexed by reads: loaded through its
     // index, every tensor read in parallel into its own memory.
     if !flags.mmap {

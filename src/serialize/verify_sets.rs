@@ -43,6 +43,16 @@ pub fn verify(
     flags: LoadFlags,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified> {
+    if let Some(url) = super::remote::url_of(path) {
+        // A URL: its objects copied to a temporary directory, verified
+        // there (every byte is read anyway); messages name the URL.
+        let (_tmp, local) = super::remote::download(url, Format::Auto)?;
+        let shown = super::remote::shown(url);
+        return verify(&local, flags, progress).map_err(|e| {
+            let m = e.message().replace(&*local.to_string_lossy(), &shown);
+            crate::error::Error::new(e.kind(), m)
+        });
+    }
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         return dcp(path, flags, progress);
     }

@@ -1,0 +1,144 @@
+//! The runtime remote reads run on and the object stores they read:
+//! one tokio runtime for the process, started on the first remote open
+//! (never at library load), its threads named `tessera-remote`; an
+//! object store per open (HTTP: the URL's origin; S3: the bucket, with
+//! AWS's environment variables), with tessera's timeout and retries.
+
+use super::settings::Settings;
+use crate::error::Result;
+use object_store::path::Path as ObjPath;
+use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
+use std::sync::{Arc, OnceLock};
+
+/// Worker threads of the runtime: the requests are I/O, the copies out
+/// of their bodies short.
+const WORKERS: usize = 2;
+
+/// The runtime, started on first use.
+pub(super) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(WORKERS)
+                .thread_name("tessera-remote")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| crate::err!(Io, "cannot start the runtime for remote reads: {e}"))
+}
+
+/// A parsed URL: the store that serves it, the object's key in it, and
+/// how messages name it.
+pub(super) struct Located {
+    pub store: Arc<dyn ObjectStore>,
+    pub key: ObjPath,
+    /// The URL without credentials, up to the key (`scheme://host/`).
+    pub root: String,
+}
+
+/// The store and key of `url` (`http://`, `https://`, `s3://BUCKET/KEY`).
+/// Errors: `InvalidArgument` for a URL that does not parse, a query or a
+/// fragment, an S3 URL without a bucket; `Io` for a store that cannot be
+/// made (the reason object_store gives).
+pub(super) fn locate(url: &str, settings: &Settings) -> Result<Located> {
+    let shown = super::shown(url);
+    let parsed = url::Url::parse(url).map_err(|e| {
+        crate::err!(
+            InvalidArgument,
+            "'{shown}' is not a URL ({e}): expected http://HOST/PATH, https://HOST/PATH or \
+             s3://BUCKET/KEY"
+        )
+    })?;
+    crate::ensure!(
+        parsed.query().is_none() && parsed.fragment().is_none(),
+        InvalidArgument,
+        "'{shown}' has a query or a fragment: expected a URL naming an object by its path alone"
+    );
+    let key = ObjPath::from_url_path(parsed.path()).map_err(|e| {
+        crate::err!(
+            InvalidArgument,
+            "'{shown}': its path is not an object key ({e}): expected segments without '.', \
+             '..' or empty ones"
+        )
+    })?;
+    let host = parsed.host_str().unwrap_or("");
+    let retry = RetryConfig {
+        max_retries: settings.retries,
+        retry_timeout: settings.timeout.saturating_mul(2),
+        ..RetryConfig::default()
+    };
+    let timeout = format!("{}ms", settings.timeout.as_millis());
+    let scheme = parsed.scheme().to_ascii_lowercase();
+    let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = if scheme == "s3" {
+        crate::ensure!(
+            !host.is_empty(),
+            InvalidArgument,
+            "'{shown}' names no bucket: expected s3://BUCKET/KEY"
+        );
+        object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(host)
+            .with_config(
+                object_store::aws::AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                &timeout,
+            )
+            .with_config(
+                object_store::aws::AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                &timeout,
+            )
+            .with_retry(retry)
+            .build()
+            .map(|s| Arc::new(s) as _)
+    } else {
+        let origin = parsed.origin().ascii_serialization();
+        let options = object_store::ClientOptions::new()
+            .with_allow_http(scheme == "http")
+            .with_timeout(settings.timeout)
+            .with_connect_timeout(settings.timeout);
+        object_store::http::HttpBuilder::new()
+            .with_url(origin)
+            .with_client_options(options)
+            .with_retry(retry)
+            .build()
+            .map(|s| Arc::new(s) as _)
+    };
+    let store = built.map_err(|e| {
+        crate::err!(
+            Io,
+            "cannot reach '{shown}': {}",
+            redact(&e.to_string(), url)
+        )
+    })?;
+    let root = match scheme.as_str() {
+        "s3" => format!("s3://{host}/"),
+        _ => format!("{}/", parsed.origin().ascii_serialization()),
+    };
+    Ok(Located { store, key, root })
+}
+
+/// `message` with every credential it might hold replaced: the
+/// password of `url`, and the values of AWS's secret variables.
+pub(super) fn redact(message: &str, url: &str) -> String {
+    let mut out = message.to_owned();
+    let mut secrets: Vec<String> = [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+    ]
+    .iter()
+    .filter_map(|v| std::env::var(v).ok())
+    .collect();
+    if let Ok(u) = url::Url::parse(url) {
+        secrets.extend(u.password().map(str::to_owned));
+        if !u.username().is_empty() {
+            secrets.push(u.username().to_owned());
+        }
+    }
+    for s in secrets.iter().filter(|s| s.len() >= 4) {
+        out = out.replace(s.as_str(), "<redacted>");
+    }
+    out
+}

@@ -1,0 +1,232 @@
+//! Remote checkpoints from real servers started on 127.0.0.1 (a free
+//! port each): nginx (Debian's) for HTTP Range, and s3s-fs 0.14.1 from
+//! crates.io for S3 (a file-system S3 server in Rust, `cargo install
+//! s3s-fs --version 0.14.1 --features binary`: the newest that builds
+//! with this rustc). A server that is not installed skips its test,
+//! saying so on stderr, unless TESSERA_REMOTE_SERVERS=required (what
+//! CI's stage .ci/remote-servers.sh sets, after installing both).
+
+#[path = "common/checkpoint.rs"]
+mod ckpt;
+#[path = "remote/common.rs"]
+mod common;
+
+use ckpt::{assert_dicts, assert_same, filled, COPY};
+use common::*;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera::serialize::{self, Checkpoint, FetchOptions, Format, LoadFlags, TensorDict};
+use tessera::{DType, Device};
+
+const SKIP: LoadFlags = LoadFlags {
+    skip_unknown: true,
+    ..COPY
+};
+
+/// Whether `tool` can run; when it cannot and CI requires it, fails.
+fn usable(tool: &str) -> bool {
+    let ok = have(tool);
+    if !ok && std::env::var("TESSERA_REMOTE_SERVERS").as_deref() == Ok("required") {
+        panic!("{tool} is required (TESSERA_REMOTE_SERVERS=required) but not installed");
+    }
+    ok
+}
+
+/// Waits until 127.0.0.1:`port` accepts connections.
+fn wait_for(port: u16, what: &str) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what} did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The checkpoints served, written under `root/<dir>`: each format, a
+/// shard index, a DCP directory; their relative names (DCP: a prefix).
+fn checkpoints(dir: &Path) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let d = ckpt::sample();
+    let mut names = Vec::new();
+    for (name, format) in [
+        ("a.safetensors", Format::Safetensors),
+        ("a.pt", Format::Torch),
+        ("a.npz", Format::Npz),
+    ] {
+        serialize::save(&d, &dir.join(name), format).unwrap();
+        names.push(name.to_owned());
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    std::fs::copy(
+        repo.join("data/torch_save/legacy_ordered_dict.pt"),
+        dir.join("legacy.pt"),
+    )
+    .unwrap();
+    names.push("legacy.pt".into());
+    let mut big = TensorDict::new();
+    for i in 0..4 {
+        big.set(&format!("t{i}"), filled(&[512, 1024], DType::Float, i))
+            .unwrap();
+    }
+    serialize::save(&big, &dir.join("big.safetensors"), Format::Safetensors).unwrap();
+    names.push("big.safetensors".into());
+    serialize::save(&d, &dir.join("dcp"), Format::Dcp).unwrap();
+    names.push("dcp/".into());
+    std::fs::create_dir_all(dir.join("sharded")).unwrap();
+    serialize::save_sharded(
+        &d,
+        &dir.join("sharded"),
+        Format::Safetensors,
+        4096,
+        Default::default(),
+    )
+    .unwrap();
+    names.push("sharded/model.safetensors.index.json".into());
+    copy_tree(
+        &repo.join("data/shards/dcp_2ranks"),
+        &dir.join("dcp_2ranks"),
+    );
+    names.push("dcp_2ranks/".into());
+    copy_tree(&repo.join("fixtures/gguf"), &dir.join("gguf"));
+    names.push("gguf/align64.gguf".into());
+    names
+}
+
+/// Loads each of `names` from `base` + name, one call and by handle,
+/// against the files under `dir`.
+fn check_all(base: &str, dir: &Path, names: &[String]) {
+    for name in names {
+        let url = format!("{base}{name}");
+        let local = serialize::load(&dir.join(name), Format::Auto, SKIP).unwrap();
+        let remote = serialize::load(Path::new(&url), Format::Auto, SKIP)
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_dicts(&remote, &local, &url);
+        let c = Checkpoint::open(Path::new(&url), Format::Auto, SKIP)
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        for (name, t) in local.iter() {
+            assert_same(&c.load(name, Device::CPU).unwrap(), t, &url);
+        }
+        let all = c
+            .load_many(None, Device::CPU, FetchOptions::default())
+            .unwrap();
+        assert_dicts(&all, &local, &url);
+    }
+}
+
+/// nginx serving `root` on a free port.
+fn nginx(root: &Path) -> Option<Server> {
+    if !usable("nginx") {
+        return None;
+    }
+    let port = free_port();
+    let run = scratch("nginx-run");
+    let conf = run.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "pid {run}/nginx.pid;\nerror_log {run}/error.log;\nevents {{}}\nhttp {{\n  \
+             access_log off;\n  client_body_temp_path {run}/body;\n  proxy_temp_path \
+             {run}/proxy;\n  fastcgi_temp_path {run}/fastcgi;\n  uwsgi_temp_path {run}/uwsgi;\n  \
+             scgi_temp_path {run}/scgi;\n  server {{\n    listen 127.0.0.1:{port};\n    root \
+             {root};\n  }}\n}}\n",
+            run = run.display(),
+            root = root.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("nginx")
+        .args(["-e", &format!("{}/error.log", run.display())])
+        .arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&run)
+        .args(["-g", "daemon off;"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server::new(child, port, root);
+    wait_for(port, "nginx");
+    Some(server)
+}
+
+#[test]
+fn nginx_serves_every_layout() {
+    settings();
+    let root = scratch("nginx-root");
+    let names = checkpoints(&root.join("m"));
+    let Some(server) = nginx(&root) else {
+        return;
+    };
+    check_all(
+        &format!("http://127.0.0.1:{}/m/", server.port),
+        &root.join("m"),
+        &names,
+    );
+}
+
+const ACCESS: &str = "tessera-access-key";
+const SECRET: &str = "tessera-secret-9f8e7d";
+
+/// s3s-fs serving `root` (each directory a bucket) on a free port.
+fn s3s_fs(root: &Path) -> Option<Server> {
+    if !usable("s3s-fs") {
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new("s3s-fs")
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", ACCESS, "--secret-key", SECRET])
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server::new(child, port, root);
+    wait_for(port, "s3s-fs");
+    Some(server)
+}
+
+#[test]
+fn s3_serves_every_layout_and_keeps_its_secrets() {
+    settings();
+    let root = scratch("s3-root");
+    let names = checkpoints(&root.join("bucket"));
+    let Some(server) = s3s_fs(&root) else {
+        return;
+    };
+    std::env::set_var(
+        "AWS_ENDPOINT_URL",
+        format!("http://127.0.0.1:{}", server.port),
+    );
+    std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS);
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET);
+    std::env::set_var("AWS_REGION", "us-east-1");
+    // Plain http refused until allowed.
+    std::env::set_var("AWS_ALLOW_HTTP", "false");
+    let url = "s3://bucket/a.safetensors";
+    let e = serialize::load(Path::new(url), Format::Auto, COPY).unwrap_err();
+    assert!(e.message().contains(url), "{e}");
+    std::env::set_var("AWS_ALLOW_HTTP", "true");
+    check_all("s3://bucket/", &root.join("bucket"), &names);
+    // Missing objects and buckets, wrong keys: the URL named, no secret.
+    for url in [
+        "s3://bucket/none.safetensors",
+        "s3://nobucket/a.safetensors",
+    ] {
+        let e = serialize::load(Path::new(url), Format::Auto, COPY).unwrap_err();
+        assert!(
+            e.message().contains(url) && !e.message().contains(SECRET),
+            "{e}"
+        );
+    }
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "wrong-secret-1234");
+    let e = serialize::load(Path::new(url), Format::Auto, COPY).unwrap_err();
+    assert!(
+        e.message().contains(url) && !e.message().contains("wrong-secret-1234"),
+        "{e}"
+    );
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET);
+}
