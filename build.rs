@@ -62,6 +62,18 @@ fn main() {
             soname(&major, &minor)
         );
     }
+    // Only tessera's own tsr_ functions are exported: a dependency's
+    // #[no_mangle] functions (crc-fast's crc_fast_*, under object_store's
+    // S3 support, feature remote) would be exported by the cdylib too.
+    // Dependencies are linked as archives (rlibs); their symbols are made
+    // local (ELF linkers: GNU ld, lld, gold).
+    let elf = !matches!(
+        env::var("CARGO_CFG_TARGET_OS").as_deref(),
+        Ok("windows" | "macos" | "ios")
+    );
+    if elf {
+        println!("cargo:rustc-cdylib-link-arg=-Wl,--exclude-libs,ALL");
+    }
 
     let config =
         cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("read cbindgen.toml");

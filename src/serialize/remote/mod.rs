@@ -13,12 +13,12 @@
 //! - [`open`]: a URL's index: one object, a shard index and its shards, a
 //!   DCP prefix; any other file spooled to a temporary file.
 
-pub(crate) mod settings;
-
 #[cfg(feature = "remote")]
 mod object;
 #[cfg(feature = "remote")]
 mod open;
+#[cfg(feature = "remote")]
+mod settings;
 #[cfg(feature = "remote")]
 mod store;
 
