@@ -28,6 +28,18 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // SIGTERM first: nginx's master then stops its workers (killed,
+        // it would leave them running).
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -43,11 +55,15 @@ pub fn settings() {
     });
 }
 
-/// Whether `tool` runs (`tool --version`); if not, says so on stderr
-/// (the test is skipped: CI installs every tool, `.ci/run`).
+/// Whether `tool` runs (`tool --version`, nginx's `-v`); if not, says
+/// so on stderr (the test is skipped: CI installs every tool, `.ci/run`).
 pub fn have(tool: &str) -> bool {
     let ok = Command::new(tool)
-        .arg("--version")
+        .arg(if tool.ends_with("nginx") {
+            "-v"
+        } else {
+            "--version"
+        })
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
