@@ -4,7 +4,7 @@
 //! indexed by reads like a file (`ckpt_open`: a header at its front, a
 //! zip archive's directory read from its tail, a Hugging Face shard
 //! index whose shards are the objects it names relative to its URL).
-//! What cannot be indexed so (legacy torch, its tar, a DCP layout the
+//! What cannot be indexed so (legacy torch's tar container, a DCP layout the
 //! read index leaves to a mapping) is spooled: the objects copied by
 //! ranged reads to a temporary directory (removed once the index is
 //! made: the files stay open), mapped and indexed as files are, so that
