@@ -79,7 +79,7 @@ pub(crate) fn index_with(
             check_inside(at, sources[source_of(at)].len(), name)?;
         }
     }
-    dcp_metadata::check_bytes_disjoint(&meta.entries).map_err(|e| e.context(&what))?;
+    dcp_metadata::check_bytes_disjoint(&meta.entries).map_err(|e| e.context(what))?;
     let mut records = Vec::new();
     let mut entries = Vec::new();
     let mut skipped = Vec::new();

@@ -27,7 +27,7 @@ use std::sync::Arc;
 /// What a URL names: a DCP checkpoint under a prefix, or one object.
 enum Target {
     Dcp(Located, String),
-    Object(RemoteSource, Relative),
+    Object(Box<(RemoteSource, Relative)>),
 }
 
 /// What `url` names, opened.
@@ -56,7 +56,7 @@ fn target(url: &str, format: Format, settings: Settings) -> Result<Target> {
         url: url.to_owned(),
         settings,
     };
-    Ok(Target::Object(source, siblings))
+    Ok(Target::Object(Box::new((source, siblings))))
 }
 
 /// The index of the checkpoint at `url`.
@@ -65,7 +65,8 @@ pub(super) fn open_index(url: &str, format: Format, flags: LoadFlags) -> Result<
     let shown = super::shown(url);
     let indexed = match target(url, format, settings)? {
         Target::Dcp(located, dir) => dcp_index(&located, &dir, settings, flags),
-        Target::Object(source, siblings) => {
+        Target::Object(object) => {
+            let (source, siblings) = *object;
             match index_file(source, &siblings, format, flags, true)? {
                 Ok(index) => Ok(index),
                 Err(source) => {
@@ -91,9 +92,7 @@ pub(super) fn download(url: &str, format: Format) -> Result<(Spool, std::path::P
             let path = tmp.dir.clone();
             Ok((tmp, path))
         }
-        Target::Object(source, siblings) => {
-            spool_object(&source, &siblings).map_err(|e| named(e, &shown))
-        }
+        Target::Object(object) => spool_object(&object.0, &object.1).map_err(|e| named(e, &shown)),
     }
 }
 
