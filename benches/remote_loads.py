@@ -139,7 +139,15 @@ def plain_client(port, path, size, header_len):
         for off in range(0, per, CHUNK):
             jobs.put((t, off, min(CHUNK, per - off)))
 
+    errors = []
+
     def work():
+        try:
+            fetch()
+        except Exception as e:  # raised on the calling thread below
+            errors.append(e)
+
+    def fetch():
         conn = http.client.HTTPConnection("127.0.0.1", port)
         while True:
             try:
@@ -163,6 +171,8 @@ def plain_client(port, path, size, header_len):
         t.start()
     for t in ts:
         t.join()
+    if errors:
+        raise errors[0]
 
 
 def runai(url):
@@ -179,12 +189,13 @@ def runai(url):
 def main():
     base = os.environ.get("BENCH_DIR", tempfile.gettempdir())
     work = tempfile.mkdtemp(dir=base, prefix="tessera-remote-bench-")
+    os.chmod(work, 0o755)  # nginx's workers run as another user
     try:
         root = os.path.join(work, "root")
         os.makedirs(os.path.join(root, "bucket"))
         path = os.path.join(root, "bucket", "model.safetensors")
         rng = np.random.default_rng(0)
-        save_file({"t%03d" % i: rng.standard_normal(CHUNK // 4, dtype=np.float32)
+        save_file({"t%03d" % i: rng.random(CHUNK // 4, dtype=np.float32)
                    for i in range(TENSORS)}, path)
         size = os.path.getsize(path)
         with open(path, "rb") as f:
