@@ -26,8 +26,6 @@ use crate::error::Result;
 use memmap2::{Mmap, MmapMut, MmapOptions};
 use std::ffi::{c_void, CStr, CString};
 use std::fs::{File, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// How a file is mapped (TSR_FILE_PRIVATE / SHARED / READ_ONLY).
@@ -159,7 +157,7 @@ impl Drop for Undo<'_> {
 /// `path` as a C string (what a file storage keeps for its filename);
 /// InvalidArgument for a path with a NUL byte.
 pub(crate) fn c_path(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+    CString::new(crate::platform::fs::path_bytes(path).into_owned()).map_err(|_| {
         crate::err!(
             InvalidArgument,
             "the path '{}' holds a NUL byte: expected a C string",
@@ -196,7 +194,10 @@ impl Storage {
             FileMode::Shared => {
                 let mut options = OpenOptions::new();
                 options.read(true).write(true);
-                match open(options.clone().create_new(true).mode(0o600)) {
+                let mut create = options.clone();
+                create.create_new(true);
+                crate::platform::fs::create_mode(&mut create, 0o600);
+                match open(&create) {
                     Ok(f) => (f, true),
                     Err(_) if path.exists() || path.is_symlink() => (open(&options)?, false),
                     Err(e) => return Err(e),
@@ -382,7 +383,10 @@ mod tests {
         let s = Storage::from_file(&p, FileMode::Shared, 8).unwrap();
         assert_eq!(&bytes_of(&s)[..4], b"abcd");
         assert_eq!(&bytes_of(&s)[4..], &[0; 4]);
-        assert_eq!(s.filename().unwrap().to_bytes(), p.as_os_str().as_bytes());
+        assert_eq!(
+            s.filename().unwrap().to_bytes(),
+            &*crate::platform::fs::path_bytes(&p)
+        );
         let second = Storage::from_file(&p, FileMode::ReadOnly, 0).unwrap();
         write_at(&s, 7, b'Z');
         assert_eq!(bytes_of(&second)[7], b'Z');
