@@ -58,7 +58,7 @@ fn sync_tree(dir: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
-            std::fs::File::open(entry.path())?.sync_all()?;
+            crate::platform::fs::sync_file(&entry.path())?;
         }
     }
     sync_dir_itself(dir)

@@ -152,6 +152,11 @@ pub(crate) fn preallocate(_file: &File, _bytes: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// fsyncs the file at `path` (opened for reading: enough for fsync here).
+pub(crate) fn sync_file(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
 /// fsyncs the directory `dir` itself (so that names made or renamed in
 /// it are durable).
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {

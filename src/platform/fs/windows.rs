@@ -13,7 +13,7 @@ use std::os::windows::io::AsRawHandle;
 use std::path::{Path, PathBuf};
 use windows_sys::Win32::Foundation::{ERROR_FILENAME_EXCED_RANGE, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::{
-    GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_FLAG_BACKUP_SEMANTICS,
 };
 
 /// Reads up to `buf.len()` bytes of `file` at `offset` (ReadFile with an
@@ -38,8 +38,13 @@ pub(crate) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) ->
     Ok(())
 }
 
-/// Nothing to add: an open by path does not block.
-pub(crate) fn open_nonblocking(_options: &mut OpenOptions) {}
+/// An open by path does not block here; FILE_FLAG_BACKUP_SEMANTICS lets
+/// it open a directory too, which the caller then tells apart (as a
+/// Unix open does; without it Windows answers "Access denied").
+pub(crate) fn open_nonblocking(options: &mut OpenOptions) {
+    use std::os::windows::fs::OpenOptionsExt;
+    options.custom_flags(FILE_FLAG_BACKUP_SEMANTICS);
+}
 
 /// No FIFOs without a peer here.
 pub(crate) fn is_no_peer(_e: &io::Error) -> bool {
@@ -87,6 +92,12 @@ pub(crate) fn set_permission_bits(_file: &File, _mode: u32) -> io::Result<()> {
 /// Nothing is reserved.
 pub(crate) fn preallocate(_file: &File, _bytes: u64) -> io::Result<()> {
     Ok(())
+}
+
+/// Flushes the file at `path` (FlushFileBuffers needs a handle open for
+/// writing).
+pub(crate) fn sync_file(path: &Path) -> io::Result<()> {
+    OpenOptions::new().write(true).open(path)?.sync_all()
 }
 
 /// Directories are not synced here (see the module's comment).
