@@ -426,4 +426,37 @@ mod tests {
         assert_eq!(e.kind(), crate::error::ErrorKind::Io);
         assert!(!missing.exists());
     }
+
+    /// A save over a file that a storage maps: Unix renames the new file
+    /// over it (the mapping keeps the old bytes); Windows refuses to
+    /// replace a mapped file, and the save fails with the old file kept
+    /// whole. Either way nothing is lost.
+    #[test]
+    fn a_save_over_a_mapped_file_never_loses_it() {
+        let p = temp("mapped-save", b"old!");
+        let s = Storage::from_file(&p, FileMode::ReadOnly, 0).unwrap();
+        let saved = crate::files::replace_file(&p, false, "the test", |f, _| {
+            f.write_all(b"new!").map_err(|e| crate::err!(Io, "{e}"))
+        });
+        assert_eq!(bytes_of(&s), b"old!");
+        if cfg!(windows) {
+            let e = saved.unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Io, "{e}");
+            assert_eq!(std::fs::read(&p).unwrap(), b"old!");
+        } else {
+            saved.unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), b"new!");
+        }
+        drop(s);
+        std::fs::remove_file(&p).unwrap();
+        let dir = p.parent().unwrap();
+        let left = std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().contains("mapped-save")
+            })
+            .count();
+        assert_eq!(left, 0, "a temporary file was left beside it");
+    }
 }
