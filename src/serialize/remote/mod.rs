@@ -13,13 +13,13 @@
 //! - [`open`]: a URL's index: one object, a shard index and its shards, a
 //!   DCP prefix; any other file spooled to a temporary file.
 
-#[cfg(feature = "remote")]
+#[cfg(all(feature = "remote", target_os = "linux"))]
 mod object;
-#[cfg(feature = "remote")]
+#[cfg(all(feature = "remote", target_os = "linux"))]
 mod open;
-#[cfg(feature = "remote")]
+#[cfg(all(feature = "remote", target_os = "linux"))]
 mod settings;
-#[cfg(feature = "remote")]
+#[cfg(all(feature = "remote", target_os = "linux"))]
 mod store;
 
 use super::ckpt_index::Index;
@@ -43,7 +43,7 @@ pub(crate) fn url_of(path: &Path) -> Option<&str> {
 
 /// The index of the checkpoint at `url` (module documentation). Errors
 /// name the URL (its credentials, if it holds any, left out).
-#[cfg(feature = "remote")]
+#[cfg(all(feature = "remote", target_os = "linux"))]
 pub(crate) fn open_index(url: &str, format: Format, flags: LoadFlags) -> Result<Index> {
     open::open_index(url, format, flags)
 }
@@ -51,29 +51,29 @@ pub(crate) fn open_index(url: &str, format: Format, flags: LoadFlags) -> Result<
 /// The checkpoint at `url` copied to a temporary directory (removed when
 /// the guard is dropped), and the path standing for `url` in it: what
 /// `verify` checks.
-#[cfg(feature = "remote")]
+#[cfg(all(feature = "remote", target_os = "linux"))]
 pub(crate) fn download(url: &str, format: Format) -> Result<(open::Spool, std::path::PathBuf)> {
     open::download(url, format)
 }
 
 /// Without the `remote` feature: refused.
-#[cfg(not(feature = "remote"))]
+#[cfg(not(all(feature = "remote", target_os = "linux")))]
 pub(crate) fn open_index(url: &str, _format: Format, _flags: LoadFlags) -> Result<Index> {
     Err(without(url))
 }
 
 /// Without the `remote` feature: refused.
-#[cfg(not(feature = "remote"))]
+#[cfg(not(all(feature = "remote", target_os = "linux")))]
 pub(crate) fn download(url: &str, _format: Format) -> Result<((), std::path::PathBuf)> {
     Err(without(url))
 }
 
-#[cfg(not(feature = "remote"))]
+#[cfg(not(all(feature = "remote", target_os = "linux")))]
 fn without(url: &str) -> crate::error::Error {
     let scheme = url.split("://").next().unwrap_or(url);
     crate::err!(
         Unsupported,
-        "cannot open {}: this tessera was built without the `remote` feature: expected a \
+        "cannot open {}: this tessera was built without the `remote` feature (Linux only): expected a \
          local path, or a build with `--features remote` ({scheme}:// URLs)",
         shown(url)
     )
