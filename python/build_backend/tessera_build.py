@@ -13,7 +13,9 @@ cannot do for a cffi package (docs/PYTHON.md, "How the wheel is built").
    of the build environment. It is not linked to libtessera: its tsr_*
    calls bind to the library the package already loaded
    (tessera.numpy_allocator loads it RTLD_GLOBAL first), so there is one
-   copy of tessera's allocators and memory history in the process.
+   copy of tessera's allocators and memory history in the process. With
+   it, tessera._dlpack_capsule (python/csrc/_dlpack_capsule.c): DLPack
+   capsules whose destructor is C.
 
 pyproject.toml names this module as the build backend (backend-path), so
 `pip install .` and `pip wheel .` run both steps; CI runs them with
@@ -32,6 +34,7 @@ CSRC = os.path.join(ROOT, "python", "csrc")
 SOURCES = ["_handler.c", "_frames.c", "_limited.c", "_exit_report.c"]
 SCRIPT = os.path.join(ROOT, "python", "tessera.data", "scripts", "tessera")
 HANDLER = os.path.join(ROOT, "python", "tessera", "numpy_allocator", "_handler.abi3.so")
+CAPSULE = os.path.join(ROOT, "python", "tessera", "_dlpack_capsule.abi3.so")
 CFLAGS = ["-std=c11", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
           "-Wno-unused-parameter", "-Wno-missing-field-initializers",
           "-fvisibility=hidden", "-DPy_LIMITED_API=0x030A0000"]
@@ -66,6 +69,8 @@ def build_handler(cc=None):
     srcs = [os.path.join(CSRC, s) for s in SOURCES]
     flags = cc + CFLAGS + ["-I" + i for i in includes]
     _run(flags + srcs + ["-o", HANDLER])
+    # DLPack capsules with a C destructor (tessera.Tensor.__dlpack__).
+    _run(flags + [os.path.join(CSRC, "_dlpack_capsule.c"), "-o", CAPSULE])
 
 
 def prepare(target=None, cc=None):
