@@ -3,9 +3,10 @@
 //! archive's directory and pickles (torch, TorchScript, npz), and a
 //! Hugging Face shard index with each shard indexed so (the shards'
 //! records ranges of their own sources, checked against the index by
-//! `hf_shards::merge`, the checks of a load of the shards). Any other
-//! file (legacy torch, its tar, a DCP `.metadata`, a shard index over
-//! such shards) is given back to the caller, which maps it
+//! `hf_shards::merge`, the checks of a load of the shards), torch's
+//! legacy format (its pickles and storage counts, `legacy_index`). Any
+//! other file (legacy torch's tar container, a DCP `.metadata`, a shard
+//! index over such shards) is given back to the caller, which maps it
 //! (`ckpt_index::Index::from_mapped`) or reads it whole.
 
 use super::byte_source::{ByteSource, FileSource};
@@ -62,6 +63,16 @@ fn index_file(
         return Arc::try_unwrap(source)
             .map(Err)
             .map_err(|_| crate::err!(Internal, "the zip index kept its source"));
+    }
+    let legacy_format = matches!(format, Format::Auto | Format::TorchLegacy);
+    if legacy_format && super::legacy_index::may_be(&first) {
+        let source = Arc::new(source);
+        if let Some(index) = super::legacy_index::index(source.clone() as _, flags)? {
+            return Ok(Ok(index));
+        }
+        return Arc::try_unwrap(source)
+            .map(Err)
+            .map_err(|_| crate::err!(Internal, "the legacy index kept its source"));
     }
     let index_format = matches!(format, Format::Auto | Format::Safetensors | Format::Torch);
     let json = first.iter().find(|b| !b" \t\r\n".contains(b)) == Some(&b'{');

@@ -66,7 +66,8 @@ fn legacy_tensor(
     )
 }
 
-/// Loads `bytes` by copy, by mapping and from a storage.
+/// Loads `bytes` by copy, by mapping, from a storage and through a
+/// checkpoint handle (indexed by reads).
 fn every_load(bytes: &[u8]) -> Vec<(&'static str, crate::error::Result<TensorDict>)> {
     let path = std::env::temp_dir().join(format!(
         "tessera-archives-{}-{}.pt",
@@ -82,6 +83,12 @@ fn every_load(bytes: &[u8]) -> Vec<(&'static str, crate::error::Result<TensorDic
         ("load", load(&path, Format::Auto, LoadFlags::default())),
         ("load mmap", load(&path, Format::Auto, mmap)),
         ("load_from_storage", load_bytes(bytes)),
+        (
+            "checkpoint",
+            Checkpoint::open(&path, Format::Auto, LoadFlags::default()).and_then(|c| {
+                c.load_many(None, crate::device::Device::CPU, FetchOptions::default())
+            }),
+        ),
     ];
     std::fs::remove_file(&path).unwrap();
     results
@@ -175,4 +182,60 @@ fn legacy_views_share_their_root_storage() {
         assert!(Storage::ptr_eq(a.storage(), c.storage()), "{how}");
         assert_eq!(b.storage_offset() - a.storage_offset(), 2, "{how}");
     }
+}
+
+/// A legacy file opened as a checkpoint reads its pickles and each
+/// storage's element count, never a storage's bytes: a main pickle over
+/// 256 KiB (read again four times longer) and two storages of 1 MiB.
+/// Loads by name as the whole-file load does; a file cut inside its last
+/// storage fails to open with the whole-file load's message.
+#[test]
+fn a_legacy_file_opens_by_reads_without_its_storages() {
+    let note = "n".repeat(300 << 10);
+    let root = Value::Dict(vec![
+        (
+            Value::str("a"),
+            legacy_tensor("FloatStorage", "0", 1 << 18, None, 1 << 18),
+        ),
+        (Value::str("note"), Value::str(&note)),
+        (
+            Value::str("b"),
+            legacy_tensor("FloatStorage", "1", 1 << 18, Some(("v", 4, 8)), 8),
+        ),
+    ]);
+    let (x, y): (Vec<u8>, Vec<u8>) = (
+        (0..1u32 << 20).map(|i| (i % 251) as u8).collect(),
+        (0..1u32 << 20).map(|i| (i % 241) as u8).collect(),
+    );
+    let bytes = legacy_file(&root, &["0", "1"], &[(1 << 18, &x), (1 << 18, &y)]);
+    let pickles = bytes.len() as u64 - 2 * ((1 << 20) + 8);
+    let path = std::env::temp_dir().join(format!("tessera-legacy-reads-{}.pt", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let c = Checkpoint::open(&path, Format::Auto, LoadFlags::default()).unwrap();
+    assert_eq!(c.format(), Format::TorchLegacy);
+    let read = c.bytes_read();
+    // 16 bytes to detect the format, the front (past 256 KiB the
+    // pickles' second read is 1 MiB: it holds the first count and part of
+    // the first storage), the second storage's count; never the second
+    // storage.
+    assert!(read > pickles, "{read} bytes read at open");
+    assert_eq!(read, 16 + (1 << 20) + 8);
+    let whole = load(&path, Format::Auto, LoadFlags::default()).unwrap();
+    let cpu = crate::device::Device::CPU;
+    for name in ["a", "b"] {
+        let t = c.load(name, cpu).unwrap();
+        assert_eq!(floats(&t), floats(whole.get(name).unwrap()), "{name}");
+    }
+    assert_eq!(
+        floats(&c.load("b", cpu).unwrap()),
+        floats(whole.get("b").unwrap())
+    );
+    let cut = &bytes[..bytes.len() - 100];
+    std::fs::write(&path, cut).unwrap();
+    let opened = Checkpoint::open(&path, Format::Auto, LoadFlags::default()).map(|_| ());
+    let loaded = load(&path, Format::Auto, LoadFlags::default()).map(|_| ());
+    std::fs::remove_file(&path).unwrap();
+    let (opened, loaded) = (opened.unwrap_err(), loaded.unwrap_err());
+    assert!(opened.message().contains("truncated"), "{opened}");
+    assert_eq!(opened.message(), loaded.message());
 }

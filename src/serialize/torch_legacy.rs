@@ -56,9 +56,14 @@ fn magic_end(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Reads the small pickle at `*pos` (no globals allowed) and moves past it.
-fn small_pickle<'a>(bytes: &'a [u8], pos: &mut usize, what: &str) -> Result<Pickle<'a>> {
+fn small_pickle<'a>(
+    bytes: &'a [u8],
+    pos: &mut usize,
+    what: &str,
+    file: usize,
+) -> Result<Pickle<'a>> {
     let (v, used) = pickle::parse_prefix(&bytes[*pos..], &|_, _| false, Limits::default())
-        .map_err(|e| pickle_error(bytes.len(), &format!("the {what} pickle"), e))?;
+        .map_err(|e| pickle_error(file, &format!("the {what} pickle"), e))?;
     *pos += used;
     Ok(v)
 }
@@ -100,19 +105,60 @@ fn element_sizes(p: &Pickle<'_>) -> HashMap<String, u64> {
     out
 }
 
-/// Reads a legacy torch.save file from `source`.
-fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
-    let bytes = source.bytes;
-    if torch_tar::is_tar(bytes) {
-        return torch_tar::read(source, flags);
+/// The pickles in front of a legacy file's storages: the main pickle,
+/// the storage keys, and where the first storage's element count lies.
+pub(crate) struct Prefix<'a> {
+    root: Pickle<'a>,
+    keys: Pickle<'a>,
+    pub end: usize,
+}
+
+impl Prefix<'_> {
+    /// The storage keys in the order their storages follow the pickles,
+    /// each with its element size (from the main pickle's persistent
+    /// ids); an error for keys that are not a list of str or name a
+    /// storage no tensor does.
+    pub(crate) fn storages(&self) -> Result<Vec<(&str, u64)>> {
+        let keys = self.keys.root().as_seq().ok_or_else(|| {
+            crate::err!(
+                Format,
+                "torch legacy: the storage keys are {}: expected a list",
+                self.keys.root().describe()
+            )
+        })?;
+        let sizes = element_sizes(&self.root);
+        keys.iter()
+            .map(|key| {
+                let key = key.as_str().ok_or_else(|| {
+                    crate::err!(
+                        Format,
+                        "torch legacy: storage key {}: expected a str",
+                        key.describe()
+                    )
+                })?;
+                let elem = sizes.get(key).copied().ok_or_else(|| {
+                    crate::err!(
+                        Format,
+                        "torch legacy: storage '{key}' is listed but no tensor names it"
+                    )
+                })?;
+                Ok((key, elem))
+            })
+            .collect()
     }
+}
+
+/// The pickles at the front of the legacy file `bytes` (magic, protocol
+/// version, sys_info, main, storage keys); `file`, the whole file's
+/// length, for the message when `bytes` end inside one.
+pub(crate) fn prefix(bytes: &[u8], file: usize, flags: LoadFlags) -> Result<Prefix<'_>> {
     let mut pos = magic_end(bytes).ok_or_else(|| {
         crate::err!(
             Format,
             "torch legacy: the file does not start with torch.save's magic number pickle"
         )
     })?;
-    let version = small_pickle(bytes, &mut pos, "protocol version")?;
+    let version = small_pickle(bytes, &mut pos, "protocol version", file)?;
     crate::ensure!(
         version.root().as_int() == Some(PROTOCOL_VERSION),
         Format,
@@ -121,34 +167,29 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
     );
     // sys_info's byte order does not matter: torch writes the storages
     // of this format little-endian on any machine, and reads them so.
-    small_pickle(bytes, &mut pos, "sys_info")?;
+    small_pickle(bytes, &mut pos, "sys_info", file)?;
     let (root, used) = torch_pickle::read_pickle(&bytes[pos..], "the main pickle", flags)
-        .map_err(|e| pickle_error(bytes.len(), "the main pickle", e))?;
+        .map_err(|e| pickle_error(file, "the main pickle", e))?;
     pos += used;
-    let keys = small_pickle(bytes, &mut pos, "storage keys")?;
-    let keys = keys.root().as_seq().ok_or_else(|| {
-        crate::err!(
-            Format,
-            "torch legacy: the storage keys are {}: expected a list",
-            keys.root().describe()
-        )
-    })?;
-    let sizes = element_sizes(&root);
+    let keys = small_pickle(bytes, &mut pos, "storage keys", file)?;
+    Ok(Prefix {
+        root,
+        keys,
+        end: pos,
+    })
+}
+
+/// Reads a legacy torch.save file from `source`.
+fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
+    let bytes = source.bytes;
+    if torch_tar::is_tar(bytes) {
+        return torch_tar::read(source, flags);
+    }
+    let prefix = prefix(bytes, bytes.len(), flags)?;
+    let storages = prefix.storages()?;
+    let (root, mut pos) = (&prefix.root, prefix.end);
     let mut map = HashMap::new();
-    for key in keys.iter() {
-        let key = key.as_str().ok_or_else(|| {
-            crate::err!(
-                Format,
-                "torch legacy: storage key {}: expected a str",
-                key.describe()
-            )
-        })?;
-        let elem = sizes.get(key).copied().ok_or_else(|| {
-            crate::err!(
-                Format,
-                "torch legacy: storage '{key}' is listed but no tensor names it"
-            )
-        })?;
+    for &(key, elem) in &storages {
         let count = bytes
             .get(pos..pos + 8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
@@ -173,9 +214,9 @@ fn read(source: &Source<'_>, flags: LoadFlags) -> Result<TensorDict> {
                      overflow"
                 ),
             };
-            let rest: Vec<&str> = keys.iter().filter_map(|k| k.as_str()).collect();
+            let rest: Vec<&str> = storages.iter().map(|(k, _)| *k).collect();
             let at = rest.iter().position(|k| *k == key).unwrap_or(0);
-            let users = users_of(source, &root, flags, &map, &rest[at..]);
+            let users = users_of(source, root, flags, &map, &rest[at..]);
             crate::bail!(Format, "torch legacy: {why}{users}");
         };
         let first = map.insert(format!("data/{key}"), (pos + 8, len as usize));

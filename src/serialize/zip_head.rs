@@ -3,14 +3,13 @@
 //! only what it looks at, and notes the records it would load instead of
 //! loading them (`Source::lazy`).
 //!
-//! The copy is anonymous memory of the file's length, reserved without
-//! backing (pages exist only where bytes were written), filled in steps
-//! through the byte source: the last 128 KiB (the end record, a ZIP64
-//! locator and end record, usually the whole central directory), the
-//! central directory, each record's local header, then every record that
-//! is not a tensor storage (the pickles, version and byte-order records,
-//! TorchScript's code) whole, and of each stored `.npy` entry its header.
-//! Storage records (a name whose last part is a number) and the arrays of
+//! The copy (`sparse_copy`) is filled in steps through the byte source:
+//! the last 128 KiB (the end record, a ZIP64 locator and end record,
+//! usually the whole central directory), the central directory, each
+//! record's local header, then every record that is not a tensor storage
+//! (the pickles, version and byte-order records, TorchScript's code)
+//! whole, and of each stored `.npy` entry its header. Storage records (a
+//! name whose last part is a number) and the arrays of
 //! npz entries are never read: they become ranges of the index. A deflated
 //! record is read whole (an npz entry is inflated at open).
 //!
@@ -21,7 +20,7 @@
 use super::byte_source::ByteSource;
 use super::ckpt_index::{Index, RecordCrc};
 use super::formats::Format;
-use super::source::{Noted, Source};
+use super::sparse_copy::Sparse;
 use super::zip_index::{self, STORED};
 use super::LoadFlags;
 use crate::error::Result;
@@ -38,42 +37,6 @@ pub(crate) fn is_zip(first: &[u8]) -> bool {
     first.starts_with(b"PK\x03\x04") || first.starts_with(b"PK\x05\x06")
 }
 
-/// The file's bytes where read, zeros elsewhere.
-struct Sparse<'s> {
-    source: &'s dyn ByteSource,
-    map: memmap2::MmapMut,
-    /// The ranges read, sorted, disjoint.
-    read: Vec<(u64, u64)>,
-}
-
-impl Sparse<'_> {
-    /// Reads [a, b) (clamped to the file) where not read yet.
-    fn fill(&mut self, a: u64, b: u64) -> Result<()> {
-        let b = b.min(self.source.len());
-        let mut at = a;
-        let mut gaps = Vec::new();
-        for &(x, y) in &self.read {
-            if y <= at || x >= b {
-                continue;
-            }
-            if x > at {
-                gaps.push((at, x));
-            }
-            at = at.max(y);
-        }
-        if at < b {
-            gaps.push((at, b));
-        }
-        for (x, y) in gaps {
-            self.source
-                .read_at(x, &mut self.map[x as usize..y as usize])?;
-            self.read.push((x, y));
-        }
-        self.read.sort_unstable();
-        Ok(())
-    }
-}
-
 /// The index of the zip archive in `source` (`format`: Auto or the one it
 /// must be), or None when this way does not index it (the caller maps
 /// the file; see the module documentation).
@@ -83,29 +46,17 @@ pub(crate) fn index(
     flags: LoadFlags,
 ) -> Result<Option<Index>> {
     let len = source.len();
-    let Ok(len_usize) = usize::try_from(len) else {
+    let Some(mut sparse) = Sparse::new(&*source) else {
         return Ok(None);
-    };
-    let Ok(map) = memmap2::MmapOptions::new()
-        .len(len_usize)
-        .no_reserve_swap()
-        .map_anon()
-    else {
-        return Ok(None);
-    };
-    let mut sparse = Sparse {
-        source: &*source,
-        map,
-        read: Vec::new(),
     };
     // Reads that fail (the file changed, an I/O error) are errors; a
     // file this way cannot parse is the mapped index's to refuse.
     sparse.fill(len.saturating_sub(TAIL), len)?;
-    let Ok((start, end)) = zip_index::central_span(&sparse.map) else {
+    let Ok((start, end)) = zip_index::central_span(sparse.bytes()) else {
         return Ok(None);
     };
     sparse.fill(start, end)?;
-    let headers: Vec<(u64, u64)> = match zip_index::central(&sparse.map) {
+    let headers: Vec<(u64, u64)> = match zip_index::central(sparse.bytes()) {
         Ok((_, records)) => records
             .iter()
             .map(|(e, raw)| (e.header, raw.len() as u64))
@@ -115,7 +66,7 @@ pub(crate) fn index(
     for (at, name) in headers {
         sparse.fill(at, at.saturating_add(30 + name + LOCAL_SLACK))?;
     }
-    let Ok(entries) = zip_index::entries(&sparse.map) else {
+    let Ok(entries) = zip_index::entries(sparse.bytes()) else {
         return Ok(None);
     };
     // Per offset where a stored record will be fetched from: its length
@@ -136,33 +87,26 @@ pub(crate) fn index(
         };
         if e.method == STORED && e.name.ends_with(".npy") {
             sparse.fill(e.data, e.data.saturating_add(16).min(end))?;
-            let first = &sparse.map[e.data as usize..(e.data + 16).min(end) as usize];
+            let first = &sparse.bytes()[e.data as usize..(e.data + 16).min(end) as usize];
             let header = super::npy::header_len(first) as u64;
             let at = e.data.saturating_add(header).min(end);
             sparse.fill(e.data, at)?;
-            let prefix = &sparse.map[e.data as usize..at as usize];
+            let prefix = &sparse.bytes()[e.data as usize..at as usize];
             crcs.insert(at, (end - at, crc(prefix)));
         } else if storage && e.method == STORED {
             crcs.insert(e.data, (e.packed, crc(&[])));
         } else {
             sparse.fill(e.data, end)?;
             if e.method == STORED {
-                check_whole(source.name(), e, &sparse.map[e.data as usize..end as usize])?;
+                check_whole(
+                    source.name(),
+                    e,
+                    &sparse.bytes()[e.data as usize..end as usize],
+                )?;
             }
         }
     }
-    let noted = Noted::default();
-    let lazy = Source {
-        bytes: &sparse.map,
-        backing: None,
-        direct: false,
-        lazy: Some(&noted),
-    };
-    let Ok((found, dict)) = super::load_source(&lazy, format, flags) else {
-        return Ok(None);
-    };
-    drop(sparse);
-    Index::from_noted(found, &dict, &noted, source, &crcs).map(Some)
+    sparse.index(source.clone(), format, flags, &crcs)
 }
 
 /// Refuses a stored record read whole (a pickle, TorchScript's code)
