@@ -73,6 +73,10 @@ class Tensor:
         if stream is not None and stream != -1:
             raise BufferError(f"tensor '{self.name}' is on the CPU: stream={stream!r}, "
                               "expected None or -1")
+        # Its capsules' destructor (C) calls the deleter if no consumer
+        # takes the tensor; imported before the export, which it owns.
+        from . import _dlpack_capsule
+
         if max_version is not None and max_version[0] >= 1:
             out = ffi.new("DLManagedTensorVersioned **")
             check(lib.tsr_tensor_to_dlpack(self._t, out))
@@ -81,10 +85,6 @@ class Tensor:
             out = ffi.new("DLManagedTensor **")
             check(lib.tsr_tensor_to_dlpack_legacy(self._t, out))
             versioned = False
-        # The capsule's destructor (C) calls the deleter if no consumer
-        # takes the tensor.
-        from . import _dlpack_capsule
-
         return _dlpack_capsule.capsule(int(ffi.cast("uintptr_t", out[0])), versioned)
 
     def __repr__(self):
