@@ -66,8 +66,9 @@ if ! PYTHONPATH=$tools python3 -c "import maturin, cffi" 2>/dev/null; then
     fi
 fi
 PYTHONPATH=$tools:$PYTHONPATH python3 python/build_backend/tessera_build.py
+# target/wheel: as .ci/python-package.sh, which built it already.
 PYTHONPATH=$tools "$tools/bin/maturin" build --quiet --release --interpreter python3 \
-    --out "$work/wheels"
+    --target-dir "$root/target/wheel" --out "$work/wheels"
 pip_get install --target "$py" --upgrade --no-deps "$work"/wheels/tessera-*.whl
 if ! python3 -c "import cffi" 2>/dev/null; then
     pip_get install --target "$py" "cffi>=1.15" || {

@@ -40,9 +40,14 @@ fi
 step "the command and the NEP 49 handler (python/build_backend/tessera_build.py)"
 PYTHONPATH=$tools python3 python/build_backend/tessera_build.py
 # maturin runs python3 with cffi to write the bindings: both from the cache.
+# Its own target directory: the library without the cli feature writes the
+# same unhashed files (deps/libtessera.{so,rlib,a}) as the command's build
+# of it with the feature, so in one directory each build undid the other's
+# and every later build rebuilt the library (measured: numpy-host.sh
+# rebuilt it twice after this stage). target/wheel keeps maturin's.
 step "maturin build"
 PYTHONPATH=$tools "$tools/bin/maturin" build --release --interpreter python3 \
-    --out "$work/wheels"
+    --target-dir "$root/target/wheel" --out "$work/wheels"
 wheel=$(ls "$work"/wheels/tessera-*.whl)
 echo "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 python3 -m zipfile -l "$wheel" | awk 'NR > 1 && $NF > 20000 {print "  " $1 ": " $NF " bytes"}'
