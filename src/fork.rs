@@ -240,8 +240,7 @@ fn step_at(order: usize) -> Option<&'static Step> {
 
 #[cold]
 fn register() {
-    // SAFETY: getpid has no preconditions.
-    let me = unsafe { libc::getpid() } as u64 + 1;
+    let me = crate::platform::process::id() + 1;
     loop {
         let seen = REGISTERED.load(Ordering::Acquire);
         if seen == DONE {
@@ -262,11 +261,9 @@ fn register() {
         {
             continue;
         }
-        // SAFETY: the three handlers are extern "C" functions without
-        // arguments, valid for the whole process lifetime.
-        let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        let ok = crate::platform::process::register_fork_handlers(prepare, parent, child);
         // On failure (out of memory) the next call tries again.
-        REGISTERED.store(if rc == 0 { DONE } else { 0 }, Ordering::Release);
+        REGISTERED.store(if ok { DONE } else { 0 }, Ordering::Release);
         return;
     }
 }

@@ -29,6 +29,7 @@ mod fork;
 pub mod iterator;
 pub mod kernels;
 pub mod parallel;
+mod platform;
 
 pub use allocator::Allocator;
 pub use data_ptr::DataPtr;

@@ -215,18 +215,12 @@ fn malloc_failed(counted: bool) -> String {
 }
 
 /// Advises transparent huge pages for `[data, data + nbytes)`, a range of
-/// one live block starting on a 2 MiB boundary.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// one live block starting on a 2 MiB boundary (Linux's MADV_HUGEPAGE;
+/// elsewhere the block is still 2 MiB aligned and nothing is advised).
 fn advise_huge_pages(data: *mut u8, nbytes: usize) {
-    // SAFETY: the range lies in a block this allocator owns; madvise only
-    // advises (a failure leaves normal pages).
-    unsafe { libc::madvise(data as *mut c_void, nbytes & !(4095), libc::MADV_HUGEPAGE) };
+    // SAFETY: the range lies in a block this allocator owns.
+    unsafe { crate::platform::heap::advise_huge_pages(data, nbytes & !(4095)) };
 }
-
-/// Transparent huge pages (MADV_HUGEPAGE) are Linux's: elsewhere the block
-/// is still 2 MiB aligned and nothing is advised.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn advise_huge_pages(_data: *mut u8, _nbytes: usize) {}
 
 /// The allocation path with fill or huge-page options, or for sizes too
 /// large to cache.
@@ -238,20 +232,16 @@ fn alloc_block_with_options(nbytes: usize, opts: u8) -> std::result::Result<*mut
         let total = cap
             .checked_add(HUGE_PAGE)
             .ok_or_else(|| "size overflow".to_string())?;
-        let mut raw: *mut c_void = std::ptr::null_mut();
-        // SAFETY: posix_memalign writes a pointer to `raw` on success.
-        let rc = unsafe { libc::posix_memalign(&mut raw, HUGE_PAGE, total) };
-        if rc != 0 || raw.is_null() {
-            return Err(std::io::Error::from_raw_os_error(rc).to_string());
-        }
-        let raw = raw as *mut u8;
-        // SAFETY: HUGE_PAGE < total, so raw + HUGE_PAGE is inside the block
-        // and the header before it too.
-        let data = unsafe { raw.add(HUGE_PAGE) };
+        let (raw, start) = crate::platform::heap::aligned_block(HUGE_PAGE, total)
+            .map_err(|rc| std::io::Error::from_raw_os_error(rc).to_string())?;
+        // SAFETY: HUGE_PAGE < total, so start + HUGE_PAGE is inside the
+        // block and the header before it too.
+        let data = unsafe { start.add(HUGE_PAGE) };
         // SAFETY: HEADER (16) < HUGE_PAGE, so the two words at
-        // data - HEADER lie inside the `total`-byte block posix_memalign
-        // just gave us, which nothing else uses yet; raw and HUGE_PAGE are
-        // 2 MiB aligned, so data - 16 is 8-aligned for usize writes.
+        // data - HEADER lie inside the `total` bytes from `start` that
+        // aligned_block just gave us, which nothing else uses yet; start
+        // and HUGE_PAGE are 2 MiB aligned, so data - 16 is 8-aligned for usize writes. The
+        // header keeps the pointer to free (the block's own start).
         unsafe {
             let header = data.sub(HEADER) as *mut usize;
             header.write(raw as usize);

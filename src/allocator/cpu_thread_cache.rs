@@ -485,23 +485,10 @@ pub(crate) fn releases() -> usize {
 }
 
 /// A full memory barrier on every running thread of the process
-/// (membarrier(2)); false where the kernel has none.
+/// (platform::process: membarrier(2) on Linux, FlushProcessWriteBuffers
+/// on Windows); false where the OS has none.
 fn barrier_on_every_thread() -> bool {
-    const CMD_GLOBAL: libc::c_int = 1;
-    const CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
-    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
-    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let membarrier = |cmd: libc::c_int| -> bool {
-        // SAFETY: membarrier takes two integer arguments and touches no
-        // memory of ours.
-        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint) == 0 }
-    };
-    if *REGISTERED.get_or_init(|| membarrier(CMD_REGISTER_PRIVATE_EXPEDITED))
-        && membarrier(CMD_PRIVATE_EXPEDITED)
-    {
-        return true;
-    }
-    membarrier(CMD_GLOBAL)
+    crate::platform::process::barrier_on_every_thread()
 }
 
 /// Frees the blocks every thread caches: the caller's at once, every

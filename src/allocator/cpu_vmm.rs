@@ -1,52 +1,29 @@
 //! Host address space for expandable segments over the built-in CPU
-//! allocator: a reservation is an anonymous mapping with no access
-//! (PROT_NONE, MAP_NORESERVE: no memory and no commit charge), pages are
-//! mapped in by mapping fresh readable and writable anonymous memory over
-//! them (MAP_FIXED, inside the reservation only), and unmapped by mapping
-//! PROT_NONE memory back over them, which gives their memory to the
-//! system at once. Pages are 2 MiB (the size of a transparent huge page)
-//! and the reservation is aligned to them. Also the host's free and total
-//! memory (`sysconf`), for memory fractions and out-of-memory observers.
+//! allocator: a reservation of address space with no access and no
+//! commit charge, pages committed into it (mapped in) and decommitted
+//! (unmapped: their memory goes back to the system at once), through
+//! `platform::vmem` (Unix: mmap with PROT_NONE / MAP_FIXED; Windows:
+//! VirtualAlloc / VirtualFree). Pages are 2 MiB (the size of a
+//! transparent huge page) and the reservation is aligned to them. Also
+//! the host's free and total memory, for memory fractions and
+//! out-of-memory observers.
 
 use super::device_hooks::{MemoryInfo, Reservation, VirtualMemory};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
-use std::ffi::c_void;
+use crate::platform::vmem;
 
 /// The mapping granularity.
 pub(crate) const PAGE: usize = 2 << 20;
 
-/// The host's free and physical memory (Linux: glibc reads both from
-/// /proc/meminfo).
-#[cfg(target_os = "linux")]
+/// The host's free and physical memory (platform::vmem: Linux's sysconf,
+/// Windows' GlobalMemoryStatusEx; elsewhere Unsupported).
 pub(crate) fn memory_info(_device: Device) -> Result<MemoryInfo> {
-    // SAFETY: sysconf only reads system information.
-    let (pages, free, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_AVPHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    crate::ensure!(
-        pages > 0 && free >= 0 && page > 0,
-        Device,
-        "sysconf could not tell the host's memory (physical pages {pages}, free {free}, page \
-         size {page})"
-    );
-    Ok(MemoryInfo {
-        free: free as u64 * page as u64,
-        total: pages as u64 * page as u64,
-    })
-}
-
-/// Elsewhere the host's free memory has no portable query.
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn memory_info(_device: Device) -> Result<MemoryInfo> {
-    crate::bail!(
-        Unsupported,
-        "the host's free memory can only be read on Linux"
-    )
+    match vmem::memory_info() {
+        Ok((free, total)) => Ok(MemoryInfo { free, total }),
+        Err(vmem::NoMemoryInfo::Failed(why)) => Err(Error::new(ErrorKind::Device, why)),
+        Err(vmem::NoMemoryInfo::Unsupported(why)) => Err(Error::new(ErrorKind::Unsupported, why)),
+    }
 }
 
 /// The CPU's [`VirtualMemory`].
@@ -55,9 +32,8 @@ pub(crate) struct HostVirtualMemory;
 /// The one instance the CPU allocator's hooks hand out.
 pub(crate) static HOST_VM: HostVirtualMemory = HostVirtualMemory;
 
-fn os_error(what: String) -> Error {
-    let e = std::io::Error::last_os_error();
-    let kind = if e.raw_os_error() == Some(libc::ENOMEM) {
+fn os_error(what: String, e: std::io::Error) -> Error {
+    let kind = if vmem::is_out_of_memory(&e) {
         ErrorKind::OutOfMemory
     } else {
         ErrorKind::Internal
@@ -90,39 +66,15 @@ impl VirtualMemory for HostVirtualMemory {
                 "a host reservation of {size} bytes is too large"
             )
         })?;
-        // SAFETY: a new anonymous mapping at an address of the kernel's
-        // choice; nothing is accessed.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+        let base = vmem::reserve(size, PAGE, span).map_err(|e| {
+            os_error(
+                format!(
+                    "reserving {size} bytes of address space ({})",
+                    vmem::RESERVE_CALL
+                ),
+                e,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_error(format!(
-                "reserving {size} bytes of address space (mmap)"
-            )));
-        }
-        // Trim to a range aligned to the page: the head and the tail go
-        // back (each a whole number of system pages).
-        let start = p as usize;
-        let base = start.next_multiple_of(PAGE);
-        let head = base - start;
-        let tail = span - head - size;
-        // SAFETY: both ranges lie inside the mapping just made and nothing
-        // uses them.
-        unsafe {
-            if head > 0 {
-                libc::munmap(p, head);
-            }
-            if tail > 0 {
-                libc::munmap((base + size) as *mut c_void, tail);
-            }
-        }
+        })?;
         Ok(Box::new(HostReservation { base, size }))
     }
 }
@@ -137,23 +89,6 @@ impl HostReservation {
     fn check(&self, offset: usize, len: usize) {
         debug_assert!(offset % PAGE == 0 && len % PAGE == 0 && len > 0);
         debug_assert!(offset.checked_add(len).is_some_and(|end| end <= self.size));
-    }
-
-    /// Maps fresh anonymous memory with `prot` over part of the range.
-    fn remap(&self, offset: usize, len: usize, prot: i32, flags: i32) -> *mut c_void {
-        self.check(offset, len);
-        // SAFETY: MAP_FIXED inside this reservation only (checked above),
-        // which this object owns: no other mapping is replaced.
-        unsafe {
-            libc::mmap(
-                (self.base + offset) as *mut c_void,
-                len,
-                prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | flags,
-                -1,
-                0,
-            )
-        }
     }
 }
 
@@ -171,23 +106,30 @@ impl Reservation for HostReservation {
     }
 
     fn map(&mut self, offset: usize, len: usize) -> Result<()> {
-        let p = self.remap(offset, len, libc::PROT_READ | libc::PROT_WRITE, 0);
-        if p == libc::MAP_FAILED {
-            return Err(os_error(format!(
-                "mapping {len} bytes of host memory (mmap)"
-            )));
-        }
-        Ok(())
+        self.check(offset, len);
+        // SAFETY: inside this reservation only (checked above), which
+        // this object owns.
+        unsafe { vmem::commit(self.base + offset, len) }.map_err(|e| {
+            os_error(
+                format!("mapping {len} bytes of host memory ({})", vmem::COMMIT_CALL),
+                e,
+            )
+        })
     }
 
     fn unmap(&mut self, offset: usize, len: usize) -> Result<()> {
-        let p = self.remap(offset, len, libc::PROT_NONE, libc::MAP_NORESERVE);
-        if p == libc::MAP_FAILED {
-            return Err(os_error(format!(
-                "unmapping {len} bytes of host memory (mmap)"
-            )));
-        }
-        Ok(())
+        self.check(offset, len);
+        // SAFETY: inside this reservation only (checked above); the
+        // caching layer unmaps only free pages.
+        unsafe { vmem::decommit(self.base + offset, len) }.map_err(|e| {
+            os_error(
+                format!(
+                    "unmapping {len} bytes of host memory ({})",
+                    vmem::DECOMMIT_CALL
+                ),
+                e,
+            )
+        })
     }
 }
 
@@ -196,7 +138,7 @@ impl Drop for HostReservation {
         // SAFETY: the whole reservation, made in reserve and owned here;
         // no block of it is in use any more (the caching layer drops a
         // reservation only when every page is unmapped and free).
-        unsafe { libc::munmap(self.base as *mut c_void, self.size) };
+        unsafe { vmem::release(self.base, self.size) };
     }
 }
 

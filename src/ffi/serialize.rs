@@ -14,8 +14,7 @@ pub use super::types::{
 };
 use crate::error::Result;
 use crate::serialize::{self, Format, LoadFlags, SaveFlags, TensorDict};
-use std::ffi::{c_char, CStr, OsStr};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::{c_char, CStr};
 use std::path::Path;
 use std::ptr;
 
@@ -32,7 +31,20 @@ pub(super) unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path> {
         InvalidArgument,
         "argument 'path' is empty: expected a file path"
     );
-    Ok(Path::new(OsStr::from_bytes(bytes)))
+    path_of(bytes, "path")
+}
+
+/// The path named by a C string's bytes: any bytes on Unix, UTF-8 on
+/// Windows (where the ABI's paths are UTF-8).
+pub(super) fn path_of<'a>(bytes: &'a [u8], arg: &str) -> Result<&'a Path> {
+    crate::platform::fs::path_from_bytes(bytes).ok_or_else(|| {
+        crate::err!(
+            InvalidArgument,
+            "argument '{arg}' (\"{}\") is not UTF-8: expected a UTF-8 path on {}",
+            String::from_utf8_lossy(bytes),
+            crate::platform::OS_NAME
+        )
+    })
 }
 
 pub(super) fn format_arg(format: TsrFormat) -> Result<Format> {

@@ -7,9 +7,7 @@ use super::types::*;
 use crate::error::Result;
 use crate::storage::file::FileMode;
 use crate::storage::Storage;
-use std::ffi::{c_char, CStr, OsStr};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::ffi::{c_char, CStr};
 
 fn file_mode(mode: TsrFileMode) -> Result<FileMode> {
     Ok(match mode {
@@ -66,7 +64,7 @@ pub unsafe extern "C" fn tsr_storage_from_file(
         let mode = file_mode(mode)?;
         // SAFETY: path checked non-NULL, NUL-terminated per the caller.
         let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
-        let s = Storage::from_file(Path::new(OsStr::from_bytes(bytes)), mode, nbytes)?;
+        let s = Storage::from_file(super::serialize::path_of(bytes, "path")?, mode, nbytes)?;
         // SAFETY: out checked non-NULL.
         unsafe { write_out(out, storage_handle(s)) };
         Ok(())

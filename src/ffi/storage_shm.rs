@@ -8,7 +8,6 @@ use super::types::*;
 use crate::storage::shm::NEW_NAME_LEN;
 use crate::storage::Storage;
 use std::ffi::{c_char, c_int, CStr};
-use std::os::fd::IntoRawFd;
 
 /// Moves the storage's bytes into a new shared-memory segment (an
 /// anonymous memfd on Linux), in place (torch's share_memory_): the
@@ -99,7 +98,7 @@ pub unsafe extern "C" fn tsr_storage_share_fd(
         // SAFETY: `s` is NULL or a live TsrStorage handle (the header's
         // contract, ffi/handle.rs); storage_ref checks NULL and liveness.
         let st = unsafe { storage_ref(s, "s")? };
-        let fd = st.share_fd()?.into_raw_fd();
+        let fd = crate::platform::shm::into_raw(st.share_fd()?);
         // SAFETY: fd_out checked non-NULL.
         unsafe { write_out(fd_out, fd) };
         Ok(())

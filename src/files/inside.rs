@@ -91,13 +91,9 @@ pub(crate) fn open_inside(
         return Err(outside(&real));
     }
     let file = open_regular(&real, OpenOptions::new().read(true), "cannot open")?;
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-            if !inside(&opened) {
-                return Err(outside(&opened));
-            }
+    if let Some(opened) = crate::platform::fs::opened_path(&file) {
+        if !inside(&opened) {
+            return Err(outside(&opened));
         }
     }
     Ok((file, real))

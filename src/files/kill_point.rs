@@ -28,6 +28,7 @@ pub(crate) fn stop_after(k: Option<usize>) {
 
 /// Makes `replace_dir` on this thread take its fallback path.
 #[cfg(test)]
+#[cfg_attr(not(unix), allow(dead_code))]
 pub(crate) fn without_exchange(on: bool) {
     NO_EXCHANGE.with(|n| n.set(on));
 }

@@ -37,20 +37,13 @@ pub(crate) use replace::{replace_file, reserve};
 pub(crate) use replace_dir::{replace_dir, write_beside};
 
 use std::fs::FileType;
-use std::os::unix::fs::FileTypeExt;
 
 /// What a file that is not a regular file is, for messages.
 pub(crate) fn kind_name(t: FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
+    } else if let Some(kind) = crate::platform::fs::special_kind(&t) {
+        kind
     } else if t.is_symlink() {
         "a symbolic link"
     } else if t.is_file() {
@@ -63,21 +56,8 @@ pub(crate) fn kind_name(t: FileType) -> &'static str {
 /// The OS reason of `e` with its errno name where known: "No space left
 /// on device (os error 28, ENOSPC)".
 pub(crate) fn reason(e: &std::io::Error) -> String {
-    let name = match e.raw_os_error() {
-        Some(libc::ENOSPC) => "ENOSPC",
-        Some(libc::EDQUOT) => "EDQUOT",
-        Some(libc::EACCES) => "EACCES",
-        Some(libc::EPERM) => "EPERM",
-        Some(libc::ENOENT) => "ENOENT",
-        Some(libc::ENOTDIR) => "ENOTDIR",
-        Some(libc::EISDIR) => "EISDIR",
-        Some(libc::EROFS) => "EROFS",
-        Some(libc::EIO) => "EIO",
-        Some(libc::EFBIG) => "EFBIG",
-        Some(libc::ELOOP) => "ELOOP",
-        Some(libc::EXDEV) => "EXDEV",
-        Some(libc::ENAMETOOLONG) => "ENAMETOOLONG",
-        _ => return e.to_string(),
+    let Some(name) = e.raw_os_error().and_then(crate::platform::fs::errno_name) else {
+        return e.to_string();
     };
     match e.to_string().strip_suffix(')') {
         Some(s) => format!("{s}, {name})"),

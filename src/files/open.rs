@@ -3,9 +3,8 @@
 
 use super::{kind_name, reason};
 use crate::error::{Error, Result};
+use crate::platform::fs as os;
 use std::fs::{File, Metadata, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Opens `path` with `options` (O_CLOEXEC, as std always does), never
@@ -53,13 +52,7 @@ pub(crate) fn open_for_reading(path: &Path, what: &str) -> Result<Opened> {
         return Ok(Opened::Directory);
     }
     check_regular(&meta, path, what)?;
-    // SAFETY: fd is a descriptor `file` owns and keeps open for the call.
-    // The file was opened read-only with O_NONBLOCK as its only status
-    // flag (O_CLOEXEC is a descriptor flag), so setting the status flags
-    // to none clears O_NONBLOCK and changes nothing else (F_SETFL leaves
-    // the access mode alone).
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } < 0 {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = os::clear_read_only_flags(&file) {
         crate::bail!(
             Io,
             "{what} '{}': fcntl failed: {}",
@@ -75,9 +68,9 @@ pub(crate) fn open_for_reading(path: &Path, what: &str) -> Result<Opened> {
 fn open_nonblocking(path: &Path, options: &OpenOptions, what: &str) -> Result<(File, Metadata)> {
     let shown = path.display();
     let mut options = options.clone();
-    options.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+    os::open_nonblocking(&mut options);
     let file = options.open(path).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENXIO) {
+        if os::is_no_peer(&e) {
             // Opening a FIFO for writing without a reader.
             crate::err!(
                 Io,
@@ -119,16 +112,5 @@ fn not_regular(path: &Path, what: &str, kind: &str) -> Error {
 
 /// Clears O_NONBLOCK on `file`.
 fn set_blocking(file: &File) -> std::io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: fd is a descriptor `file` owns and keeps open for the call;
-    // F_GETFL reads its status flags only.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: as above; F_SETFL changes only the status flags of fd.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    os::set_blocking(file)
 }

@@ -3,8 +3,8 @@
 
 use super::{kind_name, reason};
 use crate::error::Result;
+use crate::platform::fs as os;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -59,7 +59,7 @@ pub(crate) fn replace_file(
                 OpenOptions::new().write(true),
                 &prefix,
             )?);
-            Some(m.permissions().mode() & 0o777)
+            Some(os::permission_bits(&m))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => crate::bail!(Io, "cannot write {what} to '{shown}': {}", reason(&e)),
@@ -86,15 +86,14 @@ pub(crate) fn replace_file(
     let mut guard = RemoveOnDrop(Some(temp));
     let temp = guard.0.as_deref().expect("set above");
     if let Some(mode) = existing {
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(|e| {
-                crate::err!(
-                    Io,
-                    "cannot set the mode of '{}': {}",
-                    temp.display(),
-                    reason(&e)
-                )
-            })?;
+        os::set_permission_bits(&file, mode).map_err(|e| {
+            crate::err!(
+                Io,
+                "cannot set the mode of '{}': {}",
+                temp.display(),
+                reason(&e)
+            )
+        })?;
     }
     write(&mut file, temp)?;
     if sync {
@@ -179,12 +178,8 @@ fn create_temp(dest: &Path) -> std::io::Result<(File, PathBuf)> {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
     })?;
     let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .read(true)
-        .create_new(true)
-        .mode(0o666)
-        .custom_flags(libc::O_CLOEXEC);
+    options.write(true).read(true).create_new(true);
+    os::create_mode(&mut options, 0o666);
     let mut long = true;
     let mut last = None;
     for _ in 0..16 {
@@ -200,7 +195,7 @@ fn create_temp(dest: &Path) -> std::io::Result<(File, PathBuf)> {
         match options.open(&temp) {
             Ok(f) => return Ok((f, temp)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) && long => {
+            Err(e) if os::is_name_too_long(&e) && long => {
                 long = false;
                 last = Some(e);
             }
@@ -214,7 +209,8 @@ fn create_temp(dest: &Path) -> std::io::Result<(File, PathBuf)> {
 const RESERVE_MIN: u64 = 1 << 20;
 
 /// Reserves `bytes` of disk for `file` (new and empty) before it is
-/// written: fallocate with FALLOC_FL_KEEP_SIZE (the size stays 0, so
+/// written (Linux; elsewhere nothing is reserved, platform::fs):
+/// fallocate with FALLOC_FL_KEEP_SIZE (the size stays 0, so
 /// reserving less than is then written, as callers do, leaves nothing
 /// past the end). The writes then fill blocks already allocated: ext4's
 /// delayed allocation reserves nothing per page, and its flush on the
@@ -223,35 +219,13 @@ const RESERVE_MIN: u64 = 1 << 20;
 /// a file system without fallocate (or any other refusal) reserves
 /// nothing and the save goes on.
 pub(crate) fn reserve(file: &File, bytes: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     if bytes < RESERVE_MIN || bytes > i64::MAX as u64 {
         return Ok(());
     }
-    // SAFETY: fallocate on an open descriptor this File owns, with plain
-    // integer arguments; no memory is passed.
-    let r = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_KEEP_SIZE,
-            0,
-            bytes as libc::off_t,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => Err(e),
-        _ => Ok(()),
-    }
+    os::preallocate(file, bytes)
 }
 
 /// fsyncs the directory holding `path`.
 fn sync_dir(path: &Path) -> std::io::Result<()> {
-    let mut options = OpenOptions::new();
-    options
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC);
-    options.open(dir_of(path))?.sync_all()
+    os::sync_dir(dir_of(path))
 }

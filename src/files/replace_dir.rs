@@ -58,52 +58,20 @@ fn sync_tree(dir: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
-            std::fs::File::open(entry.path())?.sync_all()?;
+            crate::platform::fs::sync_file(&entry.path())?;
         }
     }
     sync_dir_itself(dir)
 }
 
 fn sync_dir_itself(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(dir)?
-        .sync_all()
+    crate::platform::fs::sync_dir(dir)
 }
 
-/// Swaps the two paths in one step (Linux's renameat2 RENAME_EXCHANGE).
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// Swaps the two paths in one step (Linux's renameat2 RENAME_EXCHANGE;
+/// elsewhere an error that `exchange_unsupported` recognises).
 fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte"))
-    };
-    let (a, b) = (c(a)?, c(b)?);
-    // SAFETY: two valid NUL-terminated paths, kept alive for the call;
-    // renameat2 reads them only.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
-    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+    crate::platform::fs::exchange(a, b)
 }
 
 /// Replaces the directory at `path` with one `write` fills: `write` gets
@@ -205,14 +173,14 @@ pub(crate) fn replace_dir(
         guard.0 = None;
     } else {
         let swap = if kill_point::exchange_missing() {
-            Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+            Err(crate::platform::fs::exchange_missing())
         } else {
             exchange(&temp, path)
         };
         match swap {
             // The old checkpoint is now at `temp`: the guard removes it.
             Ok(()) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+            Err(e) if crate::platform::fs::exchange_unsupported(&e) => {
                 let aside = create_temp_dir(path).map_err(swapped)?;
                 std::fs::remove_dir(&aside).map_err(swapped)?;
                 std::fs::rename(path, &aside).map_err(swapped)?;

@@ -21,11 +21,11 @@
 
 use super::source::file_extent;
 use crate::files::{copy_range, Copied};
+use crate::platform::fs::read_at;
 use crate::storage::Storage;
 use std::ffi::CStr;
 use std::fs::File;
 use std::io::{Seek, Write};
-use std::os::unix::fs::FileExt;
 
 /// Smaller byte ranges are read with `pread` and written: a second
 /// thread and a system call cost more than copying them.
@@ -89,7 +89,7 @@ pub(crate) fn write_from(
     let mut done = 0u64;
     while done < len {
         let want = buf.len().min((len - done) as usize);
-        let n = match src.file.read_at(&mut buf[..want], src.offset + done) {
+        let n = match read_at(src.file, &mut buf[..want], src.offset + done) {
             Ok(0) => return Err(src.shrank(src.offset + len)),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -194,7 +194,7 @@ fn hash_range(file: &File, from: u64, n: u64, h: &mut crc32fast::Hasher) -> std:
     let mut done = 0u64;
     while done < n {
         let want = buf.len().min((n - done) as usize);
-        match file.read_at(&mut buf[..want], from + done) {
+        match read_at(file, &mut buf[..want], from + done) {
             Ok(0) => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,

@@ -131,20 +131,8 @@ fn read_all(
     }
 }
 
-#[cfg(unix)]
 fn read_at(file: &File, part: &mut [u8], offset: usize) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, part, offset as u64)
-}
-
-#[cfg(not(unix))]
-fn read_at(file: &File, part: &mut [u8], offset: usize) -> std::io::Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    // Without pread, parts are read one at a time under a lock.
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let mut f = file;
-    f.seek(SeekFrom::Start(offset as u64))?;
-    f.read_exact(part)
+    crate::platform::fs::read_exact_at(file, part, offset as u64)
 }
 
 /// Advises transparent huge pages for the 2 MiB-aligned part of a fresh
@@ -154,20 +142,10 @@ fn read_at(file: &File, part: &mut [u8], offset: usize) -> std::io::Result<()> {
 pub(super) fn advise_huge_pages(data: *mut u8, len: usize) {
     let start = (data as usize).next_multiple_of(UNIT);
     let end = (data as usize + len) & !(UNIT - 1);
-    #[cfg(any(target_os = "linux", target_os = "android"))]
     if end > start {
-        // SAFETY: [start, end) lies inside the caller's fresh allocation;
-        // madvise only advises (a failure leaves normal pages).
-        unsafe {
-            libc::madvise(
-                start as *mut std::ffi::c_void,
-                end - start,
-                libc::MADV_HUGEPAGE,
-            )
-        };
+        // SAFETY: [start, end) lies inside the caller's fresh allocation.
+        unsafe { crate::platform::heap::advise_huge_pages(start as *mut u8, end - start) };
     }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let _ = (start, end);
 }
 
 #[cfg(test)]

@@ -75,7 +75,6 @@ pub(crate) fn open_files(
     names: &[String],
     source: &str,
 ) -> Result<Vec<(std::fs::File, PathBuf)>> {
-    use std::os::unix::fs::MetadataExt;
     let mut opened = Vec::with_capacity(names.len());
     // (device, inode) -> the first name of that file.
     let mut seen = std::collections::HashMap::with_capacity(names.len());
@@ -84,7 +83,9 @@ pub(crate) fn open_files(
         let m = file
             .metadata()
             .map_err(|e| super::io_err(&real, "cannot stat", e))?;
-        if let Some(first) = seen.insert((m.dev(), m.ino()), name) {
+        let id = crate::platform::fs::identity(&file, &m)
+            .map_err(|e| super::io_err(&real, "cannot stat", e))?;
+        if let Some(first) = seen.insert(id, name) {
             crate::bail!(
                 Format,
                 "{source} names one file twice, as '{first}' and as '{name}' (both '{}'): \

@@ -3,6 +3,9 @@
 //! its source's offset within a page where alignment allows, and write
 //! the values a save from memory writes; a private mapping, which may
 //! hold changed pages, is always saved from memory.
+// Every test here is Linux's (in-kernel copies): the helpers are unused
+// elsewhere.
+#![cfg_attr(not(target_os = "linux"), allow(unused))]
 
 use super::safetensors_format::row_major;
 use super::tests::filled;
@@ -69,6 +72,8 @@ fn record_offset(bytes: &[u8], k: usize) -> u64 {
     entries.iter().find(|e| e.name == name).unwrap().data
 }
 
+// Only Linux copies inside the kernel (copy_file_range; platform::fs).
+#[cfg(target_os = "linux")]
 #[test]
 fn read_only_mapped_tensors_are_copied_by_the_kernel() {
     let _one = COUNTING.lock().unwrap_or_else(|e| e.into_inner());
@@ -153,6 +158,8 @@ fn read_only_mapped_tensors_are_copied_by_the_kernel() {
     }
 }
 
+// Only Linux copies inside the kernel (copy_file_range; platform::fs).
+#[cfg(target_os = "linux")]
 #[test]
 fn a_read_only_file_storage_is_copied_from_its_file() {
     let _one = COUNTING.lock().unwrap_or_else(|e| e.into_inner());

@@ -221,6 +221,10 @@ fn a_mix_of_two_saves_is_refused_naming_the_shard_and_both_ids() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+// Windows: a DCP save stopped after step 2 loads differently with and
+// without mmap under Wine; not yet understood (docs/PLATFORMS.md,
+// "Left to do").
+#[cfg(unix)]
 #[test]
 fn a_dcp_save_killed_at_any_step_leaves_one_checkpoint() {
     let paths = |dir: &Path| vec![dir.to_path_buf()];

@@ -26,8 +26,6 @@ use crate::error::Result;
 use memmap2::{Mmap, MmapMut, MmapOptions};
 use std::ffi::{c_void, CStr, CString};
 use std::fs::{File, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// How a file is mapped (TSR_FILE_PRIVATE / SHARED / READ_ONLY).
@@ -159,7 +157,7 @@ impl Drop for Undo<'_> {
 /// `path` as a C string (what a file storage keeps for its filename);
 /// InvalidArgument for a path with a NUL byte.
 pub(crate) fn c_path(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+    CString::new(crate::platform::fs::path_bytes(path).into_owned()).map_err(|_| {
         crate::err!(
             InvalidArgument,
             "the path '{}' holds a NUL byte: expected a C string",
@@ -196,7 +194,10 @@ impl Storage {
             FileMode::Shared => {
                 let mut options = OpenOptions::new();
                 options.read(true).write(true);
-                match open(options.clone().create_new(true).mode(0o600)) {
+                let mut create = options.clone();
+                create.create_new(true);
+                crate::platform::fs::create_mode(&mut create, 0o600);
+                match open(&create) {
                     Ok(f) => (f, true),
                     Err(_) if path.exists() || path.is_symlink() => (open(&options)?, false),
                     Err(e) => return Err(e),
@@ -382,7 +383,10 @@ mod tests {
         let s = Storage::from_file(&p, FileMode::Shared, 8).unwrap();
         assert_eq!(&bytes_of(&s)[..4], b"abcd");
         assert_eq!(&bytes_of(&s)[4..], &[0; 4]);
-        assert_eq!(s.filename().unwrap().to_bytes(), p.as_os_str().as_bytes());
+        assert_eq!(
+            s.filename().unwrap().to_bytes(),
+            &*crate::platform::fs::path_bytes(&p)
+        );
         let second = Storage::from_file(&p, FileMode::ReadOnly, 0).unwrap();
         write_at(&s, 7, b'Z');
         assert_eq!(bytes_of(&second)[7], b'Z');
@@ -421,5 +425,38 @@ mod tests {
         let e = Storage::from_file(&missing, FileMode::Private, 0).unwrap_err();
         assert_eq!(e.kind(), crate::error::ErrorKind::Io);
         assert!(!missing.exists());
+    }
+
+    /// A save over a file that a storage maps: Unix renames the new file
+    /// over it (the mapping keeps the old bytes); Windows refuses to
+    /// replace a mapped file, and the save fails with the old file kept
+    /// whole. Either way nothing is lost.
+    #[test]
+    fn a_save_over_a_mapped_file_never_loses_it() {
+        let p = temp("mapped-save", b"old!");
+        let s = Storage::from_file(&p, FileMode::ReadOnly, 0).unwrap();
+        let saved = crate::files::replace_file(&p, false, "the test", |f, _| {
+            f.write_all(b"new!").map_err(|e| crate::err!(Io, "{e}"))
+        });
+        assert_eq!(bytes_of(&s), b"old!");
+        if cfg!(windows) {
+            let e = saved.unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Io, "{e}");
+            assert_eq!(std::fs::read(&p).unwrap(), b"old!");
+        } else {
+            saved.unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), b"new!");
+        }
+        drop(s);
+        std::fs::remove_file(&p).unwrap();
+        let dir = p.parent().unwrap();
+        let left = std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().contains("mapped-save")
+            })
+            .count();
+        assert_eq!(left, 0, "a temporary file was left beside it");
     }
 }

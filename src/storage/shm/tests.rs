@@ -2,6 +2,7 @@ use super::*;
 use crate::allocator::{Allocator, RawAllocator};
 use crate::error::ErrorKind;
 use std::any::Any;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 struct Malloc;

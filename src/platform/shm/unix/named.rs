@@ -34,7 +34,7 @@
 //! truncated object instead of faulting. The mapping covers the data
 //! only.
 
-use super::{check_name, object_size, os_error, truncate, write_in, Segment};
+use super::{object_size, os_error, truncate, write_in, Segment};
 use crate::error::Result;
 use std::ffi::{c_void, CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -61,7 +61,7 @@ fn new_name() -> CString {
     // pid does not meet its predecessor's left-over names.
     let tag = (n << 40) ^ (t & ((1 << 40) - 1)) ^ (n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let s = format!("/tessera-{:08x}-{tag:016x}", std::process::id());
-    debug_assert_eq!(s.len(), super::NEW_NAME_LEN);
+    debug_assert_eq!(s.len(), super::super::NEW_NAME_LEN);
     CString::new(s).expect("no NUL in a formatted name")
 }
 
@@ -74,7 +74,7 @@ pub(super) fn create_object() -> Result<(OwnedFd, CString)> {
             libc::shm_open(
                 name.as_ptr(),
                 libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                0o600 as libc::mode_t,
+                0o600 as libc::c_uint,
             )
         };
         if fd >= 0 {
@@ -116,7 +116,7 @@ fn trailer_bytes(nbytes: usize) -> [u8; TRAILER_SIZE] {
 
 /// A named segment of `nbytes` holding a copy of `src`, this storage's
 /// shared lock taken (before anyone can know the name).
-pub(super) fn create(src: *const u8, nbytes: usize) -> Result<Segment> {
+pub(crate) fn create(src: *const u8, nbytes: usize) -> Result<Segment> {
     let (fd, name) = create_object()?;
     let made = (|| {
         let at = trailer_offset(nbytes)
@@ -180,11 +180,10 @@ fn shm_open(name: &CStr, flags: libc::c_int) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Opens the named segment `name`: its segment (this storage's shared
-/// lock held) and its data size.
-pub(super) fn open(name: &CStr) -> Result<(Segment, usize)> {
+/// Opens the named segment `name` (checked by the caller): its segment
+/// (this storage's shared lock held) and its data size.
+pub(crate) fn open(name: &CStr) -> Result<(Segment, usize)> {
     let shown = name.to_string_lossy();
-    check_name(name.to_bytes())?;
     let fd = shm_open(name, libc::O_RDWR).map_err(|e| {
         if e.raw_os_error() == Some(libc::ENOENT) {
             crate::err!(

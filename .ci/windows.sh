@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# CI stage "Windows under Wine" (issue 69): tessera built for
+# x86_64-pc-windows-gnu with Debian's MinGW-w64 and run under Debian's
+# wine64 (docs/PLATFORMS.md, "Windows under Wine").
+#
+#   .ci/windows.sh          (from .ci/run's background lane, or alone)
+#
+# Tools (.ci/run's install_tools adds them): gcc-mingw-w64-x86-64,
+# wine64, rustup's x86_64-pc-windows-gnu target. This script installs
+# nothing. The target directory: CARGO_TARGET_DIR (default target/);
+# .ci/run gives it target/windows.
+#
+# What runs (each step prints the seconds since the start):
+#   1. the crate's unit tests (`cargo test --lib`) with wine64 as the
+#      target's runner; the tests listed in WINDOWS_SKIPS below are left
+#      out, each for the reason written beside it;
+#   2. the DLL and its import library (`cargo build --lib`, dev profile:
+#      the release DLL is the same code; `cargo build --release --target
+#      x86_64-pc-windows-gnu` is checked by hand, docs/PLATFORMS.md);
+#   3. every c_tests/test_*.c compiled by x86_64-w64-mingw32-gcc against
+#      tessera.dll and run under wine64, except the programs listed in
+#      C_SKIPS with their reasons.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+target=x86_64-pc-windows-gnu
+wine=${WINE:-/usr/lib/wine/wine64}
+export WINEPREFIX=${WINEPREFIX:-${CARGO_TARGET_DIR:-$root/target}/wineprefix}
+export WINEDEBUG=${WINEDEBUG:--all}
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$wine
+start=$SECONDS
+step() { echo "== [$((SECONDS - start))s] $*"; }
+
+for tool in "$wine" x86_64-w64-mingw32-gcc; do
+    command -v "$tool" >/dev/null || {
+        echo "missing $tool (.ci/run's install_tools installs it)" >&2
+        exit 1
+    }
+done
+
+# Debian 12's Wine 8.0 has no bcryptprimitives.dll, whose ProcessPrng
+# Rust's standard library imports: a stand-in (.ci/wine/) goes into the
+# prefix's system32 (made on first use, about 15 s).
+stub=$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll
+if [[ ! -f $stub ]]; then
+    step "0. the Wine prefix $WINEPREFIX and its bcryptprimitives.dll stand-in"
+    "$wine" cmd /c exit >/dev/null 2>&1 || true
+    x86_64-w64-mingw32-gcc -O2 -Wall -Wextra -Werror -shared -o "$stub" \
+        .ci/wine/bcryptprimitives.c -ladvapi32
+fi
+
+# The unit tests that cannot run on Windows are compiled out there, each
+# with its reason beside its #[cfg] (docs/PLATFORMS.md lists them).
+step "1. unit tests under wine64"
+cargo test --lib --target $target
+
+step "2. tessera.dll and its import library"
+cargo build --lib --target $target
+out=${CARGO_TARGET_DIR:-$root/target}/$target/debug
+ls -l "$out/tessera.dll" "$out/libtessera.dll.a"
+
+# C test programs left out on Windows, with the reason (docs/PLATFORMS.md).
+# The first three test what Windows does not have; the others are test
+# programs written against POSIX (their helpers, not tessera's calls):
+# MinGW-w64's C library lacks the functions named.
+declare -A C_SKIPS=(
+    [test_fork]="fork(): Windows has none (no fork handlers to test)"
+    [test_shm]="POSIX shared memory and descriptors: TSR_ERR_UNSUPPORTED on Windows"
+    [test_cuda]="the cuda feature is not built here"
+    [test_read_only]="its last part shares a storage (tsr_storage_share_memory: TSR_ERR_UNSUPPORTED); its two read-only tables pass before it"
+    [test_bad_input]="the test's FIFO fixture uses POSIX pipe()"
+    [test_formats_npz_gguf]="the test uses POSIX mkdtemp()"
+    [test_values]="the test uses POSIX mkdtemp()"
+    [test_memory_history]="the test uses POSIX mkdtemp(), lstat(), mkfifo(), alarm()"
+    [test_oom]="the test uses POSIX posix_memalign()"
+    [test_serialize]="the test uses POSIX lstat(), S_ISLNK, alarm(), geteuid()"
+    [test_storage_file]="the test uses POSIX pread(), mkfifo(), lstat(), alarm(), geteuid()"
+)
+
+step "3. C tests (MinGW-w64 against tessera.dll) under wine64"
+scratch=${CARGO_TARGET_DIR:-$root/target}/windows-c-tests
+rm -rf "$scratch"
+mkdir -p "$scratch"
+cp "$out/tessera.dll" "$scratch/"
+# The tests' threads are POSIX threads: MinGW-w64's winpthreads, whose
+# DLL goes beside the programs.
+cp "$(x86_64-w64-mingw32-gcc -print-file-name=libwinpthread-1.dll)" "$scratch/"
+pass=0 fail=0 skip=0
+for src in c_tests/test_*.c; do
+    name=$(basename "$src" .c)
+    if [[ -n ${C_SKIPS[$name]:-} ]]; then
+        echo "SKIP $name: ${C_SKIPS[$name]}"
+        skip=$((skip + 1))
+        continue
+    fi
+    exe=$scratch/$name.exe
+    if ! x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra -Werror -pedantic -pthread -Iinclude -Ic_tests \
+        "$src" -o "$exe" -L"$out" -ltessera >"$scratch/$name.build.log" 2>&1; then
+        echo "FAIL $name: does not compile"
+        cat "$scratch/$name.build.log"
+        fail=$((fail + 1))
+        continue
+    fi
+    if (cd "$scratch" && timeout 300 "$wine" "$exe") >"$scratch/$name.log" 2>&1; then
+        echo "ok   $name"
+        pass=$((pass + 1))
+    else
+        echo "FAIL $name (exit $?)"
+        tail -n 30 "$scratch/$name.log"
+        fail=$((fail + 1))
+    fi
+done
+step "C tests: $pass passed, $fail failed, $skip skipped"
+[[ $fail -eq 0 ]]
