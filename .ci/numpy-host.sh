@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# NumPy host (issue 40): tessera_numpy, a NEP 49 data-memory handler that
-# gives NumPy arrays their data from tessera's CPU allocator (python/).
+# NumPy host (issue 40): tessera.numpy_allocator, a NEP 49 data-memory
+# handler that gives NumPy arrays their data from tessera's CPU allocator
+# (python/csrc/, built into the tessera package; formerly tessera_numpy).
 #
 #   - numpy, pytest, hypothesis, setuptools, meson and ninja are
 #     pip-installed into the cache (NUMPY_VERSION, default 2.4.6; about
-#     35 MB, once), and tessera_numpy is built against
-#     the library (cargo build --release --lib: the quick start's release
-#     build, reused; TESSERA_PROFILE=debug for the debug one);
+#     35 MB, once), and the tessera package's wheel is built as
+#     .ci/python-package.sh builds it (python/build_backend/tessera_build.py,
+#     then maturin, with cffi, from the cache's tools: their release
+#     builds reused) and installed there;
 #   - tests/python/test_numpy_host.py: the handler's behaviour and its bad
 #     input (installing twice, uninstalling with live blocks, a failing
 #     allocator plugin giving MemoryError with nothing lost), the Python
@@ -16,7 +18,7 @@
 #   - NumPy's own tests from the wheel, NUMPY_SUITE (default: the subset
 #     below, which fits the stage's few minutes on 2 cores), run twice:
 #     with NumPy's default handler and with tessera's installed for the
-#     whole run (-p tessera_numpy.pytest_plugin). The passed / skipped /
+#     whole run (-p tessera.numpy_allocator.pytest_plugin). The passed / skipped /
 #     xfailed / xpassed / failed / error counts must be equal, and tessera's
 #     statistics must show the run's allocations.
 #
@@ -34,7 +36,6 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 numpy_version=${NUMPY_VERSION:-2.4.6}
-profile=${TESSERA_PROFILE:-release}
 py=$cache/python
 export PYTHONPATH=$py${PYTHONPATH:+:$PYTHONPATH}
 # meson, ninja and numpy-config: NumPy's tests call them (test_mem_policy
@@ -54,15 +55,27 @@ assert numpy.__version__ == '$numpy_version'" 2>/dev/null; then
 fi
 python3 -c "import numpy, pytest; print('numpy', numpy.__version__, 'pytest', pytest.__version__)"
 
-if [[ $profile == release ]]; then
-    cargo build --quiet --release --lib
-else
-    cargo build --quiet --lib
+# The tessera package: its wheel (the library, tessera.numpy_allocator's
+# handler, the command) into the cache, without its dependencies (NumPy
+# stays the one above); cffi beside it.
+tools=$cache/tools
+if ! PYTHONPATH=$tools python3 -c "import maturin, cffi" 2>/dev/null; then
+    if ! pip_get install --target "$tools" "maturin>=1.5,<2" "cffi>=1.15"; then
+        echo "SKIPPED numpy host: pip could not install maturin and cffi"
+        exit 0
+    fi
 fi
-# setup.py links against TESSERA_LIB_DIR with an rpath to it.
-TESSERA_LIB_DIR=$root/target/$profile pip_get install --target "$py" --upgrade \
-    --no-build-isolation --no-deps ./python
-rm -rf python/build python/*.egg-info
+PYTHONPATH=$tools:$PYTHONPATH python3 python/build_backend/tessera_build.py
+# target/wheel: as .ci/python-package.sh, which built it already.
+PYTHONPATH=$tools "$tools/bin/maturin" build --quiet --release --interpreter python3 \
+    --target-dir "$root/target/wheel" --out "$work/wheels"
+pip_get install --target "$py" --upgrade --no-deps "$work"/wheels/tessera-*.whl
+if ! python3 -c "import cffi" 2>/dev/null; then
+    pip_get install --target "$py" "cffi>=1.15" || {
+        echo "SKIPPED numpy host: pip could not install cffi"
+        exit 0
+    }
+fi
 
 echo "--- tests/python/test_numpy_host.py"
 python3 -m pytest -q -p no:cacheprovider tests/python/test_numpy_host.py
@@ -137,11 +150,11 @@ run_suite() {
 # The two runs go side by side (each is one single-threaded process; on
 # the 2-core CI machine the stage takes one run's time, not two).
 echo "--- NumPy's tests ($suite), with NumPy's default handler and with tessera's" \
-    "(-p tessera_numpy.pytest_plugin), side by side"
+    "(-p tessera.numpy_allocator.pytest_plugin), side by side"
 run_suite default >"$work/default.out" 2>&1 &
 default_pid=$!
 TESSERA_NUMPY_STATS_JSON=$work/stats.json TESSERA_NUMPY_EXIT_STATS=$work/exit.json \
-    run_suite tessera -p tessera_numpy.pytest_plugin >"$work/tessera.out" 2>&1 &
+    run_suite tessera -p tessera.numpy_allocator.pytest_plugin >"$work/tessera.out" 2>&1 &
 tessera_pid=$!
 default_status=0 tessera_status=0
 wait "$default_pid" || default_status=$?

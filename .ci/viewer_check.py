@@ -29,7 +29,7 @@ import re
 import sys
 
 INTERNAL = ("tessera::", "<tessera::", "tsr_", "std::", "<std::", "core::", "<core::", "alloc::", "<alloc::", "backtrace::", "__rust", "rust_")
-LIBRARY_FILES = re.compile(r"[\\/](numpy|tessera_numpy)[\\/]")
+LIBRARY_FILES = re.compile(r"[\\/](numpy|tessera_numpy|numpy_allocator)[\\/]")
 SMALL_BYTES = 65536
 NO_STACK = "(no backtrace)"
 BEFORE = "(allocated before the history window)"

@@ -20,7 +20,7 @@ import timeit
 
 import numpy as np
 
-import tessera_numpy
+from tessera import numpy_allocator
 
 SIZES = [0, 1, 8, 64, 256, 1024]
 
@@ -32,11 +32,11 @@ def rounds_of(stmt, n, number, rounds):
         order = ("default", "tessera") if r % 2 == 0 else ("tessera", "default")
         for name in order:
             if name == "tessera":
-                tessera_numpy.install()
+                numpy_allocator.install()
             else:
-                tessera_numpy.uninstall()
+                numpy_allocator.uninstall()
             t[name].append(timeit.timeit(stmt, number=number, globals=g) / number * 1e9)
-    tessera_numpy.uninstall()
+    numpy_allocator.uninstall()
     return t
 
 
@@ -46,7 +46,7 @@ def main():
     ap.add_argument("--number", type=int, default=200_000)
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
-    print(f"numpy {np.__version__}, tessera {tessera_numpy.TESSERA_VERSION}, "
+    print(f"numpy {np.__version__}, tessera {numpy_allocator.TESSERA_VERSION}, "
           f"python {platform.python_version()}, {platform.machine()}; "
           f"{args.rounds} rounds x {args.number} creations, ns per creation")
     print(f"{'stmt':<14} {'n':>5} {'default median (min..max)':>28} "

@@ -129,7 +129,7 @@ fn memory_view_reads_pytorch_snapshots() {
     assert_eq!(times, [0, 10_000, 20_000, 25_000, 30_000, 41_000, 60_000]);
     assert_eq!(s["taken"]["unix_time_ms"], 1_790_000_000_000u64);
     // A PyTorch frame in a .py file is a Python frame (the viewer names a
-    // site after it, as after tessera_numpy's).
+    // site after it, as after tessera.numpy_allocator's).
     let f0 = &s["frames"][events[0]["stack"][0].as_u64().unwrap() as usize];
     assert_eq!(
         f0,

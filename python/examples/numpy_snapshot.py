@@ -3,13 +3,13 @@
 
     python python/examples/numpy_snapshot.py OUT   # writes OUT.json, OUT.pickle
 
-With tessera_numpy's handler installed and tsr_memory_record_history on,
+With numpy_allocator's handler installed and tsr_memory_record_history on,
 runs a small numerical workload (a growing list of frames, reductions with
 temporaries, a matrix product, np.fromiter's realloc growth, a release of
 half the frames; a list keeping a small copy of every frame, the kind of
 slow leak the viewer's "small long-lived blocks" shows) and writes
 tessera's snapshot twice, each allocation with its Python stack
-(tessera_numpy records it while history takes backtraces): tessera's JSON
+(numpy_allocator records it while history takes backtraces): tessera's JSON
 (scripts/snapshot_report.py / docs/memory_viewer.html read it) and the
 pickle pytorch.org/memory_viz reads.
 """
@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-import tessera_numpy
+from tessera import numpy_allocator
 
 
 def load_frame(rng):
@@ -57,13 +57,13 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = sys.argv[1]
-    tessera_numpy.record_history(True, max_entries=100000)
-    with tessera_numpy.installed():
+    numpy_allocator.record_history(True, max_entries=100000)
+    with numpy_allocator.installed():
         keep = workload()
-        s = tessera_numpy.stats()
-        tessera_numpy.snapshot(out + ".json")
-        tessera_numpy.snapshot(out + ".pickle")
-    tessera_numpy.record_history(False)
+        s = numpy_allocator.stats()
+        numpy_allocator.snapshot(out + ".json")
+        numpy_allocator.snapshot(out + ".pickle")
+    numpy_allocator.record_history(False)
     print(f"{out}.json, {out}.pickle: {s['allocations']} allocations, {s['frees']} frees, "
           f"{s['live_blocks']} live ({s['current_bytes']} bytes), peak {s['peak_bytes']} bytes")
     del keep

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from ._dlpack import Tensor
 from ._lib import CPU, TesseraValueError, check, ffi, lib, tessera_dtype, to_array
 
 __all__ = ["load", "open", "save", "Checkpoint", "LoadedDict", "SKIPPED_KEY"]
@@ -155,6 +156,14 @@ class Checkpoint:
 
     def __getitem__(self, name):
         return self.load(name)
+
+    def tensor(self, name):
+        """Tensor `name` as a `tessera.Tensor` (`tsr_checkpoint_load`),
+        for DLPack (`torch.from_dlpack(ckpt.tensor(name))`): any dtype,
+        bfloat16 and float8 included, without ml_dtypes."""
+        out = ffi.new("struct TsrTensor **")
+        check(lib.tsr_checkpoint_load(self._handle(), name.encode(), CPU, 0, out))
+        return Tensor(out[0], name)
 
     def load_rows(self, name, start, stop):
         """Rows [start, stop) of tensor `name` along dim 0

@@ -1,6 +1,6 @@
-"""tessera_numpy: NumPy array data from tessera (issue 40), incl. bad input.
+"""tessera.numpy_allocator: NumPy array data from tessera (issue 40), incl. bad input.
 
-    pip install ./python        # after cargo build --release --lib
+    pip install .               # the tessera package (maturin)
     python -m pytest tests/python/test_numpy_host.py
 
 Each test checks where the data really came from: tessera's allocator
@@ -17,7 +17,7 @@ import threading
 import numpy as np
 import pytest
 
-import tessera_numpy
+from tessera import numpy_allocator
 
 get_handler_name = np._core.multiarray.get_handler_name
 
@@ -25,9 +25,9 @@ get_handler_name = np._core.multiarray.get_handler_name
 @pytest.fixture(autouse=True)
 def default_handler():
     """Every test starts and ends with NumPy's default handler."""
-    tessera_numpy.uninstall()
+    numpy_allocator.uninstall()
     yield
-    tessera_numpy.uninstall()
+    numpy_allocator.uninstall()
     gc.collect()
 
 
@@ -37,91 +37,91 @@ def live(s):
 
 def test_install_routes_new_arrays_to_tessera():
     assert get_handler_name() == "default_allocator"
-    before = tessera_numpy.stats()
-    tessera_numpy.install()
+    before = numpy_allocator.stats()
+    numpy_allocator.install()
     assert get_handler_name() == "tessera"
-    assert tessera_numpy.is_installed()
+    assert numpy_allocator.is_installed()
     a = np.empty(1000)
-    s = tessera_numpy.stats()
+    s = numpy_allocator.stats()
     assert s["allocations"] == before["allocations"] + 1
-    assert s["current_bytes"] >= before["current_bytes"] + 8000 + tessera_numpy.HEADER_BYTES
+    assert s["current_bytes"] >= before["current_bytes"] + 8000 + numpy_allocator.HEADER_BYTES
     assert get_handler_name(a) == "tessera"
     # tessera's CPU allocator aligns to 64; the header keeps that.
     assert a.ctypes.data % 64 == 0
     del a
-    s2 = tessera_numpy.stats()
+    s2 = numpy_allocator.stats()
     assert s2["frees"] == s["frees"] + 1
     assert s2["current_bytes"] == before["current_bytes"]
 
 
 def test_stats_keys():
-    s = tessera_numpy.stats()
+    s = numpy_allocator.stats()
     for k in ("allocations", "frees", "current_bytes", "peak_bytes"):
         assert isinstance(s[k], int) and s[k] >= 0
     assert s["peak_bytes"] >= s["current_bytes"]
 
 
 def test_install_twice_is_idempotent():
-    tessera_numpy.install()
-    tessera_numpy.install()
+    numpy_allocator.install()
+    numpy_allocator.install()
     assert get_handler_name() == "tessera"
-    before = tessera_numpy.stats()
+    before = numpy_allocator.stats()
     a = np.empty(64)
-    assert tessera_numpy.stats()["allocations"] == before["allocations"] + 1
-    tessera_numpy.uninstall()
-    tessera_numpy.uninstall()  # twice too
+    assert numpy_allocator.stats()["allocations"] == before["allocations"] + 1
+    numpy_allocator.uninstall()
+    numpy_allocator.uninstall()  # twice too
     assert get_handler_name() == "default_allocator"
     del a
-    assert live(tessera_numpy.stats()) == live(before)
+    assert live(numpy_allocator.stats()) == live(before)
 
 
 def test_uninstall_with_live_blocks_frees_them_later():
-    before = tessera_numpy.stats()
-    tessera_numpy.install()
+    before = numpy_allocator.stats()
+    numpy_allocator.install()
     arrays = [np.arange(n, dtype=np.int64) for n in range(0, 300, 7)]
     views = [a[::2] for a in arrays]
-    mid = tessera_numpy.stats()
+    mid = numpy_allocator.stats()
     assert live(mid) == live(before) + len(arrays)
-    tessera_numpy.uninstall()
+    numpy_allocator.uninstall()
     assert get_handler_name() == "default_allocator"
     assert get_handler_name(arrays[5]) == "tessera"
     b = np.empty(100)  # from NumPy's default handler now
     assert get_handler_name(b) == "default_allocator"
-    assert tessera_numpy.stats()["allocations"] == mid["allocations"]
+    assert numpy_allocator.stats()["allocations"] == mid["allocations"]
     for n, (a, v) in enumerate(zip(arrays, views)):
         assert a.tolist() == list(range(0, 7 * n, 1))
         assert v.tolist() == list(range(0, 7 * n, 2))
     del arrays, views, a, v
     gc.collect()
-    end = tessera_numpy.stats()
+    end = numpy_allocator.stats()
     assert live(end) == live(before)
     assert end["current_bytes"] == before["current_bytes"]
     assert end["bad_frees"] == 0
 
 
 def test_installed_context_manager_restores_previous():
-    with tessera_numpy.installed():
+    with numpy_allocator.installed():
         assert get_handler_name() == "tessera"
-        with tessera_numpy.installed("failing"):
+        with numpy_allocator.installed("failing"):
             assert get_handler_name() == "tessera(tessera_numpy_failing)"
         assert get_handler_name() == "tessera"
     assert get_handler_name() == "default_allocator"
 
 
 def test_zero_bytes_and_empty_arrays():
-    tessera_numpy.install()
-    before = tessera_numpy.stats()
+    numpy_allocator.install()
+    before = numpy_allocator.stats()
     a = np.empty(0)
     b = np.zeros((0, 5))
     c = np.array([], dtype=np.float32)
     assert a.size == b.size == c.size == 0
-    assert tessera_numpy.stats()["allocations"] >= before["allocations"] + 3
+    assert numpy_allocator.stats()["allocations"] >= before["allocations"] + 3
     del a, b, c
-    assert live(tessera_numpy.stats()) == live(before)
+    assert live(numpy_allocator.stats()) == live(before)
 
 
 def test_calloc_zeroes_reused_memory():
-    tessera_numpy.install()
+    numpy_allocator.install()
     # Dirty blocks go back to tessera's thread cache; zeros must not see them.
     for _ in range(20):
         d = np.full(4096, 0xAB, dtype=np.uint8)
@@ -132,8 +132,8 @@ def test_calloc_zeroes_reused_memory():
 
 
 def test_realloc_keeps_data():
-    tessera_numpy.install()
-    before = tessera_numpy.stats()
+    numpy_allocator.install()
+    before = numpy_allocator.stats()
     a = np.arange(10, dtype=np.float64)
     a.resize(100_000, refcheck=False)  # realloc up: grows, keeps the data
     assert a[:10].tolist() == list(range(10)) and not a[10:].any()
@@ -142,18 +142,18 @@ def test_realloc_keeps_data():
     # np.fromiter of unknown length grows its buffer with realloc.
     f = np.fromiter((i * i for i in range(50_000)), dtype=np.int64)
     assert f[-1] == 49_999**2 and f[1234] == 1234**2
-    assert tessera_numpy.stats()["allocations"] > before["allocations"] + 2
+    assert numpy_allocator.stats()["allocations"] > before["allocations"] + 2
     del a, f
-    end = tessera_numpy.stats()
+    end = numpy_allocator.stats()
     assert live(end) == live(before) and end["current_bytes"] == before["current_bytes"]
 
 
 def test_failing_plugin_raises_memoryerror_nothing_lost():
-    tessera_numpy.install()
-    base = tessera_numpy.stats()
+    numpy_allocator.install()
+    base = numpy_allocator.stats()
     keep = np.arange(1000)
-    with tessera_numpy.installed("failing"):
-        s0 = tessera_numpy.stats()
+    with numpy_allocator.installed("failing"):
+        s0 = numpy_allocator.stats()
         assert s0["allocator"] == "tessera_numpy_failing"
         with pytest.raises(MemoryError):
             np.empty(1000)
@@ -161,74 +161,74 @@ def test_failing_plugin_raises_memoryerror_nothing_lost():
             np.zeros((10, 10))
         with pytest.raises(MemoryError):
             np.empty(0)
-        s1 = tessera_numpy.stats()
+        s1 = numpy_allocator.stats()
         assert s1["allocations"] == s0["allocations"] == 0
         assert s1["failed"] >= s0["failed"] + 3
         assert s1["current_bytes"] == 0
     # Back on the registry allocator: nothing of it moved.
     assert get_handler_name() == "tessera"
-    after = tessera_numpy.stats()
+    after = numpy_allocator.stats()
     assert live(after) == live(base) + 1
     assert keep.sum() == 499500
 
 
 def test_limited_plugin_failure_keeps_old_block_on_realloc():
-    with tessera_numpy.installed("limited", limit_bytes=64 * 1024):
+    with numpy_allocator.installed("limited", limit_bytes=64 * 1024):
         a = np.arange(100, dtype=np.int64)
-        s0 = tessera_numpy.stats()
+        s0 = numpy_allocator.stats()
         assert s0["allocator"] == "tessera_numpy_limited" and s0["allocations"] == 1
         with pytest.raises(MemoryError):
             np.empty(1 << 20)
         with pytest.raises(MemoryError):
             a.resize(1 << 20, refcheck=False)  # realloc fails, a stays
         assert a.tolist() == list(range(100))
-        s1 = tessera_numpy.stats()
+        s1 = numpy_allocator.stats()
         assert s1["failed"] == s0["failed"] + 2
         assert s1["current_bytes"] == s0["current_bytes"]
         b = np.ones(1000)  # still room under the limit
         assert b.sum() == 1000
         del a, b
-        s2 = tessera_numpy.stats()
+        s2 = numpy_allocator.stats()
         assert s2["frees"] == s2["allocations"] and s2["current_bytes"] == 0
 
 
 def test_bad_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match=r"install: allocator='bogus' is unknown"):
-        tessera_numpy.install("bogus")
+        numpy_allocator.install("bogus")
     with pytest.raises(TypeError, match=r"needs limit_bytes"):
-        tessera_numpy.install("limited")
+        numpy_allocator.install("limited")
     with pytest.raises(ValueError, match=r"limit_bytes=-1 is out of range"):
-        tessera_numpy.install("limited", limit_bytes=-1)
+        numpy_allocator.install("limited", limit_bytes=-1)
     with pytest.raises(ValueError, match=r"only for allocator='limited'"):
-        tessera_numpy.install("registry", limit_bytes=10)
+        numpy_allocator.install("registry", limit_bytes=10)
     with pytest.raises(TypeError, match=r"set_handler: expected a NumPy 'mem_handler' capsule"):
-        tessera_numpy.restore(42)
+        numpy_allocator.restore(42)
     with pytest.raises(ValueError, match=r"max_entries=0, expected >= 1"):
-        tessera_numpy.record_history(True, max_entries=0)
+        numpy_allocator.record_history(True, max_entries=0)
     with pytest.raises(ValueError, match=r"format='xml' is unknown"):
-        tessera_numpy.snapshot("x.json", format="xml")
+        numpy_allocator.snapshot("x.json", format="xml")
     assert get_handler_name() == "default_allocator"
 
 
 def test_snapshot_unwritable_path_raises_oserror(tmp_path):
-    with pytest.raises(OSError, match=r"tessera_numpy.snapshot: tsr_memory_snapshot"):
-        tessera_numpy.snapshot(str(tmp_path / "no" / "such" / "dir.json"))
+    with pytest.raises(OSError, match=r"numpy_allocator.snapshot: tsr_memory_snapshot"):
+        numpy_allocator.snapshot(str(tmp_path / "no" / "such" / "dir.json"))
     with pytest.raises(OSError):
-        tessera_numpy.snapshot(str(tmp_path))  # a directory
+        numpy_allocator.snapshot(str(tmp_path))  # a directory
 
 
 def test_snapshot_json_and_pickle_show_numpy_blocks(tmp_path):
-    tessera_numpy.record_history(True, max_entries=10000)
+    numpy_allocator.record_history(True, max_entries=10000)
     try:
-        tessera_numpy.install()
+        numpy_allocator.install()
         a = np.empty(12345, dtype=np.uint8)
-        tessera_numpy.snapshot(str(tmp_path / "s.json"))
-        tessera_numpy.snapshot(str(tmp_path / "s.pickle"))
+        numpy_allocator.snapshot(str(tmp_path / "s.json"))
+        numpy_allocator.snapshot(str(tmp_path / "s.pickle"))
     finally:
-        tessera_numpy.record_history(False)
+        numpy_allocator.record_history(False)
     text = (tmp_path / "s.json").read_text()
     doc = json.loads(text)
-    assert str(12345 + tessera_numpy.HEADER_BYTES) in text
+    assert str(12345 + numpy_allocator.HEADER_BYTES) in text
     assert doc  # tessera's JSON (docs/MEMORY_SNAPSHOT.md)
     with open(tmp_path / "s.pickle", "rb") as f:
         viz = pickle.load(f)
@@ -243,14 +243,14 @@ def allocate_at_a_known_line():
 def snapshot_with_history(tmp_path, backtraces, work):
     """Runs work() with tessera's handler and history on; returns the JSON
     snapshot and the pickle's dict, both taken at the end of work()."""
-    tessera_numpy.record_history(True, max_entries=10000, backtraces=backtraces)
+    numpy_allocator.record_history(True, max_entries=10000, backtraces=backtraces)
     try:
-        tessera_numpy.install()
+        numpy_allocator.install()
         keep = work()
-        tessera_numpy.snapshot(str(tmp_path / "s.json"))
-        tessera_numpy.snapshot(str(tmp_path / "s.pickle"))
+        numpy_allocator.snapshot(str(tmp_path / "s.json"))
+        numpy_allocator.snapshot(str(tmp_path / "s.pickle"))
     finally:
-        tessera_numpy.record_history(False)
+        numpy_allocator.record_history(False)
     del keep
     with open(tmp_path / "s.pickle", "rb") as f:
         viz = pickle.load(f)
@@ -266,7 +266,7 @@ def block_of_size(doc, size):
 def test_snapshot_names_the_python_lines_of_numpy_allocations(tmp_path):
     doc, viz = snapshot_with_history(tmp_path, True, allocate_at_a_known_line)
     line = allocate_at_a_known_line.__code__.co_firstlineno + 1
-    size = (1 << 16) * 8 + tessera_numpy.HEADER_BYTES
+    size = (1 << 16) * 8 + numpy_allocator.HEADER_BYTES
     block = block_of_size(doc, size)
     stack = [doc["frames"][i] for i in block["stack"]]
     python = [f for f in stack if f.get("host") == "python"]
@@ -293,7 +293,7 @@ def test_snapshot_names_the_python_lines_of_numpy_allocations(tmp_path):
 
 def test_no_python_frames_without_backtraces(tmp_path):
     doc, _ = snapshot_with_history(tmp_path, False, allocate_at_a_known_line)
-    block = block_of_size(doc, (1 << 16) * 8 + tessera_numpy.HEADER_BYTES)
+    block = block_of_size(doc, (1 << 16) * 8 + numpy_allocator.HEADER_BYTES)
     assert "stack" not in block and doc["frames"] == []
 
 
@@ -309,7 +309,7 @@ def test_python_frames_keep_the_exception_being_handled(tmp_path):
             assert str(sys.exc_info()[1]) == "'kept'"
             return a
     doc, _ = snapshot_with_history(tmp_path, True, work)
-    block = block_of_size(doc, 777 * 8 + tessera_numpy.HEADER_BYTES)
+    block = block_of_size(doc, 777 * 8 + numpy_allocator.HEADER_BYTES)
     functions = [doc["frames"][i]["function"] for i in block["stack"]]
     assert any(f.endswith("work") for f in functions), functions
 
@@ -317,7 +317,7 @@ def test_python_frames_keep_the_exception_being_handled(tmp_path):
 def test_other_threads_start_with_numpy_default():
     # NumPy keeps the handler in a context variable: threads start with
     # their own (empty) context, so NumPy's default handler.
-    tessera_numpy.install()
+    numpy_allocator.install()
     names = []
     t = threading.Thread(target=lambda: names.append(get_handler_name()))
     t.start()
@@ -325,11 +325,11 @@ def test_other_threads_start_with_numpy_default():
     assert names == ["default_allocator"]
     # A thread freeing tessera blocks made in another one is fine.
     arrays = [np.empty(n) for n in range(1, 200)]
-    before = tessera_numpy.stats()
+    before = numpy_allocator.stats()
     t = threading.Thread(target=arrays.clear)
     t.start()
     t.join()
-    assert tessera_numpy.stats()["frees"] == before["frees"] + 199
+    assert numpy_allocator.stats()["frees"] == before["frees"] + 199
 
 
 def test_blocks_outlive_uninstall_until_interpreter_exit(tmp_path):
@@ -337,11 +337,11 @@ def test_blocks_outlive_uninstall_until_interpreter_exit(tmp_path):
     # Python's finalization through their handler, after uninstall().
     out = tmp_path / "exit.json"
     code = (
-        "import numpy as np, tessera_numpy\n"
-        "tessera_numpy.install()\n"
+        "import numpy as np\nfrom tessera import numpy_allocator\n"
+        "numpy_allocator.install()\n"
         "keep = [np.empty(n) for n in range(1, 100)]\n"
-        "tessera_numpy.uninstall()\n"
-        "assert tessera_numpy.stats()['live_blocks'] >= 99\n"
+        "numpy_allocator.uninstall()\n"
+        "assert numpy_allocator.stats()['live_blocks'] >= 99\n"
     )
     env = dict(os.environ, TESSERA_NUMPY_EXIT_STATS=str(out))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
@@ -356,7 +356,7 @@ def rss_bytes():
 
 
 def test_large_calloc_zeroes_dirty_blocks_and_stays_lazy():
-    tessera_numpy.install()
+    numpy_allocator.install()
     for size in (4 << 20, (4 << 20) + 123, (1 << 20) + 4095):
         for _ in range(3):
             d = np.full(size, 0xAB, dtype=np.uint8)  # dirty, back to tessera's cache

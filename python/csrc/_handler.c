@@ -1,5 +1,5 @@
 /*
- * tessera_numpy._handler: a NEP 49 data-memory handler (PyDataMem_Handler)
+ * tessera.numpy_allocator._handler: a NEP 49 data-memory handler (PyDataMem_Handler)
  * whose blocks come from a tessera allocator (include/tessera.h).
  *
  * Block layout: every block NumPy receives is preceded by a 64-byte
@@ -274,7 +274,7 @@ static PyObject *new_limited_capsule(size_t limit, const char *kind) {
     TsrAllocator *a = NULL;
     TsrStatus st = tsr_numpy_limited_new(limit, name, &a);
     if (st != TSR_OK) {
-        return raise_tsr("tessera_numpy.install", st, "tsr_allocator_new");
+        return raise_tsr("tessera.numpy_allocator.install", st, "tsr_allocator_new");
     }
     char hname[127];
     snprintf(hname, sizeof hname, "tessera(%s)", name);
@@ -293,7 +293,7 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (strcmp(kind, "registry") == 0 || strcmp(kind, "cpu") == 0) {
         if (limit_obj != Py_None) {
             PyErr_Format(PyExc_ValueError,
-                         "tessera_numpy.install: limit_bytes=%R is only for allocator='limited'",
+                         "tessera.numpy_allocator.install: limit_bytes=%R is only for allocator='limited'",
                          limit_obj);
             return NULL;
         }
@@ -301,7 +301,7 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
             if (default_capsule == NULL) {
                 TsrAllocator *a = tsr_get_allocator(TSR_CPU);
                 if (a == NULL) {
-                    return raise_tsr("tessera_numpy.install", TSR_ERR_INVALID_ARGUMENT,
+                    return raise_tsr("tessera.numpy_allocator.install", TSR_ERR_INVALID_ARGUMENT,
                                      "tsr_get_allocator(TSR_CPU)");
                 }
                 default_capsule = make_capsule(a, "tessera");
@@ -314,7 +314,7 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
         } else {
             TsrAllocator *a = tsr_cpu_allocator();
             if (a == NULL) {
-                return raise_tsr("tessera_numpy.install", TSR_ERR_INVALID_ARGUMENT,
+                return raise_tsr("tessera.numpy_allocator.install", TSR_ERR_INVALID_ARGUMENT,
                                  "tsr_cpu_allocator()");
             }
             capsule = make_capsule(a, "tessera(cpu)");
@@ -325,7 +325,7 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
     } else if (strcmp(kind, "failing") == 0) {
         if (limit_obj != Py_None) {
             PyErr_Format(PyExc_ValueError,
-                         "tessera_numpy.install: limit_bytes=%R is only for allocator='limited'",
+                         "tessera.numpy_allocator.install: limit_bytes=%R is only for allocator='limited'",
                          limit_obj);
             return NULL;
         }
@@ -333,7 +333,7 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
     } else if (strcmp(kind, "limited") == 0) {
         if (limit_obj == Py_None || !PyLong_Check(limit_obj)) {
             PyErr_Format(PyExc_TypeError,
-                         "tessera_numpy.install: allocator='limited' needs limit_bytes, an int >= 0, "
+                         "tessera.numpy_allocator.install: allocator='limited' needs limit_bytes, an int >= 0, "
                          "got %R",
                          limit_obj);
             return NULL;
@@ -342,14 +342,14 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
         if (limit == (size_t)-1 && PyErr_Occurred()) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError,
-                         "tessera_numpy.install: limit_bytes=%R is out of range, expected 0 .. %zu",
+                         "tessera.numpy_allocator.install: limit_bytes=%R is out of range, expected 0 .. %zu",
                          limit_obj, (size_t)SIZE_MAX - 1);
             return NULL;
         }
         capsule = new_limited_capsule(limit, "limited");
     } else {
         PyErr_Format(PyExc_ValueError,
-                     "tessera_numpy.install: allocator='%s' is unknown, expected 'registry', "
+                     "tessera.numpy_allocator.install: allocator='%s' is unknown, expected 'registry', "
                      "'cpu', 'failing' or 'limited'",
                      kind);
         return NULL;
@@ -370,9 +370,9 @@ static PyObject *mod_install(PyObject *self, PyObject *args, PyObject *kwargs) {
 static PyObject *mod_set_handler(PyObject *self, PyObject *arg) {
     if (arg != Py_None && !PyCapsule_IsValid(arg, CAPSULE_NAME)) {
         PyErr_Format(PyExc_TypeError,
-                     "tessera_numpy.set_handler: expected a NumPy 'mem_handler' capsule or None, "
-                     "got %.100s",
-                     Py_TYPE(arg)->tp_name);
+                     "tessera.numpy_allocator.set_handler: expected a NumPy 'mem_handler' capsule or None, "
+                     "got %R",
+                     (PyObject *)Py_TYPE(arg));
         return NULL;
     }
     return PyDataMem_SetHandler(arg == Py_None ? NULL : arg);
@@ -452,7 +452,7 @@ static PyObject *mod_stats(PyObject *self, PyObject *noargs) {
     }
     if (h != NULL) {
         HandlerCtx *hc = (HandlerCtx *)h->allocator.ctx;
-        PyObject *r = stats_of("tessera_numpy.stats", hc->allocator, hc);
+        PyObject *r = stats_of("tessera.numpy_allocator.stats", hc->allocator, hc);
         Py_DECREF(cur);
         return r;
     }
@@ -460,10 +460,10 @@ static PyObject *mod_stats(PyObject *self, PyObject *noargs) {
     PyErr_Clear();
     TsrAllocator *a = tsr_get_allocator(TSR_CPU);
     if (a == NULL) {
-        return raise_tsr("tessera_numpy.stats", TSR_ERR_INVALID_ARGUMENT,
+        return raise_tsr("tessera.numpy_allocator.stats", TSR_ERR_INVALID_ARGUMENT,
                          "tsr_get_allocator(TSR_CPU)");
     }
-    PyObject *r = stats_of("tessera_numpy.stats", a, NULL);
+    PyObject *r = stats_of("tessera.numpy_allocator.stats", a, NULL);
     tsr_allocator_decref(a);
     return r;
 }
@@ -474,14 +474,14 @@ static PyObject *mod_snapshot(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O&|i:snapshot", PyUnicode_FSConverter, &path_obj, &format)) {
         return NULL;
     }
-    const char *path = PyBytes_AS_STRING(path_obj);
+    const char *path = PyBytes_AsString(path_obj);
     if (format == -1) {
         size_t n = strlen(path);
         format = (n >= 7 && strcmp(path + n - 7, ".pickle") == 0) ? TSR_SNAPSHOT_TORCH
                                                                    : TSR_SNAPSHOT_JSON;
     } else if (format != TSR_SNAPSHOT_JSON && format != TSR_SNAPSHOT_TORCH) {
         PyErr_Format(PyExc_ValueError,
-                     "tessera_numpy.snapshot: format=%d is unknown, expected %d (JSON) or %d "
+                     "tessera.numpy_allocator.snapshot: format=%d is unknown, expected %d (JSON) or %d "
                      "(memory_viz pickle)",
                      format, TSR_SNAPSHOT_JSON, TSR_SNAPSHOT_TORCH);
         Py_DECREF(path_obj);
@@ -493,8 +493,8 @@ static PyObject *mod_snapshot(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (st != TSR_OK) {
         PyErr_Format(st == TSR_ERR_OUT_OF_MEMORY ? PyExc_MemoryError : PyExc_OSError,
-                     "tessera_numpy.snapshot: tsr_memory_snapshot(%R) failed with %s: %s",
-                     PyTuple_GET_ITEM(args, 0), tsr_status_name(st), tsr_last_error_message());
+                     "tessera.numpy_allocator.snapshot: tsr_memory_snapshot(%R) failed with %s: %s",
+                     PyTuple_GetItem(args, 0), tsr_status_name(st), tsr_last_error_message());
         Py_DECREF(path_obj);
         return NULL;
     }
@@ -515,7 +515,7 @@ static PyObject *mod_record_history(PyObject *self, PyObject *args, PyObject *kw
     if (enabled) {
         if (max_entries < 1) {
             PyErr_Format(PyExc_ValueError,
-                         "tessera_numpy.record_history: max_entries=%zd, expected >= 1",
+                         "tessera.numpy_allocator.record_history: max_entries=%zd, expected >= 1",
                          max_entries);
             return NULL;
         }
@@ -529,7 +529,7 @@ static PyObject *mod_record_history(PyObject *self, PyObject *args, PyObject *kw
         st = tsr_memory_record_history(NULL);
     }
     if (st != TSR_OK) {
-        return raise_tsr("tessera_numpy.record_history", st, "tsr_memory_record_history");
+        return raise_tsr("tessera.numpy_allocator.record_history", st, "tsr_memory_record_history");
     }
     Py_RETURN_NONE;
 }
@@ -559,7 +559,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "tessera_numpy._handler", NULL, -1, methods,
+    PyModuleDef_HEAD_INIT, "tessera.numpy_allocator._handler", NULL, -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__handler(void) {
@@ -578,7 +578,7 @@ PyMODINIT_FUNC PyInit__handler(void) {
                                               tsr_numpy_python_frames, NULL);
     if (st != TSR_OK) {
         Py_DECREF(m);
-        return raise_tsr("tessera_numpy", st, "tsr_memory_set_host_frames");
+        return raise_tsr("tessera.numpy_allocator", st, "tsr_memory_set_host_frames");
     }
     if (PyModule_AddIntConstant(m, "HEADER_BYTES", HEADER_BYTES) < 0 ||
         PyModule_AddIntConstant(m, "MAX_PYTHON_FRAMES", TSR_MAX_HOST_FRAMES) < 0 ||

@@ -1,6 +1,6 @@
 """A pytest plugin installing tessera's NumPy handler for a whole run:
 
-    python -m pytest -p tessera_numpy.pytest_plugin --pyargs numpy
+    python -m pytest -p tessera.numpy_allocator.pytest_plugin --pyargs numpy
 
 install() runs when pytest is configured, before any test module is
 imported, so every array the suite makes after that (module-level ones
@@ -17,25 +17,25 @@ import gc
 import json
 import os
 
-import tessera_numpy
+from tessera import numpy_allocator
 
 _at_start = None
 
 
 def pytest_configure(config):
     global _at_start
-    _at_start = tessera_numpy.stats()
+    _at_start = numpy_allocator.stats()
     if os.environ.get("TESSERA_NUMPY_SNAPSHOT"):
-        tessera_numpy.record_history(True, max_entries=10000, backtraces=True)
-    tessera_numpy.install()
-    if not tessera_numpy.is_installed():
-        raise RuntimeError("tessera_numpy.pytest_plugin: install() did not take effect")
+        numpy_allocator.record_history(True, max_entries=10000, backtraces=True)
+    numpy_allocator.install()
+    if not numpy_allocator.is_installed():
+        raise RuntimeError("tessera.numpy_allocator.pytest_plugin: install() did not take effect")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     gc.collect()
-    end = tessera_numpy.stats()
-    still = tessera_numpy.is_installed()
+    end = numpy_allocator.stats()
+    still = numpy_allocator.is_installed()
     tr = terminalreporter
     tr.section("tessera NumPy handler")
     tr.write_line(f"handler still installed at the end: {still}")
@@ -49,13 +49,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         census = _census()
         tr.write_line(
             f"reachable arrays owning tessera blocks: {census['arrays']} "
-            f"({census['bytes']} bytes + {census['arrays']} x {tessera_numpy.HEADER_BYTES} header); "
+            f"({census['bytes']} bytes + {census['arrays']} x {numpy_allocator.HEADER_BYTES} header); "
             f"largest: {census['largest']}"
         )
         tr.write_line(f"held by (referrer type: arrays): {census['held_by']}")
     snap = os.environ.get("TESSERA_NUMPY_SNAPSHOT")
     if snap:
-        tessera_numpy.snapshot(snap)
+        numpy_allocator.snapshot(snap)
         tr.write_line(f"snapshot written to {snap}")
     path = os.environ.get("TESSERA_NUMPY_STATS_JSON")
     if path:

@@ -1,5 +1,5 @@
 /*
- * tessera_numpy's exit report (no Python API: it runs as the library is
+ * tessera.numpy_allocator's exit report (no Python API: it runs as the library is
  * unloaded, after Python's finalization).
  */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * tessera_numpy's allocator plugin for testing failure paths (install
+ * tessera.numpy_allocator's allocator plugin for testing failure paths (install
  * 'failing' and 'limited'): a malloc-backed C plugin (TsrAllocatorVTable)
  * that refuses an allocation which would take its live bytes past a
  * limit ("failing" is a limit of 0 bytes, refusing all).
@@ -46,7 +46,7 @@ static TsrStatus limited_allocate(void *self, size_t nbytes, TsrDevice device, T
         if (nbytes > p->limit || live > p->limit - nbytes) {
             char msg[200];
             snprintf(msg, sizeof msg,
-                     "tessera_numpy limited plugin: refusing %zu bytes (%zu live, limit %zu)",
+                     "tessera.numpy_allocator limited plugin: refusing %zu bytes (%zu live, limit %zu)",
                      nbytes, live, p->limit);
             return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, msg);
         }
@@ -58,7 +58,7 @@ static TsrStatus limited_allocate(void *self, size_t nbytes, TsrDevice device, T
     if (nbytes > SIZE_MAX - HEADER_BYTES || posix_memalign(&base, 64, HEADER_BYTES + nbytes) != 0) {
         atomic_fetch_sub(&p->live_bytes, nbytes);
         return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY,
-                                  "tessera_numpy limited plugin: posix_memalign failed");
+                                  "tessera.numpy_allocator limited plugin: posix_memalign failed");
     }
     PluginHeader *h = (PluginHeader *)base;
     h->plugin = p;
@@ -75,7 +75,7 @@ static void limited_release(void *self) { free(self); }
 TsrStatus tsr_numpy_limited_new(size_t limit, const char *name, TsrAllocator **out) {
     LimitedPlugin *p = calloc(1, sizeof *p);
     if (p == NULL) {
-        return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "tessera_numpy limited plugin: calloc failed");
+        return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "tessera.numpy_allocator limited plugin: calloc failed");
     }
     p->limit = limit;
     TsrAllocatorVTable vt;

@@ -1,10 +1,15 @@
 """NumPy's array data from tessera's CPU allocator (NEP 49 handler).
 
-    import tessera_numpy
-    tessera_numpy.install()       # new arrays' data from tessera
-    tessera_numpy.uninstall()     # back to NumPy's default handler
-    tessera_numpy.stats()         # tessera's allocator statistics (a dict)
-    tessera_numpy.snapshot(path)  # JSON, or memory_viz's pickle for *.pickle
+    from tessera import numpy_allocator
+    numpy_allocator.install()       # new arrays' data from tessera
+    numpy_allocator.uninstall()     # back to NumPy's default handler
+    numpy_allocator.stats()         # tessera's allocator statistics (a dict)
+    numpy_allocator.snapshot(path)  # JSON, or memory_viz's pickle for *.pickle
+
+The successor of the separate tessera_numpy package (same functions, same
+C handler, python/csrc/), now over the library the tessera package loads:
+the arrays' blocks, tessera.load's storages and memory history are one
+library's.
 
 NumPy keeps the current handler in a context variable: install() affects
 the calling thread's context (threads started later begin with NumPy's
@@ -13,8 +18,28 @@ array keeps a reference to the handler that allocated it, so blocks made
 while installed are freed by tessera after uninstall() too.
 """
 import contextlib
+import ctypes
+import glob
+import os
 
-from . import _handler
+from .. import _native
+
+
+def _load_library_global():
+    """The handler's tsr_* calls bind to the library tessera._native
+    loaded (it is not linked to one of its own): made RTLD_GLOBAL here,
+    before the handler is imported. dlopen of a loaded library returns
+    it, so this is the same copy."""
+    here = os.path.dirname(_native.__file__)
+    libs = sorted(glob.glob(os.path.join(here, "*.so*")))
+    if not libs:
+        raise ImportError(f"tessera.numpy_allocator: no native library in {here}")
+    return ctypes.CDLL(libs[0], mode=ctypes.RTLD_GLOBAL)
+
+
+_LIB = _load_library_global()
+
+from . import _handler  # noqa: E402  (after the library is global)
 
 __all__ = [
     "install",
@@ -63,7 +88,7 @@ def restore(handler):
 
 @contextlib.contextmanager
 def installed(allocator="registry", limit_bytes=None):
-    """with tessera_numpy.installed(): ...  -- install() for the block,
+    """with numpy_allocator.installed(): ...  -- install() for the block,
     then the handler that was current before it."""
     prev = install(allocator, limit_bytes)
     try:
@@ -80,13 +105,13 @@ def handler_name():
 
 
 def is_installed():
-    """Whether one of tessera_numpy's handlers is NumPy's current one."""
+    """Whether one of numpy_allocator's handlers is NumPy's current one."""
     return _handler.is_tessera_handler(_handler.current_handler())
 
 
 def stats():
     """tessera's statistics of the allocator behind NumPy's current handler
-    when it is tessera_numpy's, else of the registry's CPU allocator (the
+    when it is numpy_allocator's, else of the registry's CPU allocator (the
     one install() uses): allocations, frees, live_blocks,
     current_bytes, peak_bytes, failed (tessera's own counters, covering the
     64-byte header each block carries, header_bytes), plus bad_frees and
@@ -105,7 +130,7 @@ def snapshot(path, format=None):
         fmt = _handler.SNAPSHOT_TORCH
     else:
         raise ValueError(
-            f"tessera_numpy.snapshot: format={format!r} is unknown, expected None, 'json' or 'pickle'"
+            f"tessera.numpy_allocator.snapshot: format={format!r} is unknown, expected None, 'json' or 'pickle'"
         )
     _handler.snapshot(path, fmt)
 
