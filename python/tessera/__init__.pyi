@@ -21,7 +21,7 @@ class TesseraCancelled(TesseraError): ...
 
 class LoadedDict(Dict[str, np.ndarray]):
     metadata: Dict[str, str]
-    values: Dict[str, Any]
+    non_tensors: Dict[str, Any]
     skipped: List[str]
 
 def load(path: _Path, mmap: bool = ..., format: Optional[str] = ...,
@@ -67,4 +67,4 @@ def open(path: _Path, mmap: bool = ..., format: Optional[str] = ...,
 
 def save(arrays: Mapping[str, np.ndarray], path: _Path, format: Optional[str] = ...,
          metadata: Optional[Mapping[str, str]] = ...,
-         values: Optional[Mapping[str, Any]] = ...) -> None: ...
+         non_tensors: Optional[Mapping[str, Any]] = ...) -> None: ...

@@ -45,12 +45,12 @@ def _path(path):
 class LoadedDict(dict):
     """The arrays of a load by name, in the file's order, with the file's
     string metadata (`metadata`), its values that are not tensors
-    (`values`: a checkpoint's ``global_step`` as an int, its config as a
-    dict, by dotted name) and what the load left out (`skipped`: objects
-    tessera does not load)."""
+    (`non_tensors`: a checkpoint's ``global_step`` as an int, its config as
+    a dict, by dotted name; not `values`, which stays dict's method) and
+    what the load left out (`skipped`: objects tessera does not load)."""
 
     metadata: dict
-    values: dict
+    non_tensors: dict
     skipped: list
 
 
@@ -68,11 +68,11 @@ def _from_dict(d):
             meta[ffi.string(key).decode()] = ffi.string(lib.tsr_dict_metadata(d, key)).decode()
         out.skipped = [s for s in meta.pop(SKIPPED_KEY, "").split("\n") if s]
         out.metadata = meta
-        out.values = {}
+        out.non_tensors = {}
         for i in range(lib.tsr_dict_value_count(d)):
             name = lib.tsr_dict_value_name(d, i)
             text = ffi.string(lib.tsr_dict_value_json(d, name)).decode()
-            out.values[ffi.string(name).decode()] = json.loads(text)
+            out.non_tensors[ffi.string(name).decode()] = json.loads(text)
         return out
     finally:
         lib.tsr_dict_free(d)
@@ -93,7 +93,7 @@ def load(path, mmap=False, format=None, strict=False):
 
     With `mmap`, the arrays view a read-only mapping of the file (no copy;
     writing raises), else they own fresh memory. Values that are not
-    tensors come back in the result's `values` (JSON's types); objects
+    tensors come back in the result's `non_tensors` (JSON's types); objects
     tessera does not load are left out and named in its `skipped`, unless
     `strict` (then such a file is refused)."""
     out = ffi.new("struct TsrTensorDict **")
@@ -256,11 +256,11 @@ def _tensor(name, a):
     return out[0]
 
 
-def save(arrays, path, format=None, metadata=None, values=None):
+def save(arrays, path, format=None, metadata=None, non_tensors=None):
     """Saves `arrays` (a mapping of name -> array) to `path` (`tsr_save`)
     in `format`, or the format the path's extension names (.safetensors,
     .npy, .npz, .gguf; torch's zip format otherwise), with the string
-    pairs of `metadata` and the `values` (name -> a JSON-able value: a
+    pairs of `metadata` and the `non_tensors` (name -> a JSON-able value: a
     ``global_step``, a config dict) where the format holds them. The file
     is replaced atomically: on an error the old one is unchanged."""
     out = ffi.new("struct TsrTensorDict **")
@@ -274,7 +274,7 @@ def save(arrays, path, format=None, metadata=None, values=None):
             lib.tsr_tensor_decref(t)
     for k, v in (metadata or {}).items():
         check(lib.tsr_dict_set_metadata(d, str(k).encode(), str(v).encode()))
-    for k, v in (values or {}).items():
+    for k, v in (non_tensors or {}).items():
         text = json.dumps(v, allow_nan=False)
         check(lib.tsr_dict_set_value_json(d, str(k).encode(), text.encode()))
     check(lib.tsr_save(d, _path(path), _format(format)))

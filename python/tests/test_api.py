@@ -150,24 +150,26 @@ def test_values_of_a_checkpoint_load_and_save_typed(fixtures, tmp_path):
     # torch.save's checkpoint (scripts/make_values_fixtures.py): its plain
     # values come back as Python values; objects stay in `skipped`.
     got = tessera.load(fixtures / "data" / "values" / "checkpoint.pt")
-    assert got.values["global_step"] == 1234
-    assert isinstance(got.values["global_step"], int)
-    assert got.values["config_dict"] == {
+    assert got.non_tensors["global_step"] == 1234
+    assert isinstance(got.non_tensors["global_step"], int)
+    assert got.non_tensors["config_dict"] == {
         "n_layers": 4, "act": "gelu", "dropout": 0.1, "tied": True, "sizes": [1, 2]}
-    assert got.values["hidden_dims"] == [64, 128, 256]
-    assert got.values["note"] is None
+    assert got.non_tensors["hidden_dims"] == [64, 128, 256]
+    assert got.non_tensors["note"] is None
     assert "args (argparse.Namespace)" in got.skipped
     assert "global_step" not in " ".join(got.skipped)
+    # dict's own values() is not shadowed by them.
+    assert list(got.values())[0] is got[next(iter(got))]
     values = {"step": 7, "lr": 0.5, "cfg": {"a": [1, "x"], "b": None}}
     for ext in (".pt", ".safetensors", ".gguf"):
         path = tmp_path / f"v{ext}"
-        tessera.save({"w": np.arange(3, dtype=np.float32)}, path, values=values)
+        tessera.save({"w": np.arange(3, dtype=np.float32)}, path, non_tensors=values)
         back = tessera.load(path)
-        assert back.values == values, ext
-        assert list(back.values) == list(values), ext
+        assert back.non_tensors == values, ext
+        assert list(back.non_tensors) == list(values), ext
         assert back.skipped == [] and "tessera.values" not in back.metadata, ext
     with pytest.raises(tessera.TesseraError, match="a tensor has this name"):
-        tessera.save({"w": np.zeros(1)}, tmp_path / "x.pt", values={"w": 1})
+        tessera.save({"w": np.zeros(1)}, tmp_path / "x.pt", non_tensors={"w": 1})
 
 
 def test_strided_and_foreign_byte_order_arrays_save(tmp_path):
