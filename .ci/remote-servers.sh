@@ -19,7 +19,12 @@ install_s3s() {
         echo "s3s-fs: $("$tools/bin/s3s-fs" --version)"
         return
     fi
-    CARGO_TARGET_DIR=$root/target/s3s-fs cargo install --locked --root "$tools" \
+    # A test server: built unoptimized, without LTO, in many codegen
+    # units, for the shortest build on CI's two cores (the tests move a
+    # few MiB through it).
+    CARGO_TARGET_DIR=$root/target/s3s-fs CARGO_PROFILE_RELEASE_OPT_LEVEL=0 \
+        CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256 \
+        CARGO_PROFILE_RELEASE_DEBUG=false cargo install --locked --root "$tools" \
         s3s-fs --version 0.14.1 --features binary
     rm -rf "$root/target/s3s-fs"
 }
