@@ -2,6 +2,7 @@
 //! split across threads.
 
 use super::pairwise::*;
+use super::reducer::Kind;
 use super::tree::tree;
 use crate::error::Result;
 use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
@@ -199,7 +200,11 @@ pub(super) fn reduce_part<R: Reducer>(
 ) {
     let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
     let run = g.shape[0] as usize;
-    if R::IS_SUM && os0 == 0 && is0 == size_of::<R::In>() as isize && run < STREAMS * BLOCK {
+    if R::KIND == Kind::Sum
+        && os0 == 0
+        && is0 == size_of::<R::In>() as isize
+        && run < STREAMS * BLOCK
+    {
         // Contiguous runs reduced into single outputs (a sum along
         // the innermost dim), too short for pairwise's streams: four
         // runs at a time, so the reads still come from four places.
@@ -383,7 +388,10 @@ pub(super) unsafe fn add_rows_xk<R: Reducer, const K: usize>(
 ) {
     // SAFETY: the caller's runs, add_rows_xk's requirement there too.
     #[cfg(target_arch = "x86_64")]
-    if unsafe { super::avx2_sum::add_rows_xk::<R, K>(acc, rows, n) } {
+    if unsafe {
+        super::avx2_sum::add_rows_xk::<R, K>(acc, rows, n)
+            || super::avx2_pick::pick_rows_xk::<R, K>(acc, rows, n)
+    } {
         return;
     }
     for i in 0..n {

@@ -2,6 +2,7 @@
 //! results combined as a balanced tree, long runs read as four streams.
 
 pub(super) use super::reducer::Reducer;
+use super::reducers::{pick, pick_identity};
 use crate::kernels::elem::Elem;
 use crate::kernels::loops::{ld, load_op, widens, BUF};
 use crate::kernels::ops::Max;
@@ -222,10 +223,10 @@ pub(super) unsafe fn lanes<R: Reducer, const N: usize>(
             let acc_size = size_of::<R::Acc>() as isize;
             // SAFETY: fold_lanes calls the closure for k < m only, and
             // buf's first m values were just written by load_op: values of
-            // the input's op math type. lanes serves only Sum (through
-            // pairwise and blocks_x4), whose accumulator R::Acc is that type
-            // for every widening input (SumAcc: f16, bf16 -> f32, their
-            // complex types -> Complex<f32>; sizes asserted above).
+            // the input's op math type. lanes serves only Sum and Prod
+            // (through pairwise and blocks_x4), whose accumulator R::Acc is
+            // that type for every widening input (SumAcc: f16, bf16 -> f32,
+            // their complex types -> Complex<f32>; sizes asserted above).
             unsafe {
                 fold_lanes::<R::Acc, N>(&mut acc, m, |k| ld::<R::Acc>(vals, k, acc_size), &fold)
             };
@@ -290,34 +291,81 @@ pub(super) unsafe fn fold_lanes<A: Copy, const N: usize>(
     }
 }
 
-/// The NaN-propagating maximum of a run, in op math, over 16 lanes.
+/// The NaN-propagating maximum (MAX) or minimum of a run, in op math:
+/// [`lanes_pick`] with as many lanes as four AVX registers hold (32 of
+/// f32, 16 of f64), the AVX2 kernel's layout (avx2_pick.rs).
 ///
 /// # Safety
 /// The run must address `n` readable elements (n >= 1).
 #[inline(always)]
-pub(super) unsafe fn lanes_op<T: Elem>(p: *const u8, stride: isize, n: usize) -> T::Op
+pub(super) unsafe fn pick_run<T: Elem, const MAX: bool>(
+    p: *const u8,
+    stride: isize,
+    n: usize,
+) -> T::Op
 where
     T::Op: Max,
 {
-    const N: usize = 16;
-    let mut acc = [<T::Op as Max>::LOWEST; N];
+    #[cfg(target_arch = "x86_64")]
+    if stride == size_of::<T>() as isize {
+        // SAFETY: a contiguous run of n readable elements (the caller's
+        // guarantee), run's requirement.
+        if let Some(v) = unsafe { super::avx2_pick::run::<T, MAX>(p, n) } {
+            return v;
+        }
+    }
+    // SAFETY: the caller's run, both arms' requirement.
+    unsafe {
+        if size_of::<T::Op>() == 8 {
+            lanes_pick::<T, MAX, 16>(p, stride, n)
+        } else {
+            lanes_pick::<T, MAX, 32>(p, stride, n)
+        }
+    }
+}
+
+/// Folds a run into N lanes of op math values with [`pick`] (element i
+/// into lane i % N), then the lanes in order into one value, starting
+/// from the identity ([`fold_picked`]).
+///
+/// # Safety
+/// The run must address `n` readable elements.
+#[inline(always)]
+unsafe fn lanes_pick<T: Elem, const MAX: bool, const N: usize>(
+    p: *const u8,
+    stride: isize,
+    n: usize,
+) -> T::Op
+where
+    T::Op: Max,
+{
+    let mut acc = [pick_identity::<T::Op, MAX>(); N];
     let mut buf = [T::Op::default(); BUF];
     let mut i = 0;
     while i < n {
         let m = BUF.min(n - i);
         // SAFETY: elements i..i+m of the run.
         unsafe { load_op::<T>(&mut buf[..m], p.offset(i as isize * stride), stride) };
+        // BUF is a multiple of N, so element i + k goes to lane k % N.
         let mut chunks = buf[..m].chunks_exact(N);
         for c in &mut chunks {
             for (a, v) in acc.iter_mut().zip(c) {
-                *a = a.max_nan(*v);
+                *a = pick::<T::Op, MAX>(*a, *v);
             }
         }
         for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
-            *a = a.max_nan(*v);
+            *a = pick::<T::Op, MAX>(*a, *v);
         }
         i += m;
     }
-    acc.into_iter()
-        .fold(<T::Op as Max>::LOWEST, |a, b| a.max_nan(b))
+    fold_picked::<T::Op, MAX>(&acc)
+}
+
+/// The lanes of a pick folded in order from the identity: the one final
+/// fold of the portable and the AVX2 lanes.
+#[inline(always)]
+pub(super) fn fold_picked<O: Max, const MAX: bool>(lanes: &[O]) -> O {
+    lanes
+        .iter()
+        .fold(pick_identity::<O, MAX>(), |a, &b| pick::<O, MAX>(a, b))
 }
