@@ -1,5 +1,6 @@
-//! Sums, amax and amin of 64 MiB matrices (f32, f16, bfloat16, f64; all
-//! dims, dim 0, dim 1; 1 and 2 threads) against a plain read of the same
+//! Sums, amax, amin, prod, mean, the 2-norm (all dims, dim 0, dim 1) and
+//! max with indices (dim 0, dim 1) of 64 MiB matrices (f32, f16,
+//! bfloat16, f64; 1 and 2 threads) against a plain read of the same
 //! bytes (benches/bench.cpp's four-stream read loop) and, for the 16-bit
 //! dtypes, a plain loop that widens and adds the same values (the
 //! decided anchor of 16-bit rows, docs/PERFORMANCE.md), in the same
@@ -150,13 +151,20 @@ fn main() {
             let t = Tensor::empty(&[4096, cols], dt, Device::CPU).unwrap();
             kernels::fill_(&t, Scalar::Float(1.5)).unwrap();
             type Op = fn(&Tensor, &[i64], bool) -> tessera::Result<Tensor>;
-            let ops: [(&str, Op); 3] = [
+            let ops: [(&str, Op); 7] = [
                 ("sum", kernels::sum),
                 ("amax", kernels::amax),
                 ("amin", kernels::amin),
+                ("prod", kernels::prod),
+                ("mean", kernels::mean),
+                ("norm2", |t, d, k| kernels::vector_norm(t, 2.0, d, k)),
+                ("max", |t, d, k| kernels::max_dim(t, d[0], k).map(|r| r.0)),
             ];
             for (op, f) in ops {
                 for (what, dims) in [("all", vec![]), ("dim0", vec![0i64]), ("dim1", vec![1])] {
+                    if op == "max" && dims.is_empty() {
+                        continue; // max with indices takes one dim
+                    }
                     let t = t.clone();
                     // Sums keep their old names: "f32 [4096,4096] all 1t".
                     let op = if op == "sum" {

@@ -150,6 +150,8 @@ fn pick_inputs<T: Elem>() -> Vec<(String, Tensor)> {
         out.push((format!("{what} [9, 4099] at 1"), m(1, 9, 4099)));
         out.push((format!("{what} [64, 1000]"), m(3, 64, 1000)));
         out.push((format!("{what} [4099, 3]"), m(0, 4099, 3)));
+        // Rows long enough to be read as four streams each.
+        out.push((format!("{what} [5, 20000]"), m(1, 5, 20000)));
         out.push((
             format!("{what} [3, 300, 7]"),
             flat.narrow(0, 2, 6300).unwrap().view(&[3, 300, 7]).unwrap(),

@@ -6,9 +6,10 @@
 //! The per-lane step mirrors [`pick`]: `acc` stays unless `o` is strictly
 //! beyond it or NaN. `vmaxps(o, acc)` is `o > acc ? o : acc` (`vminps`
 //! the same with `<`), which keeps a NaN `acc` and ties; a blend then
-//! takes `o` where `o` is NaN. The lanes are four registers (32 f32 or 16
+//! takes `o` where `o` is NaN. The lanes are two registers (16 f32 or 8
 //! f64 values, value i of a run in lane i % lanes), stored and folded in
-//! order with [`fold_picked`], as the portable loop folds its lanes.
+//! order with [`fold_picked`], as the portable loop folds its lanes; four
+//! runs can be read in one pass (four memory streams, eight registers).
 //! Half values widen in registers (F16C's vcvtph2ps; a bfloat16 is the
 //! top half of its f32) and narrow back exactly (the values are the
 //! inputs'; a NaN keeps its quiet bit set, as the portable narrowing does).
@@ -149,26 +150,24 @@ avx2_pick!(bf16, f32, __m256, 8, splat: _mm256_set1_ps, max: _mm256_max_ps,
         _mm_loadu_si128(p as *const __m128i)))),
     |q, x| store_bf16(q, x));
 
-/// The pick of a run of `n` contiguous values (see the module).
+/// The lanes of one run after its whole groups: the registers stored,
+/// the tail picked into lanes 0.. in order, the lanes folded in order.
 ///
 /// # Safety
-/// AVX2 and F16C; `n` readable values at `p` (any alignment).
+/// AVX2 and F16C; `n` readable values at `p`, `i` <= n a multiple of
+/// 2 * W.
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn pick_one<T: Avx2Pick, const MAX: bool>(p: *const T, n: usize) -> T::Lane {
-    let mut lanes = [T::Lane::default(); 32];
-    let width = 4 * T::W;
-    let mut i = 0;
-    // SAFETY: AVX2 and F16C (this function's features); the loads read
-    // p[i..i + 4 * W] while that is inside the run, the stores write
-    // 4 * W <= 32 lanes, the tail reads i..n.
+unsafe fn finish<T: Avx2Pick, const MAX: bool>(
+    a: [T::V; 2],
+    p: *const T,
+    i: usize,
+    n: usize,
+) -> T::Lane {
+    let mut lanes = [T::Lane::default(); 16];
+    // SAFETY: 2 * W <= 16 lanes written; the tail reads i..n (the
+    // caller's run), fewer than 2 * W values.
     unsafe {
-        let mut a = [T::splat(pick_identity::<T::Lane, MAX>()); 4];
-        while i + width <= n {
-            for (u, v) in a.iter_mut().enumerate() {
-                *v = T::pick::<MAX>(*v, T::load(p.add(i + u * T::W)));
-            }
-            i += width;
-        }
         for (u, v) in a.into_iter().enumerate() {
             T::store_lanes(lanes.as_mut_ptr().add(u * T::W), v);
         }
@@ -177,7 +176,53 @@ unsafe fn pick_one<T: Avx2Pick, const MAX: bool>(p: *const T, n: usize) -> T::La
             lanes[l] = pick::<T::Lane, MAX>(lanes[l], p.add(k).read_unaligned().widen());
         }
     }
-    fold_picked::<T::Lane, MAX>(&lanes[..width])
+    fold_picked::<T::Lane, MAX>(&lanes[..2 * T::W])
+}
+
+/// The pick of a run of `n` contiguous values (see the module).
+///
+/// # Safety
+/// AVX2 and F16C; `n` readable values at `p` (any alignment).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn pick_one<T: Avx2Pick, const MAX: bool>(p: *const T, n: usize) -> T::Lane {
+    let width = 2 * T::W;
+    let mut i = 0;
+    // SAFETY: AVX2 and F16C (this function's features); the loads read
+    // p[i..i + 2 * W] while that is inside the run; finish reads the rest.
+    unsafe {
+        let mut a = [T::splat(pick_identity::<T::Lane, MAX>()); 2];
+        while i + width <= n {
+            for (u, v) in a.iter_mut().enumerate() {
+                *v = T::pick::<MAX>(*v, T::load(p.add(i + u * T::W)));
+            }
+            i += width;
+        }
+        finish::<T, MAX>(a, p, i, n)
+    }
+}
+
+/// [`pick_one`] of four runs of `n` values in one pass (four memory
+/// streams), each result bit-identical to that function's.
+///
+/// # Safety
+/// AVX2 and F16C; `n` readable values at each `p[k]` (any alignment).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn pick_x4<T: Avx2Pick, const MAX: bool>(p: [*const T; 4], n: usize) -> [T::Lane; 4] {
+    let width = 2 * T::W;
+    let mut i = 0;
+    // SAFETY: as in pick_one, for each run.
+    unsafe {
+        let mut a = [[T::splat(pick_identity::<T::Lane, MAX>()); 2]; 4];
+        while i + width <= n {
+            for (acc, q) in a.iter_mut().zip(p) {
+                for (u, v) in acc.iter_mut().enumerate() {
+                    *v = T::pick::<MAX>(*v, T::load(q.add(i + u * T::W)));
+                }
+            }
+            i += width;
+        }
+        [0, 1, 2, 3].map(|k| finish::<T, MAX>(a[k], p[k], i, n))
+    }
 }
 
 /// `acc[i] = pick(acc[i], tree(r0[i], .., r(K-1)[i]))` over `n` values,
@@ -248,6 +293,24 @@ pub(super) unsafe fn run<T: Elem, const MAX: bool>(p: *const u8, n: usize) -> Op
         // and Elem's contract: one Elem type per DType), so the run is n
         // values of A, and T::Op is A's op math type.
         unsafe { transmute_copy::<_, T::Op>(&pick_one::<A, MAX>(p as *const A, n)) }
+    })
+}
+
+/// [`run`] of four contiguous runs of `n` T values in one pass, each with
+/// that function's bits; None where T has no kernel.
+///
+/// # Safety
+/// `n` readable contiguous T values at each `q[k]` (any alignment).
+#[inline(always)]
+pub(super) unsafe fn runs_x4<T: Elem, const MAX: bool>(
+    q: [*const u8; 4],
+    n: usize,
+) -> Option<[T::Op; 4]> {
+    for_avx2_pick!(T, |A| {
+        // SAFETY: as in run, for each of the four runs.
+        unsafe {
+            pick_x4::<A, MAX>(q.map(|p| p as *const A), n).map(|v| transmute_copy::<_, T::Op>(&v))
+        }
     })
 }
 

@@ -268,6 +268,40 @@ pub(super) fn reduce_part<R: Reducer>(
         });
         return;
     }
+    let picks = matches!(R::KIND, Kind::Max | Kind::Min);
+    let (b1, e1) = ranges[g.ndim() - 1];
+    if picks && g.ndim() == 2 && os0 == 0 && is0 == size_of::<R::In>() as isize && e1 - b1 >= 4 {
+        // Contiguous rows each reduced to one output (amax over dim 1):
+        // four rows a pass, one from each quarter of the part's rows, so
+        // the reads come from four places, as the sums' rows above.
+        let q = (e1 - b1) / 4;
+        let (os1, is1) = (g.out[1] as isize, g.inp[1] as isize);
+        let put = |r: i64, v: R::Acc| {
+            // SAFETY: row r of this part's rows b1..e1: its output is
+            // inside `acc` (or the part's own buffer) and this part's.
+            unsafe {
+                let out = (acc0 as *mut u8).offset(r as isize * os1);
+                st(out, 0, 0, R::combine(ld(out, 0, 0), v));
+            }
+        };
+        let row = |r: i64| (in0 as *const u8).wrapping_offset(r as isize * is1);
+        with_simd!({
+            for r in b1..b1 + q {
+                let rows = [r, r + q, r + 2 * q, r + 3 * q];
+                // SAFETY: each row is one of b1..e1, a run of `run`
+                // contiguous elements inside `a`.
+                let v = unsafe { R::reduce_runs_x4(rows.map(row), run) };
+                for (r, v) in rows.into_iter().zip(v) {
+                    put(r, v);
+                }
+            }
+            for r in b1 + 4 * q..e1 {
+                // SAFETY: as above, for one row.
+                put(r, unsafe { R::reduce_run(row(r), is0, run) });
+            }
+        });
+        return;
+    }
     let (acc_item, in_item) = (size_of::<R::Acc>() as isize, size_of::<R::In>() as isize);
     if g.ndim() == 2 && g.out[1] == 0 && os0 == acc_item && is0 == in_item {
         let ((c0, c1), (b, e)) = (ranges[0], ranges[1]);

@@ -291,9 +291,12 @@ pub(super) unsafe fn fold_lanes<A: Copy, const N: usize>(
     }
 }
 
-/// The NaN-propagating maximum (MAX) or minimum of a run, in op math:
-/// [`lanes_pick`] with as many lanes as four AVX registers hold (32 of
-/// f32, 16 of f64), the AVX2 kernel's layout (avx2_pick.rs).
+/// The NaN-propagating maximum (MAX) or minimum of a run, in op math.
+/// A contiguous run of at least [`STREAMS`] blocks is read as four
+/// streams: its four equal parts picked in one pass ([`pick_runs_x4`]),
+/// their results folded in order, then the rest; shorter runs are one
+/// [`pick_one_run`]. Both the AVX2 and the portable lanes go through
+/// this split, so they agree bit for bit.
 ///
 /// # Safety
 /// The run must address `n` readable elements (n >= 1).
@@ -303,6 +306,61 @@ pub(super) unsafe fn pick_run<T: Elem, const MAX: bool>(
     stride: isize,
     n: usize,
 ) -> T::Op
+where
+    T::Op: Max,
+{
+    let item = size_of::<T>() as isize;
+    if stride != item || n < STREAMS * BLOCK {
+        // SAFETY: the caller's run.
+        return unsafe { pick_one_run::<T, MAX>(p, stride, n) };
+    }
+    let part = n / STREAMS;
+    // SAFETY: the four parts and the rest lie inside the caller's run.
+    unsafe {
+        let q = [0, 1, 2, 3].map(|k| p.offset((k * part) as isize * item));
+        let total = fold_picked::<T::Op, MAX>(&pick_runs_x4::<T, MAX>(q, part));
+        if STREAMS * part == n {
+            return total;
+        }
+        let rest = p.offset((STREAMS * part) as isize * item);
+        pick::<T::Op, MAX>(
+            total,
+            pick_one_run::<T, MAX>(rest, item, n - STREAMS * part),
+        )
+    }
+}
+
+/// Four contiguous runs of `n` elements, each picked as [`pick_one_run`]
+/// picks it, read in one pass where AVX2 has a kernel.
+///
+/// # Safety
+/// Each run must address `n` readable contiguous elements (n >= 1).
+#[inline(always)]
+pub(super) unsafe fn pick_runs_x4<T: Elem, const MAX: bool>(
+    q: [*const u8; 4],
+    n: usize,
+) -> [T::Op; 4]
+where
+    T::Op: Max,
+{
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: four contiguous runs of n readable elements (the caller's).
+    if let Some(v) = unsafe { super::avx2_pick::runs_x4::<T, MAX>(q, n) } {
+        return v;
+    }
+    let item = size_of::<T>() as isize;
+    // SAFETY: each run's n readable elements.
+    q.map(|p| unsafe { pick_one_run::<T, MAX>(p, item, n) })
+}
+
+/// One run picked in lanes: [`lanes_pick`] with as many lanes as two AVX
+/// registers hold (16 of f32, 8 of f64), the AVX2 kernel's layout
+/// (avx2_pick.rs), which serves contiguous floating runs.
+///
+/// # Safety
+/// The run must address `n` readable elements (n >= 1).
+#[inline(always)]
+unsafe fn pick_one_run<T: Elem, const MAX: bool>(p: *const u8, stride: isize, n: usize) -> T::Op
 where
     T::Op: Max,
 {
@@ -317,9 +375,9 @@ where
     // SAFETY: the caller's run, both arms' requirement.
     unsafe {
         if size_of::<T::Op>() == 8 {
-            lanes_pick::<T, MAX, 16>(p, stride, n)
+            lanes_pick::<T, MAX, 8>(p, stride, n)
         } else {
-            lanes_pick::<T, MAX, 32>(p, stride, n)
+            lanes_pick::<T, MAX, 16>(p, stride, n)
         }
     }
 }

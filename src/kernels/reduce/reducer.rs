@@ -22,6 +22,18 @@ pub(super) trait Reducer {
     /// # Safety
     /// The run must address `n` readable elements.
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> Self::Acc;
+    /// [`reduce_run`](Reducer::reduce_run) of four contiguous runs of `n`
+    /// elements, each with that function's bits (reducers with a
+    /// four-stream kernel read them in one pass).
+    ///
+    /// # Safety
+    /// Each run must address `n` readable contiguous elements.
+    #[inline(always)]
+    unsafe fn reduce_runs_x4(q: [*const u8; 4], n: usize) -> [Self::Acc; 4] {
+        let item = std::mem::size_of::<Self::In>() as isize;
+        // SAFETY: each run's n readable elements (the caller's).
+        q.map(|p| unsafe { Self::reduce_run(p, item, n) })
+    }
 }
 
 /// What a reducer folds with, for the code that has a kernel per kind.

@@ -2,7 +2,7 @@
 //! NaN-propagating amax and amin, their element types, identities and
 //! folds.
 
-use super::pairwise::{pairwise, pick_run, Reducer};
+use super::pairwise::{pairwise, pick_run, pick_runs_x4, Reducer, BLOCK, STREAMS};
 use super::reducer::Kind;
 use crate::kernels::elem::{Bool, Complex, Elem};
 use crate::kernels::ops::{Arith, Max};
@@ -156,5 +156,18 @@ where
         // and amin refuse a reduced dim of size 0 before any run), is what
         // lanes_pick requires.
         T::from_op(unsafe { pick_run::<T, MAX>(p, stride, n) })
+    }
+    #[inline(always)]
+    unsafe fn reduce_runs_x4(q: [*const u8; 4], n: usize) -> [T; 4] {
+        if n >= STREAMS * BLOCK {
+            // Long runs read four streams each (pick_run).
+            let item = std::mem::size_of::<T>() as isize;
+            // SAFETY: each run's n readable elements (the caller's).
+            return q.map(|p| unsafe { Self::reduce_run(p, item, n) });
+        }
+        // SAFETY: four contiguous runs of n readable elements, n >= 1
+        // (as in reduce_run), pick_runs_x4's requirement; each result is
+        // pick_run's for a run this short.
+        unsafe { pick_runs_x4::<T, MAX>(q, n) }.map(T::from_op)
     }
 }
