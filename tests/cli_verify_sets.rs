@@ -6,6 +6,8 @@
 
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/damage.rs"]
+mod damage;
 
 use cli::{tessera, Scratch};
 use std::path::{Path, PathBuf};
@@ -72,27 +74,6 @@ fn verify_checks_every_distcp_file_of_a_dcp_checkpoint() {
     }
 }
 
-/// Flips one byte in the data of the first zip record of `path` whose
-/// name ends in `data/0` (found by its local header).
-fn damage_a_record(path: &Path) {
-    let mut bytes = std::fs::read(path).unwrap();
-    let mut h = 0;
-    let data = loop {
-        h += bytes[h..]
-            .windows(4)
-            .position(|w| w == b"PK\x03\x04")
-            .expect("a local header of a data record");
-        let n = u16::from_le_bytes([bytes[h + 26], bytes[h + 27]]) as usize;
-        let e = u16::from_le_bytes([bytes[h + 28], bytes[h + 29]]) as usize;
-        if bytes[h + 30..h + 30 + n].ends_with(b"data/0") {
-            break h + 30 + n + e;
-        }
-        h += 4;
-    };
-    bytes[data + 1] ^= 0x40;
-    std::fs::write(path, bytes).unwrap();
-}
-
 /// A copy of fixture directory `name` in `dir`.
 fn copy_dir(name: &str, dir: &Scratch) -> PathBuf {
     let to = dir.path(name);
@@ -116,7 +97,7 @@ fn a_damaged_shard_or_distcp_file_fails_naming_it() {
         ("dcp_2ranks", "__1_0.distcp", ""),
     ] {
         let d = copy_dir(fixture, &dir);
-        damage_a_record(&d.join(damaged));
+        damage::flip_in_record(&d.join(damaged), "data/0", 1);
         // The load alone does not read the bytes: ls --no-crc still lists
         // it; ls checks every zip record of every file, naming it.
         let target = if arg.is_empty() {

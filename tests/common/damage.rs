@@ -1,5 +1,5 @@
 //! Damaging a zip archive's record in place (tests/cli_changes.rs,
-//! tests/damaged_records.rs): one byte flipped inside a record's data, the
+//! tests/cli_verify_sets.rs, tests/damaged_records.rs): one byte flipped inside a record's data, the
 //! central directory's CRC-32 left as it was.
 #![allow(dead_code)]
 
