@@ -1,6 +1,6 @@
 //! AVX2 kernels of amax and amin: contiguous runs of f32, f64, f16 and
 //! bfloat16 (widened into f32 lanes) folded exactly as the portable
-//! [`pick_run`](super::pairwise::pick_run) folds them, and K rows folded
+//! [`pick_run`](super::pick_lanes::pick_run) folds them, and K rows folded
 //! into a row of outputs exactly as the portable `add_rows_xk` does.
 //!
 //! The per-lane step mirrors [`pick`]: `acc` stays unless `o` is strictly
@@ -14,9 +14,8 @@
 //! top half of its f32) and narrow back exactly (the values are the
 //! inputs'; a NaN keeps its quiet bit set, as the portable narrowing does).
 
-use super::pairwise::fold_picked;
+use super::pick::{fold_picked, pick, pick_identity};
 use super::reducer::{Kind, Reducer};
-use super::reducers::{pick, pick_identity};
 use super::tree::tree;
 use crate::dtype::DType;
 use crate::kernels::elem::Elem;

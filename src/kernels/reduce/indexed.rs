@@ -2,7 +2,7 @@
 //! `max(dim)` / `min(dim)`): the first occurrence of the extreme value,
 //! and where a NaN is reduced the value NaN with the first NaN's index.
 
-use super::reducers::pick;
+use super::pick::pick;
 use super::{check_cpu, finish_shape};
 use crate::dtype::DType;
 use crate::error::Result;

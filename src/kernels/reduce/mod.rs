@@ -24,7 +24,8 @@
 //! Files: `reducer.rs` (the `Reducer` trait every reduction implements),
 //! `reducers.rs` (the reductions' element types and folds: sum,
 //! amax and amin), `pairwise.rs` (a run folded as a cascade in SIMD
-//! lanes, and the picks' lanes),
+//! lanes), `pick.rs` (amax and amin's per-lane step), `pick_lanes.rs`
+//! (their runs in lanes, four streams at a time),
 //! `avx2_sum.rs` (those lanes in AVX2 registers for f32, f16, bfloat16
 //! and f64 sums, with the same bits), `avx2_pick.rs` (the same for
 //! amax and amin),
@@ -41,6 +42,8 @@ mod geometry;
 mod indexed;
 mod norm;
 mod pairwise;
+mod pick;
+mod pick_lanes;
 mod reducer;
 mod reducers;
 mod tree;

@@ -2,7 +2,9 @@
 //! NaN-propagating amax and amin, their element types, identities and
 //! folds.
 
-use super::pairwise::{pairwise, pick_run, pick_runs_x4, Reducer, BLOCK, STREAMS};
+use super::pairwise::{pairwise, Reducer, BLOCK, STREAMS};
+use super::pick::{pick, pick_identity};
+use super::pick_lanes::{pick_run, pick_runs_x4};
 use super::reducer::Kind;
 use crate::kernels::elem::{Bool, Complex, Elem};
 use crate::kernels::ops::{Arith, Max};
@@ -101,29 +103,6 @@ impl<T: SumAcc> Reducer for Prod<T> {
         // SAFETY: reduce_run's contract (a run of n readable elements) is
         // pairwise's.
         unsafe { pairwise::<Self>(p, stride, n, |a, b| a.mul(b)) }
-    }
-}
-
-/// The larger (MAX) or smaller of two op math values, NaN propagating:
-/// `acc` stays unless `o` is strictly beyond it or NaN (so ties keep the
-/// earlier value and a NaN stays). The one definition the portable lanes,
-/// the AVX2 lanes (avx2_pick.rs, which mirror it) and combine use.
-#[inline(always)]
-pub(super) fn pick<O: Max, const MAX: bool>(acc: O, o: O) -> O {
-    if MAX {
-        acc.max_nan(o)
-    } else {
-        acc.min_nan(o)
-    }
-}
-
-/// The identity of [`pick`]: the lowest value for max, the highest for min.
-#[inline(always)]
-pub(super) fn pick_identity<O: Max, const MAX: bool>() -> O {
-    if MAX {
-        O::LOWEST
-    } else {
-        O::HIGHEST
     }
 }
 
