@@ -1,9 +1,13 @@
-//! Sums of 64 MiB matrices (f32, f16, bfloat16, f64; all dims, dim 0,
-//! dim 1; 1 and 2 threads) and an f32 amax against a plain read of the
-//! same bytes (benches/bench.cpp's four-stream read loop) in the same
+//! Sums, amax, amin, prod, mean, the 2-norm (all dims, dim 0, dim 1) and
+//! max with indices (dim 0, dim 1) of 64 MiB matrices (f32, f16,
+//! bfloat16, f64; 1 and 2 threads) against a plain read of the same
+//! bytes (benches/bench.cpp's four-stream read loop) and, for the 16-bit
+//! dtypes, a plain loop that widens and adds the same values (the
+//! decided anchor of 16-bit rows, docs/PERFORMANCE.md), in the same
 //! process: cases interleaved round by round, each sample four calls;
 //! prints medians, quartiles and the ratio to the read loop of the same
-//! thread count (the C bench adds libtorch; this one runs without it).
+//! thread count, and for 16-bit rows to the widening loop (the C bench
+//! adds libtorch; this one runs without it).
 //!
 //! `cargo bench --bench sums [-- FILTER[|FILTER...]]` (ROUNDS=n, 31)
 
@@ -48,6 +52,65 @@ unsafe fn read_floats(p: *const f32, n: usize) -> i32 {
     }
 }
 
+/// The widening loop: `n` half (or, with `bf`, bfloat16) values as four
+/// streams, widened to float (F16C's vcvtph2ps; a bfloat16 shifted into
+/// the top half of a float) and added into sixteen float accumulators.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C; `n` readable 16-bit values at `p`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn widen_halves(p: *const u16, n: usize, bf: bool) -> f32 {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX2, F16C and every read below n (the caller's).
+    unsafe {
+        let q = n / 4 / 32 * 32;
+        let mut acc = [_mm256_setzero_ps(); 16];
+        let mut k = 0;
+        while k < q {
+            for j in 0..4 {
+                for u in 0..4 {
+                    let h = _mm_loadu_si128(p.add(j * q + k + 8 * u) as *const __m128i);
+                    let v = if bf {
+                        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+                    } else {
+                        _mm256_cvtph_ps(h)
+                    };
+                    acc[4 * j + u] = _mm256_add_ps(acc[4 * j + u], v);
+                }
+            }
+            k += 32;
+        }
+        let mut t = acc[0];
+        for a in &acc[1..] {
+            t = _mm256_add_ps(t, *a);
+        }
+        let mut s = _mm256_cvtss_f32(t);
+        for k in 4 * q..n {
+            s += *p.add(k) as f32;
+        }
+        s
+    }
+}
+
+/// Runs `f(lo, hi)` on `threads` parts of 0..n (cut at multiples of 32),
+/// one per thread.
+fn split(threads: usize, n: i64, f: impl Fn(usize, usize) + Sync) {
+    tessera::parallel::set_num_threads(threads);
+    tessera::parallel::parallel_for(0, threads as i64, 1, |b, e| {
+        for part in b..e {
+            let parts = threads as i64;
+            let lo = n * part / parts / 32 * 32;
+            let hi = if part + 1 == parts {
+                n
+            } else {
+                n * (part + 1) / parts / 32 * 32
+            };
+            f(lo as usize, hi as usize);
+        }
+    });
+}
+
 struct Case {
     name: String,
     run: Box<dyn FnMut()>,
@@ -62,8 +125,8 @@ fn main() {
 #[cfg(target_arch = "x86_64")]
 fn main() {
     assert!(
-        is_x86_feature_detected!("avx2"),
-        "sums: the read loop needs AVX2"
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"),
+        "sums: the read loops need AVX2 and F16C"
     );
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let rounds: usize = std::env::var("ROUNDS")
@@ -87,53 +150,66 @@ fn main() {
             let cols = bytes / item / 4096;
             let t = Tensor::empty(&[4096, cols], dt, Device::CPU).unwrap();
             kernels::fill_(&t, Scalar::Float(1.5)).unwrap();
-            for (what, dims) in [("all", vec![]), ("dim0", vec![0i64]), ("dim1", vec![1])] {
-                let t = t.clone();
-                cases.push(Case {
-                    name: format!("{name} [4096,{cols}] {what} {threads}t"),
-                    run: Box::new(move || {
-                        tessera::parallel::set_num_threads(threads);
-                        black_box(kernels::sum(&t, &dims, false).unwrap());
-                    }),
-                    samples: vec![],
-                });
+            type Op = fn(&Tensor, &[i64], bool) -> tessera::Result<Tensor>;
+            let ops: [(&str, Op); 7] = [
+                ("sum", kernels::sum),
+                ("amax", kernels::amax),
+                ("amin", kernels::amin),
+                ("prod", kernels::prod),
+                ("mean", kernels::mean),
+                ("norm2", |t, d, k| kernels::vector_norm(t, 2.0, d, k)),
+                ("max", |t, d, k| kernels::max_dim(t, d[0], k).map(|r| r.0)),
+            ];
+            for (op, f) in ops {
+                for (what, dims) in [("all", vec![]), ("dim0", vec![0i64]), ("dim1", vec![1])] {
+                    if op == "max" && dims.is_empty() {
+                        continue; // max with indices takes one dim
+                    }
+                    let t = t.clone();
+                    // Sums keep their old names: "f32 [4096,4096] all 1t".
+                    let op = if op == "sum" {
+                        String::new()
+                    } else {
+                        format!("{op} ")
+                    };
+                    cases.push(Case {
+                        name: format!("{name} [4096,{cols}] {op}{what} {threads}t"),
+                        run: Box::new(move || {
+                            tessera::parallel::set_num_threads(threads);
+                            black_box(f(&t, &dims, false).unwrap());
+                        }),
+                        samples: vec![],
+                    });
+                }
             }
+            let p = t.data_ptr() as usize;
+            let keep = t.clone();
             if dt == DType::Float {
-                let t2 = t.clone();
-                cases.push(Case {
-                    name: format!("f32 [4096,{cols}] amax dim1 {threads}t"),
-                    run: Box::new(move || {
-                        tessera::parallel::set_num_threads(threads);
-                        black_box(kernels::amax(&t2, &[1], false).unwrap());
-                    }),
-                    samples: vec![],
-                });
-                let p = t.data_ptr() as usize;
                 let n = bytes / 4;
-                let keep = t.clone();
                 cases.push(Case {
                     name: format!("read loop 64 MiB {threads}t"),
                     run: Box::new(move || {
                         black_box(&keep);
-                        tessera::parallel::set_num_threads(threads);
-                        tessera::parallel::parallel_for(0, threads as i64, 1, |b, e| {
-                            for part in b..e {
-                                let parts = threads as i64;
-                                let lo = n * part / parts / 32 * 32;
-                                let hi = if part + 1 == parts {
-                                    n
-                                } else {
-                                    n * (part + 1) / parts / 32 * 32
-                                };
-                                // SAFETY: lo..hi lies inside the f32 matrix (kept alive
-                                // by `keep`); main asserted AVX2.
-                                black_box(unsafe {
-                                    read_floats(
-                                        (p as *const f32).add(lo as usize),
-                                        (hi - lo) as usize,
-                                    )
-                                });
-                            }
+                        split(threads, n, |lo, hi| {
+                            // SAFETY: lo..hi lies inside the f32 matrix (kept
+                            // alive by `keep`); main asserted AVX2.
+                            black_box(unsafe { read_floats((p as *const f32).add(lo), hi - lo) });
+                        });
+                    }),
+                    samples: vec![],
+                });
+            } else if item == 2 {
+                let (n, bf) = (bytes / 2, dt == DType::BFloat16);
+                cases.push(Case {
+                    name: format!("widen loop {name} 64 MiB {threads}t"),
+                    run: Box::new(move || {
+                        black_box(&keep);
+                        split(threads, n, |lo, hi| {
+                            // SAFETY: lo..hi lies inside the 16-bit matrix
+                            // (kept alive by `keep`); main asserted AVX2, F16C.
+                            black_box(unsafe {
+                                widen_halves((p as *const u16).add(lo), hi - lo, bf)
+                            });
                         });
                     }),
                     samples: vec![],
@@ -142,7 +218,7 @@ fn main() {
         }
     }
     cases.retain(|c| {
-        c.name.starts_with("read")
+        c.name.contains(" loop ")
             || filter
                 .as_ref()
                 .is_none_or(|f| f.split('|').any(|f| c.name.contains(f)))
@@ -164,26 +240,30 @@ fn main() {
         s.sort_by(f64::total_cmp);
         (s[s.len() / 2], s[s.len() / 4], s[3 * s.len() / 4])
     };
-    let rl: Vec<f64> = [1, 2]
-        .iter()
-        .map(|t| {
-            cases
-                .iter()
-                .find(|c| c.name == format!("read loop 64 MiB {t}t"))
-                .map(|c| med(c).0)
-                .unwrap_or(f64::NAN)
-        })
-        .collect();
+    let anchor = |name: &str| {
+        cases
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| med(c).0)
+            .unwrap_or(f64::NAN)
+    };
     for c in &cases {
         let (m, lo, hi) = med(c);
-        let t = if c.name.ends_with("2t") { 1 } else { 0 };
-        println!(
-            "{:<32} {:>7.3} ms [{:.3}-{:.3}]  {:.2}x read",
+        let t = if c.name.ends_with("2t") { 2 } else { 1 };
+        let mut line = format!(
+            "{:<34} {:>7.3} ms [{:.3}-{:.3}]  {:.2}x read",
             c.name,
             m,
             lo,
             hi,
-            m / rl[t]
+            m / anchor(&format!("read loop 64 MiB {t}t"))
         );
+        for half in ["f16", "bf16"] {
+            if c.name.starts_with(&format!("{half} ")) {
+                let w = anchor(&format!("widen loop {half} 64 MiB {t}t"));
+                line += &format!("  {:.2}x widen", m / w);
+            }
+        }
+        println!("{line}");
     }
 }

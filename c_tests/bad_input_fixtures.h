@@ -21,6 +21,7 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* pipe, close: shared-memory cases */
 #endif
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>

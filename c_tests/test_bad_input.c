@@ -991,298 +991,337 @@ static void c844(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_OUT, true, &S.
 static void c845(void) { fx_expect_status(tsr_sum(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
 static void c846(void) { fx_expect_status(tsr_sum(F.dead_t, 2, FX_DIMS, true, &S.tensor), TSR_ERR_DEAD_OBJECT, NULL); }
 static void c847(void) { fx_expect_status(tsr_sum(fx_shrunk_t(), 2, FX_DIMS, true, &S.tensor), TSR_ERR_SHAPE, "now holds 4 bytes"); }
-static void c848(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c849(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
-static void c850(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c851(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c852(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c853(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
-static void c854(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
-static void c855(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c856(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c857(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
-static void c858(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c859(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
-static void c860(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c848(void) { fx_expect_status(tsr_prod(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c849(void) { fx_expect_status(tsr_prod(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c850(void) { fx_expect_status(tsr_prod(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c851(void) { fx_expect_status(tsr_prod(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c852(void) { fx_expect_status(tsr_prod(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c853(void) { fx_expect_status(tsr_prod(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c854(void) { fx_expect_status(tsr_prod(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c855(void) { fx_expect_status(tsr_mean(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c856(void) { fx_expect_status(tsr_mean(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c857(void) { fx_expect_status(tsr_mean(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c858(void) { fx_expect_status(tsr_mean(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c859(void) { fx_expect_status(tsr_mean(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c860(void) { fx_expect_status(tsr_mean(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c861(void) { fx_expect_status(tsr_mean(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c862(void) { fx_expect_status(tsr_amax(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c863(void) { fx_expect_status(tsr_amax(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c864(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c865(void) { fx_expect_status(tsr_amax(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c866(void) { fx_expect_status(tsr_amax(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c867(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c868(void) { fx_expect_status(tsr_amax(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c869(void) { fx_expect_status(tsr_amin(NULL, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c870(void) { fx_expect_status(tsr_amin(F.t, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c871(void) { fx_expect_status(tsr_amin(F.t, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c872(void) { fx_expect_status(tsr_amin(F.t, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c873(void) { fx_expect_status(tsr_amin(F.t, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c874(void) { fx_expect_status(tsr_amin(F.t, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c875(void) { fx_expect_status(tsr_amin(F.t, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c876(void) { fx_expect_status(tsr_vector_norm(NULL, 1.5, 2, FX_DIMS, true, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c877(void) { fx_expect_status(tsr_vector_norm(F.t, 1.5, 2, NULL, true, &S.tensor), TSR_ERR_NULL_POINTER, "dims"); }
+static void c878(void) { fx_expect_status(tsr_vector_norm(F.t, 1.5, 2, FX_DIMS, true, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c879(void) { fx_expect_status(tsr_vector_norm(F.t, 1.5, 0, NULL, true, &S.tensor), TSR_OK, NULL); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c880(void) { fx_expect_status(tsr_vector_norm(F.t, 1.5, -1, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c881(void) { fx_expect_status(tsr_vector_norm(F.t, 1.5, 2, FX_DIMS_OUT, true, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c882(void) { fx_expect_status(tsr_vector_norm(F.t, 1.5, 2, FX_DIMS_REPEATED, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, NULL); }
+static void c883(void) { fx_expect_status(tsr_vector_norm(F.t, NAN, 2, FX_DIMS, true, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "NaN"); }
+static void c884(void) { fx_expect_status(tsr_max_dim(NULL, 0, true, &S.tensor, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c885(void) { fx_expect_status(tsr_max_dim(F.t, 0, true, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "values"); }
+static void c886(void) { fx_expect_status(tsr_max_dim(F.t, 0, true, &S.tensor, NULL), TSR_ERR_NULL_POINTER, "indices"); }
+static void c887(void) { fx_expect_status(tsr_max_dim(F.t, 2, true, &S.tensor, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c888(void) { fx_expect_status(tsr_max_dim(F.t, -3, true, &S.tensor, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c889(void) { fx_expect_status(tsr_min_dim(NULL, 0, true, &S.tensor, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c890(void) { fx_expect_status(tsr_min_dim(F.t, 0, true, NULL, &S.tensor), TSR_ERR_NULL_POINTER, "values"); }
+static void c891(void) { fx_expect_status(tsr_min_dim(F.t, 0, true, &S.tensor, NULL), TSR_ERR_NULL_POINTER, "indices"); }
+static void c892(void) { fx_expect_status(tsr_min_dim(F.t, 2, true, &S.tensor, &S.tensor), TSR_ERR_SHAPE, "2"); }
+static void c893(void) { fx_expect_status(tsr_min_dim(F.t, -3, true, &S.tensor, &S.tensor), TSR_ERR_SHAPE, "-3"); }
+static void c894(void) { fx_expect_status(tsr_scalar_tensor(tsr_scalar_float(1.5), NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c895(void) { fx_expect_status(tsr_scalar_tensor(fx_scalar(99), &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c896(void) { fx_expect_status(tsr_tensor_item(NULL, &S.scalar), TSR_ERR_NULL_POINTER, NULL); }
+static void c897(void) { fx_expect_status(tsr_tensor_item(F.t, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c898(void) { fx_expect_status(tsr_tensor_item(F.t, &S.scalar), TSR_ERR_SHAPE, "6 elements"); }
+static void c899(void) { fx_expect_status(tsr_tensor_item(F.dead_t, &S.scalar), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Iterator: output allocator and squashed static shapes (issue 19) */
-static void c861(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
-static void c862(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
-static void c863(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
-static void c864(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
-static void c865(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c866(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c867(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
-static void c868(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
-static void c869(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
-static void c870(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
-static void c871(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
-static void c872(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c900(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(NULL, 2, FX_SIZES, 0, FX_DIMS), TSR_ERR_NULL_POINTER, NULL); }
+static void c901(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, NULL, 0, FX_DIMS), TSR_ERR_NULL_POINTER, "shape"); }
+static void c902(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 0, NULL), TSR_OK, NULL); }
+static void c903(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, NULL), TSR_ERR_NULL_POINTER, "squash_dims"); }
+static void c904(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, -1, FX_SIZES, 0, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c905(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, -1, FX_DIMS), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c906(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 65, FX_SIZES_64, 0, FX_DIMS), TSR_ERR_SHAPE, "65"); }
+static void c907(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS_OUT), TSR_ERR_SHAPE, "dim 2 is out of range"); }
+static void c908(void) { fx_expect_status(tsr_iter_config_declare_static_shape_squashed(F.cfg, 2, FX_SIZES, 2, FX_DIMS), TSR_OK, NULL); }
+static void c909(void) { fx_expect_status(tsr_iter_config_output_allocator(NULL, F.a), TSR_ERR_NULL_POINTER, NULL); }
+static void c910(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, NULL), TSR_OK, NULL); }
+static void c911(void) { fx_expect_status(tsr_iter_config_output_allocator(F.cfg, F.dead_a), TSR_ERR_DEAD_OBJECT, NULL); }
 
 /* Tensor dictionaries, saving and loading */
-static void c873(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c874(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c875(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c876(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
-static void c877(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
-static void c878(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
-static void c879(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c880(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c881(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c882(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
-static void c883(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c884(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c885(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c886(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c887(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c888(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c889(void) { size_t r = tsr_dict_metadata_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c890(void) { const char * r = tsr_dict_metadata_key(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c891(void) { const char * r = tsr_dict_metadata_key(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c892(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c893(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c894(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c895(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c896(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
-static void c897(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
-static void c898(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
-static void c899(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
-static void c900(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c901(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
-static void c902(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c903(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c904(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c905(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c906(void) { fx_expect_status(tsr_dict_set_value_json(NULL, "step", "5"), TSR_ERR_NULL_POINTER, NULL); }
-static void c907(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, NULL, "5"), TSR_ERR_NULL_POINTER, "name"); }
-static void c908(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", NULL), TSR_ERR_NULL_POINTER, "json"); }
-static void c909(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "{"), TSR_ERR_INVALID_ARGUMENT, "is not JSON"); }
-static void c910(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c911(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "w", "5"), TSR_ERR_INVALID_ARGUMENT, "a tensor has this name"); }
-static void c912(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "5"), TSR_OK, NULL); CHECK(strcmp(tsr_dict_value_json(F.dict, "step"), "5") == 0); }
-static void c913(void) { size_t r = tsr_dict_value_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c914(void) { size_t r = tsr_dict_value_count(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c915(void) { const char * r = tsr_dict_value_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c916(void) { const char * r = tsr_dict_value_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c917(void) { const char * r = tsr_dict_value_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c918(void) { const char * r = tsr_dict_value_name(F.dict, 0); FX_CHECK(r != NULL && strcmp(r, "step") == 0, "r != NULL && strcmp(r, \"step\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c919(void) { const char * r = tsr_dict_value_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c920(void) { const char * r = tsr_dict_value_json(NULL, "step"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c921(void) { const char * r = tsr_dict_value_json(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c922(void) { const char * r = tsr_dict_value_json(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c923(void) { const char * r = tsr_dict_value_json(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
-static void c924(void) { const char * r = tsr_dict_value_json(F.dict, "step"); FX_CHECK(r != NULL && strcmp(r, "5") == 0, "r != NULL && strcmp(r, \"5\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c925(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
-static void c926(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
-static void c927(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c928(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
-static void c929(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
-static void c930(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c931(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
-static void c932(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c933(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
-static void c934(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
-static void c935(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
-static void c936(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
-static void c937(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c938(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
-static void c939(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c940(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
-static void c941(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
-static void c942(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c943(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c944(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
-static void c945(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c946(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
-static void c947(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
-static void c948(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
-static void c949(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
-static void c950(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
-static void c951(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
-static void c952(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c953(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
-static void c954(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
-static void c955(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
-static void c956(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
-static void c957(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
-static void c958(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
-static void c959(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
-static void c960(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c961(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
-static void c962(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
-static void c963(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
-static void c964(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c965(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
-static void c966(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
-static void c967(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
-static void c968(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c969(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c970(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c971(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c972(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c973(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
-static void c974(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c975(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
-static void c976(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
-static void c977(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
-static void c978(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
-static void c979(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c980(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c981(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
-static void c982(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
-static void c983(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
-static void c984(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
-static void c985(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
-static void c986(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
-static void c987(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
-static void c988(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
-static void c989(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
-static void c990(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
-static void c991(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
-static void c992(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
-static void c993(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c994(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
-static void c995(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c996(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c997(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c998(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
-static void c999(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1000(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1001(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1002(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
-static void c1003(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1004(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
-static void c1005(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1006(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
-static void c1007(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
-static void c1008(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
-static void c1009(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
-static void c1010(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
-static void c1011(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
-static void c1012(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
-static void c1013(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
-static void c1014(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
-static void c1015(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
-static void c1016(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
-static void c1017(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c912(void) { fx_expect_status(tsr_dict_new(NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c913(void) { fx_expect_status(tsr_dict_new(&S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c914(void) { tsr_dict_free(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c915(void) { tsr_dict_free(F.dict); fx_expect_message(FX_MSG_NONE, NULL); F.dict = NULL; }
+static void c916(void) { fx_expect_status(tsr_dict_set(NULL, "w", F.t), TSR_ERR_NULL_POINTER, NULL); }
+static void c917(void) { fx_expect_status(tsr_dict_set(F.dict, NULL, F.t), TSR_ERR_NULL_POINTER, "name"); }
+static void c918(void) { fx_expect_status(tsr_dict_set(F.dict, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c919(void) { fx_expect_status(tsr_dict_set(F.dict, "\xff\xfe", F.t), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c920(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.dead_t), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c921(void) { fx_expect_status(tsr_dict_set(F.dict, "w", F.t), TSR_OK, NULL); }
+static void c922(void) { size_t r = tsr_dict_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c923(void) { size_t r = tsr_dict_size(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c924(void) { const char * r = tsr_dict_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c925(void) { const char * r = tsr_dict_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c926(void) { const char * r = tsr_dict_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c927(void) { const char * r = tsr_dict_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c928(void) { size_t r = tsr_dict_metadata_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c929(void) { const char * r = tsr_dict_metadata_key(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c930(void) { const char * r = tsr_dict_metadata_key(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c931(void) { struct TsrTensor * r = tsr_dict_get(NULL, "w"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c932(void) { struct TsrTensor * r = tsr_dict_get(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c933(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c934(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c935(void) { struct TsrTensor * r = tsr_dict_get(F.dict, "w"); FX_CHECK(r != NULL, "r != NULL"); fx_expect_message(FX_MSG_NONE, NULL); CHECK_OK(tsr_tensor_decref(r)); }
+static void c936(void) { fx_expect_status(tsr_dict_set_metadata(NULL, "k", "v"), TSR_ERR_NULL_POINTER, NULL); }
+static void c937(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, NULL, "v"), TSR_ERR_NULL_POINTER, "key"); }
+static void c938(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", NULL), TSR_ERR_NULL_POINTER, "value"); }
+static void c939(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c940(void) { fx_expect_status(tsr_dict_set_metadata(F.dict, "k", "v"), TSR_OK, NULL); }
+static void c941(void) { const char * r = tsr_dict_metadata(NULL, "k"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c942(void) { const char * r = tsr_dict_metadata(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c943(void) { const char * r = tsr_dict_metadata(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c944(void) { const char * r = tsr_dict_metadata(F.dict, "k"); FX_CHECK(r != NULL && strcmp(r, "v") == 0, "r != NULL && strcmp(r, \"v\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c945(void) { fx_expect_status(tsr_dict_set_value_json(NULL, "step", "5"), TSR_ERR_NULL_POINTER, NULL); }
+static void c946(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, NULL, "5"), TSR_ERR_NULL_POINTER, "name"); }
+static void c947(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", NULL), TSR_ERR_NULL_POINTER, "json"); }
+static void c948(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "{"), TSR_ERR_INVALID_ARGUMENT, "is not JSON"); }
+static void c949(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "\xc3"), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c950(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "w", "5"), TSR_ERR_INVALID_ARGUMENT, "a tensor has this name"); }
+static void c951(void) { fx_expect_status(tsr_dict_set_value_json(F.dict, "step", "5"), TSR_OK, NULL); CHECK(strcmp(tsr_dict_value_json(F.dict, "step"), "5") == 0); }
+static void c952(void) { size_t r = tsr_dict_value_count(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c953(void) { size_t r = tsr_dict_value_count(F.dict); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c954(void) { const char * r = tsr_dict_value_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c955(void) { const char * r = tsr_dict_value_name(F.dict, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c956(void) { const char * r = tsr_dict_value_name(F.dict, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c957(void) { const char * r = tsr_dict_value_name(F.dict, 0); FX_CHECK(r != NULL && strcmp(r, "step") == 0, "r != NULL && strcmp(r, \"step\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c958(void) { const char * r = tsr_dict_value_name(F.dict, 8); FX_CHECK(r == NULL, "r == NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c959(void) { const char * r = tsr_dict_value_json(NULL, "step"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c960(void) { const char * r = tsr_dict_value_json(F.dict, NULL); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c961(void) { const char * r = tsr_dict_value_json(F.dict, "absent"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c962(void) { const char * r = tsr_dict_value_json(F.dict, "\xff"); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, "not UTF-8"); }
+static void c963(void) { const char * r = tsr_dict_value_json(F.dict, "step"); FX_CHECK(r != NULL && strcmp(r, "5") == 0, "r != NULL && strcmp(r, \"5\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c964(void) { fx_expect_status(tsr_save(NULL, fx_path(), TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, NULL); }
+static void c965(void) { fx_expect_status(tsr_save(F.dict, NULL, TSR_FORMAT_TORCH), TSR_ERR_NULL_POINTER, "path"); }
+static void c966(void) { fx_expect_status(tsr_save(F.dict, "", TSR_FORMAT_TORCH), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c967(void) { fx_expect_status(tsr_save(F.dict, "/", TSR_FORMAT_TORCH), TSR_ERR_IO, "/"); }
+static void c968(void) { fx_expect_status(tsr_save(F.dict, "/nonexistent-dir/x.pt", TSR_FORMAT_TORCH), TSR_ERR_IO, "does not exist"); }
+static void c969(void) { fx_expect_status(tsr_save(F.dict, fx_path(), 99), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c970(void) { fx_expect_status(tsr_save(F.dict, fx_path(), -1), TSR_ERR_INVALID_ARGUMENT, "-1"); }
+static void c971(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH_LEGACY), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c972(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCHSCRIPT), TSR_ERR_UNSUPPORTED, "read only"); }
+static void c973(void) { fx_expect_status(tsr_save(F.dict, "/dev/null", TSR_FORMAT_TORCH), TSR_ERR_IO, "a character device"); }
+static void c974(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_DCP), TSR_ERR_INVALID_ARGUMENT, "no string metadata"); }
+static void c975(void) { fx_expect_status(tsr_save(F.dict, fx_path(), TSR_FORMAT_TORCH), TSR_OK, NULL); }
+static void c976(void) { fx_expect_status(tsr_save_flags(NULL, fx_path(), TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c977(void) { fx_expect_status(tsr_save_flags(F.dict, NULL, TSR_FORMAT_TORCH, 0), TSR_ERR_NULL_POINTER, "path"); }
+static void c978(void) { fx_expect_status(tsr_save_flags(F.dict, "", TSR_FORMAT_TORCH, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c979(void) { fx_expect_status(tsr_save_flags(F.dict, "/", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a directory"); }
+static void c980(void) { fx_expect_status(tsr_save_flags(F.dict, "/dev/null", TSR_FORMAT_TORCH, 0), TSR_ERR_IO, "a character device"); }
+static void c981(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), 99, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c982(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c983(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0xffffffffu), TSR_ERR_INVALID_ARGUMENT, "0xfffffffe"); }
+static void c984(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c985(void) { fx_expect_status(tsr_save_flags(F.dict, fx_path(), TSR_FORMAT_TORCH, 0), TSR_OK, NULL); }
+static void c986(void) { fx_expect_status(tsr_save_sharded(NULL, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, NULL); }
+static void c987(void) { fx_expect_status(tsr_save_sharded(F.dict, NULL, TSR_FORMAT_TORCH, 7, 0), TSR_ERR_NULL_POINTER, "directory"); }
+static void c988(void) { fx_expect_status(tsr_save_sharded(F.dict, "", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_INVALID_ARGUMENT, "empty"); }
+static void c989(void) { fx_expect_status(tsr_save_sharded(F.dict, "/dev/null", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "not a directory"); }
+static void c990(void) { fx_expect_status(tsr_save_sharded(F.dict, "/nonexistent-dir/ckpt", TSR_FORMAT_TORCH, 7, 0), TSR_ERR_IO, "No such file"); }
+static void c991(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), 99, 7, 0), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c992(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_NPY, 7, 0), TSR_ERR_INVALID_ARGUMENT, "safetensors or torch"); }
+static void c993(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_SAFETENSORS, 7, 0), TSR_OK, NULL); }
+static void c994(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 0, 0), TSR_ERR_INVALID_ARGUMENT, "max_shard_bytes"); }
+static void c995(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 2), TSR_ERR_INVALID_ARGUMENT, "0x2"); }
+static void c996(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, TSR_SAVE_SYNC), TSR_OK, NULL); }
+static void c997(void) { fx_expect_status(tsr_save_sharded(F.dict, fx_shard_dir(), TSR_FORMAT_TORCH, 7, 0), TSR_OK, NULL); }
+static void c998(void) { fx_expect_status(tsr_load(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, "path"); }
+static void c999(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1000(void) { fx_expect_status(tsr_load("/", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "not a regular file"); }
+static void c1001(void) { fx_expect_status(tsr_load("/dev/null", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "a character device"); }
+static void c1002(void) { fx_expect_status(tsr_load("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_IO, "No such file"); }
+static void c1003(void) { fx_expect_status(tsr_load(fx_path(), 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c1004(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.dict), TSR_ERR_FORMAT, "safetensors"); }
+static void c1005(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_NPY, 0, &S.dict), TSR_ERR_FORMAT, "NumPy's magic"); }
+static void c1006(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH_LEGACY, 0, &S.dict), TSR_ERR_FORMAT, "magic number"); }
+static void c1007(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c1008(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_SKIP_UNKNOWN, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1009(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1010(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c1011(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1012(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_IO, "not a directory"); }
+static void c1013(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c1014(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_hole"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "not fully covered"); }
+static void c1015(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_tensor"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the tensor in dim 0"); }
+static void c1016(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_past_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "past the end of '__1_0.distcp'"); }
+static void c1017(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_missing_file"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "__1_0.distcp"); }
+static void c1018(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_outside"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c1019(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_symlink_out"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c1020(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_layout"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "torch.sparse_coo"); }
+static void c1021(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_transform"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "stream.zstd"); }
+static void c1022(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_unknown_global"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "posix.system"); }
+static void c1023(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_alias"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "share bytes"); }
+static void c1024(void) { fx_expect_status(tsr_load(fx_hostile_path("dcp_expand"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "expected a compact tensor"); }
+static void c1025(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_dotdot/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "'..'"); }
+static void c1026(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_absolute/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "absolute path"); }
+static void c1027(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_symlink_out/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "outside"); }
+static void c1028(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_file/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_IO, "model-00009-of-00009"); }
+static void c1029(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_two_shards/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "puts in"); }
+static void c1030(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "does not hold it"); }
+static void c1031(void) { fx_expect_status(tsr_load(fx_hostile_path("hf_total_size/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "total_size"); }
+static void c1032(void) { fx_expect_status(tsr_load(fx_path(), TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1033(void) { fx_expect_status(tsr_save_to_storage(NULL, TSR_FORMAT_TORCH, &S.storage), TSR_ERR_NULL_POINTER, NULL); }
+static void c1034(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1035(void) { fx_expect_status(tsr_save_to_storage(F.dict, 99, &S.storage), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1036(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_DCP, &S.storage), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c1037(void) { fx_expect_status(tsr_save_to_storage(F.dict, TSR_FORMAT_TORCH, &S.storage), TSR_OK, NULL); CHECK_OK(tsr_storage_decref(S.storage)); }
+static void c1038(void) { fx_expect_status(tsr_load_from_storage(NULL, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1039(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1040(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, 0, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1041(void) { fx_expect_status(tsr_load_from_storage(F.dead_s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_DEAD_OBJECT, NULL); }
+static void c1042(void) { fx_expect_status(tsr_load_from_storage(F.s, 99, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1043(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 8, &S.dict), TSR_ERR_INVALID_ARGUMENT, "flags"); }
+static void c1044(void) { fx_expect_status(tsr_load_from_storage(F.saved, TSR_FORMAT_TORCH, TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1045(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_DCP, 0, &S.dict), TSR_ERR_UNSUPPORTED, "directory"); }
+static void c1046(void) { fx_expect_status(tsr_load_from_storage(F.s, TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, NULL); }
+static void c1047(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy' (central directory records 0 and 1)"); }
+static void c1048(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_DUP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'a.npy'"); }
+static void c1049(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_OVERLAP), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "'a.npy' (central directory record 0, bytes 0..37) and 'b.npy' (record 1, bytes 0..37) overlap"); }
+static void c1050(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_NPZ_RENAMED), TSR_FORMAT_NPZ, 0, &S.dict), TSR_ERR_FORMAT, "its local header at byte 0 names 'b.npy'"); }
+static void c1051(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0' (central directory records 1 and 2)"); }
+static void c1052(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_DUP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "two records named 'archive/data/0'"); }
+static void c1053(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCH, 0, &S.dict), TSR_ERR_FORMAT, "'archive/data/0' (central directory record 1, bytes 48..94) and 'archive/data/1' (record 2, bytes 48..94) overlap"); }
+static void c1054(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_TORCH_OVERLAP), TSR_FORMAT_TORCHSCRIPT, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
+static void c1055(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_GGUF, 0, &S.dict), TSR_ERR_FORMAT, "tensors 'a' (data bytes 0..64) and 'b' (data bytes 32..48) overlap"); }
+static void c1056(void) { fx_expect_status(tsr_load_from_storage(fx_hostile(FX_GGUF_OVERLAP), TSR_FORMAT_AUTO, 0, &S.dict), TSR_ERR_FORMAT, "overlap"); }
 
 /* Checkpoints opened once, loaded in parts */
-static void c1018(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
-static void c1019(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1020(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
-static void c1021(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
-static void c1022(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
-static void c1023(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
-static void c1024(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
-static void c1025(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
-static void c1026(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c1027(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
-static void c1028(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
-static void c1029(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
-static void c1030(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1031(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1032(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1033(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1034(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1035(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1036(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1037(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
-static void c1038(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
-static void c1039(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1040(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1041(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1042(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
-static void c1043(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1044(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1045(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1046(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1047(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1048(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1049(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1050(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1051(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1052(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1053(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1054(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1055(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1056(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1057(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
-static void c1058(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1059(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1060(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1061(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1062(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
-static void c1063(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1064(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1065(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1066(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1067(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1068(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
-static void c1069(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
-static void c1070(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1071(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1072(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
-static void c1073(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
-static void c1074(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
-static void c1075(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
-static void c1076(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1077(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
-static void c1078(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1079(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
-static void c1080(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1081(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1082(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1083(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1084(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
-static void c1085(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
-static void c1086(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
-static void c1087(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
-static void c1088(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
-static void c1089(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
-static void c1090(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
-static void c1091(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1092(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1093(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
-static void c1094(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
-static void c1095(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
-static void c1096(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
-static void c1097(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
-static void c1098(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
-static void c1099(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
-static void c1100(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
-static void c1101(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
-static void c1102(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
-static void c1103(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
-static void c1104(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
-static void c1105(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
-static void c1106(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
-static void c1107(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
+static void c1057(void) { fx_expect_status(tsr_checkpoint_open(NULL, TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_NULL_POINTER, "path"); }
+static void c1058(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1059(void) { fx_expect_status(tsr_checkpoint_open("/", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "not a regular file"); }
+static void c1060(void) { fx_expect_status(tsr_checkpoint_open("/nonexistent-dir/x.pt", TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_ERR_IO, "No such file"); }
+static void c1061(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), 99, 0, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "unknown format 99"); }
+static void c1062(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_SAFETENSORS, 0, &S.ckpt), TSR_ERR_FORMAT, "safetensors"); }
+static void c1063(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 8, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "0x8"); }
+static void c1064(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_READ_ONLY, &S.ckpt), TSR_ERR_INVALID_ARGUMENT, "needs TSR_LOAD_MMAP"); }
+static void c1065(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, TSR_LOAD_MMAP, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c1066(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("dcp_overlap"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "overlap"); }
+static void c1067(void) { fx_expect_status(tsr_checkpoint_open(fx_hostile_path("hf_missing_tensor/model.safetensors.index.json"), TSR_FORMAT_AUTO, 0, &S.ckpt), TSR_ERR_FORMAT, "does not hold it"); }
+static void c1068(void) { fx_expect_status(tsr_checkpoint_open(fx_path(), TSR_FORMAT_TORCH, 0, &S.ckpt), TSR_OK, NULL); tsr_checkpoint_close(S.ckpt); }
+static void c1069(void) { size_t r = tsr_checkpoint_size(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1070(void) { size_t r = tsr_checkpoint_size(F.ckpt); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1071(void) { const char * r = tsr_checkpoint_name(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1072(void) { const char * r = tsr_checkpoint_name(F.ckpt, 0); FX_CHECK(r != NULL && strcmp(r, "w") == 0, "r != NULL && strcmp(r, \"w\") == 0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1073(void) { const char * r = tsr_checkpoint_name(F.ckpt, 1); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1074(void) { const char * r = tsr_checkpoint_name(F.ckpt, SIZE_MAX); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1075(void) { const char * r = tsr_checkpoint_name(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1076(void) { fx_expect_status(tsr_checkpoint_find(NULL, "w", &S.index), TSR_ERR_NULL_POINTER, NULL); }
+static void c1077(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, NULL, &S.index), TSR_ERR_NULL_POINTER, "name"); }
+static void c1078(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1079(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "absent", &S.index), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1080(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "\xff", &S.index), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1081(void) { fx_expect_status(tsr_checkpoint_find(F.ckpt, "w", &S.index), TSR_OK, NULL); CHECK(S.index == 0); }
+static void c1082(void) { TsrDType r = tsr_checkpoint_dtype(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1083(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 0); FX_CHECK(r == (TSR_FLOAT), "TSR_FLOAT"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1084(void) { TsrDType r = tsr_checkpoint_dtype(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1085(void) { int64_t r = tsr_checkpoint_ndim(NULL, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1086(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 0); FX_CHECK(r == (1), "1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1087(void) { int64_t r = tsr_checkpoint_ndim(F.ckpt, 8); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1088(void) { const int64_t * r = tsr_checkpoint_sizes(NULL, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1089(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 0); FX_CHECK(r != NULL && r[0] == 3, "r != NULL && r[0] == 3"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1090(void) { const int64_t * r = tsr_checkpoint_sizes(F.ckpt, 8); FX_CHECK(r == (NULL), "NULL"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1091(void) { uint64_t r = tsr_checkpoint_nbytes(NULL, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1092(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 0); FX_CHECK(r == (12), "12"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1093(void) { uint64_t r = tsr_checkpoint_nbytes(F.ckpt, 8); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1094(void) { TsrFormat r = tsr_checkpoint_format(NULL); FX_CHECK(r == (-1), "-1"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1095(void) { TsrFormat r = tsr_checkpoint_format(F.ckpt); FX_CHECK(r == (TSR_FORMAT_TORCH), "TSR_FORMAT_TORCH"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1096(void) { uint64_t r = tsr_checkpoint_bytes_read(NULL); FX_CHECK(r == (0), "0"); fx_expect_message(FX_MSG_NAMED, NULL); }
+static void c1097(void) { uint64_t r = tsr_checkpoint_bytes_read(F.ckpt); FX_CHECK(r > 0 && r < 4096, "r > 0 && r < 4096"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1098(void) { fx_expect_status(tsr_checkpoint_load(NULL, "w", FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1099(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, NULL, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1100(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1101(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "absent", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "no tensor named 'absent'"); }
+static void c1102(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "\xff", FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1103(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1104(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1105(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", fx_device(99, 0), 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1106(void) { fx_expect_status(tsr_checkpoint_load(F.ckpt, "w", FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 3); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1107(void) { fx_expect_status(tsr_checkpoint_load_rows(NULL, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, NULL); }
+static void c1108(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, NULL, 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_NULL_POINTER, "name"); }
+static void c1109(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1110(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "absent", 1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1111(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", -1, 3, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start <= stop <= 3"); }
+static void c1112(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 2, 1, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[2, 1)"); }
+static void c1113(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 4, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "[1, 4)"); }
+static void c1114(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", INT64_MIN, INT64_MAX, FX_CPU, 0, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "expected 0 <= start"); }
+static void c1115(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 1, &S.tensor), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1116(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, fx_device(TSR_HIP, 0), 0, &S.tensor), TSR_ERR_DEVICE, NULL); }
+static void c1117(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 1, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 0); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1118(void) { fx_expect_status(tsr_checkpoint_load_rows(F.ckpt, "w", 1, 3, FX_CPU, 0, &S.tensor), TSR_OK, NULL); CHECK(tsr_tensor_numel(S.tensor) == 2); CHECK_OK(tsr_tensor_decref(S.tensor)); }
+static void c1119(void) { fx_expect_status(tsr_checkpoint_load_many(NULL, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1120(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, NULL, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1121(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1122(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_ABSENT, 1, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1123(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &S.dict), TSR_ERR_INVALID_ARGUMENT, "asked for twice"); }
+static void c1124(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES_NULL, 1, FX_CPU, 0, &S.dict), TSR_ERR_NULL_POINTER, "names[0]"); }
+static void c1125(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 0, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 0); tsr_dict_free(S.dict); }
+static void c1126(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 1, &S.dict), TSR_ERR_INVALID_ARGUMENT, "0x1"); }
+static void c1127(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, fx_device(TSR_HIP, 0), 0, &S.dict), TSR_ERR_DEVICE, NULL); }
+static void c1128(void) { fx_expect_status(tsr_checkpoint_load_many(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &S.dict), TSR_OK, NULL); CHECK(tsr_dict_size(S.dict) == 1); tsr_dict_free(S.dict); }
+static void c1129(void) { fx_expect_status(tsr_checkpoint_load_many_with(NULL, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_NULL_POINTER, NULL); }
+static void c1130(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, NULL, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1131(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, NULL, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1132(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, NULL), TSR_ERR_NULL_POINTER, NULL); }
+static void c1133(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_TINY, &S.dict), TSR_ERR_INVALID_ARGUMENT, "struct_size is 2"); }
+static void c1134(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS_CANCEL, &S.dict), TSR_ERR_CANCELLED, "cancelled"); }
+static void c1135(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES_TWICE, 2, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "twice"); }
+static void c1136(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, fx_device(99, 0), 0, &FX_LOAD_OPTS, &S.dict), TSR_ERR_INVALID_ARGUMENT, "99"); }
+static void c1137(void) { fx_expect_status(tsr_checkpoint_load_many_with(F.ckpt, FX_NAMES, 1, FX_CPU, 0, &FX_LOAD_OPTS, &S.dict), TSR_OK, NULL); tsr_dict_free(S.dict); }
+static void c1138(void) { fx_expect_status(tsr_checkpoint_read_into(NULL, "w", F.buf, 16), TSR_ERR_NULL_POINTER, NULL); }
+static void c1139(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, NULL, F.buf, 16), TSR_ERR_NULL_POINTER, "name"); }
+static void c1140(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", NULL, 16), TSR_ERR_NULL_POINTER, "dst"); }
+static void c1141(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 12), TSR_OK, NULL); CHECK(((float *)F.buf)[2] == 3.0f); }
+static void c1142(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 0), TSR_ERR_INVALID_ARGUMENT, "0 bytes"); }
+static void c1143(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "absent", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "absent"); }
+static void c1144(void) { fx_expect_status(tsr_checkpoint_read_into(F.ckpt, "w", F.buf, 16), TSR_ERR_INVALID_ARGUMENT, "16 bytes for tensor 'w' of 12 bytes"); }
+static void c1145(void) { tsr_checkpoint_close(NULL); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1146(void) { tsr_checkpoint_close(F.ckpt); fx_expect_message(FX_MSG_NONE, NULL); F.ckpt = NULL; }
 
 /* Memory history, snapshots and out-of-memory observers */
-static void c1108(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
-static void c1109(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
-static void c1110(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
-static void c1111(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
-static void c1112(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
-static void c1113(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1114(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
-static void c1115(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1116(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
-static void c1117(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1118(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
-static void c1119(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
-static void c1120(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
-static void c1121(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
-static void c1122(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
-static void c1123(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
-static void c1124(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
-static void c1125(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
-static void c1126(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1127(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
-static void c1128(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
-static void c1129(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
-static void c1130(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
-static void c1131(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
+static void c1147(void) { fx_expect_status(tsr_memory_record_history(NULL), TSR_OK, NULL); }
+static void c1148(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY), TSR_OK, NULL); CHECK(tsr_memory_history_is_recording()); CHECK_OK(tsr_memory_record_history(NULL)); }
+static void c1149(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_TINY), TSR_ERR_INVALID_ARGUMENT, "struct_size is 4"); }
+static void c1150(void) { fx_expect_status(tsr_memory_record_history(&FX_HISTORY_EMPTY), TSR_ERR_INVALID_ARGUMENT, "max_entries is 0"); }
+static void c1151(void) { fx_expect_status(tsr_memory_set_host_frames(NULL, "main", fx_host_frames, NULL), TSR_ERR_NULL_POINTER, "host"); }
+static void c1152(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", NULL, fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1153(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", NULL, NULL), TSR_OK, NULL); }
+static void c1154(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1155(void) { fx_expect_status(tsr_memory_set_host_frames("", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "host is"); }
+static void c1156(void) { fx_expect_status(tsr_memory_set_host_frames("\xff", "main", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1157(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "\xff", fx_host_frames, NULL), TSR_ERR_INVALID_ARGUMENT, "not UTF-8"); }
+static void c1158(void) { fx_expect_status(tsr_memory_set_host_frames("fixture", "main", fx_host_frames, NULL), TSR_OK, NULL); CHECK_OK(tsr_memory_set_host_frames(NULL, NULL, NULL, NULL)); }
+static void c1159(void) { fx_expect_status(tsr_memory_snapshot(NULL, TSR_SNAPSHOT_JSON), TSR_ERR_NULL_POINTER, NULL); }
+static void c1160(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), TSR_SNAPSHOT_JSON), TSR_OK, NULL); }
+static void c1161(void) { fx_expect_status(tsr_memory_snapshot("/dev/null", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "a character device"); }
+static void c1162(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), 7), TSR_ERR_INVALID_ARGUMENT, "format is 7"); }
+static void c1163(void) { fx_expect_status(tsr_memory_snapshot(fx_snapshot_path(), -1), TSR_ERR_INVALID_ARGUMENT, "format is -1"); }
+static void c1164(void) { fx_expect_status(tsr_memory_snapshot("/nonexistent-tessera-dir/s.json", TSR_SNAPSHOT_JSON), TSR_ERR_IO, "/nonexistent-tessera-dir/s.json"); }
+static void c1165(void) { fx_expect_status(tsr_add_oom_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1166(void) { fx_expect_status(tsr_add_oom_observer(fx_oom_observer, NULL), TSR_OK, NULL); }
+static void c1167(void) { fx_expect_status(tsr_add_oom_info_observer(NULL, NULL), TSR_ERR_NULL_POINTER, "fn is NULL"); }
+static void c1168(void) { fx_expect_status(tsr_add_oom_info_observer(fx_oom_info_observer, NULL), TSR_OK, NULL); }
+static void c1169(void) { fx_expect_status(tsr_cpu_allocator_release_all_caches(), TSR_OK, NULL); }
+static void c1170(void) { bool r = tsr_memory_history_is_recording(); FX_CHECK(r == (false), "false"); fx_expect_message(FX_MSG_NONE, NULL); }
 
 typedef struct {
     const char *fname, *label;
@@ -2137,290 +2176,329 @@ static const Case CASES[] = {
     {"tsr_sum", "dims = FX_DIMS_REPEATED", c845},
     {"tsr_sum", "a = F.dead_t", c846},
     {"tsr_sum", "a = fx_shrunk_t()", c847},
-    {"tsr_amax", "a = NULL", c848},
-    {"tsr_amax", "dims = NULL", c849},
-    {"tsr_amax", "out = NULL", c850},
-    {"tsr_amax", "ndims = 0, dims = NULL", c851},
-    {"tsr_amax", "ndims = -1", c852},
-    {"tsr_amax", "dims = FX_DIMS_OUT", c853},
-    {"tsr_amax", "dims = FX_DIMS_REPEATED", c854},
-    {"tsr_scalar_tensor", "out = NULL", c855},
-    {"tsr_scalar_tensor", "value = fx_scalar(99)", c856},
-    {"tsr_tensor_item", "t = NULL", c857},
-    {"tsr_tensor_item", "out = NULL", c858},
-    {"tsr_tensor_item", "t = F.t", c859},
-    {"tsr_tensor_item", "t = F.dead_t", c860},
-    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c861},
-    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c862},
-    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c863},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c864},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c865},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c866},
-    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c867},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c868},
-    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c869},
-    {"tsr_iter_config_output_allocator", "config = NULL", c870},
-    {"tsr_iter_config_output_allocator", "allocator = NULL", c871},
-    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c872},
-    {"tsr_dict_new", "out = NULL", c873},
-    {"tsr_dict_new", "call", c874},
-    {"tsr_dict_free", "dict = NULL", c875},
-    {"tsr_dict_free", "call", c876},
-    {"tsr_dict_set", "dict = NULL", c877},
-    {"tsr_dict_set", "name = NULL", c878},
-    {"tsr_dict_set", "t = NULL", c879},
-    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c880},
-    {"tsr_dict_set", "t = F.dead_t", c881},
-    {"tsr_dict_set", "call", c882},
-    {"tsr_dict_size", "dict = NULL", c883},
-    {"tsr_dict_size", "call", c884},
-    {"tsr_dict_name", "dict = NULL", c885},
-    {"tsr_dict_name", "i = 1", c886},
-    {"tsr_dict_name", "i = SIZE_MAX", c887},
-    {"tsr_dict_name", "call", c888},
-    {"tsr_dict_metadata_count", "dict = NULL", c889},
-    {"tsr_dict_metadata_key", "dict = NULL", c890},
-    {"tsr_dict_metadata_key", "i = SIZE_MAX", c891},
-    {"tsr_dict_get", "dict = NULL", c892},
-    {"tsr_dict_get", "name = NULL", c893},
-    {"tsr_dict_get", "name = \"absent\"", c894},
-    {"tsr_dict_get", "name = \"\\xff\"", c895},
-    {"tsr_dict_get", "call", c896},
-    {"tsr_dict_set_metadata", "dict = NULL", c897},
-    {"tsr_dict_set_metadata", "key = NULL", c898},
-    {"tsr_dict_set_metadata", "value = NULL", c899},
-    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c900},
-    {"tsr_dict_set_metadata", "call", c901},
-    {"tsr_dict_metadata", "dict = NULL", c902},
-    {"tsr_dict_metadata", "key = NULL", c903},
-    {"tsr_dict_metadata", "key = \"absent\"", c904},
-    {"tsr_dict_metadata", "call", c905},
-    {"tsr_dict_set_value_json", "dict = NULL", c906},
-    {"tsr_dict_set_value_json", "name = NULL", c907},
-    {"tsr_dict_set_value_json", "json = NULL", c908},
-    {"tsr_dict_set_value_json", "json = \"{\"", c909},
-    {"tsr_dict_set_value_json", "json = \"\\xc3\"", c910},
-    {"tsr_dict_set_value_json", "name = \"w\"", c911},
-    {"tsr_dict_set_value_json", "call", c912},
-    {"tsr_dict_value_count", "dict = NULL", c913},
-    {"tsr_dict_value_count", "call", c914},
-    {"tsr_dict_value_name", "dict = NULL", c915},
-    {"tsr_dict_value_name", "i = 1", c916},
-    {"tsr_dict_value_name", "i = SIZE_MAX", c917},
-    {"tsr_dict_value_name", "i = 0", c918},
-    {"tsr_dict_value_name", "call", c919},
-    {"tsr_dict_value_json", "dict = NULL", c920},
-    {"tsr_dict_value_json", "name = NULL", c921},
-    {"tsr_dict_value_json", "name = \"absent\"", c922},
-    {"tsr_dict_value_json", "name = \"\\xff\"", c923},
-    {"tsr_dict_value_json", "call", c924},
-    {"tsr_save", "dict = NULL", c925},
-    {"tsr_save", "path = NULL", c926},
-    {"tsr_save", "path = \"\"", c927},
-    {"tsr_save", "path = \"/\"", c928},
-    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c929},
-    {"tsr_save", "format = 99", c930},
-    {"tsr_save", "format = -1", c931},
-    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c932},
-    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c933},
-    {"tsr_save", "path = \"/dev/null\"", c934},
-    {"tsr_save", "format = TSR_FORMAT_DCP", c935},
-    {"tsr_save", "call", c936},
-    {"tsr_save_flags", "dict = NULL", c937},
-    {"tsr_save_flags", "path = NULL", c938},
-    {"tsr_save_flags", "path = \"\"", c939},
-    {"tsr_save_flags", "path = \"/\"", c940},
-    {"tsr_save_flags", "path = \"/dev/null\"", c941},
-    {"tsr_save_flags", "format = 99", c942},
-    {"tsr_save_flags", "flags = 2", c943},
-    {"tsr_save_flags", "flags = 0xffffffffu", c944},
-    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c945},
-    {"tsr_save_flags", "call", c946},
-    {"tsr_save_sharded", "dict = NULL", c947},
-    {"tsr_save_sharded", "directory = NULL", c948},
-    {"tsr_save_sharded", "directory = \"\"", c949},
-    {"tsr_save_sharded", "directory = \"/dev/null\"", c950},
-    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c951},
-    {"tsr_save_sharded", "format = 99", c952},
-    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c953},
-    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c954},
-    {"tsr_save_sharded", "max_shard_bytes = 0", c955},
-    {"tsr_save_sharded", "flags = 2", c956},
-    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c957},
-    {"tsr_save_sharded", "call", c958},
-    {"tsr_load", "path = NULL", c959},
-    {"tsr_load", "out = NULL", c960},
-    {"tsr_load", "path = \"/\"", c961},
-    {"tsr_load", "path = \"/dev/null\"", c962},
-    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c963},
-    {"tsr_load", "format = 99", c964},
-    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c965},
-    {"tsr_load", "format = TSR_FORMAT_NPY", c966},
-    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c967},
-    {"tsr_load", "flags = 8", c968},
-    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c969},
-    {"tsr_load", "flags = TSR_LOAD_MMAP", c970},
-    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c971},
-    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c972},
-    {"tsr_load", "format = TSR_FORMAT_DCP", c973},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c974},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c975},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c976},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c977},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c978},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c979},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c980},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c981},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c982},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c983},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c984},
-    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c985},
-    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c986},
-    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c987},
-    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c988},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c989},
-    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c990},
-    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c991},
-    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c992},
-    {"tsr_load", "call", c993},
-    {"tsr_save_to_storage", "dict = NULL", c994},
-    {"tsr_save_to_storage", "out = NULL", c995},
-    {"tsr_save_to_storage", "format = 99", c996},
-    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c997},
-    {"tsr_save_to_storage", "call", c998},
-    {"tsr_load_from_storage", "bytes = NULL", c999},
-    {"tsr_load_from_storage", "out = NULL", c1000},
-    {"tsr_load_from_storage", "bytes = F.saved", c1001},
-    {"tsr_load_from_storage", "bytes = F.dead_s", c1002},
-    {"tsr_load_from_storage", "format = 99", c1003},
-    {"tsr_load_from_storage", "flags = 8", c1004},
-    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c1005},
-    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c1006},
-    {"tsr_load_from_storage", "call", c1007},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c1008},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c1009},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c1010},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c1011},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c1012},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c1013},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c1014},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c1015},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c1016},
-    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c1017},
-    {"tsr_checkpoint_open", "path = NULL", c1018},
-    {"tsr_checkpoint_open", "out = NULL", c1019},
-    {"tsr_checkpoint_open", "path = \"/\"", c1020},
-    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c1021},
-    {"tsr_checkpoint_open", "format = 99", c1022},
-    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c1023},
-    {"tsr_checkpoint_open", "flags = 8", c1024},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c1025},
-    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c1026},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c1027},
-    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1028},
-    {"tsr_checkpoint_open", "call", c1029},
-    {"tsr_checkpoint_size", "c = NULL", c1030},
-    {"tsr_checkpoint_size", "call", c1031},
-    {"tsr_checkpoint_name", "c = NULL", c1032},
-    {"tsr_checkpoint_name", "i = 0", c1033},
-    {"tsr_checkpoint_name", "i = 1", c1034},
-    {"tsr_checkpoint_name", "i = SIZE_MAX", c1035},
-    {"tsr_checkpoint_name", "call", c1036},
-    {"tsr_checkpoint_find", "c = NULL", c1037},
-    {"tsr_checkpoint_find", "name = NULL", c1038},
-    {"tsr_checkpoint_find", "out = NULL", c1039},
-    {"tsr_checkpoint_find", "name = \"absent\"", c1040},
-    {"tsr_checkpoint_find", "name = \"\\xff\"", c1041},
-    {"tsr_checkpoint_find", "call", c1042},
-    {"tsr_checkpoint_dtype", "c = NULL", c1043},
-    {"tsr_checkpoint_dtype", "i = 0", c1044},
-    {"tsr_checkpoint_dtype", "call", c1045},
-    {"tsr_checkpoint_ndim", "c = NULL", c1046},
-    {"tsr_checkpoint_ndim", "i = 0", c1047},
-    {"tsr_checkpoint_ndim", "call", c1048},
-    {"tsr_checkpoint_sizes", "c = NULL", c1049},
-    {"tsr_checkpoint_sizes", "i = 0", c1050},
-    {"tsr_checkpoint_sizes", "call", c1051},
-    {"tsr_checkpoint_nbytes", "c = NULL", c1052},
-    {"tsr_checkpoint_nbytes", "i = 0", c1053},
-    {"tsr_checkpoint_nbytes", "call", c1054},
-    {"tsr_checkpoint_format", "c = NULL", c1055},
-    {"tsr_checkpoint_format", "call", c1056},
-    {"tsr_checkpoint_bytes_read", "c = NULL", c1057},
-    {"tsr_checkpoint_bytes_read", "call", c1058},
-    {"tsr_checkpoint_load", "c = NULL", c1059},
-    {"tsr_checkpoint_load", "name = NULL", c1060},
-    {"tsr_checkpoint_load", "out = NULL", c1061},
-    {"tsr_checkpoint_load", "name = \"absent\"", c1062},
-    {"tsr_checkpoint_load", "name = \"\\xff\"", c1063},
-    {"tsr_checkpoint_load", "flags = 1", c1064},
-    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1065},
-    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1066},
-    {"tsr_checkpoint_load", "call", c1067},
-    {"tsr_checkpoint_load_rows", "c = NULL", c1068},
-    {"tsr_checkpoint_load_rows", "name = NULL", c1069},
-    {"tsr_checkpoint_load_rows", "out = NULL", c1070},
-    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1071},
-    {"tsr_checkpoint_load_rows", "start = -1", c1072},
-    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1073},
-    {"tsr_checkpoint_load_rows", "stop = 4", c1074},
-    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1075},
-    {"tsr_checkpoint_load_rows", "flags = 1", c1076},
-    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1077},
-    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1078},
-    {"tsr_checkpoint_load_rows", "call", c1079},
-    {"tsr_checkpoint_load_many", "c = NULL", c1080},
-    {"tsr_checkpoint_load_many", "names = NULL", c1081},
-    {"tsr_checkpoint_load_many", "out = NULL", c1082},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1083},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1084},
-    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1085},
-    {"tsr_checkpoint_load_many", "n = 0", c1086},
-    {"tsr_checkpoint_load_many", "flags = 1", c1087},
-    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1088},
-    {"tsr_checkpoint_load_many", "call", c1089},
-    {"tsr_checkpoint_load_many_with", "c = NULL", c1090},
-    {"tsr_checkpoint_load_many_with", "names = NULL", c1091},
-    {"tsr_checkpoint_load_many_with", "opts = NULL", c1092},
-    {"tsr_checkpoint_load_many_with", "out = NULL", c1093},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1094},
-    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1095},
-    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1096},
-    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1097},
-    {"tsr_checkpoint_load_many_with", "call", c1098},
-    {"tsr_checkpoint_read_into", "c = NULL", c1099},
-    {"tsr_checkpoint_read_into", "name = NULL", c1100},
-    {"tsr_checkpoint_read_into", "dst = NULL", c1101},
-    {"tsr_checkpoint_read_into", "nbytes = 12", c1102},
-    {"tsr_checkpoint_read_into", "nbytes = 0", c1103},
-    {"tsr_checkpoint_read_into", "name = \"absent\"", c1104},
-    {"tsr_checkpoint_read_into", "call", c1105},
-    {"tsr_checkpoint_close", "c = NULL", c1106},
-    {"tsr_checkpoint_close", "call", c1107},
-    {"tsr_memory_record_history", "options = NULL", c1108},
-    {"tsr_memory_record_history", "call", c1109},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1110},
-    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1111},
-    {"tsr_memory_set_host_frames", "host = NULL", c1112},
-    {"tsr_memory_set_host_frames", "enter = NULL", c1113},
-    {"tsr_memory_set_host_frames", "fn_ = NULL", c1114},
-    {"tsr_memory_set_host_frames", "user = NULL", c1115},
-    {"tsr_memory_set_host_frames", "host = \"\"", c1116},
-    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1117},
-    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1118},
-    {"tsr_memory_set_host_frames", "call", c1119},
-    {"tsr_memory_snapshot", "path = NULL", c1120},
-    {"tsr_memory_snapshot", "call", c1121},
-    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1122},
-    {"tsr_memory_snapshot", "format = 7", c1123},
-    {"tsr_memory_snapshot", "format = -1", c1124},
-    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1125},
-    {"tsr_add_oom_observer", "fn_ = NULL", c1126},
-    {"tsr_add_oom_observer", "user = NULL", c1127},
-    {"tsr_add_oom_info_observer", "fn_ = NULL", c1128},
-    {"tsr_add_oom_info_observer", "user = NULL", c1129},
-    {"tsr_cpu_allocator_release_all_caches", "call", c1130},
-    {"tsr_memory_history_is_recording", "call", c1131},
+    {"tsr_prod", "a = NULL", c848},
+    {"tsr_prod", "dims = NULL", c849},
+    {"tsr_prod", "out = NULL", c850},
+    {"tsr_prod", "ndims = 0, dims = NULL", c851},
+    {"tsr_prod", "ndims = -1", c852},
+    {"tsr_prod", "dims = FX_DIMS_OUT", c853},
+    {"tsr_prod", "dims = FX_DIMS_REPEATED", c854},
+    {"tsr_mean", "a = NULL", c855},
+    {"tsr_mean", "dims = NULL", c856},
+    {"tsr_mean", "out = NULL", c857},
+    {"tsr_mean", "ndims = 0, dims = NULL", c858},
+    {"tsr_mean", "ndims = -1", c859},
+    {"tsr_mean", "dims = FX_DIMS_OUT", c860},
+    {"tsr_mean", "dims = FX_DIMS_REPEATED", c861},
+    {"tsr_amax", "a = NULL", c862},
+    {"tsr_amax", "dims = NULL", c863},
+    {"tsr_amax", "out = NULL", c864},
+    {"tsr_amax", "ndims = 0, dims = NULL", c865},
+    {"tsr_amax", "ndims = -1", c866},
+    {"tsr_amax", "dims = FX_DIMS_OUT", c867},
+    {"tsr_amax", "dims = FX_DIMS_REPEATED", c868},
+    {"tsr_amin", "a = NULL", c869},
+    {"tsr_amin", "dims = NULL", c870},
+    {"tsr_amin", "out = NULL", c871},
+    {"tsr_amin", "ndims = 0, dims = NULL", c872},
+    {"tsr_amin", "ndims = -1", c873},
+    {"tsr_amin", "dims = FX_DIMS_OUT", c874},
+    {"tsr_amin", "dims = FX_DIMS_REPEATED", c875},
+    {"tsr_vector_norm", "a = NULL", c876},
+    {"tsr_vector_norm", "dims = NULL", c877},
+    {"tsr_vector_norm", "out = NULL", c878},
+    {"tsr_vector_norm", "ndims = 0, dims = NULL", c879},
+    {"tsr_vector_norm", "ndims = -1", c880},
+    {"tsr_vector_norm", "dims = FX_DIMS_OUT", c881},
+    {"tsr_vector_norm", "dims = FX_DIMS_REPEATED", c882},
+    {"tsr_vector_norm", "ord = NAN", c883},
+    {"tsr_max_dim", "a = NULL", c884},
+    {"tsr_max_dim", "values = NULL", c885},
+    {"tsr_max_dim", "indices = NULL", c886},
+    {"tsr_max_dim", "dim = 2", c887},
+    {"tsr_max_dim", "dim = -3", c888},
+    {"tsr_min_dim", "a = NULL", c889},
+    {"tsr_min_dim", "values = NULL", c890},
+    {"tsr_min_dim", "indices = NULL", c891},
+    {"tsr_min_dim", "dim = 2", c892},
+    {"tsr_min_dim", "dim = -3", c893},
+    {"tsr_scalar_tensor", "out = NULL", c894},
+    {"tsr_scalar_tensor", "value = fx_scalar(99)", c895},
+    {"tsr_tensor_item", "t = NULL", c896},
+    {"tsr_tensor_item", "out = NULL", c897},
+    {"tsr_tensor_item", "t = F.t", c898},
+    {"tsr_tensor_item", "t = F.dead_t", c899},
+    {"tsr_iter_config_declare_static_shape_squashed", "config = NULL", c900},
+    {"tsr_iter_config_declare_static_shape_squashed", "shape = NULL", c901},
+    {"tsr_iter_config_declare_static_shape_squashed", "squash_dims = NULL", c902},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = NULL", c903},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = -1", c904},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = -1", c905},
+    {"tsr_iter_config_declare_static_shape_squashed", "ndim = 65, shape = FX_SIZES_64", c906},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2, squash_dims = FX_DIMS_OUT", c907},
+    {"tsr_iter_config_declare_static_shape_squashed", "nsquash = 2", c908},
+    {"tsr_iter_config_output_allocator", "config = NULL", c909},
+    {"tsr_iter_config_output_allocator", "allocator = NULL", c910},
+    {"tsr_iter_config_output_allocator", "allocator = F.dead_a", c911},
+    {"tsr_dict_new", "out = NULL", c912},
+    {"tsr_dict_new", "call", c913},
+    {"tsr_dict_free", "dict = NULL", c914},
+    {"tsr_dict_free", "call", c915},
+    {"tsr_dict_set", "dict = NULL", c916},
+    {"tsr_dict_set", "name = NULL", c917},
+    {"tsr_dict_set", "t = NULL", c918},
+    {"tsr_dict_set", "name = \"\\xff\\xfe\"", c919},
+    {"tsr_dict_set", "t = F.dead_t", c920},
+    {"tsr_dict_set", "call", c921},
+    {"tsr_dict_size", "dict = NULL", c922},
+    {"tsr_dict_size", "call", c923},
+    {"tsr_dict_name", "dict = NULL", c924},
+    {"tsr_dict_name", "i = 1", c925},
+    {"tsr_dict_name", "i = SIZE_MAX", c926},
+    {"tsr_dict_name", "call", c927},
+    {"tsr_dict_metadata_count", "dict = NULL", c928},
+    {"tsr_dict_metadata_key", "dict = NULL", c929},
+    {"tsr_dict_metadata_key", "i = SIZE_MAX", c930},
+    {"tsr_dict_get", "dict = NULL", c931},
+    {"tsr_dict_get", "name = NULL", c932},
+    {"tsr_dict_get", "name = \"absent\"", c933},
+    {"tsr_dict_get", "name = \"\\xff\"", c934},
+    {"tsr_dict_get", "call", c935},
+    {"tsr_dict_set_metadata", "dict = NULL", c936},
+    {"tsr_dict_set_metadata", "key = NULL", c937},
+    {"tsr_dict_set_metadata", "value = NULL", c938},
+    {"tsr_dict_set_metadata", "value = \"\\xc3\"", c939},
+    {"tsr_dict_set_metadata", "call", c940},
+    {"tsr_dict_metadata", "dict = NULL", c941},
+    {"tsr_dict_metadata", "key = NULL", c942},
+    {"tsr_dict_metadata", "key = \"absent\"", c943},
+    {"tsr_dict_metadata", "call", c944},
+    {"tsr_dict_set_value_json", "dict = NULL", c945},
+    {"tsr_dict_set_value_json", "name = NULL", c946},
+    {"tsr_dict_set_value_json", "json = NULL", c947},
+    {"tsr_dict_set_value_json", "json = \"{\"", c948},
+    {"tsr_dict_set_value_json", "json = \"\\xc3\"", c949},
+    {"tsr_dict_set_value_json", "name = \"w\"", c950},
+    {"tsr_dict_set_value_json", "call", c951},
+    {"tsr_dict_value_count", "dict = NULL", c952},
+    {"tsr_dict_value_count", "call", c953},
+    {"tsr_dict_value_name", "dict = NULL", c954},
+    {"tsr_dict_value_name", "i = 1", c955},
+    {"tsr_dict_value_name", "i = SIZE_MAX", c956},
+    {"tsr_dict_value_name", "i = 0", c957},
+    {"tsr_dict_value_name", "call", c958},
+    {"tsr_dict_value_json", "dict = NULL", c959},
+    {"tsr_dict_value_json", "name = NULL", c960},
+    {"tsr_dict_value_json", "name = \"absent\"", c961},
+    {"tsr_dict_value_json", "name = \"\\xff\"", c962},
+    {"tsr_dict_value_json", "call", c963},
+    {"tsr_save", "dict = NULL", c964},
+    {"tsr_save", "path = NULL", c965},
+    {"tsr_save", "path = \"\"", c966},
+    {"tsr_save", "path = \"/\"", c967},
+    {"tsr_save", "path = \"/nonexistent-dir/x.pt\"", c968},
+    {"tsr_save", "format = 99", c969},
+    {"tsr_save", "format = -1", c970},
+    {"tsr_save", "format = TSR_FORMAT_TORCH_LEGACY", c971},
+    {"tsr_save", "format = TSR_FORMAT_TORCHSCRIPT", c972},
+    {"tsr_save", "path = \"/dev/null\"", c973},
+    {"tsr_save", "format = TSR_FORMAT_DCP", c974},
+    {"tsr_save", "call", c975},
+    {"tsr_save_flags", "dict = NULL", c976},
+    {"tsr_save_flags", "path = NULL", c977},
+    {"tsr_save_flags", "path = \"\"", c978},
+    {"tsr_save_flags", "path = \"/\"", c979},
+    {"tsr_save_flags", "path = \"/dev/null\"", c980},
+    {"tsr_save_flags", "format = 99", c981},
+    {"tsr_save_flags", "flags = 2", c982},
+    {"tsr_save_flags", "flags = 0xffffffffu", c983},
+    {"tsr_save_flags", "flags = TSR_SAVE_SYNC", c984},
+    {"tsr_save_flags", "call", c985},
+    {"tsr_save_sharded", "dict = NULL", c986},
+    {"tsr_save_sharded", "directory = NULL", c987},
+    {"tsr_save_sharded", "directory = \"\"", c988},
+    {"tsr_save_sharded", "directory = \"/dev/null\"", c989},
+    {"tsr_save_sharded", "directory = \"/nonexistent-dir/ckpt\"", c990},
+    {"tsr_save_sharded", "format = 99", c991},
+    {"tsr_save_sharded", "format = TSR_FORMAT_NPY", c992},
+    {"tsr_save_sharded", "format = TSR_FORMAT_SAFETENSORS", c993},
+    {"tsr_save_sharded", "max_shard_bytes = 0", c994},
+    {"tsr_save_sharded", "flags = 2", c995},
+    {"tsr_save_sharded", "flags = TSR_SAVE_SYNC", c996},
+    {"tsr_save_sharded", "call", c997},
+    {"tsr_load", "path = NULL", c998},
+    {"tsr_load", "out = NULL", c999},
+    {"tsr_load", "path = \"/\"", c1000},
+    {"tsr_load", "path = \"/dev/null\"", c1001},
+    {"tsr_load", "path = \"/nonexistent-dir/x.pt\"", c1002},
+    {"tsr_load", "format = 99", c1003},
+    {"tsr_load", "format = TSR_FORMAT_SAFETENSORS", c1004},
+    {"tsr_load", "format = TSR_FORMAT_NPY", c1005},
+    {"tsr_load", "format = TSR_FORMAT_TORCH_LEGACY", c1006},
+    {"tsr_load", "flags = 8", c1007},
+    {"tsr_load", "flags = TSR_LOAD_SKIP_UNKNOWN", c1008},
+    {"tsr_load", "flags = TSR_LOAD_MMAP", c1009},
+    {"tsr_load", "flags = TSR_LOAD_READ_ONLY", c1010},
+    {"tsr_load", "flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c1011},
+    {"tsr_load", "format = TSR_FORMAT_DCP", c1012},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c1013},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_hole\"), format = TSR_FORMAT_AUTO", c1014},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_tensor\"), format = TSR_FORMAT_AUTO", c1015},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_past_file\"), format = TSR_FORMAT_AUTO", c1016},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_missing_file\"), format = TSR_FORMAT_AUTO", c1017},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_outside\"), format = TSR_FORMAT_AUTO", c1018},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_symlink_out\"), format = TSR_FORMAT_AUTO", c1019},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_layout\"), format = TSR_FORMAT_AUTO", c1020},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_transform\"), format = TSR_FORMAT_AUTO", c1021},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_unknown_global\"), format = TSR_FORMAT_AUTO", c1022},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_alias\"), format = TSR_FORMAT_AUTO", c1023},
+    {"tsr_load", "path = fx_hostile_path(\"dcp_expand\"), format = TSR_FORMAT_AUTO", c1024},
+    {"tsr_load", "path = fx_hostile_path(\"hf_dotdot/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1025},
+    {"tsr_load", "path = fx_hostile_path(\"hf_absolute/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1026},
+    {"tsr_load", "path = fx_hostile_path(\"hf_symlink_out/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1027},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_file/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1028},
+    {"tsr_load", "path = fx_hostile_path(\"hf_two_shards/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1029},
+    {"tsr_load", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1030},
+    {"tsr_load", "path = fx_hostile_path(\"hf_total_size/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1031},
+    {"tsr_load", "call", c1032},
+    {"tsr_save_to_storage", "dict = NULL", c1033},
+    {"tsr_save_to_storage", "out = NULL", c1034},
+    {"tsr_save_to_storage", "format = 99", c1035},
+    {"tsr_save_to_storage", "format = TSR_FORMAT_DCP", c1036},
+    {"tsr_save_to_storage", "call", c1037},
+    {"tsr_load_from_storage", "bytes = NULL", c1038},
+    {"tsr_load_from_storage", "out = NULL", c1039},
+    {"tsr_load_from_storage", "bytes = F.saved", c1040},
+    {"tsr_load_from_storage", "bytes = F.dead_s", c1041},
+    {"tsr_load_from_storage", "format = 99", c1042},
+    {"tsr_load_from_storage", "flags = 8", c1043},
+    {"tsr_load_from_storage", "bytes = F.saved, flags = TSR_LOAD_MMAP | TSR_LOAD_READ_ONLY", c1044},
+    {"tsr_load_from_storage", "format = TSR_FORMAT_DCP", c1045},
+    {"tsr_load_from_storage", "call", c1046},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_NPZ", c1047},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_DUP), format = TSR_FORMAT_AUTO", c1048},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_OVERLAP), format = TSR_FORMAT_NPZ", c1049},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_NPZ_RENAMED), format = TSR_FORMAT_NPZ", c1050},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP)", c1051},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_DUP), format = TSR_FORMAT_TORCHSCRIPT", c1052},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP)", c1053},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_TORCH_OVERLAP), format = TSR_FORMAT_TORCHSCRIPT", c1054},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_GGUF", c1055},
+    {"tsr_load_from_storage", "bytes = fx_hostile(FX_GGUF_OVERLAP), format = TSR_FORMAT_AUTO", c1056},
+    {"tsr_checkpoint_open", "path = NULL", c1057},
+    {"tsr_checkpoint_open", "out = NULL", c1058},
+    {"tsr_checkpoint_open", "path = \"/\"", c1059},
+    {"tsr_checkpoint_open", "path = \"/nonexistent-dir/x.pt\"", c1060},
+    {"tsr_checkpoint_open", "format = 99", c1061},
+    {"tsr_checkpoint_open", "format = TSR_FORMAT_SAFETENSORS", c1062},
+    {"tsr_checkpoint_open", "flags = 8", c1063},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_READ_ONLY", c1064},
+    {"tsr_checkpoint_open", "flags = TSR_LOAD_MMAP", c1065},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"dcp_overlap\"), format = TSR_FORMAT_AUTO", c1066},
+    {"tsr_checkpoint_open", "path = fx_hostile_path(\"hf_missing_tensor/model.safetensors.index.json\"), format = TSR_FORMAT_AUTO", c1067},
+    {"tsr_checkpoint_open", "call", c1068},
+    {"tsr_checkpoint_size", "c = NULL", c1069},
+    {"tsr_checkpoint_size", "call", c1070},
+    {"tsr_checkpoint_name", "c = NULL", c1071},
+    {"tsr_checkpoint_name", "i = 0", c1072},
+    {"tsr_checkpoint_name", "i = 1", c1073},
+    {"tsr_checkpoint_name", "i = SIZE_MAX", c1074},
+    {"tsr_checkpoint_name", "call", c1075},
+    {"tsr_checkpoint_find", "c = NULL", c1076},
+    {"tsr_checkpoint_find", "name = NULL", c1077},
+    {"tsr_checkpoint_find", "out = NULL", c1078},
+    {"tsr_checkpoint_find", "name = \"absent\"", c1079},
+    {"tsr_checkpoint_find", "name = \"\\xff\"", c1080},
+    {"tsr_checkpoint_find", "call", c1081},
+    {"tsr_checkpoint_dtype", "c = NULL", c1082},
+    {"tsr_checkpoint_dtype", "i = 0", c1083},
+    {"tsr_checkpoint_dtype", "call", c1084},
+    {"tsr_checkpoint_ndim", "c = NULL", c1085},
+    {"tsr_checkpoint_ndim", "i = 0", c1086},
+    {"tsr_checkpoint_ndim", "call", c1087},
+    {"tsr_checkpoint_sizes", "c = NULL", c1088},
+    {"tsr_checkpoint_sizes", "i = 0", c1089},
+    {"tsr_checkpoint_sizes", "call", c1090},
+    {"tsr_checkpoint_nbytes", "c = NULL", c1091},
+    {"tsr_checkpoint_nbytes", "i = 0", c1092},
+    {"tsr_checkpoint_nbytes", "call", c1093},
+    {"tsr_checkpoint_format", "c = NULL", c1094},
+    {"tsr_checkpoint_format", "call", c1095},
+    {"tsr_checkpoint_bytes_read", "c = NULL", c1096},
+    {"tsr_checkpoint_bytes_read", "call", c1097},
+    {"tsr_checkpoint_load", "c = NULL", c1098},
+    {"tsr_checkpoint_load", "name = NULL", c1099},
+    {"tsr_checkpoint_load", "out = NULL", c1100},
+    {"tsr_checkpoint_load", "name = \"absent\"", c1101},
+    {"tsr_checkpoint_load", "name = \"\\xff\"", c1102},
+    {"tsr_checkpoint_load", "flags = 1", c1103},
+    {"tsr_checkpoint_load", "device = fx_device(TSR_HIP, 0)", c1104},
+    {"tsr_checkpoint_load", "device = fx_device(99, 0)", c1105},
+    {"tsr_checkpoint_load", "call", c1106},
+    {"tsr_checkpoint_load_rows", "c = NULL", c1107},
+    {"tsr_checkpoint_load_rows", "name = NULL", c1108},
+    {"tsr_checkpoint_load_rows", "out = NULL", c1109},
+    {"tsr_checkpoint_load_rows", "name = \"absent\"", c1110},
+    {"tsr_checkpoint_load_rows", "start = -1", c1111},
+    {"tsr_checkpoint_load_rows", "start = 2, stop = 1", c1112},
+    {"tsr_checkpoint_load_rows", "stop = 4", c1113},
+    {"tsr_checkpoint_load_rows", "start = INT64_MIN, stop = INT64_MAX", c1114},
+    {"tsr_checkpoint_load_rows", "flags = 1", c1115},
+    {"tsr_checkpoint_load_rows", "device = fx_device(TSR_HIP, 0)", c1116},
+    {"tsr_checkpoint_load_rows", "start = 1, stop = 1", c1117},
+    {"tsr_checkpoint_load_rows", "call", c1118},
+    {"tsr_checkpoint_load_many", "c = NULL", c1119},
+    {"tsr_checkpoint_load_many", "names = NULL", c1120},
+    {"tsr_checkpoint_load_many", "out = NULL", c1121},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_ABSENT", c1122},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_TWICE, n = 2", c1123},
+    {"tsr_checkpoint_load_many", "names = FX_NAMES_NULL", c1124},
+    {"tsr_checkpoint_load_many", "n = 0", c1125},
+    {"tsr_checkpoint_load_many", "flags = 1", c1126},
+    {"tsr_checkpoint_load_many", "device = fx_device(TSR_HIP, 0)", c1127},
+    {"tsr_checkpoint_load_many", "call", c1128},
+    {"tsr_checkpoint_load_many_with", "c = NULL", c1129},
+    {"tsr_checkpoint_load_many_with", "names = NULL", c1130},
+    {"tsr_checkpoint_load_many_with", "opts = NULL", c1131},
+    {"tsr_checkpoint_load_many_with", "out = NULL", c1132},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_TINY", c1133},
+    {"tsr_checkpoint_load_many_with", "opts = &FX_LOAD_OPTS_CANCEL", c1134},
+    {"tsr_checkpoint_load_many_with", "names = FX_NAMES_TWICE, n = 2", c1135},
+    {"tsr_checkpoint_load_many_with", "device = fx_device(99, 0)", c1136},
+    {"tsr_checkpoint_load_many_with", "call", c1137},
+    {"tsr_checkpoint_read_into", "c = NULL", c1138},
+    {"tsr_checkpoint_read_into", "name = NULL", c1139},
+    {"tsr_checkpoint_read_into", "dst = NULL", c1140},
+    {"tsr_checkpoint_read_into", "nbytes = 12", c1141},
+    {"tsr_checkpoint_read_into", "nbytes = 0", c1142},
+    {"tsr_checkpoint_read_into", "name = \"absent\"", c1143},
+    {"tsr_checkpoint_read_into", "call", c1144},
+    {"tsr_checkpoint_close", "c = NULL", c1145},
+    {"tsr_checkpoint_close", "call", c1146},
+    {"tsr_memory_record_history", "options = NULL", c1147},
+    {"tsr_memory_record_history", "call", c1148},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_TINY", c1149},
+    {"tsr_memory_record_history", "options = &FX_HISTORY_EMPTY", c1150},
+    {"tsr_memory_set_host_frames", "host = NULL", c1151},
+    {"tsr_memory_set_host_frames", "enter = NULL", c1152},
+    {"tsr_memory_set_host_frames", "fn_ = NULL", c1153},
+    {"tsr_memory_set_host_frames", "user = NULL", c1154},
+    {"tsr_memory_set_host_frames", "host = \"\"", c1155},
+    {"tsr_memory_set_host_frames", "host = \"\\xff\"", c1156},
+    {"tsr_memory_set_host_frames", "enter = \"\\xff\"", c1157},
+    {"tsr_memory_set_host_frames", "call", c1158},
+    {"tsr_memory_snapshot", "path = NULL", c1159},
+    {"tsr_memory_snapshot", "call", c1160},
+    {"tsr_memory_snapshot", "path = \"/dev/null\"", c1161},
+    {"tsr_memory_snapshot", "format = 7", c1162},
+    {"tsr_memory_snapshot", "format = -1", c1163},
+    {"tsr_memory_snapshot", "path = \"/nonexistent-tessera-dir/s.json\"", c1164},
+    {"tsr_add_oom_observer", "fn_ = NULL", c1165},
+    {"tsr_add_oom_observer", "user = NULL", c1166},
+    {"tsr_add_oom_info_observer", "fn_ = NULL", c1167},
+    {"tsr_add_oom_info_observer", "user = NULL", c1168},
+    {"tsr_cpu_allocator_release_all_caches", "call", c1169},
+    {"tsr_memory_history_is_recording", "call", c1170},
 };
 
 static const char *const COVERED[] = {
@@ -2443,6 +2521,7 @@ static const char *const COVERED[] = {
     "tsr_allocator_use_count",
     "tsr_allocator_weak_use_count",
     "tsr_amax",
+    "tsr_amin",
     "tsr_caching_allocator_empty_cache",
     "tsr_caching_allocator_inner",
     "tsr_caching_allocator_memory_stats",
@@ -2579,10 +2658,13 @@ static const char *const COVERED[] = {
     "tsr_last_error_message",
     "tsr_load",
     "tsr_load_from_storage",
+    "tsr_max_dim",
+    "tsr_mean",
     "tsr_memory_history_is_recording",
     "tsr_memory_record_history",
     "tsr_memory_set_host_frames",
     "tsr_memory_snapshot",
+    "tsr_min_dim",
     "tsr_mul",
     "tsr_neg",
     "tsr_object_data",
@@ -2592,6 +2674,7 @@ static const char *const COVERED[] = {
     "tsr_object_new",
     "tsr_object_use_count",
     "tsr_object_weak_use_count",
+    "tsr_prod",
     "tsr_promote_types",
     "tsr_register_allocator",
     "tsr_save",
@@ -2702,6 +2785,7 @@ static const char *const COVERED[] = {
     "tsr_torch_cuda_malloc",
     "tsr_torch_cuda_record_stream",
     "tsr_torch_cuda_set_memory_fraction",
+    "tsr_vector_norm",
     "tsr_version",
     "tsr_weak_allocator_decref",
     "tsr_weak_allocator_expired",

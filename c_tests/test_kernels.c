@@ -148,6 +148,39 @@ static void test_sum_and_amax(void) {
     CHECK_OK(tsr_amax(a, 2, both, false, &r));
     CHECK(at(r, 0) == 7);
     CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_amin(a, 1, dims, false, &r));
+    CHECK(at(r, 0) == 1 && at(r, 1) == 4);
+    CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_prod(a, 1, dims, false, &r));
+    CHECK(at(r, 0) == 21 && at(r, 1) == 120);
+    CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_mean(a, 0, NULL, false, &r));
+    CHECK(at(r, 0) == 26.0f / 6.0f);
+    CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_vector_norm(a, 1.0, 1, dims, false, &r));
+    CHECK(at(r, 0) == 11 && at(r, 1) == 15);
+    CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_vector_norm(a, -INFINITY, 0, NULL, false, &r));
+    CHECK(at(r, 0) == 1);
+    CHECK_OK(tsr_tensor_decref(r));
+    {
+        TsrTensor *v = NULL, *i = NULL;
+        CHECK_OK(tsr_max_dim(a, 1, false, &v, &i));
+        CHECK(at(v, 0) == 7 && at(v, 1) == 6);
+        CHECK_EQ(tsr_tensor_dtype(i), TSR_LONG);
+        CHECK_EQ(((int64_t *)tsr_tensor_data(i))[0], 1);
+        CHECK_EQ(((int64_t *)tsr_tensor_data(i))[1], 2);
+        CHECK_OK(tsr_tensor_decref(v));
+        CHECK_OK(tsr_tensor_decref(i));
+        CHECK_OK(tsr_min_dim(a, -2, true, &v, &i));
+        CHECK_EQ(tsr_tensor_ndim(v), 2);
+        CHECK(at(v, 0) == 1 && at(v, 1) == 5 && at(v, 2) == 3);
+        CHECK_EQ(((int64_t *)tsr_tensor_data(i))[1], 1);
+        CHECK_OK(tsr_tensor_decref(v));
+        CHECK_OK(tsr_tensor_decref(i));
+        CHECK_STATUS(tsr_max_dim(a, 2, false, &v, &i), TSR_ERR_SHAPE);
+        CHECK_MSG_CONTAINS("tsr_max_dim: dim 2 is out of range");
+    }
     CHECK_STATUS(tsr_sum(a, 2, bad, false, &r), TSR_ERR_INVALID_ARGUMENT);
     CHECK_MSG_CONTAINS("appears multiple times");
     CHECK_STATUS(tsr_sum(a, 1, NULL, false, &r), TSR_ERR_NULL_POINTER);
@@ -157,6 +190,13 @@ static void test_sum_and_amax(void) {
     CHECK_EQ(tsr_tensor_dtype(r), TSR_LONG);
     CHECK_EQ(((int64_t *)tsr_tensor_data(r))[0], 12);
     CHECK_OK(tsr_tensor_decref(r));
+    CHECK_OK(tsr_prod(l, 0, NULL, false, &r));
+    CHECK_EQ(((int64_t *)tsr_tensor_data(r))[0], -90);
+    CHECK_OK(tsr_tensor_decref(r));
+    CHECK_STATUS(tsr_vector_norm(l, 2.0, 0, NULL, false, &r), TSR_ERR_DTYPE);
+    CHECK_MSG_CONTAINS("tsr_vector_norm: vector_norm of a Long tensor");
+    CHECK_STATUS(tsr_mean(l, 0, NULL, false, &r), TSR_ERR_DTYPE);
+    CHECK_MSG_CONTAINS("tsr_mean: mean of a Long tensor");
     /* empty dims: the sum is 0, the maximum an error naming the dim */
     CHECK_OK(tsr_tensor_empty(2, empty, TSR_FLOAT, cpu(), &e));
     CHECK_OK(tsr_sum(e, 1, dims, false, &r));
@@ -165,6 +205,8 @@ static void test_sum_and_amax(void) {
     CHECK_OK(tsr_tensor_decref(r));
     CHECK_STATUS(tsr_amax(e, 1, dims, false, &r), TSR_ERR_SHAPE);
     CHECK_MSG_CONTAINS("tsr_amax: reduction dim 1 has size 0");
+    CHECK_STATUS(tsr_amin(e, 1, dims, false, &r), TSR_ERR_SHAPE);
+    CHECK_MSG_CONTAINS("tsr_amin: reduction dim 1 has size 0: the minimum");
     CHECK_OK(tsr_tensor_decref(e));
     CHECK_OK(tsr_tensor_decref(l));
     CHECK_OK(tsr_tensor_decref(a));

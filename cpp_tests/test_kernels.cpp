@@ -1,4 +1,4 @@
-// The built-in kernels through tessera.hpp (tessera::add ... amax), built
+// The built-in kernels through tessera.hpp (tessera::add ... amax, amin), built
 // only when tessera.h declares them (TESSERA_HAS_KERNELS): results,
 // broadcasting and promotion, out= forms, reductions, and errors.
 #include "tessera.hpp"
@@ -95,11 +95,28 @@ TEST(reductions) {
     CHECK(values(kept) == (std::vector<float>{5, 7, 9}));
     CHECK(values(OK(tessera::amax(a, {0}))) == (std::vector<float>{4, 5, 6}));
     CHECK_EQ(OK(OK(tessera::amax(a)).data<float>())[0], 6.0f);
+    CHECK(values(OK(tessera::amin(a, {1}))) == (std::vector<float>{1, 2}));
+    CHECK_EQ(OK(OK(tessera::amin(a)).data<float>())[0], 1.0f);
+    CHECK(values(OK(tessera::prod(a, {0}))) == (std::vector<float>{4, 10, 18}));
+    CHECK(values(OK(tessera::mean(a, {1}))) == (std::vector<float>{3, 4}));
+    CHECK_FAILS(tessera::mean(OK(Tensor::full({4}, 2, TSR_INT))), TSR_ERR_DTYPE, "tsr_mean");
+    CHECK(values(OK(tessera::vector_norm(a, 1, {1}))) == (std::vector<float>{9, 12}));
+    CHECK_EQ(OK(OK(tessera::vector_norm(a, INFINITY)).data<float>())[0], 6.0f);
+    tessera::ValuesIndices mx = OK(tessera::max_dim(a, 1));
+    CHECK(values(mx.values) == (std::vector<float>{5, 6}));
+    CHECK_EQ(mx.indices.dtype(), TSR_LONG);
+    CHECK_EQ(OK(mx.indices.data<int64_t>())[0], 1);
+    CHECK_EQ(OK(mx.indices.data<int64_t>())[1], 2);
+    tessera::ValuesIndices mn = OK(tessera::min_dim(a, 0, true));
+    CHECK(values(mn.values) == (std::vector<float>{1, 2, 3}));
+    CHECK_EQ(OK(mn.indices.data<int64_t>())[1], 1);
+    CHECK_FAILS(tessera::max_dim(a, 2), TSR_ERR_SHAPE, "tsr_max_dim");
     Tensor counts = OK(tessera::sum(OK(Tensor::full({4}, 2, TSR_INT))));
     CHECK_EQ(counts.dtype(), TSR_LONG);
     CHECK_EQ(OK(counts.data<int64_t>())[0], 8);
     CHECK_FAILS(tessera::sum(a, {2}), TSR_ERR_SHAPE, "tsr_sum");
     CHECK_FAILS(tessera::amax(OK(Tensor::empty({0, 3}))), TSR_ERR_SHAPE, "tsr_amax");
+    CHECK_FAILS(tessera::amin(OK(Tensor::empty({0, 3}))), TSR_ERR_SHAPE, "tsr_amin");
 }
 
 #endif  // TESSERA_HAS_KERNELS

@@ -3400,6 +3400,40 @@ TsrStatus tsr_sum(const struct TsrTensor *a,
                   struct TsrTensor **out);
 
 /**
+ * The product of `a` over `dims`, as tsr_sum: bool and integer inputs
+ * give TSR_LONG (wrapping on overflow); floating and complex inputs keep
+ * their dtype (half, bfloat16 and float multiply in float, pairwise).
+ * The product over an empty dim is 1.
+ *
+ * Errors: as tsr_sum.
+ *
+ * # Safety
+ * As tsr_sum.
+ */
+TsrStatus tsr_prod(const struct TsrTensor *a,
+                   int64_t ndims,
+                   const int64_t *dims,
+                   bool keepdim,
+                   struct TsrTensor **out);
+
+/**
+ * The mean of `a` over `dims`, as tsr_sum, for floating and complex
+ * inputs: the sum (in float for half and bfloat16) divided by the number
+ * of elements reduced, in a's dtype. The mean over an empty dim is NaN.
+ *
+ * Errors: as tsr_sum; TSR_ERR_DTYPE for bool and integer inputs (the
+ * message names the dtype: cast to a floating dtype first).
+ *
+ * # Safety
+ * As tsr_sum.
+ */
+TsrStatus tsr_mean(const struct TsrTensor *a,
+                   int64_t ndims,
+                   const int64_t *dims,
+                   bool keepdim,
+                   struct TsrTensor **out);
+
+/**
  * The maximum of `a` over `dims`, as tsr_sum, in a's dtype; NaN when any
  * reduced element is NaN.
  *
@@ -3414,6 +3448,79 @@ TsrStatus tsr_amax(const struct TsrTensor *a,
                    const int64_t *dims,
                    bool keepdim,
                    struct TsrTensor **out);
+
+/**
+ * The minimum of `a` over `dims`, as tsr_amax (NaN when any reduced
+ * element is NaN).
+ *
+ * Errors: as tsr_amax.
+ *
+ * # Safety
+ * As tsr_sum.
+ */
+TsrStatus tsr_amin(const struct TsrTensor *a,
+                   int64_t ndims,
+                   const int64_t *dims,
+                   bool keepdim,
+                   struct TsrTensor **out);
+
+/**
+ * The `ord` vector norm of `a` over `dims`, as tsr_sum and c10's
+ * `linalg.vector_norm`: ord 2 (Euclidean), 1, INFINITY (largest
+ * magnitude), -INFINITY (smallest), 0 (count of nonzeros) or any other
+ * p (`sum(|x|^p)^(1/p)`), computed in float for half, bfloat16 and their
+ * complex types. Floating and complex inputs; the result has a's real
+ * dtype (TSR_FLOAT for TSR_COMPLEX_FLOAT).
+ *
+ * Errors: as tsr_sum; TSR_ERR_DTYPE for bool and integer inputs;
+ * TSR_ERR_SHAPE for ord inf, -inf or negative over an empty set;
+ * TSR_ERR_INVALID_ARGUMENT for ord NaN.
+ *
+ * # Safety
+ * As tsr_sum.
+ */
+TsrStatus tsr_vector_norm(const struct TsrTensor *a,
+                          double ord,
+                          int64_t ndims,
+                          const int64_t *dims,
+                          bool keepdim,
+                          struct TsrTensor **out);
+
+/**
+ * The maximum of `a` along `dim` (negative counts from the end) with its
+ * index, as c10's `max(dim)`: `*values` (a's dtype) and `*indices`
+ * (TSR_LONG), new references, the dim kept with size 1 when `keepdim`.
+ * The index is the first occurrence of the maximum; where the dim holds
+ * a NaN, the value is NaN and the index the first NaN's. `a` borrowed.
+ *
+ * Errors: TSR_ERR_NULL_POINTER (a, values, indices); TSR_ERR_SHAPE (dim
+ * out of range; the dim has size 0); TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED
+ * (complex, float8, quantized). Both out-pointers are untouched on
+ * error.
+ *
+ * # Safety
+ * `a` NULL or live; `values` and `indices` NULL or writable.
+ */
+TsrStatus tsr_max_dim(const struct TsrTensor *a,
+                      int64_t dim,
+                      bool keepdim,
+                      struct TsrTensor **values,
+                      struct TsrTensor **indices);
+
+/**
+ * The minimum of `a` along `dim` with its index, as tsr_max_dim
+ * mirrored (c10's `min(dim)`).
+ *
+ * Errors: as tsr_max_dim.
+ *
+ * # Safety
+ * As tsr_max_dim.
+ */
+TsrStatus tsr_min_dim(const struct TsrTensor *a,
+                      int64_t dim,
+                      bool keepdim,
+                      struct TsrTensor **values,
+                      struct TsrTensor **indices);
 
 /**
  * The one element of `t` (any number of dims of size 1, or 0-dim), as

@@ -1,6 +1,6 @@
 /**
  * @file tessera/kernels.hpp
- * @brief The built-in CPU kernels (tessera::add ... amax), when tessera.h
+ * @brief The built-in CPU kernels (tessera::add ... amax, amin, prod, mean, vector_norm, max_dim, min_dim), when tessera.h
  * declares them.
  *
  * Part of tessera's C++ API; include tessera.hpp for all of it.
@@ -20,7 +20,7 @@ inline namespace TESSERA_ABI_NAMESPACE {
 
 #if defined(TSR_ROUNDING_TRUNC)
 /**
- * 1 when tessera.h declares the built-in CPU kernels (tsr_add ... tsr_amax)
+ * 1 when tessera.h declares the built-in CPU kernels (tsr_add ... tsr_amax, tsr_amin)
  * and tessera/kernels.hpp (included by tessera.hpp) wraps them
  * (tessera::add, ...); undefined otherwise.
  */
@@ -123,12 +123,73 @@ inline Returns<void> neg_out(const Tensor& out, const Tensor& a) {
     return detail::kernel_result(status, r);
 }
 
+/** The product over `dims`, as sum() (integer and bool inputs multiply in Long). */
+[[nodiscard]] inline Returns<Tensor> prod(const Tensor& a, IntSpan dims = {},
+                                          bool keepdim = false) {
+    TsrTensor* r = nullptr;
+    TsrStatus status = tsr_prod(a.get(), dims.ssize(), dims.data(), keepdim, &r);
+    return detail::kernel_result(status, r);
+}
+
+/** The mean over `dims`, as sum(), of a floating or complex tensor (half and bfloat16 summed in float). */
+[[nodiscard]] inline Returns<Tensor> mean(const Tensor& a, IntSpan dims = {},
+                                          bool keepdim = false) {
+    TsrTensor* r = nullptr;
+    TsrStatus status = tsr_mean(a.get(), dims.ssize(), dims.data(), keepdim, &r);
+    return detail::kernel_result(status, r);
+}
+
 /** The maximum over `dims`, as sum(), in a's dtype (NaN if any reduced element is NaN). */
 [[nodiscard]] inline Returns<Tensor> amax(const Tensor& a, IntSpan dims = {},
                                           bool keepdim = false) {
     TsrTensor* r = nullptr;
     TsrStatus status = tsr_amax(a.get(), dims.ssize(), dims.data(), keepdim, &r);
     return detail::kernel_result(status, r);
+}
+
+/** The minimum over `dims`, as amax() (NaN if any reduced element is NaN). */
+[[nodiscard]] inline Returns<Tensor> amin(const Tensor& a, IntSpan dims = {},
+                                          bool keepdim = false) {
+    TsrTensor* r = nullptr;
+    TsrStatus status = tsr_amin(a.get(), dims.ssize(), dims.data(), keepdim, &r);
+    return detail::kernel_result(status, r);
+}
+
+/**
+ * The `ord` vector norm over `dims` (c10's `linalg.vector_norm`): 2, 1,
+ * INFINITY, -INFINITY, 0 or any p; floating and complex inputs, the
+ * result in a's real dtype.
+ */
+[[nodiscard]] inline Returns<Tensor> vector_norm(const Tensor& a, double ord = 2,
+                                                 IntSpan dims = {}, bool keepdim = false) {
+    TsrTensor* r = nullptr;
+    TsrStatus status = tsr_vector_norm(a.get(), ord, dims.ssize(), dims.data(), keepdim, &r);
+    return detail::kernel_result(status, r);
+}
+
+/** The values and Long indices of max_dim() and min_dim(). */
+struct ValuesIndices {
+    Tensor values;   /**< a's dtype */
+    Tensor indices;  /**< TSR_LONG */
+};
+
+/**
+ * The maximum along `dim` with its index (c10's `max(dim)`): the first
+ * occurrence; where the dim holds a NaN, NaN and the first NaN's index.
+ */
+[[nodiscard]] inline Returns<ValuesIndices> max_dim(const Tensor& a, int64_t dim,
+                                                    bool keepdim = false) {
+    TsrTensor *v = nullptr, *i = nullptr;
+    TsrStatus status = tsr_max_dim(a.get(), dim, keepdim, &v, &i);
+    return detail::finish(status, ValuesIndices{Tensor::adopt(v), Tensor::adopt(i)});
+}
+
+/** The minimum along `dim` with its index, as max_dim() mirrored. */
+[[nodiscard]] inline Returns<ValuesIndices> min_dim(const Tensor& a, int64_t dim,
+                                                    bool keepdim = false) {
+    TsrTensor *v = nullptr, *i = nullptr;
+    TsrStatus status = tsr_min_dim(a.get(), dim, keepdim, &v, &i);
+    return detail::finish(status, ValuesIndices{Tensor::adopt(v), Tensor::adopt(i)});
 }
 
 /** A 0-dim tensor holding `value` that promotes as a wrapped number (a Python number in PyTorch). */

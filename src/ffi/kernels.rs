@@ -1,7 +1,8 @@
 //! The built-in CPU kernels at the ABI: add, sub, mul, div, neg, sum,
-//! amax, and wrapped-number operands.
+//! prod, mean, amax, amin, the vector norm, max / min along a dim, and
+//! wrapped-number operands.
 
-use super::call::{check_not_null, elementwise, guard, reduction};
+use super::call::{check_not_null, elementwise, guard, i64_slice, reduction};
 use super::handle::tensor_view;
 use super::tensor::{put_tensor, TsrTensor};
 use super::types::*;
@@ -235,6 +236,50 @@ pub unsafe extern "C" fn tsr_sum(
     unsafe { reduction("tsr_sum", a, ndims, dims, keepdim, out, kernels::sum) }
 }
 
+/// The product of `a` over `dims`, as tsr_sum: bool and integer inputs
+/// give TSR_LONG (wrapping on overflow); floating and complex inputs keep
+/// their dtype (half, bfloat16 and float multiply in float, pairwise).
+/// The product over an empty dim is 1.
+///
+/// Errors: as tsr_sum.
+///
+/// # Safety
+/// As tsr_sum.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_prod(
+    a: *const TsrTensor,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
+    unsafe { reduction("tsr_prod", a, ndims, dims, keepdim, out, kernels::prod) }
+}
+
+/// The mean of `a` over `dims`, as tsr_sum, for floating and complex
+/// inputs: the sum (in float for half and bfloat16) divided by the number
+/// of elements reduced, in a's dtype. The mean over an empty dim is NaN.
+///
+/// Errors: as tsr_sum; TSR_ERR_DTYPE for bool and integer inputs (the
+/// message names the dtype: cast to a floating dtype first).
+///
+/// # Safety
+/// As tsr_sum.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_mean(
+    a: *const TsrTensor,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
+    unsafe { reduction("tsr_mean", a, ndims, dims, keepdim, out, kernels::mean) }
+}
+
 /// The maximum of `a` over `dims`, as tsr_sum, in a's dtype; NaN when any
 /// reduced element is NaN.
 ///
@@ -254,6 +299,159 @@ pub unsafe extern "C" fn tsr_amax(
     // SAFETY: this export's handle and pointer arguments, under the header's
     // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
     unsafe { reduction("tsr_amax", a, ndims, dims, keepdim, out, kernels::amax) }
+}
+
+/// The minimum of `a` over `dims`, as tsr_amax (NaN when any reduced
+/// element is NaN).
+///
+/// Errors: as tsr_amax.
+///
+/// # Safety
+/// As tsr_sum.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_amin(
+    a: *const TsrTensor,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's handle and pointer arguments, under the header's
+    // contract (ffi/handle.rs); reduction checks each for NULL and liveness.
+    unsafe { reduction("tsr_amin", a, ndims, dims, keepdim, out, kernels::amin) }
+}
+
+/// The `ord` vector norm of `a` over `dims`, as tsr_sum and c10's
+/// `linalg.vector_norm`: ord 2 (Euclidean), 1, INFINITY (largest
+/// magnitude), -INFINITY (smallest), 0 (count of nonzeros) or any other
+/// p (`sum(|x|^p)^(1/p)`), computed in float for half, bfloat16 and their
+/// complex types. Floating and complex inputs; the result has a's real
+/// dtype (TSR_FLOAT for TSR_COMPLEX_FLOAT).
+///
+/// Errors: as tsr_sum; TSR_ERR_DTYPE for bool and integer inputs;
+/// TSR_ERR_SHAPE for ord inf, -inf or negative over an empty set;
+/// TSR_ERR_INVALID_ARGUMENT for ord NaN.
+///
+/// # Safety
+/// As tsr_sum.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_vector_norm(
+    a: *const TsrTensor,
+    ord: f64,
+    ndims: i64,
+    dims: *const i64,
+    keepdim: bool,
+    out: *mut *mut TsrTensor,
+) -> TsrStatus {
+    guard("tsr_vector_norm", || {
+        check_not_null(out, "out")?;
+        // SAFETY: `a` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_view checks NULL and liveness.
+        let a = unsafe { tensor_view(a, "a")? };
+        // SAFETY: the header requires `dims` readable for `ndims` values
+        // when non-NULL; i64_slice checks the length and NULL.
+        let dims = unsafe { i64_slice(dims, ndims, "dims")? };
+        let r = kernels::vector_norm(&a, ord, dims, keepdim)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { put_tensor(out, r) };
+        Ok(())
+    })
+}
+
+/// The maximum of `a` along `dim` (negative counts from the end) with its
+/// index, as c10's `max(dim)`: `*values` (a's dtype) and `*indices`
+/// (TSR_LONG), new references, the dim kept with size 1 when `keepdim`.
+/// The index is the first occurrence of the maximum; where the dim holds
+/// a NaN, the value is NaN and the index the first NaN's. `a` borrowed.
+///
+/// Errors: TSR_ERR_NULL_POINTER (a, values, indices); TSR_ERR_SHAPE (dim
+/// out of range; the dim has size 0); TSR_ERR_DEVICE; TSR_ERR_UNSUPPORTED
+/// (complex, float8, quantized). Both out-pointers are untouched on
+/// error.
+///
+/// # Safety
+/// `a` NULL or live; `values` and `indices` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_max_dim(
+    a: *const TsrTensor,
+    dim: i64,
+    keepdim: bool,
+    values: *mut *mut TsrTensor,
+    indices: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's arguments, under the header's contract.
+    unsafe {
+        along(
+            "tsr_max_dim",
+            a,
+            dim,
+            keepdim,
+            values,
+            indices,
+            kernels::max_dim,
+        )
+    }
+}
+
+/// The minimum of `a` along `dim` with its index, as tsr_max_dim
+/// mirrored (c10's `min(dim)`).
+///
+/// Errors: as tsr_max_dim.
+///
+/// # Safety
+/// As tsr_max_dim.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_min_dim(
+    a: *const TsrTensor,
+    dim: i64,
+    keepdim: bool,
+    values: *mut *mut TsrTensor,
+    indices: *mut *mut TsrTensor,
+) -> TsrStatus {
+    // SAFETY: this export's arguments, under the header's contract.
+    unsafe {
+        along(
+            "tsr_min_dim",
+            a,
+            dim,
+            keepdim,
+            values,
+            indices,
+            kernels::min_dim,
+        )
+    }
+}
+
+type Along = fn(&Tensor, i64, bool) -> crate::error::Result<(Tensor, Tensor)>;
+
+/// tsr_max_dim and tsr_min_dim: checks, the op, both results written.
+///
+/// # Safety
+/// `a` NULL or a live handle; `values` and `indices` NULL or writable.
+unsafe fn along(
+    fname: &str,
+    a: *const TsrTensor,
+    dim: i64,
+    keepdim: bool,
+    values: *mut *mut TsrTensor,
+    indices: *mut *mut TsrTensor,
+    op: Along,
+) -> TsrStatus {
+    guard(fname, || {
+        check_not_null(values, "values")?;
+        check_not_null(indices, "indices")?;
+        // SAFETY: `a` is NULL or a live TsrTensor handle (the header's
+        // contract, ffi/handle.rs); tensor_view checks NULL and liveness.
+        let a = unsafe { tensor_view(a, "a")? };
+        let (v, i) = op(&a, dim, keepdim)?;
+        // SAFETY: both checked non-NULL; written only after the op
+        // succeeded.
+        unsafe {
+            put_tensor(values, v);
+            put_tensor(indices, i);
+        }
+        Ok(())
+    })
 }
 
 /// The one element of `t` (any number of dims of size 1, or 0-dim), as

@@ -70,7 +70,7 @@ macro_rules! dispatch_arms {
 /// Unsupported error naming `$op` from the enclosing function.
 ///
 /// ```ignore
-/// dispatch!(real, dtype, "amax", T => reduce_into::<AMax<T>>(a, &out, &mask))?;
+/// dispatch!(real, dtype, "amax", T => reduce_into::<Pick<T, true>>(a, &out, &mask))?;
 /// ```
 macro_rules! dispatch {
     ($set:ident, $dtype:expr, $op:expr, $T:ident => $body:expr) => {

@@ -1,5 +1,6 @@
 //! Built-in CPU kernels over the iterator: copy with conversion and
-//! broadcasting, fill, add / sub / mul / div, neg, sum and amax, for
+//! broadcasting, fill, add / sub / mul / div, neg, sum, prod, mean, amax and amin, max / min
+//! along a dim with indices, the vector norm, for
 //! bool, the integer types, half, bfloat16, float, double and the complex
 //! types; copy and fill also for the float8 types (their arithmetic, and
 //! quantized dtypes, are refused with Unsupported).
@@ -42,5 +43,5 @@ mod value_types;
 pub use binary::{add, div, div_rounding, mul, sub, RoundingMode};
 pub use copy::copy_;
 pub use fill::fill_;
-pub use reduce::{amax, sum};
+pub use reduce::{amax, amin, max_dim, mean, min_dim, prod, sum, vector_norm};
 pub use unary::neg;

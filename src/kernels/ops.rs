@@ -10,6 +10,8 @@ use crate::dtype::Scalar;
 pub trait Arith: Copy + Send + Sync + Default + 'static {
     /// Additive identity.
     const ZERO: Self;
+    /// Multiplicative identity.
+    const ONE: Self;
     /// `self + o`.
     fn add(self, o: Self) -> Self;
     /// `self * o`.
@@ -32,12 +34,18 @@ pub trait Div: Arith {
     fn div(self, o: Self) -> Self;
 }
 
-/// Ordering with NaN propagation: real op math types (amax).
+/// Ordering with NaN propagation: real op math types (amax, amin).
+/// Both sides keep `self` unless `o` is strictly beyond it or NaN, so a
+/// NaN `self` stays and ties keep the earlier value.
 pub trait Max: Copy {
     /// The smallest value (the identity of max).
     const LOWEST: Self;
+    /// The largest value (the identity of min).
+    const HIGHEST: Self;
     /// The larger of the two, NaN if either is NaN.
     fn max_nan(self, o: Self) -> Self;
+    /// The smaller of the two, NaN if either is NaN.
+    fn min_nan(self, o: Self) -> Self;
 }
 
 /// Division rounded toward zero or down: real op math types.
@@ -54,6 +62,7 @@ pub trait RoundingDiv: Copy {
 
 impl Arith for bool {
     const ZERO: Self = false;
+    const ONE: Self = true;
     #[inline(always)]
     fn add(self, o: Self) -> Self {
         self | o
@@ -69,9 +78,14 @@ impl Arith for bool {
 
 impl Max for bool {
     const LOWEST: Self = false;
+    const HIGHEST: Self = true;
     #[inline(always)]
     fn max_nan(self, o: Self) -> Self {
         self | o
+    }
+    #[inline(always)]
+    fn min_nan(self, o: Self) -> Self {
+        self & o
     }
 }
 
@@ -79,6 +93,7 @@ macro_rules! int_ops {
     ($($t:ty),*) => {$(
         impl Arith for $t {
             const ZERO: Self = 0;
+            const ONE: Self = 1;
             #[inline(always)]
             fn add(self, o: Self) -> Self {
                 self.wrapping_add(o)
@@ -108,9 +123,14 @@ macro_rules! int_ops {
         }
         impl Max for $t {
             const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
             #[inline(always)]
             fn max_nan(self, o: Self) -> Self {
                 if o > self { o } else { self }
+            }
+            #[inline(always)]
+            fn min_nan(self, o: Self) -> Self {
+                if o < self { o } else { self }
             }
         }
         impl RoundingDiv for $t {
@@ -145,6 +165,7 @@ macro_rules! float_ops {
     ($($t:ty),*) => {$(
         impl Arith for $t {
             const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
             #[inline(always)]
             fn add(self, o: Self) -> Self {
                 self + o
@@ -175,10 +196,15 @@ macro_rules! float_ops {
         }
         impl Max for $t {
             const LOWEST: Self = <$t>::NEG_INFINITY;
+            const HIGHEST: Self = <$t>::INFINITY;
             #[inline(always)]
             fn max_nan(self, o: Self) -> Self {
                 // Once either side is NaN the result stays NaN.
                 if o > self || o.is_nan() { o } else { self }
+            }
+            #[inline(always)]
+            fn min_nan(self, o: Self) -> Self {
+                if o < self || o.is_nan() { o } else { self }
             }
         }
         impl RoundingDiv for $t {
@@ -220,6 +246,7 @@ macro_rules! complex_ops {
     ($($t:ty),*) => {$(
         impl Arith for Complex<$t> {
             const ZERO: Self = Complex::new(0.0, 0.0);
+            const ONE: Self = Complex::new(1.0, 0.0);
             #[inline(always)]
             fn add(self, o: Self) -> Self {
                 Complex::new(self.re + o.re, self.im + o.im)
@@ -298,6 +325,11 @@ mod tests {
         assert!(1.0f32.max_nan(f32::NAN).is_nan());
         assert_eq!(1.0f64.max_nan(2.0), 2.0);
         assert_eq!((-3i8).max_nan(-5), -3);
+        assert!(f32::NAN.min_nan(1.0).is_nan());
+        assert!(1.0f32.min_nan(f32::NAN).is_nan());
+        assert_eq!(1.0f64.min_nan(2.0), 1.0);
+        assert_eq!((-3i8).min_nan(-5), -5);
+        assert!(true.min_nan(true) && !true.min_nan(false));
     }
 
     #[test]

@@ -256,7 +256,7 @@ unsafe fn add_rows<T: Avx2Sum, const K: usize>(acc: *mut T::Acc, rows: [*const T
 /// evaluates to None otherwise.
 macro_rules! for_avx2_sum {
     ($r:ty, |$t:ident| $body:expr) => {{
-        let avx = <$r>::IS_SUM && crate::kernels::simd::avx2_enabled();
+        let avx = <$r>::KIND == super::reducer::Kind::Sum && crate::kernels::simd::avx2_enabled();
         match (<$r as Reducer>::In::DTYPE, <$r as Reducer>::Acc::DTYPE) {
             (DType::Float, DType::Float) if avx => {
                 type $t = f32;

@@ -2,6 +2,7 @@
 //! split across threads.
 
 use super::pairwise::*;
+use super::reducer::Kind;
 use super::tree::tree;
 use crate::error::Result;
 use crate::iterator::DEFAULT_GRAIN_SIZE as GRAIN;
@@ -199,7 +200,11 @@ pub(super) fn reduce_part<R: Reducer>(
 ) {
     let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
     let run = g.shape[0] as usize;
-    if R::IS_SUM && os0 == 0 && is0 == size_of::<R::In>() as isize && run < STREAMS * BLOCK {
+    if R::KIND == Kind::Sum
+        && os0 == 0
+        && is0 == size_of::<R::In>() as isize
+        && run < STREAMS * BLOCK
+    {
         // Contiguous runs reduced into single outputs (a sum along
         // the innermost dim), too short for pairwise's streams: four
         // runs at a time, so the reads still come from four places.
@@ -259,6 +264,40 @@ pub(super) fn reduce_part<R: Reducer>(
                     let part = R::reduce_run((in0 as *const u8).offset(io), is0, run);
                     st(out, 0, 0, R::combine(ld(out, 0, 0), part));
                 }
+            }
+        });
+        return;
+    }
+    let picks = matches!(R::KIND, Kind::Max | Kind::Min);
+    let (b1, e1) = ranges[g.ndim() - 1];
+    if picks && g.ndim() == 2 && os0 == 0 && is0 == size_of::<R::In>() as isize && e1 - b1 >= 4 {
+        // Contiguous rows each reduced to one output (amax over dim 1):
+        // four rows a pass, one from each quarter of the part's rows, so
+        // the reads come from four places, as the sums' rows above.
+        let q = (e1 - b1) / 4;
+        let (os1, is1) = (g.out[1] as isize, g.inp[1] as isize);
+        let put = |r: i64, v: R::Acc| {
+            // SAFETY: row r of this part's rows b1..e1: its output is
+            // inside `acc` (or the part's own buffer) and this part's.
+            unsafe {
+                let out = (acc0 as *mut u8).offset(r as isize * os1);
+                st(out, 0, 0, R::combine(ld(out, 0, 0), v));
+            }
+        };
+        let row = |r: i64| (in0 as *const u8).wrapping_offset(r as isize * is1);
+        with_simd!({
+            for r in b1..b1 + q {
+                let rows = [r, r + q, r + 2 * q, r + 3 * q];
+                // SAFETY: each row is one of b1..e1, a run of `run`
+                // contiguous elements inside `a`.
+                let v = unsafe { R::reduce_runs_x4(rows.map(row), run) };
+                for (r, v) in rows.into_iter().zip(v) {
+                    put(r, v);
+                }
+            }
+            for r in b1 + 4 * q..e1 {
+                // SAFETY: as above, for one row.
+                put(r, unsafe { R::reduce_run(row(r), is0, run) });
             }
         });
         return;
@@ -383,7 +422,10 @@ pub(super) unsafe fn add_rows_xk<R: Reducer, const K: usize>(
 ) {
     // SAFETY: the caller's runs, add_rows_xk's requirement there too.
     #[cfg(target_arch = "x86_64")]
-    if unsafe { super::avx2_sum::add_rows_xk::<R, K>(acc, rows, n) } {
+    if unsafe {
+        super::avx2_sum::add_rows_xk::<R, K>(acc, rows, n)
+            || super::avx2_pick::pick_rows_xk::<R, K>(acc, rows, n)
+    } {
         return;
     }
     for i in 0..n {

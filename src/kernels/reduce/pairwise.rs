@@ -4,7 +4,6 @@
 pub(super) use super::reducer::Reducer;
 use crate::kernels::elem::Elem;
 use crate::kernels::loops::{ld, load_op, widens, BUF};
-use crate::kernels::ops::Max;
 use std::mem::size_of;
 
 /// Elements summed by one set of lanes before the pairwise tree combines
@@ -222,10 +221,10 @@ pub(super) unsafe fn lanes<R: Reducer, const N: usize>(
             let acc_size = size_of::<R::Acc>() as isize;
             // SAFETY: fold_lanes calls the closure for k < m only, and
             // buf's first m values were just written by load_op: values of
-            // the input's op math type. lanes serves only Sum (through
-            // pairwise and blocks_x4), whose accumulator R::Acc is that type
-            // for every widening input (SumAcc: f16, bf16 -> f32, their
-            // complex types -> Complex<f32>; sizes asserted above).
+            // the input's op math type. lanes serves only Sum and Prod
+            // (through pairwise and blocks_x4), whose accumulator R::Acc is
+            // that type for every widening input (SumAcc: f16, bf16 -> f32,
+            // their complex types -> Complex<f32>; sizes asserted above).
             unsafe {
                 fold_lanes::<R::Acc, N>(&mut acc, m, |k| ld::<R::Acc>(vals, k, acc_size), &fold)
             };
@@ -288,36 +287,4 @@ pub(super) unsafe fn fold_lanes<A: Copy, const N: usize>(
     for k in k..n {
         acc[0] = fold(acc[0], value(k));
     }
-}
-
-/// The NaN-propagating maximum of a run, in op math, over 16 lanes.
-///
-/// # Safety
-/// The run must address `n` readable elements (n >= 1).
-#[inline(always)]
-pub(super) unsafe fn lanes_op<T: Elem>(p: *const u8, stride: isize, n: usize) -> T::Op
-where
-    T::Op: Max,
-{
-    const N: usize = 16;
-    let mut acc = [<T::Op as Max>::LOWEST; N];
-    let mut buf = [T::Op::default(); BUF];
-    let mut i = 0;
-    while i < n {
-        let m = BUF.min(n - i);
-        // SAFETY: elements i..i+m of the run.
-        unsafe { load_op::<T>(&mut buf[..m], p.offset(i as isize * stride), stride) };
-        let mut chunks = buf[..m].chunks_exact(N);
-        for c in &mut chunks {
-            for (a, v) in acc.iter_mut().zip(c) {
-                *a = a.max_nan(*v);
-            }
-        }
-        for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
-            *a = a.max_nan(*v);
-        }
-        i += m;
-    }
-    acc.into_iter()
-        .fold(<T::Op as Max>::LOWEST, |a, b| a.max_nan(b))
 }

@@ -1,7 +1,11 @@
-//! The reductions: sum (in c10's opmath type) and the NaN-propagating
-//! amax, their element types, identities and folds.
+//! The reductions: sum and prod (in c10's opmath type) and the
+//! NaN-propagating amax and amin, their element types, identities and
+//! folds.
 
-use super::pairwise::{lanes_op, pairwise, Reducer};
+use super::pairwise::{pairwise, Reducer, BLOCK, STREAMS};
+use super::pick::{pick, pick_identity};
+use super::pick_lanes::{pick_run, pick_runs_x4};
+use super::reducer::Kind;
 use crate::kernels::elem::{Bool, Complex, Elem};
 use crate::kernels::ops::{Arith, Max};
 use half::{bf16, f16};
@@ -53,7 +57,7 @@ pub(super) struct Sum<T>(std::marker::PhantomData<T>);
 impl<T: SumAcc> Reducer for Sum<T> {
     type In = T;
     type Acc = T::Acc;
-    const IS_SUM: bool = true;
+    const KIND: Kind = Kind::Sum;
     #[inline(always)]
     fn identity() -> T::Acc {
         <T::Acc as Arith>::ZERO
@@ -74,23 +78,51 @@ impl<T: SumAcc> Reducer for Sum<T> {
     }
 }
 
-/// Maximum of `T` elements, NaN propagating.
-pub(super) struct AMax<T>(std::marker::PhantomData<T>);
+/// Product of `T` elements, in the sum's accumulator type (c10's opmath
+/// for floating and complex inputs, Long for bool and integers).
+pub(super) struct Prod<T>(std::marker::PhantomData<T>);
 
-impl<T: Elem> Reducer for AMax<T>
+impl<T: SumAcc> Reducer for Prod<T> {
+    type In = T;
+    type Acc = T::Acc;
+    const KIND: Kind = Kind::Prod;
+    #[inline(always)]
+    fn identity() -> T::Acc {
+        <T::Acc as Arith>::ONE
+    }
+    #[inline(always)]
+    fn combine(a: T::Acc, b: T::Acc) -> T::Acc {
+        a.mul(b)
+    }
+    #[inline(always)]
+    fn lift(x: T) -> T::Acc {
+        x.widen()
+    }
+    #[inline(always)]
+    unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T::Acc {
+        // SAFETY: reduce_run's contract (a run of n readable elements) is
+        // pairwise's.
+        unsafe { pairwise::<Self>(p, stride, n, |a, b| a.mul(b)) }
+    }
+}
+
+/// Maximum (MAX) or minimum of `T` elements, NaN propagating.
+pub(super) struct Pick<T, const MAX: bool>(std::marker::PhantomData<T>);
+
+impl<T: Elem, const MAX: bool> Reducer for Pick<T, MAX>
 where
     T::Op: Max,
 {
     type In = T;
     type Acc = T;
-    const IS_SUM: bool = false;
+    const KIND: Kind = if MAX { Kind::Max } else { Kind::Min };
     #[inline(always)]
     fn identity() -> T {
-        T::from_op(<T::Op as Max>::LOWEST)
+        T::from_op(pick_identity::<T::Op, MAX>())
     }
     #[inline(always)]
     fn combine(a: T, b: T) -> T {
-        T::from_op(a.to_op().max_nan(b.to_op()))
+        T::from_op(pick::<T::Op, MAX>(a.to_op(), b.to_op()))
     }
     #[inline(always)]
     fn lift(x: T) -> T {
@@ -100,8 +132,21 @@ where
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T {
         // Lanes hold op math values: compare in f32 for half types.
         // SAFETY: the caller's run of n readable elements, n >= 1 (amax
-        // refuses a reduced dim of size 0 before any run), is what
-        // lanes_op requires.
-        T::from_op(unsafe { lanes_op::<T>(p, stride, n) })
+        // and amin refuse a reduced dim of size 0 before any run), is what
+        // lanes_pick requires.
+        T::from_op(unsafe { pick_run::<T, MAX>(p, stride, n) })
+    }
+    #[inline(always)]
+    unsafe fn reduce_runs_x4(q: [*const u8; 4], n: usize) -> [T; 4] {
+        if n >= STREAMS * BLOCK {
+            // Long runs read four streams each (pick_run).
+            let item = std::mem::size_of::<T>() as isize;
+            // SAFETY: each run's n readable elements (the caller's).
+            return q.map(|p| unsafe { Self::reduce_run(p, item, n) });
+        }
+        // SAFETY: four contiguous runs of n readable elements, n >= 1
+        // (as in reduce_run), pick_runs_x4's requirement; each result is
+        // pick_run's for a run this short.
+        unsafe { pick_runs_x4::<T, MAX>(q, n) }.map(T::from_op)
     }
 }
