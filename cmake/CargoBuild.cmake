@@ -59,8 +59,10 @@ endif()
 
 # libtessera.a needs the native libraries of Rust's std (what CMake was
 # configured with: the installed TesseraConfig.cmake and tessera.pc list
-# them) plus any a dependency's build script links: none today, and a new
-# one fails here, naming it, instead of at a consumer's link.
+# them) plus any a dependency's build script links, but for static ones
+# (`static=NAME`: rustc bundles them into the archive, as aws-lc's crypto
+# library for the remote feature): none today, and a new one fails here,
+# naming it, instead of at a consumer's link.
 string(REPLACE "\n" ";" messages "${cargo_stdout}")
 set(extra_libs "")
 foreach(msg IN LISTS messages)
@@ -73,7 +75,9 @@ foreach(msg IN LISTS messages)
         math(EXPR last "${nlibs} - 1")
         foreach(i RANGE ${last})
             string(JSON lib GET "${msg}" linked_libs ${i})
-            list(APPEND extra_libs "${lib} (${package})")
+            if(NOT lib MATCHES "^static=")
+                list(APPEND extra_libs "${lib} (${package})")
+            endif()
         endforeach()
     endif()
 endforeach()
