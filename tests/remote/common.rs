@@ -45,12 +45,15 @@ impl Drop for Server {
     }
 }
 
-/// The settings remote tests run with: short timeouts, one retry. Set
-/// once, before any remote open.
+/// The settings remote tests run with: short timeouts (2 s; 10 s under
+/// qemu-user, where the client runs emulated on a loaded machine), one
+/// retry. Set once, before any remote open.
 pub fn settings() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        std::env::set_var("TSR_REMOTE_TIMEOUT_MS", "2000");
+        let emulated = std::env::var_os("TESSERA_TEST_QEMU_USER").is_some();
+        let timeout = if emulated { "10000" } else { "2000" };
+        std::env::set_var("TSR_REMOTE_TIMEOUT_MS", timeout);
         std::env::set_var("TSR_REMOTE_RETRIES", "1");
     });
 }
