@@ -116,13 +116,26 @@ fn check_all(base: &str, dir: &Path, names: &[String]) {
     }
 }
 
-/// nginx serving `root` on a free port.
-fn nginx(root: &Path) -> Option<Server> {
+/// nginx serving `root` on a free port; over TLS with `tls`'s
+/// certificate and key.
+fn nginx(root: &Path, tls: Option<(&Path, &Path)>) -> Option<Server> {
     if !usable("nginx") {
         return None;
     }
     let port = free_port();
-    let run = scratch("nginx-run");
+    let run = scratch(if tls.is_some() {
+        "nginx-tls-run"
+    } else {
+        "nginx-run"
+    });
+    let listen = match tls {
+        Some((cert, key)) => format!(
+            "{port} ssl;\n    ssl_certificate {};\n    ssl_certificate_key {}",
+            cert.display(),
+            key.display()
+        ),
+        None => port.to_string(),
+    };
     let conf = run.join("nginx.conf");
     std::fs::write(
         &conf,
@@ -130,7 +143,7 @@ fn nginx(root: &Path) -> Option<Server> {
             "pid {run}/nginx.pid;\nerror_log {run}/error.log;\nevents {{}}\nhttp {{\n  \
              access_log off;\n  client_body_temp_path {run}/body;\n  proxy_temp_path \
              {run}/proxy;\n  fastcgi_temp_path {run}/fastcgi;\n  uwsgi_temp_path {run}/uwsgi;\n  \
-             scgi_temp_path {run}/scgi;\n  server {{\n    listen 127.0.0.1:{port};\n    root \
+             scgi_temp_path {run}/scgi;\n  server {{\n    listen 127.0.0.1:{listen};\n    root \
              {root};\n  }}\n}}\n",
             run = run.display(),
             root = root.display()
@@ -157,7 +170,7 @@ fn nginx_serves_every_layout() {
     settings();
     let root = scratch("nginx-root");
     let names = checkpoints(&root.join("m"));
-    let Some(server) = nginx(&root) else {
+    let Some(server) = nginx(&root, None) else {
         return;
     };
     check_all(
@@ -165,6 +178,112 @@ fn nginx_serves_every_layout() {
         &root.join("m"),
         &names,
     );
+}
+
+/// Runs openssl with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA and a leaf certificate for 127.0.0.1 it signed, in `dir`:
+/// `ca.pem`, `leaf.pem`, `leaf.key`.
+fn certificates(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=tessera test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    openssl(dir, &ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    openssl(dir, &csr);
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ],
+    );
+}
+
+/// HTTPS through rustls with ring (the provider tessera installs): a
+/// server whose issuer is not trusted is refused naming the URL; trusted
+/// (SSL_CERT_FILE, which the Linux verifier reads), every layout loads.
+#[test]
+fn https_checks_the_certificate_and_serves_every_layout() {
+    settings();
+    if !usable("openssl") {
+        return;
+    }
+    let root = scratch("nginx-tls-root");
+    let names = checkpoints(&root.join("m"));
+    let certs = scratch("nginx-tls-certs");
+    certificates(&certs);
+    let Some(server) = nginx(
+        &root,
+        Some((&certs.join("leaf.pem"), &certs.join("leaf.key"))),
+    ) else {
+        return;
+    };
+    let base = format!("https://127.0.0.1:{}/m/", server.port);
+    let url = format!("{base}a.safetensors");
+    let e = serialize::load(Path::new(&url), Format::Auto, COPY).unwrap_err();
+    assert!(e.message().contains(&url), "{e}");
+    std::env::set_var("SSL_CERT_FILE", certs.join("ca.pem"));
+    check_all(&base, &root.join("m"), &names);
 }
 
 const ACCESS: &str = "tessera-access-key";

@@ -58,12 +58,14 @@ pub fn settings() {
     });
 }
 
-/// Whether `tool` runs (`tool --version`, nginx's `-v`); if not, says
+/// Whether `tool` runs (`tool --version`; nginx `-v`, openssl `version`); if not, says
 /// so on stderr (the test is skipped: CI installs every tool, `.ci/run`).
 pub fn have(tool: &str) -> bool {
     let ok = Command::new(tool)
         .arg(if tool.ends_with("nginx") {
             "-v"
+        } else if tool == "openssl" {
+            "version"
         } else {
             "--version"
         })

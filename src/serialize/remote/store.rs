@@ -31,6 +31,26 @@ pub(super) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
         .map_err(|e| crate::err!(Io, "cannot start the runtime for remote reads: {e}"))
 }
 
+/// Makes ring rustls' process-wide crypto provider unless the process
+/// already chose one (a Rust host may have; then that one is used). The
+/// HTTP client object_store builds takes the default provider, and this
+/// crate builds rustls with ring only (Cargo.toml says why).
+fn tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Deprecated since rustls 0.23.48 because ring has no
+            // post-quantum key exchange (X25519 and the NIST curves only);
+            // the price of ring's build time, written down in
+            // docs/FORMATS.md. Err only when another thread installed a
+            // provider first: either way the process has one.
+            #[allow(deprecated)]
+            let provider = rustls::crypto::ring::default_provider();
+            let _ = provider.install_default();
+        }
+    });
+}
+
 /// A parsed URL: the store that serves it, the object's key in it, and
 /// how messages name it.
 pub(super) struct Located {
@@ -73,6 +93,7 @@ pub(super) fn locate(url: &str, settings: &Settings) -> Result<Located> {
     };
     let timeout = format!("{}ms", settings.timeout.as_millis());
     let scheme = parsed.scheme().to_ascii_lowercase();
+    tls_provider();
     let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = if scheme == "s3" {
         crate::ensure!(
             !host.is_empty(),
