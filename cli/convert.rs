@@ -165,6 +165,10 @@ fn output_format(args: &Args) -> Result<Format, Fail> {
 /// The directory the output goes into must exist: checked before the
 /// input is read (a large input is not loaded for nothing).
 fn check_output_dir(out: &Path) -> Result<(), Fail> {
+    if serialize::is_url(out) {
+        // Uploaded (s3://) or refused by the save, naming the URL.
+        return Ok(());
+    }
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -347,7 +351,7 @@ pub fn run(args: Args) -> Outcome {
         args.quiet,
         format!(
             "writing {} ({}, {})",
-            args.output.display(),
+            serialize::shown_path(&args.output),
             format.name(),
             text::bytes(total)
         ),
@@ -379,7 +383,7 @@ pub fn run(args: Args) -> Outcome {
             DIFFERENT,
             format!(
                 "cannot write {} as {}: {}{hint}",
-                args.output.display(),
+                serialize::shown_path(&args.output),
                 format.name(),
                 e.message()
             ),
@@ -417,7 +421,7 @@ pub fn run(args: Args) -> Outcome {
                 "{} ({}) -> {} ({}): {}, {}",
                 tessera::serialize::shown_path(&args.input),
                 in_format.name(),
-                args.output.display(),
+                serialize::shown_path(&args.output),
                 format.name(),
                 text::count(dict.len(), "tensor"),
                 text::bytes(total)

@@ -4285,11 +4285,19 @@ const char *tsr_dict_value_json(const struct TsrTensorDict *dict, const char *na
  * a file the caller may not write. Tensors loaded with TSR_LOAD_MMAP
  * from `path` itself stay valid (they map the replaced file).
  *
+ * `path` may be an "s3://BUCKET/KEY" URL (Linux, feature remote): the
+ * file is written to a temporary directory, then uploaded (multipart
+ * above one part); the object appears only when complete, so a failed
+ * save leaves the old one (docs/FORMATS.md, "Saves to S3").
+ *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (unknown
- * format, empty path, safetensors tensors sharing memory); TSR_ERR_DEVICE
- * (a tensor not on the CPU); TSR_ERR_DTYPE (a dtype the format cannot
- * hold); TSR_ERR_IO (the path, the OS reason and its errno name, e.g.
- * ENOSPC; or what the special file at the path is).
+ * format, empty path, safetensors tensors sharing memory, an S3 URL
+ * naming no object); TSR_ERR_DEVICE (a tensor not on the CPU);
+ * TSR_ERR_DTYPE (a dtype the format cannot hold); TSR_ERR_IO (the path,
+ * the OS reason and its errno name, e.g. ENOSPC; or what the special
+ * file at the path is; or the upload's failure, naming the URL);
+ * TSR_ERR_UNSUPPORTED (an http:// or https:// URL, or a URL in a build
+ * without the remote feature).
  *
  * # Safety
  * `dict` NULL or live; `path` NULL or NUL-terminated.
@@ -4328,6 +4336,8 @@ TsrStatus tsr_save_flags(const struct TsrTensorDict *dict,
  * temporary directory inside it); then each is renamed into place, the
  * index last, and shards of an earlier save under those names that the
  * new one does not use are removed (other files are left alone).
+ * `directory` may be an "s3://BUCKET/PREFIX" URL: the files are written
+ * locally, then uploaded, the index last (as tsr_save).
  *
  * Errors: TSR_ERR_NULL_POINTER; TSR_ERR_INVALID_ARGUMENT (another
  * format, max_shard_bytes 0, unknown flags, an empty path; safetensors

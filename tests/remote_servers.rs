@@ -8,6 +8,8 @@
 
 #[path = "common/checkpoint.rs"]
 mod ckpt;
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "remote/common.rs"]
 mod common;
 
@@ -330,6 +332,7 @@ fn s3_serves_every_layout_and_keeps_its_secrets() {
     assert!(e.message().contains(url), "{e}");
     std::env::set_var("AWS_ALLOW_HTTP", "true");
     check_all("s3://bucket/", &root.join("bucket"), &names);
+    saves_round_trip(&root.join("bucket"));
     // Missing objects and buckets, wrong keys: the URL named, no secret.
     for url in [
         "s3://bucket/none.safetensors",
@@ -347,5 +350,131 @@ fn s3_serves_every_layout_and_keeps_its_secrets() {
         e.message().contains(url) && !e.message().contains("wrong-secret-1234"),
         "{e}"
     );
+    // A save the server refuses: the URL named, no secret, the object
+    // there before kept, nothing left in the temporary directory.
+    let kept = root.join("bucket/saved/a.safetensors");
+    let before = std::fs::read(&kept).unwrap();
+    let e = serialize::save(
+        &TensorDict::new(),
+        Path::new("s3://bucket/saved/a.safetensors"),
+        Format::Auto,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), tessera::ErrorKind::Io, "{e}");
+    assert!(
+        e.message().contains("s3://bucket/saved/a.safetensors")
+            && !e.message().contains("wrong-secret-1234"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&kept).unwrap(), before);
+    assert_eq!(upload_spools(), Vec::<std::path::PathBuf>::new());
     std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET);
+}
+
+/// The temporary directories saves to URLs made in this process and left.
+fn upload_spools() -> Vec<std::path::PathBuf> {
+    let prefix = format!("tessera-upload-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Saves `d` to `url` and to a scratch file of the same name in
+/// `format` (`sharded`: through save_sharded of 4 KiB shards): loaded
+/// back, the two alike; the local path and the path the save returned.
+fn saved(d: &TensorDict, url: &str, format: Format, sharded: bool) -> (std::path::PathBuf, String) {
+    let local = scratch(&format!("s3-save-{}", url.len())).join(url.rsplit('/').next().unwrap());
+    let save = |p: &Path| {
+        if sharded {
+            serialize::save_sharded(d, p, format, 4096, Default::default())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            serialize::save(d, p, format).unwrap();
+            p.to_string_lossy().into_owned()
+        }
+    };
+    let (remote, here) = (save(Path::new(url)), save(&local));
+    let loaded = |p: &str| serialize::load(Path::new(p), Format::Auto, COPY).unwrap();
+    assert_dicts(&loaded(&remote), &loaded(&here), url);
+    (local, remote)
+}
+
+/// Saves to s3://bucket/ (served from `bucket`): one file (the bytes a
+/// local save writes), one of several multipart parts, a sharded save and
+/// a DCP directory, each loaded back; a save that fails names the URL;
+/// nothing is left in the temporary directory.
+fn saves_round_trip(bucket: &Path) {
+    let d = ckpt::sample();
+    let (local, _) = saved(&d, "s3://bucket/saved/a.safetensors", Format::Auto, false);
+    assert_eq!(
+        std::fs::read(bucket.join("saved/a.safetensors")).unwrap(),
+        std::fs::read(&local).unwrap(),
+        "the bytes a local save writes"
+    );
+    // 20 MiB: three parts of the default 8 MiB request size.
+    let mut big = TensorDict::new();
+    for i in 0..4 {
+        big.set(&format!("w{i}"), filled(&[1280, 1024], DType::Float, i))
+            .unwrap();
+    }
+    let (local, _) = saved(&big, "s3://bucket/saved/big.pt", Format::Torch, false);
+    assert_eq!(
+        std::fs::read(bucket.join("saved/big.pt")).unwrap().len(),
+        std::fs::read(&local).unwrap().len()
+    );
+    // Replaced whole by a later save.
+    saved(&d, "s3://bucket/saved/big.pt", Format::Torch, false);
+    let (local, index) = saved(&d, "s3://bucket/saved/sharded", Format::Safetensors, true);
+    assert_eq!(
+        index,
+        "s3://bucket/saved/sharded/model.safetensors.index.json"
+    );
+    let names = |dir: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let shards = names(&local);
+    assert!(shards.len() > 2, "{shards:?}");
+    assert_eq!(names(&bucket.join("saved/sharded")), shards);
+    serialize::save(&d, Path::new("s3://bucket/saved/dcp"), Format::Dcp).unwrap();
+    let local = scratch("s3-save-dcp").join("dcp");
+    serialize::save(&d, &local, Format::Dcp).unwrap();
+    assert_dicts(
+        &serialize::load(Path::new("s3://bucket/saved/dcp/"), Format::Auto, COPY).unwrap(),
+        &serialize::load(&local, Format::Auto, COPY).unwrap(),
+        "dcp",
+    );
+    // `tessera convert` to a URL: the upload of what it writes locally.
+    let url = "s3://bucket/saved/converted.safetensors";
+    let input = scratch("s3-convert").join("in.pt");
+    serialize::save(&d, &input, Format::Torch).unwrap();
+    let run = cli::tessera(&["convert".as_ref(), input.as_os_str(), url.as_ref()]).expect(0);
+    assert!(run.stdout.contains(url), "{}", run.stdout);
+    let here = input.with_extension("safetensors");
+    cli::tessera(&["convert".as_ref(), input.as_os_str(), here.as_os_str()]).expect(0);
+    assert_eq!(
+        std::fs::read(bucket.join("saved/converted.safetensors")).unwrap(),
+        std::fs::read(&here).unwrap()
+    );
+    for (url, kind) in [
+        (
+            "http://127.0.0.1:9/a.safetensors",
+            tessera::ErrorKind::Unsupported,
+        ),
+        ("s3://bucket/", tessera::ErrorKind::InvalidArgument),
+    ] {
+        let e = serialize::save(&d, Path::new(url), Format::Safetensors).expect_err(url);
+        assert_eq!(e.kind(), kind, "{e}");
+        assert!(e.message().contains(url.trim_end_matches('/')), "{e}");
+    }
+    assert_eq!(upload_spools(), Vec::<std::path::PathBuf>::new());
 }

@@ -262,7 +262,8 @@ def save(arrays, path, format=None, metadata=None, non_tensors=None):
     .npy, .npz, .gguf; torch's zip format otherwise), with the string
     pairs of `metadata` and the `non_tensors` (name -> a JSON-able value: a
     ``global_step``, a config dict) where the format holds them. The file
-    is replaced atomically: on an error the old one is unchanged."""
+    is replaced atomically: on an error the old one is unchanged. `path`
+    may be an ``s3://BUCKET/KEY`` URL: written locally, then uploaded."""
     out = ffi.new("struct TsrTensorDict **")
     check(lib.tsr_dict_new(out))
     d = ffi.gc(out[0], lib.tsr_dict_free)

@@ -146,6 +146,12 @@ pub fn save_sharded(
     max_shard_bytes: u64,
     flags: SaveFlags,
 ) -> Result<PathBuf> {
+    if let Some(url) = super::remote::url_of(dir) {
+        // Written locally, then uploaded, the index last (remote/save.rs).
+        return super::remote::save_to(url, |local| {
+            save_sharded(dict, local, format, max_shard_bytes, flags)
+        });
+    }
     let naming = Naming::of(format)?;
     crate::ensure!(
         max_shard_bytes > 0,

@@ -232,6 +232,13 @@ pub fn save(dict: &TensorDict, path: &Path, format: Format) -> Result<()> {
 
 /// [`save`] with `flags`.
 pub fn save_flags(dict: &TensorDict, path: &Path, format: Format, flags: SaveFlags) -> Result<()> {
+    if let Some(url) = remote::url_of(path) {
+        // Written locally, then uploaded (remote/save.rs).
+        return remote::save_to(url, |local| {
+            save_flags(dict, local, format, flags).map(|()| local.to_path_buf())
+        })
+        .map(|_| ());
+    }
     let handler = formats::for_saving(path, format);
     writable(handler)?;
     if let Some(dir_format) = handler.directory() {
@@ -340,6 +347,12 @@ pub fn load_as(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format,
             e.context(shown)
         }
     })
+}
+
+/// Whether `path` is a URL (`http://`, `https://`, `s3://`, any case)
+/// rather than a local path: what loads read remotely and saves upload.
+pub fn is_url(path: &Path) -> bool {
+    remote::url_of(path).is_some()
 }
 
 /// How messages name `path`: a URL without the user and password it may

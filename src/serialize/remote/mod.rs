@@ -12,11 +12,14 @@
 //! - [`object`]: one object as a byte source.
 //! - [`open`]: a URL's index: one object, a shard index and its shards, a
 //!   DCP prefix; any other file spooled to a temporary file.
+//! - [`save`]: saves to `s3://` URLs: written locally, then uploaded.
 
 #[cfg(all(feature = "remote", target_os = "linux"))]
 mod object;
 #[cfg(all(feature = "remote", target_os = "linux"))]
 mod open;
+#[cfg(all(feature = "remote", target_os = "linux"))]
+mod save;
 #[cfg(all(feature = "remote", target_os = "linux"))]
 mod settings;
 #[cfg(all(feature = "remote", target_os = "linux"))]
@@ -56,24 +59,50 @@ pub(crate) fn download(url: &str, format: Format) -> Result<(open::Spool, std::p
     open::download(url, format)
 }
 
+/// Saves through `save` (writing the checkpoint at the local path it is
+/// given) to `url` (`s3://` only): the path `save` returned, as a URL.
+#[cfg(all(feature = "remote", target_os = "linux"))]
+pub(crate) fn save_to(
+    url: &str,
+    save: impl FnOnce(&Path) -> Result<std::path::PathBuf>,
+) -> Result<std::path::PathBuf> {
+    save::save_to(url, save).map_err(|e| {
+        let shown = shown(url);
+        if e.message().contains(&shown) {
+            e
+        } else {
+            e.context(&shown)
+        }
+    })
+}
+
+/// Without the `remote` feature: refused.
+#[cfg(not(all(feature = "remote", target_os = "linux")))]
+pub(crate) fn save_to(
+    url: &str,
+    _save: impl FnOnce(&Path) -> Result<std::path::PathBuf>,
+) -> Result<std::path::PathBuf> {
+    Err(without("save to", url))
+}
+
 /// Without the `remote` feature: refused.
 #[cfg(not(all(feature = "remote", target_os = "linux")))]
 pub(crate) fn open_index(url: &str, _format: Format, _flags: LoadFlags) -> Result<Index> {
-    Err(without(url))
+    Err(without("open", url))
 }
 
 /// Without the `remote` feature: refused.
 #[cfg(not(all(feature = "remote", target_os = "linux")))]
 pub(crate) fn download(url: &str, _format: Format) -> Result<((), std::path::PathBuf)> {
-    Err(without(url))
+    Err(without("open", url))
 }
 
 #[cfg(not(all(feature = "remote", target_os = "linux")))]
-fn without(url: &str) -> crate::error::Error {
+fn without(verb: &str, url: &str) -> crate::error::Error {
     let scheme = url.split("://").next().unwrap_or(url);
     crate::err!(
         Unsupported,
-        "cannot open {}: this tessera was built without the `remote` feature (Linux only): expected a \
+        "cannot {verb} {}: this tessera was built without the `remote` feature (Linux only): expected a \
          local path, or a build with `--features remote` ({scheme}:// URLs)",
         shown(url)
     )

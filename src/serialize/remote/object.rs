@@ -204,7 +204,7 @@ pub(super) fn block_on<T>(
 }
 
 /// object_store's error `e` as tessera's.
-fn store_error(e: &object_store::Error, shown: &str, url: &str, what: &str) -> Error {
+pub(super) fn store_error(e: &object_store::Error, shown: &str, url: &str, what: &str) -> Error {
     use object_store::Error as E;
     let reason = redact(&full_chain(e), url);
     match e {

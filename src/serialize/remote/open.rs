@@ -232,7 +232,7 @@ fn dcp_index(located: &Located, dir: &str, settings: Settings, flags: LoadFlags)
 /// The DCP checkpoint under `dir` copied to a temporary directory.
 fn spool_dcp(located: &Located, dir: &str, settings: Settings) -> Result<Spool> {
     let (what, rel, meta) = dcp_parts(located, dir, settings)?;
-    let tmp = Spool::new()?;
+    let tmp = Spool::new("tessera-remote")?;
     let path = tmp.copy(&*meta, METADATA)?;
     let bytes =
         std::fs::read(&path).map_err(|e| crate::serialize::io_err(&path, "cannot read", e))?;
@@ -247,7 +247,7 @@ fn spool_dcp(located: &Located, dir: &str, settings: Settings) -> Result<Spool> 
 /// The object in `source` (and, for a shard index, its shards) copied to
 /// a temporary directory: the directory and the object's path in it.
 fn spool_object(source: &RemoteSource, siblings: &Relative) -> Result<(Spool, std::path::PathBuf)> {
-    let tmp = Spool::new()?;
+    let tmp = Spool::new("tessera-remote")?;
     let name = source
         .name()
         .rsplit('/')
@@ -280,17 +280,23 @@ pub(crate) struct Spool {
 }
 
 impl Spool {
-    fn new() -> Result<Spool> {
+    /// A new directory `PREFIX-PID-N` in the temporary directory.
+    pub(super) fn new(prefix: &str) -> Result<Spool> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
-            "tessera-remote-{}-{}",
+            "{prefix}-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir(&dir)
             .map_err(|e| crate::serialize::io_err(&dir, "cannot create", e))?;
         Ok(Spool { dir })
+    }
+
+    /// The directory.
+    pub(super) fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// `source` copied to `name` (relative, checked) inside the
