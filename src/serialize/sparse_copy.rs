@@ -48,26 +48,83 @@ impl<'s> Sparse<'s> {
 
     /// Reads [a, b) (clamped to the file) where not read yet.
     pub(crate) fn fill(&mut self, a: u64, b: u64) -> Result<()> {
-        let b = b.min(self.source.len());
-        let mut at = a;
-        let mut gaps = Vec::new();
-        for &(x, y) in &self.read {
-            if y <= at || x >= b {
-                continue;
+        self.fill_many(&[(a, b)])
+    }
+
+    /// Reads every range of `ranges` (clamped to the file) where not read
+    /// yet; as many reads at once as the source fetches with (a remote
+    /// object: its requests in flight, so that the local headers of a
+    /// zip of hundreds of records cost a few round trips, not hundreds;
+    /// a file: one after another).
+    pub(crate) fn fill_many(&mut self, ranges: &[(u64, u64)]) -> Result<()> {
+        let len = self.source.len();
+        let mut want: Vec<(u64, u64)> = ranges
+            .iter()
+            .map(|&(a, b)| (a, b.min(len)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        want.sort_unstable();
+        // Overlapping ranges merged: the gaps of each in what was read
+        // are then disjoint from every other's.
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(want.len());
+        for (a, b) in want {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
             }
-            if x > at {
-                gaps.push((at, x));
+        }
+        let mut gaps: Vec<(u64, u64)> = Vec::new();
+        for (a, b) in merged {
+            let mut at = a;
+            for &(x, y) in &self.read {
+                if y <= at || x >= b {
+                    continue;
+                }
+                if x > at {
+                    gaps.push((at, x));
+                }
+                at = at.max(y);
             }
-            at = at.max(y);
+            if at < b {
+                gaps.push((at, b));
+            }
         }
-        if at < b {
-            gaps.push((at, b));
+        gaps.sort_unstable();
+        let threads = match self.source.fetch_defaults().0 {
+            Some(n) => n.clamp(1, gaps.len().max(1)),
+            None => 1,
+        };
+        // Disjoint slices of the copy, dealt round-robin to the threads.
+        let mut work: Vec<Vec<(u64, &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+        let mut rest: &mut [u8] = &mut self.map;
+        let mut base = 0u64;
+        for (i, &(x, y)) in gaps.iter().enumerate() {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut((x - base) as usize);
+            let (part, tail) = tail.split_at_mut((y - x) as usize);
+            work[i % threads].push((x, part));
+            rest = tail;
+            base = y;
         }
-        for (x, y) in gaps {
-            self.source
-                .read_at(x, &mut self.map[x as usize..y as usize])?;
-            self.read.push((x, y));
+        let source = self.source;
+        let read_all = |list: Vec<(u64, &mut [u8])>| -> Result<()> {
+            list.into_iter()
+                .try_for_each(|(at, buf)| source.read_at(at, buf))
+        };
+        if threads == 1 {
+            work.into_iter().try_for_each(read_all)?;
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = work
+                    .into_iter()
+                    .map(|list| s.spawn(move || read_all(list)))
+                    .collect();
+                handles.into_iter().try_for_each(|h| match h.join() {
+                    Ok(r) => r,
+                    Err(p) => std::panic::resume_unwind(p),
+                })
+            })?;
         }
+        self.read.extend(gaps);
         self.read.sort_unstable();
         Ok(())
     }
@@ -96,5 +153,93 @@ impl<'s> Sparse<'s> {
         };
         drop(self);
         Index::from_noted(found, &dict, &noted, source, crcs).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    /// A source of `bytes` that asks for `threads` reads at once, counts
+    /// the bytes read and the most reads seen in flight together.
+    struct Slow {
+        bytes: Vec<u8>,
+        threads: Option<usize>,
+        read: AtomicU64,
+        in_flight: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl ByteSource for Slow {
+        fn len(&self) -> u64 {
+            self.bytes.len() as u64
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            buf.copy_from_slice(&self.bytes[offset as usize..offset as usize + buf.len()]);
+            self.read.fetch_add(buf.len() as u64, Ordering::SeqCst);
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn bytes_read(&self) -> u64 {
+            self.read.load(Ordering::SeqCst)
+        }
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn check_unchanged(&self) -> Result<()> {
+            Ok(())
+        }
+        fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
+            (self.threads, None)
+        }
+    }
+
+    #[test]
+    fn many_ranges_are_read_once_each_several_at_once() {
+        for threads in [None, Some(4)] {
+            let source = Slow {
+                bytes: (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect(),
+                threads,
+                read: AtomicU64::new(0),
+                in_flight: AtomicUsize::new(0),
+                most: AtomicUsize::new(0),
+            };
+            let mut sparse = Sparse::new(&source).unwrap();
+            sparse.fill(100, 200).unwrap();
+            // Overlapping, touching what was read, past the end, empty.
+            let ranges = [
+                (150, 260),
+                (250, 300),
+                (1000, 1100),
+                (2000, 2010),
+                (3000, 3050),
+                (9990, 20_000),
+                (500, 500),
+            ];
+            sparse.fill_many(&ranges).unwrap();
+            let covered = |i: u64| {
+                (100..200).contains(&i)
+                    || ranges.iter().any(|&(a, b)| (a..b.min(10_000)).contains(&i))
+            };
+            let expected: u64 = (0..10_000).filter(|&i| covered(i)).count() as u64;
+            assert_eq!(source.bytes_read(), expected, "{threads:?}: each byte once");
+            for (i, &b) in sparse.bytes().iter().enumerate() {
+                let want = if covered(i as u64) {
+                    source.bytes[i]
+                } else {
+                    0
+                };
+                assert_eq!(b, want, "{threads:?}: byte {i}");
+            }
+            let most = source.most.load(Ordering::SeqCst);
+            match threads {
+                None => assert_eq!(most, 1, "a file's reads one after another"),
+                Some(_) => assert!(most > 1, "reads at once: {most}"),
+            }
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! only what it looks at, and notes the records it would load instead of
 //! loading them (`Source::lazy`).
 //!
-//! The copy (`sparse_copy`) is filled in steps through the byte source:
+//! The copy (`sparse_copy`) is filled in steps through the byte source
+//! (each step's ranges read at once where the source reads in parallel):
 //! the last 128 KiB (the end record, a ZIP64 locator and end record,
 //! usually the whole central directory), the central directory, each
 //! record's local header, then every record that is not a tensor storage
@@ -31,6 +32,9 @@ use std::sync::Arc;
 const TAIL: u64 = 128 << 10;
 /// Bytes read past a local header's name (its extra field starts there).
 const LOCAL_SLACK: u64 = 16;
+/// The bytes of an .npy entry read ahead for its header (NumPy writes 64
+/// or 128; a longer header is read when found).
+const NPY_HEADER: u64 = 128;
 
 /// Whether `first` (the file's first bytes) starts a zip archive.
 pub(crate) fn is_zip(first: &[u8]) -> bool {
@@ -63,18 +67,39 @@ pub(crate) fn index(
             .collect(),
         Err(_) => return Ok(None),
     };
-    for (at, name) in headers {
-        sparse.fill(at, at.saturating_add(30 + name + LOCAL_SLACK))?;
-    }
+    let local: Vec<(u64, u64)> = headers
+        .iter()
+        .map(|&(at, name)| (at, at.saturating_add(30 + name + LOCAL_SLACK)))
+        .collect();
+    sparse.fill_many(&local)?;
     let Ok(entries) = zip_index::entries(sparse.bytes()) else {
         return Ok(None);
     };
+    let is_storage = |e: &zip_index::Entry| {
+        let last = e.name.rsplit('/').next().unwrap_or_default();
+        !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit())
+    };
+    // What the loop below reads, read first all at once (for a remote
+    // object, in parallel): each .npy header's usual size, every record
+    // read whole.
+    let first: Vec<(u64, u64)> = entries
+        .iter()
+        .filter(|e| !(is_storage(e) && e.method == STORED))
+        .map(|e| {
+            let end = e.data.saturating_add(e.packed);
+            if e.method == STORED && e.name.ends_with(".npy") {
+                (e.data, e.data.saturating_add(NPY_HEADER).min(end))
+            } else {
+                (e.data, end)
+            }
+        })
+        .collect();
+    sparse.fill_many(&first)?;
     // Per offset where a stored record will be fetched from: its length
     // and its entry's CRC-32 (the bytes before it hashed).
     let mut crcs = HashMap::new();
     for e in &entries {
-        let last = e.name.rsplit('/').next().unwrap_or_default();
-        let storage = !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit());
+        let storage = is_storage(e);
         let end = e.data.saturating_add(e.packed);
         let crc = |prefix: &[u8]| {
             let mut hasher = crc32fast::Hasher::new();

@@ -17,6 +17,8 @@ misbehaves on request: the first path segment picks how.
                      first one)
   /flaky/FILE        a 503 for the first GET of each range (a retry
                      succeeds)
+  /slow/FILE         correct, each answer 20 ms late (an object store's
+                     first-byte latency, for benches)
 
 Prints "PORT <n>" on stdout once listening on 127.0.0.1 (--port 0: a free
 one). Python's standard library only.
@@ -32,7 +34,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = {"ok", "norange", "badrange", "short", "long", "reset", "drip",
-         "loop", "hugeheader", "changing", "flaky"}
+         "loop", "hugeheader", "changing", "flaky", "slow"}
 COUNT = {"gets": 0}
 FAILED = set()
 LOCK = threading.Lock()
@@ -88,6 +90,8 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             COUNT["gets"] += 0 if head else 1
             n = COUNT["gets"]
+        if mode == "slow":
+            time.sleep(0.02)
         if mode == "loop":
             self.send_response(302)
             self.send_header("Location", self.path)
