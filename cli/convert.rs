@@ -341,7 +341,7 @@ fn record_source(dict: &mut TensorDict, args: &Args, in_format: Format, out_form
 pub fn run(args: Args) -> Outcome {
     let format = output_format(&args)?;
     check_output_dir(&args.output)?;
-    let (in_format, loaded) = input::load(&args.input, args.load)?;
+    let (in_format, loaded) = input::load(&args.input, args.load, args.quiet)?;
     let (mut dict, mut changes) =
         to_write(loaded, &args).map_err(|e| Fail::new(DIFFERENT, e.message()))?;
     record_source(&mut dict, &args, in_format, format);

@@ -217,8 +217,8 @@ fn index(mut i: u64, sizes: &[i64]) -> String {
 }
 
 pub fn run(args: Args) -> Outcome {
-    let (_, da) = input::load(&args.a, args.load)?;
-    let (_, db) = input::load(&args.b, args.load)?;
+    let (_, da) = input::load(&args.a, args.load, args.quiet)?;
+    let (_, db) = input::load(&args.b, args.load, args.quiet)?;
     let (na, nb) = (
         tessera::serialize::shown_path(&args.a),
         tessera::serialize::shown_path(&args.b),

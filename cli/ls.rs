@@ -87,9 +87,9 @@ pub fn run(args: Args) -> Outcome {
     let mut loaded = Vec::with_capacity(args.files.len());
     for path in &args.files {
         let (format, dict) = if args.no_crc {
-            input::load_unchecked(path, args.load)?
+            input::load_unchecked(path, args.load, false)?
         } else {
-            input::load(path, args.load)?
+            input::load(path, args.load, false)?
         };
         loaded.push((path, format, dict));
     }

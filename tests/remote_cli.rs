@@ -77,3 +77,41 @@ fn the_commands_take_urls() {
         run.stderr
     );
 }
+
+/// `tessera ls` of a URL in a terminal (util-linux's `script` gives it
+/// one) shows a bar of the bytes read, fed by the checkpoint handle's
+/// progress: 1000 tensors from the server's /slow/ mode (each answer
+/// 20 ms late) take at least 2.5 s at 8 requests in flight, past the
+/// bar's one-second delay.
+#[test]
+fn ls_of_a_slow_url_shows_a_bar_in_a_terminal() {
+    settings();
+    if std::env::var_os("TESSERA_TEST_RUNNER").is_some() {
+        eprintln!("SKIPPED: `script` cannot run the command through TESSERA_TEST_RUNNER");
+        return;
+    }
+    if !have("script") {
+        return;
+    }
+    let root = scratch("cli-bar");
+    let mut d = serialize::TensorDict::new();
+    for i in 0..1000 {
+        let t =
+            tessera::Tensor::empty(&[1024], tessera::DType::Float, tessera::Device::CPU).unwrap();
+        d.set(&format!("t{i:04}"), t).unwrap();
+    }
+    serialize::save(&d, &root.join("m.safetensors"), Format::Safetensors).unwrap();
+    let Some(server) = python_server(&root) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/slow/m.safetensors", server.port);
+    let line = format!("{} ls {url}", env!("CARGO_BIN_EXE_tessera"));
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("reading {url}")), "no bar: {text}");
+    assert!(text.contains("t0999"), "the listing: {text}");
+}

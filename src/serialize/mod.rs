@@ -73,7 +73,7 @@ pub use torch_pickle::SKIPPED_KEY;
 pub use values::{
     MAX_BYTES as MAX_VALUE_BYTES, MAX_DEPTH as MAX_VALUE_DEPTH, SOURCE_KEY, VALUES_KEY,
 };
-pub use verify::{check_archives, Verified, VerifiedFile};
+pub use verify::{check_archives, check_archives_progress, Verified, VerifiedFile};
 pub use verify_sets::verify;
 
 use crate::device::Device;

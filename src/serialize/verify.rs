@@ -160,8 +160,19 @@ pub(crate) fn verify_one(
 /// archive per item) is left to [`super::verify`]. `tessera convert` and
 /// `tessera ls` call it.
 pub fn check_archives(dict: &TensorDict) -> Result<usize> {
+    check_archives_progress(dict, &mut |_, _| {})
+}
+
+/// [`check_archives`], calling `progress` with the bytes of records read
+/// so far and the bytes it reads in all, after each piece (a few MiB) on
+/// the calling thread: what `tessera ls` and `convert` show a bar with.
+pub fn check_archives_progress(
+    dict: &TensorDict,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<usize> {
     let mut seen = std::collections::HashSet::new();
-    let mut records = 0;
+    // Per archive: its path, its mapping and its records.
+    let mut archives = Vec::new();
     for (_, t) in dict.iter() {
         let Some((file, path, _)) = super::source::mapped_extent(t.storage()) else {
             continue;
@@ -178,15 +189,26 @@ pub fn check_archives(dict: &TensorDict) -> Result<usize> {
             .try_clone()
             .map_err(|e| fail(&crate::files::reason(&e)))?;
         let mapped = super::map_file(dup, len, &path, true)?;
-        let bytes = storage_bytes(&mapped)?;
         // Not one zip archive (a DCP .distcp file holds several, one per
         // item: `verify` checks them through the checkpoint's metadata).
-        let Ok(entries) = super::zip_index::entries(bytes).map_err(|_| ()) else {
+        let Ok(entries) = super::zip_index::entries(storage_bytes(&mapped)?).map_err(|_| ()) else {
             continue;
         };
+        archives.push((path, mapped, entries));
+    }
+    let total: u64 = archives
+        .iter()
+        .flat_map(|(_, _, entries)| entries.iter().map(|e| e.packed))
+        .sum();
+    let (mut done, mut records) = (0u64, 0);
+    for (path, mapped, entries) in &archives {
+        let bytes = storage_bytes(mapped)?;
         for e in entries {
-            check_record(&e, bytes, &mut |_| {})
-                .map_err(|err| crate::err!(Format, "{}: {}", path.display(), err.message()))?;
+            check_record(e, bytes, &mut |n| {
+                done += n;
+                progress(done, total);
+            })
+            .map_err(|err| crate::err!(Format, "{}: {}", path.display(), err.message()))?;
             records += 1;
         }
     }
