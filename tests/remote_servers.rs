@@ -453,6 +453,14 @@ fn saves_round_trip(bucket: &Path) {
         &serialize::load(&local, Format::Auto, COPY).unwrap(),
         "dcp",
     );
+    // Read back by a second process, every record and byte checked.
+    for url in [
+        "s3://bucket/saved/dcp/",
+        "s3://bucket/saved/sharded/model.safetensors.index.json",
+        "s3://bucket/saved/big.pt",
+    ] {
+        cli::tessera(&["verify", url]).expect(0);
+    }
     // `tessera convert` to a URL: the upload of what it writes locally.
     let url = "s3://bucket/saved/converted.safetensors";
     let input = scratch("s3-convert").join("in.pt");
