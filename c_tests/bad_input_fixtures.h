@@ -309,6 +309,13 @@ static int fx_cancel(void *user, uint64_t done, uint64_t total, const char *fini
 static const TsrLoadOptions FX_LOAD_OPTS = {sizeof(TsrLoadOptions), 2, 4096, NULL, NULL};
 static const TsrLoadOptions FX_LOAD_OPTS_TINY = {2, 0, 0, NULL, NULL};
 static const TsrLoadOptions FX_LOAD_OPTS_CANCEL = {sizeof(TsrLoadOptions), 0, 0, fx_cancel, NULL};
+/* Settings for tsr_checkpoint_open_with: two valid ones (a local path
+   ignores them), a name tessera does not take, a NULL name, a value out
+   of range (checked at a URL's open, before any request). */
+static const TsrSetting FX_SETTINGS[] = {{"TSR_REMOTE_RETRIES", "1"}, {"AWS_REGION", "us-east-1"}};
+static const TsrSetting FX_SETTINGS_UNKNOWN[] = {{"TSR_REMOTE_THREADS", "4"}};
+static const TsrSetting FX_SETTINGS_NULL_NAME[] = {{NULL, "1"}};
+static const TsrSetting FX_SETTINGS_BAD_VALUE[] = {{"TSR_REMOTE_RETRIES", "many"}};
 static long fx_deleted_at_setup, fx_dl_made_at_setup, fx_dl_deleted_at_setup;
 
 static TsrDevice fx_device(int8_t type, int8_t index) {

@@ -73,5 +73,14 @@ TEST(checkpoint_loads_in_parts) {
     moved = Checkpoint();  // closed: loaded tensors stay valid
     CHECK_EQ(static_cast<const float*>(head.data())[5], 5.0f);
     CHECK_FAILS(Checkpoint::open("/nonexistent/x.pt"), TSR_ERR_IO, "/nonexistent/x.pt");
+
+    // Settings for a URL's open: a local path ignores them; a name
+    // tessera does not take is refused naming it.
+    TsrSetting settings[] = {{"TSR_REMOTE_CONCURRENCY", "16"}, {"AWS_REGION", "us-east-1"}};
+    Checkpoint local = OK(Checkpoint::open_with(path.c_str(), settings, 2));
+    CHECK_EQ(local.size(), size_t(2));
+    TsrSetting unknown[] = {{"TSR_REMOTE_THREADS", "4"}};
+    CHECK_FAILS(Checkpoint::open_with(path.c_str(), unknown, 1), TSR_ERR_INVALID_ARGUMENT,
+                "TSR_REMOTE_THREADS");
     std::remove(path.c_str());
 }

@@ -788,6 +788,24 @@ typedef struct TsrCachingMemoryStats {
 typedef int32_t TsrFormat;
 
 /**
+ * One setting of tsr_checkpoint_open_with: a variable's name and the
+ * value that replaces the environment's for that open.
+ */
+typedef struct TsrSetting {
+    /**
+     * TSR_REMOTE_CONCURRENCY, TSR_REMOTE_CHUNK_BYTES,
+     * TSR_REMOTE_TIMEOUT_MS, TSR_REMOTE_RETRIES, or an AWS_ variable
+     * (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+     * AWS_REGION, AWS_SESSION_TOKEN, AWS_ALLOW_HTTP, ...).
+     */
+    const char *name;
+    /**
+     * Its value (NUL-terminated UTF-8).
+     */
+    const char *value;
+} TsrSetting;
+
+/**
  * An element type: c10's ScalarType number, 8 bits wide; every number
  * 0..46 of PyTorch 2.15 is one. Arithmetic and fill: the integers, Bool,
  * the floating types Half / Float / Double / BFloat16 and the complex
@@ -2071,6 +2089,32 @@ TsrStatus tsr_checkpoint_open(const char *path,
                               TsrFormat format,
                               uint32_t flags,
                               struct TsrCheckpoint **out);
+
+/**
+ * tsr_checkpoint_open with `n_settings` settings for a URL, each over
+ * the environment variable of its name for this open only (its requests,
+ * S3's endpoint, region and credentials: another thread's opens and the
+ * environment are untouched). A later setting of the same name wins. A
+ * local path ignores them. Secret values (AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID) never appear in messages.
+ *
+ * Errors: as tsr_checkpoint_open; TSR_ERR_NULL_POINTER (`settings` NULL
+ * with n_settings > 0, a NULL name or value, naming its index);
+ * TSR_ERR_INVALID_ARGUMENT (a name that is neither a TSR_REMOTE_ setting
+ * nor an AWS_ variable, or, at a URL's open, one object_store does not
+ * read; a value out of its range, naming both).
+ *
+ * # Safety
+ * `path` NULL or NUL-terminated; `settings` NULL or `n_settings`
+ * readable entries whose strings are NULL or NUL-terminated; `out` NULL
+ * or writable.
+ */
+TsrStatus tsr_checkpoint_open_with(const char *path,
+                                   TsrFormat format,
+                                   uint32_t flags,
+                                   const struct TsrSetting *settings,
+                                   size_t n_settings,
+                                   struct TsrCheckpoint **out);
 
 /**
  * The number of tensors in the checkpoint (0 for NULL).

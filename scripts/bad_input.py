@@ -110,6 +110,8 @@ DEFAULTS = [
     (r"(const )?struct TsrCheckpoint \*", r".*", "F.ckpt"),
     (r"const char \*const \*", r"names", "FX_NAMES"),
     (r"const struct TsrLoadOptions \*", r".*", "&FX_LOAD_OPTS"),
+    (r"const struct TsrSetting \*", r"settings", "FX_SETTINGS"),
+    (r"size_t", r"n_settings", "2"),
     (r"size_t", r"n", "1", r"tsr_checkpoint_load_many.*"),
     (r"size_t \*", r"out", "&S.index"),
     (r"int64_t", r"start", "1", r"tsr_checkpoint_load_rows"),

@@ -350,6 +350,33 @@ fn s3_serves_every_layout_and_keeps_its_secrets() {
         e.message().contains(url) && !e.message().contains("wrong-secret-1234"),
         "{e}"
     );
+    // Settings of one open over the environment's: the right secret
+    // given to the handle wins over the wrong one in the environment;
+    // a wrong one given so is kept out of the message as well.
+    let mut right = serialize::RemoteSettings::new();
+    right.set("AWS_SECRET_ACCESS_KEY", SECRET).unwrap();
+    let c = Checkpoint::open_with(Path::new(url), Format::Auto, COPY, &right).unwrap();
+    assert!(!c.is_empty());
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET);
+    let mut wrong = serialize::RemoteSettings::new();
+    wrong
+        .set("AWS_SECRET_ACCESS_KEY", "handle-secret-5678")
+        .unwrap();
+    let e = Checkpoint::open_with(Path::new(url), Format::Auto, COPY, &wrong)
+        .err()
+        .unwrap();
+    assert!(
+        e.message().contains(url) && !e.message().contains("handle-secret-5678"),
+        "{e}"
+    );
+    let mut unknown = serialize::RemoteSettings::new();
+    unknown.set("AWS_NOT_A_SETTING", "1").unwrap();
+    let e = Checkpoint::open_with(Path::new(url), Format::Auto, COPY, &unknown)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), tessera::ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("AWS_NOT_A_SETTING"), "{e}");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "wrong-secret-1234");
     // A save the server refuses: the URL named, no secret, the object
     // there before kept, nothing left in the temporary directory.
     let kept = root.join("bucket/saved/a.safetensors");

@@ -57,6 +57,20 @@ class Checkpoint {
         return detail::finish(status, Checkpoint(out));
     }
 
+    /**
+     * Opens `path` with `n` settings over the environment's for a URL
+     * (tsr_checkpoint_open_with: {"AWS_ENDPOINT_URL", "..."},
+     * {"TSR_REMOTE_CONCURRENCY", "16"}, ...).
+     */
+    [[nodiscard]] static Returns<Checkpoint> open_with(const char* path, const TsrSetting* settings,
+                                                       size_t n, Format format = Format::Auto,
+                                                       uint32_t flags = 0) {
+        TsrCheckpoint* out = nullptr;
+        TsrStatus status = tsr_checkpoint_open_with(path, static_cast<TsrFormat>(format), flags,
+                                                    settings, n, &out);
+        return detail::finish(status, Checkpoint(out));
+    }
+
     /** The number of tensors. */
     size_t size() const noexcept { return tsr_checkpoint_size(handle_); }
     /** Tensor `i`'s name (nullptr past the end). */

@@ -106,10 +106,17 @@ class Checkpoint:
     (`tsr_checkpoint_open`): only the index is read at open. Safe to use
     from several threads; arrays outlive it."""
 
-    def __init__(self, path, mmap=False, format=None, strict=False):
+    def __init__(self, path, mmap=False, format=None, strict=False, settings=None):
         out = ffi.new("struct TsrCheckpoint **")
-        check(lib.tsr_checkpoint_open(_path(path), _format(format),
-                                      _flags(mmap, strict), out))
+        pairs = [(str(k).encode(), str(v).encode()) for k, v in (settings or {}).items()]
+        # The strings live as long as the call (cffi frees them after).
+        keep = [(ffi.new("char[]", k), ffi.new("char[]", v)) for k, v in pairs]
+        array = ffi.new("struct TsrSetting[]", max(len(keep), 1))
+        for i, (k, v) in enumerate(keep):
+            array[i].name = k
+            array[i].value = v
+        check(lib.tsr_checkpoint_open_with(_path(path), _format(format),
+                                           _flags(mmap, strict), array, len(keep), out))
         self._c = ffi.gc(out[0], lib.tsr_checkpoint_close)
         self._names = [ffi.string(lib.tsr_checkpoint_name(self._c, i)).decode()
                        for i in range(lib.tsr_checkpoint_size(self._c))]
@@ -204,10 +211,13 @@ class Checkpoint:
         self.close()
 
 
-def open(path, mmap=False, format=None, strict=False):
+def open(path, mmap=False, format=None, strict=False, settings=None):
     """The checkpoint at `path` opened for loading in parts: a
-    `Checkpoint` (also a context manager)."""
-    return Checkpoint(path, mmap=mmap, format=format, strict=strict)
+    `Checkpoint` (also a context manager). `settings`: a dict of remote
+    settings over the environment's for this open only, by the variables'
+    names (``{"AWS_ENDPOINT_URL": "http://...", "TSR_REMOTE_CONCURRENCY":
+    16}``)."""
+    return Checkpoint(path, mmap=mmap, format=format, strict=strict, settings=settings)
 
 
 # The arrays tessera storages view, by the key their deleter gets.

@@ -249,3 +249,15 @@ def _saved(tmp_path):
     path = tmp_path / "ok.safetensors"
     tessera.save({"x": np.ones(3, dtype=np.float32)}, path)
     return path
+
+
+def test_open_takes_remote_settings_by_their_variables_names(tmp_path):
+    # A local path ignores them; a name tessera does not take is refused
+    # naming it; a URL's bad value is refused at open, before any request.
+    with tessera.open(_saved(tmp_path), settings={"TSR_REMOTE_CONCURRENCY": 16,
+                                                  "AWS_REGION": "us-east-1"}) as c:
+        assert c.keys() == ["x"]
+    with pytest.raises(tessera.TesseraValueError, match="TSR_REMOTE_THREADS"):
+        tessera.open(_saved(tmp_path), settings={"TSR_REMOTE_THREADS": 4})
+    with pytest.raises(tessera.TesseraValueError, match="TSR_REMOTE_RETRIES"):
+        tessera.open("s3://bucket/x.safetensors", settings={"TSR_REMOTE_RETRIES": "many"})

@@ -6,7 +6,7 @@ use super::handle::{arc_clone, arc_from, arc_into, arc_ref, box_into, tensor_han
 use super::serialize::{flags_arg, format_arg, path_arg};
 use super::types::*;
 use crate::error::Result;
-use crate::serialize::{Checkpoint, FetchOptions, Progress, TensorDict};
+use crate::serialize::{Checkpoint, FetchOptions, Progress, RemoteSettings, TensorDict};
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::Arc;
 
@@ -86,17 +86,85 @@ pub unsafe extern "C" fn tsr_checkpoint_open(
         // SAFETY: path is NULL or NUL-terminated.
         let path = unsafe { path_arg(path)? };
         let ckpt = Checkpoint::open(path, format_arg(format)?, flags_arg(flags)?)?;
-        let names = (0..ckpt.len())
-            .map(|i| cstring(ckpt.name(i).unwrap_or_default()))
-            .collect();
-        let sizes = (0..ckpt.len())
-            .map(|i| ckpt.info(i).map(|(_, s, _)| s.to_vec()).unwrap_or_default())
-            .collect();
-        let held = Arc::new(Held { ckpt, names, sizes });
         // SAFETY: out checked non-NULL.
-        unsafe { write_out(out, arc_into::<TsrCheckpoint, Held>(held)) };
+        unsafe { write_out(out, held(ckpt)) };
         Ok(())
     })
+}
+
+/// One setting of tsr_checkpoint_open_with: a variable's name and the
+/// value that replaces the environment's for that open.
+#[repr(C)]
+pub struct TsrSetting {
+    /// TSR_REMOTE_CONCURRENCY, TSR_REMOTE_CHUNK_BYTES,
+    /// TSR_REMOTE_TIMEOUT_MS, TSR_REMOTE_RETRIES, or an AWS_ variable
+    /// (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    /// AWS_REGION, AWS_SESSION_TOKEN, AWS_ALLOW_HTTP, ...).
+    pub name: *const c_char,
+    /// Its value (NUL-terminated UTF-8).
+    pub value: *const c_char,
+}
+
+/// tsr_checkpoint_open with `n_settings` settings for a URL, each over
+/// the environment variable of its name for this open only (its requests,
+/// S3's endpoint, region and credentials: another thread's opens and the
+/// environment are untouched). A later setting of the same name wins. A
+/// local path ignores them. Secret values (AWS_SECRET_ACCESS_KEY,
+/// AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID) never appear in messages.
+///
+/// Errors: as tsr_checkpoint_open; TSR_ERR_NULL_POINTER (`settings` NULL
+/// with n_settings > 0, a NULL name or value, naming its index);
+/// TSR_ERR_INVALID_ARGUMENT (a name that is neither a TSR_REMOTE_ setting
+/// nor an AWS_ variable, or, at a URL's open, one object_store does not
+/// read; a value out of its range, naming both).
+///
+/// # Safety
+/// `path` NULL or NUL-terminated; `settings` NULL or `n_settings`
+/// readable entries whose strings are NULL or NUL-terminated; `out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_checkpoint_open_with(
+    path: *const c_char,
+    format: TsrFormat,
+    flags: u32,
+    settings: *const TsrSetting,
+    n_settings: usize,
+    out: *mut *mut TsrCheckpoint,
+) -> TsrStatus {
+    guard("tsr_checkpoint_open_with", || {
+        check_not_null(out, "out")?;
+        // SAFETY: path is NULL or NUL-terminated.
+        let path = unsafe { path_arg(path)? };
+        let mut over = RemoteSettings::new();
+        if n_settings > 0 {
+            check_not_null(settings, "settings")?;
+            // SAFETY: settings is non-NULL with n_settings readable
+            // entries (the caller's contract).
+            let list = unsafe { std::slice::from_raw_parts(settings, n_settings) };
+            for (i, s) in list.iter().enumerate() {
+                // SAFETY: each string NULL or NUL-terminated.
+                let name = unsafe { str_arg(s.name, &format!("settings[{i}].name"))? };
+                // SAFETY: as above.
+                let value = unsafe { str_arg(s.value, &format!("settings[{i}].value"))? };
+                over.set(name, value)?;
+            }
+        }
+        let ckpt = Checkpoint::open_with(path, format_arg(format)?, flags_arg(flags)?, &over)?;
+        // SAFETY: out checked non-NULL.
+        unsafe { write_out(out, held(ckpt)) };
+        Ok(())
+    })
+}
+
+/// `ckpt` as a handle, with the names and sizes its getters hand out.
+fn held(ckpt: Checkpoint) -> *mut TsrCheckpoint {
+    let names = (0..ckpt.len())
+        .map(|i| cstring(ckpt.name(i).unwrap_or_default()))
+        .collect();
+    let sizes = (0..ckpt.len())
+        .map(|i| ckpt.info(i).map(|(_, s, _)| s.to_vec()).unwrap_or_default())
+        .collect();
+    arc_into::<TsrCheckpoint, Held>(Arc::new(Held { ckpt, names, sizes }))
 }
 
 /// The number of tensors in the checkpoint (0 for NULL).

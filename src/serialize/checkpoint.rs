@@ -9,6 +9,7 @@ use super::byte_source::FileSource;
 use super::ckpt_index::{Index, RecordData};
 use super::fetch::{self, Job, Options};
 use super::formats::Format;
+use super::remote::RemoteSettings;
 use super::source::{place_in, Source};
 use super::{LoadFlags, TensorDict};
 use crate::device::Device;
@@ -59,6 +60,18 @@ impl Checkpoint {
     /// read-only mapping and read-only tensors; `flags.skip_unknown`: as
     /// for [`super::load`].
     pub fn open(path: &Path, format: Format, flags: LoadFlags) -> Result<Checkpoint> {
+        Checkpoint::open_with(path, format, flags, &RemoteSettings::default())
+    }
+
+    /// [`Checkpoint::open`] with `settings` over the environment's for a
+    /// URL (its requests, S3's endpoint and credentials; a local path
+    /// ignores them).
+    pub fn open_with(
+        path: &Path,
+        format: Format,
+        flags: LoadFlags,
+        settings: &RemoteSettings,
+    ) -> Result<Checkpoint> {
         // A URL (docs/FORMATS.md, "Remote checkpoints"): fetched, never
         // mapped.
         let flags = match super::remote::url_of(path) {
@@ -68,7 +81,7 @@ impl Checkpoint {
             },
             None => flags,
         };
-        let index = open_index(path, format, flags).map_err(|e| {
+        let index = open_index(path, format, flags, settings).map_err(|e| {
             let shown = super::shown_path(path);
             if e.message().contains(&shown) {
                 e
@@ -508,9 +521,14 @@ pub(crate) fn load_all(index: Index) -> Result<TensorDict> {
 }
 
 /// The index of the checkpoint at `path`.
-fn open_index(path: &Path, format: Format, flags: LoadFlags) -> Result<Index> {
+fn open_index(
+    path: &Path,
+    format: Format,
+    flags: LoadFlags,
+    settings: &RemoteSettings,
+) -> Result<Index> {
     if let Some(url) = super::remote::url_of(path) {
-        return super::remote::open_index(url, format, flags);
+        return super::remote::open_index(url, format, flags, settings);
     }
     if let Some(dir) = dcp_dir(path, format) {
         if let Some(index) = super::dcp_index::index(&dir, flags)? {

@@ -68,6 +68,7 @@ pub use checkpoint::{Checkpoint, FetchOptions, Progress, ProgressFn};
 pub use dict::TensorDict;
 pub use formats::{detect, Format};
 pub use hf_save::save_sharded;
+pub use remote::RemoteSettings;
 pub use safetensors_format::row_major;
 pub use torch_pickle::SKIPPED_KEY;
 pub use values::{
@@ -368,7 +369,7 @@ fn load_path(path: &Path, format: Format, flags: LoadFlags) -> Result<(Format, T
     // A URL: indexed through its reads, every tensor fetched by ranged
     // requests into its own memory (no mapping: `mmap` has no file).
     if let Some(url) = remote::url_of(path) {
-        let index = remote::open_index(url, format, flags)?;
+        let index = remote::open_index(url, format, flags, &RemoteSettings::default())?;
         return Ok((index.format, checkpoint::load_all(index)?));
     }
     // A DCP checkpoint that can be indexed by reads: loaded through its

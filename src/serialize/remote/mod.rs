@@ -31,6 +31,72 @@ use super::LoadFlags;
 use crate::error::Result;
 use std::path::Path;
 
+/// Settings for one open of a URL, over the environment's: the names
+/// are the variables' (`TSR_REMOTE_CONCURRENCY`, `TSR_REMOTE_CHUNK_BYTES`,
+/// `TSR_REMOTE_TIMEOUT_MS`, `TSR_REMOTE_RETRIES`, and AWS's `AWS_*`
+/// variables object_store reads: `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_SESSION_TOKEN`,
+/// `AWS_ALLOW_HTTP`, ...); a value set here wins over the variable's.
+/// Values are checked at the open that uses them; a local path ignores
+/// them.
+#[derive(Clone, Debug, Default)]
+pub struct RemoteSettings {
+    pairs: Vec<(String, String)>,
+}
+
+/// The tessera settings a [`RemoteSettings`] takes besides AWS's.
+pub(crate) const TSR_SETTINGS: [&str; 4] = [
+    "TSR_REMOTE_CONCURRENCY",
+    "TSR_REMOTE_CHUNK_BYTES",
+    "TSR_REMOTE_TIMEOUT_MS",
+    "TSR_REMOTE_RETRIES",
+];
+
+impl RemoteSettings {
+    /// No settings: the environment's.
+    pub fn new() -> RemoteSettings {
+        RemoteSettings::default()
+    }
+
+    /// Sets `name` to `value` (a later set of the same name wins).
+    /// Errors: `InvalidArgument` for a name that is neither one of
+    /// tessera's remote settings nor an `AWS_` variable.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let aws = name.len() > 4
+            && name.starts_with("AWS_")
+            && name[4..]
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        crate::ensure!(
+            TSR_SETTINGS.contains(&name) || aws,
+            InvalidArgument,
+            "unknown remote setting '{}': expected one of {} or an AWS_ variable              (AWS_ENDPOINT_URL, AWS_REGION, ...)",
+            name.escape_debug(),
+            TSR_SETTINGS.join(", ")
+        );
+        self.pairs.retain(|(n, _)| n != name);
+        self.pairs.push((name.to_owned(), value.to_owned()));
+        Ok(())
+    }
+
+    /// The value set for `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The `AWS_` settings, in the order set.
+    #[cfg_attr(not(all(feature = "remote", target_os = "linux")), allow(dead_code))]
+    pub(crate) fn aws(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs
+            .iter()
+            .filter(|(n, _)| n.starts_with("AWS_"))
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+}
+
 /// The schemes read as URLs.
 const SCHEMES: [&str; 3] = ["http://", "https://", "s3://"];
 
@@ -47,8 +113,13 @@ pub(crate) fn url_of(path: &Path) -> Option<&str> {
 /// The index of the checkpoint at `url` (module documentation). Errors
 /// name the URL (its credentials, if it holds any, left out).
 #[cfg(all(feature = "remote", target_os = "linux"))]
-pub(crate) fn open_index(url: &str, format: Format, flags: LoadFlags) -> Result<Index> {
-    open::open_index(url, format, flags)
+pub(crate) fn open_index(
+    url: &str,
+    format: Format,
+    flags: LoadFlags,
+    settings: &RemoteSettings,
+) -> Result<Index> {
+    open::open_index(url, format, flags, settings)
 }
 
 /// The checkpoint at `url` copied to a temporary directory (removed when
@@ -87,7 +158,12 @@ pub(crate) fn save_to(
 
 /// Without the `remote` feature: refused.
 #[cfg(not(all(feature = "remote", target_os = "linux")))]
-pub(crate) fn open_index(url: &str, _format: Format, _flags: LoadFlags) -> Result<Index> {
+pub(crate) fn open_index(
+    url: &str,
+    _format: Format,
+    _flags: LoadFlags,
+    _settings: &RemoteSettings,
+) -> Result<Index> {
     Err(without("open", url))
 }
 
@@ -132,6 +208,26 @@ mod tests {
         assert!(url_of(Path::new("./http://x")).is_none());
         assert!(url_of(Path::new("s3:/b")).is_none());
         assert!(url_of(Path::new("model.safetensors")).is_none());
+    }
+
+    #[test]
+    fn settings_take_tessera_and_aws_names_only() {
+        let mut s = RemoteSettings::new();
+        s.set("TSR_REMOTE_RETRIES", "1").unwrap();
+        s.set("AWS_REGION", "eu-west-1").unwrap();
+        s.set("AWS_REGION", "us-east-1").unwrap();
+        assert_eq!(s.get("AWS_REGION"), Some("us-east-1"));
+        assert_eq!(s.aws().count(), 1);
+        for bad in [
+            "TSR_REMOTE_THREADS",
+            "AWS_",
+            "aws_region",
+            "HOME",
+            "AWS_REGION\n",
+        ] {
+            let e = s.set(bad, "x").unwrap_err();
+            assert!(e.message().contains(&bad.escape_debug().to_string()), "{e}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 use super::object::RemoteSource;
 use super::settings::Settings;
 use super::store::{locate, Located};
+use super::RemoteSettings;
 use crate::error::Result;
 use crate::serialize::byte_source::ByteSource;
 use crate::serialize::ckpt_index::Index;
@@ -31,8 +32,8 @@ enum Target {
 }
 
 /// What `url` names, opened.
-fn target(url: &str, format: Format, settings: Settings) -> Result<Target> {
-    let located = locate(url, &settings)?;
+fn target(url: &str, format: Format, settings: Settings, over: &RemoteSettings) -> Result<Target> {
+    let located = locate(url, &settings, over)?;
     let key = located.key.as_ref();
     let is_prefix = url.ends_with('/') || key.is_empty();
     let dcp = matches!(format, Format::Auto | Format::Dcp)
@@ -60,10 +61,15 @@ fn target(url: &str, format: Format, settings: Settings) -> Result<Target> {
 }
 
 /// The index of the checkpoint at `url`.
-pub(super) fn open_index(url: &str, format: Format, flags: LoadFlags) -> Result<Index> {
-    let settings = Settings::from_env()?;
+pub(super) fn open_index(
+    url: &str,
+    format: Format,
+    flags: LoadFlags,
+    over: &RemoteSettings,
+) -> Result<Index> {
+    let settings = Settings::with(over)?;
     let shown = super::shown(url);
-    let indexed = match target(url, format, settings)? {
+    let indexed = match target(url, format, settings, over)? {
         Target::Dcp(located, dir) => dcp_index(&located, &dir, settings, flags),
         Target::Object(object) => {
             let (source, siblings) = *object;
@@ -86,7 +92,7 @@ pub(super) fn open_index(url: &str, format: Format, flags: LoadFlags) -> Result<
 pub(super) fn download(url: &str, format: Format) -> Result<(Spool, std::path::PathBuf)> {
     let settings = Settings::from_env()?;
     let shown = super::shown(url);
-    match target(url, format, settings).map_err(|e| named(e, &shown))? {
+    match target(url, format, settings, &RemoteSettings::default()).map_err(|e| named(e, &shown))? {
         Target::Dcp(located, dir) => {
             let tmp = spool_dcp(&located, &dir, settings).map_err(|e| named(e, &shown))?;
             let path = tmp.dir.clone();

@@ -35,7 +35,7 @@ pub(crate) fn save_to(url: &str, save: impl FnOnce(&Path) -> Result<PathBuf>) ->
         "cannot save to {shown}: HTTP servers take no uploads from tessera: expected an \
          s3://BUCKET/KEY URL or a local path"
     );
-    let located = locate(url, &settings)?;
+    let located = locate(url, &settings, &super::RemoteSettings::default())?;
     let key = located.key.as_ref().trim_end_matches('/').to_owned();
     let name = key.rsplit('/').next().unwrap_or_default().to_owned();
     crate::ensure!(

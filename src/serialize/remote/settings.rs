@@ -15,6 +15,7 @@
 //! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //! `AWS_REGION`, `AWS_ALLOW_HTTP`, ...).
 
+use super::RemoteSettings;
 use crate::error::Result;
 use std::time::Duration;
 
@@ -38,6 +39,15 @@ impl Settings {
     /// The settings the environment gives. Errors: `InvalidArgument`
     /// naming the variable, its value and what was expected.
     pub(crate) fn from_env() -> Result<Settings> {
+        Settings::with(&RemoteSettings::default())
+    }
+
+    /// The settings `over` gives, the environment's where it gives none.
+    pub(crate) fn with(over: &RemoteSettings) -> Result<Settings> {
+        let var = |name: &str, default: u64, lo: u64, hi: u64| match over.get(name) {
+            Some(v) => parse(name, v, default, lo, hi),
+            None => var(name, default, lo, hi),
+        };
         Ok(Settings {
             concurrency: var(
                 "TSR_REMOTE_CONCURRENCY",
@@ -63,7 +73,12 @@ fn var(name: &str, default: u64, lo: u64, hi: u64) -> Result<u64> {
     let Some(value) = std::env::var_os(name) else {
         return Ok(default);
     };
-    let text = value.to_string_lossy();
+    parse(name, &value.to_string_lossy(), default, lo, hi)
+}
+
+/// The integer `text` of setting `name` (`default` when empty), within
+/// `[lo, hi]`.
+fn parse(name: &str, text: &str, default: u64, lo: u64, hi: u64) -> Result<u64> {
     if text.trim().is_empty() {
         return Ok(default);
     }

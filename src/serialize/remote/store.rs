@@ -5,6 +5,7 @@
 //! AWS's environment variables), with tessera's timeout and retries.
 
 use super::settings::Settings;
+use super::RemoteSettings;
 use crate::error::Result;
 use object_store::path::Path as ObjPath;
 use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
@@ -64,7 +65,7 @@ pub(super) struct Located {
 /// Errors: `InvalidArgument` for a URL that does not parse, a query or a
 /// fragment, an S3 URL without a bucket; `Io` for a store that cannot be
 /// made (the reason object_store gives).
-pub(super) fn locate(url: &str, settings: &Settings) -> Result<Located> {
+pub(super) fn locate(url: &str, settings: &Settings, over: &RemoteSettings) -> Result<Located> {
     let shown = super::shown(url);
     let parsed = url::Url::parse(url).map_err(|e| {
         crate::err!(
@@ -100,7 +101,22 @@ pub(super) fn locate(url: &str, settings: &Settings) -> Result<Located> {
             InvalidArgument,
             "'{shown}' names no bucket: expected s3://BUCKET/KEY"
         );
-        object_store::aws::AmazonS3Builder::from_env()
+        let mut builder = object_store::aws::AmazonS3Builder::from_env();
+        for (name, value) in over.aws() {
+            if SECRET_VARIABLES.contains(&name) {
+                remember_secret(value);
+            }
+            let key = name.to_ascii_lowercase().parse().map_err(|_| {
+                crate::err!(
+                    InvalidArgument,
+                    "unknown remote setting '{name}': not an AWS variable object_store reads \
+                     (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, \
+                     AWS_SESSION_TOKEN, AWS_ALLOW_HTTP, ...)"
+                )
+            })?;
+            builder = builder.with_config(key, value);
+        }
+        builder
             .with_bucket_name(host)
             .with_config(
                 object_store::aws::AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
@@ -140,18 +156,40 @@ pub(super) fn locate(url: &str, settings: &Settings) -> Result<Located> {
     Ok(Located { store, key, root })
 }
 
+/// The AWS variables whose values never appear in a message.
+const SECRET_VARIABLES: [&str; 3] = [
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+];
+
+/// The secrets given as settings of an open (not in the environment),
+/// left out of every later message of the process.
+static SECRETS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn remember_secret(value: &str) {
+    let mut held = SECRETS.lock().unwrap_or_else(|p| p.into_inner());
+    if !held.iter().any(|s| s == value) {
+        held.push(value.to_owned());
+    }
+}
+
 /// `message` with every credential it might hold replaced: the
-/// password of `url`, and the values of AWS's secret variables.
+/// password of `url`, and the values of AWS's secret variables (in the
+/// environment or given as an open's settings).
 pub(super) fn redact(message: &str, url: &str) -> String {
     let mut out = message.to_owned();
-    let mut secrets: Vec<String> = [
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_ACCESS_KEY_ID",
-    ]
-    .iter()
-    .filter_map(|v| std::env::var(v).ok())
-    .collect();
+    let mut secrets: Vec<String> = SECRET_VARIABLES
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .collect();
+    secrets.extend(
+        SECRETS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned(),
+    );
     if let Ok(u) = url::Url::parse(url) {
         secrets.extend(u.password().map(str::to_owned));
         if !u.username().is_empty() {
