@@ -261,3 +261,27 @@ def test_open_takes_remote_settings_by_their_variables_names(tmp_path):
         tessera.open(_saved(tmp_path), settings={"TSR_REMOTE_THREADS": 4})
     with pytest.raises(tessera.TesseraValueError, match="TSR_REMOTE_RETRIES"):
         tessera.open("s3://bucket/x.safetensors", settings={"TSR_REMOTE_RETRIES": "many"})
+
+
+def test_load_and_open_take_urls(tmp_path):
+    # The repository's test server (tests/remote/http_server.py) serving
+    # tmp_path on 127.0.0.1: a URL loads as the file does.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    server = Path(__file__).resolve().parents[2] / "tests" / "remote" / "http_server.py"
+    if not server.is_file():
+        pytest.skip("tests/remote/http_server.py is not beside this checkout")
+    path = _saved(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(server), "--root", str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split()[1])
+        url = f"http://127.0.0.1:{port}/ok/{path.name}"
+        assert np.array_equal(tessera.load(url)["x"], tessera.load(path)["x"])
+        with tessera.open(url, settings={"TSR_REMOTE_CONCURRENCY": 2}) as c:
+            assert c.keys() == ["x"] and c.bytes_read > 0
+    finally:
+        proc.kill()
+        proc.wait()
