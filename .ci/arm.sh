@@ -218,8 +218,8 @@ cross_consumer() {
 
 cargo_c_install() {
     local prefix=$work/cargo-c-prefix
-    # Full CI runs only (.ci/run's full_only): the x86_64 cargo-c stage
-    # checks cargo-c's package, the CMake cross install above aarch64's.
+    # Full CI runs only (.ci/run's full_only): CMake's cross install above
+    # checks aarch64's package.
     if [[ ${TESSERA_CI_FULL:-0} != 1 ]]; then
         echo "SKIPPED: the cargo-c cross install runs in full CI runs (TESSERA_CI_FULL=1)"
         return 0
