@@ -44,7 +44,15 @@ done
 stub=$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll
 if [[ ! -f $stub ]]; then
     step "0. the Wine prefix $WINEPREFIX and its bcryptprimitives.dll stand-in"
-    "$wine" cmd /c exit >/dev/null 2>&1 || true
+    # Wine makes the prefix, not its parent (a clean clone has no target
+    # directory yet: "chdir to ... No such file or directory").
+    mkdir -p "$(dirname "$WINEPREFIX")"
+    "$wine" cmd /c exit >"$WINEPREFIX.log" 2>&1 || true
+    [[ -d $WINEPREFIX/drive_c/windows/system32 ]] || {
+        echo "FAIL: wine made no prefix at $WINEPREFIX:" >&2
+        cat "$WINEPREFIX.log" >&2
+        exit 1
+    }
     x86_64-w64-mingw32-gcc -O2 -Wall -Wextra -Werror -shared -o "$stub" \
         .ci/wine/bcryptprimitives.c -ladvapi32
 fi
