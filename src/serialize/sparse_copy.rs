@@ -89,7 +89,7 @@ impl<'s> Sparse<'s> {
                 gaps.push((at, b));
             }
         }
-        gaps.sort_unstable();
+        // (Sorted already: the merged ranges are, and each one's gaps.)
         let threads = match self.source.fetch_defaults().0 {
             Some(n) => n.clamp(1, gaps.len().max(1)),
             None => 1,

@@ -44,25 +44,25 @@ impl Settings {
 
     /// The settings `over` gives, the environment's where it gives none.
     pub(crate) fn with(over: &RemoteSettings) -> Result<Settings> {
-        let var = |name: &str, default: u64, lo: u64, hi: u64| match over.get(name) {
+        let setting = |name: &str, default: u64, lo: u64, hi: u64| match over.get(name) {
             Some(v) => parse(name, v, default, lo, hi),
             None => var(name, default, lo, hi),
         };
         Ok(Settings {
-            concurrency: var(
+            concurrency: setting(
                 "TSR_REMOTE_CONCURRENCY",
                 DEFAULT_CONCURRENCY as u64,
                 1,
                 1024,
             )? as usize,
-            chunk: var("TSR_REMOTE_CHUNK_BYTES", DEFAULT_CHUNK, 4096, 1 << 30)?,
-            timeout: Duration::from_millis(var(
+            chunk: setting("TSR_REMOTE_CHUNK_BYTES", DEFAULT_CHUNK, 4096, 1 << 30)?,
+            timeout: Duration::from_millis(setting(
                 "TSR_REMOTE_TIMEOUT_MS",
                 DEFAULT_TIMEOUT_MS,
                 1,
                 86_400_000,
             )?),
-            retries: var("TSR_REMOTE_RETRIES", DEFAULT_RETRIES as u64, 0, 100)? as usize,
+            retries: setting("TSR_REMOTE_RETRIES", DEFAULT_RETRIES as u64, 0, 100)? as usize,
         })
     }
 }
