@@ -276,3 +276,51 @@ fn shards_named_outside_their_url_are_refused() {
         assert!(e.contains(says), "{dir}: {e}");
     }
 }
+
+/// Small tensors are fetched by few requests: the records of 400
+/// tensors of 256 bytes come in one GET (TSR_REMOTE_JOIN_GAP_BYTES
+/// 1 MiB by default), one GET each with the setting 0; every other
+/// tensor (gaps of 256 bytes) in one GET with a gap setting of 257 and
+/// one each with 256. Every tensor equal to the local file's.
+#[test]
+fn small_records_are_joined_into_few_requests() {
+    settings();
+    let root = scratch("joined");
+    let mut d = TensorDict::new();
+    for i in 0..400u32 {
+        d.set(
+            &format!("t{i:03}"),
+            filled(&[64], DType::Float, (i % 256) as u8),
+        )
+        .unwrap();
+    }
+    serialize::save(&d, &root.join("small.safetensors"), Format::Safetensors).unwrap();
+    let Some(server) = python_server(&root) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/ok/small.safetensors", server.port);
+    let names: Vec<String> = (0..400).step_by(2).map(|i| format!("t{i:03}")).collect();
+    let every_other: Vec<&str> = names.iter().map(String::as_str).collect();
+    for (gap, names, want) in [
+        (None, None, 1),
+        (Some("0"), None, 400),
+        (Some("257"), Some(&every_other[..]), 1),
+        (Some("256"), Some(&every_other[..]), 200),
+    ] {
+        let mut s = serialize::RemoteSettings::new();
+        if let Some(g) = gap {
+            s.set("TSR_REMOTE_JOIN_GAP_BYTES", g).unwrap();
+        }
+        let c = Checkpoint::open_with(Path::new(&url), Format::Auto, COPY, &s).unwrap();
+        let before = gets(server.port);
+        let got = c
+            .load_many(names, Device::CPU, FetchOptions::default())
+            .unwrap();
+        let asked = gets(server.port) - before;
+        assert_eq!(asked, want, "gap {gap:?}, {} tensors", got.len());
+        assert_eq!(got.len(), names.map_or(400, <[&str]>::len));
+        for (name, t) in got.iter() {
+            assert_same(t, d.get(name).unwrap(), &url);
+        }
+    }
+}

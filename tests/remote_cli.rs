@@ -81,8 +81,9 @@ fn the_commands_take_urls() {
 /// `tessera ls` of a URL in a terminal (util-linux's `script` gives it
 /// one) shows a bar of the bytes read, fed by the checkpoint handle's
 /// progress: 1000 tensors from the server's /slow/ mode (each answer
-/// 20 ms late) take at least 2.5 s at 8 requests in flight, past the
-/// bar's one-second delay.
+/// 20 ms late) take at least 2.5 s at 8 requests in flight, one a
+/// tensor (TSR_REMOTE_JOIN_GAP_BYTES=0: not joined into a few), past
+/// the bar's one-second delay.
 #[test]
 fn ls_of_a_slow_url_shows_a_bar_in_a_terminal() {
     settings();
@@ -108,6 +109,7 @@ fn ls_of_a_slow_url_shows_a_bar_in_a_terminal() {
     let line = format!("{} ls {url}", env!("CARGO_BIN_EXE_tessera"));
     let out = std::process::Command::new("script")
         .args(["-qec", &line, "/dev/null"])
+        .env("TSR_REMOTE_JOIN_GAP_BYTES", "0")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

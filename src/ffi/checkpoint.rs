@@ -97,7 +97,8 @@ pub unsafe extern "C" fn tsr_checkpoint_open(
 #[repr(C)]
 pub struct TsrSetting {
     /// TSR_REMOTE_CONCURRENCY, TSR_REMOTE_CHUNK_BYTES,
-    /// TSR_REMOTE_TIMEOUT_MS, TSR_REMOTE_RETRIES, or an AWS_ variable
+    /// TSR_REMOTE_JOIN_GAP_BYTES, TSR_REMOTE_TIMEOUT_MS,
+    /// TSR_REMOTE_RETRIES, or an AWS_ variable
     /// (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     /// AWS_REGION, AWS_SESSION_TOKEN, AWS_ALLOW_HTTP, ...).
     pub name: *const c_char,

@@ -33,13 +33,26 @@ pub(crate) trait ByteSource: Send + Sync {
     fn file(&self) -> Option<&File> {
         None
     }
-    /// The reading threads a fetch from it uses when the caller sets
-    /// none (None: the parallel-loop thread count), and the bytes a read
-    /// (None: the fetch's default): a remote source asks for more
-    /// requests in flight than there are cores.
-    fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
-        (None, None)
+    /// How a fetch from it reads when the caller sets nothing (a remote
+    /// source asks for more requests in flight than there are cores, and
+    /// for small records read together).
+    fn fetch_hints(&self) -> FetchHints {
+        FetchHints::default()
     }
+}
+
+/// What a source asks of a fetch from it ([`ByteSource::fetch_hints`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FetchHints {
+    /// Reading threads (None: the parallel-loop thread count).
+    pub threads: Option<usize>,
+    /// Bytes a read (None: the fetch's default).
+    pub chunk: Option<u64>,
+    /// Records of it closer than this many bytes are read by one read
+    /// (up to a chunk), gaps included (None or 0: each record its own
+    /// reads). Worth it where a read costs a round trip (a request to a
+    /// server), not a system call.
+    pub join_gap: Option<u64>,
 }
 
 /// A file read with positioned reads (`pread`): any thread, no shared
@@ -201,8 +214,8 @@ impl ByteSource for Window {
         self.inner.check_unchanged()
     }
 
-    fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
-        self.inner.fetch_defaults()
+    fn fetch_hints(&self) -> FetchHints {
+        self.inner.fetch_hints()
     }
 }
 

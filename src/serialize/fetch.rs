@@ -11,6 +11,8 @@
 //! mismatch fails the fetch naming the file, the entry and both CRCs.
 
 use super::ckpt_index::{Index, RecordData};
+pub(crate) use super::fetch_plan::Job;
+use super::fetch_plan::{Plan, Read};
 use crate::device::Device;
 use crate::error::Result;
 use crate::storage::Storage;
@@ -50,27 +52,6 @@ pub(crate) struct Options<'a> {
     pub progress: Option<&'a mut ProgressFn<'a>>,
 }
 
-/// `len` bytes from byte `start` of record `record` into one new storage;
-/// `entries` are the tensors it holds (named in progress when it is
-/// done).
-pub(crate) struct Job {
-    pub record: usize,
-    pub start: u64,
-    pub len: u64,
-    pub entries: Vec<usize>,
-}
-
-/// A chunk: bytes [off, off + len) of job `job`.
-#[derive(Clone, Copy)]
-struct Chunk {
-    job: usize,
-    off: u64,
-    len: u64,
-    /// Whether its CRC-32 is computed (its job reads a whole record that
-    /// has one).
-    crc: bool,
-}
-
 /// Fetches every job into a new storage on `device` (from the allocator
 /// registered for it), in job order. Errors: the first read's error; a
 /// cancel from the progress callback is `Cancelled`; nothing fetched is
@@ -88,8 +69,8 @@ pub(crate) fn fetch(
     let (want_threads, want_chunk) = index
         .sources
         .iter()
-        .map(|s| s.fetch_defaults())
-        .fold((None, None), |(t, c), (st, sc)| (t.max(st), c.max(sc)));
+        .map(|s| s.fetch_hints())
+        .fold((None, None), |(t, c), h| (t.max(h.threads), c.max(h.chunk)));
     let chunk = if opts.chunk == 0 {
         want_chunk.unwrap_or(DEFAULT_CHUNK).next_multiple_of(16)
     } else {
@@ -106,37 +87,20 @@ pub(crate) fn fetch(
         }
         dests.push(s);
     }
-    let mut chunks = Vec::new();
-    // Per job: its first chunk's number.
-    let mut first_chunk = Vec::with_capacity(jobs.len());
-    for (i, job) in jobs.iter().enumerate() {
-        first_chunk.push(chunks.len());
-        let crc = checks_crc(index, job);
-        let mut off = 0;
-        while off < job.len {
-            let len = chunk.min(job.len - off);
-            chunks.push(Chunk {
-                job: i,
-                off,
-                len,
-                crc,
-            });
-            off += len;
-        }
-    }
-    let crcs: Vec<AtomicU32> = chunks.iter().map(|_| AtomicU32::new(0)).collect();
+    let plan = super::fetch_plan::plan(index, jobs, chunk, |job| checks_crc(index, job));
+    let crcs: Vec<AtomicU32> = plan.reads.iter().map(|_| AtomicU32::new(0)).collect();
     let total: u64 = jobs.iter().map(|j| j.len).sum();
     let threads = match opts.concurrency {
         0 => want_threads.unwrap_or_else(crate::parallel::get_num_threads),
         n => n,
     }
-    .clamp(1, chunks.len().max(1));
+    .clamp(1, plan.reads.len().max(1));
     let left: Vec<AtomicU64> = jobs.iter().map(|j| AtomicU64::new(j.len)).collect();
     let run = Run {
         index,
         jobs,
         dests: &dests,
-        chunks: &chunks,
+        plan: &plan,
         crcs: &crcs,
         left: &left,
         next: AtomicUsize::new(0),
@@ -147,21 +111,21 @@ pub(crate) fn fetch(
     let mut progress = opts.progress;
     let mut done = 0u64;
     let mut cancelled = false;
-    // Reports a finished chunk (and the tensors of a finished job): false
-    // when the host cancels.
-    let mut report = |len: u64, finished: Option<usize>| -> bool {
+    // Reports a finished read (and the tensors of the jobs it finished):
+    // false when the host cancels.
+    let mut report = |len: u64, finished: &[usize]| -> bool {
         done += len;
         let Some(cb) = progress.as_mut() else {
             return true;
         };
-        let names: Vec<Option<&str>> = match finished {
-            Some(j) => jobs[j]
-                .entries
-                .iter()
-                .map(|&e| Some(index.entries[e].name.as_str()))
-                .collect(),
-            None => vec![None],
-        };
+        let mut names: Vec<Option<&str>> = finished
+            .iter()
+            .flat_map(|&j| &jobs[j].entries)
+            .map(|&e| Some(index.entries[e].name.as_str()))
+            .collect();
+        if names.is_empty() {
+            names.push(None);
+        }
         names.into_iter().all(|finished| {
             cb(&Progress {
                 done,
@@ -182,21 +146,21 @@ pub(crate) fn fetch(
         });
     } else if threads == 1 {
         let mut staging = Vec::new();
-        while let Some((len, finished)) = run.next_chunk(&mut staging) {
+        while let Some((len, finished)) = run.next_read(&mut staging) {
             if !report(len, finished) {
                 cancelled = true;
                 run.stop.store(true, Ordering::Relaxed);
             }
         }
     } else {
-        let (tx, rx) = mpsc::channel::<(u64, Option<usize>)>();
+        let (tx, rx) = mpsc::channel::<(u64, &[usize])>();
         std::thread::scope(|s| {
             for _ in 0..threads {
                 let tx = tx.clone();
                 let run = &run;
                 s.spawn(move || {
                     let mut staging = Vec::new();
-                    while let Some(msg) = run.next_chunk(&mut staging) {
+                    while let Some(msg) = run.next_read(&mut staging) {
                         let _ = tx.send(msg);
                     }
                 });
@@ -219,13 +183,8 @@ pub(crate) fn fetch(
         "the load was cancelled by its progress callback after {done} of {total} bytes"
     );
     for (j, job) in jobs.iter().enumerate() {
-        let end = first_chunk.get(j + 1).copied().unwrap_or(chunks.len());
-        check_crc(
-            index,
-            job,
-            &chunks[first_chunk[j]..end],
-            &crcs[first_chunk[j]..end],
-        )?;
+        let parts = plan.parts[j].clone();
+        check_crc(index, job, &plan.reads[parts.clone()], &crcs[parts])?;
     }
     Ok(dests)
 }
@@ -241,16 +200,19 @@ fn checks_crc(index: &Index, job: &Job) -> bool {
 
 /// Refuses a whole record whose chunks' CRC-32s (`crcs`, of `chunks`,
 /// in order) do not combine to the one its archive gives.
-fn check_crc(index: &Index, job: &Job, chunks: &[Chunk], crcs: &[AtomicU32]) -> Result<()> {
-    if !checks_crc(index, job) {
+fn check_crc(index: &Index, job: &Job, parts: &[Read], crcs: &[AtomicU32]) -> Result<()> {
+    // A joined job's CRC-32 was checked as it was read.
+    if !checks_crc(index, job) || parts.is_empty() {
         return Ok(());
     }
     let mut all = crc32fast::Hasher::new();
-    for (c, crc) in chunks.iter().zip(crcs) {
-        all.combine(&crc32fast::Hasher::new_with_initial_len(
-            crc.load(Ordering::Relaxed),
-            c.len,
-        ));
+    for (part, crc) in parts.iter().zip(crcs) {
+        if let Read::Part { len, .. } = *part {
+            all.combine(&crc32fast::Hasher::new_with_initial_len(
+                crc.load(Ordering::Relaxed),
+                len,
+            ));
+        }
     }
     check_record_crc(index, job.record, &all)
 }
@@ -287,8 +249,8 @@ struct Run<'a> {
     index: &'a Index,
     jobs: &'a [Job],
     dests: &'a [Storage],
-    chunks: &'a [Chunk],
-    /// Per chunk: its CRC-32 once read (where its `crc` is set).
+    plan: &'a Plan,
+    /// Per read: its CRC-32 once read (a part whose `crc` is set).
     crcs: &'a [AtomicU32],
     left: &'a [AtomicU64],
     next: AtomicUsize,
@@ -296,67 +258,142 @@ struct Run<'a> {
     error: Mutex<Option<crate::error::Error>>,
 }
 
-impl Run<'_> {
-    /// Reads chunks until none is left (or a stop).
+impl<'a> Run<'a> {
+    /// Reads until nothing is left (or a stop).
     fn drain(&self) {
         let mut staging = Vec::new();
-        while self.next_chunk(&mut staging).is_some() {}
+        while self.next_read(&mut staging).is_some() {}
     }
 
-    /// Reads the next chunk not yet taken: its length, and its job when it
-    /// was that job's last; None when none is left, or after a stop.
-    fn next_chunk(&self, staging: &mut Vec<u8>) -> Option<(u64, Option<usize>)> {
+    /// Makes the next read not yet taken: its bytes, and the jobs it
+    /// finished; None when none is left, or after a stop.
+    fn next_read(&self, staging: &mut Vec<u8>) -> Option<(u64, &'a [usize])> {
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        let c = *self.chunks.get(i)?;
-        if let Err(e) = self.read(c, &self.crcs[i], staging) {
-            self.stop.store(true, Ordering::Relaxed);
-            self.error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(e);
-            return None;
+        let read = self.plan.reads.get(i)?;
+        let done = match *read {
+            Read::Part { job, off, len, crc } => self
+                .read_part(job, off, len, crc.then_some(&self.crcs[i]), staging)
+                .map(|()| (len, self.left[job].fetch_sub(len, Ordering::AcqRel) == len)),
+            Read::Joined { .. } => self.read_joined(read, staging).map(|len| (len, true)),
+        };
+        match done {
+            Ok((len, last)) => Some((len, self.plan.finished(read, last))),
+            Err(e) => {
+                self.stop.store(true, Ordering::Relaxed);
+                self.error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(e);
+                None
+            }
         }
-        let last = self.left[c.job].fetch_sub(c.len, Ordering::AcqRel) == c.len;
-        Some((c.len, last.then_some(c.job)))
     }
 
-    /// Reads chunk `c` (its CRC-32 into `crc` where it has one).
-    fn read(&self, c: Chunk, crc: &AtomicU32, staging: &mut Vec<u8>) -> Result<()> {
-        let job = &self.jobs[c.job];
-        let dest = &self.dests[c.job];
-        let at = job.start + c.off;
-        let len = c.len as usize;
-        let dst = (dest.data() as *mut u8).wrapping_add(c.off as usize);
+    /// Reads bytes [off, off + len) of job `job` (their CRC-32 into `crc`
+    /// where given).
+    fn read_part(
+        &self,
+        job: usize,
+        off: u64,
+        len: u64,
+        crc: Option<&AtomicU32>,
+        staging: &mut Vec<u8>,
+    ) -> Result<()> {
+        let dest = &self.dests[job];
+        let job = &self.jobs[job];
+        let at = job.start + off;
+        let len = len as usize;
+        let dst = (dest.data() as *mut u8).wrapping_add(off as usize);
         let record = &self.index.records[job.record];
         if dest.device().is_cpu() {
             // SAFETY: dest is a fresh CPU storage of job.len bytes that
-            // only this fetch holds; chunks of one job are disjoint byte
+            // only this fetch holds; the parts of one job are disjoint byte
             // ranges within it, each read by one thread.
             let out = unsafe { std::slice::from_raw_parts_mut(dst, len) };
-            return read_record(self.index, job.record, at, out, c.crc.then_some(crc));
+            return read_record(self.index, job.record, at, out, crc);
         }
         let src: &[u8] = match &record.data {
             RecordData::Resident(s) => resident(s, at, len)?,
             _ => {
                 staging.resize(len, 0);
-                read_record(self.index, job.record, at, staging, c.crc.then_some(crc))?;
+                read_record(self.index, job.record, at, staging, crc)?;
                 staging
             }
         };
-        let alloc = dest.allocator().ok_or_else(|| {
-            crate::err!(
-                Internal,
-                "a fetched storage on {} has no allocator",
-                dest.device()
-            )
-        })?;
-        // SAFETY: dst is len bytes inside dest's allocation (as above), src
-        // len bytes of host memory; they are distinct allocations.
-        unsafe { alloc.copy_data(dst.cast(), src.as_ptr().cast(), len) }
+        copy_out(dest, off, src)
     }
+
+    /// Makes joined read `read`: its span into `staging`, then each job's
+    /// bytes checked (a whole record's CRC-32), made native and copied
+    /// into its storage. The jobs' bytes (gaps not counted).
+    fn read_joined(&self, read: &Read, staging: &mut Vec<u8>) -> Result<u64> {
+        let Read::Joined {
+            source,
+            offset,
+            len,
+            ..
+        } = *read
+        else {
+            return Ok(0);
+        };
+        staging.resize(len as usize, 0);
+        self.index.sources[source].read_at(offset, staging)?;
+        let mut bytes = 0;
+        for &j in self.plan.finished(read, true) {
+            let job = &self.jobs[j];
+            let RecordData::Range { offset: at, .. } = self.index.records[job.record].data else {
+                crate::bail!(Internal, "a joined job of a record that is no range");
+            };
+            let from = (at + job.start - offset) as usize;
+            let mine = &mut staging[from..from + job.len as usize];
+            if checks_crc(self.index, job) {
+                let mut hash = crc32fast::Hasher::new();
+                hash.update(mine);
+                check_record_crc(self.index, job.record, &hash)?;
+            }
+            swap(mine, self.index.records[job.record].swap);
+            copy_out(&self.dests[j], 0, mine)?;
+            bytes += job.len;
+        }
+        Ok(bytes)
+    }
+}
+
+/// `src` into bytes [off, off + src.len()) of `dest`, a fresh storage
+/// this fetch holds (through its allocator off the CPU).
+fn copy_out(dest: &Storage, off: u64, src: &[u8]) -> Result<()> {
+    let len = src.len();
+    crate::ensure!(
+        off.checked_add(len as u64)
+            .is_some_and(|e| e <= dest.nbytes() as u64),
+        Internal,
+        "bytes [{off}, +{len}) of a fetched storage of {} bytes",
+        dest.nbytes()
+    );
+    if len == 0 {
+        return Ok(());
+    }
+    let dst = (dest.data() as *mut u8).wrapping_add(off as usize);
+    if dest.device().is_cpu() {
+        // SAFETY: dst is len bytes inside dest's CPU allocation (checked
+        // above) that only this fetch writes, at a range no other read
+        // writes; src is other memory (a staging buffer or a record).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, len) };
+        return Ok(());
+    }
+    let alloc = dest.allocator().ok_or_else(|| {
+        crate::err!(
+            Internal,
+            "a fetched storage on {} has no allocator",
+            dest.device()
+        )
+    })?;
+    // SAFETY: dst is len bytes inside dest's allocation (checked above),
+    // src len bytes of host memory; they are distinct allocations.
+    unsafe { alloc.copy_data(dst.cast(), src.as_ptr().cast(), len) }
 }
 
 /// Bytes [at, at + out.len()) of record `record` of `index` into `out`,

@@ -27,6 +27,7 @@ mod dcp_metadata_write;
 pub mod dict;
 mod dtypes;
 mod fetch;
+mod fetch_plan;
 mod formats;
 mod gguf;
 mod gguf_types;

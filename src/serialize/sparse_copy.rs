@@ -90,7 +90,9 @@ impl<'s> Sparse<'s> {
             }
         }
         // (Sorted already: the merged ranges are, and each one's gaps.)
-        let threads = match self.source.fetch_defaults().0 {
+        let hints = self.source.fetch_hints();
+        let gaps = join(gaps, hints.join_gap.unwrap_or(0), hints.chunk.unwrap_or(0));
+        let threads = match hints.threads {
             Some(n) => n.clamp(1, gaps.len().max(1)),
             None => 1,
         };
@@ -156,6 +158,25 @@ impl<'s> Sparse<'s> {
     }
 }
 
+/// `ranges` (sorted, disjoint) with each one that starts less than `gap`
+/// bytes after the last one's end joined to it, the joined span at most
+/// `most` bytes: a source that asks for joins (a server) reads the bytes
+/// between them rather than pay another round trip. A gap of 0 joins
+/// nothing.
+fn join(ranges: Vec<(u64, u64)>, gap: u64, most: u64) -> Vec<(u64, u64)> {
+    if gap == 0 {
+        return ranges;
+    }
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (a, b) in ranges {
+        match out.last_mut() {
+            Some(last) if a - last.1 < gap && b - last.0 <= most => last.1 = b,
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +187,7 @@ mod tests {
     struct Slow {
         bytes: Vec<u8>,
         threads: Option<usize>,
+        gap: Option<u64>,
         read: AtomicU64,
         in_flight: AtomicUsize,
         most: AtomicUsize,
@@ -193,8 +215,12 @@ mod tests {
         fn check_unchanged(&self) -> Result<()> {
             Ok(())
         }
-        fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
-            (self.threads, None)
+        fn fetch_hints(&self) -> crate::serialize::byte_source::FetchHints {
+            crate::serialize::byte_source::FetchHints {
+                threads: self.threads,
+                chunk: Some(4096),
+                join_gap: self.gap,
+            }
         }
     }
 
@@ -204,6 +230,7 @@ mod tests {
             let source = Slow {
                 bytes: (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect(),
                 threads,
+                gap: None,
                 read: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
                 most: AtomicUsize::new(0),
@@ -241,5 +268,34 @@ mod tests {
                 Some(_) => assert!(most > 1, "reads at once: {most}"),
             }
         }
+    }
+
+    #[test]
+    fn ranges_closer_than_the_gap_are_joined_up_to_a_chunk() {
+        let r = vec![(0, 10), (15, 20), (30, 40), (100, 110)];
+        assert_eq!(join(r.clone(), 0, 1000), r);
+        // Gaps 5, 10, 60: a gap of 10 joins the first two only (5 < 10).
+        assert_eq!(join(r.clone(), 10, 1000), [(0, 20), (30, 40), (100, 110)]);
+        assert_eq!(join(r.clone(), 11, 1000), [(0, 40), (100, 110)]);
+        assert_eq!(join(r.clone(), 100, 1000), [(0, 110)]);
+        // No span past `most`.
+        assert_eq!(join(r, 100, 40), [(0, 40), (100, 110)]);
+        // Through a source that asks for joins: one read of [1000, 3050)
+        // for three ranges, the bytes between them copied too.
+        let source = Slow {
+            bytes: (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect(),
+            threads: Some(4),
+            gap: Some(1024),
+            read: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+        };
+        let mut sparse = Sparse::new(&source).unwrap();
+        sparse
+            .fill_many(&[(1000, 1100), (2000, 2010), (3000, 3050)])
+            .unwrap();
+        assert_eq!(source.bytes_read(), 2050);
+        assert_eq!(&sparse.bytes()[1000..3050], &source.bytes[1000..3050]);
+        assert_eq!(source.most.load(Ordering::SeqCst), 1);
     }
 }

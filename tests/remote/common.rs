@@ -102,6 +102,20 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The GETs of files tests/remote/http_server.py on `port` answered so
+/// far (its /stats).
+pub fn gets(port: u16) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET /stats HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let n = answer.rsplit("gets ").next().unwrap_or_default();
+    n.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("/stats said {answer:?}"))
+}
+
 /// tests/remote/http_server.py serving `root`; None (said on stderr)
 /// without python3.
 pub fn python_server(root: &Path) -> Option<Server> {

@@ -19,6 +19,7 @@ misbehaves on request: the first path segment picks how.
                      succeeds)
   /slow/FILE         correct, each answer 20 ms late (an object store's
                      first-byte latency, for benches)
+  /stats             the GETs of files answered so far: "gets N"
 
 Prints "PORT <n>" on stdout once listening on 127.0.0.1 (--port 0: a free
 one). Python's standard library only.
@@ -84,6 +85,15 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def serve(self, head):
+        if self.path == "/stats":
+            with LOCK:
+                body = b"gets %d" % COUNT["gets"]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+            return
         mode, path = self.locate()
         if mode is None or path is None or not os.path.isfile(path):
             return self.fail(404)

@@ -33,7 +33,7 @@ use std::path::Path;
 
 /// Settings for one open of a URL, over the environment's: the names
 /// are the variables' (`TSR_REMOTE_CONCURRENCY`, `TSR_REMOTE_CHUNK_BYTES`,
-/// `TSR_REMOTE_TIMEOUT_MS`, `TSR_REMOTE_RETRIES`, and AWS's `AWS_*`
+/// `TSR_REMOTE_JOIN_GAP_BYTES`, `TSR_REMOTE_TIMEOUT_MS`, `TSR_REMOTE_RETRIES`, and AWS's `AWS_*`
 /// variables object_store reads: `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_SESSION_TOKEN`,
 /// `AWS_ALLOW_HTTP`, ...); a value set here wins over the variable's.
@@ -45,9 +45,10 @@ pub struct RemoteSettings {
 }
 
 /// The tessera settings a [`RemoteSettings`] takes besides AWS's.
-pub(crate) const TSR_SETTINGS: [&str; 4] = [
+pub(crate) const TSR_SETTINGS: [&str; 5] = [
     "TSR_REMOTE_CONCURRENCY",
     "TSR_REMOTE_CHUNK_BYTES",
+    "TSR_REMOTE_JOIN_GAP_BYTES",
     "TSR_REMOTE_TIMEOUT_MS",
     "TSR_REMOTE_RETRIES",
 ];

@@ -13,7 +13,7 @@
 use super::settings::Settings;
 use super::store::{redact, runtime};
 use crate::error::{Error, Result};
-use crate::serialize::byte_source::ByteSource;
+use crate::serialize::byte_source::{ByteSource, FetchHints};
 use futures_util::StreamExt;
 use object_store::path::Path as ObjPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
@@ -146,8 +146,12 @@ impl ByteSource for RemoteSource {
         Ok(())
     }
 
-    fn fetch_defaults(&self) -> (Option<usize>, Option<u64>) {
-        (Some(self.settings.concurrency), Some(self.settings.chunk))
+    fn fetch_hints(&self) -> FetchHints {
+        FetchHints {
+            threads: Some(self.settings.concurrency),
+            chunk: Some(self.settings.chunk),
+            join_gap: Some(self.settings.join_gap),
+        }
     }
 }
 

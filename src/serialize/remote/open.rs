@@ -316,8 +316,10 @@ impl Spool {
         }
         let mut file = std::fs::File::create(&path)
             .map_err(|e| crate::serialize::io_err(&path, "cannot create", e))?;
-        let (_, chunk) = source.fetch_defaults();
-        let chunk = chunk.unwrap_or(super::settings::DEFAULT_CHUNK);
+        let chunk = source
+            .fetch_hints()
+            .chunk
+            .unwrap_or(super::settings::DEFAULT_CHUNK);
         let mut buf = vec![0u8; chunk.min(source.len()) as usize];
         let mut at = 0u64;
         while at < source.len() {

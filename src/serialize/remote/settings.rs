@@ -5,6 +5,9 @@
 //!   a load's own `concurrency` option wins);
 //! - `TSR_REMOTE_CHUNK_BYTES`: bytes a request (default 8 MiB; a load's
 //!   `chunk_bytes` wins);
+//! - `TSR_REMOTE_JOIN_GAP_BYTES`: records closer than this are fetched
+//!   by one request (up to a request's bytes), the gaps between them
+//!   read and dropped (default 1 MiB; 0: a request a record);
 //! - `TSR_REMOTE_TIMEOUT_MS`: the most one request may take, connection,
 //!   headers and body (default 30000), and the time after which a request
 //!   is no longer retried;
@@ -23,6 +26,10 @@ use std::time::Duration;
 /// loads"; runai-model-streamer's defaults too).
 pub(crate) const DEFAULT_CONCURRENCY: usize = 8;
 pub(crate) const DEFAULT_CHUNK: u64 = 8 << 20;
+/// 1 MiB: at 20 ms a request and 8 in flight, joining records is worth
+/// a gap read at up to 50 MB/s a stream (docs/PERFORMANCE.md, "Remote
+/// loads").
+pub(crate) const DEFAULT_JOIN_GAP: u64 = 1 << 20;
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 pub(crate) const DEFAULT_RETRIES: usize = 3;
 
@@ -31,6 +38,7 @@ pub(crate) const DEFAULT_RETRIES: usize = 3;
 pub(crate) struct Settings {
     pub concurrency: usize,
     pub chunk: u64,
+    pub join_gap: u64,
     pub timeout: Duration,
     pub retries: usize,
 }
@@ -56,6 +64,7 @@ impl Settings {
                 1024,
             )? as usize,
             chunk: setting("TSR_REMOTE_CHUNK_BYTES", DEFAULT_CHUNK, 4096, 1 << 30)?,
+            join_gap: setting("TSR_REMOTE_JOIN_GAP_BYTES", DEFAULT_JOIN_GAP, 0, 1 << 30)?,
             timeout: Duration::from_millis(setting(
                 "TSR_REMOTE_TIMEOUT_MS",
                 DEFAULT_TIMEOUT_MS,
