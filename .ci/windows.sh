@@ -73,7 +73,7 @@ ls -l "$out/tessera.dll" "$out/libtessera.dll.a"
 # MinGW-w64's C library lacks the functions named.
 declare -A C_SKIPS=(
     [test_fork]="fork(): Windows has none (no fork handlers to test)"
-    [test_shm]="POSIX shared memory and descriptors: TSR_ERR_UNSUPPORTED on Windows"
+    [test_shm]="descriptors, /dev/shm and SIGKILL are POSIX (test_shm_named runs the names)"
     [test_cuda]="the cuda feature is not built here"
     [test_read_only]="its last part shares a storage (tsr_storage_share_memory: TSR_ERR_UNSUPPORTED); its two read-only tables pass before it"
     [test_bad_input]="the test's FIFO fixture uses POSIX pipe()"

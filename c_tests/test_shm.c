@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tsr_runner.h"
 #include "tsr_test.h"
 
 static const char *self_path;
@@ -121,24 +122,12 @@ static TsrTensor *floats(int64_t n, float base) {
     return t;
 }
 
-/* Runs this program again as `mode` with the arguments; returns the pid.
- * When TESSERA_TEST_RUNNER is set (.ci/arm.sh: "qemu-aarch64 -L SYSROOT",
- * split on spaces), through it: under qemu-user the host kernel cannot
- * execute the aarch64 program itself. */
+/* Runs this program again as `mode` with the arguments (through
+ * TESSERA_TEST_RUNNER where set: tsr_runner.h); returns the pid. */
 static pid_t spawn(const char *mode, const char *a1, const char *a2, const char *a3) {
-    static char runner[256];
     char *argv[16];
-    int n = 0;
+    int n = tsr_runner_argv(argv, 10);
     pid_t pid;
-    const char *r = getenv("TESSERA_TEST_RUNNER");
-    if (r != NULL && r[0] != '\0') {
-        char *word;
-        CHECK(strlen(r) < sizeof runner);
-        strcpy(runner, r);
-        for (word = strtok(runner, " "); word != NULL && n < 10; word = strtok(NULL, " ")) {
-            argv[n++] = word;
-        }
-    }
     argv[n++] = (char *)self_path;
     argv[n++] = (char *)mode;
     argv[n++] = (char *)a1; /* a NULL ends the list early, as execl's */

@@ -159,6 +159,9 @@ pub unsafe extern "C" fn tsr_storage_from_fd(
 /// with a flock per storage, outside the segment's memory: a peer that
 /// truncates the segment cannot make a release fault (reads and writes
 /// of pages it took away do raise SIGBUS: see tsr_storage_from_fd).
+/// On Windows the segment is a named file mapping of the paging file
+/// under the same name; the kernel removes the name with its last handle,
+/// so a process that dies leaves nothing behind (docs/PLATFORMS.md).
 ///
 /// The name lets any process map the memory writable, so a read-only
 /// storage gives none (TSR_ERR_READ_ONLY), even one moved into a named

@@ -27,8 +27,9 @@
 //! tessera does to make, open or release a segment touches its mapping.
 //!
 //! The objects, mappings and locks are the OS's: `platform::shm` (on
-//! Windows every call here is refused, Unsupported, naming the platform;
-//! docs/PLATFORMS.md).
+//! Windows named segments are named file mappings, whose names the kernel
+//! removes with their last handle; the anonymous segments and descriptors
+//! are refused, Unsupported, naming the platform; docs/PLATFORMS.md).
 
 use super::{Storage, StorageImpl};
 use crate::data_ptr::{same_deleter, DataPtr};
@@ -234,3 +235,6 @@ impl Storage {
 // The tests make and inspect POSIX descriptors and names.
 #[cfg(all(test, unix))]
 mod tests;
+// Named segments on every platform, across processes too.
+#[cfg(test)]
+mod named_tests;

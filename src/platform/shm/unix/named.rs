@@ -38,7 +38,6 @@ use super::{object_size, os_error, truncate, write_in, Segment};
 use crate::error::Result;
 use std::ffi::{c_void, CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(super) const TRAILER_SIZE: usize = 64;
 /// "tsrshm02" in little-endian bytes (02: the count moved out of the
@@ -50,25 +49,10 @@ fn trailer_offset(nbytes: usize) -> Option<usize> {
     nbytes.checked_next_multiple_of(TRAILER_SIZE)
 }
 
-static NAME_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn new_name() -> CString {
-    let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed) as u64;
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    // A counter for this process, mixed with the time so that a reused
-    // pid does not meet its predecessor's left-over names.
-    let tag = (n << 40) ^ (t & ((1 << 40) - 1)) ^ (n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let s = format!("/tessera-{:08x}-{tag:016x}", std::process::id());
-    debug_assert_eq!(s.len(), super::super::NEW_NAME_LEN);
-    CString::new(s).expect("no NUL in a formatted name")
-}
-
 /// Creates a new named object (O_EXCL, mode 0600).
 pub(super) fn create_object() -> Result<(OwnedFd, CString)> {
     for _ in 0..16 {
-        let name = new_name();
+        let name = super::super::new_name();
         // SAFETY: a NUL-terminated name and valid flags.
         let fd = unsafe {
             libc::shm_open(
