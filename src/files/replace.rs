@@ -106,7 +106,7 @@ pub(crate) fn replace_file(
         })?;
     }
     drop(file);
-    std::fs::rename(temp, &dest).map_err(|e| {
+    os::replace_file(temp, &dest).map_err(|e| {
         crate::err!(
             Io,
             "cannot write {what} to '{shown}': renaming the new file over it failed: {}",

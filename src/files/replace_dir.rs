@@ -266,7 +266,7 @@ pub(crate) fn write_beside(
     }
     for name in names {
         let dest = dir.join(name);
-        std::fs::rename(temp.join(name), &dest).map_err(|e| {
+        crate::platform::fs::replace_file(&temp.join(name), &dest).map_err(|e| {
             crate::err!(
                 Io,
                 "cannot write {what} to '{}': renaming the new file over it failed: {}",

@@ -157,6 +157,12 @@ pub(crate) fn sync_file(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }
 
+/// Renames the file `from` over `to` in one step (rename(2)); `to`'s
+/// directory is synced apart ([`sync_dir`]).
+pub(crate) fn replace_file(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::rename(from, to)
+}
+
 /// fsyncs the directory `dir` itself (so that names made or renamed in
 /// it are durable).
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {

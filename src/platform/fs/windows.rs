@@ -1,8 +1,10 @@
 //! Files on Windows. A file opened by path never blocks (no FIFOs in the
 //! file system), so nothing is cleared after opening; permissions are the
 //! read-only flag only (left to the system); nothing is preallocated;
-//! directories are not synced (NTFS journals its metadata and
-//! FlushFileBuffers needs a directory opened for writing); there is no
+//! a file replaces another by `MoveFileExW(MOVEFILE_REPLACE_EXISTING |
+//! MOVEFILE_WRITE_THROUGH)`, which returns once the move is on disk, so
+//! directories are not synced apart (FlushFileBuffers needs a directory
+//! opened for writing); there is no
 //! exchange of two directories (the caller renames in two steps) and no
 //! in-kernel copy (the caller writes). Paths crossing the C ABI are UTF-8.
 
@@ -13,7 +15,8 @@ use std::os::windows::io::AsRawHandle;
 use std::path::{Path, PathBuf};
 use windows_sys::Win32::Foundation::{ERROR_FILENAME_EXCED_RANGE, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::{
-    GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_FLAG_BACKUP_SEMANTICS,
+    GetFileInformationByHandle, MoveFileExW, BY_HANDLE_FILE_INFORMATION,
+    FILE_FLAG_BACKUP_SEMANTICS, MOVEFILE_REPLACE_EXISTING, MOVEFILE_WRITE_THROUGH,
 };
 
 /// Reads up to `buf.len()` bytes of `file` at `offset` (ReadFile with an
@@ -100,7 +103,35 @@ pub(crate) fn sync_file(path: &Path) -> io::Result<()> {
     OpenOptions::new().write(true).open(path)?.sync_all()
 }
 
-/// Directories are not synced here (see the module's comment).
+/// Moves the file `from` over `to` in one step, written through: the
+/// call returns once the move is on disk (what syncing the directory
+/// gives on Unix). Windows refuses to replace a file that is mapped or
+/// open without delete sharing: the error, and `to` is untouched.
+pub(crate) fn replace_file(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::windows::ffi::OsStrExt;
+    let wide = |p: &Path| -> Vec<u16> {
+        p.as_os_str()
+            .encode_wide()
+            .chain(std::iter::once(0))
+            .collect()
+    };
+    let (f, t) = (wide(from), wide(to));
+    // SAFETY: two NUL-terminated UTF-16 paths that outlive the call.
+    let ok = unsafe {
+        MoveFileExW(
+            f.as_ptr(),
+            t.as_ptr(),
+            MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH,
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Directories are not synced here: a replace is written through (see
+/// the module's comment).
 pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
