@@ -170,3 +170,87 @@ fn vector_norm_values_nan_and_refusals() {
         assert_eq!(e.kind(), ErrorKind::Shape, "ord {ord}");
     }
 }
+
+/// The 2-norm of a real input is one pass (the sum of squares); for
+/// float and double it has the bits of the two passes it replaced, the
+/// sum of the squared tensor (same layout, same pairwise order), and
+/// the same bits with and without AVX2, on 1 and 2 threads, over every
+/// dim and all; half and bfloat16 the same with and without AVX2.
+#[test]
+fn the_two_norm_is_one_pass_with_the_bits_of_the_sum_of_squares() {
+    fn check<T: Elem>(two_pass: bool) {
+        let n = 4 * 70_001 + 3;
+        let v: Vec<T> = random_bits(n)
+            .iter()
+            .map(|&b| T::from_complex((b % 100_003) as f64 * 0.001_37 - 60.0, 0.0))
+            .collect();
+        let flat = from_vec(&[n as i64], &v);
+        let m =
+            |off: i64, r: i64, c: i64| flat.narrow(0, off, r * c).unwrap().view(&[r, c]).unwrap();
+        let inputs = [
+            flat.clone(),
+            m(0, 40, 4099),
+            m(1, 9, 4099),
+            m(3, 64, 1000),
+            m(0, 4099, 3),
+            m(1, 5, 20000),
+            flat.narrow(0, 2, 6300).unwrap().view(&[3, 300, 7]).unwrap(),
+        ];
+        let bits = |t: &Tensor| -> Vec<u64> {
+            let r = t.to_dtype(DType::Double).unwrap();
+            to_vec::<f64>(&r).iter().map(|x| x.to_bits()).collect()
+        };
+        for threads in [1, 2] {
+            tessera::parallel::set_num_threads(threads);
+            for t in &inputs {
+                let dims: Vec<Vec<i64>> = (0..t.ndim() as i64)
+                    .map(|d| vec![d])
+                    .chain([vec![]])
+                    .collect();
+                for d in &dims {
+                    let run = |avx2: bool| {
+                        kernels::simd::set_avx2_enabled(avx2);
+                        kernels::vector_norm(t, 2.0, d, false).unwrap()
+                    };
+                    let (with, without) = (run(true), run(false));
+                    kernels::simd::set_avx2_enabled(true);
+                    let label = format!(
+                        "{:?} {:?} over {d:?}, {threads} threads",
+                        T::DTYPE,
+                        t.sizes()
+                    );
+                    assert_eq!(
+                        bits(&with),
+                        bits(&without),
+                        "{label}: AVX2 against portable"
+                    );
+                    if two_pass {
+                        let squares = kernels::mul(None, t, t).unwrap();
+                        let sums = to_vec::<f64>(
+                            &kernels::sum(&squares, d, false)
+                                .unwrap()
+                                .to_dtype(DType::Double)
+                                .unwrap(),
+                        );
+                        let want: Vec<u64> = sums
+                            .iter()
+                            .map(|&s| {
+                                let root = if T::DTYPE == DType::Float {
+                                    (s as f32).sqrt() as f64
+                                } else {
+                                    s.sqrt()
+                                };
+                                root.to_bits()
+                            })
+                            .collect();
+                        assert_eq!(bits(&with), want, "{label}: against sqrt(sum(x * x))");
+                    }
+                }
+            }
+        }
+    }
+    check::<f32>(true);
+    check::<f64>(true);
+    check::<f16>(false);
+    check::<bf16>(false);
+}

@@ -1,4 +1,6 @@
-//! AVX2 kernels of the floating sums: contiguous runs of f32, f16,
+//! AVX2 kernels of the floating sums and sums of squares (the 2-norm's,
+//! `SQ`: each value squared after widening, a multiply then an add, never
+//! fused, as the portable loop does): contiguous runs of f32, f16,
 //! bfloat16 (widened into f32 lanes) and f64 folded exactly as
 //! [`lanes`](super::pairwise::lanes) folds them, one run or four in one
 //! pass, and four or eight rows added into a row of outputs.
@@ -23,7 +25,7 @@ use std::mem::{size_of, transmute_copy};
 /// An element type whose contiguous sums have an AVX2 kernel.
 pub(super) trait Avx2Sum: Copy {
     /// The accumulator (f32, or f64 for f64).
-    type Acc: Copy + Default + std::ops::Add<Output = Self::Acc>;
+    type Acc: Copy + Default + std::ops::Add<Output = Self::Acc> + std::ops::Mul<Output = Self::Acc>;
     /// One AVX register of accumulators.
     type V: Copy;
     /// Accumulators per register.
@@ -44,6 +46,9 @@ pub(super) trait Avx2Sum: Copy {
     /// # Safety
     /// AVX2 and F16C.
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// # Safety
+    /// AVX2 and F16C.
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
     /// Stores W accumulators at `p` (any alignment).
     ///
     /// # Safety
@@ -60,7 +65,7 @@ pub(super) trait Avx2Sum: Copy {
 }
 
 macro_rules! avx2_sum {
-    ($t:ty, $acc:ty, $v:ty, $w:expr, zero: $zero:expr, add: $add:ident,
+    ($t:ty, $acc:ty, $v:ty, $w:expr, zero: $zero:expr, add: $add:ident, mul: $mul:ident,
      load_acc: $lda:ident, store: $st:ident, fold: $fold:ident,
      |$p:ident| $load:expr, |$x:ident| $widen:expr) => {
         impl Avx2Sum for $t {
@@ -88,6 +93,11 @@ macro_rules! avx2_sum {
             #[target_feature(enable = "avx2,f16c")]
             unsafe fn add(a: $v, b: $v) -> $v {
                 $add(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn mul(a: $v, b: $v) -> $v {
+                $mul(a, b)
             }
             #[inline]
             #[target_feature(enable = "avx2,f16c")]
@@ -126,19 +136,48 @@ fn fold_pd(v: __m256d) -> f64 {
     _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)))
 }
 
-avx2_sum!(f32, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
+avx2_sum!(f32, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps, mul: _mm256_mul_ps,
     load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, fold: fold_ps,
     |p| _mm256_loadu_ps(p), |x| x);
-avx2_sum!(f64, f64, __m256d, 4, zero: _mm256_setzero_pd(), add: _mm256_add_pd,
+avx2_sum!(f64, f64, __m256d, 4, zero: _mm256_setzero_pd(), add: _mm256_add_pd, mul: _mm256_mul_pd,
     load_acc: _mm256_loadu_pd, store: _mm256_storeu_pd, fold: fold_pd,
     |p| _mm256_loadu_pd(p), |x| x);
-avx2_sum!(f16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
+avx2_sum!(f16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps, mul: _mm256_mul_ps,
     load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, fold: fold_ps,
     |p| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)), |x| x.to_f32());
-avx2_sum!(bf16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
+avx2_sum!(bf16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps, mul: _mm256_mul_ps,
     load_acc: _mm256_loadu_ps, store: _mm256_storeu_ps, fold: fold_ps,
     |p| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
         _mm_loadu_si128(p as *const __m128i)))), |x| x.to_f32());
+
+/// W values at `p`, widened, squared where SQ.
+///
+/// # Safety
+/// AVX2 and F16C; W readable elements at `p`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn get<T: Avx2Sum, const SQ: bool>(p: *const T) -> T::V {
+    // SAFETY: the caller's W readable elements; AVX2 and F16C.
+    unsafe {
+        let v = T::load(p);
+        if SQ {
+            T::mul(v, v)
+        } else {
+            v
+        }
+    }
+}
+
+/// One value widened, squared where SQ: the portable loop's `lift`.
+#[inline(always)]
+fn get1<T: Avx2Sum, const SQ: bool>(x: T) -> T::Acc {
+    let w = x.widen();
+    if SQ {
+        w * w
+    } else {
+        w
+    }
+}
 
 /// The lanes of one run: four registers stored, the tail added into lane 0
 /// in order, the lanes folded as a tree.
@@ -148,7 +187,12 @@ avx2_sum!(bf16, f32, __m256, 8, zero: _mm256_setzero_ps(), add: _mm256_add_ps,
 /// 4 * W.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn finish<T: Avx2Sum>(acc: [T::V; 4], q: *const T, i: usize, n: usize) -> T::Acc {
+unsafe fn finish<T: Avx2Sum, const SQ: bool>(
+    acc: [T::V; 4],
+    q: *const T,
+    i: usize,
+    n: usize,
+) -> T::Acc {
     if i == n {
         // No tail: the tree in registers. Its first two levels add
         // register 2 to 0 and 3 to 1 (lane l + l + 2W), then 1 to 0
@@ -169,7 +213,7 @@ unsafe fn finish<T: Avx2Sum>(acc: [T::V; 4], q: *const T, i: usize, n: usize) ->
             T::store(out.add(u * T::W), v);
         }
         for k in i..n {
-            lanes[0] = lanes[0] + q.add(k).read_unaligned().widen();
+            lanes[0] = lanes[0] + get1::<T, SQ>(q.add(k).read_unaligned());
         }
     }
     let mut width = 4 * T::W;
@@ -187,7 +231,7 @@ unsafe fn finish<T: Avx2Sum>(acc: [T::V; 4], q: *const T, i: usize, n: usize) ->
 /// # Safety
 /// AVX2 and F16C; `n` readable values at `p` (any alignment).
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn sum_one<T: Avx2Sum>(p: *const T, n: usize) -> T::Acc {
+unsafe fn sum_one<T: Avx2Sum, const SQ: bool>(p: *const T, n: usize) -> T::Acc {
     let mut i = 0;
     // SAFETY: AVX2 and F16C (this function's features); the loads read
     // p[i..i + 4 * W] while that is inside the run; finish reads the rest.
@@ -195,11 +239,11 @@ unsafe fn sum_one<T: Avx2Sum>(p: *const T, n: usize) -> T::Acc {
         let mut a = [T::zero(); 4];
         while i + 4 * T::W <= n {
             for (u, v) in a.iter_mut().enumerate() {
-                *v = T::add(*v, T::load(p.add(i + u * T::W)));
+                *v = T::add(*v, get::<T, SQ>(p.add(i + u * T::W)));
             }
             i += 4 * T::W;
         }
-        finish::<T>(a, p, i, n)
+        finish::<T, SQ>(a, p, i, n)
     }
 }
 
@@ -209,7 +253,7 @@ unsafe fn sum_one<T: Avx2Sum>(p: *const T, n: usize) -> T::Acc {
 /// # Safety
 /// AVX2 and F16C; `n` readable values at each `p[k]` (any alignment).
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn sum_x4<T: Avx2Sum>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
+unsafe fn sum_x4<T: Avx2Sum, const SQ: bool>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
     let mut i = 0;
     // SAFETY: as in sum_one, for each run.
     unsafe {
@@ -217,12 +261,12 @@ unsafe fn sum_x4<T: Avx2Sum>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
         while i + 4 * T::W <= n {
             for (acc, q) in a.iter_mut().zip(p) {
                 for (u, v) in acc.iter_mut().enumerate() {
-                    *v = T::add(*v, T::load(q.add(i + u * T::W)));
+                    *v = T::add(*v, get::<T, SQ>(q.add(i + u * T::W)));
                 }
             }
             i += 4 * T::W;
         }
-        [0, 1, 2, 3].map(|k| finish::<T>(a[k], p[k], i, n))
+        [0, 1, 2, 3].map(|k| finish::<T, SQ>(a[k], p[k], i, n))
     }
 }
 
@@ -234,29 +278,37 @@ unsafe fn sum_x4<T: Avx2Sum>(p: [*const T; 4], n: usize) -> [T::Acc; 4] {
 /// readable (and `acc` writable), `acc` overlapping no row; K a power of
 /// two.
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn add_rows<T: Avx2Sum, const K: usize>(acc: *mut T::Acc, rows: [*const T; K], n: usize) {
+unsafe fn add_rows<T: Avx2Sum, const K: usize, const SQ: bool>(
+    acc: *mut T::Acc,
+    rows: [*const T; K],
+    n: usize,
+) {
     let mut i = 0;
     // SAFETY: every access is below n (the caller's runs).
     unsafe {
         while i + T::W <= n {
-            let v = tree(rows.map(|p| T::load(p.add(i))), |a, b| T::add(a, b));
+            let v = tree(rows.map(|p| get::<T, SQ>(p.add(i))), |a, b| T::add(a, b));
             T::store(acc.add(i), T::add(T::load_acc(acc.add(i)), v));
             i += T::W;
         }
         for i in i..n {
-            let r: [T::Acc; K] = rows.map(|p| p.add(i).read_unaligned().widen());
+            let r: [T::Acc; K] = rows.map(|p| get1::<T, SQ>(p.add(i).read_unaligned()));
             let v = tree(r, |a, b| a + b);
             *acc.add(i) = *acc.add(i) + v;
         }
     }
 }
 
-/// Calls `$f!(T)` with the AVX2 element type that is R's input, when R is
-/// a sum whose accumulator is that type's and the CPU has AVX2 and F16C;
+/// Evaluates `$body` with `$t` the AVX2 element type that is R's input
+/// and `$sq` whether R sums squares, when R is a sum or a sum of squares
+/// whose accumulator is that type's and the CPU has AVX2 and F16C;
 /// evaluates to None otherwise.
 macro_rules! for_avx2_sum {
-    ($r:ty, |$t:ident| $body:expr) => {{
-        let avx = <$r>::KIND == super::reducer::Kind::Sum && crate::kernels::simd::avx2_enabled();
+    ($r:ty, |$t:ident, $sq:ident| $body:expr) => {{
+        use super::reducer::Kind;
+        let avx = matches!(<$r>::KIND, Kind::Sum | Kind::SumSquares)
+            && crate::kernels::simd::avx2_enabled();
+        let $sq = matches!(<$r>::KIND, Kind::SumSquares);
         match (<$r as Reducer>::In::DTYPE, <$r as Reducer>::Acc::DTYPE) {
             (DType::Float, DType::Float) if avx => {
                 type $t = f32;
@@ -298,14 +350,20 @@ unsafe fn as_acc<R: Reducer, A: Copy>(v: A) -> R::Acc {
 /// `n` readable contiguous R::In values at `p` (any alignment).
 #[inline(always)]
 pub(super) unsafe fn run<R: Reducer, const N: usize>(p: *const u8, n: usize) -> Option<R::Acc> {
-    for_avx2_sum!(R, |T| {
+    for_avx2_sum!(R, |T, sq| {
         if N != 4 * T::W {
             return None;
         }
         // SAFETY: for_avx2_sum checked AVX2 and F16C; In is T (its DType,
         // and Elem's contract: one Elem type per DType), so the caller's
         // run is n values of T; Acc is T::Acc (the accumulator's DType).
-        unsafe { as_acc::<R, _>(sum_one::<T>(p as *const T, n)) }
+        unsafe {
+            as_acc::<R, _>(if sq {
+                sum_one::<T, true>(p as *const T, n)
+            } else {
+                sum_one::<T, false>(p as *const T, n)
+            })
+        }
     })
 }
 
@@ -316,9 +374,17 @@ pub(super) unsafe fn run<R: Reducer, const N: usize>(p: *const u8, n: usize) -> 
 /// `n` readable contiguous R::In values at each `q[k]` (any alignment).
 #[inline(always)]
 pub(super) unsafe fn runs_x4<R: Reducer>(q: [*const u8; 4], n: usize) -> Option<[R::Acc; 4]> {
-    for_avx2_sum!(R, |T| {
+    for_avx2_sum!(R, |T, sq| {
+        let q = q.map(|p| p as *const T);
         // SAFETY: as in run, for each of the four runs.
-        unsafe { sum_x4::<T>(q.map(|p| p as *const T), n).map(|v| as_acc::<R, _>(v)) }
+        unsafe {
+            if sq {
+                sum_x4::<T, true>(q, n)
+            } else {
+                sum_x4::<T, false>(q, n)
+            }
+            .map(|v| as_acc::<R, _>(v))
+        }
     })
 }
 
@@ -335,15 +401,17 @@ pub(super) unsafe fn add_rows_xk<R: Reducer, const K: usize>(
     rows: [*const R::In; K],
     n: usize,
 ) -> bool {
-    for_avx2_sum!(R, |T| {
+    for_avx2_sum!(R, |T, sq| {
+        let acc = acc as *mut <T as Avx2Sum>::Acc;
+        let rows = rows.map(|p| p as *const T);
         // SAFETY: as in run: the rows are T values and acc holds T::Acc
         // (the same type as R::Acc).
         unsafe {
-            add_rows::<T, K>(
-                acc as *mut <T as Avx2Sum>::Acc,
-                rows.map(|p| p as *const T),
-                n,
-            )
+            if sq {
+                add_rows::<T, K, true>(acc, rows, n)
+            } else {
+                add_rows::<T, K, false>(acc, rows, n)
+            }
         }
     })
     .is_some()

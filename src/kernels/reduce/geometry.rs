@@ -200,7 +200,7 @@ pub(super) fn reduce_part<R: Reducer>(
 ) {
     let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
     let run = g.shape[0] as usize;
-    if R::KIND == Kind::Sum
+    if matches!(R::KIND, Kind::Sum | Kind::SumSquares)
         && os0 == 0
         && is0 == size_of::<R::In>() as isize
         && run < STREAMS * BLOCK

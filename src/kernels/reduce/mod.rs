@@ -22,7 +22,7 @@
 //! order, so a given thread count always gives the same result.
 //!
 //! Files: `reducer.rs` (the `Reducer` trait every reduction implements),
-//! `reducers.rs` (the reductions' element types and folds: sum,
+//! `reducers.rs` (the reductions' element types and folds: sum, the sum of squares,
 //! amax and amin), `pairwise.rs` (a run folded as a cascade in SIMD
 //! lanes), `pick.rs` (amax and amin's per-lane step), `pick_lanes.rs`
 //! (their runs in lanes, four streams at a time),

@@ -4,12 +4,18 @@
 //! reduced with sum (amax for inf, amin for -inf), then the `1 / ord`
 //! root; the result in the input's real dtype.
 //!
-//! The magnitudes are written to a temporary tensor and reduced by the
-//! sum and pick reductions of this module, so the norm has their
-//! pairwise order and NaN rules; it reads the input once and the
-//! temporary once (no fused kernel yet).
+//! The 2-norm of a real input (the common one) is one pass: the sum of
+//! squares (`SumSquares`: each element widened, squared, added, in the
+//! sum's pairwise order and lanes, with its AVX2 kernels) over the
+//! input's own layout, then the root of each result. Other orders and
+//! complex inputs write the magnitudes to a temporary tensor reduced by
+//! the sum and pick reductions of this module, so the norm has their
+//! pairwise order and NaN rules.
 
-use super::{amax, amin, check_cpu, reduced_mask, sum};
+use super::geometry::reduce_into;
+use super::reducers::{SumAcc, SumSquares};
+use super::{amax, amin, check_cpu, finish_shape, keep_sizes, reduced_mask, sum};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernels::dispatch::dispatch;
 use crate::kernels::elem::{Complex, Elem};
@@ -83,12 +89,39 @@ pub fn vector_norm(a: &Tensor, ord: f64, dims: &[i64], keepdim: bool) -> Result<
         a.sizes()
     );
     let real = dtype.to_real();
-    let norm = dispatch!(floating, dtype, OP, T => magnitudes_norm::<T>(a, ord, dims, keepdim)?);
+    let norm = match dtype {
+        DType::Float if ord == 2.0 => two_norm::<f32>(a, &mask, keepdim)?,
+        DType::Double if ord == 2.0 => two_norm::<f64>(a, &mask, keepdim)?,
+        DType::Half if ord == 2.0 => two_norm::<f16>(a, &mask, keepdim)?,
+        DType::BFloat16 if ord == 2.0 => two_norm::<bf16>(a, &mask, keepdim)?,
+        _ => dispatch!(floating, dtype, OP, T => magnitudes_norm::<T>(a, ord, dims, keepdim)?),
+    };
     if norm.dtype() == real {
         Ok(norm)
     } else {
         norm.to_dtype(real)
     }
+}
+
+/// The 2-norm of a real floating `a` over the dims of `mask`, in T's
+/// opmath type: the square root of the sum of squares, one pass.
+fn two_norm<T: SumAcc>(a: &Tensor, mask: &[bool], keepdim: bool) -> Result<Tensor>
+where
+    T::Acc: RealOps,
+{
+    let acc = Tensor::empty(&keep_sizes(a, mask), <T::Acc>::DTYPE, a.device())?;
+    reduce_into::<SumSquares<T>>(a, &acc, mask)?;
+    let len = acc.numel() as usize;
+    if len > 0 {
+        // SAFETY: `acc` is a fresh contiguous tensor of len T::Acc values
+        // (its dtype) that nothing else references.
+        let r =
+            unsafe { std::slice::from_raw_parts_mut(acc.data_in_storage()? as *mut T::Acc, len) };
+        for v in r {
+            *v = v.sqrt();
+        }
+    }
+    finish_shape(acc, mask, keepdim)
 }
 
 /// The norm in T's real opmath type.
@@ -157,7 +190,7 @@ where
 }
 
 /// What the norm computes in f32 and f64.
-trait RealOps: Copy {
+trait RealOps: Copy + Elem {
     fn mul(self, o: Self) -> Self;
     fn powf(self, p: f64) -> Self;
     fn sqrt(self) -> Self;

@@ -221,12 +221,17 @@ pub(super) unsafe fn lanes<R: Reducer, const N: usize>(
             let acc_size = size_of::<R::Acc>() as isize;
             // SAFETY: fold_lanes calls the closure for k < m only, and
             // buf's first m values were just written by load_op: values of
-            // the input's op math type. lanes serves only Sum and Prod
-            // (through pairwise and blocks_x4), whose accumulator R::Acc is
+            // the input's op math type. lanes serves only Sum, SumSquares
+            // and Prod (through pairwise and blocks_x4), whose accumulator R::Acc is
             // that type for every widening input (SumAcc: f16, bf16 -> f32,
             // their complex types -> Complex<f32>; sizes asserted above).
             unsafe {
-                fold_lanes::<R::Acc, N>(&mut acc, m, |k| ld::<R::Acc>(vals, k, acc_size), &fold)
+                fold_lanes::<R::Acc, N>(
+                    &mut acc,
+                    m,
+                    |k| R::lift_widened(ld::<R::Acc>(vals, k, acc_size)),
+                    &fold,
+                )
             };
             i += m;
         }

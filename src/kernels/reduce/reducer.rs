@@ -17,6 +17,14 @@ pub(super) trait Reducer {
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
     /// One element as an accumulator.
     fn lift(x: Self::In) -> Self::Acc;
+    /// An element already widened to its op math type (the accumulator's
+    /// type, for the reducers that widen) as an accumulator: `lift`
+    /// after the widening (the portable loop widens half types a buffer
+    /// at a time).
+    #[inline(always)]
+    fn lift_widened(v: Self::Acc) -> Self::Acc {
+        v
+    }
     /// Reduces `n` elements of a run to one accumulator.
     ///
     /// # Safety
@@ -41,6 +49,8 @@ pub(super) trait Reducer {
 pub(super) enum Kind {
     /// A sum in the accumulator type.
     Sum,
+    /// A sum of squares in the accumulator type (the 2-norm's).
+    SumSquares,
     /// A product in the accumulator type.
     Prod,
     /// The NaN-propagating maximum (amax).

@@ -51,13 +51,18 @@ sum_acc! {
     Complex<f64> => Complex<f64>, |v| v;
 }
 
-/// Sum of `T` elements.
-pub(super) struct Sum<T>(std::marker::PhantomData<T>);
+/// Sum of `T` elements; with SQ, of their squares (the 2-norm's: each
+/// widened, then squared, then added, read once with no temporary).
+pub(super) struct Sum<T, const SQ: bool = false>(std::marker::PhantomData<T>);
 
-impl<T: SumAcc> Reducer for Sum<T> {
+/// The sum of squares of real floating `T` elements, in the sum's
+/// accumulator type (float for half and bfloat16).
+pub(super) type SumSquares<T> = Sum<T, true>;
+
+impl<T: SumAcc, const SQ: bool> Reducer for Sum<T, SQ> {
     type In = T;
     type Acc = T::Acc;
-    const KIND: Kind = Kind::Sum;
+    const KIND: Kind = if SQ { Kind::SumSquares } else { Kind::Sum };
     #[inline(always)]
     fn identity() -> T::Acc {
         <T::Acc as Arith>::ZERO
@@ -68,7 +73,15 @@ impl<T: SumAcc> Reducer for Sum<T> {
     }
     #[inline(always)]
     fn lift(x: T) -> T::Acc {
-        x.widen()
+        Self::lift_widened(x.widen())
+    }
+    #[inline(always)]
+    fn lift_widened(v: T::Acc) -> T::Acc {
+        if SQ {
+            v.mul(v)
+        } else {
+            v
+        }
     }
     #[inline(always)]
     unsafe fn reduce_run(p: *const u8, stride: isize, n: usize) -> T::Acc {
