@@ -180,6 +180,9 @@ fn a_shard_index_is_indexed_by_reads_across_its_shards() {
             &expected,
             &what,
         );
+        // The handle and the mappings first: Windows refuses to remove an
+        // open or mapped file.
+        drop((c, expected, all));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -166,6 +166,8 @@ fn tessera_writes_what_it_reads_and_refuses_what_npy_cannot_hold() {
     .unwrap();
     let e = save_to_bytes(&d, Format::Npy).unwrap_err();
     assert!(e.message().contains("BFloat16"), "{e}");
+    // The mapping first: Windows refuses to remove a mapped file.
+    drop(back);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

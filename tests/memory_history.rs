@@ -525,6 +525,8 @@ fn release_all_caches_frees_other_threads_blocks() {
     assert_eq!(worker.join().unwrap(), 0, "the worker's cache is empty");
 }
 
+// fork(): Windows has none.
+#[cfg(unix)]
 #[test]
 fn fork_while_recording_leaves_the_child_usable() {
     let _s = serial();
