@@ -408,17 +408,25 @@ fn check_along<T: Elem + std::fmt::Debug>(max: bool)
 where
     T::Op: PartialOrd,
 {
-    let f = if max {
-        kernels::max_dim
-    } else {
-        kernels::min_dim
-    };
     let mut inputs = reduce_inputs::<T>();
     let mut v = values::<T>(60, 9);
     for i in [7, 8, 33] {
         v[i] = T::from_complex(f64::NAN, 0.0);
     }
     inputs.push(("with NaNs".into(), from_vec(&[3, 4, 5], &v)));
+    check_along_on::<T>(max, inputs);
+}
+
+/// [`check_along`] on `inputs`.
+fn check_along_on<T: Elem + std::fmt::Debug>(max: bool, inputs: Vec<(String, Tensor)>)
+where
+    T::Op: PartialOrd,
+{
+    let f = if max {
+        kernels::max_dim
+    } else {
+        kernels::min_dim
+    };
     for (what, a) in inputs {
         for dim in -(a.ndim() as i64)..a.ndim() as i64 {
             let mask = mask_of(a.ndim(), &[dim]);
@@ -468,6 +476,36 @@ fn max_and_min_along_a_dim_every_real_dtype() {
         ($($t:ty),*) => {$( check_along::<$t>(true); check_along::<$t>(false); )*};
     }
     along!(Bool, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64);
+}
+
+/// The three loops of max / min along a dim (a contiguous run read twice,
+/// outputs side by side a row at a time, a walk) on long runs, rows of
+/// several tiles, ±0 ties and NaNs inside or in one column: the
+/// reference's values and indices, with and without AVX2 (1 thread) and
+/// on 2 threads. (The reference walks every element: a subset of the
+/// inputs and dtypes keeps it under a minute in a debug build.)
+#[test]
+fn max_and_min_along_a_dim_on_long_runs_ties_and_nans() {
+    fn check<T: Elem + std::fmt::Debug>()
+    where
+        T::Op: PartialOrd,
+    {
+        let inputs = || -> Vec<(String, Tensor)> {
+            pick_inputs::<T>()
+                .into_iter()
+                .filter(|(w, _)| w.starts_with("NaNs inside") || w.starts_with("NaN in column"))
+                .collect()
+        };
+        for (threads, avx2) in [(1, true), (1, false), (2, true)] {
+            tessera::parallel::set_num_threads(threads);
+            simd::set_avx2_enabled(avx2);
+            check_along_on::<T>(true, inputs());
+            check_along_on::<T>(false, inputs());
+        }
+        simd::set_avx2_enabled(true);
+    }
+    check::<f32>();
+    check::<bf16>();
 }
 
 #[test]

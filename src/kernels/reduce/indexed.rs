@@ -1,8 +1,19 @@
 //! max and min along one dim with the index of what they pick (c10's
 //! `max(dim)` / `min(dim)`): the first occurrence of the extreme value,
 //! and where a NaN is reduced the value NaN with the first NaN's index.
+//!
+//! Three loops, one answer. A contiguous run per output (the dim is the
+//! innermost) is read twice: its extreme by amax / amin's lanes (AVX2
+//! where there is a kernel), then the first element equal to it (or the
+//! first NaN). A dim whose outputs lie side by side in memory (a dim
+//! other than the innermost, the innermost contiguous) is walked row by
+//! row, a tile of outputs updated per row, so memory is read in order
+//! rather than down columns. Anything else walks each output's run.
+//! Each output sees its elements in the same order in all three, so the
+//! value and the index are the same.
 
 use super::pick::pick;
+use super::pick_lanes::pick_run;
 use super::{check_cpu, finish_shape};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -94,8 +105,15 @@ where
         strides[d] as isize * item
     };
     let grain = (GRAIN / len).max(1);
+    let last = sizes.len().saturating_sub(1);
+    let (row, rows_side_by_side) = (
+        sizes.get(last).copied().unwrap_or(1),
+        a.ndim() >= 2 && d != last && strides[last] == 1 && sizes[last] > 1,
+    );
+    let contiguous_runs = a.ndim() >= 1 && d == last && step == item;
     parallel::parallel_for(0, n_out, grain, |b, e| {
-        for o in b..e {
+        let mut o = b;
+        while o < e {
             // The input offset of output o (row-major over the kept sizes).
             let (mut rest, mut off) = (o, 0i64);
             for k in (0..sizes.len()).rev() {
@@ -106,24 +124,142 @@ where
             // from element `off` of `a`, inside its storage (the offsets
             // follow a's sizes and strides).
             let run = unsafe { (in0 as *const u8).offset(off as isize * item) };
-            // SAFETY: element 0 of the run (len >= 1).
-            let mut best = unsafe { ld::<T>(run, 0, step) };
-            let mut at = 0i64;
-            for k in 1..len {
-                // SAFETY: k < len, inside the run.
-                let x = unsafe { ld::<T>(run, k as usize, step) };
-                if replaces::<T::Op, MAX>(best.to_op(), x.to_op()) {
-                    best = x;
-                    at = k;
-                }
+            if rows_side_by_side {
+                // Outputs o.. up to the end of their row of the last dim
+                // are contiguous input elements, for every k.
+                let w = (e - o).min(row - o % row).min(TILE as i64) as usize;
+                // SAFETY: outputs o..o + w lie in one row of the last dim
+                // (w <= row - o % row), so their runs start at w adjacent
+                // elements, each run `len` elements `step` bytes apart;
+                // only this task writes outputs o..o + w.
+                unsafe { tile::<T, MAX>(run, step, len, w, v0, i0, o as usize) };
+                o += w as i64;
+                continue;
             }
+            let (best, at) = if contiguous_runs {
+                // SAFETY: a contiguous run of len >= 1 elements.
+                unsafe { first_extreme::<T, MAX>(run, len as usize) }
+            } else {
+                // SAFETY: the run of len >= 1 elements, step bytes apart.
+                unsafe { walk::<T, MAX>(run, step, len) }
+            };
             // SAFETY: o < n_out: inside both fresh contiguous outputs,
             // which only this task writes at index o.
             unsafe {
                 st(v0 as *mut u8, o as usize, item, best);
                 st(i0 as *mut u8, o as usize, 8, at);
             }
+            o += 1;
         }
     });
     Ok(())
+}
+
+/// Outputs a tile updates per row (a page of f32 values).
+const TILE: usize = 1024;
+
+/// The pick of a run of `len` elements `step` bytes apart, one element
+/// after another: (value, index).
+///
+/// # Safety
+/// `len >= 1` readable elements at `run`, `step` bytes apart.
+#[inline(always)]
+unsafe fn walk<T: Elem, const MAX: bool>(run: *const u8, step: isize, len: i64) -> (T, i64)
+where
+    T::Op: Max + PartialEq,
+{
+    // SAFETY: element 0 of the run (len >= 1).
+    let mut best = unsafe { ld::<T>(run, 0, step) };
+    let mut at = 0i64;
+    for k in 1..len {
+        // SAFETY: k < len, inside the run.
+        let x = unsafe { ld::<T>(run, k as usize, step) };
+        if replaces::<T::Op, MAX>(best.to_op(), x.to_op()) {
+            best = x;
+            at = k;
+        }
+    }
+    (best, at)
+}
+
+/// The pick of a contiguous run of `n` elements in two reads: the
+/// extreme by amax / amin's lanes, then the first element equal to it
+/// (the first NaN where it is NaN): [`walk`]'s answer, since that keeps
+/// the first of equal elements and stops moving at the first NaN.
+///
+/// # Safety
+/// `n >= 1` readable contiguous elements at `run`.
+#[inline(always)]
+unsafe fn first_extreme<T: Elem, const MAX: bool>(run: *const u8, n: usize) -> (T, i64)
+where
+    T::Op: Max + PartialEq,
+{
+    let item = size_of::<T>() as isize;
+    // SAFETY: the caller's run.
+    let m = unsafe { pick_run::<T, MAX>(run, item, n) };
+    #[allow(clippy::eq_op)] // x != x: NaN, for every op math type.
+    let nan = m != m;
+    let at = (0..n)
+        .position(|k| {
+            // SAFETY: k < n, inside the run.
+            let x = unsafe { ld::<T>(run, k, item) }.to_op();
+            #[allow(clippy::eq_op)]
+            let x_nan = x != x;
+            if nan {
+                x_nan
+            } else {
+                x == m
+            }
+        })
+        .unwrap_or(0);
+    // SAFETY: at < n (position found it; 0 otherwise, n >= 1).
+    (unsafe { ld::<T>(run, at, item) }, at as i64)
+}
+
+/// The picks of the `w` outputs starting at output `o` (of the outputs at
+/// `v0` and `i0`), whose runs start at `w` adjacent elements from `run`,
+/// `len` elements each `step` bytes apart: row by row, each output
+/// updated as [`walk`] updates it.
+///
+/// # Safety
+/// Row k (k < len) of the tile: `w <= TILE` readable contiguous elements
+/// at `run + k * step`; outputs o..o + w inside the fresh contiguous
+/// values (T) and indices (i64), written by this caller alone.
+#[inline(always)]
+unsafe fn tile<T: Elem, const MAX: bool>(
+    run: *const u8,
+    step: isize,
+    len: i64,
+    w: usize,
+    v0: usize,
+    i0: usize,
+    o: usize,
+) where
+    T::Op: Max + PartialEq,
+{
+    let item = size_of::<T>() as isize;
+    let mut best = [T::default(); TILE];
+    for (j, b) in best.iter_mut().enumerate().take(w) {
+        // SAFETY: element j < w of row 0 of the tile.
+        *b = unsafe { ld::<T>(run, j, item) };
+    }
+    let mut at = [0i64; TILE];
+    for k in 1..len {
+        let row = run.wrapping_offset(k as isize * step);
+        for j in 0..w {
+            // SAFETY: element j < w of row k < len.
+            let x = unsafe { ld::<T>(row, j, item) };
+            if replaces::<T::Op, MAX>(best[j].to_op(), x.to_op()) {
+                best[j] = x;
+                at[j] = k;
+            }
+        }
+    }
+    for j in 0..w {
+        // SAFETY: outputs o + j < o + w, the caller's.
+        unsafe {
+            st(v0 as *mut u8, o + j, item, best[j]);
+            st(i0 as *mut u8, o + j, 8, at[j]);
+        }
+    }
 }
