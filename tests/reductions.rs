@@ -483,9 +483,17 @@ fn max_and_min_along_a_dim_every_real_dtype() {
 /// several tiles, ±0 ties and NaNs inside or in one column: the
 /// reference's values and indices, with and without AVX2 (1 thread) and
 /// on 2 threads. (The reference walks every element: a subset of the
-/// inputs and dtypes keeps it under a minute in a debug build.)
+/// inputs and dtypes keeps it under a minute in a debug build; under
+/// qemu-user it is left out, the three loops being portable code that
+/// `max_and_min_along_a_dim_every_real_dtype` runs there on small inputs.)
 #[test]
 fn max_and_min_along_a_dim_on_long_runs_ties_and_nans() {
+    if std::env::var("TESSERA_TEST_QEMU_USER").is_ok_and(|v| !v.is_empty() && v != "0") {
+        eprintln!(
+            "SKIPPED under qemu-user (TESSERA_TEST_QEMU_USER): minutes of emulated reference"
+        );
+        return;
+    }
     fn check<T: Elem + std::fmt::Debug>()
     where
         T::Op: PartialOrd,

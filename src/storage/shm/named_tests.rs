@@ -7,6 +7,10 @@ use crate::error::ErrorKind;
 use crate::storage::Storage;
 use std::ffi::CString;
 
+// The child goes through TESSERA_TEST_RUNNER where set (qemu-user).
+#[path = "../../../tests/common/this_binary.rs"]
+mod this_binary;
+
 /// The variable that makes this test binary the child of
 /// `another_process_sees_and_writes_the_bytes`: the name to open.
 const CHILD: &str = "TESSERA_TEST_SHM_CHILD";
@@ -92,7 +96,7 @@ fn another_process_sees_and_writes_the_bytes() {
     let s = filled(64);
     // SAFETY: no other thread uses `s`.
     let name = unsafe { s.share_name() }.unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = this_binary::command()
         .args([
             "--exact",
             "storage::shm::named_tests::another_process_sees_and_writes_the_bytes",
