@@ -513,7 +513,40 @@ fn max_and_min_along_a_dim_on_long_runs_ties_and_nans() {
         simd::set_avx2_enabled(true);
     }
     check::<f32>();
+    check::<f64>();
     check::<bf16>();
+}
+
+/// A signaling NaN picked along a dim is returned with its own bits (the
+/// AVX2 loops compare widened lanes, then read the value back from the
+/// input), in all three loops.
+#[test]
+fn max_dim_returns_a_signaling_nan_with_its_bits() {
+    let snan = f32::from_bits(0x7f80_0001);
+    let mut v = vec![1.0f32; 4 * 40];
+    v[2 * 40 + 17] = snan;
+    let t = from_vec::<f32>(&[4, 40], &v);
+    for avx2 in [true, false] {
+        simd::set_avx2_enabled(avx2);
+        // (input, dim, the output k holding the NaN, its index): outputs
+        // side by side, contiguous runs, a walk down columns.
+        let cases = [
+            (t.clone(), 0, 17, 2),
+            (t.clone(), 1, 2, 17),
+            (t.transpose(0, 1).unwrap(), 1, 17, 2),
+        ];
+        for (input, dim, k, at) in cases {
+            let (v, i) = kernels::max_dim(&input, dim, false).unwrap();
+            let (v, i) = (to_vec::<f32>(&v), to_vec::<i64>(&i));
+            assert_eq!(
+                (v[k].to_bits(), i[k]),
+                (0x7f80_0001, at),
+                "dim {dim} of {:?}, AVX2 {avx2}",
+                input.sizes()
+            );
+        }
+    }
+    simd::set_avx2_enabled(true);
 }
 
 #[test]

@@ -27,7 +27,7 @@ use std::mem::transmute_copy;
 /// An element type whose picks have an AVX2 kernel.
 pub(super) trait Avx2Pick: Elem {
     /// The op math type (f32, or f64 for f64).
-    type Lane: Copy + Default + Max;
+    type Lane: Copy + Default + Max + PartialEq;
     /// One AVX register of op math values.
     type V: Copy;
     /// Values per register.
@@ -279,6 +279,9 @@ macro_rules! for_avx2_pick {
         }
     }};
 }
+
+// For avx2_indexed.rs, over the same element types.
+pub(super) use for_avx2_pick;
 
 /// The pick of a contiguous run of `n` (>= 1) T values through its AVX2
 /// kernel, with the bits of the portable lanes; None where T has none.

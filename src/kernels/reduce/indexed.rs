@@ -4,16 +4,19 @@
 //!
 //! Three loops, one answer. A contiguous run per output (the dim is the
 //! innermost) is read twice: its extreme by amax / amin's lanes (AVX2
-//! where there is a kernel), then the first element equal to it (or the
-//! first NaN). A dim whose outputs lie side by side in memory (a dim
-//! other than the innermost, the innermost contiguous) is walked row by
-//! row, a tile of outputs updated per row, so memory is read in order
-//! rather than down columns. Anything else walks each output's run.
-//! Each output sees its elements in the same order in all three, so the
-//! value and the index are the same.
+//! where there is a kernel; four runs in one pass where they are
+//! shorter than pick_run's own four streams), then the first element
+//! equal to it (or the first NaN). A dim whose outputs lie side by side
+//! in memory (a dim other than the innermost, the innermost contiguous)
+//! is walked row by row, a tile of outputs updated per row, so memory is
+//! read in order rather than down columns. Anything else walks each
+//! output's run. Each output sees its elements in the same order in all
+//! three, so the value and the index are the same. The search and the
+//! tile have AVX2 kernels for the floating types (avx2_indexed.rs).
 
-use super::pick::pick;
-use super::pick_lanes::pick_run;
+use super::pairwise::{BLOCK, STREAMS};
+use super::pick::replaces;
+use super::pick_lanes::{pick_run, pick_runs_x4};
 use super::{check_cpu, finish_shape};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -65,16 +68,6 @@ pub(super) fn along<const MAX: bool>(
     ))
 }
 
-/// Whether `o` replaces `best` (which came earlier): never after a NaN,
-/// else where [`pick`] takes it (beyond `best`, or NaN). Ties keep the
-/// earlier index.
-#[inline(always)]
-fn replaces<O: Max + PartialEq, const MAX: bool>(best: O, o: O) -> bool {
-    #[allow(clippy::eq_op)] // x != x: NaN, for every op math type.
-    let (best_nan, o_nan) = (best != best, o != o);
-    !best_nan && (o_nan || pick::<O, MAX>(best, o) != best)
-}
-
 /// Writes the picks of `a` along dim `d` (`len` elements) into the
 /// contiguous keepdim-shaped `values` and `indices`.
 fn fill<T: Elem, const MAX: bool>(
@@ -111,19 +104,41 @@ where
         a.ndim() >= 2 && d != last && strides[last] == 1 && sizes[last] > 1,
     );
     let contiguous_runs = a.ndim() >= 1 && d == last && step == item;
+    // The first element of output o's run: `len` elements `step` bytes
+    // apart from element `off` of `a`, inside its storage (the offsets
+    // follow a's sizes and strides, row-major over the kept sizes).
+    let run_of = |o: i64| {
+        let (mut rest, mut off) = (o, 0i64);
+        for k in (0..sizes.len()).rev() {
+            off += rest % sizes[k] * strides[k];
+            rest /= sizes[k];
+        }
+        (in0 as *const u8).wrapping_offset(off as isize * item)
+    };
+    // Contiguous runs shorter than pick_run's four streams: four runs
+    // read in one pass (pick_runs_x4: each the bits pick_run gives).
+    let runs_x4 = contiguous_runs && (len as usize) < STREAMS * BLOCK;
     parallel::parallel_for(0, n_out, grain, |b, e| {
         let mut o = b;
         while o < e {
-            // The input offset of output o (row-major over the kept sizes).
-            let (mut rest, mut off) = (o, 0i64);
-            for k in (0..sizes.len()).rev() {
-                off += rest % sizes[k] * strides[k];
-                rest /= sizes[k];
+            let run = run_of(o);
+            if runs_x4 && e - o >= 4 {
+                let q = [0, 1, 2, 3].map(|k| run_of(o + k));
+                // SAFETY: four contiguous runs of len >= 1 elements.
+                let m = unsafe { pick_runs_x4::<T, MAX>(q, len as usize) };
+                for k in 0..4 {
+                    // SAFETY: run k's len elements; output o + k < e,
+                    // inside both fresh contiguous outputs, which only
+                    // this task writes there.
+                    unsafe {
+                        let (best, at) = first_at::<T>(q[k], len as usize, m[k]);
+                        st(v0 as *mut u8, o as usize + k, item, best);
+                        st(i0 as *mut u8, o as usize + k, 8, at);
+                    }
+                }
+                o += 4;
+                continue;
             }
-            // SAFETY: output o's run: `len` elements `step` bytes apart
-            // from element `off` of `a`, inside its storage (the offsets
-            // follow a's sizes and strides).
-            let run = unsafe { (in0 as *const u8).offset(off as isize * item) };
             if rows_side_by_side {
                 // Outputs o.. up to the end of their row of the last dim
                 // are contiguous input elements, for every k.
@@ -156,7 +171,7 @@ where
 }
 
 /// Outputs a tile updates per row (a page of f32 values).
-const TILE: usize = 1024;
+pub(super) const TILE: usize = 1024;
 
 /// The pick of a run of `len` elements `step` bytes apart, one element
 /// after another: (value, index).
@@ -197,6 +212,27 @@ where
     let item = size_of::<T>() as isize;
     // SAFETY: the caller's run.
     let m = unsafe { pick_run::<T, MAX>(run, item, n) };
+    // SAFETY: the caller's run.
+    unsafe { first_at::<T>(run, n, m) }
+}
+
+/// The first of `n` contiguous elements at `run` equal to `m` (the first
+/// NaN where `m` is NaN; element 0 if none is): (value, index).
+///
+/// # Safety
+/// `n >= 1` readable contiguous elements at `run`.
+#[inline(always)]
+unsafe fn first_at<T: Elem>(run: *const u8, n: usize, m: T::Op) -> (T, i64)
+where
+    T::Op: PartialEq,
+{
+    let item = size_of::<T>() as isize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's run.
+    if let Some(at) = unsafe { super::avx2_indexed::first_index::<T>(run, n, m) } {
+        // SAFETY: at < n.
+        return (unsafe { ld::<T>(run, at, item) }, at as i64);
+    }
     #[allow(clippy::eq_op)] // x != x: NaN, for every op math type.
     let nan = m != m;
     let at = (0..n)
@@ -238,6 +274,23 @@ unsafe fn tile<T: Elem, const MAX: bool>(
     T::Op: Max + PartialEq,
 {
     let item = size_of::<T>() as isize;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut at = [0i32; TILE];
+        // SAFETY: the caller's tile (w <= TILE rows of w values).
+        if unsafe { super::avx2_indexed::tile::<T, MAX, TILE>(run, step, len, w, &mut at) } {
+            for (j, &k) in at.iter().enumerate().take(w) {
+                // SAFETY: element j < w of row k < len; outputs o + j
+                // < o + w, the caller's.
+                unsafe {
+                    let row = run.wrapping_offset(k as isize * step);
+                    st(v0 as *mut u8, o + j, item, ld::<T>(row, j, item));
+                    st(i0 as *mut u8, o + j, 8, i64::from(k));
+                }
+            }
+            return;
+        }
+    }
     let mut best = [T::default(); TILE];
     for (j, b) in best.iter_mut().enumerate().take(w) {
         // SAFETY: element j < w of row 0 of the tile.

@@ -35,6 +35,8 @@
 //! `norm.rs` (the vector norm); here, the entry points and their checks.
 
 #[cfg(target_arch = "x86_64")]
+mod avx2_indexed;
+#[cfg(target_arch = "x86_64")]
 mod avx2_pick;
 #[cfg(target_arch = "x86_64")]
 mod avx2_sum;

@@ -36,3 +36,13 @@ pub(super) fn fold_picked<O: Max, const MAX: bool>(lanes: &[O]) -> O {
         .iter()
         .fold(pick_identity::<O, MAX>(), |a, &b| pick::<O, MAX>(a, b))
 }
+
+/// Whether `o` replaces `best` (which came earlier): never after a NaN,
+/// else where [`pick`] takes it (beyond `best`, or NaN). Ties keep the
+/// earlier index.
+#[inline(always)]
+pub(super) fn replaces<O: Max + PartialEq, const MAX: bool>(best: O, o: O) -> bool {
+    #[allow(clippy::eq_op)] // x != x: NaN, for every op math type.
+    let (best_nan, o_nan) = (best != best, o != o);
+    !best_nan && (o_nan || pick::<O, MAX>(best, o) != best)
+}
