@@ -5,14 +5,15 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-/// `s` as a terminal shows it without acting on it: a backslash as `\\`,
-/// newline, carriage return and tab as `\n`, `\r`, `\t`, every other
-/// control character (C0, DEL, C1) as `\xHH` and the Unicode controls of
-/// text direction as `\u{HHHH}`; everything else as it is. A tensor name
-/// or an error message holding ESC or a newline (a file's bytes, under
-/// another's control) cannot clear the screen, move the cursor or forge
-/// a line: what is printed is one line per message, and tells `\n` in a
-/// name (`\\n`) from a newline (`\n`).
+/// `s` as a terminal shows it without acting on it: a backslash as `\\`
+/// (except on Windows: [`ESCAPE_BACKSLASH`]), newline, carriage return
+/// and tab as `\n`, `\r`, `\t`, every other control character (C0, DEL,
+/// C1) as `\xHH` and the Unicode controls of text direction as
+/// `\u{HHHH}`; everything else as it is. A tensor name or an error
+/// message holding ESC or a newline (a file's bytes, under another's
+/// control) cannot clear the screen, move the cursor or forge a line:
+/// what is printed is one line per message, and tells `\n` in a name
+/// (`\\n`) from a newline (`\n`).
 pub fn escape(s: &str) -> Cow<'_, str> {
     if !s.chars().any(needs_escape) {
         return Cow::Borrowed(s);
@@ -20,7 +21,7 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
-            '\\' => out.push_str("\\\\"),
+            '\\' if ESCAPE_BACKSLASH => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
@@ -34,11 +35,20 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether [`escape`] changes `c`: a backslash, a control character, or
-/// one of the bidirectional controls (which reorder what a terminal or
-/// an editor shows: "Trojan Source").
+/// Whether a backslash is escaped (`\\`). Not on Windows, where it is
+/// the path separator: every path the commands print would show doubled
+/// (`C:\\models\\x.pt`). Windows file names cannot hold control
+/// characters, so a path printed there is never ambiguous; a tensor name
+/// holding a backslash followed by `n` then reads like one holding a
+/// newline, which `ls --json` tells apart (docs/CLI.md).
+pub const ESCAPE_BACKSLASH: bool = !cfg!(windows);
+
+/// Whether [`escape`] changes `c`: a backslash (where
+/// [`ESCAPE_BACKSLASH`]), a control character, or one of the
+/// bidirectional controls (which reorder what a terminal or an editor
+/// shows: "Trojan Source").
 fn needs_escape(c: char) -> bool {
-    c == '\\'
+    (c == '\\' && ESCAPE_BACKSLASH)
         || c.is_control()
         || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
@@ -132,7 +142,23 @@ mod tests {
             "a\\x1b[2J\\rtessera verify: ok\\nb"
         );
         assert_eq!(escape("tab\there"), "tab\\there");
-        assert_eq!(escape("back\\slash\\n"), "back\\\\slash\\\\n");
+        let backslash = if super::ESCAPE_BACKSLASH {
+            "back\\\\slash\\\\n"
+        } else {
+            "back\\slash\\n"
+        };
+        assert_eq!(escape("back\\slash\\n"), backslash);
+        assert_eq!(
+            escape("C:\\m\\x.pt\n"),
+            format!(
+                "C:{0}m{0}x.pt\\n",
+                if super::ESCAPE_BACKSLASH {
+                    "\\\\"
+                } else {
+                    "\\"
+                }
+            )
+        );
         assert_eq!(escape("\u{7f}\u{9b}31m\0"), "\\x7f\\x9b31m\\x00");
         assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed");
         assert_eq!(super::width("a\nb"), 4);

@@ -171,8 +171,17 @@ fn unreadable_inputs_exit_3_naming_the_file() {
     let text = dir.path("notes.txt");
     std::fs::write(&text, b"these are not tensors\n").unwrap();
     let missing = dir.path("missing.pt");
+    // The OS's own words for a missing file: strerror's on Unix; on
+    // Windows its error code (the system's message differs between
+    // Windows and Wine: "The system cannot find the file specified.",
+    // "File not found.").
+    let no_such_file = if cfg!(windows) {
+        "(os error 2)"
+    } else {
+        "No such file"
+    };
     let cases = [
-        (missing.clone(), "No such file"),
+        (missing.clone(), no_such_file),
         (dir.0.clone(), "directory"),
         (empty.clone(), "empty"),
         (truncated.clone(), "zip"),
