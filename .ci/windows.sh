@@ -137,6 +137,27 @@ cp "$out/tessera.dll" "$scratch/"
 # DLL goes beside the programs.
 cp "$(x86_64-w64-mingw32-gcc -print-file-name=libwinpthread-1.dll)" "$scratch/"
 pass=0 fail=0 skip=0
+# build_and_run LABEL EXE COMPILER ARGS...: compiles EXE (COMPILER ARGS
+# -o EXE) and runs it under wine64 in the scratch directory, counting a
+# pass or a failure (a build failure is one).
+build_and_run() {
+    local label=$1 exe=$2
+    shift 2
+    if ! "$@" -o "$exe" >"$exe.build.log" 2>&1; then
+        echo "FAIL $label: does not compile"
+        cat "$exe.build.log"
+        fail=$((fail + 1))
+        return 0
+    fi
+    if (cd "$scratch" && timeout 300 "$wine" "$exe") >"$exe.log" 2>&1; then
+        echo "ok   $label"
+        pass=$((pass + 1))
+    else
+        echo "FAIL $label (exit $?)"
+        tail -n 30 "$exe.log"
+        fail=$((fail + 1))
+    fi
+}
 for src in c_tests/test_*.c; do
     name=$(basename "$src" .c)
     if [[ -n ${C_SKIPS[$name]:-} ]]; then
@@ -144,22 +165,8 @@ for src in c_tests/test_*.c; do
         skip=$((skip + 1))
         continue
     fi
-    exe=$scratch/$name.exe
-    if ! x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra -Werror -pedantic -pthread -Iinclude -Ic_tests \
-        "$src" -o "$exe" -L"$out" -ltessera >"$scratch/$name.build.log" 2>&1; then
-        echo "FAIL $name: does not compile"
-        cat "$scratch/$name.build.log"
-        fail=$((fail + 1))
-        continue
-    fi
-    if (cd "$scratch" && timeout 300 "$wine" "$exe") >"$scratch/$name.log" 2>&1; then
-        echo "ok   $name"
-        pass=$((pass + 1))
-    else
-        echo "FAIL $name (exit $?)"
-        tail -n 30 "$scratch/$name.log"
-        fail=$((fail + 1))
-    fi
+    build_and_run "$name" "$scratch/$name.exe" x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra \
+        -Werror -pedantic -pthread -Iinclude -Ic_tests "$src" -L"$out" -ltessera
 done
 # The C++ layer (include/tessera.hpp, header-only over the C ABI): the
 # header alone and after <windows.h> (whose min / max macros and
@@ -199,23 +206,9 @@ for src in cpp_tests/test_*.cpp; do
     for flags in "${cpp_modes[@]}"; do
         mode=exceptions
         [[ -z $flags ]] || mode=results
-        exe=$scratch/$name-$mode.exe
         # shellcheck disable=SC2086
-        if ! "$cxx" "${cxx_strict[@]}" $flags -pthread -Iinclude -Icpp_tests "$src" -o "$exe" \
-            -L"$out" -ltessera -static-libstdc++ -static-libgcc >"$exe.build.log" 2>&1; then
-            echo "FAIL $name ($mode): does not compile"
-            cat "$exe.build.log"
-            fail=$((fail + 1))
-            continue
-        fi
-        if (cd "$scratch" && timeout 300 "$wine" "$exe") >"$exe.log" 2>&1; then
-            echo "ok   $name ($mode)"
-            pass=$((pass + 1))
-        else
-            echo "FAIL $name ($mode, exit $?)"
-            tail -n 30 "$exe.log"
-            fail=$((fail + 1))
-        fi
+        build_and_run "$name ($mode)" "$scratch/$name-$mode.exe" "$cxx" "${cxx_strict[@]}" $flags \
+            -pthread -Iinclude -Icpp_tests "$src" -L"$out" -ltessera -static-libstdc++ -static-libgcc
     done
 done
 step "C and C++ tests: $pass passed, $fail failed, $skip skipped"
