@@ -118,6 +118,19 @@ fn check_all(base: &str, dir: &Path, names: &[String]) {
     }
 }
 
+/// `user root;` when the test runs as root: nginx's workers then read the
+/// served files as the test wrote them. By default a root master runs
+/// them as `nobody`, who cannot enter a checkout under a directory of
+/// mode 0700 (`mktemp -d`'s, /root): every request was 403 Forbidden.
+fn workers_user() -> &'static str {
+    #[cfg(unix)]
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return "user root;\n";
+    }
+    ""
+}
+
 /// nginx serving `root` on a free port; over TLS with `tls`'s
 /// certificate and key.
 fn nginx(root: &Path, tls: Option<(&Path, &Path)>) -> Option<Server> {
@@ -142,11 +155,12 @@ fn nginx(root: &Path, tls: Option<(&Path, &Path)>) -> Option<Server> {
     std::fs::write(
         &conf,
         format!(
-            "pid {run}/nginx.pid;\nerror_log {run}/error.log;\nevents {{}}\nhttp {{\n  \
+            "{user}pid {run}/nginx.pid;\nerror_log {run}/error.log;\nevents {{}}\nhttp {{\n  \
              access_log off;\n  client_body_temp_path {run}/body;\n  proxy_temp_path \
              {run}/proxy;\n  fastcgi_temp_path {run}/fastcgi;\n  uwsgi_temp_path {run}/uwsgi;\n  \
              scgi_temp_path {run}/scgi;\n  server {{\n    listen 127.0.0.1:{listen};\n    root \
              {root};\n  }}\n}}\n",
+            user = workers_user(),
             run = run.display(),
             root = root.display()
         ),
