@@ -4,6 +4,7 @@
  * mapped with values, dims and metadata; hostile bytes refused with
  * TSR_ERR_FORMAT naming the function and what is wrong. (Interop with
  * NumPy and the gguf package: tests/format_npz.rs, tests/format_gguf.rs.) */
+#include "portable.h"
 #include "tsr_test.h"
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static void check_sample(TsrTensorDict *d) {
 
 static void test_round_trips(void) {
     char dir[] = "/tmp/tsr-formats-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    CHECK(tsr_mkdtemp(dir) != NULL);
     const char *names[2] = {"m.npz", "m.gguf"};
     int formats[2] = {TSR_FORMAT_NPZ, TSR_FORMAT_GGUF};
     for (int i = 0; i < 2; i++) {

@@ -20,9 +20,10 @@
  * there abort like any Rust allocation failure; they are not reachable
  * through an allocator plugin.
  */
-#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign */
 #include <stdint.h>
 
+#include "portable.h"
 #include "tsr_test.h"
 
 /* ---- the failing plugin --------------------------------------------------- */
@@ -33,7 +34,7 @@ static long live = 0, made = 0, refused = 0, released = 0;
 
 static void oom_free(void *ctx) {
     live--;
-    free(ctx);
+    aligned_block_free(ctx);
 }
 
 static TsrStatus oom_allocate(void *self, size_t nbytes, TsrDevice device, TsrDataPtr *out) {
@@ -44,9 +45,9 @@ static TsrStatus oom_allocate(void *self, size_t nbytes, TsrDevice device, TsrDa
         return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "oom plugin: refused on purpose");
     }
     if (nbytes > PTRDIFF_MAX) return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "oom plugin: too large");
-    void *p = NULL;
-    if (posix_memalign(&p, 64, nbytes ? nbytes : 1) != 0) {
-        return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "oom plugin: posix_memalign failed");
+    void *p = aligned_block(64, nbytes ? nbytes : 1);
+    if (p == NULL) {
+        return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "oom plugin: no aligned block");
     }
     if (budget > 0) budget--;
     live++;

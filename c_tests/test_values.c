@@ -4,6 +4,7 @@
  * (tsr_dict_value_count / _name / _json), values set from JSON saved
  * into torch, safetensors and GGUF and read back the same, and the
  * bounds refused. */
+#include "portable.h"
 #include "tsr_test.h"
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static void test_torch_save_values(void) {
 
 static void test_round_trips(void) {
     char dir[] = "/tmp/tsr-values-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    CHECK(tsr_mkdtemp(dir) != NULL);
     TsrTensorDict *d = NULL;
     CHECK_OK(tsr_dict_new(&d));
     TsrTensor *w = NULL;

@@ -13,8 +13,10 @@
 #   SONAME         the library's SONAME (libtessera.so.0.MINOR for 0.x)
 #   EXPECTED_NATIVE_LIBS  the native libraries CMake was configured with
 #   CLI_PATH       where to stage the tessera command (empty: not built)
+#   WINDOWS        true for a Windows target (MinGW-w64)
 #
-# Staged: libtessera.so.VERSION, the symlinks SONAME and libtessera.so,
+# Staged: libtessera.so.VERSION, the symlinks SONAME and libtessera.so
+# (on Windows tessera.dll and its import library libtessera.dll.a),
 # libtessera.a, and the tessera command when CLI_PATH is set.
 
 foreach(var CARGO SOURCE_DIR TARGET_DIR PROFILE STAGE_DIR VERSION SONAME)
@@ -99,10 +101,17 @@ set(built "${TARGET_DIR}${target_subdir}/${profile_dir}")
 file(MAKE_DIRECTORY "${STAGE_DIR}")
 # COPYONLY copies only when the content changed, so dependents do not
 # relink needlessly.
-configure_file("${built}/libtessera.so" "${STAGE_DIR}/libtessera.so.${VERSION}" COPYONLY)
 configure_file("${built}/libtessera.a" "${STAGE_DIR}/libtessera.a" COPYONLY)
-file(CREATE_LINK "libtessera.so.${VERSION}" "${STAGE_DIR}/${SONAME}" SYMBOLIC)
-file(CREATE_LINK "${SONAME}" "${STAGE_DIR}/libtessera.so" SYMBOLIC)
+if(WINDOWS)
+    configure_file("${built}/tessera.dll" "${STAGE_DIR}/tessera.dll" COPYONLY)
+    configure_file("${built}/libtessera.dll.a" "${STAGE_DIR}/libtessera.dll.a" COPYONLY)
+    set(exe_suffix .exe)
+else()
+    configure_file("${built}/libtessera.so" "${STAGE_DIR}/libtessera.so.${VERSION}" COPYONLY)
+    file(CREATE_LINK "libtessera.so.${VERSION}" "${STAGE_DIR}/${SONAME}" SYMBOLIC)
+    file(CREATE_LINK "${SONAME}" "${STAGE_DIR}/libtessera.so" SYMBOLIC)
+    set(exe_suffix "")
+endif()
 if(CLI_PATH)
-    configure_file("${built}/tessera" "${CLI_PATH}" COPYONLY)
+    configure_file("${built}/tessera${exe_suffix}" "${CLI_PATH}" COPYONLY)
 endif()

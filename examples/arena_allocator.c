@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "aligned_block.h"
 #include "tessera.h"
 
 #define TRY(call)                                                                     \
@@ -69,8 +70,8 @@ static TsrStatus arena_allocate(void *self, size_t nbytes, TsrDevice device, Tsr
     char msg[128];
     pthread_mutex_lock(&a->lock);
     if (a->base == NULL) {
-        void *region = NULL;
-        if (posix_memalign(&region, ALIGNMENT, ARENA_BYTES) != 0) {
+        void *region = aligned_block(ALIGNMENT, ARENA_BYTES);
+        if (region == NULL) {
             pthread_mutex_unlock(&a->lock);
             return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "arena: no memory for the region");
         }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "aligned_block.h"
 #include "tessera.h"
 
 #define TRY(call)                                                                               \
@@ -57,7 +58,7 @@ static void counting_free(void *ctx) {
     c->frees++;
     c->live_bytes -= h->nbytes;
     pthread_mutex_unlock(&c->lock);
-    free(h);
+    aligned_block_free(h);
 }
 
 static TsrStatus counting_allocate(void *self, size_t nbytes, TsrDevice device, TsrDataPtr *out) {
@@ -65,7 +66,7 @@ static TsrStatus counting_allocate(void *self, size_t nbytes, TsrDevice device, 
     void *block = NULL;
     Header *h;
     if (nbytes > SIZE_MAX - HEADER_BYTES ||
-        posix_memalign(&block, 64, HEADER_BYTES + nbytes) != 0) {
+        (block = aligned_block(64, HEADER_BYTES + nbytes)) == NULL) {
         char msg[96];
         snprintf(msg, sizeof msg, "counting allocator: cannot allocate %zu bytes", nbytes);
         return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, msg);

@@ -44,7 +44,7 @@ class PoolAllocator : public tessera::AllocatorBase {
         for (std::vector<Header*>& list : free_lists_) {
             kept += list.size();
             for (Header* h : list) {
-                std::free(h);
+                ::operator delete(h, std::align_val_t{64});
             }
         }
         std::printf("[%s] destroyed: %zu cached blocks returned to the system\n", name_.c_str(),
@@ -70,7 +70,8 @@ class PoolAllocator : public tessera::AllocatorBase {
             }
         }
         if (h == nullptr) {
-            void* block = std::aligned_alloc(64, sizeof(Header) + (size_t(1) << k));
+            void* block = ::operator new(sizeof(Header) + (size_t(1) << k), std::align_val_t{64},
+                                         std::nothrow);
             if (block == nullptr) {
                 throw std::bad_alloc();
             }
@@ -117,7 +118,7 @@ class PoolAllocator : public tessera::AllocatorBase {
         if (list.size() < list.capacity() || reserve_one(list)) {
             list.push_back(h);
         } else {
-            std::free(h);
+            ::operator delete(h, std::align_val_t{64});
         }
     }
 

@@ -10,6 +10,7 @@
  *       -Ltarget/release -ltessera -Wl,-rpath,$PWD/target/release -o /tmp/dlpack_roundtrip
  *   /tmp/dlpack_roundtrip
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -62,7 +63,9 @@ int main(void) {
     printf("  flags        %llu (read-only: %s, copied: %s)\n", (unsigned long long)m->flags,
            (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? "yes" : "no",
            (m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) ? "yes" : "no");
-    printf("  data         %p (tessera data %p)\n", d->data, tsr_tensor_data(t));
+    /* Addresses as 0x<hex> on every platform (%p's form is the C library's). */
+    printf("  data         0x%" PRIxPTR " (tessera data 0x%" PRIxPTR ")\n", (uintptr_t)d->data,
+           (uintptr_t)tsr_tensor_data(t));
     printf("  device       type %d (kDLCPU = %d), id %d\n", (int)d->device.device_type,
            (int)kDLCPU, (int)d->device.device_id);
     printf("  dtype        code %u (kDLFloat = %d), bits %u, lanes %u\n", (unsigned)d->dtype.code,
@@ -81,9 +84,9 @@ int main(void) {
     TRY(tsr_tensor_from_dlpack(m, &back));
     const int64_t *bs = tsr_tensor_sizes(back);
     const int64_t *bt = tsr_tensor_strides(back);
-    printf("imported tensor: sizes [%lld, %lld], strides [%lld, %lld], data %p\n",
+    printf("imported tensor: sizes [%lld, %lld], strides [%lld, %lld], data 0x%" PRIxPTR "\n",
            (long long)bs[0], (long long)bs[1], (long long)bt[0], (long long)bt[1],
-           tsr_tensor_data(back));
+           (uintptr_t)tsr_tensor_data(back));
     printf("same buffer as the export: %s\n", tsr_tensor_data(back) == values ? "yes" : "no");
 
     /* base is released, but its buffer lives on in the import */

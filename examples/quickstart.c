@@ -2,7 +2,7 @@
  * tessera quick start: the first program to run.
  *
  * 1. Registers a tiny allocator plugin for CPU memory (it counts calls and
- *    hands out 64-byte aligned blocks from posix_memalign / free).
+ *    hands out 64-byte aligned blocks: aligned_block.h).
  * 2. Builds two float tensors, a [2, 3] matrix and a [3] row, and adds
  *    them with broadcasting (tsr_add runs the kernel through the iterator).
  * 3. Sums the result, in total and per row.
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "aligned_block.h"
 #include "tessera.h"
 
 /* Exits with tessera's error message when a call fails. */
@@ -36,13 +37,13 @@ static unsigned long plugin_allocs, plugin_frees;
 
 static void plugin_free(void *ctx) {
     plugin_frees++;
-    free(ctx);
+    aligned_block_free(ctx);
 }
 
 static TsrStatus plugin_allocate(void *self, size_t nbytes, TsrDevice device, TsrDataPtr *out) {
-    void *p = NULL;
+    void *p = aligned_block(64, nbytes);
     (void)self;
-    if (posix_memalign(&p, 64, nbytes) != 0)
+    if (p == NULL)
         return tsr_set_last_error(TSR_ERR_OUT_OF_MEMORY, "quickstart plugin: out of memory");
     plugin_allocs++;
     out->data = p;          /* the address tensors use */

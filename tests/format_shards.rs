@@ -86,6 +86,7 @@ fn dcp_from_two_ranks_of_dtensors_loads_equal_to_torch() {
 }
 
 /// The file a mapped address belongs to, from /proc/self/maps.
+#[cfg(unix)]
 fn mapped_file(addr: usize) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     maps.lines().find_map(|l| {
@@ -98,6 +99,27 @@ fn mapped_file(addr: usize) -> Option<String> {
         let path = parts.nth(4)?;
         (lo <= addr && addr < hi).then(|| path.to_owned())
     })
+}
+
+/// The file a mapped address belongs to, from GetMappedFileNameW, with
+/// `/` for each backslash. (Not /proc/self/maps under Wine: the wineserver opens
+/// files for its programs, so there /proc/self is the server's.)
+#[cfg(windows)]
+fn mapped_file(addr: usize) -> Option<String> {
+    use windows_sys::Win32::System::ProcessStatus::K32GetMappedFileNameW;
+    use windows_sys::Win32::System::Threading::GetCurrentProcess;
+    let mut name = [0u16; 1024];
+    // SAFETY: name is a writable buffer of name.len() UTF-16 units; the
+    // call only queries the address (an unmapped one returns 0).
+    let n = unsafe {
+        K32GetMappedFileNameW(
+            GetCurrentProcess(),
+            addr as *const std::ffi::c_void,
+            name.as_mut_ptr(),
+            name.len() as u32,
+        )
+    };
+    (n > 0).then(|| String::from_utf16_lossy(&name[..n as usize]).replace('\\', "/"))
 }
 
 #[test]
