@@ -123,7 +123,7 @@ where
         while o < e {
             let run = run_of(o);
             if runs_x4 && e - o >= 4 {
-                let q = [0, 1, 2, 3].map(|k| run_of(o + k));
+                let q = [run, run_of(o + 1), run_of(o + 2), run_of(o + 3)];
                 // SAFETY: four contiguous runs of len >= 1 elements.
                 let m = unsafe { pick_runs_x4::<T, MAX>(q, len as usize) };
                 for k in 0..4 {
@@ -171,7 +171,7 @@ where
 }
 
 /// Outputs a tile updates per row (a page of f32 values).
-pub(super) const TILE: usize = 1024;
+const TILE: usize = 1024;
 
 /// The pick of a run of `len` elements `step` bytes apart, one element
 /// after another: (value, index).
