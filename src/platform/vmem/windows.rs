@@ -36,18 +36,32 @@ pub(crate) fn is_out_of_memory(e: &io::Error) -> bool {
 }
 
 /// The host's free and physical memory in bytes.
+///
+/// A report of no physical memory is asked again (a few times, a
+/// millisecond apart): Wine's GlobalMemoryStatusEx keeps its answer for a
+/// second and marks it fresh before filling it, so a thread that asks
+/// while another fills it gets zeros (seen once in CI under Wine 8.0: an
+/// expandable segment's reservation came out 0 bytes).
 pub(crate) fn memory_info() -> Result<(u64, u64), NoMemoryInfo> {
-    // SAFETY: an all-zero MEMORYSTATUSEX is a valid value to fill.
-    let mut st: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
-    st.dwLength = std::mem::size_of::<MEMORYSTATUSEX>() as u32;
-    // SAFETY: a writable MEMORYSTATUSEX with its length set.
-    if unsafe { GlobalMemoryStatusEx(&mut st) } == 0 {
-        return Err(NoMemoryInfo::Failed(format!(
-            "GlobalMemoryStatusEx could not tell the host's memory: {}",
-            io::Error::last_os_error()
-        )));
+    for _ in 0..100 {
+        // SAFETY: an all-zero MEMORYSTATUSEX is a valid value to fill.
+        let mut st: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
+        st.dwLength = std::mem::size_of::<MEMORYSTATUSEX>() as u32;
+        // SAFETY: a writable MEMORYSTATUSEX with its length set.
+        if unsafe { GlobalMemoryStatusEx(&mut st) } == 0 {
+            return Err(NoMemoryInfo::Failed(format!(
+                "GlobalMemoryStatusEx could not tell the host's memory: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        if st.ullTotalPhys > 0 {
+            return Ok((st.ullAvailPhys, st.ullTotalPhys));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    Ok((st.ullAvailPhys, st.ullTotalPhys))
+    Err(NoMemoryInfo::Failed(
+        "GlobalMemoryStatusEx reported 0 bytes of physical memory".into(),
+    ))
 }
 
 /// Reserves `size` bytes of address space aligned to `align`: the aligned
