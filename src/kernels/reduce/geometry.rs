@@ -200,12 +200,12 @@ pub(super) fn reduce_part<R: Reducer>(
 ) {
     let (os0, is0) = (g.out[0] as isize, g.inp[0] as isize);
     let run = g.shape[0] as usize;
-    if matches!(R::KIND, Kind::Sum | Kind::SumSquares)
+    if matches!(R::KIND, Kind::Sum | Kind::SumSquares | Kind::Prod)
         && os0 == 0
         && is0 == size_of::<R::In>() as isize
         && run < STREAMS * BLOCK
     {
-        // Contiguous runs reduced into single outputs (a sum along
+        // Contiguous runs reduced into single outputs (a sum or product along
         // the innermost dim), too short for pairwise's streams: four
         // runs at a time, so the reads still come from four places.
         let (b, e) = ranges[g.ndim() - 1];
