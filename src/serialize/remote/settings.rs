@@ -5,8 +5,9 @@
 //!   a load's own `concurrency` option wins);
 //! - `TSR_REMOTE_CHUNK_BYTES`: bytes a request (default 8 MiB; a load's
 //!   `chunk_bytes` wins);
-//! - `TSR_REMOTE_JOIN_GAP_BYTES`: records closer than this are fetched
-//!   by one request (up to a request's bytes), the gaps between them
+//! - `TSR_REMOTE_JOIN_GAP_BYTES`: records smaller than this and closer
+//!   than this are fetched by one request (up to a request's bytes),
+//!   each through a staging buffer, the gaps between them
 //!   read and dropped (default 1 MiB; 0: a request a record);
 //! - `TSR_REMOTE_TIMEOUT_MS`: the most one request may take, connection,
 //!   headers and body (default 30000), and the time after which a request
