@@ -6,9 +6,8 @@
 //! cover, gaps included (a server's round trip costs more than the bytes
 //! between two small tensors). A joined job's bytes pass through a
 //! staging buffer, a copy that costs about what reading as many gap bytes
-//! does, so bigger jobs are read straight into their storages (8 MiB
-//! tensors joined into 32 MiB reads took 2.4x as long from nginx on
-//! 127.0.0.1: docs/PERFORMANCE.md, "Remote loads"). Jobs are joined in
+//! does, so bigger jobs are read straight into their storages (a shared
+//! request saves them no more than a concurrent one). Jobs are joined in
 //! the order of their bytes in the source, whatever the order asked.
 
 use super::ckpt_index::{Index, RecordData};
@@ -137,9 +136,8 @@ struct Group {
 
 /// The groups of two or more jobs read together: jobs of one range
 /// each, smaller than `chunk` and than the gap, from a source that asks
-/// for joins, whose
-/// bytes start at or after the group's end and less than its gap after
-/// it, the group's span at most `chunk`.
+/// for joins, whose bytes start at or after the group's end and less
+/// than its gap after it, the group's span at most `chunk`.
 fn join(index: &Index, jobs: &[Job], chunk: u64) -> Vec<Group> {
     let gap_of = |source: usize| {
         index.sources[source]
